@@ -1,0 +1,1 @@
+//! Embedded adapters (stub: being written).

@@ -1,0 +1,127 @@
+//! Object-storage keys. Image files live under `{shard}/{image_id}/{generation}/{file}` where the
+//! shard is the id's first two hex digits, so the sweeper walks storage one shard at a time.
+
+use std::fmt;
+
+use super::{Generation, ImageId, VariantName};
+
+/// Number of shard prefixes (`00` … `ff`).
+pub const SHARD_COUNT: usize = 256;
+
+/// Every shard prefix, in order.
+pub fn shard_prefixes() -> impl Iterator<Item = String> {
+    (0..SHARD_COUNT).map(|i| format!("{i:02x}"))
+}
+
+/// A key in the blob store: a relative, `/`-separated path of safe characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobKey(String);
+
+impl BlobKey {
+    /// Accepts keys of `[A-Za-z0-9._-]` segments separated by `/`; no empty, `.` or `..` segment.
+    pub fn parse(s: &str) -> Option<Self> {
+        let ok = !s.is_empty()
+            && s.len() <= 512
+            && s.split('/').all(|seg| {
+                !seg.is_empty()
+                    && seg != "."
+                    && seg != ".."
+                    && seg
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            });
+        ok.then(|| Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key of an image's original bytes.
+    pub fn original(id: &ImageId, generation: &Generation) -> Self {
+        Self(format!("{}/{}/{}/original", id.shard(), id, generation))
+    }
+
+    /// The key of one JPEG variant.
+    pub fn variant(id: &ImageId, generation: &Generation, name: &VariantName) -> Self {
+        Self(format!("{}/{}/{}/{}.jpg", id.shard(), id, generation, name))
+    }
+
+    /// The prefix under which all files of one generation of an image live (ends with `/`).
+    pub fn generation_prefix(id: &ImageId, generation: &Generation) -> String {
+        format!("{}/{}/{}/", id.shard(), id, generation)
+    }
+
+    /// Which image generation this key belongs to, if it is an image file key.
+    pub fn image_part(&self) -> Option<ImageBlobKey> {
+        let mut parts = self.0.split('/');
+        let (shard, id, generation, file) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        let id = ImageId::parse(id).ok()?;
+        if id.shard() != shard || file.is_empty() {
+            return None;
+        }
+        Some(ImageBlobKey {
+            id,
+            generation: Generation::parse(generation).ok()?,
+        })
+    }
+}
+
+impl fmt::Display for BlobKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The image and generation an image file key belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ImageBlobKey {
+    pub id: ImageId,
+    pub generation: Generation,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_keys_are_sharded_and_parse_back() {
+        let id = ImageId::of_bytes(b"a");
+        let g = Generation::parse("0badcafe").unwrap();
+        let name = VariantName::parse("large").unwrap();
+        let key = BlobKey::variant(&id, &g, &name);
+        assert_eq!(
+            key.as_str(),
+            "0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/large.jpg"
+        );
+        assert_eq!(
+            key.image_part(),
+            Some(ImageBlobKey {
+                id: id.clone(),
+                generation: g.clone()
+            })
+        );
+        assert!(
+            BlobKey::original(&id, &g)
+                .as_str()
+                .starts_with(&BlobKey::generation_prefix(&id, &g))
+        );
+        assert_eq!(shard_prefixes().count(), SHARD_COUNT);
+    }
+
+    #[test]
+    fn unsafe_or_foreign_keys_are_refused_or_not_image_keys() {
+        assert!(BlobKey::parse("../etc/passwd").is_none());
+        assert!(BlobKey::parse("a//b").is_none());
+        assert!(BlobKey::parse("/abs").is_none());
+        assert!(BlobKey::parse("a/b c").is_none());
+        let foreign = BlobKey::parse("0c/not-an-id/0badcafe/x").unwrap();
+        assert_eq!(foreign.image_part(), None);
+        let wrong_shard = BlobKey::parse("ff/0cc175b9c0f1b6a831c399e269772661/0badcafe/x").unwrap();
+        assert_eq!(wrong_shard.image_part(), None);
+    }
+}

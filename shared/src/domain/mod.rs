@@ -1,0 +1,13 @@
+//! Domain types: parsed once at the edge, so nothing past it handles raw strings.
+
+mod blob_key;
+mod ids;
+mod image;
+mod time;
+mod variant;
+
+pub use blob_key::{BlobKey, ImageBlobKey, SHARD_COUNT, shard_prefixes};
+pub use ids::{Generation, IdError, ImageId, OfferId};
+pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant};
+pub use time::Timestamp;
+pub use variant::{FitMode, VariantName, VariantSet, VariantSpec, VariantSpecError};

@@ -1,0 +1,1 @@
+//! The photo pipeline (stub: being written).

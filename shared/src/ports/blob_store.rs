@@ -1,0 +1,43 @@
+//! The blob store port: where original bytes and variant files live (S3, a directory).
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::StoreError;
+use crate::domain::{BlobKey, Timestamp};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobMeta {
+    pub key: BlobKey,
+    pub size: u64,
+    pub last_modified: Timestamp,
+}
+
+/// One page of a listing; `next` is the cursor for the following page, if any.
+#[derive(Debug, Clone, Default)]
+pub struct BlobPage {
+    pub blobs: Vec<BlobMeta>,
+    pub next: Option<BlobKey>,
+}
+
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// Writes the whole object atomically: a reader sees the old object, no object or the whole
+    /// new one, never a part. Overwrites an existing object.
+    async fn put(&self, key: &BlobKey, body: Bytes, content_type: &str) -> Result<(), StoreError>;
+
+    /// The whole object, or `StoreError::NotFound`.
+    async fn get(&self, key: &BlobKey) -> Result<Bytes, StoreError>;
+
+    /// Deletes the objects; keys that do not exist are not an error.
+    async fn delete(&self, keys: &[BlobKey]) -> Result<(), StoreError>;
+
+    /// Objects whose key starts with `prefix`, in key order, starting after `after`, at most
+    /// `limit` (at least one) per page. Never loads more than a page into memory.
+    async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&BlobKey>,
+        limit: usize,
+    ) -> Result<BlobPage, StoreError>;
+}

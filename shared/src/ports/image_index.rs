@@ -1,0 +1,81 @@
+//! The image record port: claim-by-conditional-write dedup, completion, expiry and GC deletes.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::domain::{Generation, ImageId, ImageRecord, SourceFormat, StoredVariant, Timestamp};
+
+/// The outcome of claiming an image id. Dedup is a value, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Nobody has these bytes (or a crashed worker's claim expired and was taken over): the
+    /// caller processes them under `generation`, then calls `complete` or `abandon`.
+    New { generation: Generation },
+    /// A ready record exists (possibly expired but not yet collected: it is revived). Its
+    /// `last_update` was refreshed, and its orphan expiry too if no offer links it.
+    Existing(ImageRecord),
+    /// Another worker holds a claim that has not expired; wait for its record.
+    InProgress { claim_expires_at: Timestamp },
+}
+
+/// What processing produced: the fields a claim needs to become a ready record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyImage {
+    pub format: SourceFormat,
+    pub width: u32,
+    pub height: u32,
+    pub original_bytes: u64,
+    pub variants: Vec<StoredVariant>,
+}
+
+#[async_trait]
+pub trait ImageIndex: Send + Sync {
+    /// Atomically: no record → create a `Processing` claim with a fresh generation, expiring at
+    /// `now + claim_ttl` (`Claim::New`); a `Ready` record → refresh it (`Claim::Existing`); an
+    /// unexpired claim → `Claim::InProgress`; an expired claim → take it over with a fresh
+    /// generation (`Claim::New`).
+    async fn claim(
+        &self,
+        id: &ImageId,
+        now: Timestamp,
+        claim_ttl: Duration,
+        orphan_ttl: Duration,
+    ) -> Result<Claim, StoreError>;
+
+    /// Turns the caller's claim into a ready, unlinked record expiring at `now + orphan_ttl`.
+    /// `StoreError::Conflict` if the claim is no longer the caller's (taken over or removed).
+    async fn complete(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        ready: ReadyImage,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<ImageRecord, StoreError>;
+
+    /// Removes the caller's claim after failed processing; does nothing if the claim is no
+    /// longer the caller's.
+    async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError>;
+
+    /// The record as stored, whatever its state (callers check `is_live`).
+    async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError>;
+
+    /// The stored records among `ids` (missing ones are left out), in the order of `ids`.
+    async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError>;
+
+    /// Up to `limit` records expired at `now` (unlinked orphans past their expiry and claims past
+    /// theirs), the longest-expired first: garbage-collection candidates.
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError>;
+
+    /// Deletes the record only if it is still `generation` and still expired at `now` (unlinked,
+    /// not refreshed); returns whether it was deleted. The caller then deletes that
+    /// generation's files.
+    async fn delete_if_expired(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+}

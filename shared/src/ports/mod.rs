@@ -1,0 +1,16 @@
+//! Ports: the small capabilities the flows need, each implemented by an embedded adapter
+//! (SQLite, a directory) and an AWS one. Built once at start-up as `Arc<dyn Port>`.
+
+mod blob_store;
+mod clock;
+mod image_index;
+mod offer_links;
+mod store_error;
+mod task_queue;
+
+pub use blob_store::{BlobMeta, BlobPage, BlobStore};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use image_index::{Claim, ImageIndex, ReadyImage};
+pub use offer_links::{LinkError, OfferLinks};
+pub use store_error::StoreError;
+pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};

@@ -1,0 +1,45 @@
+//! The offer link port: an offer's ordered photo list and each image's link count and expiry.
+//! Linking never touches object storage.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::domain::{ImageId, OfferId, Timestamp};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The image has no live record (never uploaded, still processing, or expired).
+    #[error("unknown image {0}")]
+    UnknownImage(ImageId),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[async_trait]
+pub trait OfferLinks: Send + Sync {
+    /// Replaces the offer's ordered photo list (the ids are distinct). Every image must be live
+    /// at `now`; otherwise `LinkError::UnknownImage` and nothing changes. Images newly linked
+    /// lose their orphan expiry; images that no offer links any more expire at
+    /// `now + orphan_ttl`. Linking an image refreshes its `last_update`.
+    async fn set_photos(
+        &self,
+        offer: &OfferId,
+        images: &[ImageId],
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<(), LinkError>;
+
+    /// The offer's photo list in order, or `None` if the offer has none set.
+    async fn photos(&self, offer: &OfferId) -> Result<Option<Vec<ImageId>>, StoreError>;
+
+    /// Removes the offer and its links, orphaning images that nothing else links; returns
+    /// whether the offer existed. Idempotent.
+    async fn delete_offer(
+        &self,
+        offer: &OfferId,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError>;
+}

@@ -1,0 +1,68 @@
+//! The error every storage port returns; backend errors are translated at the adapter boundary.
+
+/// A storage failure. `NotFound` is the only variant a flow branches on; the rest are reported.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The key or record does not exist (S3 `NoSuchKey`, `io::ErrorKind::NotFound`, no row).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A conditional write lost (someone else changed the record first).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The backend failed in a way that a retry may fix (throttling, timeouts, a busy database).
+    #[error("storage temporarily unavailable: {message}")]
+    Unavailable {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The backend failed in a way that retrying will not fix (corrupt data, bad configuration).
+    #[error("storage failure: {message}")]
+    Backend {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl StoreError {
+    pub fn unavailable(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    pub fn backend(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    pub fn corrupt(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. } | Self::Conflict(_))
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "not_found",
+            Self::Conflict(_) => "conflict",
+            Self::Unavailable { .. } => "storage_unavailable",
+            Self::Backend { .. } => "storage_error",
+        }
+    }
+}

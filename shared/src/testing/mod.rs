@@ -1,0 +1,1 @@
+//! Contract suites (stub: being written).
