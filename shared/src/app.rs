@@ -1,1 +1,91 @@
-//! (being written)
+//! Composition: builds the ports for a backend, once, and the service over them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::adapters::fs::FsBlobStore;
+use crate::adapters::sqlite::SqliteStore;
+use crate::flows::{Policy, Ports, Service};
+use crate::pipeline::{Pipeline, PipelineConfig, PipelineError, Watermark};
+use crate::ports::{Clock, StoreError};
+use crate::settings::Settings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("cannot read the watermark {path}: {source}")]
+    WatermarkFile { path: PathBuf, source: std::io::Error },
+    #[error("invalid watermark: {0}")]
+    Watermark(#[from] PipelineError),
+    #[error("cannot open the data directory {path}: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Where the ports live.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// One SQLite file (records and queues) and a directory of files, under `data_dir`.
+    Embedded { data_dir: PathBuf },
+}
+
+impl Backend {
+    pub fn embedded(data_dir: impl Into<PathBuf>) -> Self {
+        Self::Embedded { data_dir: data_dir.into() }
+    }
+
+    pub async fn ports(&self, clock: Arc<dyn Clock>) -> Result<Ports, AppError> {
+        match self {
+            Self::Embedded { data_dir } => embedded_ports(data_dir, clock).await,
+        }
+    }
+}
+
+/// The SQLite file inside a data directory.
+pub fn sqlite_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("imgest.sqlite3")
+}
+
+/// The blob directory inside a data directory.
+pub fn blobs_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("files")
+}
+
+async fn embedded_ports(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Ports, AppError> {
+    let blobs_dir = blobs_path(data_dir);
+    tokio::fs::create_dir_all(&blobs_dir)
+        .await
+        .map_err(|source| AppError::DataDir { path: blobs_dir.clone(), source })?;
+    let store = Arc::new(SqliteStore::open(&sqlite_path(data_dir))?);
+    Ok(Ports {
+        blobs: Arc::new(FsBlobStore::new(blobs_dir)),
+        images: store.clone(),
+        offers: store.clone(),
+        queue: store,
+        clock,
+    })
+}
+
+/// The pipeline the settings describe (reads the watermark file, if any).
+pub fn pipeline(settings: &Settings) -> Result<Pipeline, AppError> {
+    let watermark = match &settings.watermark {
+        None => None,
+        Some(w) => {
+            let png = std::fs::read(&w.path).map_err(|source| AppError::WatermarkFile { path: w.path.clone(), source })?;
+            Some(Watermark::from_png(&png, w.position, w.opacity, w.variants.clone())?)
+        }
+    };
+    Ok(Pipeline::new(PipelineConfig {
+        variants: settings.variants.clone(),
+        jpeg_quality: settings.jpeg_quality,
+        max_body: settings.max_body,
+        max_pixels: settings.max_pixels,
+        watermark,
+    }))
+}
+
+/// The service over `backend`'s ports, configured by `settings`.
+pub async fn service(settings: &Settings, backend: &Backend, clock: Arc<dyn Clock>) -> Result<Service, AppError> {
+    let ports = backend.ports(clock).await?;
+    Ok(Service::new(ports, pipeline(settings)?, Policy::from_settings(settings)))
+}

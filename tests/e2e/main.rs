@@ -1,1 +1,10 @@
+//! End-to-end tests: the local runner's HTTP API on a real socket, over real SQLite and a real
+//! directory, driven through `TestApp`'s verbs. Test names are sentences.
 
+mod support;
+
+mod bad_input;
+mod concurrency;
+mod images;
+mod lifecycle;
+mod offers;

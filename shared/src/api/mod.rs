@@ -1,1 +1,14 @@
-//! (being written)
+//! The HTTP API: one axum router, served by the local runner and (through lambda_http) by the
+//! API Lambda function. JSON under `/v1`; every error is `{"error": {"kind", "message"}}`.
+
+mod body;
+mod error;
+mod files;
+mod images;
+mod json;
+mod offers;
+mod router;
+
+pub use error::ApiError;
+pub use json::{ImageJson, OfferJson, VariantJson};
+pub use router::{ApiState, router};

@@ -1,1 +1,152 @@
-//! The photo pipeline (stub: being written).
+//! The photo pipeline: bytes in, JPEG variants out (sniff, limit, decode once, orient, resize, watermark, encode).
+//!
+//! [`Pipeline::process`] is synchronous and CPU-bound: async callers run it in
+//! `spawn_blocking`. Everything that can be wrong with the bytes comes back as a
+//! [`PipelineError`]; nothing panics on bad input.
+
+mod decode;
+mod detect;
+mod encode;
+mod error;
+mod resize;
+#[cfg(test)]
+mod tests;
+mod watermark;
+
+use std::fmt;
+
+pub use error::PipelineError;
+pub use watermark::{Watermark, WatermarkPosition};
+
+use crate::domain::{SourceFormat, VariantName, VariantSet};
+
+/// What the pipeline makes and what it accepts.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    pub variants: VariantSet,
+    /// JPEG quality, 1..=100 (values outside are clamped).
+    pub jpeg_quality: u8,
+    /// Largest accepted body, in bytes.
+    pub max_body: u64,
+    /// Largest accepted decoded image, in pixels (width × height, from the header).
+    pub max_pixels: u64,
+    pub watermark: Option<Watermark>,
+}
+
+impl PipelineConfig {
+    pub const DEFAULT_JPEG_QUALITY: u8 = 82;
+    pub const DEFAULT_MAX_BODY: u64 = 20_000_000;
+    pub const DEFAULT_MAX_PIXELS: u64 = 50_000_000;
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            variants: VariantSet::default(),
+            jpeg_quality: Self::DEFAULT_JPEG_QUALITY,
+            max_body: Self::DEFAULT_MAX_BODY,
+            max_pixels: Self::DEFAULT_MAX_PIXELS,
+            watermark: None,
+        }
+    }
+}
+
+/// Format and stored dimensions read from the header only (no pixel decoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceInfo {
+    pub format: SourceFormat,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// One variant, JPEG-encoded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EncodedVariant {
+    pub name: VariantName,
+    pub width: u32,
+    pub height: u32,
+    pub jpeg: Vec<u8>,
+}
+
+impl fmt::Debug for EncodedVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncodedVariant")
+            .field("name", &self.name)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("jpeg_bytes", &self.jpeg.len())
+            .finish()
+    }
+}
+
+/// A processed photo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Processed {
+    pub format: SourceFormat,
+    /// Width and height after EXIF orientation.
+    pub width: u32,
+    pub height: u32,
+    /// In the [`VariantSet`]'s order.
+    pub variants: Vec<EncodedVariant>,
+}
+
+/// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    config: PipelineConfig,
+}
+
+impl Pipeline {
+    pub fn new(mut config: PipelineConfig) -> Self {
+        config.jpeg_quality = config.jpeg_quality.clamp(1, 100);
+        Self { config }
+    }
+
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    fn limits(&self) -> detect::Limits {
+        detect::Limits {
+            max_body: self.config.max_body,
+            max_pixels: self.config.max_pixels,
+        }
+    }
+
+    /// Sniffs the format from the bytes (never from a name or Content-Type), checks the body
+    /// size and the declared pixel count from the header, before any decoding.
+    pub fn inspect(&self, bytes: &[u8]) -> Result<SourceInfo, PipelineError> {
+        detect::inspect(bytes, &self.limits())
+    }
+
+    /// [`inspect`](Self::inspect), then decodes once, applies the EXIF orientation, and makes
+    /// and encodes every variant from the one decoded image.
+    pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
+        let decoded = decode::decode(bytes, &self.limits())?;
+        let source = &decoded.image;
+        let mut resizer = fast_image_resize::Resizer::new();
+        let specs = self.config.variants.specs();
+        let mut variants = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let geometry = resize::plan(source.width(), source.height(), spec);
+            let mut pixels = resize::render(&mut resizer, source, &geometry)?;
+            if let Some(watermark) = &self.config.watermark
+                && watermark.applies_to(&spec.name)
+            {
+                watermark.apply(pixels.to_mut())?;
+            }
+            variants.push(EncodedVariant {
+                name: spec.name.clone(),
+                width: pixels.width(),
+                height: pixels.height(),
+                jpeg: encode::encode_jpeg(&pixels, self.config.jpeg_quality)?,
+            });
+        }
+        Ok(Processed {
+            format: decoded.format,
+            width: source.width(),
+            height: source.height(),
+            variants,
+        })
+    }
+}

@@ -1,0 +1,407 @@
+//! `ImageIndex` on the `images` table.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+
+use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
+use crate::domain::{
+    Generation, ImageId, ImageRecord, ImageState, SourceFormat, StoredVariant, Timestamp,
+};
+use crate::ports::{Claim, ImageIndex, ReadyImage, StoreError};
+
+const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
+                       original_bytes, variants, created_at, last_update, link_count, expires_at";
+
+/// A row as stored, before it is checked into an [`ImageRecord`].
+struct RawImage {
+    id: String,
+    generation: String,
+    state: String,
+    claim_expires_at: Option<i64>,
+    format: Option<String>,
+    width: Option<i64>,
+    height: Option<i64>,
+    original_bytes: Option<i64>,
+    variants: Option<String>,
+    created_at: i64,
+    last_update: i64,
+    link_count: i64,
+    expires_at: Option<i64>,
+}
+
+impl RawImage {
+    /// Reads a row selected with [`COLUMNS`].
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            generation: row.get(1)?,
+            state: row.get(2)?,
+            claim_expires_at: row.get(3)?,
+            format: row.get(4)?,
+            width: row.get(5)?,
+            height: row.get(6)?,
+            original_bytes: row.get(7)?,
+            variants: row.get(8)?,
+            created_at: row.get(9)?,
+            last_update: row.get(10)?,
+            link_count: row.get(11)?,
+            expires_at: row.get(12)?,
+        })
+    }
+
+    fn into_record(self) -> Result<ImageRecord, StoreError> {
+        let bad = |what: &str| StoreError::corrupt(format!("image row {:?}: {what}", self.id));
+        let id = ImageId::parse(&self.id).map_err(|_| bad("invalid id"))?;
+        let generation =
+            Generation::parse(&self.generation).map_err(|_| bad("invalid generation"))?;
+        let state = match self.state.as_str() {
+            "processing" => ImageState::Processing {
+                claim_expires_at: Timestamp::from_millis(
+                    self.claim_expires_at
+                        .ok_or_else(|| bad("processing without claim_expires_at"))?,
+                ),
+            },
+            "ready" => {
+                let format = self
+                    .format
+                    .as_deref()
+                    .and_then(SourceFormat::parse)
+                    .ok_or_else(|| bad("invalid format"))?;
+                let dim = |v: Option<i64>, what: &str| {
+                    v.and_then(|v| u32::try_from(v).ok())
+                        .ok_or_else(|| bad(what))
+                };
+                let variants: Vec<StoredVariant> = self
+                    .variants
+                    .as_deref()
+                    .map(serde_json::from_str)
+                    .transpose()
+                    .map_err(|_| bad("invalid variants JSON"))?
+                    .ok_or_else(|| bad("ready without variants"))?;
+                ImageState::Ready {
+                    format,
+                    width: dim(self.width, "invalid width")?,
+                    height: dim(self.height, "invalid height")?,
+                    original_bytes: self
+                        .original_bytes
+                        .and_then(|b| u64::try_from(b).ok())
+                        .ok_or_else(|| bad("invalid original_bytes"))?,
+                    variants,
+                }
+            }
+            _ => return Err(bad("unknown state")),
+        };
+        Ok(ImageRecord {
+            id,
+            generation,
+            state,
+            created_at: Timestamp::from_millis(self.created_at),
+            last_update: Timestamp::from_millis(self.last_update),
+            link_count: u32::try_from(self.link_count).map_err(|_| bad("invalid link_count"))?,
+            expires_at: self.expires_at.map(Timestamp::from_millis),
+        })
+    }
+}
+
+pub(super) fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| sql_error("beginning a write transaction", e))
+}
+
+pub(super) fn commit(tx: Transaction<'_>) -> Result<(), StoreError> {
+    tx.commit().map_err(|e| sql_error("committing", e))
+}
+
+pub(super) fn select_one(
+    conn: &Connection,
+    id: &ImageId,
+) -> Result<Option<ImageRecord>, StoreError> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM images WHERE id = ?1"))
+        .and_then(|mut stmt| stmt.query_row([id.as_str()], RawImage::from_row).optional())
+        .map_err(|e| sql_error("reading an image", e))?
+        .map(RawImage::into_record)
+        .transpose()
+}
+
+/// The stored records among `ids`, in the order of `ids` (missing ones left out).
+pub(super) fn select_many(
+    conn: &Connection,
+    ids: &[ImageId],
+) -> Result<Vec<ImageRecord>, StoreError> {
+    let mut found: HashMap<String, ImageRecord> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM images WHERE id IN ({})",
+            placeholders(chunk.len())
+        );
+        let rows = conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(
+                    rusqlite::params_from_iter(chunk.iter().map(ImageId::as_str)),
+                    RawImage::from_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_error("reading images", e))?;
+        for raw in rows {
+            let record = raw.into_record()?;
+            found.insert(record.id.as_str().to_owned(), record);
+        }
+    }
+    Ok(ids
+        .iter()
+        .filter_map(|id| found.get(id.as_str()).cloned())
+        .collect())
+}
+
+fn millis(d: Duration, from: Timestamp) -> i64 {
+    from.plus(d).as_millis()
+}
+
+/// A random generation other than `old` (a takeover must never reuse the old one's keys).
+fn fresh_generation(old: &Generation) -> Generation {
+    loop {
+        let g = Generation::random();
+        if &g != old {
+            return g;
+        }
+    }
+}
+
+fn claim_tx(
+    conn: &mut Connection,
+    id: &ImageId,
+    now: Timestamp,
+    claim_ttl: Duration,
+    orphan_ttl: Duration,
+) -> Result<Claim, StoreError> {
+    let tx = immediate(conn)?;
+    let claim_expires_at = millis(claim_ttl, now);
+    let claim =
+        match select_one(&tx, id)? {
+            None => {
+                let generation = Generation::random();
+                tx.execute(
+                    "INSERT INTO images (id, generation, state, claim_expires_at, created_at, \
+                 last_update, link_count, expires_at) \
+                 VALUES (?1, ?2, 'processing', ?3, ?4, ?4, 0, NULL)",
+                    params![
+                        id.as_str(),
+                        generation.as_str(),
+                        claim_expires_at,
+                        now.as_millis()
+                    ],
+                )
+                .map_err(|e| sql_error("claiming an image", e))?;
+                Claim::New { generation }
+            }
+            Some(mut record) => match record.state {
+                ImageState::Ready { .. } => {
+                    // Refresh; an unlinked record (even one expired but not yet collected) gets a
+                    // new orphan expiry, a linked one keeps having none.
+                    let orphan_expiry = (record.link_count == 0).then(|| now.plus(orphan_ttl));
+                    tx.execute(
+                        "UPDATE images SET last_update = ?2, \
+                     expires_at = CASE WHEN link_count = 0 THEN ?3 ELSE NULL END \
+                     WHERE id = ?1",
+                        params![id.as_str(), now.as_millis(), millis(orphan_ttl, now)],
+                    )
+                    .map_err(|e| sql_error("refreshing an image", e))?;
+                    record.last_update = now;
+                    record.expires_at = orphan_expiry;
+                    Claim::Existing(record)
+                }
+                ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
+                    Claim::InProgress { claim_expires_at }
+                }
+                ImageState::Processing { .. } => {
+                    // The holder crashed: take over under a generation of our own, so its late
+                    // writes never land on our keys and its `complete` is refused.
+                    let generation = fresh_generation(&record.generation);
+                    tx.execute(
+                    "UPDATE images SET generation = ?2, claim_expires_at = ?3, created_at = ?4, \
+                     last_update = ?4, link_count = 0, expires_at = NULL \
+                     WHERE id = ?1",
+                    params![id.as_str(), generation.as_str(), claim_expires_at, now.as_millis()],
+                )
+                .map_err(|e| sql_error("taking over an expired claim", e))?;
+                    Claim::New { generation }
+                }
+            },
+        };
+    commit(tx)?;
+    Ok(claim)
+}
+
+fn complete_tx(
+    conn: &mut Connection,
+    id: &ImageId,
+    generation: &Generation,
+    ready: &ReadyImage,
+    now: Timestamp,
+    orphan_ttl: Duration,
+) -> Result<ImageRecord, StoreError> {
+    let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| StoreError::Backend {
+        message: format!(
+            "image {id}: original size {} is out of range",
+            ready.original_bytes
+        ),
+        source: None,
+    })?;
+    let variants = serde_json::to_string(&ready.variants)
+        .map_err(|e| StoreError::backend(format!("image {id}: encoding variants"), e))?;
+    let tx = immediate(conn)?;
+    let changed = tx
+        .execute(
+            "UPDATE images SET state = 'ready', claim_expires_at = NULL, format = ?3, \
+             width = ?4, height = ?5, original_bytes = ?6, variants = ?7, last_update = ?8, \
+             expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END \
+             WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
+            params![
+                id.as_str(),
+                generation.as_str(),
+                ready.format.as_str(),
+                i64::from(ready.width),
+                i64::from(ready.height),
+                original_bytes,
+                variants,
+                now.as_millis(),
+                millis(orphan_ttl, now),
+            ],
+        )
+        .map_err(|e| sql_error("completing an image", e))?;
+    if changed == 0 {
+        return Err(StoreError::Conflict(format!(
+            "image {id}: the claim of generation {generation} is no longer held"
+        )));
+    }
+    let record = select_one(&tx, id)?
+        .ok_or_else(|| StoreError::corrupt(format!("image {id} vanished while completing")))?;
+    commit(tx)?;
+    Ok(record)
+}
+
+fn expired_records(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<ImageRecord>, StoreError> {
+    // Each branch walks its partial index in expiry order; the merge keeps the earliest.
+    let sql = format!(
+        "SELECT {COLUMNS} FROM ( \
+           SELECT * FROM (SELECT {COLUMNS}, expires_at AS expiry FROM images \
+             WHERE state = 'ready' AND link_count = 0 AND expires_at <= ?1 \
+             ORDER BY expires_at LIMIT ?2) \
+           UNION ALL \
+           SELECT * FROM (SELECT {COLUMNS}, claim_expires_at AS expiry FROM images \
+             WHERE state = 'processing' AND claim_expires_at <= ?1 \
+             ORDER BY claim_expires_at LIMIT ?2) \
+         ) ORDER BY expiry, id LIMIT ?2"
+    );
+    let rows = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| {
+            stmt.query_map(
+                params![now.as_millis(), sql_limit(limit)],
+                RawImage::from_row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(|e| sql_error("listing expired images", e))?;
+    rows.into_iter().map(RawImage::into_record).collect()
+}
+
+#[async_trait]
+impl ImageIndex for SqliteStore {
+    async fn claim(
+        &self,
+        id: &ImageId,
+        now: Timestamp,
+        claim_ttl: Duration,
+        orphan_ttl: Duration,
+    ) -> Result<Claim, StoreError> {
+        let id = id.clone();
+        self.run(move |conn| claim_tx(conn, &id, now, claim_ttl, orphan_ttl))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        ready: ReadyImage,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<ImageRecord, StoreError> {
+        let (id, generation) = (id.clone(), generation.clone());
+        self.run(move |conn| complete_tx(conn, &id, &generation, &ready, now, orphan_ttl))
+            .await
+    }
+
+    async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
+        let (id, generation) = (id.clone(), generation.clone());
+        self.run(move |conn| {
+            conn.execute(
+                "DELETE FROM images WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
+                params![id.as_str(), generation.as_str()],
+            )
+            .map(drop)
+            .map_err(|e| sql_error("abandoning a claim", e))
+        })
+        .await
+    }
+
+    async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+        let id = id.clone();
+        self.run(move |conn| select_one(conn, &id)).await
+    }
+
+    async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = ids.to_vec();
+        self.run(move |conn| {
+            // One read transaction: every chunk sees the same snapshot.
+            let tx = conn
+                .transaction()
+                .map_err(|e| sql_error("beginning a read", e))?;
+            let records = select_many(&tx, &ids)?;
+            commit(tx)?;
+            Ok(records)
+        })
+        .await
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.run(move |conn| expired_records(conn, now, limit))
+            .await
+    }
+
+    async fn delete_if_expired(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let (id, generation) = (id.clone(), generation.clone());
+        self.run(move |conn| {
+            conn.execute(
+                "DELETE FROM images WHERE id = ?1 AND generation = ?2 AND ( \
+                   (state = 'ready' AND link_count = 0 AND expires_at <= ?3) \
+                   OR (state = 'processing' AND claim_expires_at <= ?3))",
+                params![id.as_str(), generation.as_str(), now.as_millis()],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| sql_error("deleting an expired image", e))
+        })
+        .await
+    }
+}

@@ -1,0 +1,89 @@
+//! Receiving an upload body: size limit checked against Content-Length first and again while
+//! streaming, and MD5 computed as the bytes arrive (no second pass over the body).
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Multipart, Request};
+use axum::http::{HeaderMap, header};
+use bytes::{Bytes, BytesMut};
+use futures_util::{Stream, StreamExt};
+use md5::{Digest, Md5};
+
+use super::ApiError;
+use crate::domain::ImageId;
+
+/// An upload body with its content id.
+pub struct HashedBody {
+    pub id: ImageId,
+    pub bytes: Bytes,
+}
+
+/// Reads the upload from a raw body, or from the `file` part of a multipart/form-data body.
+pub async fn read_upload(request: Request, limit: u64) -> Result<HashedBody, ApiError> {
+    let declared = content_length(request.headers())?;
+    if let Some(len) = declared
+        && len > limit
+    {
+        return Err(ApiError::too_large(Some(len), limit));
+    }
+    if is_multipart(request.headers()) {
+        let mut multipart = Multipart::from_request(request, &())
+            .await
+            .map_err(|e| ApiError::bad_request("invalid_multipart", e.body_text()))?;
+        while let Some(field) = multipart
+            .next_field()
+            .await
+            .map_err(|e| ApiError::bad_request("invalid_multipart", e.body_text()))?
+        {
+            if field.name() == Some("file") {
+                return hash_stream(field, limit, None).await;
+            }
+        }
+        return Err(ApiError::bad_request("missing_file", "the multipart body has no part named \"file\""));
+    }
+    let capacity = declared.map(|l| l.min(limit));
+    hash_stream(request.into_body().into_data_stream(), limit, capacity).await
+}
+
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    match headers.get(header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request("invalid_request", "Content-Length is not a number")),
+    }
+}
+
+fn is_multipart(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
+/// Collects a byte stream, hashing it, and stops as soon as it exceeds `limit`.
+async fn hash_stream<S, E>(stream: S, limit: u64, capacity: Option<u64>) -> Result<HashedBody, ApiError>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+    E: std::fmt::Display,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut hasher = Md5::new();
+    let mut buf = BytesMut::with_capacity(usize::try_from(capacity.unwrap_or(64 * 1024)).unwrap_or(0));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request("body_read_error", format!("reading the body failed: {e}")))?;
+        if (buf.len() + chunk.len()) as u64 > limit {
+            return Err(ApiError::too_large(None, limit));
+        }
+        hasher.update(&chunk);
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(HashedBody { id: ImageId::from_md5(hasher.finalize().into()), bytes: buf.freeze() })
+}
+
+/// A body for a small in-memory response.
+pub fn bytes_body(bytes: Bytes) -> Body {
+    Body::from(bytes)
+}

@@ -1,0 +1,71 @@
+//! The flows' error: every failure a caller can see, with a stable kind and a retry class.
+
+use crate::domain::{IdError, ImageId, OfferId};
+use crate::pipeline::PipelineError;
+use crate::ports::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("the body is empty")]
+    EmptyBody,
+    #[error(transparent)]
+    InvalidId(#[from] IdError),
+    #[error(transparent)]
+    Image(#[from] PipelineError),
+    #[error("image {0} does not exist (never uploaded, or expired)")]
+    ImageNotFound(ImageId),
+    #[error("offer {0} has no photos set")]
+    OfferNotFound(OfferId),
+    #[error("image {0} is unknown: upload it first")]
+    UnknownImage(ImageId),
+    #[error("image {0} is listed more than once")]
+    DuplicateImage(ImageId),
+    #[error("{count} photos is more than the limit of {limit} per offer")]
+    TooManyPhotos { count: usize, limit: usize },
+    #[error("the same photo is still being processed by another request; try again")]
+    StillProcessing(ImageId),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl FlowError {
+    /// The stable, machine-readable kind (the API's `error.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::EmptyBody => "empty_body",
+            Self::InvalidId(IdError::ImageId(_)) => "invalid_image_id",
+            Self::InvalidId(IdError::OfferId(_)) => "invalid_offer_id",
+            Self::InvalidId(IdError::Generation(_)) => "invalid_id",
+            Self::Image(e) => e.kind(),
+            Self::ImageNotFound(_) => "image_not_found",
+            Self::OfferNotFound(_) => "offer_not_found",
+            Self::UnknownImage(_) => "unknown_image",
+            Self::DuplicateImage(_) => "duplicate_image",
+            Self::TooManyPhotos { .. } => "too_many_photos",
+            Self::StillProcessing(_) => "still_processing",
+            Self::Store(e) => e.kind(),
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// Whether the same request may succeed later. Bad input never does.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::StillProcessing(_) => true,
+            Self::Store(e) => e.is_retryable(),
+            Self::Image(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+impl From<crate::ports::LinkError> for FlowError {
+    fn from(e: crate::ports::LinkError) -> Self {
+        match e {
+            crate::ports::LinkError::UnknownImage(id) => Self::UnknownImage(id),
+            crate::ports::LinkError::Store(e) => Self::Store(e),
+        }
+    }
+}

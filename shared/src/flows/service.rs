@@ -1,0 +1,91 @@
+//! The service: the ports, the pipeline and the lifecycle policy that every flow runs over.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::Metrics;
+use crate::domain::{BlobKey, ImageRecord, ImageState};
+use crate::pipeline::Pipeline;
+use crate::ports::{BlobStore, Clock, ImageIndex, OfferLinks, TaskQueue};
+use crate::settings::Settings;
+
+/// The ports, built once at start-up for one backend.
+#[derive(Clone)]
+pub struct Ports {
+    pub blobs: Arc<dyn BlobStore>,
+    pub images: Arc<dyn ImageIndex>,
+    pub offers: Arc<dyn OfferLinks>,
+    pub queue: Arc<dyn TaskQueue>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Lifecycle and limit settings the flows apply.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub orphan_ttl: Duration,
+    pub claim_ttl: Duration,
+    pub sweep_grace: Duration,
+    pub max_photos_per_offer: usize,
+    pub process_concurrency: usize,
+}
+
+impl Policy {
+    pub fn from_settings(s: &Settings) -> Self {
+        Self {
+            orphan_ttl: s.orphan_ttl,
+            claim_ttl: s.claim_ttl,
+            sweep_grace: s.sweep_grace,
+            max_photos_per_offer: s.max_photos_per_offer,
+            process_concurrency: s.process_concurrency,
+        }
+    }
+}
+
+pub struct Service {
+    pub(crate) ports: Ports,
+    pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) policy: Policy,
+    /// Bounds concurrent decodes to the cores we have: more only adds memory, not speed.
+    pub(crate) process_slots: Arc<Semaphore>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Service {
+    pub fn new(ports: Ports, pipeline: Pipeline, policy: Policy) -> Self {
+        let slots = policy.process_concurrency.max(1);
+        Self {
+            ports,
+            pipeline: Arc::new(pipeline),
+            policy,
+            process_slots: Arc::new(Semaphore::new(slots)),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+/// The keys of every file a ready record owns (its generation's original and variants).
+pub(crate) fn record_files(record: &ImageRecord) -> Vec<BlobKey> {
+    let mut keys = vec![BlobKey::original(&record.id, &record.generation)];
+    if let ImageState::Ready { variants, .. } = &record.state {
+        keys.extend(variants.iter().map(|v| BlobKey::variant(&record.id, &record.generation, &v.name)));
+    }
+    keys
+}

@@ -1,0 +1,257 @@
+//! Upload: the same bytes are decoded, resized and written once, however many callers send them.
+//!
+//! The image id is the MD5 of the body (computed while the body streams in). A claim — a
+//! conditional write in the image index — decides who processes new content; everyone else
+//! gets the existing record (a dedup hit costs one conditional write, no decoding) or waits for
+//! the claimant. Files are written before the record becomes ready, so a ready record never
+//! points at a missing file; a failed or cancelled processing run removes its claim and files.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{info, warn};
+
+use super::service::Ports;
+use super::{FlowError, Metrics, Service};
+use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, StoredVariant};
+use crate::pipeline::Processed;
+use crate::ports::{Claim, ReadyImage, StoreError};
+
+/// What an upload returns: the record and whether the bytes were already known.
+#[derive(Debug, Clone)]
+pub struct UploadOutcome {
+    pub record: ImageRecord,
+    pub deduplicated: bool,
+}
+
+/// How often a caller waiting for another caller's claim looks again (doubling, capped).
+const WAIT_FIRST_POLL: Duration = Duration::from_millis(10);
+const WAIT_MAX_POLL: Duration = Duration::from_millis(250);
+
+impl Service {
+    /// Uploads `body`, whose MD5 the caller computed while receiving it.
+    pub async fn upload(&self, id: ImageId, body: Bytes) -> Result<UploadOutcome, FlowError> {
+        if body.is_empty() {
+            return Err(FlowError::EmptyBody);
+        }
+        // Header checks first: junk never creates a claim. This reads the header only.
+        self.pipeline.inspect(&body).inspect_err(|_| {
+            Metrics::add(&self.metrics.pipeline_rejections, 1);
+        })?;
+
+        // A waiter re-claims when the claimant gave up (abandoned or expired claim); the loop is
+        // bounded because each round either returns or sees a claim end.
+        let mut waited_rounds = 0u32;
+        loop {
+            let now = self.ports.clock.now();
+            let claim = self.ports.images.claim(&id, now, self.policy.claim_ttl, self.policy.orphan_ttl).await?;
+            match claim {
+                Claim::Existing(record) => {
+                    Metrics::add(&self.metrics.uploads_deduplicated, 1);
+                    return Ok(UploadOutcome { record, deduplicated: true });
+                }
+                Claim::New { generation } => {
+                    match self.process_claimed(id.clone(), generation, body.clone()).await? {
+                        Some(record) => {
+                            Metrics::add(&self.metrics.uploads_new, 1);
+                            return Ok(UploadOutcome { record, deduplicated: false });
+                        }
+                        // Our claim was taken over while we worked: the other worker's record wins.
+                        None => continue,
+                    }
+                }
+                Claim::InProgress { .. } => {
+                    waited_rounds += 1;
+                    if waited_rounds > 3 {
+                        return Err(FlowError::StillProcessing(id));
+                    }
+                    if let Some(record) = self.wait_for_claim(&id).await? {
+                        Metrics::add(&self.metrics.uploads_deduplicated, 1);
+                        return Ok(UploadOutcome { record, deduplicated: true });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Uploads bytes whose id is not known yet (the CLI's `process`, tests).
+    pub async fn upload_bytes(&self, body: Bytes) -> Result<UploadOutcome, FlowError> {
+        let id = ImageId::of_bytes(&body);
+        self.upload(id, body).await
+    }
+
+    /// Waits until another caller's claim on `id` ends. Returns the ready record, or `None` when
+    /// the claim ended without one (failed, or expired: the caller claims again).
+    async fn wait_for_claim(&self, id: &ImageId) -> Result<Option<ImageRecord>, FlowError> {
+        let mut poll = WAIT_FIRST_POLL;
+        loop {
+            tokio::time::sleep(poll).await;
+            poll = (poll * 2).min(WAIT_MAX_POLL);
+            let now = self.ports.clock.now();
+            match self.ports.images.get(id).await? {
+                Some(record) if record.is_ready() => return Ok(Some(record)),
+                Some(record) if !record.is_expired(now) => continue,
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// Runs the pipeline for a claim we hold and writes files, then the record. Returns `None`
+    /// if the claim was lost meanwhile. Runs as its own task, so a client that disconnects does
+    /// not cancel it half-way; the guard cleans up on any failure, panic included.
+    async fn process_claimed(
+        &self,
+        id: ImageId,
+        generation: Generation,
+        body: Bytes,
+    ) -> Result<Option<ImageRecord>, FlowError> {
+        let ports = self.ports.clone();
+        let pipeline = Arc::clone(&self.pipeline);
+        let slots = Arc::clone(&self.process_slots);
+        let metrics = Arc::clone(&self.metrics);
+        let orphan_ttl = self.policy.orphan_ttl;
+        let task = tokio::spawn(async move {
+            let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone());
+            let processed = {
+                let _slot = slots.acquire_owned().await.map_err(|e| FlowError::Internal(e.to_string()))?;
+                let body = body.clone();
+                tokio::task::spawn_blocking(move || pipeline.process(&body))
+                    .await
+                    .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))?
+            };
+            Metrics::add(&metrics.pipeline_runs, 1);
+            let processed = match processed {
+                Ok(p) => p,
+                Err(e) => {
+                    Metrics::add(&metrics.pipeline_rejections, 1);
+                    guard.release().await;
+                    return Err(FlowError::Image(e));
+                }
+            };
+            let ready = write_files(&ports, &id, &generation, &body, processed, &metrics).await?;
+            let now = ports.clock.now();
+            match ports.images.complete(&id, &generation, ready, now, orphan_ttl).await {
+                Ok(record) => {
+                    guard.disarm();
+                    info!(image_id = %id, generation = %generation, "image processed");
+                    Ok(Some(record))
+                }
+                Err(StoreError::Conflict(reason)) => {
+                    warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
+                    guard.release_files_only().await;
+                    Ok(None)
+                }
+                Err(e) => Err(FlowError::Store(e)),
+            }
+        });
+        task.await.map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
+    }
+}
+
+/// Writes the original and every variant (concurrently) and describes them for the record.
+async fn write_files(
+    ports: &Ports,
+    id: &ImageId,
+    generation: &Generation,
+    original: &Bytes,
+    processed: Processed,
+    metrics: &Metrics,
+) -> Result<ReadyImage, FlowError> {
+    let mut writes = Vec::with_capacity(processed.variants.len() + 1);
+    let mut variants = Vec::with_capacity(processed.variants.len());
+    writes.push((BlobKey::original(id, generation), original.clone(), processed.format.mime()));
+    for v in processed.variants {
+        variants.push(StoredVariant { name: v.name.clone(), width: v.width, height: v.height, bytes: v.jpeg.len() as u64 });
+        writes.push((BlobKey::variant(id, generation, &v.name), Bytes::from(v.jpeg), "image/jpeg"));
+    }
+    let results = futures_util::future::join_all(
+        writes.iter().map(|(key, body, content_type)| ports.blobs.put(key, body.clone(), content_type)),
+    )
+    .await;
+    for r in results {
+        r?;
+    }
+    Metrics::add(&metrics.files_written, writes.len() as u64);
+    Ok(ReadyImage {
+        format: processed.format,
+        width: processed.width,
+        height: processed.height,
+        original_bytes: original.len() as u64,
+        variants,
+    })
+}
+
+/// Partial work of a claimed upload: unless disarmed, dropping it removes the generation's files
+/// and the claim (in a background task, so cancellation and panics are covered too).
+struct ClaimGuard {
+    ports: Ports,
+    id: ImageId,
+    generation: Generation,
+    armed: bool,
+}
+
+impl ClaimGuard {
+    fn new(ports: Ports, id: ImageId, generation: Generation) -> Self {
+        Self { ports, id, generation, armed: true }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Cleans up now (files, then the claim) and disarms.
+    async fn release(&mut self) {
+        self.armed = false;
+        cleanup(self.ports.clone(), self.id.clone(), self.generation.clone(), true).await;
+    }
+
+    /// Removes our generation's files but leaves the (no longer ours) claim alone.
+    async fn release_files_only(&mut self) {
+        self.armed = false;
+        cleanup(self.ports.clone(), self.id.clone(), self.generation.clone(), false).await;
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if self.armed
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            handle.spawn(cleanup(self.ports.clone(), self.id.clone(), self.generation.clone(), true));
+        }
+    }
+}
+
+/// Best effort: what it cannot delete, the sweeper deletes after its grace period.
+async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_claim: bool) {
+    if let Err(e) = delete_generation_files(&ports, &id, &generation).await {
+        warn!(image_id = %id, generation = %generation, error = %e, "could not remove files of a failed upload; the sweeper will");
+    }
+    if abandon_claim && let Err(e) = ports.images.abandon(&id, &generation).await {
+        warn!(image_id = %id, generation = %generation, error = %e, "could not remove a failed claim; it expires by itself");
+    }
+}
+
+/// Deletes every file under one generation of an image, found by listing its prefix.
+pub(crate) async fn delete_generation_files(
+    ports: &Ports,
+    id: &ImageId,
+    generation: &Generation,
+) -> Result<u64, StoreError> {
+    let prefix = BlobKey::generation_prefix(id, generation);
+    let mut deleted = 0;
+    loop {
+        // Always from the start: the previous page is gone once deleted.
+        let page = ports.blobs.list(&prefix, None, 1000).await?;
+        if page.blobs.is_empty() {
+            return Ok(deleted);
+        }
+        let keys: Vec<BlobKey> = page.blobs.into_iter().map(|b| b.key).collect();
+        ports.blobs.delete(&keys).await?;
+        deleted += keys.len() as u64;
+        if page.next.is_none() {
+            return Ok(deleted);
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! The `ImageIndex` contract.
+
+use std::sync::Arc;
+
+use super::{
+    BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
+};
+use crate::domain::{Generation, ImageId, ImageRecord, ImageState, Timestamp};
+use crate::ports::{Claim, ImageIndex, StoreError};
+
+/// Every check, in a row.
+pub async fn contract(images: Arc<dyn ImageIndex>) {
+    claim_new_then_in_progress_then_complete_then_existing(images.clone()).await;
+    claim_revives_an_expired_ready_record(images.clone()).await;
+    an_expired_claim_is_taken_over_under_a_new_generation(images.clone()).await;
+    abandon_removes_only_the_holders_claim(images.clone()).await;
+    complete_without_the_claim_is_a_conflict(images.clone()).await;
+    get_many_keeps_the_order_of_ids_and_skips_missing(images.clone()).await;
+    expired_lists_orphans_and_stale_claims_longest_expired_first(images.clone()).await;
+    delete_if_expired_deletes_only_what_is_still_expired(images.clone()).await;
+    concurrent_claims_of_a_new_id_make_exactly_one_new(images).await;
+}
+
+/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapter that
+/// `$factory().await` (a `Fixture<Arc<dyn ImageIndex>>`) gives.
+#[macro_export]
+macro_rules! image_index_contract_tests {
+    ($module:ident, $factory:expr) => {
+        $crate::__imgest_contract_tests!($module, image_index, $factory;
+            claim_new_then_in_progress_then_complete_then_existing,
+            claim_revives_an_expired_ready_record,
+            an_expired_claim_is_taken_over_under_a_new_generation,
+            abandon_removes_only_the_holders_claim,
+            complete_without_the_claim_is_a_conflict,
+            get_many_keeps_the_order_of_ids_and_skips_missing,
+            expired_lists_orphans_and_stale_claims_longest_expired_first,
+            delete_if_expired_deletes_only_what_is_still_expired,
+            concurrent_claims_of_a_new_id_make_exactly_one_new,
+        );
+    };
+}
+
+async fn claim(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Claim {
+    images.claim(id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap()
+}
+
+async fn claim_new(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Generation {
+    match claim(images, id, now).await {
+        Claim::New { generation } => generation,
+        other => panic!("expected a new claim of {id}, got {other:?}"),
+    }
+}
+
+fn other_generation(g: &Generation) -> Generation {
+    loop {
+        let other = Generation::random();
+        if &other != g {
+            return other;
+        }
+    }
+}
+
+/// The ids of `records` that are among `mine`, in the order listed.
+fn only<'a>(records: &'a [ImageRecord], mine: &[&ImageId]) -> Vec<&'a ImageId> {
+    records
+        .iter()
+        .map(|r| &r.id)
+        .filter(|id| mine.contains(id))
+        .collect()
+}
+
+pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let t0 = BASE;
+    let generation = claim_new(images, &id, t0).await;
+
+    let claimed = must_get(images, &id).await;
+    assert_eq!(claimed.generation, generation);
+    assert_eq!(
+        claimed.state,
+        ImageState::Processing {
+            claim_expires_at: t0.plus(CLAIM_TTL)
+        }
+    );
+    assert_eq!((claimed.created_at, claimed.last_update), (t0, t0));
+    assert_eq!((claimed.link_count, claimed.expires_at), (0, None));
+    assert!(!claimed.is_live(t0));
+
+    assert_eq!(
+        claim(images, &id, t0.plus(secs(1))).await,
+        Claim::InProgress {
+            claim_expires_at: t0.plus(CLAIM_TTL)
+        }
+    );
+
+    let t1 = t0.plus(secs(5));
+    let ready = sample_ready();
+    let record = images
+        .complete(&id, &generation, ready.clone(), t1, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(record.id, id);
+    assert_eq!(record.generation, generation);
+    assert_eq!(
+        record.state,
+        ImageState::Ready {
+            format: ready.format,
+            width: ready.width,
+            height: ready.height,
+            original_bytes: ready.original_bytes,
+            variants: ready.variants,
+        }
+    );
+    assert_eq!((record.created_at, record.last_update), (t0, t1));
+    assert_eq!(
+        (record.link_count, record.expires_at),
+        (0, Some(t1.plus(ORPHAN_TTL)))
+    );
+    assert!(record.is_live(t1));
+    assert_eq!(must_get(images, &id).await, record);
+
+    // A re-upload of the same bytes finds it and refreshes it.
+    let t2 = t1.plus(mins(10));
+    let Claim::Existing(existing) = claim(images, &id, t2).await else {
+        panic!("a ready record must be claimed as existing");
+    };
+    assert_eq!(existing.generation, generation);
+    assert_eq!(existing.last_update, t2);
+    assert_eq!(existing.expires_at, Some(t2.plus(ORPHAN_TTL)));
+    assert_eq!(existing.created_at, t0);
+    assert_eq!(must_get(images, &id).await, existing);
+}
+
+pub async fn claim_revives_an_expired_ready_record(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let record = ready_image(images, BASE).await;
+    let late = BASE.plus(ORPHAN_TTL).plus(mins(30));
+    assert!(record.is_expired(late));
+    let Claim::Existing(revived) = claim(images, &record.id, late).await else {
+        panic!("an expired but present ready record must be revived");
+    };
+    assert_eq!(revived.generation, record.generation);
+    assert_eq!(revived.expires_at, Some(late.plus(ORPHAN_TTL)));
+    assert!(revived.is_live(late));
+    assert_eq!(must_get(images, &record.id).await, revived);
+}
+
+pub async fn an_expired_claim_is_taken_over_under_a_new_generation(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let crashed = claim_new(images, &id, BASE).await;
+
+    // Expired exactly at claim_expires_at.
+    let t1 = BASE.plus(CLAIM_TTL);
+    let taker = claim_new(images, &id, t1).await;
+    assert_ne!(taker, crashed);
+    let record = must_get(images, &id).await;
+    assert_eq!(record.generation, taker);
+    assert_eq!(
+        record.state,
+        ImageState::Processing {
+            claim_expires_at: t1.plus(CLAIM_TTL)
+        }
+    );
+    assert_eq!(
+        claim(images, &id, t1.plus(secs(1))).await,
+        Claim::InProgress {
+            claim_expires_at: t1.plus(CLAIM_TTL)
+        }
+    );
+
+    // The crashed holder wakes up: its completion is refused and its abandon is a no-op.
+    let late = t1.plus(secs(2));
+    let refused = images
+        .complete(&id, &crashed, sample_ready(), late, ORPHAN_TTL)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    images.abandon(&id, &crashed).await.unwrap();
+    assert_eq!(must_get(images, &id).await.generation, taker);
+
+    let done = images
+        .complete(&id, &taker, sample_ready(), late, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert!(done.is_live(late));
+    let refused = images
+        .complete(&id, &crashed, sample_ready(), late, ORPHAN_TTL)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
+    );
+    assert_eq!(must_get(images, &id).await, done);
+}
+
+pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let generation = claim_new(images, &id, BASE).await;
+    images
+        .abandon(&id, &other_generation(&generation))
+        .await
+        .unwrap();
+    assert_eq!(must_get(images, &id).await.generation, generation);
+    images.abandon(&id, &generation).await.unwrap();
+    assert_eq!(images.get(&id).await.unwrap(), None);
+    // Nothing left to abandon; the bytes can be claimed afresh.
+    images.abandon(&id, &generation).await.unwrap();
+    claim_new(images, &id, BASE.plus(secs(1))).await;
+
+    // A completed record is not a claim: abandon leaves it alone.
+    let record = ready_image(images, BASE).await;
+    images
+        .abandon(&record.id, &record.generation)
+        .await
+        .unwrap();
+    assert_eq!(must_get(images, &record.id).await, record);
+}
+
+pub async fn complete_without_the_claim_is_a_conflict(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let unknown = random_image_id();
+    let r = images
+        .complete(
+            &unknown,
+            &Generation::random(),
+            sample_ready(),
+            BASE,
+            ORPHAN_TTL,
+        )
+        .await;
+    assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+    assert_eq!(images.get(&unknown).await.unwrap(), None);
+
+    let id = random_image_id();
+    let generation = claim_new(images, &id, BASE).await;
+    let before = must_get(images, &id).await;
+    let r = images
+        .complete(
+            &id,
+            &other_generation(&generation),
+            sample_ready(),
+            BASE,
+            ORPHAN_TTL,
+        )
+        .await;
+    assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+    assert_eq!(must_get(images, &id).await, before);
+}
+
+pub async fn get_many_keeps_the_order_of_ids_and_skips_missing(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let a = ready_image(images, BASE).await.id;
+    let b = ready_image(images, BASE).await.id;
+    let c = ready_image(images, BASE).await.id;
+    let p = random_image_id();
+    claim_new(images, &p, BASE).await;
+    let (m1, m2) = (random_image_id(), random_image_id());
+
+    let got = images
+        .get_many(&[c.clone(), m1, a.clone(), p.clone(), b.clone(), m2])
+        .await
+        .unwrap();
+    let ids: Vec<&ImageId> = got.iter().map(|r| &r.id).collect();
+    assert_eq!(ids, [&c, &a, &p, &b]);
+    assert!(
+        got[2].state != got[0].state,
+        "records come back whatever their state"
+    );
+    assert!(images.get_many(&[]).await.unwrap().is_empty());
+
+    // Long lists (past any batch size) keep the order too.
+    let mut long: Vec<ImageId> = std::iter::repeat_with(random_image_id).take(260).collect();
+    long.insert(250, a.clone());
+    long.insert(120, b.clone());
+    long.insert(3, c.clone());
+    let got = images.get_many(&long).await.unwrap();
+    let ids: Vec<&ImageId> = got.iter().map(|r| &r.id).collect();
+    assert_eq!(ids, [&c, &b, &a]);
+}
+
+pub async fn expired_lists_orphans_and_stale_claims_longest_expired_first(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    // An epoch of its own, before every other check's, so other records rarely compete.
+    let b = Timestamp::from_millis(1_000_000_000_000 + i64::from(fastrand::u32(..1_000_000)));
+    let orphan_a = ready_image(images, b).await; // expires b+60m
+    let stale_c = random_image_id();
+    claim_new(images, &stale_c, b.plus(mins(20))).await; // expires b+30m
+    let orphan_d = ready_image(images, b.plus(mins(30))).await; // expires b+90m
+    let stale_e = random_image_id();
+    claim_new(images, &stale_e, b.plus(mins(79))).await; // expires b+89m
+    let mine = [&orphan_a.id, &stale_c, &orphan_d.id, &stale_e];
+
+    let listed = images.expired(b.plus(mins(85)), 1000).await.unwrap();
+    assert_eq!(only(&listed, &mine), [&stale_c, &orphan_a.id]);
+    assert!(listed.iter().all(|r| r.is_expired(b.plus(mins(85)))));
+    assert_eq!(images.expired(b.plus(mins(85)), 1).await.unwrap().len(), 1);
+
+    let listed = images.expired(b.plus(mins(95)), 1000).await.unwrap();
+    assert_eq!(
+        only(&listed, &mine),
+        [&stale_c, &orphan_a.id, &stale_e, &orphan_d.id]
+    );
+    assert!(only(&images.expired(b, 1000).await.unwrap(), &mine).is_empty());
+
+    // A refreshed orphan leaves the list.
+    claim(images, &orphan_a.id, b.plus(mins(95))).await;
+    let listed = images.expired(b.plus(mins(95)), 1000).await.unwrap();
+    assert_eq!(only(&listed, &mine), [&stale_c, &stale_e, &orphan_d.id]);
+}
+
+pub async fn delete_if_expired_deletes_only_what_is_still_expired(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let b = BASE;
+    let r = ready_image(images, b).await; // expires b+60m
+    let (id, g) = (&r.id, &r.generation);
+    assert!(
+        !images
+            .delete_if_expired(id, g, b.plus(mins(30)))
+            .await
+            .unwrap(),
+        "not expired yet"
+    );
+    assert!(
+        !images
+            .delete_if_expired(id, &other_generation(g), b.plus(mins(120)))
+            .await
+            .unwrap(),
+        "another generation"
+    );
+    // Re-uploaded after it expired but before GC got to it: refreshed, so kept.
+    claim(images, id, b.plus(mins(90))).await; // now expires b+150m
+    assert!(
+        !images
+            .delete_if_expired(id, g, b.plus(mins(120)))
+            .await
+            .unwrap(),
+        "refreshed"
+    );
+    assert!(images.get(id).await.unwrap().is_some());
+    assert!(
+        images
+            .delete_if_expired(id, g, b.plus(mins(150)))
+            .await
+            .unwrap()
+    );
+    assert_eq!(images.get(id).await.unwrap(), None);
+    assert!(
+        !images
+            .delete_if_expired(id, g, b.plus(mins(150)))
+            .await
+            .unwrap(),
+        "already gone"
+    );
+
+    let p = random_image_id();
+    let gp = claim_new(images, &p, b).await; // claim expires b+10m
+    assert!(
+        !images
+            .delete_if_expired(&p, &gp, b.plus(mins(5)))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !images
+            .delete_if_expired(&p, &other_generation(&gp), b.plus(CLAIM_TTL))
+            .await
+            .unwrap()
+    );
+    assert!(
+        images
+            .delete_if_expired(&p, &gp, b.plus(CLAIM_TTL))
+            .await
+            .unwrap()
+    );
+    assert_eq!(images.get(&p).await.unwrap(), None);
+
+    let missing = random_image_id();
+    assert!(
+        !images
+            .delete_if_expired(&missing, &Generation::random(), b)
+            .await
+            .unwrap()
+    );
+}
+
+pub async fn concurrent_claims_of_a_new_id_make_exactly_one_new(images: Arc<dyn ImageIndex>) {
+    const CLAIMANTS: usize = 16;
+    let id = random_image_id();
+    let claims = |now: Timestamp| {
+        let tasks: Vec<_> = (0..CLAIMANTS)
+            .map(|_| {
+                let (images, id) = (images.clone(), id.clone());
+                tokio::spawn(
+                    async move { images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap() },
+                )
+            })
+            .collect();
+        async move {
+            let mut out = Vec::new();
+            for task in tasks {
+                out.push(task.await.unwrap());
+            }
+            out
+        }
+    };
+    let outcomes = claims(BASE).await;
+    let winners: Vec<&Generation> = outcomes
+        .iter()
+        .filter_map(|c| match c {
+            Claim::New { generation } => Some(generation),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    let expected_wait = Claim::InProgress {
+        claim_expires_at: BASE.plus(CLAIM_TTL),
+    };
+    assert_eq!(
+        outcomes.iter().filter(|c| **c == expected_wait).count(),
+        CLAIMANTS - 1
+    );
+    let generation = winners[0].clone();
+    images
+        .complete(
+            &id,
+            &generation,
+            sample_ready(),
+            BASE.plus(secs(1)),
+            ORPHAN_TTL,
+        )
+        .await
+        .unwrap();
+
+    // Once ready, every concurrent claimant finds it.
+    let later = BASE.plus(secs(2));
+    for outcome in claims(later).await {
+        let Claim::Existing(record) = outcome else {
+            panic!("expected an existing record, got {outcome:?}");
+        };
+        assert_eq!(record.generation, generation);
+    }
+    let record = must_get(images.as_ref(), &id).await;
+    assert_eq!(record.last_update, later);
+}

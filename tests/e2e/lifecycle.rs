@@ -1,0 +1,138 @@
+//! Orphans, expiry, GC and the sweeper, with the clock moved by the test.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use imgest_shared::domain::{BlobKey, Generation, ImageId, ImageState};
+
+use crate::support::{TestApp, fixture};
+
+const TTL: Duration = Duration::from_secs(2);
+
+#[tokio::test]
+async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
+    let app = TestApp::start_with(&[("IMGEST_ORPHAN_TTL", "2s")]).await;
+    let shared = app.upload_ok(&fixture("photo.jpg")).await;
+    let only_a = app.upload_ok(&fixture("small.png")).await;
+    let never_linked = app.upload_ok(&fixture("animated.gif")).await;
+    let kept_by_b = app.upload_ok(&fixture("rgba16.png")).await;
+    app.link("a", &[&shared, &only_a]).await;
+    app.link("b", &[&kept_by_b, &shared]).await;
+    app.delete("/v1/offers/a").await;
+
+    // Before the TTL, nothing is collected.
+    app.advance_clock(TTL - Duration::from_millis(100));
+    assert_eq!(app.gc().await.images_deleted, 0);
+
+    app.advance_clock(Duration::from_millis(200));
+    let report = app.gc().await;
+    assert_eq!(report.images_deleted, 2, "{report:?}");
+    for gone in [&only_a, &never_linked] {
+        assert_eq!(app.get(&format!("/v1/images/{gone}")).await.status, 404);
+        assert!(app.files_of(gone).is_empty(), "files of {gone} are deleted");
+    }
+    for kept in [&shared, &kept_by_b] {
+        let r = app.get(&format!("/v1/images/{kept}")).await;
+        assert_eq!(r.status, 200);
+        for v in r.json["variants"].as_object().unwrap().values() {
+            assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
+        }
+        assert_eq!(app.files_of(kept).len(), 4, "original + 3 variants of {kept}");
+    }
+    assert_eq!(app.photos("b").await.json["photos"].as_array().unwrap().len(), 2);
+    assert_eq!(app.gc().await.examined, 0, "a second run finds nothing");
+}
+
+#[tokio::test]
+async fn re_use_before_expiry_keeps_an_orphan() {
+    let app = TestApp::start_with(&[("IMGEST_ORPHAN_TTL", "2s")]).await;
+    let photo = fixture("photo.jpg");
+    let relinked = app.upload_ok(&fixture("small.png")).await;
+    let reuploaded = app.upload_ok(&photo).await;
+    app.advance_clock(Duration::from_millis(1500));
+    app.link("o", &[&relinked]).await;
+    assert_eq!(app.upload(&photo).await.status, 200);
+    app.advance_clock(Duration::from_millis(1500));
+    assert_eq!(app.gc().await.images_deleted, 0);
+    assert_eq!(app.get(&format!("/v1/images/{reuploaded}")).await.status, 200);
+    // Unlinking starts the window again from the unlink.
+    app.delete("/v1/offers/o").await;
+    app.advance_clock(Duration::from_millis(1500));
+    assert_eq!(app.gc().await.images_deleted, 1, "only the re-uploaded one, whose window ended");
+    assert_eq!(app.get(&format!("/v1/images/{relinked}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn an_expired_image_uploaded_again_before_gc_is_revived_and_gc_keeps_it() {
+    let app = TestApp::start_with(&[("IMGEST_ORPHAN_TTL", "2s")]).await;
+    let photo = fixture("photo.jpg");
+    let id = app.upload_ok(&photo).await;
+    app.advance_clock(TTL * 2);
+    // Expired but not yet collected: reads treat it as gone.
+    assert_eq!(app.get(&format!("/v1/images/{id}")).await.status, 404);
+    let again = app.upload(&photo).await;
+    assert_eq!(again.status, 200, "revived without decoding: {}", again.json);
+    assert_eq!(app.gc().await.images_deleted, 0);
+    assert_eq!(app.service.metrics().snapshot().pipeline_runs, 1);
+    for v in again.json["variants"].as_object().unwrap().values() {
+        assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
+    }
+}
+
+#[tokio::test]
+async fn gc_racing_a_re_upload_never_deletes_the_new_generation() {
+    let app = TestApp::start_with(&[("IMGEST_ORPHAN_TTL", "2s")]).await;
+    let photo = fixture("photo.jpg");
+    let id = ImageId::parse(&app.upload_ok(&photo).await).unwrap();
+    app.advance_clock(TTL * 2);
+    let images = &app.service.ports().images;
+    let old = images.get(&id).await.unwrap().unwrap();
+
+    // GC deletes the record (step one of two) ...
+    let now = app.service.ports().clock.now();
+    assert!(images.delete_if_expired(&id, &old.generation, now).await.unwrap());
+    // ... the same bytes arrive before GC deletes the files: a new generation is written ...
+    let again = app.upload(&photo).await;
+    assert_eq!(again.status, 201, "{}", again.json);
+    let new = images.get(&id).await.unwrap().unwrap();
+    assert_ne!(new.generation, old.generation);
+    // ... and GC finishes by deleting the files of the generation whose record it removed.
+    let ImageState::Ready { variants, .. } = &old.state else { panic!("old record was ready") };
+    let mut old_keys = vec![BlobKey::original(&id, &old.generation)];
+    old_keys.extend(variants.iter().map(|v| BlobKey::variant(&id, &old.generation, &v.name)));
+    app.service.ports().blobs.delete(&old_keys).await.unwrap();
+
+    for v in again.json["variants"].as_object().unwrap().values() {
+        assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200, "new files survive");
+    }
+    assert!(app.files_of(id.as_str()).iter().all(|f| f.contains(new.generation.as_str())));
+}
+
+#[tokio::test]
+async fn the_sweeper_deletes_only_old_files_that_no_record_owns() {
+    let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    let id = app.upload_ok(&fixture("photo.jpg")).await;
+    let owned = app.files_of(&id);
+    let blobs = &app.service.ports().blobs;
+    // A stale generation of a live image and files of an image with no record at all.
+    let live = ImageId::parse(&id).unwrap();
+    let stale = BlobKey::original(&live, &Generation::parse("00000001").unwrap());
+    let orphan_id = ImageId::of_bytes(b"never recorded");
+    let orphan = BlobKey::original(&orphan_id, &Generation::parse("00000002").unwrap());
+    blobs.put(&stale, Bytes::from_static(b"x"), "application/octet-stream").await.unwrap();
+    blobs.put(&orphan, Bytes::from_static(b"y"), "application/octet-stream").await.unwrap();
+
+    let young = app.sweep().await;
+    assert_eq!((young.files_deleted, young.young_unowned_files), (0, 2), "{young:?}");
+
+    app.advance_clock(Duration::from_secs(2 * 3600));
+    let dry = app.service.sweep(true).await.unwrap();
+    assert_eq!((dry.garbage_files, dry.files_deleted), (2, 0));
+    let report = app.sweep().await;
+    assert_eq!(report.files_deleted, 2, "{report:?}");
+    assert_eq!(app.files_of(&id), owned, "the live generation is untouched");
+    assert!(app.files_of(orphan_id.as_str()).is_empty());
+    assert_eq!(app.upload(&fixture("photo.jpg")).await.status, 200);
+}

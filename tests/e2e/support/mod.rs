@@ -1,0 +1,183 @@
+//! `TestApp`: the real runner (router, embedded store, pipeline) on 127.0.0.1:0 with a temp data
+//! directory and a clock the test moves.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use imgest_shared::api::{ApiState, router};
+use imgest_shared::app::{self, Backend};
+use imgest_shared::flows::Service;
+use imgest_shared::flows::gc::GcReport;
+use imgest_shared::flows::sweep::SweepReport;
+use imgest_shared::ports::ManualClock;
+use imgest_shared::settings::Settings;
+use serde_json::Value;
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub service: Arc<Service>,
+    pub clock: Arc<ManualClock>,
+    pub data_dir: tempfile::TempDir,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// A response's status and JSON body (`Value::Null` when the body is empty).
+pub struct Reply {
+    pub status: u16,
+    pub json: Value,
+}
+
+impl Reply {
+    pub fn kind(&self) -> &str {
+        self.json["error"]["kind"].as_str().unwrap_or("")
+    }
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = fixture_path(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading fixture {}: {e}", path.display()))
+}
+
+pub fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+pub fn sample(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading sample {}: {e}", path.display()))
+}
+
+impl TestApp {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts with `IMGEST_*` settings overridden by `vars`.
+    pub async fn start_with(vars: &[(&str, &str)]) -> Self {
+        let data_dir = tempfile::tempdir().unwrap();
+        let mut map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        map.insert("IMGEST_DATA_DIR".into(), data_dir.path().display().to_string());
+        let settings = Settings::from_map(&map).unwrap();
+        let clock = Arc::new(ManualClock::starting_now());
+        let backend = Backend::embedded(data_dir.path());
+        let service = Arc::new(app::service(&settings, &backend, clock.clone()).await.unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = router(ApiState::new(Arc::clone(&service), &base), true);
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self { base, client: reqwest::Client::new(), service, clock, data_dir, server }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn reply(response: reqwest::Response) -> Reply {
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.unwrap();
+        let json = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        Reply { status, json }
+    }
+
+    /// `POST /v1/images` with a raw body.
+    pub async fn upload(&self, bytes: &[u8]) -> Reply {
+        let r = self.client.post(self.url("/v1/images")).body(bytes.to_vec()).send().await.unwrap();
+        Self::reply(r).await
+    }
+
+    /// `POST /v1/images` with a raw body and a Content-Type.
+    pub async fn upload_as(&self, bytes: &[u8], content_type: &str) -> Reply {
+        let r = self
+            .client
+            .post(self.url("/v1/images"))
+            .header("content-type", content_type)
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .unwrap();
+        Self::reply(r).await
+    }
+
+    /// Uploads and returns the image id, asserting success.
+    pub async fn upload_ok(&self, bytes: &[u8]) -> String {
+        let r = self.upload(bytes).await;
+        assert!(r.status == 201 || r.status == 200, "upload failed: {} {}", r.status, r.json);
+        r.json["image_id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        Self::reply(self.client.get(self.url(path)).send().await.unwrap()).await
+    }
+
+    pub async fn get_bytes(&self, url: &str) -> (u16, Vec<u8>) {
+        let r = self.client.get(url).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.bytes().await.unwrap().to_vec())
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        Self::reply(self.client.delete(self.url(path)).send().await.unwrap()).await
+    }
+
+    /// `PUT /v1/offers/{offer}/photos`.
+    pub async fn link(&self, offer: &str, image_ids: &[&str]) -> Reply {
+        let body = serde_json::json!({ "image_ids": image_ids });
+        let r = self.client.put(self.url(&format!("/v1/offers/{offer}/photos"))).json(&body).send().await.unwrap();
+        Self::reply(r).await
+    }
+
+    pub async fn photos(&self, offer: &str) -> Reply {
+        self.get(&format!("/v1/offers/{offer}/photos")).await
+    }
+
+    pub fn advance_clock(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+
+    pub async fn gc(&self) -> GcReport {
+        self.service.gc().await.unwrap()
+    }
+
+    pub async fn sweep(&self) -> SweepReport {
+        self.service.sweep(false).await.unwrap()
+    }
+
+    /// Every file under the blob directory, as keys relative to it.
+    pub fn files(&self) -> Vec<String> {
+        let root = app::blobs_path(self.data_dir.path());
+        let mut out = Vec::new();
+        walk(&root, &root, &mut out);
+        out.sort();
+        out
+    }
+
+    /// The files of one image id.
+    pub fn files_of(&self, image_id: &str) -> Vec<String> {
+        self.files().into_iter().filter(|f| f.contains(image_id)).collect()
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(root, &path, out);
+        } else {
+            out.push(path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
