@@ -124,12 +124,10 @@ impl Pipeline {
     pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
         let decoded = decode::decode(bytes, &self.limits())?;
         let source = &decoded.image;
-        let mut resizer = fast_image_resize::Resizer::new();
         let specs = self.config.variants.specs();
+        let rendered = resize::render_all(source, specs)?;
         let mut variants = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let geometry = resize::plan(source.width(), source.height(), spec);
-            let mut pixels = resize::render(&mut resizer, source, &geometry)?;
+        for (spec, mut pixels) in specs.iter().zip(rendered) {
             if let Some(watermark) = &self.config.watermark
                 && watermark.applies_to(&spec.name)
             {

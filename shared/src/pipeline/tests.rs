@@ -333,7 +333,11 @@ fn a_half_opaque_watermark_blends() {
     let r = |img: &RgbImage| i32::from(img.get_pixel(16, 5).0[0]);
     assert!(r(&none) < 60, "{}", r(&none));
     assert!(r(&full) > 190, "{}", r(&full));
-    assert!((r(&half) - (r(&none) + r(&full)) / 2).abs() <= 15, "{}", r(&half));
+    assert!(
+        (r(&half) - (r(&none) + r(&full)) / 2).abs() <= 15,
+        "{}",
+        r(&half)
+    );
 }
 
 /// Encodes an in-memory image of `w`x`h` as PNG.

@@ -35,6 +35,12 @@ impl ManualClock {
         let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         self.0.fetch_add(ms, Ordering::SeqCst);
     }
+
+    /// Moves the clock into the past (to make records that look old to the real clock).
+    pub fn advance_back(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.0.fetch_sub(ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for ManualClock {

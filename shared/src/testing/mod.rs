@@ -10,7 +10,7 @@
 //! factory (anything callable as `factory().await` returning a [`Fixture`] of the port); the
 //! calling crate needs `tokio` (with `macros` and `rt-multi-thread`) as a dependency:
 //!
-//! ```ignore
+//! ```text
 //! async fn fs_store() -> Fixture<Arc<dyn BlobStore>> {
 //!     let dir = tempfile::tempdir().unwrap();
 //!     Fixture::with_guard(Arc::new(FsBlobStore::new(dir.path())), dir)

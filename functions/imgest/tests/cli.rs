@@ -1,0 +1,104 @@
+//! The `imgest` binary as an operator runs it: a fresh data directory, real files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use imgest_shared::app::{self, Backend};
+use imgest_shared::ports::ManualClock;
+use imgest_shared::settings::Settings;
+
+fn imgest(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_imgest"));
+    cmd.current_dir(dir).args(args).env("IMGEST_DATA_DIR", dir.join("data"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn samples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples")
+}
+
+#[test]
+fn the_demo_tours_the_main_job_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = imgest(dir.path(), &["demo"], &[]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("deduplicated=true"), "{text}");
+    assert!(text.contains("gc: 4 images deleted"), "{text}");
+    assert!(dir.path().join("imgest-demo/imgest.sqlite3").exists());
+    // A second run replaces its own earlier tour.
+    assert!(imgest(dir.path(), &["demo"], &[]).status.success());
+}
+
+#[test]
+fn the_demo_refuses_to_wipe_a_directory_it_did_not_make() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("precious")).unwrap();
+    std::fs::write(dir.path().join("precious/keep.txt"), "mine").unwrap();
+    let out = imgest(dir.path(), &["demo", "--data-dir", "precious"], &[]);
+    assert!(!out.status.success());
+    assert!(dir.path().join("precious/keep.txt").exists());
+}
+
+#[test]
+fn process_prints_a_line_per_file_and_writes_variants() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let dune = samples().join("dune.jpg");
+    let out = imgest(dir.path(), &["process", "--out", out_dir.to_str().unwrap(), dune.to_str().unwrap()], &[]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("large=1280x800"), "{text}");
+    assert!(text.contains(" ms"), "{text}");
+    for v in ["large", "medium", "thumb"] {
+        assert!(out_dir.join(format!("dune.{v}.jpg")).exists());
+    }
+    let bad = dir.path().join("bad.jpg");
+    std::fs::write(&bad, b"not an image").unwrap();
+    let out = imgest(dir.path(), &["process", bad.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    assert!(stdout(&out).contains("unsupported_format"));
+}
+
+#[test]
+fn a_bad_setting_names_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = imgest(dir.path(), &["gc"], &[("IMGEST_ORPHAN_TTL", "fortnight")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("IMGEST_ORPHAN_TTL"));
+}
+
+#[test]
+fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        // Uploaded an hour ago with a 2 s TTL: expired by now on the real clock.
+        let mut settings = Settings::defaults();
+        settings.orphan_ttl = Duration::from_secs(2);
+        let clock = Arc::new(ManualClock::starting_now());
+        clock.advance_back(Duration::from_secs(3600));
+        let service = app::service(&settings, &Backend::embedded(&data), clock).await.unwrap();
+        let bytes = std::fs::read(samples().join("storm.jpg")).unwrap();
+        service.upload_bytes(bytes.into()).await.unwrap();
+    });
+    let out = imgest(dir.path(), &["sweep", "--dry-run"], &[]);
+    assert!(stdout(&out).contains("4 files scanned, 0 garbage"), "{}", stdout(&out));
+    let out = imgest(dir.path(), &["gc"], &[]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("1 images deleted (4 files)"), "{}", stdout(&out));
+    let out = imgest(dir.path(), &["sweep"], &[]);
+    assert!(stdout(&out).contains("0 files scanned"), "{}", stdout(&out));
+}

@@ -1,0 +1,131 @@
+//! The port contract suites against the embedded adapters: `FsBlobStore` on a real temporary
+//! directory and `SqliteStore` on a real temporary file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use imgest_shared::adapters::{FsBlobStore, SqliteStore};
+use imgest_shared::ports::{BlobStore, Claim, ImageIndex, OfferLinks, TaskQueue};
+use imgest_shared::testing::{self, BASE, Fixture, LinkPorts};
+use tempfile::TempDir;
+
+async fn fs_blob_store() -> Fixture<Arc<dyn BlobStore>> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path().join("blobs")).unwrap();
+    Fixture::with_guard(Arc::new(store), dir)
+}
+
+fn sqlite_file() -> (Arc<SqliteStore>, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("imgest.sqlite3")).unwrap();
+    (Arc::new(store), dir)
+}
+
+async fn sqlite_images() -> Fixture<Arc<dyn ImageIndex>> {
+    let (store, dir) = sqlite_file();
+    Fixture::with_guard(store, dir)
+}
+
+async fn sqlite_links() -> Fixture<LinkPorts> {
+    let (store, dir) = sqlite_file();
+    Fixture::with_guard(LinkPorts::of(store), dir)
+}
+
+async fn sqlite_queue() -> Fixture<Arc<dyn TaskQueue>> {
+    let (store, dir) = sqlite_file();
+    Fixture::with_guard(store, dir)
+}
+
+imgest_shared::blob_store_contract_tests!(fs_blob_store, super::fs_blob_store);
+imgest_shared::image_index_contract_tests!(sqlite_image_index, super::sqlite_images);
+imgest_shared::offer_links_contract_tests!(sqlite_offer_links, super::sqlite_links);
+imgest_shared::task_queue_contract_tests!(sqlite_task_queue, super::sqlite_queue);
+
+/// The whole suites in a row on one shared backend, as the AWS adapters run them: checks
+/// must not trip over each other's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_suite_on_one_shared_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = Arc::new(FsBlobStore::open(dir.path().join("blobs")).unwrap());
+    let store = Arc::new(SqliteStore::open(dir.path().join("imgest.sqlite3")).unwrap());
+    testing::blob_store::contract(blobs.clone()).await;
+    testing::image_index::contract(store.clone()).await;
+    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
+    testing::task_queue::contract(store.clone()).await;
+    // And once more over what the first run left behind.
+    testing::blob_store::contract(blobs).await;
+    testing::image_index::contract(store.clone()).await;
+    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
+    testing::task_queue::contract(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_memory_store_passes_the_record_and_queue_suites() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    testing::image_index::contract(store.clone()).await;
+    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
+    testing::task_queue::contract(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imgest.sqlite3");
+    let one = Arc::new(SqliteStore::open(&path).unwrap());
+    let two = Arc::new(SqliteStore::open(&path).unwrap());
+    let ttl = std::time::Duration::from_secs(600);
+
+    // Writes through one are read through the other.
+    let image = testing::random_image_id();
+    let Claim::New { generation } = one.claim(&image, BASE, ttl, ttl).await.unwrap() else {
+        panic!("a fresh id is new");
+    };
+    assert!(matches!(
+        two.claim(&image, BASE, ttl, ttl).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    let ready = imgest_shared::ports::ReadyImage {
+        format: imgest_shared::domain::SourceFormat::Png,
+        width: 10,
+        height: 20,
+        original_bytes: 30,
+        variants: Vec::new(),
+    };
+    let record = two
+        .complete(&image, &generation, ready, BASE, ttl)
+        .await
+        .unwrap();
+    assert_eq!(one.get(&image).await.unwrap(), Some(record));
+    let offer = testing::random_offer_id();
+    one.set_photos(&offer, std::slice::from_ref(&image), BASE, ttl)
+        .await
+        .unwrap();
+    assert_eq!(two.photos(&offer).await.unwrap(), Some(vec![image.clone()]));
+    assert_eq!(two.get(&image).await.unwrap().unwrap().link_count, 1);
+    let queue = testing::unique_name("shared");
+    one.enqueue(&queue, "k", "p", BASE).await.unwrap();
+    let d = two.receive(&queue, BASE, 1, ttl).await.unwrap().remove(0);
+    assert!(one.receive(&queue, BASE, 1, ttl).await.unwrap().is_empty());
+    assert!(one.ack(&d).await.unwrap());
+
+    // Claims raced from both connections: exactly one wins.
+    for round in 0..4 {
+        let id = testing::random_image_id();
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+                let id = id.clone();
+                tokio::spawn(async move { store.claim(&id, BASE, ttl, ttl).await.unwrap() })
+            })
+            .collect();
+        let mut new = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Claim::New { .. } => new += 1,
+                Claim::InProgress { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(new, 1, "round {round}");
+    }
+}
