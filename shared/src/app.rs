@@ -13,11 +13,17 @@ use crate::settings::Settings;
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error("cannot read the watermark {path}: {source}")]
-    WatermarkFile { path: PathBuf, source: std::io::Error },
+    WatermarkFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("invalid watermark: {0}")]
     Watermark(#[from] PipelineError),
     #[error("cannot open the data directory {path}: {source}")]
-    DataDir { path: PathBuf, source: std::io::Error },
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
 }
@@ -31,7 +37,9 @@ pub enum Backend {
 
 impl Backend {
     pub fn embedded(data_dir: impl Into<PathBuf>) -> Self {
-        Self::Embedded { data_dir: data_dir.into() }
+        Self::Embedded {
+            data_dir: data_dir.into(),
+        }
     }
 
     pub async fn ports(&self, clock: Arc<dyn Clock>) -> Result<Ports, AppError> {
@@ -55,7 +63,10 @@ async fn embedded_ports(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Ports,
     let blobs_dir = blobs_path(data_dir);
     tokio::fs::create_dir_all(&blobs_dir)
         .await
-        .map_err(|source| AppError::DataDir { path: blobs_dir.clone(), source })?;
+        .map_err(|source| AppError::DataDir {
+            path: blobs_dir.clone(),
+            source,
+        })?;
     let store = Arc::new(SqliteStore::open(&sqlite_path(data_dir))?);
     Ok(Ports {
         blobs: Arc::new(FsBlobStore::new(blobs_dir)),
@@ -71,8 +82,16 @@ pub fn pipeline(settings: &Settings) -> Result<Pipeline, AppError> {
     let watermark = match &settings.watermark {
         None => None,
         Some(w) => {
-            let png = std::fs::read(&w.path).map_err(|source| AppError::WatermarkFile { path: w.path.clone(), source })?;
-            Some(Watermark::from_png(&png, w.position, w.opacity, w.variants.clone())?)
+            let png = std::fs::read(&w.path).map_err(|source| AppError::WatermarkFile {
+                path: w.path.clone(),
+                source,
+            })?;
+            Some(Watermark::from_png(
+                &png,
+                w.position,
+                w.opacity,
+                w.variants.clone(),
+            )?)
         }
     };
     Ok(Pipeline::new(PipelineConfig {
@@ -85,7 +104,15 @@ pub fn pipeline(settings: &Settings) -> Result<Pipeline, AppError> {
 }
 
 /// The service over `backend`'s ports, configured by `settings`.
-pub async fn service(settings: &Settings, backend: &Backend, clock: Arc<dyn Clock>) -> Result<Service, AppError> {
+pub async fn service(
+    settings: &Settings,
+    backend: &Backend,
+    clock: Arc<dyn Clock>,
+) -> Result<Service, AppError> {
     let ports = backend.ports(clock).await?;
-    Ok(Service::new(ports, pipeline(settings)?, Policy::from_settings(settings)))
+    Ok(Service::new(
+        ports,
+        pipeline(settings)?,
+        Policy::from_settings(settings),
+    ))
 }

@@ -62,7 +62,9 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_env() -> Result<Self, SettingsError> {
-        let vars: HashMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("IMGEST_")).collect();
+        let vars: HashMap<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("IMGEST_"))
+            .collect();
         Self::from_map(&vars)
     }
 
@@ -91,35 +93,59 @@ impl Settings {
         };
         let variants = match parsed("IMGEST_VARIANTS") {
             None => VariantSet::default(),
-            Some(v) => VariantSet::from_str(v).map_err(|e| bad("IMGEST_VARIANTS", v, e.to_string()))?,
+            Some(v) => {
+                VariantSet::from_str(v).map_err(|e| bad("IMGEST_VARIANTS", v, e.to_string()))?
+            }
         };
         let jpeg_quality = match parsed("IMGEST_JPEG_QUALITY") {
             None => 82,
             Some(v) => match v.parse::<u8>() {
                 Ok(q) if (1..=100).contains(&q) => q,
-                _ => return Err(bad("IMGEST_JPEG_QUALITY", v, "expected a whole number from 1 to 100".into())),
+                _ => {
+                    return Err(bad(
+                        "IMGEST_JPEG_QUALITY",
+                        v,
+                        "expected a whole number from 1 to 100".into(),
+                    ));
+                }
             },
         };
         let max_body = match parsed("IMGEST_MAX_BODY") {
             None => 20_000_000,
-            Some(v) => parse_size(v).ok_or_else(|| bad("IMGEST_MAX_BODY", v, "expected bytes, e.g. 20MB".into()))?,
+            Some(v) => parse_size(v)
+                .ok_or_else(|| bad("IMGEST_MAX_BODY", v, "expected bytes, e.g. 20MB".into()))?,
         };
         let max_pixels = match parsed("IMGEST_MAX_PIXELS") {
             None => 50_000_000,
-            Some(v) => parse_count(v).ok_or_else(|| bad("IMGEST_MAX_PIXELS", v, "expected a count, e.g. 50M".into()))?,
+            Some(v) => parse_count(v)
+                .ok_or_else(|| bad("IMGEST_MAX_PIXELS", v, "expected a count, e.g. 50M".into()))?,
         };
         let max_photos_per_offer = match parsed("IMGEST_MAX_PHOTOS_PER_OFFER") {
             None => 50,
             Some(v) => match v.parse::<usize>() {
                 Ok(n) if (1..=1000).contains(&n) => n,
-                _ => return Err(bad("IMGEST_MAX_PHOTOS_PER_OFFER", v, "expected 1 to 1000".into())),
+                _ => {
+                    return Err(bad(
+                        "IMGEST_MAX_PHOTOS_PER_OFFER",
+                        v,
+                        "expected 1 to 1000".into(),
+                    ));
+                }
             },
         };
         let process_concurrency = match parsed("IMGEST_PROCESS_CONCURRENCY") {
-            None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            None => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             Some(v) => match v.parse::<usize>() {
                 Ok(n) if n >= 1 => n,
-                _ => return Err(bad("IMGEST_PROCESS_CONCURRENCY", v, "expected a whole number ≥ 1".into())),
+                _ => {
+                    return Err(bad(
+                        "IMGEST_PROCESS_CONCURRENCY",
+                        v,
+                        "expected a whole number ≥ 1".into(),
+                    ));
+                }
             },
         };
         let watermark = match parsed("IMGEST_WATERMARK") {
@@ -131,7 +157,8 @@ impl Settings {
                         bad(
                             "IMGEST_WATERMARK_POSITION",
                             v,
-                            "expected top-left, top-right, bottom-left, bottom-right or center".into(),
+                            "expected top-left, top-right, bottom-left, bottom-right or center"
+                                .into(),
                         )
                     })?,
                 };
@@ -139,7 +166,13 @@ impl Settings {
                     None => 0.5,
                     Some(v) => match v.parse::<f32>() {
                         Ok(o) if (0.0..=1.0).contains(&o) => o,
-                        _ => return Err(bad("IMGEST_WATERMARK_OPACITY", v, "expected 0.0 to 1.0".into())),
+                        _ => {
+                            return Err(bad(
+                                "IMGEST_WATERMARK_OPACITY",
+                                v,
+                                "expected 0.0 to 1.0".into(),
+                            ));
+                        }
                     },
                 };
                 let names = parsed("IMGEST_WATERMARK_VARIANTS").unwrap_or("large,medium");
@@ -156,7 +189,12 @@ impl Settings {
                     }
                     wm_variants.push(name);
                 }
-                Some(WatermarkSettings { path: PathBuf::from(path), position, opacity, variants: wm_variants })
+                Some(WatermarkSettings {
+                    path: PathBuf::from(path),
+                    position,
+                    opacity,
+                    variants: wm_variants,
+                })
             }
         };
 
@@ -189,7 +227,9 @@ impl Settings {
 
     /// The base URL that file URLs start with.
     pub fn public_base_url(&self) -> String {
-        self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen))
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.listen))
     }
 }
 
@@ -220,7 +260,11 @@ fn parse_count(v: &str) -> Option<u64> {
         'm' | 'M' => (&v[..v.len() - 1], 1_000_000),
         _ => (v, 1),
     };
-    num.trim().parse::<u64>().ok()?.checked_mul(mult).filter(|&n| n > 0)
+    num.trim()
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(mult)
+        .filter(|&n| n > 0)
 }
 
 #[cfg(test)]
@@ -228,7 +272,12 @@ mod tests {
     use super::*;
 
     fn with(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-        Settings::from_map(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Settings::from_map(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -247,8 +296,12 @@ mod tests {
 
     #[test]
     fn values_parse_with_units() {
-        let s = with(&[("IMGEST_MAX_BODY", "5MiB"), ("IMGEST_MAX_PIXELS", "2M"), ("IMGEST_ORPHAN_TTL", "2s")])
-            .unwrap();
+        let s = with(&[
+            ("IMGEST_MAX_BODY", "5MiB"),
+            ("IMGEST_MAX_PIXELS", "2M"),
+            ("IMGEST_ORPHAN_TTL", "2s"),
+        ])
+        .unwrap();
         assert_eq!(s.max_body, 5 << 20);
         assert_eq!(s.max_pixels, 2_000_000);
         assert_eq!(s.orphan_ttl, Duration::from_secs(2));
@@ -271,7 +324,11 @@ mod tests {
 
     #[test]
     fn watermark_variants_must_exist() {
-        let err = with(&[("IMGEST_WATERMARK", "wm.png"), ("IMGEST_WATERMARK_VARIANTS", "huge")]).unwrap_err();
+        let err = with(&[
+            ("IMGEST_WATERMARK", "wm.png"),
+            ("IMGEST_WATERMARK_VARIANTS", "huge"),
+        ])
+        .unwrap_err();
         assert_eq!(err.var, "IMGEST_WATERMARK_VARIANTS");
     }
 }

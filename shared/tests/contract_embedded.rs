@@ -17,7 +17,7 @@ async fn fs_blob_store() -> Fixture<Arc<dyn BlobStore>> {
 
 fn sqlite_file() -> (Arc<SqliteStore>, TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("imgest.sqlite3")).unwrap();
+    let store = SqliteStore::open(&dir.path().join("imgest.sqlite3")).unwrap();
     (Arc::new(store), dir)
 }
 
@@ -47,7 +47,7 @@ imgest_shared::task_queue_contract_tests!(sqlite_task_queue, super::sqlite_queue
 async fn every_suite_on_one_shared_backend() {
     let dir = tempfile::tempdir().unwrap();
     let blobs = Arc::new(FsBlobStore::open(dir.path().join("blobs")).unwrap());
-    let store = Arc::new(SqliteStore::open(dir.path().join("imgest.sqlite3")).unwrap());
+    let store = Arc::new(SqliteStore::open(&dir.path().join("imgest.sqlite3")).unwrap());
     testing::blob_store::contract(blobs.clone()).await;
     testing::image_index::contract(store.clone()).await;
     testing::offer_links::contract(LinkPorts::of(store.clone())).await;

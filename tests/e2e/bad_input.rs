@@ -19,10 +19,18 @@ async fn each_bad_input_gets_its_documented_error_and_leaves_nothing_behind() {
         assert_eq!((r.status, r.kind()), (status, kind), "{name}: {}", r.json);
         assert!(!r.json["error"]["message"].as_str().unwrap().is_empty());
     }
-    assert!(app.files().is_empty(), "no file stays behind: {:?}", app.files());
+    assert!(
+        app.files().is_empty(),
+        "no file stays behind: {:?}",
+        app.files()
+    );
     assert_eq!(app.gc().await.examined, 0, "no claim stays behind");
     assert_eq!(app.get("/healthz").await.status, 200);
-    assert_eq!(app.upload(&fixture("photo.jpg")).await.status, 201, "still serving");
+    assert_eq!(
+        app.upload(&fixture("photo.jpg")).await.status,
+        201,
+        "still serving"
+    );
 }
 
 #[tokio::test]
@@ -38,7 +46,13 @@ async fn unusual_but_valid_images_are_processed() {
         let r = app.upload(&fixture(name)).await;
         assert_eq!(r.status, 201, "{name}: {}", r.json);
         assert_eq!(r.json["format"], format, "{name}");
-        assert_eq!(r.json["variants"]["thumb"]["width"].as_u64().unwrap().min(200), r.json["variants"]["thumb"]["width"].as_u64().unwrap());
+        assert_eq!(
+            r.json["variants"]["thumb"]["width"]
+                .as_u64()
+                .unwrap()
+                .min(200),
+            r.json["variants"]["thumb"]["width"].as_u64().unwrap()
+        );
     }
 }
 
@@ -50,9 +64,17 @@ async fn a_body_over_the_limit_is_refused_with_or_without_content_length() {
     assert_eq!((r.status, r.kind()), (413, "too_large"));
 
     // Chunked, with no Content-Length: cut while streaming.
-    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = (0..10).map(|_| Ok(bytes::Bytes::from(vec![0u8; 500]))).collect();
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = (0..10)
+        .map(|_| Ok(bytes::Bytes::from(vec![0u8; 500])))
+        .collect();
     let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
-    let resp = app.client.post(app.url("/v1/images")).body(body).send().await.unwrap();
+    let resp = app
+        .client
+        .post(app.url("/v1/images"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 413);
     let json: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(json["error"]["kind"], "too_large");

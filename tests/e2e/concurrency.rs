@@ -20,7 +20,12 @@ async fn concurrent_uploads_of_the_same_new_bytes_decode_once_and_agree_on_the_i
     let created = replies.iter().filter(|r| r.status == 201).count();
     assert_eq!(created, 1, "exactly one caller created it");
     for r in &replies {
-        assert!(r.status == 201 || r.status == 200, "{} {}", r.status, r.json);
+        assert!(
+            r.status == 201 || r.status == 200,
+            "{} {}",
+            r.status,
+            r.json
+        );
         assert_eq!(r.json["image_id"], expected.as_str());
     }
     let m = app.service.metrics().snapshot();
@@ -37,7 +42,11 @@ async fn a_crashed_claim_expires_and_is_taken_over() {
     let ports = app.service.ports();
     // A worker claims the bytes and dies without completing.
     let now = ports.clock.now();
-    let claim = ports.images.claim(&id, now, Duration::from_secs(30), Duration::from_secs(60)).await.unwrap();
+    let claim = ports
+        .images
+        .claim(&id, now, Duration::from_secs(30), Duration::from_secs(60))
+        .await
+        .unwrap();
     assert!(matches!(claim, Claim::New { .. }));
 
     app.advance_clock(Duration::from_secs(31));

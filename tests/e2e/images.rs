@@ -38,8 +38,14 @@ async fn variants_have_the_configured_sizes_and_are_served() {
     let r = app.upload(&photo).await;
     assert_eq!(r.status, 201, "{}", r.json);
 
-    let (w, h) = (r.json["width"].as_u64().unwrap(), r.json["height"].as_u64().unwrap());
-    assert_eq!((w, h), (u64::from(source.width()), u64::from(source.height())));
+    let (w, h) = (
+        r.json["width"].as_u64().unwrap(),
+        r.json["height"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        (w, h),
+        (u64::from(source.width()), u64::from(source.height()))
+    );
 
     let variants = r.json["variants"].as_object().unwrap();
     let names: Vec<&str> = variants.keys().map(String::as_str).collect();
@@ -48,18 +54,46 @@ async fn variants_have_the_configured_sizes_and_are_served() {
         let (status, bytes) = app.get_bytes(v["url"].as_str().unwrap()).await;
         assert_eq!(status, 200, "{name} is served");
         let img = image::load_from_memory_with_format(&bytes, image::ImageFormat::Jpeg).unwrap();
-        assert_eq!(u64::from(img.width()), v["width"].as_u64().unwrap(), "{name} width");
-        assert_eq!(u64::from(img.height()), v["height"].as_u64().unwrap(), "{name} height");
+        assert_eq!(
+            u64::from(img.width()),
+            v["width"].as_u64().unwrap(),
+            "{name} width"
+        );
+        assert_eq!(
+            u64::from(img.height()),
+            v["height"].as_u64().unwrap(),
+            "{name} height"
+        );
     }
-    assert_eq!((variants["thumb"]["width"].as_u64(), variants["thumb"]["height"].as_u64()), (Some(200), Some(200)));
+    assert_eq!(
+        (
+            variants["thumb"]["width"].as_u64(),
+            variants["thumb"]["height"].as_u64()
+        ),
+        (Some(200), Some(200))
+    );
     for name in ["large", "medium"] {
-        let (vw, vh) = (variants[name]["width"].as_u64().unwrap(), variants[name]["height"].as_u64().unwrap());
+        let (vw, vh) = (
+            variants[name]["width"].as_u64().unwrap(),
+            variants[name]["height"].as_u64().unwrap(),
+        );
         let bound = if name == "large" { 1280 } else { 640 };
-        assert!(vw <= bound && vh <= bound && vw <= w && vh <= h, "{name} {vw}x{vh} fits");
-        assert!(vw == bound.min(w) || vh == bound.min(h), "{name} {vw}x{vh} touches the box");
+        assert!(
+            vw <= bound && vh <= bound && vw <= w && vh <= h,
+            "{name} {vw}x{vh} fits"
+        );
+        assert!(
+            vw == bound.min(w) || vh == bound.min(h),
+            "{name} {vw}x{vh} touches the box"
+        );
     }
 
-    let got = app.get(&format!("/v1/images/{}", r.json["image_id"].as_str().unwrap())).await;
+    let got = app
+        .get(&format!(
+            "/v1/images/{}",
+            r.json["image_id"].as_str().unwrap()
+        ))
+        .await;
     assert_eq!(got.status, 200);
     assert_eq!(got.json["variants"], r.json["variants"]);
     assert_eq!(got.json["offers"], 0);
@@ -72,7 +106,10 @@ async fn a_small_image_is_never_upscaled() {
     assert_eq!(r.status, 201, "{}", r.json);
     assert_eq!(r.json["format"], "png");
     let v = &r.json["variants"];
-    assert_eq!((v["large"]["width"].as_u64(), v["large"]["height"].as_u64()), (Some(120), Some(80)));
+    assert_eq!(
+        (v["large"]["width"].as_u64(), v["large"]["height"].as_u64()),
+        (Some(120), Some(80))
+    );
     assert!(v["thumb"]["width"].as_u64().unwrap() <= 200);
 }
 
@@ -85,8 +122,14 @@ async fn an_exif_rotated_photo_comes_out_upright() {
     assert_eq!(r.status, 201, "{}", r.json);
     // Stored sideways (landscape), shown upright (portrait).
     assert!(stored.width() > stored.height());
-    assert_eq!(r.json["width"].as_u64().unwrap(), u64::from(stored.height()));
-    assert_eq!(r.json["height"].as_u64().unwrap(), u64::from(stored.width()));
+    assert_eq!(
+        r.json["width"].as_u64().unwrap(),
+        u64::from(stored.height())
+    );
+    assert_eq!(
+        r.json["height"].as_u64().unwrap(),
+        u64::from(stored.width())
+    );
     let large = &r.json["variants"]["large"];
     assert!(large["height"].as_u64() > large["width"].as_u64());
     let (_, jpeg) = app.get_bytes(large["url"].as_str().unwrap()).await;
@@ -100,15 +143,36 @@ async fn a_multipart_upload_uses_the_file_part() {
     let photo = fixture("photo.jpg");
     let form = reqwest::multipart::Form::new()
         .text("note", "ignored")
-        .part("file", reqwest::multipart::Part::bytes(photo.clone()).file_name("x.png").mime_str("image/png").unwrap());
-    let r = app.client.post(app.url("/v1/images")).multipart(form).send().await.unwrap();
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(photo.clone())
+                .file_name("x.png")
+                .mime_str("image/png")
+                .unwrap(),
+        );
+    let r = app
+        .client
+        .post(app.url("/v1/images"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 201);
     let json: serde_json::Value = r.json().await.unwrap();
     assert_eq!(json["image_id"], md5_hex(&photo));
-    assert_eq!(json["format"], "jpeg", "the format comes from the bytes, not the name or type");
+    assert_eq!(
+        json["format"], "jpeg",
+        "the format comes from the bytes, not the name or type"
+    );
 
     let form = reqwest::multipart::Form::new().text("other", "x");
-    let r = app.client.post(app.url("/v1/images")).multipart(form).send().await.unwrap();
+    let r = app
+        .client
+        .post(app.url("/v1/images"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let json: serde_json::Value = r.json().await.unwrap();
     assert_eq!(json["error"]["kind"], "missing_file");

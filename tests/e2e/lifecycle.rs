@@ -39,9 +39,19 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
         for v in r.json["variants"].as_object().unwrap().values() {
             assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
         }
-        assert_eq!(app.files_of(kept).len(), 4, "original + 3 variants of {kept}");
+        assert_eq!(
+            app.files_of(kept).len(),
+            4,
+            "original + 3 variants of {kept}"
+        );
     }
-    assert_eq!(app.photos("b").await.json["photos"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        app.photos("b").await.json["photos"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     assert_eq!(app.gc().await.examined, 0, "a second run finds nothing");
 }
 
@@ -56,11 +66,18 @@ async fn re_use_before_expiry_keeps_an_orphan() {
     assert_eq!(app.upload(&photo).await.status, 200);
     app.advance_clock(Duration::from_millis(1500));
     assert_eq!(app.gc().await.images_deleted, 0);
-    assert_eq!(app.get(&format!("/v1/images/{reuploaded}")).await.status, 200);
+    assert_eq!(
+        app.get(&format!("/v1/images/{reuploaded}")).await.status,
+        200
+    );
     // Unlinking starts the window again from the unlink.
     app.delete("/v1/offers/o").await;
     app.advance_clock(Duration::from_millis(1500));
-    assert_eq!(app.gc().await.images_deleted, 1, "only the re-uploaded one, whose window ended");
+    assert_eq!(
+        app.gc().await.images_deleted,
+        1,
+        "only the re-uploaded one, whose window ended"
+    );
     assert_eq!(app.get(&format!("/v1/images/{relinked}")).await.status, 200);
 }
 
@@ -73,7 +90,11 @@ async fn an_expired_image_uploaded_again_before_gc_is_revived_and_gc_keeps_it() 
     // Expired but not yet collected: reads treat it as gone.
     assert_eq!(app.get(&format!("/v1/images/{id}")).await.status, 404);
     let again = app.upload(&photo).await;
-    assert_eq!(again.status, 200, "revived without decoding: {}", again.json);
+    assert_eq!(
+        again.status, 200,
+        "revived without decoding: {}",
+        again.json
+    );
     assert_eq!(app.gc().await.images_deleted, 0);
     assert_eq!(app.service.metrics().snapshot().pipeline_runs, 1);
     for v in again.json["variants"].as_object().unwrap().values() {
@@ -92,22 +113,41 @@ async fn gc_racing_a_re_upload_never_deletes_the_new_generation() {
 
     // GC deletes the record (step one of two) ...
     let now = app.service.ports().clock.now();
-    assert!(images.delete_if_expired(&id, &old.generation, now).await.unwrap());
+    assert!(
+        images
+            .delete_if_expired(&id, &old.generation, now)
+            .await
+            .unwrap()
+    );
     // ... the same bytes arrive before GC deletes the files: a new generation is written ...
     let again = app.upload(&photo).await;
     assert_eq!(again.status, 201, "{}", again.json);
     let new = images.get(&id).await.unwrap().unwrap();
     assert_ne!(new.generation, old.generation);
     // ... and GC finishes by deleting the files of the generation whose record it removed.
-    let ImageState::Ready { variants, .. } = &old.state else { panic!("old record was ready") };
+    let ImageState::Ready { variants, .. } = &old.state else {
+        panic!("old record was ready")
+    };
     let mut old_keys = vec![BlobKey::original(&id, &old.generation)];
-    old_keys.extend(variants.iter().map(|v| BlobKey::variant(&id, &old.generation, &v.name)));
+    old_keys.extend(
+        variants
+            .iter()
+            .map(|v| BlobKey::variant(&id, &old.generation, &v.name)),
+    );
     app.service.ports().blobs.delete(&old_keys).await.unwrap();
 
     for v in again.json["variants"].as_object().unwrap().values() {
-        assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200, "new files survive");
+        assert_eq!(
+            app.get_bytes(v["url"].as_str().unwrap()).await.0,
+            200,
+            "new files survive"
+        );
     }
-    assert!(app.files_of(id.as_str()).iter().all(|f| f.contains(new.generation.as_str())));
+    assert!(
+        app.files_of(id.as_str())
+            .iter()
+            .all(|f| f.contains(new.generation.as_str()))
+    );
 }
 
 #[tokio::test]
@@ -121,11 +161,25 @@ async fn the_sweeper_deletes_only_old_files_that_no_record_owns() {
     let stale = BlobKey::original(&live, &Generation::parse("00000001").unwrap());
     let orphan_id = ImageId::of_bytes(b"never recorded");
     let orphan = BlobKey::original(&orphan_id, &Generation::parse("00000002").unwrap());
-    blobs.put(&stale, Bytes::from_static(b"x"), "application/octet-stream").await.unwrap();
-    blobs.put(&orphan, Bytes::from_static(b"y"), "application/octet-stream").await.unwrap();
+    blobs
+        .put(&stale, Bytes::from_static(b"x"), "application/octet-stream")
+        .await
+        .unwrap();
+    blobs
+        .put(
+            &orphan,
+            Bytes::from_static(b"y"),
+            "application/octet-stream",
+        )
+        .await
+        .unwrap();
 
     let young = app.sweep().await;
-    assert_eq!((young.files_deleted, young.young_unowned_files), (0, 2), "{young:?}");
+    assert_eq!(
+        (young.files_deleted, young.young_unowned_files),
+        (0, 2),
+        "{young:?}"
+    );
 
     app.advance_clock(Duration::from_secs(2 * 3600));
     let dry = app.service.sweep(true).await.unwrap();

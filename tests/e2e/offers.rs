@@ -13,7 +13,12 @@ async fn three_images(app: &TestApp) -> Vec<String> {
 }
 
 fn photo_ids(json: &serde_json::Value) -> Vec<String> {
-    json["photos"].as_array().unwrap().iter().map(|p| p["image_id"].as_str().unwrap().to_owned()).collect()
+    json["photos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["image_id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -26,7 +31,12 @@ async fn an_offer_keeps_its_photos_in_the_order_given_and_can_be_reordered() {
     assert_eq!(set.status, 200, "{}", set.json);
     assert_eq!(set.json["offer_id"], "cars:1");
     assert_eq!(photo_ids(&set.json), [a, b, c]);
-    assert!(set.json["photos"][0]["variants"]["thumb"]["url"].as_str().unwrap().ends_with("thumb.jpg"));
+    assert!(
+        set.json["photos"][0]["variants"]["thumb"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("thumb.jpg")
+    );
 
     let reordered = app.link("cars:1", &[c, a]).await;
     assert_eq!(photo_ids(&reordered.json), [c, a]);
@@ -45,9 +55,20 @@ async fn an_unknown_image_changes_nothing() {
     let unknown = "0cc175b9c0f1b6a831c399e269772661";
     let r = app.link("o1", &[&ids[2], unknown]).await;
     assert_eq!((r.status, r.kind()), (422, "unknown_image"));
-    assert!(r.json["error"]["message"].as_str().unwrap().contains(unknown));
-    assert_eq!(photo_ids(&app.photos("o1").await.json), [ids[0].clone(), ids[1].clone()]);
-    assert_eq!(app.get(&format!("/v1/images/{}", ids[2])).await.json["offers"], 0);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(unknown)
+    );
+    assert_eq!(
+        photo_ids(&app.photos("o1").await.json),
+        [ids[0].clone(), ids[1].clone()]
+    );
+    assert_eq!(
+        app.get(&format!("/v1/images/{}", ids[2])).await.json["offers"],
+        0
+    );
 }
 
 #[tokio::test]
@@ -89,6 +110,12 @@ async fn deleting_an_offer_is_idempotent_and_touches_no_file() {
     assert_eq!((gone.status, gone.kind()), (404, "offer_not_found"));
     assert_eq!(app.files(), files_before);
     assert_eq!(photo_ids(&app.photos("b").await.json), [ids[1].clone()]);
-    assert_eq!(app.get(&format!("/v1/images/{}", ids[1])).await.json["offers"], 1);
-    assert_eq!(app.get(&format!("/v1/images/{}", ids[0])).await.json["offers"], 0);
+    assert_eq!(
+        app.get(&format!("/v1/images/{}", ids[1])).await.json["offers"],
+        1
+    );
+    assert_eq!(
+        app.get(&format!("/v1/images/{}", ids[0])).await.json["offers"],
+        0
+    );
 }

@@ -39,7 +39,10 @@ pub async fn serve() -> Result<()> {
         .await
         .with_context(|| format!("binding {}", settings.listen))?;
     let addr = listener.local_addr()?;
-    let base = settings.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let base = settings
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
     let app = router(ApiState::new(Arc::clone(&service), &base), true);
 
     let gc_service = Arc::clone(&service);
@@ -55,7 +58,10 @@ pub async fn serve() -> Result<()> {
     });
 
     info!(%addr, data_dir = %settings.data_dir.display(), "imgest serving");
-    println!("imgest serving on http://{addr} (data in {})", settings.data_dir.display());
+    println!(
+        "imgest serving on http://{addr} (data in {})",
+        settings.data_dir.display()
+    );
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -90,7 +96,15 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
                 let sizes: Vec<String> = processed
                     .variants
                     .iter()
-                    .map(|v| format!("{}={}x{} {}kB", v.name, v.width, v.height, v.jpeg.len() / 1000))
+                    .map(|v| {
+                        format!(
+                            "{}={}x{} {}kB",
+                            v.name,
+                            v.width,
+                            v.height,
+                            v.jpeg.len() / 1000
+                        )
+                    })
                     .collect();
                 println!(
                     "{}  {}  {}x{} {}  {:.1} ms  {}",
@@ -103,10 +117,14 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
                     sizes.join(" ")
                 );
                 if let Some(dir) = &out {
-                    let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                    let stem = file
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default();
                     for v in &processed.variants {
                         let path = dir.join(format!("{stem}.{}.jpg", v.name));
-                        std::fs::write(&path, &v.jpeg).with_context(|| format!("writing {}", path.display()))?;
+                        std::fs::write(&path, &v.jpeg)
+                            .with_context(|| format!("writing {}", path.display()))?;
                     }
                 }
             }
@@ -118,7 +136,12 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
     }
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);
-        println!("{} processed, {} failed, median {:.1} ms", times.len(), failures, times[times.len() / 2]);
+        println!(
+            "{} processed, {} failed, median {:.1} ms",
+            times.len(),
+            failures,
+            times[times.len() / 2]
+        );
     }
     if failures > 0 {
         anyhow::bail!("{failures} of {} files failed", files.len());

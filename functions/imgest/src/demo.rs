@@ -20,10 +20,22 @@ const ORPHAN_TTL: Duration = Duration::from_secs(4);
 const SAMPLES: [(&str, &[u8]); 6] = [
     ("dune.jpg", include_bytes!("../../../samples/dune.jpg")),
     ("storm.jpg", include_bytes!("../../../samples/storm.jpg")),
-    ("ladybird.jpg", include_bytes!("../../../samples/ladybird.jpg")),
-    ("garden-portrait.jpg", include_bytes!("../../../samples/garden-portrait.jpg")),
-    ("yellow-flower-portrait.jpg", include_bytes!("../../../samples/yellow-flower-portrait.jpg")),
-    ("garden-portrait-exif6.jpg", include_bytes!("../../../samples/garden-portrait-exif6.jpg")),
+    (
+        "ladybird.jpg",
+        include_bytes!("../../../samples/ladybird.jpg"),
+    ),
+    (
+        "garden-portrait.jpg",
+        include_bytes!("../../../samples/garden-portrait.jpg"),
+    ),
+    (
+        "yellow-flower-portrait.jpg",
+        include_bytes!("../../../samples/yellow-flower-portrait.jpg"),
+    ),
+    (
+        "garden-portrait-exif6.jpg",
+        include_bytes!("../../../samples/garden-portrait-exif6.jpg"),
+    ),
 ];
 
 struct Tour {
@@ -36,13 +48,23 @@ impl Tour {
         let response = request.send().await.context("calling the API")?;
         let status = response.status().as_u16();
         let bytes = response.bytes().await?;
-        let json = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes)? };
+        let json = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
         Ok((status, json))
     }
 
     async fn upload(&self, bytes: &'static [u8]) -> Result<(u16, Value, Duration)> {
         let started = Instant::now();
-        let (status, json) = self.send(self.client.post(format!("{}/v1/images", self.base)).body(bytes)).await?;
+        let (status, json) = self
+            .send(
+                self.client
+                    .post(format!("{}/v1/images", self.base))
+                    .body(bytes),
+            )
+            .await?;
         if status != 200 && status != 201 {
             bail!("upload failed: {status} {json}");
         }
@@ -51,7 +73,9 @@ impl Tour {
 
     async fn link(&self, offer: &str, ids: &[&str]) -> Result<Value> {
         let url = format!("{}/v1/offers/{offer}/photos", self.base);
-        let (status, json) = self.send(self.client.put(url).json(&json!({ "image_ids": ids }))).await?;
+        let (status, json) = self
+            .send(self.client.put(url).json(&json!({ "image_ids": ids })))
+            .await?;
         if status != 200 {
             bail!("linking {offer} failed: {status} {json}");
         }
@@ -72,9 +96,13 @@ fn fresh_dir(dir: &Path) -> Result<()> {
     if dir.exists() {
         let empty = std::fs::read_dir(dir)?.next().is_none();
         if !empty && !dir.join(MARKER).exists() {
-            bail!("{} exists and was not made by `imgest demo`; pass --data-dir with a new path", dir.display());
+            bail!(
+                "{} exists and was not made by `imgest demo`; pass --data-dir with a new path",
+                dir.display()
+            );
         }
-        std::fs::remove_dir_all(dir).with_context(|| format!("removing the previous tour in {}", dir.display()))?;
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing the previous tour in {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join(MARKER), "made by imgest demo; safe to delete\n")?;
@@ -86,7 +114,13 @@ fn count_files(dir: &Path) -> usize {
         .map(|entries| {
             entries
                 .flatten()
-                .map(|e| if e.path().is_dir() { count_files(&e.path()) } else { 1 })
+                .map(|e| {
+                    if e.path().is_dir() {
+                        count_files(&e.path())
+                    } else {
+                        1
+                    }
+                })
                 .sum()
         })
         .unwrap_or(0)
@@ -97,19 +131,42 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     let mut settings = Settings::from_env()?;
     settings.data_dir = data_dir.clone();
     settings.orphan_ttl = ORPHAN_TTL;
-    let service = Arc::new(app::service(&settings, &Backend::embedded(&data_dir), Arc::new(SystemClock)).await?);
+    let service = Arc::new(
+        app::service(
+            &settings,
+            &Backend::embedded(&data_dir),
+            Arc::new(SystemClock),
+        )
+        .await?,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let api = router(ApiState::new(Arc::clone(&service), &base), true);
     tokio::spawn(async move { axum::serve(listener, api).await });
-    let tour = Tour { client: reqwest::Client::new(), base: base.clone() };
+    let tour = Tour {
+        client: reqwest::Client::new(),
+        base: base.clone(),
+    };
     let files_dir = app::blobs_path(&data_dir);
 
-    println!("imgest demo: the main job on {} sample photos", SAMPLES.len());
-    println!("  data directory {} (SQLite {}, files {})", data_dir.display(), app::sqlite_path(&data_dir).display(), files_dir.display());
-    println!("  API on {base}; orphan TTL shortened to {}s for the tour\n", ORPHAN_TTL.as_secs());
+    println!(
+        "imgest demo: the main job on {} sample photos",
+        SAMPLES.len()
+    );
+    println!(
+        "  data directory {} (SQLite {}, files {})",
+        data_dir.display(),
+        app::sqlite_path(&data_dir).display(),
+        files_dir.display()
+    );
+    println!(
+        "  API on {base}; orphan TTL shortened to {}s for the tour\n",
+        ORPHAN_TTL.as_secs()
+    );
 
-    println!("1. A seller's form pre-uploads photos: POST /v1/images; the id is the MD5 of the bytes");
+    println!(
+        "1. A seller's form pre-uploads photos: POST /v1/images; the id is the MD5 of the bytes"
+    );
     let mut ids = Vec::new();
     let mut sizes = Vec::new();
     for (name, bytes) in SAMPLES {
@@ -156,18 +213,36 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     let reordered = tour.link("car-1", &[id(2), id(0), id(1)]).await?;
     let order: Vec<&str> = reordered["photos"]
         .as_array()
-        .map(|p| p.iter().filter_map(|x| x["image_id"].as_str()).map(short).collect())
+        .map(|p| {
+            p.iter()
+                .filter_map(|x| x["image_id"].as_str())
+                .map(short)
+                .collect()
+        })
         .unwrap_or_default();
     println!("   car-1 is now {order:?} (ladybird, dune, storm)\n");
 
     println!("5. Delete car-1: DELETE /v1/offers/car-1");
     let files_before = count_files(&files_dir);
-    let (status, _) = tour.send(tour.client.delete(format!("{base}/v1/offers/car-1"))).await?;
-    println!("   {status}; files before {files_before}, after {}", count_files(&files_dir));
-    let (_, ladybird) = tour.send(tour.client.get(format!("{base}/v1/images/{}", id(2)))).await?;
-    println!("   ladybird is still linked by {} offer(s); dune and storm are now orphans, like the photos never linked\n", ladybird["offers"]);
+    let (status, _) = tour
+        .send(tour.client.delete(format!("{base}/v1/offers/car-1")))
+        .await?;
+    println!(
+        "   {status}; files before {files_before}, after {}",
+        count_files(&files_dir)
+    );
+    let (_, ladybird) = tour
+        .send(tour.client.get(format!("{base}/v1/images/{}", id(2))))
+        .await?;
+    println!(
+        "   ladybird is still linked by {} offer(s); dune and storm are now orphans, like the photos never linked\n",
+        ladybird["offers"]
+    );
 
-    println!("6. Orphans expire {}s after their last use; then GC deletes records first, files second", ORPHAN_TTL.as_secs());
+    println!(
+        "6. Orphans expire {}s after their last use; then GC deletes records first, files second",
+        ORPHAN_TTL.as_secs()
+    );
     tokio::time::sleep(ORPHAN_TTL + Duration::from_millis(200)).await;
     let gc = service.gc().await?;
     println!(
@@ -177,27 +252,55 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
         count_files(&files_dir)
     );
     for (name, image_id) in &ids {
-        let (status, _) = tour.send(tour.client.get(format!("{base}/v1/images/{image_id}"))).await?;
-        println!("   {name:<28} {}", if status == 200 { "kept (linked by car-2)" } else { "collected" });
+        let (status, _) = tour
+            .send(tour.client.get(format!("{base}/v1/images/{image_id}")))
+            .await?;
+        println!(
+            "   {name:<28} {}",
+            if status == 200 {
+                "kept (linked by car-2)"
+            } else {
+                "collected"
+            }
+        );
     }
-    let (_, car2) = tour.send(tour.client.get(format!("{base}/v1/offers/car-2/photos"))).await?;
-    let thumb = car2["photos"][0]["variants"]["thumb"]["url"].as_str().unwrap_or_default().to_owned();
+    let (_, car2) = tour
+        .send(tour.client.get(format!("{base}/v1/offers/car-2/photos")))
+        .await?;
+    let thumb = car2["photos"][0]["variants"]["thumb"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let thumb = tour.client.get(&thumb).send().await?;
-    println!("   car-2's photos are intact: GET {} answers {}\n", thumb.url().path(), thumb.status());
+    println!(
+        "   car-2's photos are intact: GET {} answers {}\n",
+        thumb.url().path(),
+        thumb.status()
+    );
 
     println!("7. The honest sweeper lists files shard by shard and checks their records");
     let sweep = service.sweep(false).await?;
     println!(
         "   {} files scanned, {} without a record, {} deleted\n",
-        sweep.files_scanned, sweep.garbage_files + sweep.young_unowned_files, sweep.files_deleted
+        sweep.files_scanned,
+        sweep.garbage_files + sweep.young_unowned_files,
+        sweep.files_deleted
     );
 
     let m = service.metrics().snapshot();
-    println!("Summary: {} uploads, {} decoded, {} deduplicated; {} images collected.", m.uploads_new + m.uploads_deduplicated, m.pipeline_runs, m.uploads_deduplicated, m.gc_images_deleted);
+    println!(
+        "Summary: {} uploads, {} decoded, {} deduplicated; {} images collected.",
+        m.uploads_new + m.uploads_deduplicated,
+        m.pipeline_runs,
+        m.uploads_deduplicated,
+        m.gc_images_deleted
+    );
     println!(
         "The files live under {}/<shard>/<image_id>/<generation>/ (original, large.jpg, medium.jpg, thumb.jpg).",
         files_dir.display()
     );
-    println!("Next: `cargo run --release -- serve` and POST your own photos to http://127.0.0.1:8080/v1/images");
+    println!(
+        "Next: `cargo run --release -- serve` and POST your own photos to http://127.0.0.1:8080/v1/images"
+    );
     Ok(())
 }

@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "imgest", version, about = "Photo ingest for classifieds: dedup, resize once, link, garbage-collect")]
+#[command(
+    name = "imgest",
+    version,
+    about = "Photo ingest for classifieds: dedup, resize once, link, garbage-collect"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,7 +51,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("imgest: cannot start the async runtime: {e}");

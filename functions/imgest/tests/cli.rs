@@ -13,7 +13,9 @@ use imgest_shared::settings::Settings;
 
 fn imgest(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_imgest"));
-    cmd.current_dir(dir).args(args).env("IMGEST_DATA_DIR", dir.join("data"));
+    cmd.current_dir(dir)
+        .args(args)
+        .env("IMGEST_DATA_DIR", dir.join("data"));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -33,7 +35,11 @@ fn the_demo_tours_the_main_job_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     let out = imgest(dir.path(), &["demo"], &[]);
     let text = stdout(&out);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("deduplicated=true"), "{text}");
     assert!(text.contains("gc: 4 images deleted"), "{text}");
     assert!(dir.path().join("imgest-demo/imgest.sqlite3").exists());
@@ -56,7 +62,16 @@ fn process_prints_a_line_per_file_and_writes_variants() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
     let dune = samples().join("dune.jpg");
-    let out = imgest(dir.path(), &["process", "--out", out_dir.to_str().unwrap(), dune.to_str().unwrap()], &[]);
+    let out = imgest(
+        dir.path(),
+        &[
+            "process",
+            "--out",
+            out_dir.to_str().unwrap(),
+            dune.to_str().unwrap(),
+        ],
+        &[],
+    );
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("large=1280x800"), "{text}");
@@ -83,22 +98,35 @@ fn a_bad_setting_names_its_variable() {
 fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         // Uploaded an hour ago with a 2 s TTL: expired by now on the real clock.
         let mut settings = Settings::defaults();
         settings.orphan_ttl = Duration::from_secs(2);
         let clock = Arc::new(ManualClock::starting_now());
         clock.advance_back(Duration::from_secs(3600));
-        let service = app::service(&settings, &Backend::embedded(&data), clock).await.unwrap();
+        let service = app::service(&settings, &Backend::embedded(&data), clock)
+            .await
+            .unwrap();
         let bytes = std::fs::read(samples().join("storm.jpg")).unwrap();
         service.upload_bytes(bytes.into()).await.unwrap();
     });
     let out = imgest(dir.path(), &["sweep", "--dry-run"], &[]);
-    assert!(stdout(&out).contains("4 files scanned, 0 garbage"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("4 files scanned, 0 garbage"),
+        "{}",
+        stdout(&out)
+    );
     let out = imgest(dir.path(), &["gc"], &[]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("1 images deleted (4 files)"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("1 images deleted (4 files)"),
+        "{}",
+        stdout(&out)
+    );
     let out = imgest(dir.path(), &["sweep"], &[]);
     assert!(stdout(&out).contains("0 files scanned"), "{}", stdout(&out));
 }

@@ -38,7 +38,10 @@ pub async fn read_upload(request: Request, limit: u64) -> Result<HashedBody, Api
                 return hash_stream(field, limit, None).await;
             }
         }
-        return Err(ApiError::bad_request("missing_file", "the multipart body has no part named \"file\""));
+        return Err(ApiError::bad_request(
+            "missing_file",
+            "the multipart body has no part named \"file\"",
+        ));
     }
     let capacity = declared.map(|l| l.min(limit));
     hash_stream(request.into_body().into_data_stream(), limit, capacity).await
@@ -52,7 +55,9 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
             .map(Some)
-            .ok_or_else(|| ApiError::bad_request("invalid_request", "Content-Length is not a number")),
+            .ok_or_else(|| {
+                ApiError::bad_request("invalid_request", "Content-Length is not a number")
+            }),
     }
 }
 
@@ -60,27 +65,41 @@ fn is_multipart(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        })
 }
 
 /// Collects a byte stream, hashing it, and stops as soon as it exceeds `limit`.
-async fn hash_stream<S, E>(stream: S, limit: u64, capacity: Option<u64>) -> Result<HashedBody, ApiError>
+async fn hash_stream<S, E>(
+    stream: S,
+    limit: u64,
+    capacity: Option<u64>,
+) -> Result<HashedBody, ApiError>
 where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::fmt::Display,
 {
     let mut stream = std::pin::pin!(stream);
     let mut hasher = Md5::new();
-    let mut buf = BytesMut::with_capacity(usize::try_from(capacity.unwrap_or(64 * 1024)).unwrap_or(0));
+    let mut buf =
+        BytesMut::with_capacity(usize::try_from(capacity.unwrap_or(64 * 1024)).unwrap_or(0));
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request("body_read_error", format!("reading the body failed: {e}")))?;
+        let chunk = chunk.map_err(|e| {
+            ApiError::bad_request("body_read_error", format!("reading the body failed: {e}"))
+        })?;
         if (buf.len() + chunk.len()) as u64 > limit {
             return Err(ApiError::too_large(None, limit));
         }
         hasher.update(&chunk);
         buf.extend_from_slice(&chunk);
     }
-    Ok(HashedBody { id: ImageId::from_md5(hasher.finalize().into()), bytes: buf.freeze() })
+    Ok(HashedBody {
+        id: ImageId::from_md5(hasher.finalize().into()),
+        bytes: buf.freeze(),
+    })
 }
 
 /// A body for a small in-memory response.

@@ -18,7 +18,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into() }
+        Self {
+            status,
+            kind,
+            message: message.into(),
+        }
     }
 
     pub fn bad_request(kind: &'static str, message: impl Into<String>) -> Self {
@@ -39,13 +43,15 @@ impl From<FlowError> for ApiError {
         let status = match &e {
             FlowError::EmptyBody | FlowError::InvalidId(_) => StatusCode::BAD_REQUEST,
             FlowError::Image(PipelineError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
-            FlowError::Image(PipelineError::UnsupportedFormat(_)) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            FlowError::Image(PipelineError::UnsupportedFormat(_)) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             FlowError::Image(PipelineError::Watermark(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             FlowError::Image(_) => StatusCode::UNPROCESSABLE_ENTITY,
             FlowError::ImageNotFound(_) | FlowError::OfferNotFound(_) => StatusCode::NOT_FOUND,
-            FlowError::UnknownImage(_) | FlowError::DuplicateImage(_) | FlowError::TooManyPhotos { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            FlowError::UnknownImage(_)
+            | FlowError::DuplicateImage(_)
+            | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             FlowError::StillProcessing(_) => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(s) if s.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(_) | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -62,7 +68,10 @@ impl IntoResponse for ApiError {
         let body = Json(json!({"error": {"kind": self.kind, "message": self.message}}));
         let mut response = (self.status, body).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
         }
         response
     }

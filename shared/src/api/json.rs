@@ -49,7 +49,9 @@ pub struct FileUrls {
 impl FileUrls {
     /// `base` is where `/files/{key}` is served (the local runner) or the bucket's public URL.
     pub fn new(base: &str) -> Self {
-        Self { base: base.trim_end_matches('/').to_owned() }
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+        }
     }
 
     pub fn url(&self, key: &BlobKey) -> String {
@@ -62,16 +64,33 @@ impl FileUrls {
                 .iter()
                 .map(|v| {
                     let key = BlobKey::variant(&record.id, &record.generation, &v.name);
-                    (v.name.to_string(), VariantJson { url: self.url(&key), width: v.width, height: v.height })
+                    (
+                        v.name.to_string(),
+                        VariantJson {
+                            url: self.url(&key),
+                            width: v.width,
+                            height: v.height,
+                        },
+                    )
                 })
                 .collect(),
             ImageState::Processing { .. } => BTreeMap::new(),
         }
     }
 
-    pub fn image(&self, record: &ImageRecord, deduplicated: Option<bool>, offers: Option<u32>) -> ImageJson {
+    pub fn image(
+        &self,
+        record: &ImageRecord,
+        deduplicated: Option<bool>,
+        offers: Option<u32>,
+    ) -> ImageJson {
         let (width, height, format) = match &record.state {
-            ImageState::Ready { width, height, format, .. } => (*width, *height, format.as_str()),
+            ImageState::Ready {
+                width,
+                height,
+                format,
+                ..
+            } => (*width, *height, format.as_str()),
             ImageState::Processing { .. } => (0, 0, "unknown"),
         };
         ImageJson {
@@ -91,7 +110,10 @@ impl FileUrls {
             photos: offer
                 .photos
                 .iter()
-                .map(|r| PhotoJson { image_id: r.id.to_string(), variants: self.variants(r) })
+                .map(|r| PhotoJson {
+                    image_id: r.id.to_string(),
+                    variants: self.variants(r),
+                })
                 .collect(),
         }
     }

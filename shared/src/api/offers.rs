@@ -38,13 +38,19 @@ pub async fn put_photos(
     Ok(Json(state.urls.offer(&photos)))
 }
 
-pub async fn get_photos(State(state): State<ApiState>, Path(raw_offer): Path<String>) -> Result<Json<OfferJson>, ApiError> {
+pub async fn get_photos(
+    State(state): State<ApiState>,
+    Path(raw_offer): Path<String>,
+) -> Result<Json<OfferJson>, ApiError> {
     let offer = offer_id(&raw_offer)?;
     let photos = state.service.offer_photos(&offer).await?;
     Ok(Json(state.urls.offer(&photos)))
 }
 
-pub async fn delete(State(state): State<ApiState>, Path(raw_offer): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete(
+    State(state): State<ApiState>,
+    Path(raw_offer): Path<String>,
+) -> Result<StatusCode, ApiError> {
     let offer = offer_id(&raw_offer)?;
     state.service.delete_offer(&offer).await?;
     Ok(StatusCode::NO_CONTENT)

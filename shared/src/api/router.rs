@@ -21,7 +21,10 @@ pub struct ApiState {
 impl ApiState {
     /// `public_base_url` is where `/files/...` URLs point.
     pub fn new(service: Arc<Service>, public_base_url: &str) -> Self {
-        Self { service, urls: FileUrls::new(public_base_url) }
+        Self {
+            service,
+            urls: FileUrls::new(public_base_url),
+        }
     }
 }
 
@@ -30,10 +33,19 @@ pub fn router(state: ApiState, serve_files: bool) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(healthz))
         // The upload handler enforces IMGEST_MAX_BODY itself, while streaming.
-        .route("/v1/images", post(images::upload).layer(DefaultBodyLimit::disable()))
+        .route(
+            "/v1/images",
+            post(images::upload).layer(DefaultBodyLimit::disable()),
+        )
         .route("/v1/images/{image_id}", get(images::get))
-        .route("/v1/offers/{offer_id}/photos", put(offers::put_photos).get(offers::get_photos))
-        .route("/v1/offers/{offer_id}", axum::routing::delete(offers::delete));
+        .route(
+            "/v1/offers/{offer_id}/photos",
+            put(offers::put_photos).get(offers::get_photos),
+        )
+        .route(
+            "/v1/offers/{offer_id}",
+            axum::routing::delete(offers::delete),
+        );
     if serve_files {
         router = router.route("/files/{*key}", get(files::get));
     }
@@ -48,9 +60,17 @@ async fn healthz() -> axum::Json<serde_json::Value> {
 }
 
 async fn not_found(uri: Uri) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "route_not_found", format!("no route for {}", uri.path()))
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "route_not_found",
+        format!("no route for {}", uri.path()),
+    )
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
 }

@@ -49,10 +49,19 @@ impl Service {
     }
 
     /// Collects one record if it is still expired: the record, then its generation's files.
-    pub async fn collect(&self, record: &ImageRecord, report: &mut GcReport) -> Result<(), FlowError> {
+    pub async fn collect(
+        &self,
+        record: &ImageRecord,
+        report: &mut GcReport,
+    ) -> Result<(), FlowError> {
         report.examined += 1;
         let now = self.ports.clock.now();
-        if !self.ports.images.delete_if_expired(&record.id, &record.generation, now).await? {
+        if !self
+            .ports
+            .images
+            .delete_if_expired(&record.id, &record.generation, now)
+            .await?
+        {
             report.kept += 1;
             return Ok(());
         }

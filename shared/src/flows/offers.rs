@@ -15,17 +15,27 @@ pub struct OfferPhotos {
 
 impl Service {
     /// Replaces the offer's photo list. Unknown, duplicate or too many ids change nothing.
-    pub async fn set_offer_photos(&self, offer: &OfferId, images: &[ImageId]) -> Result<OfferPhotos, FlowError> {
+    pub async fn set_offer_photos(
+        &self,
+        offer: &OfferId,
+        images: &[ImageId],
+    ) -> Result<OfferPhotos, FlowError> {
         let limit = self.policy.max_photos_per_offer;
         if images.len() > limit {
-            return Err(FlowError::TooManyPhotos { count: images.len(), limit });
+            return Err(FlowError::TooManyPhotos {
+                count: images.len(),
+                limit,
+            });
         }
         let mut seen = HashSet::with_capacity(images.len());
         if let Some(dup) = images.iter().find(|id| !seen.insert(*id)) {
             return Err(FlowError::DuplicateImage(dup.clone()));
         }
         let now = self.ports.clock.now();
-        self.ports.offers.set_photos(offer, images, now, self.policy.orphan_ttl).await?;
+        self.ports
+            .offers
+            .set_photos(offer, images, now, self.policy.orphan_ttl)
+            .await?;
         self.offer_photos_of(offer, images).await
     }
 
@@ -44,7 +54,11 @@ impl Service {
     /// unless another offer links them; no file is touched.
     pub async fn delete_offer(&self, offer: &OfferId) -> Result<bool, FlowError> {
         let now = self.ports.clock.now();
-        Ok(self.ports.offers.delete_offer(offer, now, self.policy.orphan_ttl).await?)
+        Ok(self
+            .ports
+            .offers
+            .delete_offer(offer, now, self.policy.orphan_ttl)
+            .await?)
     }
 
     /// A live image's record, or `ImageNotFound` (expired records count as gone).
@@ -56,7 +70,11 @@ impl Service {
         }
     }
 
-    async fn offer_photos_of(&self, offer: &OfferId, ids: &[ImageId]) -> Result<OfferPhotos, FlowError> {
+    async fn offer_photos_of(
+        &self,
+        offer: &OfferId,
+        ids: &[ImageId],
+    ) -> Result<OfferPhotos, FlowError> {
         // Linked images cannot be collected, so every id has a ready record.
         let photos = self.ports.images.get_many(ids).await?;
         if photos.len() != ids.len() {
@@ -66,6 +84,9 @@ impl Service {
                 photos.len()
             )));
         }
-        Ok(OfferPhotos { offer_id: offer.clone(), photos })
+        Ok(OfferPhotos {
+            offer_id: offer.clone(),
+            photos,
+        })
     }
 }

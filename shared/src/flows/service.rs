@@ -85,7 +85,11 @@ impl Service {
 pub(crate) fn record_files(record: &ImageRecord) -> Vec<BlobKey> {
     let mut keys = vec![BlobKey::original(&record.id, &record.generation)];
     if let ImageState::Ready { variants, .. } = &record.state {
-        keys.extend(variants.iter().map(|v| BlobKey::variant(&record.id, &record.generation, &v.name)));
+        keys.extend(
+            variants
+                .iter()
+                .map(|v| BlobKey::variant(&record.id, &record.generation, &v.name)),
+        );
     }
     keys
 }

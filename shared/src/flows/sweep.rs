@@ -40,15 +40,29 @@ impl Service {
     }
 
     /// Sweeps one shard (`"00"` … `"ff"`), page by page.
-    pub async fn sweep_shard(&self, shard: &str, dry_run: bool, report: &mut SweepReport) -> Result<(), FlowError> {
+    pub async fn sweep_shard(
+        &self,
+        shard: &str,
+        dry_run: bool,
+        report: &mut SweepReport,
+    ) -> Result<(), FlowError> {
         report.shards += 1;
         let prefix = format!("{shard}/");
         let mut cursor: Option<BlobKey> = None;
         loop {
-            let page = self.ports.blobs.list(&prefix, cursor.as_ref(), SWEEP_PAGE).await?;
+            let page = self
+                .ports
+                .blobs
+                .list(&prefix, cursor.as_ref(), SWEEP_PAGE)
+                .await?;
             report.files_scanned += page.blobs.len() as u64;
 
-            let mut ids: Vec<ImageId> = page.blobs.iter().filter_map(|b| b.key.image_part()).map(|k| k.id).collect();
+            let mut ids: Vec<ImageId> = page
+                .blobs
+                .iter()
+                .filter_map(|b| b.key.image_part())
+                .map(|k| k.id)
+                .collect();
             ids.dedup();
             let owners: HashMap<ImageId, Generation> = self
                 .ports

@@ -45,17 +45,30 @@ impl Service {
         let mut waited_rounds = 0u32;
         loop {
             let now = self.ports.clock.now();
-            let claim = self.ports.images.claim(&id, now, self.policy.claim_ttl, self.policy.orphan_ttl).await?;
+            let claim = self
+                .ports
+                .images
+                .claim(&id, now, self.policy.claim_ttl, self.policy.orphan_ttl)
+                .await?;
             match claim {
                 Claim::Existing(record) => {
                     Metrics::add(&self.metrics.uploads_deduplicated, 1);
-                    return Ok(UploadOutcome { record, deduplicated: true });
+                    return Ok(UploadOutcome {
+                        record,
+                        deduplicated: true,
+                    });
                 }
                 Claim::New { generation } => {
-                    match self.process_claimed(id.clone(), generation, body.clone()).await? {
+                    match self
+                        .process_claimed(id.clone(), generation, body.clone())
+                        .await?
+                    {
                         Some(record) => {
                             Metrics::add(&self.metrics.uploads_new, 1);
-                            return Ok(UploadOutcome { record, deduplicated: false });
+                            return Ok(UploadOutcome {
+                                record,
+                                deduplicated: false,
+                            });
                         }
                         // Our claim was taken over while we worked: the other worker's record wins.
                         None => continue,
@@ -68,7 +81,10 @@ impl Service {
                     }
                     if let Some(record) = self.wait_for_claim(&id).await? {
                         Metrics::add(&self.metrics.uploads_deduplicated, 1);
-                        return Ok(UploadOutcome { record, deduplicated: true });
+                        return Ok(UploadOutcome {
+                            record,
+                            deduplicated: true,
+                        });
                     }
                 }
             }
@@ -114,7 +130,10 @@ impl Service {
         let task = tokio::spawn(async move {
             let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone());
             let processed = {
-                let _slot = slots.acquire_owned().await.map_err(|e| FlowError::Internal(e.to_string()))?;
+                let _slot = slots
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| FlowError::Internal(e.to_string()))?;
                 let body = body.clone();
                 tokio::task::spawn_blocking(move || pipeline.process(&body))
                     .await
@@ -131,7 +150,11 @@ impl Service {
             };
             let ready = write_files(&ports, &id, &generation, &body, processed, &metrics).await?;
             let now = ports.clock.now();
-            match ports.images.complete(&id, &generation, ready, now, orphan_ttl).await {
+            match ports
+                .images
+                .complete(&id, &generation, ready, now, orphan_ttl)
+                .await
+            {
                 Ok(record) => {
                     guard.disarm();
                     info!(image_id = %id, generation = %generation, "image processed");
@@ -145,7 +168,8 @@ impl Service {
                 Err(e) => Err(FlowError::Store(e)),
             }
         });
-        task.await.map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
+        task.await
+            .map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
     }
 }
 
@@ -160,13 +184,28 @@ async fn write_files(
 ) -> Result<ReadyImage, FlowError> {
     let mut writes = Vec::with_capacity(processed.variants.len() + 1);
     let mut variants = Vec::with_capacity(processed.variants.len());
-    writes.push((BlobKey::original(id, generation), original.clone(), processed.format.mime()));
+    writes.push((
+        BlobKey::original(id, generation),
+        original.clone(),
+        processed.format.mime(),
+    ));
     for v in processed.variants {
-        variants.push(StoredVariant { name: v.name.clone(), width: v.width, height: v.height, bytes: v.jpeg.len() as u64 });
-        writes.push((BlobKey::variant(id, generation, &v.name), Bytes::from(v.jpeg), "image/jpeg"));
+        variants.push(StoredVariant {
+            name: v.name.clone(),
+            width: v.width,
+            height: v.height,
+            bytes: v.jpeg.len() as u64,
+        });
+        writes.push((
+            BlobKey::variant(id, generation, &v.name),
+            Bytes::from(v.jpeg),
+            "image/jpeg",
+        ));
     }
     let results = futures_util::future::join_all(
-        writes.iter().map(|(key, body, content_type)| ports.blobs.put(key, body.clone(), content_type)),
+        writes
+            .iter()
+            .map(|(key, body, content_type)| ports.blobs.put(key, body.clone(), content_type)),
     )
     .await;
     for r in results {
@@ -193,7 +232,12 @@ struct ClaimGuard {
 
 impl ClaimGuard {
     fn new(ports: Ports, id: ImageId, generation: Generation) -> Self {
-        Self { ports, id, generation, armed: true }
+        Self {
+            ports,
+            id,
+            generation,
+            armed: true,
+        }
     }
 
     fn disarm(&mut self) {
@@ -203,13 +247,25 @@ impl ClaimGuard {
     /// Cleans up now (files, then the claim) and disarms.
     async fn release(&mut self) {
         self.armed = false;
-        cleanup(self.ports.clone(), self.id.clone(), self.generation.clone(), true).await;
+        cleanup(
+            self.ports.clone(),
+            self.id.clone(),
+            self.generation.clone(),
+            true,
+        )
+        .await;
     }
 
     /// Removes our generation's files but leaves the (no longer ours) claim alone.
     async fn release_files_only(&mut self) {
         self.armed = false;
-        cleanup(self.ports.clone(), self.id.clone(), self.generation.clone(), false).await;
+        cleanup(
+            self.ports.clone(),
+            self.id.clone(),
+            self.generation.clone(),
+            false,
+        )
+        .await;
     }
 }
 
@@ -218,7 +274,12 @@ impl Drop for ClaimGuard {
         if self.armed
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
-            handle.spawn(cleanup(self.ports.clone(), self.id.clone(), self.generation.clone(), true));
+            handle.spawn(cleanup(
+                self.ports.clone(),
+                self.id.clone(),
+                self.generation.clone(),
+                true,
+            ));
         }
     }
 }

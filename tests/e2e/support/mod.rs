@@ -44,11 +44,15 @@ pub fn fixture(name: &str) -> Vec<u8> {
 }
 
 pub fn fixture_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
 }
 
 pub fn sample(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples")
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading sample {}: {e}", path.display()))
 }
 
@@ -60,19 +64,36 @@ impl TestApp {
     /// Starts with `IMGEST_*` settings overridden by `vars`.
     pub async fn start_with(vars: &[(&str, &str)]) -> Self {
         let data_dir = tempfile::tempdir().unwrap();
-        let mut map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        map.insert("IMGEST_DATA_DIR".into(), data_dir.path().display().to_string());
+        let mut map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        map.insert(
+            "IMGEST_DATA_DIR".into(),
+            data_dir.path().display().to_string(),
+        );
         let settings = Settings::from_map(&map).unwrap();
         let clock = Arc::new(ManualClock::starting_now());
         let backend = Backend::embedded(data_dir.path());
-        let service = Arc::new(app::service(&settings, &backend, clock.clone()).await.unwrap());
+        let service = Arc::new(
+            app::service(&settings, &backend, clock.clone())
+                .await
+                .unwrap(),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let app = router(ApiState::new(Arc::clone(&service), &base), true);
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Self { base, client: reqwest::Client::new(), service, clock, data_dir, server }
+        Self {
+            base,
+            client: reqwest::Client::new(),
+            service,
+            clock,
+            data_dir,
+            server,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -82,13 +103,23 @@ impl TestApp {
     async fn reply(response: reqwest::Response) -> Reply {
         let status = response.status().as_u16();
         let bytes = response.bytes().await.unwrap();
-        let json = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        let json = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
         Reply { status, json }
     }
 
     /// `POST /v1/images` with a raw body.
     pub async fn upload(&self, bytes: &[u8]) -> Reply {
-        let r = self.client.post(self.url("/v1/images")).body(bytes.to_vec()).send().await.unwrap();
+        let r = self
+            .client
+            .post(self.url("/v1/images"))
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .unwrap();
         Self::reply(r).await
     }
 
@@ -108,7 +139,12 @@ impl TestApp {
     /// Uploads and returns the image id, asserting success.
     pub async fn upload_ok(&self, bytes: &[u8]) -> String {
         let r = self.upload(bytes).await;
-        assert!(r.status == 201 || r.status == 200, "upload failed: {} {}", r.status, r.json);
+        assert!(
+            r.status == 201 || r.status == 200,
+            "upload failed: {} {}",
+            r.status,
+            r.json
+        );
         r.json["image_id"].as_str().unwrap().to_owned()
     }
 
@@ -129,7 +165,13 @@ impl TestApp {
     /// `PUT /v1/offers/{offer}/photos`.
     pub async fn link(&self, offer: &str, image_ids: &[&str]) -> Reply {
         let body = serde_json::json!({ "image_ids": image_ids });
-        let r = self.client.put(self.url(&format!("/v1/offers/{offer}/photos"))).json(&body).send().await.unwrap();
+        let r = self
+            .client
+            .put(self.url(&format!("/v1/offers/{offer}/photos")))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         Self::reply(r).await
     }
 
@@ -160,18 +202,28 @@ impl TestApp {
 
     /// The files of one image id.
     pub fn files_of(&self, image_id: &str) -> Vec<String> {
-        self.files().into_iter().filter(|f| f.contains(image_id)).collect()
+        self.files()
+            .into_iter()
+            .filter(|f| f.contains(image_id))
+            .collect()
     }
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
             walk(root, &path, out);
         } else {
-            out.push(path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+            out.push(
+                path.strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/"),
+            );
         }
     }
 }

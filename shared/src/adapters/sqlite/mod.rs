@@ -40,8 +40,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` and brings its schema up to
     /// date. Blocking: call it at start-up (or in `spawn_blocking`).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE

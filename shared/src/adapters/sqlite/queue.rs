@@ -229,12 +229,12 @@ impl TaskQueue for SqliteStore {
     async fn counts(&self, queue: &str, now: Timestamp) -> Result<QueueCounts, StoreError> {
         let queue = queue.to_owned();
         self.run(move |conn| {
-            // One statement: one consistent snapshot of both tables.
+            // One statement: one consistent snapshot of both tables. A NULL lease is no lease.
             conn.query_row(
                 "SELECT \
-                   COALESCE(SUM(leased_until > ?2 IS NOT 1 AND run_at <= ?2), 0), \
-                   COALESCE(SUM(leased_until > ?2 IS NOT 1 AND run_at > ?2), 0), \
-                   COALESCE(SUM(leased_until > ?2 IS 1), 0), \
+                   COALESCE(SUM((leased_until > ?2) IS NOT 1 AND run_at <= ?2), 0), \
+                   COALESCE(SUM((leased_until > ?2) IS NOT 1 AND run_at > ?2), 0), \
+                   COALESCE(SUM((leased_until > ?2) IS 1), 0), \
                    (SELECT COUNT(*) FROM dead_letters WHERE queue = ?1) \
                  FROM tasks WHERE queue = ?1",
                 params![queue, now.as_millis()],
