@@ -26,6 +26,8 @@ pub enum AppError {
     },
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
+    #[error("start-up failed: {0}")]
+    Startup(String),
 }
 
 /// Where the ports live.
@@ -67,7 +69,12 @@ async fn embedded_ports(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Ports,
             path: blobs_dir.clone(),
             source,
         })?;
-    let store = Arc::new(SqliteStore::open(&sqlite_path(data_dir))?);
+    // Opening creates the schema: blocking file IO, kept off the async workers.
+    let db = sqlite_path(data_dir);
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&db))
+        .await
+        .map_err(|e| AppError::Startup(e.to_string()))??;
+    let store = Arc::new(store);
     Ok(Ports {
         blobs: Arc::new(FsBlobStore::new(blobs_dir)),
         images: store.clone(),

@@ -3,10 +3,15 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{StatusCode, Uri};
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::middleware::{Next, from_fn};
+use axum::response::Response;
 use axum::routing::{get, post, put};
 use serde_json::json;
+use tracing::{Instrument, info};
 
 use super::json::FileUrls;
 use super::{ApiError, files, images, offers};
@@ -52,7 +57,30 @@ pub fn router(state: ApiState, serve_files: bool) -> Router {
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn(request_span))
         .with_state(state)
+}
+
+/// Gives every request an id (the caller's `x-request-id` if it is sane, else a fresh one),
+/// logs within a span carrying it, logs the outcome, and echoes the id in the response.
+async fn request_span(request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{:016x}", fastrand::u64(..)));
+    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    span.in_scope(|| info!(status, ms, "request finished"));
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
 }
 
 async fn healthz() -> axum::Json<serde_json::Value> {

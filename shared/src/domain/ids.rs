@@ -58,25 +58,6 @@ impl ImageId {
     }
 }
 
-impl TryFrom<String> for ImageId {
-    type Error = IdError;
-    fn try_from(s: String) -> Result<Self, IdError> {
-        Self::parse(&s)
-    }
-}
-
-impl From<ImageId> for String {
-    fn from(id: ImageId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for ImageId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// A marketplace listing's id, as the marketplace names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -99,25 +80,6 @@ impl OfferId {
 
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-}
-
-impl TryFrom<String> for OfferId {
-    type Error = IdError;
-    fn try_from(s: String) -> Result<Self, IdError> {
-        Self::parse(&s)
-    }
-}
-
-impl From<OfferId> for String {
-    fn from(id: OfferId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for OfferId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -147,24 +109,33 @@ impl Generation {
     }
 }
 
-impl TryFrom<String> for Generation {
-    type Error = IdError;
-    fn try_from(s: String) -> Result<Self, IdError> {
-        Self::parse(&s)
-    }
+/// The conversions every string newtype here shares: serde through `parse`, `Display` as is.
+macro_rules! string_newtype {
+    ($t:ident) => {
+        impl TryFrom<String> for $t {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                Self::parse(&s)
+            }
+        }
+
+        impl From<$t> for String {
+            fn from(v: $t) -> String {
+                v.0
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
 }
 
-impl From<Generation> for String {
-    fn from(g: Generation) -> String {
-        g.0
-    }
-}
-
-impl fmt::Display for Generation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+string_newtype!(ImageId);
+string_newtype!(OfferId);
+string_newtype!(Generation);
 
 /// Error messages quote the bad input, but never more than a screenful of it.
 fn truncate(s: &str) -> String {

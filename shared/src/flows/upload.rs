@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 use super::service::Ports;
 use super::{FlowError, Metrics, Service};
@@ -167,7 +167,8 @@ impl Service {
                 }
                 Err(e) => Err(FlowError::Store(e)),
             }
-        });
+        }
+        .instrument(tracing::Span::current()));
         task.await
             .map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
     }
