@@ -55,6 +55,9 @@ pub struct Settings {
     pub gc_interval: Duration,
     /// `IMGEST_PROCESS_CONCURRENCY`: photos decoded at once (default: the number of cores).
     pub process_concurrency: usize,
+    /// `IMGEST_MAX_PENDING_UPLOADS`: new photos that may wait for a decode slot (each holds its
+    /// body in memory); more are refused with 429.
+    pub max_pending_uploads: usize,
     /// `IMGEST_WATERMARK` (a PNG path) with `IMGEST_WATERMARK_POSITION`,
     /// `IMGEST_WATERMARK_OPACITY` and `IMGEST_WATERMARK_VARIANTS`.
     pub watermark: Option<WatermarkSettings>,
@@ -148,6 +151,16 @@ impl Settings {
                 }
             },
         };
+        let max_pending_uploads = match parsed("IMGEST_MAX_PENDING_UPLOADS") {
+            None => 64,
+            Some(v) => v.parse::<usize>().map_err(|_| {
+                bad(
+                    "IMGEST_MAX_PENDING_UPLOADS",
+                    v,
+                    "expected a whole number".into(),
+                )
+            })?,
+        };
         let watermark = match parsed("IMGEST_WATERMARK") {
             None => None,
             Some(path) => {
@@ -212,6 +225,7 @@ impl Settings {
             claim_ttl: duration("IMGEST_CLAIM_TTL", Duration::from_secs(120))?,
             gc_interval: duration("IMGEST_GC_INTERVAL", Duration::from_secs(3600))?,
             process_concurrency,
+            max_pending_uploads,
             watermark,
         })
     }

@@ -52,6 +52,7 @@ impl From<FlowError> for ApiError {
             FlowError::UnknownImage(_)
             | FlowError::DuplicateImage(_)
             | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            FlowError::Overloaded => StatusCode::TOO_MANY_REQUESTS,
             FlowError::StillProcessing(_) => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(s) if s.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(_) | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -67,7 +68,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = Json(json!({"error": {"kind": self.kind, "message": self.message}}));
         let mut response = (self.status, body).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.status == StatusCode::SERVICE_UNAVAILABLE
+            || self.status == StatusCode::TOO_MANY_REQUESTS
+        {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

@@ -22,6 +22,8 @@ pub enum FlowError {
     DuplicateImage(ImageId),
     #[error("{count} photos is more than the limit of {limit} per offer")]
     TooManyPhotos { count: usize, limit: usize },
+    #[error("too many new photos are being processed; try again shortly")]
+    Overloaded,
     #[error("the same photo is still being processed by another request; try again")]
     StillProcessing(ImageId),
     #[error(transparent)]
@@ -44,6 +46,7 @@ impl FlowError {
             Self::UnknownImage(_) => "unknown_image",
             Self::DuplicateImage(_) => "duplicate_image",
             Self::TooManyPhotos { .. } => "too_many_photos",
+            Self::Overloaded => "too_many_requests",
             Self::StillProcessing(_) => "still_processing",
             Self::Store(e) => e.kind(),
             Self::Internal(_) => "internal",
@@ -53,7 +56,7 @@ impl FlowError {
     /// Whether the same request may succeed later. Bad input never does.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::StillProcessing(_) => true,
+            Self::StillProcessing(_) | Self::Overloaded => true,
             Self::Store(e) => e.is_retryable(),
             Self::Image(e) => e.is_retryable(),
             _ => false,

@@ -29,6 +29,8 @@ pub struct Policy {
     pub sweep_grace: Duration,
     pub max_photos_per_offer: usize,
     pub process_concurrency: usize,
+    /// New photos allowed to wait for a decode slot; beyond that uploads are refused (429).
+    pub max_pending_uploads: usize,
 }
 
 impl Policy {
@@ -39,6 +41,7 @@ impl Policy {
             sweep_grace: s.sweep_grace,
             max_photos_per_offer: s.max_photos_per_offer,
             process_concurrency: s.process_concurrency,
+            max_pending_uploads: s.max_pending_uploads,
         }
     }
 }
@@ -49,17 +52,21 @@ pub struct Service {
     pub(crate) policy: Policy,
     /// Bounds concurrent decodes to the cores we have: more only adds memory, not speed.
     pub(crate) process_slots: Arc<Semaphore>,
+    /// Bounds new photos in memory (decoding or waiting to): each holds its whole body.
+    pub(crate) admission: Arc<Semaphore>,
     pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Service {
     pub fn new(ports: Ports, pipeline: Pipeline, policy: Policy) -> Self {
         let slots = policy.process_concurrency.max(1);
+        let admitted = slots + policy.max_pending_uploads;
         Self {
             ports,
             pipeline: Arc::new(pipeline),
             policy,
             process_slots: Arc::new(Semaphore::new(slots)),
+            admission: Arc::new(Semaphore::new(admitted)),
             metrics: Arc::new(Metrics::default()),
         }
     }

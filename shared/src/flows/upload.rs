@@ -125,10 +125,15 @@ impl Service {
         let ports = self.ports.clone();
         let pipeline = Arc::clone(&self.pipeline);
         let slots = Arc::clone(&self.process_slots);
+        let admission = Arc::clone(&self.admission);
         let metrics = Arc::clone(&self.metrics);
         let orphan_ttl = self.policy.orphan_ttl;
         let task = tokio::spawn(async move {
             let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone());
+            let Ok(_admitted) = admission.try_acquire_owned() else {
+                guard.release().await;
+                return Err(FlowError::Overloaded);
+            };
             let processed = {
                 let _slot = slots
                     .acquire_owned()
@@ -315,5 +320,72 @@ pub(crate) async fn delete_generation_files(
         if page.next.is_none() {
             return Ok(deleted);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::{FsBlobStore, SqliteStore};
+    use crate::flows::Policy;
+    use crate::pipeline::{Pipeline, PipelineConfig};
+    use crate::ports::SystemClock;
+    use crate::settings::Settings;
+
+    fn service(dir: &std::path::Path, max_pending_uploads: usize) -> Service {
+        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let ports = Ports {
+            blobs: Arc::new(FsBlobStore::new(dir)),
+            images: store.clone(),
+            offers: store.clone(),
+            queue: store,
+            clock: Arc::new(SystemClock),
+        };
+        let mut policy = Policy::from_settings(&Settings::defaults());
+        policy.process_concurrency = 1;
+        policy.max_pending_uploads = max_pending_uploads;
+        Service::new(ports, Pipeline::new(PipelineConfig::default()), policy)
+    }
+
+    fn photo() -> Bytes {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/photo.jpg");
+        Bytes::from(std::fs::read(path).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_new_photo_beyond_the_admission_limit_is_refused_and_leaves_no_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path(), 0);
+        // Every admission permit is taken, as if a photo were being decoded.
+        let held = Arc::clone(&service.admission)
+            .acquire_owned()
+            .await
+            .unwrap();
+        let err = service.upload_bytes(photo()).await.unwrap_err();
+        assert!(matches!(err, FlowError::Overloaded), "{err:?}");
+        assert_eq!(err.kind(), "too_many_requests");
+        assert!(err.is_retryable());
+        let id = ImageId::of_bytes(&photo());
+        assert_eq!(
+            service.ports.images.get(&id).await.unwrap(),
+            None,
+            "the claim was released"
+        );
+
+        drop(held);
+        let outcome = service.upload_bytes(photo()).await.unwrap();
+        assert!(!outcome.deduplicated);
+    }
+
+    #[tokio::test]
+    async fn a_dedup_hit_is_admitted_even_when_decoding_is_saturated() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path(), 0);
+        service.upload_bytes(photo()).await.unwrap();
+        let _held = Arc::clone(&service.admission)
+            .acquire_owned()
+            .await
+            .unwrap();
+        assert!(service.upload_bytes(photo()).await.unwrap().deduplicated);
     }
 }
