@@ -78,8 +78,7 @@ async fn embedded_ports(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Ports,
     Ok(Ports {
         blobs: Arc::new(FsBlobStore::new(blobs_dir)),
         images: store.clone(),
-        offers: store.clone(),
-        queue: store,
+        offers: store,
         clock,
     })
 }

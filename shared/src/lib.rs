@@ -1,6 +1,7 @@
 //! imgest's library: everything but the wiring.
 //!
 //! - [`domain`]: ids, hashes, variant specs, image records, blob keys, timestamps.
+//! - [`feed`]: feed URL identity (normalisation, url hash) and the address guard for downloads.
 //! - [`ports`]: the capabilities flows need (`BlobStore`, `ImageIndex`, `OfferLinks`,
 //!   `TaskQueue`, `Clock`).
 //! - [`pipeline`]: bytes in, variants out: format sniffing, limits, EXIF orientation, resizing,
@@ -16,6 +17,7 @@ pub mod adapters;
 pub mod api;
 pub mod app;
 pub mod domain;
+pub mod feed;
 pub mod flows;
 pub mod pipeline;
 pub mod ports;

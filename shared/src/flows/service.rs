@@ -8,7 +8,7 @@ use tokio::sync::Semaphore;
 use super::Metrics;
 use crate::domain::{BlobKey, ImageRecord, ImageState};
 use crate::pipeline::Pipeline;
-use crate::ports::{BlobStore, Clock, ImageIndex, OfferLinks, TaskQueue};
+use crate::ports::{BlobStore, Clock, ImageIndex, OfferLinks};
 use crate::settings::Settings;
 
 /// The ports, built once at start-up for one backend.
@@ -17,7 +17,6 @@ pub struct Ports {
     pub blobs: Arc<dyn BlobStore>,
     pub images: Arc<dyn ImageIndex>,
     pub offers: Arc<dyn OfferLinks>,
-    pub queue: Arc<dyn TaskQueue>,
     pub clock: Arc<dyn Clock>,
 }
 

@@ -337,8 +337,7 @@ mod tests {
         let ports = Ports {
             blobs: Arc::new(FsBlobStore::new(dir)),
             images: store.clone(),
-            offers: store.clone(),
-            queue: store,
+            offers: store,
             clock: Arc::new(SystemClock),
         };
         let mut policy = Policy::from_settings(&Settings::defaults());
