@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::adapters::fs::FsBlobStore;
+use crate::adapters::local_upload_urls::LocalUploadUrls;
 use crate::adapters::sqlite::SqliteStore;
 use crate::flows::{Policy, Ports, Service};
 use crate::pipeline::{Pipeline, PipelineConfig, PipelineError, Watermark};
@@ -33,20 +34,28 @@ pub enum AppError {
 /// Where the ports live.
 #[derive(Debug, Clone)]
 pub enum Backend {
-    /// One SQLite file (records and queues) and a directory of files, under `data_dir`.
-    Embedded { data_dir: PathBuf },
+    /// One SQLite file (records and queues) and a directory of files, under `data_dir`;
+    /// `public_url` is where the runner is reached (its upload URLs point there).
+    Embedded {
+        data_dir: PathBuf,
+        public_url: String,
+    },
 }
 
 impl Backend {
-    pub fn embedded(data_dir: impl Into<PathBuf>) -> Self {
+    pub fn embedded(data_dir: impl Into<PathBuf>, public_url: &str) -> Self {
         Self::Embedded {
             data_dir: data_dir.into(),
+            public_url: public_url.trim_end_matches('/').to_owned(),
         }
     }
 
     pub async fn ports(&self, clock: Arc<dyn Clock>) -> Result<Ports, AppError> {
         match self {
-            Self::Embedded { data_dir } => embedded_ports(data_dir, clock).await,
+            Self::Embedded {
+                data_dir,
+                public_url,
+            } => embedded_ports(data_dir, public_url, clock).await,
         }
     }
 }
@@ -61,7 +70,11 @@ pub fn blobs_path(data_dir: &Path) -> PathBuf {
     data_dir.join("files")
 }
 
-async fn embedded_ports(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Ports, AppError> {
+async fn embedded_ports(
+    data_dir: &Path,
+    public_url: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Ports, AppError> {
     let blobs_dir = blobs_path(data_dir);
     tokio::fs::create_dir_all(&blobs_dir)
         .await
@@ -78,7 +91,10 @@ async fn embedded_ports(data_dir: &Path, clock: Arc<dyn Clock>) -> Result<Ports,
     Ok(Ports {
         blobs: Arc::new(FsBlobStore::new(blobs_dir)),
         images: store.clone(),
-        offers: store,
+        offers: store.clone(),
+        uploads: store.clone(),
+        upload_urls: Arc::new(LocalUploadUrls::new(public_url)),
+        checkpoints: store,
         clock,
     })
 }

@@ -58,6 +58,8 @@ pub struct Settings {
     /// `IMGEST_MAX_PENDING_UPLOADS`: new photos that may wait for a decode slot (each holds its
     /// body in memory); more are refused with 429.
     pub max_pending_uploads: usize,
+    /// `IMGEST_UPLOAD_URL_TTL`: how long a presigned upload URL stays valid.
+    pub upload_url_ttl: Duration,
     /// `IMGEST_WATERMARK` (a PNG path) with `IMGEST_WATERMARK_POSITION`,
     /// `IMGEST_WATERMARK_OPACITY` and `IMGEST_WATERMARK_VARIANTS`.
     pub watermark: Option<WatermarkSettings>,
@@ -224,6 +226,7 @@ impl Settings {
             sweep_grace: duration("IMGEST_SWEEP_GRACE", Duration::from_secs(86_400))?,
             claim_ttl: duration("IMGEST_CLAIM_TTL", Duration::from_secs(120))?,
             gc_interval: duration("IMGEST_GC_INTERVAL", Duration::from_secs(3600))?,
+            upload_url_ttl: duration("IMGEST_UPLOAD_URL_TTL", Duration::from_secs(900))?,
             process_concurrency,
             max_pending_uploads,
             watermark,

@@ -129,3 +129,9 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         assert_eq!(new, 1, "round {round}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_passes_the_upload_and_checkpoint_suite() {
+    let (store, _dir) = sqlite_file();
+    testing::uploads::contract(store.clone(), store).await;
+}

@@ -8,3 +8,4 @@ mod concurrency;
 mod images;
 mod lifecycle;
 mod offers;
+mod presigned;

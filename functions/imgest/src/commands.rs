@@ -24,8 +24,8 @@ fn init_logs(default: &str) {
         .try_init();
 }
 
-async fn embedded_service(settings: &Settings) -> Result<Service> {
-    let backend = Backend::embedded(&settings.data_dir);
+async fn embedded_service(settings: &Settings, public_url: &str) -> Result<Service> {
+    let backend = Backend::embedded(&settings.data_dir, public_url);
     app::service(settings, &backend, Arc::new(SystemClock))
         .await
         .with_context(|| format!("opening the data directory {}", settings.data_dir.display()))
@@ -34,7 +34,6 @@ async fn embedded_service(settings: &Settings) -> Result<Service> {
 pub async fn serve() -> Result<()> {
     init_logs("info");
     let settings = Settings::from_env()?;
-    let service = Arc::new(embedded_service(&settings).await?);
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding {}", settings.listen))?;
@@ -43,7 +42,11 @@ pub async fn serve() -> Result<()> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
-    let app = router(ApiState::new(Arc::clone(&service), &base), true);
+    let service = Arc::new(embedded_service(&settings, &base).await?);
+    let app = router(
+        ApiState::new(Arc::clone(&service), &format!("{base}/files")),
+        true,
+    );
 
     let gc_service = Arc::clone(&service);
     let gc_interval = settings.gc_interval;
@@ -152,7 +155,7 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
 pub async fn gc() -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
-    let service = embedded_service(&settings).await?;
+    let service = embedded_service(&settings, &settings.public_base_url()).await?;
     let report = service.gc().await?;
     println!(
         "gc: {} expired records examined, {} images deleted ({} files), {} kept (re-used meanwhile)",
@@ -164,7 +167,7 @@ pub async fn gc() -> Result<()> {
 pub async fn sweep(dry_run: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
-    let service = embedded_service(&settings).await?;
+    let service = embedded_service(&settings, &settings.public_base_url()).await?;
     let r = service.sweep(dry_run).await?;
     println!(
         "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes), {} deleted, {} unowned but younger than {}, {} unrecognised",

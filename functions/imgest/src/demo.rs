@@ -131,17 +131,14 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     let mut settings = Settings::from_env()?;
     settings.data_dir = data_dir.clone();
     settings.orphan_ttl = ORPHAN_TTL;
-    let service = Arc::new(
-        app::service(
-            &settings,
-            &Backend::embedded(&data_dir),
-            Arc::new(SystemClock),
-        )
-        .await?,
-    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let api = router(ApiState::new(Arc::clone(&service), &base), true);
+    let backend = Backend::embedded(&data_dir, &base);
+    let service = Arc::new(app::service(&settings, &backend, Arc::new(SystemClock)).await?);
+    let api = router(
+        ApiState::new(Arc::clone(&service), &format!("{base}/files")),
+        true,
+    );
     tokio::spawn(async move { axum::serve(listener, api).await });
     let tour = Tour {
         client: reqwest::Client::new(),

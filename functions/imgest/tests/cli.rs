@@ -108,9 +108,13 @@ fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
         settings.orphan_ttl = Duration::from_secs(2);
         let clock = Arc::new(ManualClock::starting_now());
         clock.advance_back(Duration::from_secs(3600));
-        let service = app::service(&settings, &Backend::embedded(&data), clock)
-            .await
-            .unwrap();
+        let service = app::service(
+            &settings,
+            &Backend::embedded(&data, "http://127.0.0.1:8080"),
+            clock,
+        )
+        .await
+        .unwrap();
         let bytes = std::fs::read(samples().join("storm.jpg")).unwrap();
         service.upload_bytes(bytes.into()).await.unwrap();
     });

@@ -48,7 +48,12 @@ impl From<FlowError> for ApiError {
             }
             FlowError::Image(PipelineError::Watermark(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             FlowError::Image(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            FlowError::ImageNotFound(_) | FlowError::OfferNotFound(_) => StatusCode::NOT_FOUND,
+            FlowError::ImageNotFound(_)
+            | FlowError::OfferNotFound(_)
+            | FlowError::UploadNotFound(_) => StatusCode::NOT_FOUND,
+            FlowError::UploadExpired(_) => StatusCode::GONE,
+            FlowError::UploadAlreadyReceived(_) => StatusCode::CONFLICT,
+            FlowError::SizeMismatch { .. } => StatusCode::BAD_REQUEST,
             FlowError::UnknownImage(_)
             | FlowError::DuplicateImage(_)
             | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,

@@ -47,7 +47,8 @@ pub struct FileUrls {
 }
 
 impl FileUrls {
-    /// `base` is where `/files/{key}` is served (the local runner) or the bucket's public URL.
+    /// `base` is the URL that keys are appended to: the local runner's `{url}/files`, or on AWS
+    /// the CDN in front of the bucket.
     pub fn new(base: &str) -> Self {
         Self {
             base: base.trim_end_matches('/').to_owned(),
@@ -55,7 +56,7 @@ impl FileUrls {
     }
 
     pub fn url(&self, key: &BlobKey) -> String {
-        format!("{}/files/{}", self.base, key)
+        format!("{}/{}", self.base, key)
     }
 
     pub fn variants(&self, record: &ImageRecord) -> BTreeMap<String, VariantJson> {

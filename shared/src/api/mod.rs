@@ -8,6 +8,7 @@ mod images;
 mod json;
 mod offers;
 mod router;
+mod uploads;
 
 pub use error::ApiError;
 pub use json::{ImageJson, OfferJson, VariantJson};

@@ -14,7 +14,7 @@ use serde_json::json;
 use tracing::{Instrument, info};
 
 use super::json::FileUrls;
-use super::{ApiError, files, images, offers};
+use super::{ApiError, files, images, offers, uploads};
 use crate::flows::Service;
 
 #[derive(Clone)]
@@ -24,20 +24,21 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    /// `public_base_url` is where `/files/...` URLs point.
-    pub fn new(service: Arc<Service>, public_base_url: &str) -> Self {
+    /// `files_url` is the URL that file keys are appended to.
+    pub fn new(service: Arc<Service>, files_url: &str) -> Self {
         Self {
             service,
-            urls: FileUrls::new(public_base_url),
+            urls: FileUrls::new(files_url),
         }
     }
 }
 
-/// The API router. `serve_files` adds `GET /files/{key}` (the local runner serves its files).
-pub fn router(state: ApiState, serve_files: bool) -> Router {
+/// The API router. `local` adds what only the local runner serves: its files
+/// (`GET /files/{key}`) and its presigned-upload target (`PUT /v1/uploads/{id}/body`).
+pub fn router(state: ApiState, local: bool) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(healthz))
-        // The upload handler enforces IMGEST_MAX_BODY itself, while streaming.
+        // Upload handlers enforce IMGEST_MAX_BODY themselves, while streaming.
         .route(
             "/v1/images",
             post(images::upload).layer(DefaultBodyLimit::disable()),
@@ -50,9 +51,14 @@ pub fn router(state: ApiState, serve_files: bool) -> Router {
         .route(
             "/v1/offers/{offer_id}",
             axum::routing::delete(offers::delete),
+        )
+        .route("/v1/uploads", post(uploads::create))
+        .route("/v1/uploads/{upload_id}", get(uploads::get));
+    if local {
+        router = router.route("/files/{*key}", get(files::get)).route(
+            "/v1/uploads/{upload_id}/body",
+            put(uploads::put_body).layer(DefaultBodyLimit::disable()),
         );
-    if serve_files {
-        router = router.route("/files/{*key}", get(files::get));
     }
     router
         .fallback(not_found)

@@ -3,10 +3,13 @@
 
 use std::fmt;
 
-use super::{Generation, ImageId, VariantName};
+use super::{Generation, ImageId, UploadId, VariantName};
 
 /// Number of shard prefixes (`00` … `ff`).
 pub const SHARD_COUNT: usize = 256;
+
+/// Where presigned uploads land.
+pub const INCOMING_PREFIX: &str = "incoming/";
 
 /// Every shard prefix, in order.
 pub fn shard_prefixes() -> impl Iterator<Item = String> {
@@ -45,6 +48,19 @@ impl BlobKey {
     /// The key of one JPEG variant.
     pub fn variant(id: &ImageId, generation: &Generation, name: &VariantName) -> Self {
         Self(format!("{}/{}/{}/{}.jpg", id.shard(), id, generation, name))
+    }
+
+    /// Where a presigned upload's body lands before processing (outside the image shards, so
+    /// the sweeper never sees it; on AWS a lifecycle rule removes abandoned ones).
+    pub fn incoming(upload: &UploadId) -> Self {
+        Self(format!("{INCOMING_PREFIX}{upload}"))
+    }
+
+    /// The upload an `incoming/` key belongs to.
+    pub fn incoming_upload(&self) -> Option<UploadId> {
+        self.0
+            .strip_prefix(INCOMING_PREFIX)
+            .and_then(|id| UploadId::parse(id).ok())
     }
 
     /// The prefix under which all files of one generation of an image live (ends with `/`).

@@ -15,6 +15,8 @@ pub enum IdError {
     OfferId(String),
     #[error("generation must be 8 lowercase hex characters, got {0:?}")]
     Generation(String),
+    #[error("upload id must be 32 lowercase hex characters, got {0:?}")]
+    UploadId(String),
 }
 
 fn is_lower_hex(s: &str, len: usize) -> bool {
@@ -109,6 +111,33 @@ impl Generation {
     }
 }
 
+/// A presigned upload's id: 128 random bits, which also make the upload URL unguessable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct UploadId(String);
+
+impl UploadId {
+    pub fn random() -> Self {
+        Self(format!(
+            "{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ))
+    }
+
+    pub fn parse(s: &str) -> Result<Self, IdError> {
+        if is_lower_hex(s, 32) {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(IdError::UploadId(truncate(s)))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The conversions every string newtype here shares: serde through `parse`, `Display` as is.
 macro_rules! string_newtype {
     ($t:ident) => {
@@ -136,6 +165,7 @@ macro_rules! string_newtype {
 string_newtype!(ImageId);
 string_newtype!(OfferId);
 string_newtype!(Generation);
+string_newtype!(UploadId);
 
 /// Error messages quote the bad input, but never more than a screenful of it.
 fn truncate(s: &str) -> String {

@@ -6,8 +6,8 @@ mod image;
 mod time;
 mod variant;
 
-pub use blob_key::{BlobKey, ImageBlobKey, SHARD_COUNT, shard_prefixes};
-pub use ids::{Generation, IdError, ImageId, OfferId};
+pub use blob_key::{BlobKey, INCOMING_PREFIX, ImageBlobKey, SHARD_COUNT, shard_prefixes};
+pub use ids::{Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant};
 pub use time::Timestamp;
 pub use variant::{FitMode, VariantName, VariantSet, VariantSpec, VariantSpecError};

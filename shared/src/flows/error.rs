@@ -1,6 +1,6 @@
 //! The flows' error: every failure a caller can see, with a stable kind and a retry class.
 
-use crate::domain::{IdError, ImageId, OfferId};
+use crate::domain::{IdError, ImageId, OfferId, UploadId};
 use crate::pipeline::PipelineError;
 use crate::ports::StoreError;
 
@@ -26,6 +26,14 @@ pub enum FlowError {
     Overloaded,
     #[error("the same photo is still being processed by another request; try again")]
     StillProcessing(ImageId),
+    #[error("upload {0} does not exist (or expired)")]
+    UploadNotFound(UploadId),
+    #[error("upload {0}'s URL has expired; create a new upload")]
+    UploadExpired(UploadId),
+    #[error("upload {0} already received its body")]
+    UploadAlreadyReceived(UploadId),
+    #[error("the upload declared {declared} bytes but {received} arrived")]
+    SizeMismatch { declared: u64, received: u64 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("internal error: {0}")]
@@ -39,7 +47,12 @@ impl FlowError {
             Self::EmptyBody => "empty_body",
             Self::InvalidId(IdError::ImageId(_)) => "invalid_image_id",
             Self::InvalidId(IdError::OfferId(_)) => "invalid_offer_id",
+            Self::InvalidId(IdError::UploadId(_)) => "invalid_upload_id",
             Self::InvalidId(IdError::Generation(_)) => "invalid_id",
+            Self::UploadNotFound(_) => "upload_not_found",
+            Self::UploadExpired(_) => "upload_expired",
+            Self::UploadAlreadyReceived(_) => "upload_already_received",
+            Self::SizeMismatch { .. } => "size_mismatch",
             Self::Image(e) => e.kind(),
             Self::ImageNotFound(_) => "image_not_found",
             Self::OfferNotFound(_) => "offer_not_found",

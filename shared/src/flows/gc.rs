@@ -48,6 +48,31 @@ impl Service {
         Ok(report)
     }
 
+    /// Deletes the files of a record the store already removed (DynamoDB's TTL deleter, seen on
+    /// its stream), unless a record of the same generation exists again. Returns the number of
+    /// files deleted. Safe to run twice.
+    pub async fn collect_removed(&self, old: &ImageRecord) -> Result<u64, FlowError> {
+        if let Some(current) = self.ports.images.get(&old.id).await?
+            && current.generation == old.generation
+        {
+            return Ok(0);
+        }
+        let deleted = match old.state {
+            ImageState::Ready { .. } => {
+                let keys = record_files(old);
+                self.ports.blobs.delete(&keys).await?;
+                keys.len() as u64
+            }
+            ImageState::Processing { .. } => {
+                delete_generation_files(&self.ports, &old.id, &old.generation).await?
+            }
+        };
+        Metrics::add(&self.metrics.gc_images_deleted, 1);
+        Metrics::add(&self.metrics.gc_files_deleted, deleted);
+        info!(image_id = %old.id, generation = %old.generation, files = deleted, "collected a removed image");
+        Ok(deleted)
+    }
+
     /// Collects one record if it is still expired: the record, then its generation's files.
     pub async fn collect(
         &self,

@@ -10,6 +10,7 @@ mod error;
 pub mod gc;
 mod metrics;
 pub mod offers;
+pub mod presigned;
 mod service;
 pub mod sweep;
 pub mod upload;

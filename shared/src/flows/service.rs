@@ -8,7 +8,9 @@ use tokio::sync::Semaphore;
 use super::Metrics;
 use crate::domain::{BlobKey, ImageRecord, ImageState};
 use crate::pipeline::Pipeline;
-use crate::ports::{BlobStore, Clock, ImageIndex, OfferLinks};
+use crate::ports::{
+    BlobStore, Checkpoints, Clock, ImageIndex, OfferLinks, UploadRecords, UploadUrls,
+};
 use crate::settings::Settings;
 
 /// The ports, built once at start-up for one backend.
@@ -17,6 +19,9 @@ pub struct Ports {
     pub blobs: Arc<dyn BlobStore>,
     pub images: Arc<dyn ImageIndex>,
     pub offers: Arc<dyn OfferLinks>,
+    pub uploads: Arc<dyn UploadRecords>,
+    pub upload_urls: Arc<dyn UploadUrls>,
+    pub checkpoints: Arc<dyn Checkpoints>,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -30,6 +35,8 @@ pub struct Policy {
     pub process_concurrency: usize,
     /// New photos allowed to wait for a decode slot; beyond that uploads are refused (429).
     pub max_pending_uploads: usize,
+    /// How long a presigned upload URL (and its record) stays valid.
+    pub upload_url_ttl: Duration,
 }
 
 impl Policy {
@@ -41,6 +48,7 @@ impl Policy {
             max_photos_per_offer: s.max_photos_per_offer,
             process_concurrency: s.process_concurrency,
             max_pending_uploads: s.max_pending_uploads,
+            upload_url_ttl: s.upload_url_ttl,
         }
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::{FlowError, Metrics, Service};
-use crate::domain::{BlobKey, Generation, ImageId, shard_prefixes};
+use crate::domain::{BlobKey, Generation, ImageId, SHARD_COUNT, shard_prefixes};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
@@ -25,6 +25,9 @@ pub struct SweepReport {
     pub files_deleted: u64,
 }
 
+/// Where `sweep_batch` resumes: the next shard, two hex digits.
+const SWEEP_CHECKPOINT: &str = "sweep.next_shard";
+
 /// Files listed (and records looked up) per page.
 const SWEEP_PAGE: usize = 1000;
 
@@ -36,6 +39,41 @@ impl Service {
             self.sweep_shard(&shard, dry_run, &mut report).await?;
         }
         info!(?report, dry_run, "sweep finished");
+        Ok(report)
+    }
+
+    /// Sweeps the next `shards` shards, resuming from the saved checkpoint and saving it after
+    /// each shard, so a run cut short (Lambda's 15-minute limit) loses at most one shard's work.
+    pub async fn sweep_batch(
+        &self,
+        shards: usize,
+        dry_run: bool,
+    ) -> Result<SweepReport, FlowError> {
+        let start = self
+            .ports
+            .checkpoints
+            .load_checkpoint(SWEEP_CHECKPOINT)
+            .await?
+            .and_then(|s| usize::from_str_radix(&s, 16).ok())
+            .filter(|&n| n < SHARD_COUNT)
+            .unwrap_or(0);
+        let mut report = SweepReport::default();
+        for i in 0..shards.min(SHARD_COUNT) {
+            let shard = (start + i) % SHARD_COUNT;
+            self.sweep_shard(&format!("{shard:02x}"), dry_run, &mut report)
+                .await?;
+            let next = format!("{:02x}", (shard + 1) % SHARD_COUNT);
+            self.ports
+                .checkpoints
+                .save_checkpoint(SWEEP_CHECKPOINT, &next)
+                .await?;
+        }
+        info!(
+            ?report,
+            dry_run,
+            start = format!("{start:02x}"),
+            "sweep batch finished"
+        );
         Ok(report)
     }
 

@@ -337,7 +337,12 @@ mod tests {
         let ports = Ports {
             blobs: Arc::new(FsBlobStore::new(dir)),
             images: store.clone(),
-            offers: store,
+            offers: store.clone(),
+            uploads: store.clone(),
+            upload_urls: Arc::new(crate::adapters::LocalUploadUrls::new(
+                "http://127.0.0.1:8080",
+            )),
+            checkpoints: store,
             clock: Arc::new(SystemClock),
         };
         let mut policy = Policy::from_settings(&Settings::defaults());

@@ -2,15 +2,21 @@
 //! (SQLite, a directory) and an AWS one. Built once at start-up as `Arc<dyn Port>`.
 
 mod blob_store;
+mod checkpoints;
 mod clock;
 mod image_index;
+mod messages;
 mod offer_links;
 mod store_error;
 mod task_queue;
+mod uploads;
 
 pub use blob_store::{BlobMeta, BlobPage, BlobStore};
+pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use image_index::{Claim, ImageIndex, ReadyImage};
+pub use messages::{MessageSender, OutgoingMessage};
 pub use offer_links::{LinkError, OfferLinks};
 pub use store_error::StoreError;
 pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};
+pub use uploads::{UploadRecord, UploadRecords, UploadState, UploadUrls};

@@ -22,10 +22,12 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod aws;
 pub mod blob_store;
 pub mod image_index;
 pub mod offer_links;
 pub mod task_queue;
+pub mod uploads;
 
 use std::any::Any;
 use std::sync::Arc;

@@ -74,15 +74,18 @@ impl TestApp {
         );
         let settings = Settings::from_map(&map).unwrap();
         let clock = Arc::new(ManualClock::starting_now());
-        let backend = Backend::embedded(data_dir.path());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let backend = Backend::embedded(data_dir.path(), &base);
         let service = Arc::new(
             app::service(&settings, &backend, clock.clone())
                 .await
                 .unwrap(),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let app = router(ApiState::new(Arc::clone(&service), &base), true);
+        let app = router(
+            ApiState::new(Arc::clone(&service), &format!("{base}/files")),
+            true,
+        );
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
@@ -146,6 +149,18 @@ impl TestApp {
             r.json
         );
         r.json["image_id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Reply {
+        Self::reply(
+            self.client
+                .post(self.url(path))
+                .json(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
     }
 
     pub async fn get(&self, path: &str) -> Reply {

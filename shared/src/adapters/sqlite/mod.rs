@@ -13,6 +13,7 @@ mod images;
 mod offers;
 mod queue;
 mod schema;
+mod uploads;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -71,6 +71,21 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 );
 CREATE INDEX IF NOT EXISTS dead_letters_newest ON dead_letters (queue, failed_at, seq);
 
+-- Presigned uploads, from the URL handed out until the photo is processed.
+CREATE TABLE IF NOT EXISTS uploads (
+    id         TEXT    PRIMARY KEY NOT NULL,
+    size       INTEGER NOT NULL,
+    state      TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+
+-- Where long jobs resume (the sweeper's next shard).
+CREATE TABLE IF NOT EXISTS checkpoints (
+    name  TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);
+
 -- Monotonic counters (the queue's enqueue order).
 CREATE TABLE IF NOT EXISTS counters (
     name  TEXT    PRIMARY KEY NOT NULL,

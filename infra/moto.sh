@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Starts moto's server: an AWS emulator (S3, SQS, Step Functions, DynamoDB, ...) on one local
+# port, so the AWS adapters run their contract suites without an AWS account or a network.
+#
+# Needs only python3 (with venv), curl and the PyPI registry. Two ways to use it:
+#
+#   source infra/moto.sh    # starts moto; exports MOTO_PORT, MOTO_PID, MOTO_LOG and
+#                           # AWS_ENDPOINT_URL; `moto_stop` stops it (infra/test.sh does this)
+#   eval "$(infra/moto.sh)" # the same from an interactive shell: prints the exports and
+#                           # leaves moto running; stop it with `kill "$MOTO_PID"`
+#
+# Settings (environment):
+#   IMGEST_TOOLS_DIR  where tools are installed (default ~/.cache/imgest-tools); moto's venv
+#                     is kept in $IMGEST_TOOLS_DIR/moto and reused by later runs
+#   MOTO_PORT         the port to listen on (default: a free one)
+
+# The moto release the tests are written against (the newest when this was written; the
+# adapters need 5.2.5 or later).
+# Bump deliberately: emulator behaviour changes between releases.
+MOTO_VERSION="5.2.5"
+
+# Where the venv lives. Reused across runs: installing takes a minute, starting a second.
+_moto_venv="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}/moto"
+
+_moto_say() { echo "moto.sh: $*" >&2; }
+
+# Creates the venv and installs moto unless an earlier run finished doing so. The stamp file
+# is written last, so an interrupted install is redone from scratch, never half-used.
+_moto_install() {
+    local stamp="$_moto_venv/.installed-moto-$MOTO_VERSION"
+    [ -f "$stamp" ] && return 0
+    _moto_say "installing moto[server]==$MOTO_VERSION into $_moto_venv"
+    local started=$SECONDS
+    python3 -m venv --clear "$_moto_venv" || return 1
+    "$_moto_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "moto[server]==$MOTO_VERSION" || return 1
+    touch "$stamp"
+    _moto_say "installed in $((SECONDS - started))s"
+}
+
+# A port nobody listens on right now (the OS picks it). Another process could take it before
+# moto binds it; _moto_start then fails to come up and the caller tries another port.
+_moto_free_port() {
+    "$_moto_venv/bin/python" -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# Starts moto_server on $1 in the background and waits until it answers (at most ~30 s,
+# polling every 0.2 s). Fails early if the process exits (for instance: the port is taken).
+_moto_start() {
+    local port=$1
+    MOTO_LOG="${MOTO_LOG:-$(mktemp -t imgest-moto.XXXXXX.log)}"
+    "$_moto_venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$MOTO_LOG" 2>&1 &
+    MOTO_PID=$!
+    local i
+    for i in $(seq 1 150); do
+        if curl -fs -o /dev/null --max-time 2 "http://127.0.0.1:$port/moto-api/"; then
+            MOTO_PORT=$port
+            return 0
+        fi
+        if ! kill -0 "$MOTO_PID" 2>/dev/null; then
+            wait "$MOTO_PID" 2>/dev/null || true
+            MOTO_PID=
+            return 1
+        fi
+        sleep 0.2
+    done
+    _moto_say "moto did not answer on port $port within 30s"
+    kill "$MOTO_PID" 2>/dev/null || true
+    wait "$MOTO_PID" 2>/dev/null || true
+    MOTO_PID=
+    return 1
+}
+
+# Stops the server this script started (and only that one).
+moto_stop() {
+    if [ -n "${MOTO_PID:-}" ]; then
+        kill "$MOTO_PID" 2>/dev/null || true
+        wait "$MOTO_PID" 2>/dev/null || true
+        MOTO_PID=
+    fi
+}
+
+_moto_main() {
+    _moto_install || { _moto_say "installing moto failed"; return 1; }
+    local attempt port
+    for attempt in 1 2 3; do
+        port="${MOTO_PORT:-$(_moto_free_port)}"
+        if _moto_start "$port"; then
+            break
+        fi
+        _moto_say "moto failed to start on port $port (attempt $attempt); its log:"
+        tail -n 20 "$MOTO_LOG" >&2 || true
+        # A fixed port that fails will fail again.
+        [ -n "${MOTO_PORT:-}" ] && return 1
+    done
+    [ -n "${MOTO_PID:-}" ] || return 1
+    # Step Functions executions are not run by default (moto only records them); the
+    # delayed-send state machine must really wait and send its message.
+    if ! curl -fsS -o /dev/null --max-time 10 -X POST "http://127.0.0.1:$MOTO_PORT/moto-api/config" \
+        -H 'Content-Type: application/json' \
+        -d '{"stepfunctions":{"execute_state_machine":true}}'; then
+        _moto_say "could not enable Step Functions execution"
+        moto_stop
+        return 1
+    fi
+    export MOTO_PORT MOTO_PID MOTO_LOG
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$MOTO_PORT"
+    _moto_say "moto $MOTO_VERSION listening on $AWS_ENDPOINT_URL (pid $MOTO_PID, log $MOTO_LOG)"
+}
+
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then
+    # Sourced: the caller gets the variables and moto_stop.
+    _moto_main
+else
+    # Run: print the exports for `eval`; the server outlives this script.
+    set -euo pipefail
+    _moto_main
+    echo "export MOTO_PORT=$MOTO_PORT MOTO_PID=$MOTO_PID MOTO_LOG=$MOTO_LOG AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
+fi

@@ -1,0 +1,51 @@
+//! `Checkpoints` on checkpoint items: `pk = checkpoint#{name}`, `sk = checkpoint`, `value` S.
+
+use async_trait::async_trait;
+
+use super::item::{Attrs, Expr, Item, key, s};
+use super::{DynamoStore, sdk_error};
+use crate::ports::{Checkpoints, StoreError};
+
+const KIND: &str = "checkpoint";
+const VALUE: &str = "value";
+
+fn checkpoint_key(name: &str) -> Item {
+    key(KIND, name)
+}
+
+#[async_trait]
+impl Checkpoints for DynamoStore {
+    async fn load_checkpoint(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(checkpoint_key(name)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error(&format!("reading checkpoint {name:?}"), e))?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let what = format!("checkpoint item {name:?}");
+        Ok(Some(Attrs::new(&item, &what).s(VALUE)?.to_owned()))
+    }
+
+    async fn save_checkpoint(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let mut e = Expr::new();
+        e.set(VALUE, s(value));
+        let parts = e.finish();
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(checkpoint_key(name)))
+            .set_update_expression(parts.update)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .send()
+            .await
+            .map_err(|e| sdk_error(&format!("saving checkpoint {name:?}"), e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,689 @@
+//! `ImageIndex` on image items.
+//!
+//! Item `pk = image#{id}`, `sk = image`:
+//!
+//! | attribute          | type | when                                                        |
+//! |--------------------|------|-------------------------------------------------------------|
+//! | `generation`       | S    | always                                                      |
+//! | `state`            | S    | `processing` or `ready`                                     |
+//! | `claim_expires_at` | N ms | processing only                                             |
+//! | `format`, `width`, `height`, `original_bytes` | S, N, N, N | ready only               |
+//! | `variants`         | S    | ready only: JSON array of `StoredVariant`                   |
+//! | `created_at`, `last_update` | N ms | always                                             |
+//! | `link_count`       | N    | always                                                      |
+//! | `expires_at`       | N ms | ready and unlinked only                                     |
+//! | `ttl`              | N s  | unlinked: ceil(expires_at / 1000); processing: ceil(claim expiry / 1000) + 1 day; ABSENT while linked, so the TTL deleter never removes a linked image |
+//! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): unlinked ready (`gc_at` = `expires_at`) and processing (`gc_at` = `claim_expires_at`) |
+//!
+//! Every decision is a conditional write on what was read with a consistent read, retried a
+//! bounded number of times when another writer got in between.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
+
+use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
+use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket_of};
+use super::{DynamoStore, backoff, build_error, is_condition_failed, sdk_error};
+use crate::domain::{
+    Generation, ImageId, ImageRecord, ImageState, SourceFormat, StoredVariant, Timestamp,
+};
+use crate::ports::{Claim, ImageIndex, ReadyImage, StoreError};
+
+pub(super) const KIND: &str = "image";
+const GENERATION: &str = "generation";
+const STATE: &str = "state";
+const PROCESSING: &str = "processing";
+const READY: &str = "ready";
+const CLAIM_EXPIRES_AT: &str = "claim_expires_at";
+const FORMAT: &str = "format";
+const WIDTH: &str = "width";
+const HEIGHT: &str = "height";
+const ORIGINAL_BYTES: &str = "original_bytes";
+const VARIANTS: &str = "variants";
+const CREATED_AT: &str = "created_at";
+const LAST_UPDATE: &str = "last_update";
+pub(super) const LINK_COUNT: &str = "link_count";
+pub(super) const EXPIRES_AT: &str = "expires_at";
+
+/// A processing claim's item outlives the claim by this much before DynamoDB's TTL deleter
+/// may remove it (GC normally collects it first, deleting its files too).
+const CLAIM_TTL_GRACE: i64 = 86_400;
+/// How many times a claim re-reads and retries after losing a race.
+const CLAIM_ATTEMPTS: u32 = 10;
+/// Keys per BatchGetItem (the API's limit).
+const BATCH_GET_MAX: usize = 100;
+/// Rounds of retrying unprocessed keys (throttling) before giving up as unavailable.
+const UNPROCESSED_ROUNDS: u32 = 8;
+/// Items per page when walking one bucket of the GC index.
+const GC_PAGE_MAX: usize = 500;
+
+pub(super) fn image_key(id: &ImageId) -> Item {
+    key(KIND, id.as_str())
+}
+
+/// SETs the orphan expiry of an unlinked ready image: `expires_at`, its `ttl` and the GC
+/// index attributes.
+pub(super) fn set_orphan_expiry(e: &mut Expr, id: &ImageId, expires_at: Timestamp) {
+    e.set(EXPIRES_AT, ms(expires_at))
+        .set(TTL, n(ttl_secs(expires_at)))
+        .set(GC_BUCKET, s(gc_bucket(id)))
+        .set(GC_AT, ms(expires_at));
+}
+
+/// REMOVEs every expiry attribute: a linked image never expires and is no GC candidate.
+pub(super) fn remove_expiry(e: &mut Expr) {
+    e.remove(EXPIRES_AT)
+        .remove(TTL)
+        .remove(GC_BUCKET)
+        .remove(GC_AT);
+}
+
+fn claim_ttl_secs(claim_expires_at: Timestamp) -> i64 {
+    ttl_secs(claim_expires_at).saturating_add(CLAIM_TTL_GRACE)
+}
+
+/// A random generation other than `old` (a takeover must never reuse the old one's keys).
+fn fresh_generation(old: &Generation) -> Generation {
+    loop {
+        let g = Generation::random();
+        if &g != old {
+            return g;
+        }
+    }
+}
+
+/// An image item as an [`ImageRecord`]; a malformed item is a backend error.
+pub(super) fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
+    let raw_id = id_of(item, KIND).unwrap_or_default();
+    let what = format!("image item {raw_id:?}");
+    let a = Attrs::new(item, &what);
+    let id = ImageId::parse(raw_id).map_err(|_| a.corrupt(PK, "is not an image key"))?;
+    let generation =
+        Generation::parse(a.s(GENERATION)?).map_err(|_| a.corrupt(GENERATION, "is invalid"))?;
+    let state = match a.s(STATE)? {
+        PROCESSING => ImageState::Processing {
+            claim_expires_at: a.time(CLAIM_EXPIRES_AT)?,
+        },
+        READY => {
+            let variants: Vec<StoredVariant> = serde_json::from_str(a.s(VARIANTS)?)
+                .map_err(|_| a.corrupt(VARIANTS, "is not a JSON list of variants"))?;
+            ImageState::Ready {
+                format: SourceFormat::parse(a.s(FORMAT)?)
+                    .ok_or_else(|| a.corrupt(FORMAT, "is not a known format"))?,
+                width: a.u32(WIDTH)?,
+                height: a.u32(HEIGHT)?,
+                original_bytes: a.u64(ORIGINAL_BYTES)?,
+                variants,
+            }
+        }
+        _ => return Err(a.corrupt(STATE, "is not processing or ready")),
+    };
+    Ok(ImageRecord {
+        id,
+        generation,
+        state,
+        created_at: a.time(CREATED_AT)?,
+        last_update: a.time(LAST_UPDATE)?,
+        link_count: a.u32(LINK_COUNT)?,
+        expires_at: a.opt_time(EXPIRES_AT)?,
+    })
+}
+
+/// When a record became (or becomes) a GC candidate: its claim's or its orphan expiry.
+fn expiry_of(r: &ImageRecord) -> Option<Timestamp> {
+    match &r.state {
+        ImageState::Processing { claim_expires_at } => Some(*claim_expires_at),
+        ImageState::Ready { .. } => r.expires_at,
+    }
+}
+
+/// One bucket of the GC index, read a page at a time in `gc_at` order.
+struct BucketCursor {
+    bucket: String,
+    buffered: VecDeque<(i64, ImageId)>,
+    /// Where the next page starts; `None` once the bucket is exhausted.
+    next: Option<Item>,
+    started: bool,
+}
+
+impl DynamoStore {
+    /// The image item, read consistently.
+    pub(super) async fn get_image(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error(&format!("reading image {id}"), e))?;
+        out.item.as_ref().map(record_from_item).transpose()
+    }
+
+    /// The stored records among `ids`, read consistently, by id (duplicates read once).
+    pub(super) async fn get_images(
+        &self,
+        ids: &[ImageId],
+    ) -> Result<HashMap<ImageId, ImageRecord>, StoreError> {
+        let mut seen = HashSet::with_capacity(ids.len());
+        let unique: Vec<&ImageId> = ids.iter().filter(|id| seen.insert(*id)).collect();
+        let mut found = HashMap::with_capacity(unique.len());
+        for chunk in unique.chunks(BATCH_GET_MAX) {
+            let keys: Vec<Item> = chunk.iter().map(|id| image_key(id)).collect();
+            for item in self.batch_get(keys).await? {
+                let record = record_from_item(&item)?;
+                found.insert(record.id.clone(), record);
+            }
+        }
+        Ok(found)
+    }
+
+    /// BatchGetItem of at most 100 keys with consistent reads, retrying unprocessed keys.
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::with_capacity(keys.len());
+        let mut request = KeysAndAttributes::builder()
+            .set_keys(Some(keys))
+            .consistent_read(true)
+            .build()
+            .map_err(|e| build_error("a batch read", e))?;
+        let mut round = 0;
+        loop {
+            let mut out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(|e| sdk_error("reading images", e))?;
+            if let Some(found) = out.responses.as_mut().and_then(|r| r.remove(&self.table)) {
+                items.extend(found);
+            }
+            match out
+                .unprocessed_keys
+                .as_mut()
+                .and_then(|u| u.remove(&self.table))
+                .filter(|k| !k.keys().is_empty())
+            {
+                None => return Ok(items),
+                Some(rest) if round < UNPROCESSED_ROUNDS => {
+                    backoff(round).await;
+                    round += 1;
+                    request = rest;
+                }
+                Some(rest) => {
+                    return Err(StoreError::Unavailable {
+                        message: format!(
+                            "dynamodb: reading images: {} keys still unprocessed after {} rounds",
+                            rest.keys().len(),
+                            UNPROCESSED_ROUNDS
+                        ),
+                        source: None,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Creates a processing claim if no item exists; `None` if one appeared meanwhile.
+    async fn put_claim(
+        &self,
+        id: &ImageId,
+        now: Timestamp,
+        claim_ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        let generation = Generation::random();
+        let claim_expires_at = now.plus(claim_ttl);
+        let mut item = image_key(id);
+        for (attr, value) in [
+            (GENERATION, s(generation.as_str())),
+            (STATE, s(PROCESSING)),
+            (CLAIM_EXPIRES_AT, ms(claim_expires_at)),
+            (CREATED_AT, ms(now)),
+            (LAST_UPDATE, ms(now)),
+            (LINK_COUNT, n(0)),
+            (TTL, n(claim_ttl_secs(claim_expires_at))),
+            (GC_BUCKET, s(gc_bucket(id))),
+            (GC_AT, ms(claim_expires_at)),
+        ] {
+            item.insert(attr.to_owned(), value);
+        }
+        let mut e = Expr::new();
+        let condition = e.not_exists(PK);
+        let parts = e.finish();
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(Some(Claim::New { generation })),
+            Err(e) if is_condition_failed(&e) => Ok(None),
+            Err(e) => Err(sdk_error(&format!("claiming image {id}"), e)),
+        }
+    }
+
+    /// Refreshes a ready record as seen (`last_update`, and the orphan expiry if unlinked);
+    /// `None` if it changed meanwhile (linked or unlinked, deleted, replaced by a claim).
+    async fn refresh(
+        &self,
+        seen: &ImageRecord,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        let id = &seen.id;
+        let mut e = Expr::new();
+        e.set(LAST_UPDATE, ms(now));
+        let condition = if seen.link_count == 0 {
+            set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
+            format!("{} AND {}", e.eq(STATE, s(READY)), e.eq(LINK_COUNT, n(0)))
+        } else {
+            remove_expiry(&mut e);
+            format!(
+                "{} AND {}",
+                e.eq(STATE, s(READY)),
+                e.cmp(LINK_COUNT, ">", n(0))
+            )
+        };
+        let parts = e.finish();
+        let updated = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .set_update_expression(parts.update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match updated {
+            Ok(out) => {
+                let item = out.attributes.ok_or_else(|| {
+                    StoreError::corrupt(format!("dynamodb: refreshing image {id}: no attributes"))
+                })?;
+                Ok(Some(Claim::Existing(record_from_item(&item)?)))
+            }
+            Err(e) if is_condition_failed(&e) => Ok(None),
+            Err(e) => Err(sdk_error(&format!("refreshing image {id}"), e)),
+        }
+    }
+
+    /// Takes over an expired claim as seen under a fresh generation; `None` if it changed.
+    async fn take_over(
+        &self,
+        seen: &ImageRecord,
+        now: Timestamp,
+        claim_ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        let id = &seen.id;
+        let generation = fresh_generation(&seen.generation);
+        let claim_expires_at = now.plus(claim_ttl);
+        let mut e = Expr::new();
+        e.set(GENERATION, s(generation.as_str()))
+            .set(CLAIM_EXPIRES_AT, ms(claim_expires_at))
+            .set(CREATED_AT, ms(now))
+            .set(LAST_UPDATE, ms(now))
+            .set(LINK_COUNT, n(0))
+            .set(TTL, n(claim_ttl_secs(claim_expires_at)))
+            .set(GC_BUCKET, s(gc_bucket(id)))
+            .set(GC_AT, ms(claim_expires_at))
+            .remove(EXPIRES_AT);
+        let condition = format!(
+            "{} AND {}",
+            e.eq(GENERATION, s(seen.generation.as_str())),
+            e.eq(STATE, s(PROCESSING))
+        );
+        let parts = e.finish();
+        let updated = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .set_update_expression(parts.update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .send()
+            .await;
+        match updated {
+            Ok(_) => Ok(Some(Claim::New { generation })),
+            Err(e) if is_condition_failed(&e) => Ok(None),
+            Err(e) => Err(sdk_error(
+                &format!("taking over the claim of image {id}"),
+                e,
+            )),
+        }
+    }
+
+    /// Up to `limit` candidates `(gc_at, id)` with `gc_at <= now` from the GC index, the
+    /// earliest first: a merge of the 16 buckets, reading each a page at a time.
+    async fn gc_candidates(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(i64, ImageId)>, StoreError> {
+        let page = limit.clamp(1, GC_PAGE_MAX);
+        let mut cursors: Vec<BucketCursor> = GC_BUCKETS
+            .iter()
+            .map(|d| BucketCursor {
+                bucket: gc_bucket_of(*d),
+                buffered: VecDeque::new(),
+                next: None,
+                started: false,
+            })
+            .collect();
+        futures_util::future::try_join_all(cursors.iter_mut().map(|c| self.fill(c, now, page)))
+            .await?;
+        let mut out = Vec::with_capacity(limit.min(1024));
+        while out.len() < limit {
+            for c in cursors.iter_mut() {
+                if c.buffered.is_empty() && c.next.is_some() {
+                    self.fill(c, now, page).await?;
+                }
+            }
+            let earliest = cursors
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.buffered.front().map(|head| (head, i)))
+                .min()
+                .map(|(_, i)| i);
+            match earliest
+                .and_then(|i| cursors.get_mut(i))
+                .and_then(|c| c.buffered.pop_front())
+            {
+                Some(candidate) => out.push(candidate),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads the next page of a bucket (the first one if it has not started).
+    async fn fill(
+        &self,
+        c: &mut BucketCursor,
+        now: Timestamp,
+        page: usize,
+    ) -> Result<(), StoreError> {
+        if c.started && c.next.is_none() {
+            return Ok(());
+        }
+        let mut e = Expr::new();
+        let condition = format!(
+            "{} AND {}",
+            e.eq(GC_BUCKET, s(c.bucket.as_str())),
+            e.cmp(GC_AT, "<=", ms(now))
+        );
+        let projection = format!("{}, {}", e.name(PK), e.name(GC_AT));
+        let parts = e.finish();
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(GC_INDEX)
+            .key_condition_expression(condition)
+            .projection_expression(projection)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .scan_index_forward(true)
+            .limit(i32::try_from(page).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(c.next.take())
+            .send()
+            .await
+            .map_err(|e| sdk_error("listing expired images", e))?;
+        c.started = true;
+        c.next = out.last_evaluated_key;
+        for item in out.items.unwrap_or_default() {
+            let raw = id_of(&item, KIND).unwrap_or_default();
+            let what = format!("gc index entry {raw:?}");
+            let a = Attrs::new(&item, &what);
+            let id = ImageId::parse(raw).map_err(|_| a.corrupt(PK, "is not an image key"))?;
+            c.buffered.push_back((a.i64(GC_AT)?, id));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ImageIndex for DynamoStore {
+    async fn claim(
+        &self,
+        id: &ImageId,
+        now: Timestamp,
+        claim_ttl: Duration,
+        orphan_ttl: Duration,
+    ) -> Result<Claim, StoreError> {
+        for attempt in 0..CLAIM_ATTEMPTS {
+            if attempt >= 2 {
+                backoff(attempt - 2).await;
+            }
+            let outcome = match self.get_image(id).await? {
+                None => self.put_claim(id, now, claim_ttl).await?,
+                Some(seen) => match seen.state {
+                    ImageState::Ready { .. } => self.refresh(&seen, now, orphan_ttl).await?,
+                    ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
+                        Some(Claim::InProgress { claim_expires_at })
+                    }
+                    ImageState::Processing { .. } => self.take_over(&seen, now, claim_ttl).await?,
+                },
+            };
+            if let Some(claim) = outcome {
+                return Ok(claim);
+            }
+        }
+        Err(StoreError::Conflict(format!(
+            "image {id}: the record kept changing while claiming it ({CLAIM_ATTEMPTS} attempts)"
+        )))
+    }
+
+    async fn complete(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        ready: ReadyImage,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<ImageRecord, StoreError> {
+        let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| {
+            StoreError::corrupt(format!(
+                "image {id}: original size {} is out of range",
+                ready.original_bytes
+            ))
+        })?;
+        let variants = serde_json::to_string(&ready.variants)
+            .map_err(|e| StoreError::backend(format!("image {id}: encoding variants"), e))?;
+        let mut e = Expr::new();
+        e.set(STATE, s(READY))
+            .set(FORMAT, s(ready.format.as_str()))
+            .set(WIDTH, n(i64::from(ready.width)))
+            .set(HEIGHT, n(i64::from(ready.height)))
+            .set(ORIGINAL_BYTES, n(original_bytes))
+            .set(VARIANTS, s(variants))
+            .set(LAST_UPDATE, ms(now))
+            .set(LINK_COUNT, n(0))
+            .remove(CLAIM_EXPIRES_AT);
+        set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
+        let condition = format!(
+            "{} AND {}",
+            e.eq(STATE, s(PROCESSING)),
+            e.eq(GENERATION, s(generation.as_str()))
+        );
+        let parts = e.finish();
+        let updated = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .set_update_expression(parts.update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match updated {
+            Ok(out) => {
+                let item = out.attributes.ok_or_else(|| {
+                    StoreError::corrupt(format!("dynamodb: completing image {id}: no attributes"))
+                })?;
+                record_from_item(&item)
+            }
+            Err(e) if is_condition_failed(&e) => Err(StoreError::Conflict(format!(
+                "image {id}: the claim of generation {generation} is no longer held"
+            ))),
+            Err(e) => Err(sdk_error(&format!("completing image {id}"), e)),
+        }
+    }
+
+    async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
+        let mut e = Expr::new();
+        let condition = format!(
+            "{} AND {}",
+            e.eq(GENERATION, s(generation.as_str())),
+            e.eq(STATE, s(PROCESSING))
+        );
+        let parts = e.finish();
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Ok(()),
+            Err(e) => Err(sdk_error(&format!("abandoning the claim of image {id}"), e)),
+        }
+    }
+
+    async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+        self.get_image(id).await
+    }
+
+    async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found = self.get_images(ids).await?;
+        Ok(ids.iter().filter_map(|id| found.get(id).cloned()).collect())
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let candidates = self.gc_candidates(now, limit).await?;
+        let ids: Vec<ImageId> = candidates.into_iter().map(|(_, id)| id).collect();
+        // The index is eventually consistent: only what a consistent read still finds expired
+        // is listed.
+        let mut records: Vec<ImageRecord> = self
+            .get_images(&ids)
+            .await?
+            .into_values()
+            .filter(|r| r.is_expired(now))
+            .collect();
+        records.sort_by(|a, b| (expiry_of(a), &a.id).cmp(&(expiry_of(b), &b.id)));
+        Ok(records)
+    }
+
+    async fn delete_if_expired(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut e = Expr::new();
+        let condition = format!(
+            "{} AND (({} AND {} AND {}) OR ({} AND {}))",
+            e.eq(GENERATION, s(generation.as_str())),
+            e.eq(STATE, s(READY)),
+            e.eq(LINK_COUNT, n(0)),
+            e.cmp(EXPIRES_AT, "<=", ms(now)),
+            e.eq(STATE, s(PROCESSING)),
+            e.cmp(CLAIM_EXPIRES_AT, "<=", ms(now)),
+        );
+        let parts = e.finish();
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(&format!("deleting expired image {id}"), e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    use super::*;
+
+    #[test]
+    fn an_image_item_round_trips_and_bad_ones_are_errors() {
+        let id = ImageId::of_bytes(b"x");
+        let mut item = image_key(&id);
+        for (k, v) in [
+            (GENERATION, s("0123abcd")),
+            (STATE, s(READY)),
+            (FORMAT, s("png")),
+            (WIDTH, n(3)),
+            (HEIGHT, n(4)),
+            (ORIGINAL_BYTES, n(5)),
+            (VARIANTS, s("[]")),
+            (CREATED_AT, n(1)),
+            (LAST_UPDATE, n(2)),
+            (LINK_COUNT, n(0)),
+            (EXPIRES_AT, n(9)),
+        ] {
+            item.insert(k.to_owned(), v);
+        }
+        let r = record_from_item(&item).unwrap();
+        assert_eq!(r.id, id);
+        assert_eq!(r.expires_at, Some(Timestamp::from_millis(9)));
+        assert!(r.is_ready());
+
+        let mut bad = item.clone();
+        bad.insert(LINK_COUNT.to_owned(), n(-1));
+        assert!(record_from_item(&bad).is_err());
+        let mut bad = item.clone();
+        bad.insert(STATE.to_owned(), s("gone"));
+        assert!(record_from_item(&bad).is_err());
+        let mut bad = item.clone();
+        bad.insert(VARIANTS.to_owned(), AttributeValue::N("1".into()));
+        assert!(record_from_item(&bad).is_err());
+        let mut bad = item;
+        bad.insert(PK.to_owned(), s("image#nothex"));
+        assert!(record_from_item(&bad).is_err());
+    }
+
+    #[test]
+    fn gc_buckets_are_the_first_hex_digit() {
+        let id = ImageId::parse("0cc175b9c0f1b6a831c399e269772661").unwrap();
+        assert_eq!(gc_bucket(&id), "gc#0");
+        assert_eq!(GC_BUCKETS.len(), 16);
+    }
+}

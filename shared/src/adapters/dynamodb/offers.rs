@@ -1,0 +1,502 @@
+//! `OfferLinks`: offer items and the link counts of image items, kept in step with
+//! optimistic concurrency and `TransactWriteItems`.
+//!
+//! Offer item `pk = offer#{id}`, `sk = offer`: `photos` (L of S, the ordered image ids),
+//! `version` (N, +1 per write) and `updated_at` (N ms).
+//!
+//! A change reads the offer (consistently) and the images it adds or drops, refuses the whole
+//! change if an added image is not live (`LinkError::UnknownImage`, nothing written), then
+//! writes in ONE transaction: the offer (conditional on the version read), every added image
+//! (conditional on still being live: `link_count + 1`, expiry removed) and every dropped image
+//! (conditional on the link count read: `- 1`, orphan expiry set when it reaches 0). A lost
+//! condition means someone changed an item in between: the whole read-compute-write starts
+//! again (the re-read finds an image that is no longer live), up to [`CHANGE_ATTEMPTS`]
+//! times, then `StoreError::Conflict`.
+//!
+//! A transaction holds at most 100 items. A change of more than 99 images is split so that a
+//! crash or a failure at any point only ever leaves link counts too HIGH (the image never
+//! expires: storage leaks) and never too low (a linked image collected):
+//!
+//! 1. added images beyond what fits in the offer's transaction are linked first, 100 per
+//!    transaction (each conditional on the image being live); if a later step loses a race
+//!    these links are undone (one by one) before the whole change is retried, which refreshes
+//!    those images' `last_update` and orphan expiry;
+//! 2. the offer's transaction: the offer, the remaining added images and as many dropped
+//!    images as fit;
+//! 3. the remaining dropped images, 100 per transaction, after the offer changed (a crash
+//!    between 2 and 3 leaves their counts one too high). Rare: it needs more than 99 changes
+//!    in one call.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+
+use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
+use super::item::{Attrs, Expr, Item, PK, key, ms, n, s};
+use super::{DynamoStore, backoff, build_error, error_code, is_condition_failed, sdk_error};
+use crate::domain::{ImageId, OfferId, Timestamp};
+use crate::ports::{LinkError, OfferLinks, StoreError};
+
+const KIND: &str = "offer";
+const PHOTOS: &str = "photos";
+const VERSION: &str = "version";
+const UPDATED_AT: &str = "updated_at";
+const STATE: &str = "state";
+const READY: &str = "ready";
+const LAST_UPDATE: &str = "last_update";
+const EXPIRES_AT: &str = "expires_at";
+
+/// Items per `TransactWriteItems` (the API's limit).
+const MAX_TX_ITEMS: usize = 100;
+/// Whole read-compute-write attempts of one change before giving up with a conflict.
+const CHANGE_ATTEMPTS: u32 = 5;
+/// Attempts of unlinking one image on its own (undoing links, late unlinks).
+const UNLINK_ATTEMPTS: u32 = 10;
+
+fn offer_key(offer: &OfferId) -> Item {
+    key(KIND, offer.as_str())
+}
+
+/// The offer as stored.
+struct StoredOffer {
+    photos: Vec<ImageId>,
+    version: i64,
+}
+
+/// One image write of a change, with the image it touches.
+struct ImageWrite {
+    id: ImageId,
+    op: TransactWriteItem,
+}
+
+/// The expression of one link fewer on an image whose count was `seen` (> 0).
+fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) -> (Expr, String) {
+    let mut e = Expr::new();
+    e.set(LINK_COUNT, n(i64::from(seen) - 1))
+        .set(LAST_UPDATE, ms(now));
+    if seen <= 1 {
+        set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
+    }
+    let condition = e.eq(LINK_COUNT, n(i64::from(seen)));
+    (e, condition)
+}
+
+impl DynamoStore {
+    async fn read_offer(&self, offer: &OfferId) -> Result<Option<StoredOffer>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(offer_key(offer)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error(&format!("reading offer {offer}"), e))?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let what = format!("offer item {offer}");
+        let a = Attrs::new(&item, &what);
+        let photos = a
+            .strings(PHOTOS)?
+            .into_iter()
+            .map(|id| {
+                ImageId::parse(id).map_err(|_| a.corrupt(PHOTOS, "holds an invalid image id"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(StoredOffer {
+            photos,
+            version: a.i64(VERSION)?,
+        }))
+    }
+
+    /// Links `id` if it is still live at `now`.
+    fn link_op(&self, id: &ImageId, now: Timestamp) -> Result<ImageWrite, StoreError> {
+        let mut e = Expr::new();
+        e.add_to(LINK_COUNT, 1).set(LAST_UPDATE, ms(now));
+        remove_expiry(&mut e);
+        // Exactly `ImageRecord::is_live`: ready, and linked or not past its expiry.
+        let condition = format!(
+            "{} AND ({} OR {} OR {})",
+            e.eq(STATE, s(READY)),
+            e.cmp(LINK_COUNT, ">", n(0)),
+            e.not_exists(EXPIRES_AT),
+            e.cmp(EXPIRES_AT, ">", ms(now)),
+        );
+        self.image_write(id, e, condition)
+    }
+
+    /// Unlinks `id` if its link count is still `seen`.
+    fn unlink_op(
+        &self,
+        id: &ImageId,
+        seen: u32,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<ImageWrite, StoreError> {
+        let (e, condition) = unlink_expr(id, seen, now, orphan_ttl);
+        self.image_write(id, e, condition)
+    }
+
+    /// A conditional update of image `id` inside a transaction.
+    fn image_write(
+        &self,
+        id: &ImageId,
+        e: Expr,
+        condition: String,
+    ) -> Result<ImageWrite, StoreError> {
+        let parts = e.finish();
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(image_key(id)))
+            .set_update_expression(parts.update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .build()
+            .map_err(|e| build_error("a transaction update", e))?;
+        Ok(ImageWrite {
+            id: id.clone(),
+            op: TransactWriteItem::builder().update(update).build(),
+        })
+    }
+
+    /// Writes the offer's new list (or deletes the offer), if it is still as read.
+    fn offer_op(
+        &self,
+        offer: &OfferId,
+        photos: Option<&[ImageId]>,
+        read: Option<&StoredOffer>,
+        now: Timestamp,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut e = Expr::new();
+        let condition = match read {
+            Some(r) => e.eq(VERSION, n(r.version)),
+            None => e.not_exists(PK),
+        };
+        let parts = e.finish();
+        let op = match photos {
+            Some(photos) => {
+                let mut item = offer_key(offer);
+                item.insert(
+                    PHOTOS.to_owned(),
+                    AttributeValue::L(photos.iter().map(|id| s(id.as_str())).collect()),
+                );
+                let version = read.map_or(1, |r| r.version.saturating_add(1));
+                item.insert(VERSION.to_owned(), n(version));
+                item.insert(UPDATED_AT.to_owned(), ms(now));
+                let put = Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(item))
+                    .condition_expression(condition)
+                    .set_expression_attribute_names(parts.names)
+                    .set_expression_attribute_values(parts.values)
+                    .build()
+                    .map_err(|e| build_error("an offer put", e))?;
+                TransactWriteItem::builder().put(put).build()
+            }
+            None => {
+                let delete = Delete::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(offer_key(offer)))
+                    .condition_expression(condition)
+                    .set_expression_attribute_names(parts.names)
+                    .set_expression_attribute_values(parts.values)
+                    .build()
+                    .map_err(|e| build_error("an offer delete", e))?;
+                TransactWriteItem::builder().delete(delete).build()
+            }
+        };
+        Ok(op)
+    }
+
+    /// Runs one transaction: `Ok(true)` if it committed, `Ok(false)` if a condition failed or
+    /// another transaction got in the way (the caller re-reads and retries).
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        let e = match sent {
+            Ok(_) => return Ok(true),
+            Err(e) => e,
+        };
+        if error_code(&e) == Some("TransactionConflictException") {
+            return Ok(false);
+        }
+        let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+            e.as_service_error()
+        else {
+            return Err(sdk_error("writing offer links", e));
+        };
+        let reasons: Vec<&str> = cancelled
+            .cancellation_reasons()
+            .iter()
+            .filter_map(|r| r.code())
+            .filter(|c| *c != "None")
+            .collect();
+        if reasons
+            .iter()
+            .all(|c| matches!(*c, "ConditionalCheckFailed" | "TransactionConflict"))
+        {
+            return Ok(false);
+        }
+        let message = format!(
+            "dynamodb: writing offer links: cancelled ({})",
+            reasons.join(", ")
+        );
+        if reasons.iter().any(|c| {
+            matches!(
+                *c,
+                "ThrottlingError" | "ProvisionedThroughputExceeded" | "RequestLimitExceeded"
+            )
+        }) {
+            Err(StoreError::unavailable(message, e))
+        } else {
+            Err(StoreError::backend(message, e))
+        }
+    }
+
+    /// One link fewer on `id`, on its own (reads the count, writes conditionally on it).
+    async fn unlink_one(
+        &self,
+        id: &ImageId,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<(), StoreError> {
+        for attempt in 0..UNLINK_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt - 1).await;
+            }
+            let Some(record) = self.get_image(id).await? else {
+                return Ok(());
+            };
+            if record.link_count == 0 {
+                return Ok(());
+            }
+            let (e, condition) = unlink_expr(id, record.link_count, now, orphan_ttl);
+            let parts = e.finish();
+            let updated = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(image_key(id)))
+                .set_update_expression(parts.update)
+                .condition_expression(condition)
+                .set_expression_attribute_names(parts.names)
+                .set_expression_attribute_values(parts.values)
+                .send()
+                .await;
+            match updated {
+                Ok(_) => return Ok(()),
+                Err(e) if is_condition_failed(&e) => {}
+                Err(e) => return Err(sdk_error(&format!("unlinking image {id}"), e)),
+            }
+        }
+        Err(StoreError::Conflict(format!(
+            "image {id}: its link count kept changing while unlinking it"
+        )))
+    }
+
+    /// Undoes links made by a change that then lost; failures leave the counts too high
+    /// (the images never expire), which is logged.
+    async fn undo_links(&self, ids: &[ImageId], now: Timestamp, orphan_ttl: Duration) {
+        for id in ids {
+            if let Err(e) = self.unlink_one(id, now, orphan_ttl).await {
+                tracing::error!(image = %id, error = %e,
+                    "could not undo a link of a failed offer change; the image will not expire");
+            }
+        }
+    }
+
+    /// Writes one change (see the module docs); `Ok(false)` if it lost a race and wrote
+    /// nothing that was not undone.
+    async fn apply_change(
+        &self,
+        offer_op: TransactWriteItem,
+        links: Vec<ImageWrite>,
+        mut unlinks: Vec<ImageWrite>,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        if 1 + links.len() + unlinks.len() <= MAX_TX_ITEMS {
+            let items = std::iter::once(offer_op)
+                .chain(links.into_iter().map(|w| w.op))
+                .chain(unlinks.into_iter().map(|w| w.op))
+                .collect();
+            return self.transact(items).await;
+        }
+
+        // 1. Links that do not fit in the offer's transaction, first.
+        let mut links = links;
+        let in_main = links.len().min(MAX_TX_ITEMS - 1);
+        let main_links = links.split_off(links.len() - in_main);
+        let mut linked: Vec<ImageId> = Vec::new();
+        while !links.is_empty() {
+            let rest = links.split_off(links.len().min(MAX_TX_ITEMS));
+            let chunk = std::mem::replace(&mut links, rest);
+            let ids: Vec<ImageId> = chunk.iter().map(|w| w.id.clone()).collect();
+            match self
+                .transact(chunk.into_iter().map(|w| w.op).collect())
+                .await
+            {
+                Ok(true) => linked.extend(ids),
+                Ok(false) => {
+                    self.undo_links(&linked, now, orphan_ttl).await;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.undo_links(&linked, now, orphan_ttl).await;
+                    return Err(e);
+                }
+            }
+        }
+
+        // 2. The offer with the rest of the links and the first unlinks.
+        let room = MAX_TX_ITEMS - 1 - main_links.len();
+        let late_unlinks = unlinks.split_off(unlinks.len().min(room));
+        let items = std::iter::once(offer_op)
+            .chain(main_links.into_iter().map(|w| w.op))
+            .chain(unlinks.into_iter().map(|w| w.op))
+            .collect();
+        match self.transact(items).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.undo_links(&linked, now, orphan_ttl).await;
+                return Ok(false);
+            }
+            Err(e) => {
+                self.undo_links(&linked, now, orphan_ttl).await;
+                return Err(e);
+            }
+        }
+
+        // 3. The change is made; the remaining unlinks follow. A crash here leaves these
+        // images' counts one too high (they never expire).
+        let mut late_unlinks = late_unlinks;
+        while !late_unlinks.is_empty() {
+            let rest = late_unlinks.split_off(late_unlinks.len().min(MAX_TX_ITEMS));
+            let chunk = std::mem::replace(&mut late_unlinks, rest);
+            let ids: Vec<ImageId> = chunk.iter().map(|w| w.id.clone()).collect();
+            if !matches!(
+                self.transact(chunk.into_iter().map(|w| w.op).collect())
+                    .await,
+                Ok(true)
+            ) {
+                // Nothing of this chunk was written: unlink its images one by one.
+                for id in &ids {
+                    if let Err(e) = self.unlink_one(id, now, orphan_ttl).await {
+                        tracing::error!(image = %id, error = %e,
+                            "could not unlink an image dropped from an offer; it will not expire");
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sets the offer's photos (`Some`) or deletes it (`None`); returns whether it existed.
+    async fn change_offer(
+        &self,
+        offer: &OfferId,
+        photos: Option<&[ImageId]>,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, LinkError> {
+        for attempt in 0..CHANGE_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt - 1).await;
+            }
+            let read = self.read_offer(offer).await?;
+            if photos.is_none() && read.is_none() {
+                return Ok(false);
+            }
+            let old: &[ImageId] = read.as_ref().map_or(&[], |r| r.photos.as_slice());
+            let wanted: &[ImageId] = photos.unwrap_or(&[]);
+            let old_set: HashSet<&ImageId> = old.iter().collect();
+            let new_set: HashSet<&ImageId> = wanted.iter().collect();
+            let added: Vec<&ImageId> = wanted.iter().filter(|id| !old_set.contains(id)).collect();
+            let dropped: Vec<&ImageId> = old.iter().filter(|id| !new_set.contains(id)).collect();
+            let touched: Vec<ImageId> = added
+                .iter()
+                .chain(dropped.iter())
+                .map(|id| (*id).clone())
+                .collect();
+            let records = self.get_images(&touched).await?;
+            // Images this offer already links are live (a linked image never expires).
+            if let Some(unknown) = added
+                .iter()
+                .find(|id| !records.get(**id).is_some_and(|r| r.is_live(now)))
+            {
+                return Err(LinkError::UnknownImage((*unknown).clone()));
+            }
+            let links = added
+                .iter()
+                .map(|id| self.link_op(id, now))
+                .collect::<Result<Vec<_>, _>>()?;
+            // A dropped image without links (or without a record) has nothing to undo.
+            let unlinks = dropped
+                .iter()
+                .filter_map(|id| records.get(*id).filter(|r| r.link_count > 0))
+                .map(|r| self.unlink_op(&r.id, r.link_count, now, orphan_ttl))
+                .collect::<Result<Vec<_>, _>>()?;
+            let offer_op = self.offer_op(offer, photos, read.as_ref(), now)?;
+            if self
+                .apply_change(offer_op, links, unlinks, now, orphan_ttl)
+                .await?
+            {
+                return Ok(read.is_some());
+            }
+        }
+        Err(LinkError::Store(StoreError::Conflict(format!(
+            "offer {offer}: it or its images kept changing ({CHANGE_ATTEMPTS} attempts)"
+        ))))
+    }
+}
+
+#[async_trait]
+impl OfferLinks for DynamoStore {
+    async fn set_photos(
+        &self,
+        offer: &OfferId,
+        images: &[ImageId],
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<(), LinkError> {
+        // The port promises distinct ids; a repeated one is linked once, at its first position.
+        let mut seen = HashSet::with_capacity(images.len());
+        let wanted: Vec<ImageId> = images
+            .iter()
+            .filter(|id| seen.insert(*id))
+            .cloned()
+            .collect();
+        self.change_offer(offer, Some(&wanted), now, orphan_ttl)
+            .await
+            .map(drop)
+    }
+
+    async fn photos(&self, offer: &OfferId) -> Result<Option<Vec<ImageId>>, StoreError> {
+        Ok(self.read_offer(offer).await?.map(|r| r.photos))
+    }
+
+    async fn delete_offer(
+        &self,
+        offer: &OfferId,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        match self.change_offer(offer, None, now, orphan_ttl).await {
+            Ok(existed) => Ok(existed),
+            Err(LinkError::Store(e)) => Err(e),
+            // Deleting links nothing, so no image can be unknown.
+            Err(LinkError::UnknownImage(id)) => Err(StoreError::corrupt(format!(
+                "offer {offer}: deleting it reported unknown image {id}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The contract of `UploadRecords` and `Checkpoints`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{BASE, unique_name};
+use crate::domain::{ImageId, UploadId};
+use crate::ports::{Checkpoints, StoreError, UploadRecord, UploadRecords, UploadState};
+
+fn pending(id: &UploadId) -> UploadRecord {
+    UploadRecord {
+        id: id.clone(),
+        size: 12_000_000,
+        state: UploadState::Pending,
+        created_at: BASE,
+        expires_at: BASE.plus(Duration::from_secs(86_400)),
+    }
+}
+
+pub async fn an_upload_is_created_once_read_back_and_finished(records: Arc<dyn UploadRecords>) {
+    let id = UploadId::random();
+    assert_eq!(records.get_upload(&id).await.unwrap(), None);
+    records.create_upload(&pending(&id)).await.unwrap();
+    assert!(matches!(
+        records.create_upload(&pending(&id)).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(records.get_upload(&id).await.unwrap(), Some(pending(&id)));
+
+    let done = UploadState::Done {
+        image_id: ImageId::of_bytes(b"photo"),
+        deduplicated: true,
+    };
+    records.finish_upload(&id, &done).await.unwrap();
+    records.finish_upload(&id, &done).await.unwrap();
+    let got = records.get_upload(&id).await.unwrap().unwrap();
+    assert_eq!(got.state, done);
+    assert_eq!(got.size, 12_000_000);
+
+    let failed = UploadState::Failed {
+        kind: "corrupt_image".into(),
+        message: "truncated".into(),
+    };
+    let other = UploadId::random();
+    records.create_upload(&pending(&other)).await.unwrap();
+    records.finish_upload(&other, &failed).await.unwrap();
+    assert_eq!(
+        records.get_upload(&other).await.unwrap().unwrap().state,
+        failed
+    );
+}
+
+pub async fn finishing_an_unknown_upload_is_not_found(records: Arc<dyn UploadRecords>) {
+    let r = records
+        .finish_upload(&UploadId::random(), &UploadState::Pending)
+        .await;
+    assert!(matches!(r, Err(StoreError::NotFound(_))), "{r:?}");
+}
+
+pub async fn checkpoints_are_saved_and_overwritten(checkpoints: Arc<dyn Checkpoints>) {
+    let name = unique_name("sweep");
+    assert_eq!(checkpoints.load_checkpoint(&name).await.unwrap(), None);
+    checkpoints.save_checkpoint(&name, "3f").await.unwrap();
+    assert_eq!(
+        checkpoints.load_checkpoint(&name).await.unwrap().as_deref(),
+        Some("3f")
+    );
+    checkpoints.save_checkpoint(&name, "40").await.unwrap();
+    assert_eq!(
+        checkpoints.load_checkpoint(&name).await.unwrap().as_deref(),
+        Some("40")
+    );
+}
+
+/// Runs every check.
+pub async fn contract(records: Arc<dyn UploadRecords>, checkpoints: Arc<dyn Checkpoints>) {
+    an_upload_is_created_once_read_back_and_finished(Arc::clone(&records)).await;
+    finishing_an_unknown_upload_is_not_found(records).await;
+    checkpoints_are_saved_and_overwritten(checkpoints).await;
+}

@@ -1,0 +1,140 @@
+//! Presigned uploads on the local runner: the URL points at the runner itself.
+
+use crate::support::{TestApp, fixture};
+
+/// A 12 MB JPEG (noise does not compress), larger than API Gateway's 6 MB request limit.
+fn twelve_megabyte_jpeg() -> Vec<u8> {
+    let (w, h) = (3000u32, 2100u32);
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let pixels: Vec<u8> = (0..w * h * 3)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 24) as u8
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 92);
+    encoder
+        .encode(&pixels, w, h, image::ExtendedColorType::Rgb8)
+        .unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_12_mb_photo_goes_through_the_presigned_path() {
+    let app = TestApp::start().await;
+    let photo = twelve_megabyte_jpeg();
+    assert!(photo.len() > 12_000_000, "{} bytes", photo.len());
+
+    let ticket = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": photo.len()}))
+        .await;
+    assert_eq!(ticket.status, 201, "{}", ticket.json);
+    assert_eq!(ticket.json["method"], "PUT");
+    let upload_id = ticket.json["upload_id"].as_str().unwrap().to_owned();
+    let url = ticket.json["upload_url"].as_str().unwrap();
+    assert!(url.starts_with(&app.base));
+
+    let pending = app.get(&format!("/v1/uploads/{upload_id}")).await;
+    assert_eq!(pending.json["state"], "pending");
+
+    let put = app
+        .client
+        .put(url)
+        .body(photo.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 200);
+
+    let done = app.get(&format!("/v1/uploads/{upload_id}")).await;
+    assert_eq!(done.status, 200, "{}", done.json);
+    assert_eq!(done.json["state"], "done", "{}", done.json);
+    let image = &done.json["image"];
+    assert_eq!(
+        image["image_id"],
+        imgest_shared::domain::ImageId::of_bytes(&photo).to_string()
+    );
+    assert_eq!(
+        (image["width"].as_u64(), image["height"].as_u64()),
+        (Some(3000), Some(2100))
+    );
+    assert_eq!(image["variants"]["large"]["width"], 1280);
+    // The body is not kept twice: only the image's own files remain.
+    assert!(
+        app.files().iter().all(|f| !f.starts_with("incoming/")),
+        "{:?}",
+        app.files()
+    );
+
+    // The same bytes through the direct path are a dedup hit.
+    let again = app.upload(&photo).await;
+    assert_eq!(
+        (again.status, again.json["deduplicated"].as_bool()),
+        (200, Some(true))
+    );
+}
+
+#[tokio::test]
+async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
+    let app = TestApp::start_with(&[("IMGEST_MAX_BODY", "1MB")]).await;
+    let too_big = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": 2_000_000}))
+        .await;
+    assert_eq!((too_big.status, too_big.kind()), (413, "too_large"));
+    let empty = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": 0}))
+        .await;
+    assert_eq!((empty.status, empty.kind()), (400, "empty_body"));
+    let junk = app
+        .post_json("/v1/uploads", &serde_json::json!({"bytes": 5}))
+        .await;
+    assert_eq!((junk.status, junk.kind()), (400, "invalid_body"));
+    let unknown = app
+        .get("/v1/uploads/0123456789abcdef0123456789abcdef")
+        .await;
+    assert_eq!((unknown.status, unknown.kind()), (404, "upload_not_found"));
+    let bad = app.get("/v1/uploads/xyz").await;
+    assert_eq!((bad.status, bad.kind()), (400, "invalid_upload_id"));
+
+    let photo = fixture("photo.jpg");
+    let ticket = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": photo.len() + 1}))
+        .await;
+    let url = ticket.json["upload_url"].as_str().unwrap().to_owned();
+    let put = app
+        .client
+        .put(&url)
+        .body(photo.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        put.status().as_u16(),
+        400,
+        "a body of another size is refused"
+    );
+
+    let text = b"not an image".to_vec();
+    let ticket = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": text.len()}))
+        .await;
+    let id = ticket.json["upload_id"].as_str().unwrap().to_owned();
+    let url = ticket.json["upload_url"].as_str().unwrap().to_owned();
+    let put = app
+        .client
+        .put(&url)
+        .body(text.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 200);
+    let failed = app.get(&format!("/v1/uploads/{id}")).await;
+    assert_eq!(failed.json["state"], "failed");
+    assert_eq!(failed.json["error"]["kind"], "unsupported_format");
+    let again = app.client.put(&url).body(text).send().await.unwrap();
+    assert_eq!(again.status().as_u16(), 409, "an upload URL is used once");
+    assert!(app.files().is_empty(), "{:?}", app.files());
+}
