@@ -1,6 +1,31 @@
 #!/usr/bin/env bash
-# The whole test suite: unit tests, the port contract suites on the embedded adapters, and the
-# end-to-end tests (the runner on a real socket, real SQLite, a real directory).
+# The whole test suite: unit tests, the port contract suites on the embedded adapters and on the
+# AWS adapters (against moto, a local AWS emulator), and the end-to-end tests (the runner on a
+# real socket, real SQLite, a real directory).
+#
+# Needs cargo, python3 (with venv) and curl; the first run installs moto into a venv under
+# ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh). Arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Whatever happens next (a failed test, a failed start, Ctrl-C), stop the emulator this script
+# started: an EXIT trap runs on every way out, and turning INT/TERM into exits makes it run on
+# those too.
+trap 'moto_stop 2>/dev/null || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Start moto on a free port; this exports AWS_ENDPOINT_URL (and MOTO_PID for moto_stop).
+source infra/moto.sh
+
+# The AWS SDK reads these: fixed fake credentials and a region (moto accepts any), and no
+# profile or session token of the developer's leaking into the tests.
+unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN
+export AWS_ACCESS_KEY_ID=test
+export AWS_SECRET_ACCESS_KEY=test
+export AWS_REGION=us-east-1
+export AWS_EC2_METADATA_DISABLED=true
+# The AWS tests must run here: a test that finds no emulator fails instead of skipping.
+export IMGEST_TEST_AWS=1
+
 cargo test --workspace --all-targets "$@"

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use crate::adapters::fs::FsBlobStore;
 use crate::adapters::local_upload_urls::LocalUploadUrls;
 use crate::adapters::sqlite::SqliteStore;
+use crate::adapters::{DynamoStore, S3BlobStore};
 use crate::flows::{Policy, Ports, Service};
 use crate::pipeline::{Pipeline, PipelineConfig, PipelineError, Watermark};
 use crate::ports::{Clock, StoreError};
-use crate::settings::Settings;
+use crate::settings::{BackendSettings, Settings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -40,6 +41,12 @@ pub enum Backend {
         data_dir: PathBuf,
         public_url: String,
     },
+    /// S3 for files and presigned uploads, one DynamoDB table for records.
+    Aws {
+        bucket: String,
+        table: String,
+        force_path_style: bool,
+    },
 }
 
 impl Backend {
@@ -56,8 +63,72 @@ impl Backend {
                 data_dir,
                 public_url,
             } => embedded_ports(data_dir, public_url, clock).await,
+            Self::Aws {
+                bucket,
+                table,
+                force_path_style,
+            } => Ok(aws_ports(bucket, table, *force_path_style, clock).await),
         }
     }
+}
+
+impl Backend {
+    /// The backend the settings name; `public_url` is where the local runner is reached.
+    pub fn from_settings(settings: &Settings, public_url: &str) -> Self {
+        match &settings.backend {
+            BackendSettings::Embedded => Self::embedded(&settings.data_dir, public_url),
+            BackendSettings::Aws {
+                bucket,
+                table,
+                force_path_style,
+            } => Self::Aws {
+                bucket: bucket.clone(),
+                table: table.clone(),
+                force_path_style: *force_path_style,
+            },
+        }
+    }
+}
+
+/// The AWS clients, configured from the standard AWS environment (region, credentials,
+/// `AWS_ENDPOINT_URL` for emulators).
+async fn aws_ports(
+    bucket: &str,
+    table: &str,
+    force_path_style: bool,
+    clock: Arc<dyn Clock>,
+) -> Ports {
+    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let s3_config = aws_sdk_s3::config::Builder::from(&config)
+        .force_path_style(force_path_style)
+        .build();
+    let blobs = Arc::new(S3BlobStore::new(
+        aws_sdk_s3::Client::from_conf(s3_config),
+        bucket,
+    ));
+    let records = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&config),
+        table,
+    ));
+    Ports {
+        blobs: blobs.clone(),
+        images: records.clone(),
+        offers: records.clone(),
+        uploads: records.clone(),
+        upload_urls: blobs,
+        checkpoints: records,
+        clock,
+    }
+}
+
+/// What every Lambda function starts with: settings from the environment and the service on
+/// the backend they name (AWS in production), with the system clock.
+pub async fn service_from_env()
+-> Result<(Settings, Service), Box<dyn std::error::Error + Send + Sync>> {
+    let settings = Settings::from_env()?;
+    let backend = Backend::from_settings(&settings, &settings.public_base_url());
+    let service = service(&settings, &backend, Arc::new(crate::ports::SystemClock)).await?;
+    Ok((settings, service))
 }
 
 /// The SQLite file inside a data directory.

@@ -7,9 +7,11 @@
 //! - [`pipeline`]: bytes in, variants out: format sniffing, limits, EXIF orientation, resizing,
 //!   watermarking, JPEG encoding.
 //! - [`flows`]: upload with dedup, offer linking, GC and the honest sweeper, over the ports.
+//! - [`handlers`]: the Lambda handlers (SQS batches, stream records, schedules) over the flows.
 //! - [`api`]: the HTTP API (an axum router shared by the local runner and the Lambda function).
 //! - [`adapters`]: the ports on embedded storage (SQLite, a directory).
 //! - [`settings`]: typed configuration parsed once from the environment.
+//! - [`telemetry`]: JSON-lines logs.
 //! - [`app`]: builds the ports for a backend and the service over them.
 //! - `testing` (feature `testing`): the contract suite each adapter of a port must pass.
 
@@ -19,8 +21,10 @@ pub mod app;
 pub mod domain;
 pub mod feed;
 pub mod flows;
+pub mod handlers;
 pub mod pipeline;
 pub mod ports;
 pub mod settings;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -27,8 +27,27 @@ pub struct WatermarkSettings {
     pub variants: Vec<VariantName>,
 }
 
+/// Where records and files live (`IMGEST_BACKEND`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendSettings {
+    /// SQLite and a directory under `IMGEST_DATA_DIR` (the default).
+    Embedded,
+    /// S3 (`IMGEST_BUCKET`) and DynamoDB (`IMGEST_TABLE`); credentials, region and endpoint come
+    /// from the standard AWS variables.
+    Aws {
+        bucket: String,
+        table: String,
+        /// `IMGEST_S3_FORCE_PATH_STYLE`: path-style S3 URLs (emulators need them).
+        force_path_style: bool,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
+    /// `IMGEST_BACKEND`: `embedded` or `aws`.
+    pub backend: BackendSettings,
+    /// `IMGEST_SWEEP_SHARDS_PER_RUN`: shards one scheduled sweep covers (of 256).
+    pub sweep_shards_per_run: usize,
     /// `IMGEST_LISTEN`: the local runner's address.
     pub listen: SocketAddr,
     /// `IMGEST_DATA_DIR`: the embedded store's directory (SQLite file + blob directory).
@@ -213,7 +232,56 @@ impl Settings {
             }
         };
 
+        let backend = match parsed("IMGEST_BACKEND").unwrap_or("embedded") {
+            "embedded" => BackendSettings::Embedded,
+            "aws" => {
+                let required = |var: &'static str| {
+                    parsed(var)
+                        .map(str::to_owned)
+                        .ok_or_else(|| bad(var, "", "required when IMGEST_BACKEND=aws".into()))
+                };
+                let force_path_style = match parsed("IMGEST_S3_FORCE_PATH_STYLE") {
+                    None | Some("false") | Some("0") => false,
+                    Some("true") | Some("1") => true,
+                    Some(v) => {
+                        return Err(bad(
+                            "IMGEST_S3_FORCE_PATH_STYLE",
+                            v,
+                            "expected true or false".into(),
+                        ));
+                    }
+                };
+                BackendSettings::Aws {
+                    bucket: required("IMGEST_BUCKET")?,
+                    table: required("IMGEST_TABLE")?,
+                    force_path_style,
+                }
+            }
+            other => {
+                return Err(bad(
+                    "IMGEST_BACKEND",
+                    other,
+                    "expected embedded or aws".into(),
+                ));
+            }
+        };
+        let sweep_shards_per_run = match parsed("IMGEST_SWEEP_SHARDS_PER_RUN") {
+            None => 32,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if (1..=256).contains(&n) => n,
+                _ => {
+                    return Err(bad(
+                        "IMGEST_SWEEP_SHARDS_PER_RUN",
+                        v,
+                        "expected 1 to 256".into(),
+                    ));
+                }
+            },
+        };
+
         Ok(Self {
+            backend,
+            sweep_shards_per_run,
             listen,
             data_dir: PathBuf::from(parsed("IMGEST_DATA_DIR").unwrap_or("./imgest-data")),
             public_url: parsed("IMGEST_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_owned()),
@@ -337,6 +405,30 @@ mod tests {
             assert_eq!(err.var, var);
             assert!(err.to_string().starts_with(var), "{err}");
         }
+    }
+
+    #[test]
+    fn the_aws_backend_needs_a_bucket_and_a_table() {
+        let err = with(&[("IMGEST_BACKEND", "aws"), ("IMGEST_TABLE", "t")]).unwrap_err();
+        assert_eq!(err.var, "IMGEST_BUCKET");
+        let s = with(&[
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", "b"),
+            ("IMGEST_TABLE", "t"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.backend,
+            BackendSettings::Aws {
+                bucket: "b".into(),
+                table: "t".into(),
+                force_path_style: false
+            }
+        );
+        assert_eq!(
+            with(&[("IMGEST_BACKEND", "gcp")]).unwrap_err().var,
+            "IMGEST_BACKEND"
+        );
     }
 
     #[test]

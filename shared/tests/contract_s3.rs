@@ -15,10 +15,16 @@ use imgest_shared::ports::{BlobStore, StoreError, UploadUrls};
 use imgest_shared::testing::{self, aws};
 
 /// An S3 client for the emulator (path-style addressing: no per-bucket host names there).
+///
+/// More attempts than the SDK's default 3: moto's S3 is not atomic under concurrent writes of
+/// one key (a GET racing an overwrite can fail with a 500, "I/O operation on closed file"),
+/// which the concurrency check provokes on purpose; the adapter reports a 500 as retryable and
+/// the SDK retries it, as it would on S3 itself.
 async fn s3_client(test: &str) -> Option<aws_sdk_s3::Client> {
     let config = aws::sdk_config(test).await?;
     let s3 = aws_sdk_s3::config::Builder::from(&config)
         .force_path_style(true)
+        .retry_config(aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(10))
         .build();
     Some(aws_sdk_s3::Client::from_conf(s3))
 }

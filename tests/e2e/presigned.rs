@@ -1,5 +1,7 @@
 //! Presigned uploads on the local runner: the URL points at the runner itself.
 
+#![allow(clippy::unwrap_used)]
+
 use crate::support::{TestApp, fixture};
 
 /// A 12 MB JPEG (noise does not compress), larger than API Gateway's 6 MB request limit.

@@ -13,15 +13,7 @@ use imgest_shared::settings::Settings;
 use tracing::{error, info};
 
 fn init_logs(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("IMGEST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // JSON lines on stderr: one object per event, with the span's fields (request ids).
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_current_span(true)
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    imgest_shared::telemetry::init(default);
 }
 
 async fn embedded_service(settings: &Settings, public_url: &str) -> Result<Service> {

@@ -387,6 +387,32 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_refused_connection_is_retryable_and_keeps_the_sdk_error() {
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("eu-west-1"))
+            .credentials_provider(Credentials::new(
+                "AKIDEXAMPLE",
+                "secret",
+                None,
+                None,
+                "test",
+            ))
+            // Nothing listens on the discard port; the SDK's own retries are off.
+            .endpoint_url("http://127.0.0.1:9")
+            .force_path_style(true)
+            .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+            .build();
+        let store = S3BlobStore::new(aws_sdk_s3::Client::from_conf(config), "b");
+        let err = store
+            .get(&BlobKey::parse("a/b").unwrap())
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable(), "{err:?}");
+        assert!(StdError::source(&err).is_some());
+    }
+
     #[test]
     fn throttling_and_server_codes_are_retryable() {
         assert!(is_retryable_code("SlowDown"));

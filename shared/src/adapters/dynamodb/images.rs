@@ -96,7 +96,7 @@ fn fresh_generation(old: &Generation) -> Generation {
 }
 
 /// An image item as an [`ImageRecord`]; a malformed item is a backend error.
-pub(super) fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
+pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
     let raw_id = id_of(item, KIND).unwrap_or_default();
     let what = format!("image item {raw_id:?}");
     let a = Attrs::new(item, &what);

@@ -36,6 +36,7 @@ use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
 
 use crate::ports::StoreError;
 
+pub use images::record_from_item as image_record_from_item;
 pub use schema::{GC_INDEX, create_table};
 
 /// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords` and `Checkpoints` on one DynamoDB

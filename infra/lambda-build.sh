@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Builds the Lambda functions for arm64 (runtime provided.al2023) with cargo-lambda, which
+# cross-compiles with zig as the linker: no Docker, no cross toolchain. Not part of CI (a cold
+# build of the workspace takes about 10 minutes on 2 cores).
+#
+# Usage:
+#   infra/lambda-build.sh                 # every function: target/lambda/<function>/bootstrap
+#   infra/lambda-build.sh -p imgest-api   # other `cargo lambda build` arguments replace the
+#                                         # function list (e.g. -p imgest to try the toolchain)
+#   infra/lambda-build.sh --sam [ARGS]    # `sam build ARGS` with the same tools on PATH
+#                                         # (SAM from infra/check-template.sh's venv); the
+#                                         # artifacts land in .aws-sam/build/
+#
+# Settings (environment):
+#   IMGEST_TOOLS_DIR  where tools are installed (default ~/.cache/imgest-tools); cargo-lambda
+#                     and zig go to the venv $IMGEST_TOOLS_DIR/lambda (about 15 s from PyPI)
+#   CARGO_TARGET_DIR  as for cargo (default: the workspace's target/). The build holds cargo's
+#                     lock on that directory: a separate one lets `cargo test` run meanwhile.
+#
+# Needs rustup (the aarch64-unknown-linux-gnu standard library is added if missing). Verified
+# with cargo-lambda 1.9.2 and zig 0.17.1: aws-lc-sys (rustls' crypto) and rusqlite's bundled
+# SQLite cross-compile; the binaries need glibc 2.30 at most (provided.al2023 has 2.34).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Pinned: cargo-lambda drives cargo-zigbuild, whose zig support moves with zig releases.
+CARGO_LAMBDA_VERSION="1.9.2"
+ZIGLANG_VERSION="0.17.1"
+
+# The functions in template.yaml: one package (and binary) each.
+FUNCTIONS=(imgest-api imgest-process imgest-gc imgest-sweep)
+
+tools="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}"
+venv="$tools/lambda"
+say() { echo "lambda-build: $*" >&2; }
+
+# The stamp is written last, so an interrupted install is redone from scratch.
+install_tools() {
+    local stamp="$venv/.installed-cargo-lambda-$CARGO_LAMBDA_VERSION-zig-$ZIGLANG_VERSION"
+    [ -f "$stamp" ] && return 0
+    say "installing cargo-lambda==$CARGO_LAMBDA_VERSION and ziglang==$ZIGLANG_VERSION into $venv"
+    local started=$SECONDS
+    python3 -m venv --clear "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIGLANG_VERSION"
+    touch "$stamp"
+    say "installed in $((SECONDS - started))s"
+}
+
+install_tools
+if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+    say "adding the rust target aarch64-unknown-linux-gnu"
+    rustup target add aarch64-unknown-linux-gnu
+fi
+# cargo-lambda is found as `cargo lambda`; zig as `python3 -m ziglang` (the venv's python3).
+export PATH="$venv/bin:$PATH"
+
+started=$SECONDS
+if [ "${1:-}" = "--sam" ]; then
+    shift
+    infra/check-template.sh --install-only
+    export SAM_CLI_TELEMETRY=0
+    "$tools/sam/bin/sam" build --template template.yaml "$@"
+    say "sam build done in $((SECONDS - started))s"
+    exit 0
+fi
+
+if [ $# -gt 0 ]; then
+    args=("$@")
+else
+    args=()
+    for f in "${FUNCTIONS[@]}"; do args+=(-p "$f"); done
+fi
+cargo lambda build --release --arm64 "${args[@]}"
+
+target_dir=$(cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+say "built in $((SECONDS - started))s:"
+for bootstrap in "$target_dir"/lambda/*/bootstrap; do
+    [ -f "$bootstrap" ] && ls -l "$bootstrap" >&2
+done

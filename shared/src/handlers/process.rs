@@ -1,0 +1,82 @@
+//! The `process` function: SQS messages whose bodies are S3 event notifications for
+//! `incoming/{upload_id}` objects (presigned uploads). Each upload is processed once; a
+//! redelivered notification finds the upload finished and does nothing.
+
+use aws_lambda_events::event::s3::S3Event;
+use aws_lambda_events::event::sqs::SqsEvent;
+
+use super::batch::{BatchResponse, ItemError, run_batch};
+use crate::domain::{BlobKey, UploadId};
+use crate::flows::Service;
+
+/// Handles one SQS batch; failures are reported per message id.
+pub async fn handle(service: &Service, event: SqsEvent) -> BatchResponse {
+    let items = event
+        .records
+        .into_iter()
+        .map(|m| {
+            (
+                m.message_id.clone().unwrap_or_default(),
+                m.body.unwrap_or_default(),
+            )
+        })
+        .collect();
+    run_batch(items, |body| async move {
+        for upload in uploads_in(&body)? {
+            service.process_incoming(&upload).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// The upload ids an S3 notification names. S3's `s3:TestEvent` (sent when notifications are
+/// configured) names none.
+pub fn uploads_in(body: &str) -> Result<Vec<UploadId>, ItemError> {
+    let value: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| ItemError::Unusable(format!("message body is not JSON: {e}")))?;
+    if value.get("Event").and_then(|e| e.as_str()) == Some("s3:TestEvent") {
+        return Ok(Vec::new());
+    }
+    let event: S3Event = serde_json::from_value(value)
+        .map_err(|e| ItemError::Unusable(format!("not an S3 notification: {e}")))?;
+    event
+        .records
+        .iter()
+        .map(|r| {
+            // S3 URL-encodes keys in notifications; incoming keys are plain hex, so anything
+            // that would need decoding is not ours.
+            let key = r.s3.object.key.as_deref().unwrap_or_default();
+            BlobKey::parse(key)
+                .and_then(|k| k.incoming_upload())
+                .ok_or_else(|| {
+                    ItemError::Unusable(format!("{key:?} is not an incoming upload key"))
+                })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notifications_name_their_uploads_and_test_events_name_none() {
+        let id = UploadId::random();
+        let body = serde_json::json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": "b"}, "object": {"key": format!("incoming/{id}"), "size": 5}}}]})
+        .to_string();
+        assert_eq!(uploads_in(&body).unwrap(), vec![id]);
+        assert!(
+            uploads_in(r#"{"Service":"Amazon S3","Event":"s3:TestEvent"}"#)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(matches!(
+            uploads_in("nonsense"),
+            Err(ItemError::Unusable(_))
+        ));
+        let foreign = r#"{"Records":[{"s3":{"bucket":{"name":"b"},"object":{"key":"ab/other"}}}]}"#;
+        assert!(matches!(uploads_in(foreign), Err(ItemError::Unusable(_))));
+    }
+}

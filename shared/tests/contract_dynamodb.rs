@@ -1,0 +1,453 @@
+//! The port contract suites against `DynamoStore` on a DynamoDB API (moto's server locally,
+//! started by `infra/test.sh`). Without `AWS_ENDPOINT_URL` every test here returns early
+//! (unless AWS tests are required: then `testing::aws::sdk_config` fails them).
+//!
+//! Each test gets a client and a fresh table of its own.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use imgest_shared::adapters::DynamoStore;
+use imgest_shared::adapters::dynamodb::create_table;
+use imgest_shared::domain::{ImageId, ImageRecord, SourceFormat, Timestamp, UploadId};
+use imgest_shared::ports::{
+    Checkpoints, Claim, ImageIndex, OfferLinks, ReadyImage, StoreError, UploadRecord,
+    UploadRecords, UploadState,
+};
+use imgest_shared::testing::{self, BASE, LinkPorts};
+
+const TTL: Duration = Duration::from_secs(3600);
+
+/// A store on a fresh table, or `None` when no emulator is configured.
+async fn store_and_client(test: &str) -> Option<(Arc<DynamoStore>, Client, String)> {
+    let config = testing::aws::sdk_config(test).await?;
+    let client = Client::new(&config);
+    let table = testing::aws::unique_name("imgest");
+    create_table(&client, &table).await.unwrap();
+    let store = Arc::new(DynamoStore::new(client.clone(), table.clone()));
+    Some((store, client, table))
+}
+
+async fn store(test: &str) -> Option<Arc<DynamoStore>> {
+    store_and_client(test).await.map(|(store, _, _)| store)
+}
+
+fn images_port(store: Arc<DynamoStore>) -> Arc<dyn ImageIndex> {
+    store
+}
+
+/// One `#[tokio::test]` per check of a suite (the suites' own macros cannot skip a test
+/// when no emulator is configured).
+macro_rules! dynamodb_checks {
+    ($module:ident, $suite:ident, $ports:expr; $($check:ident),+ $(,)?) => {
+        mod $module {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    let name = concat!(stringify!($module), "::", stringify!($check));
+                    let Some(store) = store(name).await else { return };
+                    testing::$suite::$check(($ports)(store)).await;
+                }
+            )+
+        }
+    };
+}
+
+dynamodb_checks!(image_index, image_index, images_port;
+    claim_new_then_in_progress_then_complete_then_existing,
+    claim_revives_an_expired_ready_record,
+    an_expired_claim_is_taken_over_under_a_new_generation,
+    abandon_removes_only_the_holders_claim,
+    complete_without_the_claim_is_a_conflict,
+    get_many_keeps_the_order_of_ids_and_skips_missing,
+    expired_lists_orphans_and_stale_claims_longest_expired_first,
+    delete_if_expired_deletes_only_what_is_still_expired,
+    concurrent_claims_of_a_new_id_make_exactly_one_new,
+);
+
+dynamodb_checks!(offer_links, offer_links, LinkPorts::of;
+    set_photos_keeps_the_order_and_replaces_the_list,
+    unknown_images_are_refused_and_nothing_changes,
+    link_counts_follow_every_offer,
+    linked_images_never_expire,
+    an_expired_image_is_linkable_once_revived,
+    delete_offer_is_idempotent,
+);
+
+/// The whole suites in a row on one shared table, twice (checks must not trip over each
+/// other's data; this also runs any check added to a suite after the lists above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_suite_on_one_shared_table() {
+    let Some(store) = store("every_suite_on_one_shared_table").await else {
+        return;
+    };
+    for _ in 0..2 {
+        testing::image_index::contract(store.clone()).await;
+        testing::offer_links::contract(LinkPorts::of(store.clone())).await;
+    }
+}
+
+fn ready() -> ReadyImage {
+    ReadyImage {
+        format: SourceFormat::Png,
+        width: 10,
+        height: 20,
+        original_bytes: 30,
+        variants: Vec::new(),
+    }
+}
+
+async fn ready_image(store: &DynamoStore, now: Timestamp) -> ImageRecord {
+    let id = testing::random_image_id();
+    let Claim::New { generation } = store.claim(&id, now, TTL, TTL).await.unwrap() else {
+        panic!("a fresh id is new");
+    };
+    store
+        .complete(&id, &generation, ready(), now, TTL)
+        .await
+        .unwrap()
+}
+
+/// The raw image item.
+async fn raw_image(
+    client: &Client,
+    table: &str,
+    id: &ImageId,
+) -> std::collections::HashMap<String, AttributeValue> {
+    client
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(format!("image#{id}")))
+        .key("sk", AttributeValue::S("image".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the image item exists")
+}
+
+fn number(item: &std::collections::HashMap<String, AttributeValue>, attr: &str) -> Option<i64> {
+    item.get(attr)
+        .map(|v| v.as_n().expect("a number").parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
+    let Some((store, client, table)) =
+        store_and_client("ttl_and_gc_attributes_are_set_only_while_an_image_may_expire").await
+    else {
+        return;
+    };
+    // A claim: deleted by TTL a day after the claim expires, listed for GC at its expiry.
+    let id = testing::random_image_id();
+    let now = Timestamp::from_millis(1_700_000_000_500);
+    let Claim::New { generation } = store.claim(&id, now, TTL, TTL).await.unwrap() else {
+        panic!("new");
+    };
+    let item = raw_image(&client, &table, &id).await;
+    let claim_expiry = now.plus(TTL).as_millis();
+    assert_eq!(number(&item, "claim_expires_at"), Some(claim_expiry));
+    assert_eq!(number(&item, "gc_at"), Some(claim_expiry));
+    assert_eq!(
+        number(&item, "ttl"),
+        Some((claim_expiry + 999) / 1000 + 86_400)
+    );
+    let bucket = format!("gc#{}", &id.as_str()[..1]);
+    assert_eq!(item.get("gc_bucket").unwrap().as_s().unwrap(), &bucket);
+    assert_eq!(item.get("state").unwrap().as_s().unwrap(), "processing");
+
+    // Completed: an orphan, expiring (TTL in whole seconds, rounded up) and a GC candidate.
+    let record = store
+        .complete(&id, &generation, ready(), now, TTL)
+        .await
+        .unwrap();
+    let expires = record.expires_at.unwrap().as_millis();
+    let item = raw_image(&client, &table, &id).await;
+    assert_eq!(number(&item, "expires_at"), Some(expires));
+    assert_eq!(number(&item, "ttl"), Some(expires / 1000 + 1));
+    assert_eq!(number(&item, "gc_at"), Some(expires));
+    assert!(!item.contains_key("claim_expires_at"));
+    assert_eq!(item.get("variants").unwrap().as_s().unwrap(), "[]");
+
+    // Linked: no expiry, no TTL (the TTL deleter must never remove it), not in the GC index.
+    let offer = testing::random_offer_id();
+    store
+        .set_photos(&offer, std::slice::from_ref(&id), now, TTL)
+        .await
+        .unwrap();
+    let item = raw_image(&client, &table, &id).await;
+    for attr in ["expires_at", "ttl", "gc_bucket", "gc_at"] {
+        assert!(!item.contains_key(attr), "a linked image has no {attr}");
+    }
+    assert_eq!(number(&item, "link_count"), Some(1));
+    // A re-upload of a linked image keeps it that way.
+    store.claim(&id, now, TTL, TTL).await.unwrap();
+    assert!(!raw_image(&client, &table, &id).await.contains_key("ttl"));
+
+    // Unlinked again: back to an orphan.
+    let later = now.plus(Duration::from_secs(60));
+    assert!(store.delete_offer(&offer, later, TTL).await.unwrap());
+    let item = raw_image(&client, &table, &id).await;
+    let expires = later.plus(TTL).as_millis();
+    assert_eq!(number(&item, "ttl"), Some((expires + 999) / 1000));
+    assert_eq!(number(&item, "gc_at"), Some(expires));
+
+    // The offer item keeps its ordered list and a version.
+    let a = ready_image(&store, now).await.id;
+    store
+        .set_photos(&offer, &[a.clone(), id.clone()], later, TTL)
+        .await
+        .unwrap();
+    let item = client
+        .get_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(format!("offer#{offer}")))
+        .key("sk", AttributeValue::S("offer".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let photos: Vec<&str> = item["photos"]
+        .as_l()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_s().unwrap().as_str())
+        .collect();
+    assert_eq!(photos, [a.as_str(), id.as_str()]);
+    assert_eq!(number(&item, "version"), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_larger_than_one_transaction_keep_counts_right() {
+    let Some(store) = store("changes_larger_than_one_transaction_keep_counts_right").await else {
+        return;
+    };
+    let now = BASE;
+    let mut first = Vec::new();
+    for _ in 0..230 {
+        first.push(ready_image(&store, now).await.id);
+    }
+    let offer = testing::random_offer_id();
+    // 230 new links: three transactions.
+    store.set_photos(&offer, &first, now, TTL).await.unwrap();
+    assert_eq!(store.photos(&offer).await.unwrap().unwrap(), first);
+    for r in store.get_many(&first).await.unwrap() {
+        assert_eq!((r.link_count, r.expires_at), (1, None), "{}", r.id);
+    }
+
+    // Keep 30, drop 200, add 120: links first, then the offer, then late unlinks.
+    let mut second: Vec<ImageId> = first[200..].to_vec();
+    for _ in 0..120 {
+        second.push(ready_image(&store, now).await.id);
+    }
+    let t1 = now.plus(Duration::from_secs(60));
+    store.set_photos(&offer, &second, t1, TTL).await.unwrap();
+    assert_eq!(store.photos(&offer).await.unwrap().unwrap(), second);
+    for r in store.get_many(&first[..200]).await.unwrap() {
+        assert_eq!(
+            (r.link_count, r.expires_at, r.last_update),
+            (0, Some(t1.plus(TTL)), t1),
+            "dropped {}",
+            r.id
+        );
+    }
+    for r in store.get_many(&second).await.unwrap() {
+        assert_eq!(
+            (r.link_count, r.expires_at),
+            (1, None),
+            "kept or added {}",
+            r.id
+        );
+    }
+
+    // A big change refused for one unknown image changes nothing.
+    let mut third = first[..150].to_vec();
+    third.push(testing::random_image_id());
+    let r = store.set_photos(&offer, &third, t1, TTL).await;
+    assert!(matches!(
+        r,
+        Err(imgest_shared::ports::LinkError::UnknownImage(_))
+    ));
+    assert_eq!(store.photos(&offer).await.unwrap().unwrap(), second);
+    for r in store.get_many(&first[..150]).await.unwrap() {
+        assert_eq!(r.link_count, 0);
+    }
+
+    let t2 = t1.plus(Duration::from_secs(60));
+    assert!(store.delete_offer(&offer, t2, TTL).await.unwrap());
+    for r in store.get_many(&second).await.unwrap() {
+        assert_eq!(
+            (r.link_count, r.expires_at),
+            (0, Some(t2.plus(TTL))),
+            "{}",
+            r.id
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_offer_changes_keep_link_counts_exact() {
+    let Some(store) = store("concurrent_offer_changes_keep_link_counts_exact").await else {
+        return;
+    };
+    let now = BASE;
+    let x = ready_image(&store, now).await.id;
+    let y = ready_image(&store, now).await.id;
+    let offers: Vec<_> = (0..6).map(|_| testing::random_offer_id()).collect();
+
+    // Many offers linking the same images at once: every link counted.
+    let tasks: Vec<_> = offers
+        .iter()
+        .map(|offer| {
+            let (store, offer, ids) = (store.clone(), offer.clone(), vec![x.clone(), y.clone()]);
+            tokio::spawn(async move { store.set_photos(&offer, &ids, now, TTL).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    for id in [&x, &y] {
+        let r = store.get(id).await.unwrap().unwrap();
+        assert_eq!((r.link_count, r.expires_at), (6, None));
+    }
+
+    // One offer rewritten by racing writers: whichever wins, counts match the final list.
+    let contested = offers[0].clone();
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let store = store.clone();
+            let offer = contested.clone();
+            let ids = if i % 2 == 0 {
+                vec![x.clone()]
+            } else {
+                vec![y.clone()]
+            };
+            tokio::spawn(async move { store.set_photos(&offer, &ids, now, TTL).await })
+        })
+        .collect();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) | Err(imgest_shared::ports::LinkError::Store(StoreError::Conflict(_))) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    let last = store.photos(&contested).await.unwrap().unwrap();
+    assert_eq!(last.len(), 1);
+    let count = |id: &ImageId| if last.contains(id) { 6 } else { 5 };
+    for id in [&x, &y] {
+        assert_eq!(store.get(id).await.unwrap().unwrap().link_count, count(id));
+    }
+
+    // All deleted at once: nothing links them any more.
+    let later = now.plus(Duration::from_secs(60));
+    let tasks: Vec<_> = offers
+        .iter()
+        .map(|offer| {
+            let (store, offer) = (store.clone(), offer.clone());
+            tokio::spawn(async move { store.delete_offer(&offer, later, TTL).await })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap());
+    }
+    for id in [&x, &y] {
+        let r = store.get(id).await.unwrap().unwrap();
+        assert_eq!((r.link_count, r.expires_at), (0, Some(later.plus(TTL))));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_created_once_and_finished_idempotently() {
+    let Some(store) = store("uploads_are_created_once_and_finished_idempotently").await else {
+        return;
+    };
+    let record = UploadRecord {
+        id: UploadId::random(),
+        size: 1234,
+        state: UploadState::Pending,
+        created_at: BASE,
+        expires_at: BASE.plus(TTL),
+    };
+    assert_eq!(store.get_upload(&record.id).await.unwrap(), None);
+    store.create_upload(&record).await.unwrap();
+    assert_eq!(
+        store.get_upload(&record.id).await.unwrap().as_ref(),
+        Some(&record)
+    );
+    assert!(matches!(
+        store.create_upload(&record).await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    let done = UploadState::Done {
+        image_id: testing::random_image_id(),
+        deduplicated: true,
+    };
+    store.finish_upload(&record.id, &done).await.unwrap();
+    store.finish_upload(&record.id, &done).await.unwrap();
+    let got = store.get_upload(&record.id).await.unwrap().unwrap();
+    assert_eq!(got.state, done);
+    assert_eq!(
+        (got.size, got.created_at, got.expires_at),
+        (1234, BASE, BASE.plus(TTL))
+    );
+
+    let failed = UploadState::Failed {
+        kind: "unsupported_format".into(),
+        message: "not a photo".into(),
+    };
+    store.finish_upload(&record.id, &failed).await.unwrap();
+    assert_eq!(
+        store.get_upload(&record.id).await.unwrap().unwrap().state,
+        failed
+    );
+
+    let missing = UploadId::random();
+    assert!(matches!(
+        store.finish_upload(&missing, &done).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(store.get_upload(&missing).await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_are_saved_and_overwritten() {
+    let Some(store) = store("checkpoints_are_saved_and_overwritten").await else {
+        return;
+    };
+    let name = testing::unique_name("sweep");
+    assert_eq!(store.load_checkpoint(&name).await.unwrap(), None);
+    store.save_checkpoint(&name, "3f").await.unwrap();
+    assert_eq!(
+        store.load_checkpoint(&name).await.unwrap().as_deref(),
+        Some("3f")
+    );
+    store.save_checkpoint(&name, "").await.unwrap();
+    assert_eq!(
+        store.load_checkpoint(&name).await.unwrap().as_deref(),
+        Some("")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_table_is_a_backend_error_not_a_panic() {
+    let Some(config) = testing::aws::sdk_config("a_missing_table_is_a_backend_error").await else {
+        return;
+    };
+    let store = DynamoStore::new(Client::new(&config), testing::aws::unique_name("missing"));
+    let r = store.get(&testing::random_image_id()).await;
+    assert!(matches!(r, Err(StoreError::Backend { .. })), "{r:?}");
+    let client = Client::new(&config);
+    let table = testing::aws::unique_name("imgest");
+    create_table(&client, &table).await.unwrap();
+    assert!(matches!(
+        create_table(&client, &table).await,
+        Err(StoreError::Conflict(_))
+    ));
+}
