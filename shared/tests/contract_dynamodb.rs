@@ -291,8 +291,19 @@ async fn changes_larger_than_one_transaction_keep_counts_right() {
     }
 }
 
+/// Racing writers. Needs a backend whose writes are atomic under concurrency: real DynamoDB,
+/// or moto serving one request at a time. moto's threaded `moto_server` is not (a cancelled
+/// transaction restores a snapshot of the whole table, and increments race), so this check
+/// runs only when `IMGEST_TEST_DYNAMODB_CONCURRENCY=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_offer_changes_keep_link_counts_exact() {
+    if !std::env::var("IMGEST_TEST_DYNAMODB_CONCURRENCY").is_ok_and(|v| v == "1") {
+        eprintln!(
+            "concurrent_offer_changes_keep_link_counts_exact: skipped, set \
+             IMGEST_TEST_DYNAMODB_CONCURRENCY=1 on a backend with atomic concurrent writes"
+        );
+        return;
+    }
     let Some(store) = store("concurrent_offer_changes_keep_link_counts_exact").await else {
         return;
     };

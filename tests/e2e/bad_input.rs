@@ -20,9 +20,9 @@ async fn each_bad_input_gets_its_documented_error_and_leaves_nothing_behind() {
         assert!(!r.json["error"]["message"].as_str().unwrap().is_empty());
     }
     assert!(
-        app.files().is_empty(),
+        app.files().await.is_empty(),
         "no file stays behind: {:?}",
-        app.files()
+        app.files().await
     );
     assert_eq!(app.gc().await.examined, 0, "no claim stays behind");
     assert_eq!(app.get("/healthz").await.status, 200);
@@ -78,5 +78,5 @@ async fn a_body_over_the_limit_is_refused_with_or_without_content_length() {
     assert_eq!(resp.status().as_u16(), 413);
     let json: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(json["error"]["kind"], "too_large");
-    assert!(app.files().is_empty());
+    assert!(app.files().await.is_empty());
 }

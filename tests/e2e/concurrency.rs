@@ -31,7 +31,7 @@ async fn concurrent_uploads_of_the_same_new_bytes_decode_once_and_agree_on_the_i
     let m = app.service.metrics().snapshot();
     assert_eq!(m.pipeline_runs, 1);
     assert_eq!(m.files_written, 4);
-    assert_eq!(app.files_of(&expected).len(), 4);
+    assert_eq!(app.files_of(&expected).await.len(), 4);
 }
 
 #[tokio::test]

@@ -31,7 +31,10 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
     assert_eq!(report.images_deleted, 2, "{report:?}");
     for gone in [&only_a, &never_linked] {
         assert_eq!(app.get(&format!("/v1/images/{gone}")).await.status, 404);
-        assert!(app.files_of(gone).is_empty(), "files of {gone} are deleted");
+        assert!(
+            app.files_of(gone).await.is_empty(),
+            "files of {gone} are deleted"
+        );
     }
     for kept in [&shared, &kept_by_b] {
         let r = app.get(&format!("/v1/images/{kept}")).await;
@@ -40,7 +43,7 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
             assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
         }
         assert_eq!(
-            app.files_of(kept).len(),
+            app.files_of(kept).await.len(),
             4,
             "original + 3 variants of {kept}"
         );
@@ -145,6 +148,7 @@ async fn gc_racing_a_re_upload_never_deletes_the_new_generation() {
     }
     assert!(
         app.files_of(id.as_str())
+            .await
             .iter()
             .all(|f| f.contains(new.generation.as_str()))
     );
@@ -154,7 +158,7 @@ async fn gc_racing_a_re_upload_never_deletes_the_new_generation() {
 async fn the_sweeper_deletes_only_old_files_that_no_record_owns() {
     let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
     let id = app.upload_ok(&fixture("photo.jpg")).await;
-    let owned = app.files_of(&id);
+    let owned = app.files_of(&id).await;
     let blobs = &app.service.ports().blobs;
     // A stale generation of a live image and files of an image with no record at all.
     let live = ImageId::parse(&id).unwrap();
@@ -186,7 +190,11 @@ async fn the_sweeper_deletes_only_old_files_that_no_record_owns() {
     assert_eq!((dry.garbage_files, dry.files_deleted), (2, 0));
     let report = app.sweep().await;
     assert_eq!(report.files_deleted, 2, "{report:?}");
-    assert_eq!(app.files_of(&id), owned, "the live generation is untouched");
-    assert!(app.files_of(orphan_id.as_str()).is_empty());
+    assert_eq!(
+        app.files_of(&id).await,
+        owned,
+        "the live generation is untouched"
+    );
+    assert!(app.files_of(orphan_id.as_str()).await.is_empty());
     assert_eq!(app.upload(&fixture("photo.jpg")).await.status, 200);
 }

@@ -3,9 +3,11 @@
 
 mod support;
 
+mod aws;
 mod bad_input;
 mod concurrency;
 mod images;
 mod lifecycle;
 mod offers;
 mod presigned;
+mod scenario;

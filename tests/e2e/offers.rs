@@ -101,14 +101,14 @@ async fn deleting_an_offer_is_idempotent_and_touches_no_file() {
     let ids = three_images(&app).await;
     app.link("a", &[&ids[0], &ids[1]]).await;
     app.link("b", &[&ids[1]]).await;
-    let files_before = app.files();
+    let files_before = app.files().await;
 
     assert_eq!(app.delete("/v1/offers/a").await.status, 204);
     assert_eq!(app.delete("/v1/offers/a").await.status, 204);
     assert_eq!(app.delete("/v1/offers/never-existed").await.status, 204);
     let gone = app.photos("a").await;
     assert_eq!((gone.status, gone.kind()), (404, "offer_not_found"));
-    assert_eq!(app.files(), files_before);
+    assert_eq!(app.files().await, files_before);
     assert_eq!(photo_ids(&app.photos("b").await.json), [ids[1].clone()]);
     assert_eq!(
         app.get(&format!("/v1/images/{}", ids[1])).await.json["offers"],

@@ -5,7 +5,7 @@
 use crate::support::{TestApp, fixture};
 
 /// A 12 MB JPEG (noise does not compress), larger than API Gateway's 6 MB request limit.
-fn twelve_megabyte_jpeg() -> Vec<u8> {
+pub fn twelve_megabyte_jpeg() -> Vec<u8> {
     let (w, h) = (3000u32, 2100u32);
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;
     let pixels: Vec<u8> = (0..w * h * 3)
@@ -66,9 +66,12 @@ async fn a_12_mb_photo_goes_through_the_presigned_path() {
     assert_eq!(image["variants"]["large"]["width"], 1280);
     // The body is not kept twice: only the image's own files remain.
     assert!(
-        app.files().iter().all(|f| !f.starts_with("incoming/")),
-        "{:?}",
         app.files()
+            .await
+            .iter()
+            .all(|f| !f.starts_with("incoming/")),
+        "{:?}",
+        app.files().await
     );
 
     // The same bytes through the direct path are a dedup hit.
@@ -138,5 +141,5 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
     assert_eq!(failed.json["error"]["kind"], "unsupported_format");
     let again = app.client.put(&url).body(text).send().await.unwrap();
     assert_eq!(again.status().as_u16(), 409, "an upload URL is used once");
-    assert!(app.files().is_empty(), "{:?}", app.files());
+    assert!(app.files().await.is_empty(), "{:?}", app.files().await);
 }

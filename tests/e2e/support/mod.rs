@@ -61,8 +61,31 @@ impl TestApp {
         Self::start_with(&[]).await
     }
 
-    /// Starts with `IMGEST_*` settings overridden by `vars`.
+    /// Starts with `IMGEST_*` settings overridden by `vars`, on the embedded backend.
     pub async fn start_with(vars: &[(&str, &str)]) -> Self {
+        Self::start_on(vars, None).await
+    }
+
+    /// Starts on the AWS adapters (a fresh bucket and table on the emulator), or `None` when no
+    /// emulator is configured and AWS tests are not required (see `testing::aws`).
+    pub async fn start_aws(test: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        let config = imgest_shared::testing::aws::sdk_config(test).await?;
+        let bucket = imgest_shared::testing::aws::unique_name("imgest-files");
+        let table = imgest_shared::testing::aws::unique_name("imgest-records");
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&config)
+                .force_path_style(true)
+                .build(),
+        );
+        s3.create_bucket().bucket(&bucket).send().await.unwrap();
+        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+        imgest_shared::adapters::dynamodb::create_table(&dynamodb, &table)
+            .await
+            .unwrap();
+        Some(Self::start_on(vars, Some((bucket, table))).await)
+    }
+
+    async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = vars
             .iter()
@@ -72,16 +95,23 @@ impl TestApp {
             "IMGEST_DATA_DIR".into(),
             data_dir.path().display().to_string(),
         );
+        if let Some((bucket, table)) = aws {
+            map.insert("IMGEST_BACKEND".into(), "aws".into());
+            map.insert("IMGEST_BUCKET".into(), bucket);
+            map.insert("IMGEST_TABLE".into(), table);
+            map.insert("IMGEST_S3_FORCE_PATH_STYLE".into(), "true".into());
+        }
         let settings = Settings::from_map(&map).unwrap();
         let clock = Arc::new(ManualClock::starting_now());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let backend = Backend::embedded(data_dir.path(), &base);
+        let backend = Backend::from_settings(&settings, &base);
         let service = Arc::new(
             app::service(&settings, &backend, clock.clone())
                 .await
                 .unwrap(),
         );
+        // Files are served through the blob store on every backend, so tests can fetch them.
         let app = router(
             ApiState::new(Arc::clone(&service), &format!("{base}/files")),
             true,
@@ -206,40 +236,30 @@ impl TestApp {
         self.service.sweep(false).await.unwrap()
     }
 
-    /// Every file under the blob directory, as keys relative to it.
-    pub fn files(&self) -> Vec<String> {
-        let root = app::blobs_path(self.data_dir.path());
+    /// Every stored file's key (through the blob store, so it works on every backend).
+    pub async fn files(&self) -> Vec<String> {
+        let blobs = &self.service.ports().blobs;
         let mut out = Vec::new();
-        walk(&root, &root, &mut out);
+        let mut cursor = None;
+        loop {
+            let page = blobs.list("", cursor.as_ref(), 1000).await.unwrap();
+            out.extend(page.blobs.iter().map(|b| b.key.to_string()));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
         out.sort();
         out
     }
 
     /// The files of one image id.
-    pub fn files_of(&self, image_id: &str) -> Vec<String> {
+    pub async fn files_of(&self, image_id: &str) -> Vec<String> {
         self.files()
+            .await
             .into_iter()
             .filter(|f| f.contains(image_id))
             .collect()
-    }
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            walk(root, &path, out);
-        } else {
-            out.push(
-                path.strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .replace('\\', "/"),
-            );
-        }
     }
 }
 

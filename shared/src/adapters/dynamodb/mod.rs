@@ -7,9 +7,9 @@
 //!
 //! | kind       | pk                 | sk           | attributes                                    |
 //! |------------|--------------------|--------------|-----------------------------------------------|
-//! | image      | `image#{id}`       | `image`      | see [`images`](self::images)                  |
+//! | image      | `image#{id}`       | `image`      | see the `images` module                       |
 //! | offer      | `offer#{id}`       | `offer`      | `photos` (L of S), `version` N, `updated_at` N |
-//! | upload     | `upload#{id}`      | `upload`     | see [`uploads`](self::uploads)                |
+//! | upload     | `upload#{id}`      | `upload`     | see the `uploads` module                      |
 //! | checkpoint | `checkpoint#{name}`| `checkpoint` | `value` S                                     |
 //!
 //! Timestamps are milliseconds since the epoch (N), except `ttl`, which is in SECONDS as

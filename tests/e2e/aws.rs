@@ -1,0 +1,194 @@
+//! The AWS adapters (S3, DynamoDB) on the emulator `infra/test.sh` starts: the core scenario as
+//! on the embedded backend, and each function's handler fed its sample event from `events/`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use imgest_shared::domain::{ImageId, ImageState};
+use imgest_shared::handlers;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::scenario::{SCENARIO_VARS, core_scenario};
+use crate::support::{TestApp, fixture};
+
+/// A sample event with its placeholders replaced.
+fn event(name: &str, replacements: &[(&str, &str)]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../events")
+        .join(name);
+    let mut text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for (from, to) in replacements {
+        assert!(text.contains(from), "{name} has no {from}");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+#[tokio::test]
+async fn the_core_scenario_passes_on_the_aws_adapters() {
+    let Some(app) = TestApp::start_aws("core scenario", SCENARIO_VARS).await else {
+        return;
+    };
+    core_scenario(&app).await;
+}
+
+#[tokio::test]
+async fn the_gc_function_deletes_the_files_of_a_ttl_removed_record() {
+    let Some(app) = TestApp::start_aws("gc handler", &[]).await else {
+        return;
+    };
+    let kept = app.upload_ok(&fixture("photo.jpg")).await;
+    let removed = app.upload_ok(&fixture("small.png")).await;
+    let id = ImageId::parse(&removed).unwrap();
+    let record = app.service.ports().images.get(&id).await.unwrap().unwrap();
+    let ImageState::Ready { .. } = &record.state else {
+        panic!("ready")
+    };
+
+    // DynamoDB's TTL deleter removes the record; the stream delivers its old image.
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+    assert!(
+        app.service
+            .ports()
+            .images
+            .delete_if_expired(&id, &record.generation, app.service.ports().clock.now())
+            .await
+            .unwrap()
+    );
+    let sample: Value = serde_json::from_str(&event("dynamodb-ttl-remove.json", &[])).unwrap();
+    let mut stream = sample.clone();
+    stream["Records"][0]["dynamodb"]["Keys"]["pk"]["S"] = Value::from(format!("image#{removed}"));
+    let old = &mut stream["Records"][0]["dynamodb"]["OldImage"];
+    old["pk"]["S"] = Value::from(format!("image#{removed}"));
+    old["generation"]["S"] = Value::from(record.generation.to_string());
+    if let ImageState::Ready { variants, .. } = &record.state {
+        old["variants"]["S"] = Value::from(serde_json::to_string(variants).unwrap());
+    }
+    assert_eq!(app.files_of(&removed).await.len(), 4);
+    let response = handlers::gc::handle(&app.service, stream.clone()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(app.files_of(&removed).await.is_empty());
+    assert_eq!(app.files_of(&kept).await.len(), 4);
+    // Redelivery is harmless.
+    assert!(
+        handlers::gc::handle(&app.service, stream)
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
+    let Some(app) = TestApp::start_aws("presigned on aws", &[]).await else {
+        return;
+    };
+    let photo = crate::presigned::twelve_megabyte_jpeg();
+    let ticket = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": photo.len()}))
+        .await;
+    assert_eq!(ticket.status, 201, "{}", ticket.json);
+    let upload_id = ticket.json["upload_id"].as_str().unwrap().to_owned();
+    let url = ticket.json["upload_url"].as_str().unwrap().to_owned();
+    assert!(url.contains("X-Amz-Signature"), "a presigned S3 URL: {url}");
+    let put = app
+        .client
+        .put(&url)
+        .body(photo.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    assert_eq!(
+        app.get(&format!("/v1/uploads/{upload_id}")).await.json["state"],
+        "pending"
+    );
+
+    // S3 notifies the queue; the process function gets the sample event for this key.
+    let body = event(
+        "sqs-s3-object-created.json",
+        &[("fedcba9876543210fedcba9876543210", &upload_id)],
+    );
+    let sqs: SqsEvent = serde_json::from_str(&body).unwrap();
+    let response = handlers::process::handle(&app.service, sqs.clone()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let done = app.get(&format!("/v1/uploads/{upload_id}")).await;
+    assert_eq!(done.json["state"], "done", "{}", done.json);
+    assert_eq!(
+        done.json["image"]["image_id"],
+        ImageId::of_bytes(&photo).to_string()
+    );
+    assert!(
+        app.files()
+            .await
+            .iter()
+            .all(|f| !f.starts_with("incoming/"))
+    );
+    // A redelivered notification finds the upload finished.
+    assert!(
+        handlers::process::handle(&app.service, sqs)
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn the_api_function_answers_its_sample_events() {
+    let Some(app) = TestApp::start_aws("api handler", &[]).await else {
+        return;
+    };
+    let router = imgest_shared::api::router(
+        imgest_shared::api::ApiState::new(app.service.clone(), "https://cdn.example.com"),
+        false,
+    );
+    let missing = lambda_http::request::from_str(&event("api-get-image.json", &[])).unwrap();
+    let response = router.clone().oneshot(missing).await.unwrap();
+    assert_eq!(response.status(), 404);
+
+    let id = app.upload_ok(&fixture("photo.jpg")).await;
+    let found = lambda_http::request::from_str(&event(
+        "api-get-image.json",
+        &[("0123456789abcdef0123456789abcdef", &id)],
+    ))
+    .unwrap();
+    let response = router.clone().oneshot(found).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let json: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(
+        json["variants"]["large"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://cdn.example.com/")
+    );
+
+    let upload = lambda_http::request::from_str(&event("api-upload.json", &[])).unwrap();
+    let response = router.oneshot(upload).await.unwrap();
+    assert_eq!(response.status(), 201);
+}
+
+#[tokio::test]
+async fn the_sweep_function_runs_on_its_schedule() {
+    let Some(app) = TestApp::start_aws("sweep handler", &[]).await else {
+        return;
+    };
+    let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value> =
+        serde_json::from_str(&event("schedule.json", &[])).unwrap();
+    app.upload_ok(&fixture("photo.jpg")).await;
+    let first = handlers::sweep::handle(&app.service, 128).await.unwrap();
+    assert_eq!(first.sweep.shards, 128);
+    let second = handlers::sweep::handle(&app.service, 128).await.unwrap();
+    assert_eq!(
+        first.sweep.files_scanned + second.sweep.files_scanned,
+        4,
+        "the two halves cover every shard once"
+    );
+}
