@@ -21,6 +21,7 @@ MOTO_VERSION="5.2.5"
 
 # Where the venv lives. Reused across runs: installing takes a minute, starting a second.
 _moto_venv="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}/moto"
+_moto_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 _moto_say() { echo "moto.sh: $*" >&2; }
 
@@ -54,7 +55,8 @@ s.close()'
 _moto_start() {
     local port=$1
     MOTO_LOG="${MOTO_LOG:-$(mktemp -t imgest-moto.XXXXXX.log)}"
-    "$_moto_venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$MOTO_LOG" 2>&1 &
+    # moto's server with DynamoDB requests serialised (see moto_server.py for why).
+    "$_moto_venv/bin/python" "$_moto_dir/moto_server.py" "$port" >"$MOTO_LOG" 2>&1 &
     MOTO_PID=$!
     local i
     for i in $(seq 1 150); do

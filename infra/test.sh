@@ -27,5 +27,7 @@ export AWS_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true
 # The AWS tests must run here: a test that finds no emulator fails instead of skipping.
 export IMGEST_TEST_AWS=1
+# infra/moto_server.py serialises DynamoDB requests, so the racing-writers checks are sound.
+export IMGEST_TEST_DYNAMODB_CONCURRENCY=1
 
 cargo test --workspace --all-targets "$@"

@@ -1,5 +1,7 @@
-//! Embedded adapters: the ports on a local directory ([`FsBlobStore`]) and one SQLite file
-//! ([`SqliteStore`]: image records, offer links and the task queue).
+//! Adapters: the ports on real backends. Embedded: a directory ([`FsBlobStore`]), one SQLite
+//! file ([`SqliteStore`]: image, offer and upload records, checkpoints, the task queue) and the
+//! runner's own upload URLs ([`LocalUploadUrls`]). AWS: S3 ([`S3BlobStore`], presigned upload
+//! URLs), DynamoDB ([`DynamoStore`]), SQS with Step Functions for long delays ([`SqsSender`]).
 
 pub mod dynamodb;
 pub mod fs;
