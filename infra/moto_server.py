@@ -9,6 +9,7 @@ keeps S3, SQS long polls and Step Functions concurrent.
 Usage: python moto_server.py PORT  (binds 127.0.0.1)
 """
 
+import os
 import sys
 import threading
 
@@ -35,6 +36,9 @@ def serialise_dynamodb(app):
 
 if __name__ == "__main__":
     port = int(sys.argv[1])
+    # moto's Step Functions executions call the other services through this server, on the
+    # port named here (as moto_server sets it).
+    os.environ.setdefault("MOTO_PORT", str(port))
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(
         "127.0.0.1",
