@@ -36,13 +36,7 @@ impl Checkpoints for DynamoStore {
         let mut e = Expr::new();
         e.set(VALUE, s(value));
         let parts = e.finish();
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(checkpoint_key(name)))
-            .set_update_expression(parts.update)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
+        self.update(checkpoint_key(name), parts, None)
             .send()
             .await
             .map_err(|e| sdk_error(&format!("saving checkpoint {name:?}"), e))?;

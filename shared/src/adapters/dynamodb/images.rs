@@ -294,14 +294,7 @@ impl DynamoStore {
         };
         let parts = e.finish();
         let updated = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
+            .update(image_key(id), parts, Some(condition))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
@@ -344,14 +337,7 @@ impl DynamoStore {
         );
         let parts = e.finish();
         let updated = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
+            .update(image_key(id), parts, Some(condition))
             .send()
             .await;
         match updated {
@@ -519,14 +505,7 @@ impl ImageIndex for DynamoStore {
         );
         let parts = e.finish();
         let updated = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
+            .update(image_key(id), parts, Some(condition))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;

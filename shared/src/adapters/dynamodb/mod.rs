@@ -60,6 +60,24 @@ impl DynamoStore {
     pub fn table(&self) -> &str {
         &self.table
     }
+
+    /// An `UpdateItem` of `key` with an expression's parts and an optional condition; callers
+    /// add return values and send.
+    pub(crate) fn update(
+        &self,
+        key: item::Item,
+        parts: item::ExprParts,
+        condition: Option<String>,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .set_update_expression(parts.update)
+            .set_condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+    }
 }
 
 /// Error codes a retry may fix (besides any 5xx status).

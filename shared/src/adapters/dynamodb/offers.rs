@@ -282,14 +282,7 @@ impl DynamoStore {
             let (e, condition) = unlink_expr(id, record.link_count, now, orphan_ttl);
             let parts = e.finish();
             let updated = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(image_key(id)))
-                .set_update_expression(parts.update)
-                .condition_expression(condition)
-                .set_expression_attribute_names(parts.names)
-                .set_expression_attribute_values(parts.values)
+                .update(image_key(id), parts, Some(condition))
                 .send()
                 .await;
             match updated {

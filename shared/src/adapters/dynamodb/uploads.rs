@@ -107,14 +107,7 @@ impl UploadRecords for DynamoStore {
         let condition = e.not_exists(PK);
         let parts = e.finish();
         let created = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(upload_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
+            .update(upload_key(id), parts, Some(condition))
             .send()
             .await;
         match created {
@@ -148,14 +141,7 @@ impl UploadRecords for DynamoStore {
         let condition = e.exists(PK);
         let parts = e.finish();
         let updated = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(upload_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
+            .update(upload_key(id), parts, Some(condition))
             .send()
             .await;
         match updated {
