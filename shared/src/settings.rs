@@ -310,11 +310,17 @@ impl Settings {
         }
     }
 
-    /// The base URL that file URLs start with.
+    /// Where the service is reached: `IMGEST_PUBLIC_URL`, else the local runner's address, or
+    /// on AWS the bucket's regional URL (which serves nothing while the bucket blocks public
+    /// access: production sets a CDN here).
     pub fn public_base_url(&self) -> String {
-        self.public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", self.listen))
+        match (&self.public_url, &self.backend) {
+            (Some(url), _) => url.clone(),
+            (None, BackendSettings::Aws { bucket, .. }) => {
+                format!("https://{bucket}.s3.amazonaws.com")
+            }
+            (None, BackendSettings::Embedded) => format!("http://{}", self.listen),
+        }
     }
 }
 
@@ -425,6 +431,7 @@ mod tests {
                 force_path_style: false
             }
         );
+        assert_eq!(s.public_base_url(), "https://b.s3.amazonaws.com");
         assert_eq!(
             with(&[("IMGEST_BACKEND", "gcp")]).unwrap_err().var,
             "IMGEST_BACKEND"
