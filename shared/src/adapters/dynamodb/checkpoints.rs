@@ -16,16 +16,13 @@ fn checkpoint_key(name: &str) -> Item {
 #[async_trait]
 impl Checkpoints for DynamoStore {
     async fn load_checkpoint(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(checkpoint_key(name)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error(&format!("reading checkpoint {name:?}"), e))?;
-        let Some(item) = out.item else {
+        let item = self
+            .get(
+                checkpoint_key(name),
+                &format!("reading checkpoint {name:?}"),
+            )
+            .await?;
+        let Some(item) = item else {
             return Ok(None);
         };
         let what = format!("checkpoint item {name:?}");

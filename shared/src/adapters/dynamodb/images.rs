@@ -149,19 +149,25 @@ struct BucketCursor {
     started: bool,
 }
 
+/// The record an update returned (`ReturnValues::AllNew`).
+fn returned_record(
+    attributes: Option<Item>,
+    id: &ImageId,
+    what: &str,
+) -> Result<ImageRecord, StoreError> {
+    let item = attributes.ok_or_else(|| {
+        StoreError::corrupt(format!("dynamodb: {what} image {id}: no attributes"))
+    })?;
+    record_from_item(&item)
+}
+
 impl DynamoStore {
     /// The image item, read consistently.
     pub(super) async fn get_image(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error(&format!("reading image {id}"), e))?;
-        out.item.as_ref().map(record_from_item).transpose()
+        let item = self
+            .get(image_key(id), &format!("reading image {id}"))
+            .await?;
+        item.as_ref().map(record_from_item).transpose()
     }
 
     /// The stored records among `ids`, read consistently, by id (duplicates read once).
@@ -299,12 +305,11 @@ impl DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(out) => {
-                let item = out.attributes.ok_or_else(|| {
-                    StoreError::corrupt(format!("dynamodb: refreshing image {id}: no attributes"))
-                })?;
-                Ok(Some(Claim::Existing(record_from_item(&item)?)))
-            }
+            Ok(out) => Ok(Some(Claim::Existing(returned_record(
+                out.attributes,
+                id,
+                "refreshing",
+            )?))),
             Err(e) if is_condition_failed(&e) => Ok(None),
             Err(e) => Err(sdk_error(&format!("refreshing image {id}"), e)),
         }
@@ -510,12 +515,7 @@ impl ImageIndex for DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(out) => {
-                let item = out.attributes.ok_or_else(|| {
-                    StoreError::corrupt(format!("dynamodb: completing image {id}: no attributes"))
-                })?;
-                record_from_item(&item)
-            }
+            Ok(out) => returned_record(out.attributes, id, "completing"),
             Err(e) if is_condition_failed(&e) => Err(StoreError::Conflict(format!(
                 "image {id}: the claim of generation {generation} is no longer held"
             ))),

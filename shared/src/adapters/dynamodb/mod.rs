@@ -61,6 +61,24 @@ impl DynamoStore {
         &self.table
     }
 
+    /// The item at `key`, read consistently (decisions follow every read here).
+    pub(crate) async fn get(
+        &self,
+        key: item::Item,
+        context: &str,
+    ) -> Result<Option<item::Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error(context, e))?;
+        Ok(out.item)
+    }
+
     /// An `UpdateItem` of `key` with an expression's parts and an optional condition; callers
     /// add return values and send.
     pub(crate) fn update(

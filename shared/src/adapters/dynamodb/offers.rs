@@ -86,16 +86,10 @@ fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) ->
 
 impl DynamoStore {
     async fn read_offer(&self, offer: &OfferId) -> Result<Option<StoredOffer>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(offer_key(offer)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error(&format!("reading offer {offer}"), e))?;
-        let Some(item) = out.item else {
+        let item = self
+            .get(offer_key(offer), &format!("reading offer {offer}"))
+            .await?;
+        let Some(item) = item else {
             return Ok(None);
         };
         let what = format!("offer item {offer}");

@@ -120,17 +120,10 @@ impl UploadRecords for DynamoStore {
     }
 
     async fn get_upload(&self, id: &UploadId) -> Result<Option<UploadRecord>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(upload_key(id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error(&format!("reading upload {id}"), e))?;
-        out.item
-            .as_ref()
+        let item = self
+            .get(upload_key(id), &format!("reading upload {id}"))
+            .await?;
+        item.as_ref()
             .map(|item| record_from_item(item, id))
             .transpose()
     }
