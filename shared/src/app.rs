@@ -1,12 +1,13 @@
 //! Composition: builds the ports for a backend, once, and the service over them.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::adapters::fs::FsBlobStore;
 use crate::adapters::local_upload_urls::LocalUploadUrls;
-use crate::adapters::sqlite::SqliteStore;
-use crate::adapters::{DynamoStore, S3BlobStore};
+use crate::adapters::sqlite::{QueueSender, SqliteStore};
+use crate::adapters::{DynamoStore, S3BlobStore, SqsSender, StepFunctionsDelay};
 use crate::flows::{Policy, Ports, Service};
 use crate::pipeline::{Pipeline, PipelineConfig, PipelineError, Watermark};
 use crate::ports::{Clock, StoreError};
@@ -41,11 +42,14 @@ pub enum Backend {
         data_dir: PathBuf,
         public_url: String,
     },
-    /// S3 for files and presigned uploads, one DynamoDB table for records.
+    /// S3 for files and presigned uploads, one DynamoDB table for records, SQS queues (by
+    /// logical name → URL) for messages, with a Step Functions state machine for long delays.
     Aws {
         bucket: String,
         table: String,
         force_path_style: bool,
+        queues: HashMap<String, String>,
+        delay_state_machine_arn: Option<String>,
     },
 }
 
@@ -67,7 +71,19 @@ impl Backend {
                 bucket,
                 table,
                 force_path_style,
-            } => Ok(aws_ports(bucket, table, *force_path_style, clock).await),
+                queues,
+                delay_state_machine_arn,
+            } => Ok(aws_ports(
+                AwsResources {
+                    bucket,
+                    table,
+                    force_path_style: *force_path_style,
+                    queues,
+                    delay_state_machine_arn: delay_state_machine_arn.as_deref(),
+                },
+                clock,
+            )
+            .await),
         }
     }
 }
@@ -81,34 +97,50 @@ impl Backend {
                 bucket,
                 table,
                 force_path_style,
+                queues,
+                delay_state_machine_arn,
             } => Self::Aws {
                 bucket: bucket.clone(),
                 table: table.clone(),
                 force_path_style: *force_path_style,
+                queues: queues.clone(),
+                delay_state_machine_arn: delay_state_machine_arn.clone(),
             },
         }
     }
 }
 
+/// What the AWS ports are built on (the fields of [`Backend::Aws`]).
+struct AwsResources<'a> {
+    bucket: &'a str,
+    table: &'a str,
+    force_path_style: bool,
+    queues: &'a HashMap<String, String>,
+    delay_state_machine_arn: Option<&'a str>,
+}
+
 /// The AWS clients, configured from the standard AWS environment (region, credentials,
 /// `AWS_ENDPOINT_URL` for emulators).
-async fn aws_ports(
-    bucket: &str,
-    table: &str,
-    force_path_style: bool,
-    clock: Arc<dyn Clock>,
-) -> Ports {
+async fn aws_ports(aws: AwsResources<'_>, clock: Arc<dyn Clock>) -> Ports {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let s3_config = aws_sdk_s3::config::Builder::from(&config)
-        .force_path_style(force_path_style)
+        .force_path_style(aws.force_path_style)
         .build();
     let blobs = Arc::new(S3BlobStore::new(
         aws_sdk_s3::Client::from_conf(s3_config),
-        bucket,
+        aws.bucket,
     ));
     let records = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&config),
-        table,
+        aws.table,
+    ));
+    let delay = aws
+        .delay_state_machine_arn
+        .map(|arn| StepFunctionsDelay::new(aws_sdk_sfn::Client::new(&config), arn));
+    let messages = Arc::new(SqsSender::new(
+        aws_sdk_sqs::Client::new(&config),
+        aws.queues.clone(),
+        delay,
     ));
     Ports {
         blobs: blobs.clone(),
@@ -116,7 +148,12 @@ async fn aws_ports(
         offers: records.clone(),
         uploads: records.clone(),
         upload_urls: blobs,
-        checkpoints: records,
+        checkpoints: records.clone(),
+        records: records.clone(),
+        rate_limits: records,
+        messages,
+        // Lambda's SQS triggers receive on AWS; nothing here polls a queue.
+        queue: None,
         clock,
     }
 }
@@ -165,7 +202,12 @@ async fn embedded_ports(
         offers: store.clone(),
         uploads: store.clone(),
         upload_urls: Arc::new(LocalUploadUrls::new(public_url)),
-        checkpoints: store,
+        checkpoints: store.clone(),
+        records: store.clone(),
+        rate_limits: store.clone(),
+        // Messages become tasks of the same file's queue, which the local workers receive.
+        messages: Arc::new(QueueSender::new(store.clone(), clock.clone())),
+        queue: Some(store),
         clock,
     })
 }
@@ -208,4 +250,16 @@ pub async fn service(
         pipeline(settings)?,
         Policy::from_settings(settings),
     ))
+}
+
+/// What the feed functions (intake, fetch, process) start with: the service from the
+/// environment and the crawler over it, handing new photos to the process function.
+pub async fn crawler_from_env()
+-> Result<crate::flows::crawl::Crawler, Box<dyn std::error::Error + Send + Sync>> {
+    let (settings, service) = service_from_env().await?;
+    Ok(crate::flows::crawl::Crawler::new(
+        Arc::new(service),
+        settings.feed,
+        crate::flows::crawl::Processing::Handoff,
+    )?)
 }

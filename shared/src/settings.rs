@@ -39,6 +39,12 @@ pub enum BackendSettings {
         table: String,
         /// `IMGEST_S3_FORCE_PATH_STYLE`: path-style S3 URLs (emulators need them).
         force_path_style: bool,
+        /// `IMGEST_QUEUES` (`name=url,…`): the SQS queue URL of each logical queue the flows
+        /// send to (empty: none; sending to a name not listed fails).
+        queues: HashMap<String, String>,
+        /// `IMGEST_DELAY_STATE_MACHINE_ARN`: the state machine that sends messages delayed
+        /// beyond SQS's 15 minutes (unset: such messages are refused).
+        delay_state_machine_arn: Option<String>,
     },
 }
 
@@ -82,6 +88,8 @@ pub struct Settings {
     /// `IMGEST_WATERMARK` (a PNG path) with `IMGEST_WATERMARK_POSITION`,
     /// `IMGEST_WATERMARK_OPACITY` and `IMGEST_WATERMARK_VARIANTS`.
     pub watermark: Option<WatermarkSettings>,
+    /// The feed downloader's settings.
+    pub feed: crate::feed::FeedSettings,
 }
 
 impl Settings {
@@ -251,10 +259,27 @@ impl Settings {
                         ));
                     }
                 };
+                let queues = match parsed("IMGEST_QUEUES") {
+                    None => HashMap::new(),
+                    Some(v) => parse_queues(v).map_err(|reason| bad("IMGEST_QUEUES", v, reason))?,
+                };
+                let delay_state_machine_arn = match parsed("IMGEST_DELAY_STATE_MACHINE_ARN") {
+                    None => None,
+                    Some(v) if v.starts_with("arn:") => Some(v.to_owned()),
+                    Some(v) => {
+                        return Err(bad(
+                            "IMGEST_DELAY_STATE_MACHINE_ARN",
+                            v,
+                            "expected a state machine ARN (arn:aws:states:…)".into(),
+                        ));
+                    }
+                };
                 BackendSettings::Aws {
                     bucket: required("IMGEST_BUCKET")?,
                     table: required("IMGEST_TABLE")?,
                     force_path_style,
+                    queues,
+                    delay_state_machine_arn,
                 }
             }
             other => {
@@ -279,6 +304,9 @@ impl Settings {
             },
         };
 
+        let orphan_ttl = duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?;
+        let feed = crate::feed::FeedSettings::from_map(vars)?;
+
         Ok(Self {
             backend,
             sweep_shards_per_run,
@@ -290,7 +318,7 @@ impl Settings {
             max_body,
             max_pixels,
             max_photos_per_offer,
-            orphan_ttl: duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?,
+            orphan_ttl,
             sweep_grace: duration("IMGEST_SWEEP_GRACE", Duration::from_secs(86_400))?,
             claim_ttl: duration("IMGEST_CLAIM_TTL", Duration::from_secs(120))?,
             gc_interval: duration("IMGEST_GC_INTERVAL", Duration::from_secs(3600))?,
@@ -298,6 +326,7 @@ impl Settings {
             process_concurrency,
             max_pending_uploads,
             watermark,
+            feed,
         })
     }
 
@@ -322,6 +351,28 @@ impl Settings {
             (None, BackendSettings::Embedded) => format!("http://{}", self.listen),
         }
     }
+}
+
+/// `name=url,name=url` (blank entries ignored): logical queue names and their SQS URLs.
+fn parse_queues(v: &str) -> Result<HashMap<String, String>, String> {
+    let mut queues = HashMap::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, url)) = entry.split_once('=') else {
+            return Err(format!("{entry:?} is not name=url"));
+        };
+        let (name, url) = (name.trim(), url.trim());
+        if name.is_empty() {
+            return Err(format!("{entry:?} has no queue name"));
+        }
+        match url::Url::parse(url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            _ => return Err(format!("{url:?} (queue {name}) is not an http(s) URL")),
+        }
+        if queues.insert(name.to_owned(), url.to_owned()).is_some() {
+            return Err(format!("queue {name} is listed twice"));
+        }
+    }
+    Ok(queues)
 }
 
 /// `20000000`, `20MB`, `20 MiB`, `512kB`.
@@ -428,7 +479,9 @@ mod tests {
             BackendSettings::Aws {
                 bucket: "b".into(),
                 table: "t".into(),
-                force_path_style: false
+                force_path_style: false,
+                queues: HashMap::new(),
+                delay_state_machine_arn: None,
             }
         );
         assert_eq!(s.public_base_url(), "https://b.s3.amazonaws.com");
@@ -436,6 +489,68 @@ mod tests {
             with(&[("IMGEST_BACKEND", "gcp")]).unwrap_err().var,
             "IMGEST_BACKEND"
         );
+    }
+
+    #[test]
+    fn queues_map_logical_names_to_sqs_urls() {
+        let aws = [
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", "b"),
+            ("IMGEST_TABLE", "t"),
+        ];
+        let with_aws = |extra: &[(&str, &str)]| {
+            let mut vars = aws.to_vec();
+            vars.extend_from_slice(extra);
+            with(&vars)
+        };
+        let s = with_aws(&[
+            (
+                "IMGEST_QUEUES",
+                " results=https://sqs.eu-west-1.amazonaws.com/1/results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
+            ),
+            (
+                "IMGEST_DELAY_STATE_MACHINE_ARN",
+                "arn:aws:states:eu-west-1:1:stateMachine:delayed-send",
+            ),
+        ])
+        .unwrap();
+        let BackendSettings::Aws {
+            queues,
+            delay_state_machine_arn,
+            ..
+        } = s.backend
+        else {
+            panic!("the aws backend");
+        };
+        assert_eq!(queues.len(), 2);
+        assert_eq!(
+            queues["results"],
+            "https://sqs.eu-west-1.amazonaws.com/1/results"
+        );
+        assert_eq!(queues["fetch-0"], "http://127.0.0.1:5000/1/f0");
+        assert_eq!(
+            delay_state_machine_arn.as_deref(),
+            Some("arn:aws:states:eu-west-1:1:stateMachine:delayed-send")
+        );
+        // Absent or empty: no queues and no long delays.
+        for extra in [&[][..], &[("IMGEST_QUEUES", " ")][..]] {
+            let s = with_aws(extra).unwrap();
+            assert!(matches!(
+                s.backend,
+                BackendSettings::Aws { ref queues, delay_state_machine_arn: None, .. }
+                    if queues.is_empty()
+            ));
+        }
+        for (var, value) in [
+            ("IMGEST_QUEUES", "results"),
+            ("IMGEST_QUEUES", "=https://sqs/1/q"),
+            ("IMGEST_QUEUES", "results=sqs/1/q"),
+            ("IMGEST_QUEUES", "a=https://x/1/a,a=https://x/1/b"),
+            ("IMGEST_DELAY_STATE_MACHINE_ARN", "delayed-send"),
+        ] {
+            let err = with_aws(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var, "{value}");
+        }
     }
 
     #[test]

@@ -14,8 +14,8 @@ use imgest_shared::adapters::DynamoStore;
 use imgest_shared::adapters::dynamodb::create_table;
 use imgest_shared::domain::{ImageId, ImageRecord, SourceFormat, Timestamp, UploadId};
 use imgest_shared::ports::{
-    Checkpoints, Claim, ImageIndex, OfferLinks, ReadyImage, StoreError, UploadRecord,
-    UploadRecords, UploadState,
+    Checkpoints, Claim, ImageIndex, OfferLinks, RateLimiter, ReadyImage, Records, StoreError,
+    UploadRecord, UploadRecords, UploadState,
 };
 use imgest_shared::testing::{self, BASE, LinkPorts};
 
@@ -36,6 +36,14 @@ async fn store(test: &str) -> Option<Arc<DynamoStore>> {
 }
 
 fn images_port(store: Arc<DynamoStore>) -> Arc<dyn ImageIndex> {
+    store
+}
+
+fn records_port(store: Arc<DynamoStore>) -> Arc<dyn Records> {
+    store
+}
+
+fn rate_limiter_port(store: Arc<DynamoStore>) -> Arc<dyn RateLimiter> {
     store
 }
 
@@ -78,6 +86,26 @@ dynamodb_checks!(offer_links, offer_links, LinkPorts::of;
     delete_offer_is_idempotent,
 );
 
+dynamodb_checks!(records, records, records_port;
+    an_absent_record_reads_as_none,
+    put_without_a_version_creates_the_record,
+    put_with_the_current_version_replaces_and_moves_the_version_on,
+    put_with_a_stale_version_conflicts_and_changes_nothing,
+    put_without_a_version_over_a_record_conflicts,
+    an_expired_record_is_absent_and_can_be_created_again,
+    kinds_are_separate_namespaces,
+    concurrent_writers_of_one_version_have_exactly_one_winner,
+);
+
+dynamodb_checks!(rate_limiter, rate_limiter, rate_limiter_port;
+    a_fresh_client_gets_up_to_its_limit_at_once,
+    grants_never_exceed_the_limit_in_any_window,
+    retry_at_is_later_and_a_permit_is_free_then,
+    clients_are_independent,
+    concurrent_acquirers_get_exactly_the_limit,
+    a_client_asking_continuously_gets_nearly_its_whole_limit,
+);
+
 /// The whole suites in a row on one shared table, twice (checks must not trip over each
 /// other's data; this also runs any check added to a suite after the lists above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,6 +116,7 @@ async fn every_suite_on_one_shared_table() {
     for _ in 0..2 {
         testing::image_index::contract(store.clone()).await;
         testing::offer_links::contract(LinkPorts::of(store.clone())).await;
+        testing::records::contract(store.clone()).await;
     }
 }
 
@@ -467,4 +496,80 @@ async fn a_missing_table_is_a_backend_error_not_a_panic() {
         create_table(&client, &table).await,
         Err(StoreError::Conflict(_))
     ));
+}
+
+/// The raw item at `pk` / `sk`. (Record and rate-limit keys start `rec#` and `ratelimit#`:
+/// the GC function's stream filter and handler take only `image#` deletions.)
+async fn raw_item(
+    client: &Client,
+    table: &str,
+    pk: &str,
+    sk: &str,
+) -> std::collections::HashMap<String, AttributeValue> {
+    client
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(pk.to_owned()))
+        .key("sk", AttributeValue::S(sk.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap_or_else(|| panic!("item {pk} exists"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates() {
+    let Some((store, client, table)) =
+        store_and_client("record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates")
+            .await
+    else {
+        return;
+    };
+    // A record: deleted by TTL an hour after it expires (whole seconds, rounded up).
+    let key = testing::unique_name("url");
+    let expires_at = Timestamp::from_millis(1_700_000_060_500);
+    let version = store
+        .put_record("url", &key, "{}", None, expires_at, BASE)
+        .await
+        .unwrap();
+    let item = raw_item(&client, &table, &format!("rec#url#{key}"), "rec").await;
+    assert_eq!(
+        number(&item, "version"),
+        Some(i64::try_from(version).unwrap())
+    );
+    assert_eq!(number(&item, "expires_at"), Some(expires_at.as_millis()));
+    assert_eq!(number(&item, "ttl"), Some(1_700_000_061 + 3600));
+    for attr in ["gc_bucket", "gc_at"] {
+        assert!(!item.contains_key(attr), "a record is never a GC candidate");
+    }
+    // A kind that could alias another kind's keys is refused.
+    assert!(matches!(
+        store
+            .put_record("url#x", &key, "{}", None, expires_at, BASE)
+            .await,
+        Err(StoreError::Backend { .. })
+    ));
+
+    // A rate limit: deleted by TTL once its newest grant has left the window.
+    let rate_client = testing::unique_name("client");
+    let window = Duration::from_secs(60);
+    store
+        .acquire(&rate_client, 2, 10, window, BASE)
+        .await
+        .unwrap();
+    let item = raw_item(
+        &client,
+        &table,
+        &format!("ratelimit#{rate_client}"),
+        "ratelimit",
+    )
+    .await;
+    let ttl = number(&item, "ttl").unwrap();
+    assert!(
+        ttl > BASE.plus(window).as_secs() && ttl <= BASE.plus(window * 2).as_secs(),
+        "{ttl}"
+    );
+    assert!(!item.contains_key("gc_bucket"));
 }

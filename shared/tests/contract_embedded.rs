@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use imgest_shared::adapters::{FsBlobStore, SqliteStore};
-use imgest_shared::ports::{BlobStore, Claim, ImageIndex, OfferLinks, TaskQueue};
+use imgest_shared::ports::{
+    BlobStore, Claim, ImageIndex, OfferLinks, RateLimiter, Records, TaskQueue,
+};
 use imgest_shared::testing::{self, BASE, Fixture, LinkPorts};
 use tempfile::TempDir;
 
@@ -36,10 +38,22 @@ async fn sqlite_queue() -> Fixture<Arc<dyn TaskQueue>> {
     Fixture::with_guard(store, dir)
 }
 
+async fn sqlite_records() -> Fixture<Arc<dyn Records>> {
+    let (store, dir) = sqlite_file();
+    Fixture::with_guard(store, dir)
+}
+
+async fn sqlite_rate_limits() -> Fixture<Arc<dyn RateLimiter>> {
+    let (store, dir) = sqlite_file();
+    Fixture::with_guard(store, dir)
+}
+
 imgest_shared::blob_store_contract_tests!(fs_blob_store, super::fs_blob_store);
 imgest_shared::image_index_contract_tests!(sqlite_image_index, super::sqlite_images);
 imgest_shared::offer_links_contract_tests!(sqlite_offer_links, super::sqlite_links);
 imgest_shared::task_queue_contract_tests!(sqlite_task_queue, super::sqlite_queue);
+imgest_shared::records_contract_tests!(sqlite_records, super::sqlite_records);
+imgest_shared::rate_limiter_contract_tests!(sqlite_rate_limiter, super::sqlite_rate_limits);
 
 /// The whole suites in a row on one shared backend, as the AWS adapters run them: checks
 /// must not trip over each other's data.
@@ -52,11 +66,15 @@ async fn every_suite_on_one_shared_backend() {
     testing::image_index::contract(store.clone()).await;
     testing::offer_links::contract(LinkPorts::of(store.clone())).await;
     testing::task_queue::contract(store.clone()).await;
+    testing::records::contract(store.clone()).await;
+    testing::rate_limiter::contract(store.clone()).await;
     // And once more over what the first run left behind.
     testing::blob_store::contract(blobs).await;
     testing::image_index::contract(store.clone()).await;
     testing::offer_links::contract(LinkPorts::of(store.clone())).await;
-    testing::task_queue::contract(store).await;
+    testing::task_queue::contract(store.clone()).await;
+    testing::records::contract(store.clone()).await;
+    testing::rate_limiter::contract(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +82,9 @@ async fn the_in_memory_store_passes_the_record_and_queue_suites() {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     testing::image_index::contract(store.clone()).await;
     testing::offer_links::contract(LinkPorts::of(store.clone())).await;
-    testing::task_queue::contract(store).await;
+    testing::task_queue::contract(store.clone()).await;
+    testing::records::contract(store.clone()).await;
+    testing::rate_limiter::contract(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,4 +154,73 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
 async fn sqlite_passes_the_upload_and_checkpoint_suite() {
     let (store, _dir) = sqlite_file();
     testing::uploads::contract(store.clone(), store).await;
+}
+
+/// Workers in two processes share one file: versioned writes and rate limits hold across
+/// connections as they do within one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_share_records_and_rate_limits() {
+    use imgest_shared::ports::StoreError;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("imgest.sqlite3");
+    let one = Arc::new(SqliteStore::open(&path).unwrap());
+    let two = Arc::new(SqliteStore::open(&path).unwrap());
+    let hour = std::time::Duration::from_secs(3600);
+
+    let key = testing::unique_name("shared");
+    let v1 = one
+        .put_record("url", &key, "a", None, BASE.plus(hour), BASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        two.get_record("url", &key, BASE)
+            .await
+            .unwrap()
+            .unwrap()
+            .version,
+        v1
+    );
+    let writes: Vec<_> = (0..16)
+        .map(|i| {
+            let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+            let key = key.clone();
+            tokio::spawn(async move {
+                store
+                    .put_record(
+                        "url",
+                        &key,
+                        &format!("w{i}"),
+                        Some(v1),
+                        BASE.plus(hour),
+                        BASE,
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for write in writes {
+        match write.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(won, 1);
+
+    let client = testing::unique_name("client");
+    let window = std::time::Duration::from_secs(60);
+    let asks: Vec<_> = (0..30)
+        .map(|i| {
+            let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+            let client = client.clone();
+            tokio::spawn(async move { store.acquire(&client, 1, 7, window, BASE).await.unwrap() })
+        })
+        .collect();
+    let mut granted = 0;
+    for ask in asks {
+        granted += ask.await.unwrap().granted;
+    }
+    assert_eq!(granted, 7);
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_shared::domain::{ImageId, ImageState};
+use imgest_shared::flows::crawl::Processing;
 use imgest_shared::handlers;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -115,7 +116,8 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
         &[("fedcba9876543210fedcba9876543210", &upload_id)],
     );
     let sqs: SqsEvent = serde_json::from_str(&body).unwrap();
-    let response = handlers::process::handle(&app.service, sqs.clone()).await;
+    let crawler = app.crawler(Processing::Handoff, &[]);
+    let response = handlers::process::handle(&crawler, sqs.clone()).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let done = app.get(&format!("/v1/uploads/{upload_id}")).await;
     assert_eq!(done.json["state"], "done", "{}", done.json);
@@ -131,7 +133,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     );
     // A redelivered notification finds the upload finished.
     assert!(
-        handlers::process::handle(&app.service, sqs)
+        handlers::process::handle(&crawler, sqs)
             .await
             .batch_item_failures
             .is_empty()

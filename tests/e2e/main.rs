@@ -6,6 +6,7 @@ mod support;
 mod aws;
 mod bad_input;
 mod concurrency;
+mod feeds;
 mod images;
 mod lifecycle;
 mod offers;

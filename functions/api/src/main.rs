@@ -3,14 +3,15 @@
 use std::sync::Arc;
 
 use imgest_shared::api::{ApiState, router};
+use imgest_shared::flows::crawl::{Crawler, Processing};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     imgest_shared::telemetry::init("info");
     let (settings, service) = imgest_shared::app::service_from_env().await?;
-    let app = router(
-        ApiState::new(Arc::new(service), &settings.public_base_url()),
-        false,
-    );
-    lambda_http::run(app).await
+    let service = Arc::new(service);
+    // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.
+    let crawler = Crawler::new(service.clone(), settings.feed.clone(), Processing::Handoff)?;
+    let state = ApiState::new(service, &settings.public_base_url()).with_crawler(Arc::new(crawler));
+    lambda_http::run(router(state, false)).await
 }

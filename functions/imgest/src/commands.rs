@@ -8,15 +8,18 @@ use anyhow::{Context, Result};
 use imgest_shared::api::{ApiState, router};
 use imgest_shared::app::{self, Backend};
 use imgest_shared::flows::Service;
+use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::ports::SystemClock;
 use imgest_shared::settings::Settings;
 use tracing::{error, info};
 
-fn init_logs(default: &str) {
+use crate::feeds::LocalCrawl;
+
+pub(crate) fn init_logs(default: &str) {
     imgest_shared::telemetry::init(default);
 }
 
-async fn embedded_service(settings: &Settings, public_url: &str) -> Result<Service> {
+pub(crate) async fn embedded_service(settings: &Settings, public_url: &str) -> Result<Service> {
     let backend = Backend::embedded(&settings.data_dir, public_url);
     app::service(settings, &backend, Arc::new(SystemClock))
         .await
@@ -35,8 +38,19 @@ pub async fn serve() -> Result<()> {
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let service = Arc::new(embedded_service(&settings, &base).await?);
+    let queue = service
+        .ports()
+        .queue
+        .clone()
+        .context("the embedded store has no task queue")?;
+    let crawler = Arc::new(Crawler::new(
+        Arc::clone(&service),
+        settings.feed.clone(),
+        Processing::Inline,
+    )?);
+    let downloads = LocalCrawl::start(Arc::clone(&crawler), queue);
     let app = router(
-        ApiState::new(Arc::clone(&service), &format!("{base}/files")),
+        ApiState::new(Arc::clone(&service), &format!("{base}/files")).with_crawler(crawler),
         true,
     );
 
@@ -63,6 +77,7 @@ pub async fn serve() -> Result<()> {
         })
         .await
         .context("serving")?;
+    downloads.stop().await;
     Ok(())
 }
 

@@ -141,7 +141,10 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     );
     tokio::spawn(async move { axum::serve(listener, api).await });
     let tour = Tour {
-        client: reqwest::Client::new(),
+        client: {
+            imgest_shared::feed::install_default_provider();
+            reqwest::Client::new()
+        },
         base: base.clone(),
     };
     let files_dir = app::blobs_path(&data_dir);

@@ -4,6 +4,7 @@
 
 mod commands;
 mod demo;
+mod feeds;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +24,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the HTTP API on IMGEST_LISTEN, storing under IMGEST_DATA_DIR; runs GC periodically.
+    /// Serve the HTTP API on IMGEST_LISTEN, storing under IMGEST_DATA_DIR, with the feed
+    /// download workers; runs GC periodically.
     Serve,
     /// Run the production pipeline on local files and print one line per file.
     Process {
@@ -40,6 +42,15 @@ enum Command {
         /// Only report what would be deleted.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Crawl a JSON-lines feed (one `{"client_id", "offer_id", "urls"}` per line) with the
+    /// download workers, show progress, and print a summary.
+    Ingest { file: PathBuf },
+    /// Print (and remove) queued crawl results, one JSON object per line.
+    Results {
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        max: usize,
     },
     /// A guided tour of the main job on sample photos, in a fresh data directory.
     Demo {
@@ -67,6 +78,8 @@ fn main() -> ExitCode {
             Command::Process { out, files } => commands::process(out, files).await,
             Command::Gc => commands::gc().await,
             Command::Sweep { dry_run } => commands::sweep(dry_run).await,
+            Command::Ingest { file } => feeds::ingest(file).await,
+            Command::Results { max } => feeds::results(max).await,
             Command::Demo { data_dir } => demo::run(data_dir).await,
         }
     });

@@ -1,4 +1,5 @@
-//! The `process` Lambda function: S3 notifications of presigned uploads, via SQS.
+//! The `process` Lambda function: S3 notifications of presigned uploads and of feed photos the
+//! fetch functions downloaded, via SQS.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_shared::handlers::{BatchResponse, process};
@@ -7,10 +8,10 @@ use lambda_runtime::{LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_shared::telemetry::init("info");
-    let (_, service) = imgest_shared::app::service_from_env().await?;
-    let service = &service;
+    let crawler = imgest_shared::app::crawler_from_env().await?;
+    let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<BatchResponse, lambda_runtime::Error>(process::handle(service, event.payload).await)
+        Ok::<BatchResponse, lambda_runtime::Error>(process::handle(crawler, event.payload).await)
     }))
     .await
 }

@@ -2,6 +2,7 @@
 //! API Lambda function. JSON under `/v1`; every error is `{"error": {"kind", "message"}}`.
 
 mod body;
+mod crawl;
 mod error;
 mod files;
 mod images;

@@ -14,13 +14,16 @@ use serde_json::json;
 use tracing::{Instrument, info};
 
 use super::json::FileUrls;
-use super::{ApiError, files, images, offers, uploads};
+use super::{ApiError, crawl, files, images, offers, uploads};
 use crate::flows::Service;
+use crate::flows::crawl::Crawler;
 
 #[derive(Clone)]
 pub struct ApiState {
     pub service: Arc<Service>,
     pub urls: FileUrls,
+    /// The feed routes answer 503 `feeds_unavailable` without one.
+    pub crawler: Option<Arc<Crawler>>,
 }
 
 impl ApiState {
@@ -29,7 +32,14 @@ impl ApiState {
         Self {
             service,
             urls: FileUrls::new(files_url),
+            crawler: None,
         }
+    }
+
+    /// Serves the feed routes (`POST /v1/crawl`, `GET /v1/offers/{id}/crawl`) with `crawler`.
+    pub fn with_crawler(mut self, crawler: Arc<Crawler>) -> Self {
+        self.crawler = Some(crawler);
+        self
     }
 }
 
@@ -52,6 +62,8 @@ pub fn router(state: ApiState, local: bool) -> Router {
             "/v1/offers/{offer_id}",
             axum::routing::delete(offers::delete),
         )
+        .route("/v1/offers/{offer_id}/crawl", get(crawl::get))
+        .route("/v1/crawl", post(crawl::post))
         .route("/v1/uploads", post(uploads::create))
         .route("/v1/uploads/{upload_id}", get(uploads::get));
     if local {

@@ -1,4 +1,5 @@
-//! Identifier newtypes: image ids (content hashes), offer ids and storage generations.
+//! Identifier newtypes: image ids (content hashes), offer and client ids, storage generations
+//! and upload ids.
 
 use std::fmt;
 
@@ -13,6 +14,8 @@ pub enum IdError {
     ImageId(String),
     #[error("offer id must be 1 to 128 characters of [A-Za-z0-9._:-], got {0:?}")]
     OfferId(String),
+    #[error("client id must be 1 to 64 characters of [A-Za-z0-9._:-], got {0:?}")]
+    ClientId(String),
     #[error("generation must be 8 lowercase hex characters, got {0:?}")]
     Generation(String),
     #[error("upload id must be 32 lowercase hex characters, got {0:?}")]
@@ -77,6 +80,31 @@ impl OfferId {
             Ok(Self(s.to_owned()))
         } else {
             Err(IdError::OfferId(truncate(s)))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A marketplace partner that sends feeds: rate limits and statistics are per client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ClientId(String);
+
+impl ClientId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(s: &str) -> Result<Self, IdError> {
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(IdError::ClientId(truncate(s)))
         }
     }
 
@@ -164,6 +192,7 @@ macro_rules! string_newtype {
 
 string_newtype!(ImageId);
 string_newtype!(OfferId);
+string_newtype!(ClientId);
 string_newtype!(Generation);
 string_newtype!(UploadId);
 

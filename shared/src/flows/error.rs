@@ -48,6 +48,7 @@ impl FlowError {
             Self::InvalidId(IdError::ImageId(_)) => "invalid_image_id",
             Self::InvalidId(IdError::OfferId(_)) => "invalid_offer_id",
             Self::InvalidId(IdError::UploadId(_)) => "invalid_upload_id",
+            Self::InvalidId(IdError::ClientId(_)) => "invalid_client_id",
             Self::InvalidId(IdError::Generation(_)) => "invalid_id",
             Self::UploadNotFound(_) => "upload_not_found",
             Self::UploadExpired(_) => "upload_expired",

@@ -5,7 +5,9 @@
 //! - [`offers`]: setting, reading and deleting an offer's ordered photo list.
 //! - [`gc`]: collecting expired orphans, record first, then that generation's files.
 //! - [`sweep`]: the honest sweeper, which starts from the files.
+//! - [`crawl`]: feeds: intake, tiered downloads, retries, settling offers and sending results.
 
+pub mod crawl;
 mod error;
 pub mod gc;
 mod metrics;

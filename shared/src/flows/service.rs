@@ -9,7 +9,8 @@ use super::Metrics;
 use crate::domain::{BlobKey, ImageRecord, ImageState};
 use crate::pipeline::Pipeline;
 use crate::ports::{
-    BlobStore, Checkpoints, Clock, ImageIndex, OfferLinks, UploadRecords, UploadUrls,
+    BlobStore, Checkpoints, Clock, ImageIndex, MessageSender, OfferLinks, RateLimiter, Records,
+    TaskQueue, UploadRecords, UploadUrls,
 };
 use crate::settings::Settings;
 
@@ -22,6 +23,15 @@ pub struct Ports {
     pub uploads: Arc<dyn UploadRecords>,
     pub upload_urls: Arc<dyn UploadUrls>,
     pub checkpoints: Arc<dyn Checkpoints>,
+    /// Versioned records (the feed's URL and crawl records).
+    pub records: Arc<dyn Records>,
+    /// Per-client request budgets shared by every worker.
+    pub rate_limits: Arc<dyn RateLimiter>,
+    /// Messages to named queues (SQS on AWS, the task queue locally).
+    pub messages: Arc<dyn MessageSender>,
+    /// The queue `messages` sends into, for the local workers that receive from it; `None` on
+    /// AWS, where Lambda's SQS triggers receive.
+    pub queue: Option<Arc<dyn TaskQueue>>,
     pub clock: Arc<dyn Clock>,
 }
 

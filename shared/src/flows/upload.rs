@@ -342,7 +342,14 @@ mod tests {
             upload_urls: Arc::new(crate::adapters::LocalUploadUrls::new(
                 "http://127.0.0.1:8080",
             )),
-            checkpoints: store,
+            checkpoints: store.clone(),
+            records: store.clone(),
+            rate_limits: store.clone(),
+            messages: Arc::new(crate::adapters::sqlite::QueueSender::new(
+                store.clone(),
+                Arc::new(SystemClock),
+            )),
+            queue: Some(store),
             clock: Arc::new(SystemClock),
         };
         let mut policy = Policy::from_settings(&Settings::defaults());

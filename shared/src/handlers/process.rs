@@ -1,28 +1,22 @@
 //! The `process` function: SQS messages whose bodies are S3 event notifications for
-//! `incoming/{upload_id}` objects (presigned uploads). Each upload is processed once; a
-//! redelivered notification finds the upload finished and does nothing.
+//! `incoming/{upload_id}` objects (presigned uploads, and new photos the fetch functions
+//! downloaded). Each upload is processed once; a redelivered notification finds the upload
+//! finished and does nothing but settle its URL again (idempotent).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch};
 use crate::domain::{BlobKey, UploadId};
-use crate::flows::Service;
+use crate::flows::crawl::Crawler;
 
-/// Handles one SQS batch; failures are reported per message id.
-pub async fn handle(service: &Service, event: SqsEvent) -> BatchResponse {
-    let items = event
-        .records
-        .into_iter()
-        .map(|m| {
-            (
-                m.message_id.clone().unwrap_or_default(),
-                m.body.unwrap_or_default(),
-            )
-        })
-        .collect();
+/// Handles one SQS batch; failures are reported per message id. A body a fetch function
+/// downloaded settles its URL once processed.
+pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
+    let items = super::sqs_items(event);
     run_batch(items, |body| async move {
         for upload in uploads_in(&body)? {
-            service.process_incoming(&upload).await?;
+            let record = crawler.service().process_incoming(&upload).await?;
+            crawler.after_incoming(&record).await?;
         }
         Ok(())
     })

@@ -19,6 +19,8 @@
 //! imgest_shared::image_index_contract_tests!(sqlite_images, sqlite_images);
 //! imgest_shared::offer_links_contract_tests!(sqlite_offers, sqlite_links); // Fixture<LinkPorts>
 //! imgest_shared::task_queue_contract_tests!(sqlite_queue, sqlite_queue);
+//! imgest_shared::records_contract_tests!(sqlite_records, sqlite_records);
+//! imgest_shared::rate_limiter_contract_tests!(sqlite_rate_limits, sqlite_rate_limits);
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -26,6 +28,8 @@ pub mod aws;
 pub mod blob_store;
 pub mod image_index;
 pub mod offer_links;
+pub mod rate_limiter;
+pub mod records;
 pub mod task_queue;
 pub mod uploads;
 

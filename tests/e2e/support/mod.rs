@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod feeds;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use std::time::Duration;
 use imgest_shared::api::{ApiState, router};
 use imgest_shared::app::{self, Backend};
 use imgest_shared::flows::Service;
+use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::flows::gc::GcReport;
 use imgest_shared::flows::sweep::SweepReport;
 use imgest_shared::ports::ManualClock;
@@ -86,6 +89,7 @@ impl TestApp {
     }
 
     async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {
+        imgest_shared::feed::install_default_provider();
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = vars
             .iter()
@@ -222,6 +226,19 @@ impl TestApp {
 
     pub async fn photos(&self, offer: &str) -> Reply {
         self.get(&format!("/v1/offers/{offer}/photos")).await
+    }
+
+    /// A crawler over this app's service, with the feed settings of `vars` (and private
+    /// networks allowed: partner hosts in tests are on 127.0.0.1).
+    pub fn crawler(&self, processing: Processing, vars: &[(&str, &str)]) -> Crawler {
+        let mut map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        map.entry("IMGEST_ALLOW_PRIVATE_NETWORKS".into())
+            .or_insert_with(|| "true".into());
+        let feed = Settings::from_map(&map).unwrap().feed;
+        Crawler::new(self.service.clone(), feed, processing).unwrap()
     }
 
     pub fn advance_clock(&self, by: Duration) {

@@ -1,16 +1,21 @@
-//! [`DynamoStore`]: image records, offer links, presigned uploads and checkpoints in ONE
-//! DynamoDB table (single-table design; [`create_table`] creates it, the SAM template declares
-//! the same).
+//! [`DynamoStore`]: image records, offer links, presigned uploads, checkpoints, versioned
+//! records and rate limits in ONE DynamoDB table (single-table design; [`create_table`]
+//! creates it, the SAM template declares the same).
 //!
 //! Every item is keyed by `pk` (`"{kind}#{id}"`) and `sk` (the kind), so kinds never collide
 //! and new kinds can add sort keys later:
 //!
-//! | kind       | pk                 | sk           | attributes                                    |
-//! |------------|--------------------|--------------|-----------------------------------------------|
-//! | image      | `image#{id}`       | `image`      | see the `images` module                       |
-//! | offer      | `offer#{id}`       | `offer`      | `photos` (L of S), `version` N, `updated_at` N |
-//! | upload     | `upload#{id}`      | `upload`     | see the `uploads` module                      |
-//! | checkpoint | `checkpoint#{name}`| `checkpoint` | `value` S                                     |
+//! | kind       | pk                   | sk           | attributes                                     |
+//! |------------|----------------------|--------------|------------------------------------------------|
+//! | image      | `image#{id}`         | `image`      | see the `images` module                        |
+//! | offer      | `offer#{id}`         | `offer`      | `photos` (L of S), `version` N, `updated_at` N |
+//! | upload     | `upload#{id}`        | `upload`     | see the `uploads` module                       |
+//! | checkpoint | `checkpoint#{name}`  | `checkpoint` | `value` S                                      |
+//! | record     | `rec#{kind}#{key}`   | `rec`        | see the `records` module                       |
+//! | rate limit | `ratelimit#{client}` | `ratelimit`  | see the `rate_limits` module                   |
+//!
+//! Only image items are ever `image#`: the GC function's stream filter and its handler select
+//! TTL deletions by that prefix, so the TTL deletions of other kinds never reach the GC flow.
 //!
 //! Timestamps are milliseconds since the epoch (N), except `ttl`, which is in SECONDS as
 //! DynamoDB's TTL deleter wants. The deleter lags hours to days, so every read treats a
@@ -25,6 +30,8 @@ mod checkpoints;
 mod images;
 mod item;
 mod offers;
+mod rate_limits;
+mod records;
 mod schema;
 mod uploads;
 
@@ -39,8 +46,8 @@ use crate::ports::StoreError;
 pub use images::record_from_item as image_record_from_item;
 pub use schema::{GC_INDEX, create_table};
 
-/// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords` and `Checkpoints` on one DynamoDB
-/// table. Cheap to clone (the SDK client is a handle).
+/// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `Records` and
+/// `RateLimiter` on one DynamoDB table. Cheap to clone (the SDK client is a handle).
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
     client: Client,

@@ -1,4 +1,5 @@
-//! [`SqliteStore`]: image records, offer links and the task queue in one SQLite file.
+//! [`SqliteStore`]: image records, offer links, the task queue, versioned records and rate
+//! limits in one SQLite file; [`QueueSender`] sends messages into its task queue.
 //!
 //! rusqlite is synchronous, so the store holds one connection behind a mutex and runs every
 //! call on tokio's blocking pool. The database is in WAL mode (readers do not block the
@@ -10,8 +11,11 @@
 //! timeout). A lock still held after that is `StoreError::Unavailable` (retryable).
 
 mod images;
+mod messages;
 mod offers;
 mod queue;
+mod rate_limits;
+mod records;
 mod schema;
 mod uploads;
 
@@ -23,6 +27,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::ports::StoreError;
 
+pub use messages::QueueSender;
 pub use schema::SCHEMA_VERSION;
 
 /// How long a statement waits for another connection's lock before giving up.
@@ -30,9 +35,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Ids per `IN (...)` list (far below SQLite's variable limit).
 const IN_CHUNK: usize = 500;
 
-/// The embedded `ImageIndex`, `OfferLinks` and `TaskQueue`. Cheap to clone (one shared
-/// connection); open several on one file, even from several processes, and they stay
-/// consistent.
+/// The embedded `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `TaskQueue`,
+/// `Records` and `RateLimiter`. Cheap to clone (one shared connection); open several on one
+/// file, even from several processes, and they stay consistent.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,

@@ -9,7 +9,7 @@ use super::sql_error;
 use crate::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -93,6 +93,29 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 ";
 
+/// Versioned records and rate-limit grants (the feeds).
+const V2: &str = "
+-- Versioned JSON records (the feed's URL and crawl records). Rows past `expires_at` read as
+-- absent and are deleted a while later (see the `records` module).
+CREATE TABLE IF NOT EXISTS records (
+    kind       TEXT    NOT NULL,
+    key        TEXT    NOT NULL,
+    body       TEXT    NOT NULL,
+    version    INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_expiry ON records (expires_at);
+
+-- Rate-limit grants: one row per `acquire` that granted something (a sliding window log).
+CREATE TABLE IF NOT EXISTS rate_grants (
+    client     TEXT    NOT NULL,
+    granted_at INTEGER NOT NULL,
+    permits    INTEGER NOT NULL CHECK (permits > 0)
+);
+CREATE INDEX IF NOT EXISTS rate_grants_by_client ON rate_grants (client, granted_at);
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -111,10 +134,52 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.execute_batch(V1)
             .map_err(|e| sql_error("creating the schema", e))?;
     }
+    if version < 2 {
+        tx.execute_batch(V2)
+            .map_err(|e| sql_error("adding records and rate limits to the schema", e))?;
+    }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(|e| sql_error("writing the schema version", e))?;
     }
     tx.commit()
         .map_err(|e| sql_error("committing the schema migration", e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_version_1_database_gains_the_new_tables_and_keeps_its_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO checkpoints (name, value) VALUES ('sweep', '3f')",
+            [],
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let version: i32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let kept: String = conn
+            .query_row(
+                "SELECT value FROM checkpoints WHERE name = 'sweep'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept, "3f");
+        for table in ["records", "rate_grants"] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(n, 0, "{table}");
+        }
+    }
 }

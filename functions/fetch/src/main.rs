@@ -1,0 +1,17 @@
+//! The `fetch` Lambda function: one download attempt per fetch task, from the queue of the
+//! tier in `IMGEST_FETCH_TIER` (one deployment of this binary per tier).
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use imgest_shared::handlers::{BatchResponse, fetch};
+use lambda_runtime::{LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    imgest_shared::telemetry::init("info");
+    let crawler = imgest_shared::app::crawler_from_env().await?;
+    let crawler = &crawler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<BatchResponse, lambda_runtime::Error>(fetch::handle(crawler, event.payload).await)
+    }))
+    .await
+}

@@ -1,0 +1,238 @@
+//! `imgest ingest FILE` and `imgest results`: feeds on the local runner, with the same crawl
+//! flows and download pools as `imgest serve`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use imgest_shared::feed::messages::{CrawlRequest, CrawlState, PhotoStatus};
+use imgest_shared::flows::crawl::{Crawler, Processing, RESULTS_QUEUE, tier_queue};
+use imgest_shared::handlers::fetch_pool;
+use imgest_shared::ports::TaskQueue;
+use imgest_shared::settings::Settings;
+use tokio::sync::watch;
+
+use crate::commands::{embedded_service, init_logs};
+
+/// How often progress is printed.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// How often completion is checked.
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How long a result message stays leased while `imgest results` prints it.
+const RESULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The crawler and download pools of the embedded runner, running until `stop`.
+pub struct LocalCrawl {
+    pub crawler: Arc<Crawler>,
+    pub queue: Arc<dyn TaskQueue>,
+    stop: watch::Sender<bool>,
+    pools: tokio::task::JoinHandle<()>,
+}
+
+impl LocalCrawl {
+    pub fn start(crawler: Arc<Crawler>, queue: Arc<dyn TaskQueue>) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let pools = tokio::spawn(fetch_pool::run(crawler.clone(), queue.clone(), stopped));
+        Self {
+            crawler,
+            queue,
+            stop,
+            pools,
+        }
+    }
+
+    /// Stops taking tasks and waits for the running ones.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.pools.await;
+    }
+}
+
+pub async fn local_crawl(settings: &Settings) -> Result<LocalCrawl> {
+    let service = Arc::new(embedded_service(settings, &settings.public_base_url()).await?);
+    let queue = service
+        .ports()
+        .queue
+        .clone()
+        .context("the embedded store has no task queue")?;
+    let crawler = Arc::new(Crawler::new(
+        service,
+        settings.feed.clone(),
+        Processing::Inline,
+    )?);
+    Ok(LocalCrawl::start(crawler, queue))
+}
+
+pub async fn ingest(file: PathBuf) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let local = local_crawl(&settings).await?;
+    let crawler = local.crawler.clone();
+    let started = Instant::now();
+
+    let mut offers = Vec::new();
+    let mut seen = HashSet::new();
+    let mut refused = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: CrawlRequest = match serde_json::from_str(line) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{}:{}: not a crawl request: {e}", file.display(), n + 1);
+                refused += 1;
+                continue;
+            }
+        };
+        let offer = request.offer_id.clone();
+        match crawler.intake(request).await {
+            Ok(_) => {
+                if seen.insert(offer.clone()) {
+                    offers.push(offer);
+                }
+            }
+            Err(e) => {
+                eprintln!("{}:{}: offer {offer} refused: {e}", file.display(), n + 1);
+                refused += 1;
+            }
+        }
+    }
+    eprintln!(
+        "ingest: {} offers accepted, {refused} lines refused; downloading…",
+        offers.len()
+    );
+
+    let mut last_progress = Instant::now();
+    loop {
+        let idle = queues_idle(&local).await?;
+        let m = crawler.metrics().snapshot();
+        let settled = m.offers_settled + m.offers_unchanged;
+        if idle && all_done(&crawler, &offers).await? {
+            break;
+        }
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            eprintln!(
+                "ingest: {settled}/{} offers settled, {} downloads ({} ok), {} retries, {} deferred",
+                offers.len(),
+                m.download_attempts,
+                m.downloads_ok,
+                m.retries,
+                m.deferrals
+            );
+            last_progress = Instant::now();
+        }
+        if idle {
+            // Nothing is queued or running, yet some crawl is not done: it can never finish.
+            bail!("downloads stopped with offers unsettled (see the logs)");
+        }
+        tokio::time::sleep(CHECK_EVERY).await;
+    }
+    local.stop().await;
+
+    let mut ok = 0usize;
+    let mut failed: BTreeMap<String, usize> = BTreeMap::new();
+    for offer in &offers {
+        if let Some(result) = crawler.crawl_status(offer).await? {
+            for photo in result.photos {
+                match photo.status {
+                    PhotoStatus::Ok { .. } => ok += 1,
+                    PhotoStatus::Failed { error } => {
+                        *failed.entry(error.kind.to_string()).or_default() += 1;
+                    }
+                    PhotoStatus::Pending => {}
+                }
+            }
+        }
+    }
+    let m = crawler.metrics().snapshot();
+    println!(
+        "ingest: {} offers in {:.1} s: {ok} photos ok, {} failed{}",
+        offers.len(),
+        started.elapsed().as_secs_f64(),
+        failed.values().sum::<usize>(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({})",
+                failed
+                    .iter()
+                    .map(|(k, n)| format!("{k}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    println!(
+        "ingest: {} downloads ({} new photos, {} already stored), {} URLs from earlier crawls, {} joined running downloads, {} unchanged offers, {} retries, {} tier moves",
+        m.download_attempts,
+        m.photos_new,
+        m.photos_deduplicated,
+        m.urls_from_cache,
+        m.urls_joined,
+        m.offers_unchanged,
+        m.retries,
+        m.tier_moves,
+    );
+    println!("ingest: results are queued; `imgest results` prints them");
+    Ok(())
+}
+
+/// Whether no fetch task is queued or running.
+async fn queues_idle(local: &LocalCrawl) -> Result<bool> {
+    let now = local.crawler.service().ports().clock.now();
+    for tier in 0..local.crawler.settings().tiers.len() {
+        let c = local.queue.counts(&tier_queue(tier), now).await?;
+        if c.ready + c.delayed + c.in_flight > 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn all_done(crawler: &Crawler, offers: &[imgest_shared::domain::OfferId]) -> Result<bool> {
+    for offer in offers {
+        let done = crawler
+            .crawl_status(offer)
+            .await?
+            .is_some_and(|r| r.state == CrawlState::Done);
+        if !done {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Prints (and removes) up to `max` result messages, one JSON object per line.
+pub async fn results(max: usize) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = embedded_service(&settings, &settings.public_base_url()).await?;
+    let queue = service
+        .ports()
+        .queue
+        .clone()
+        .context("the embedded store has no task queue")?;
+    let mut printed = 0;
+    while printed < max {
+        let now = service.ports().clock.now();
+        let batch = queue
+            .receive(RESULTS_QUEUE, now, (max - printed).min(100), RESULT_LEASE)
+            .await?;
+        if batch.is_empty() {
+            break;
+        }
+        for delivery in batch {
+            println!("{}", delivery.payload);
+            queue.ack(&delivery).await?;
+            printed += 1;
+        }
+    }
+    eprintln!("results: {printed} printed");
+    Ok(())
+}

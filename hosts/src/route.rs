@@ -1,0 +1,364 @@
+//! What a simulated host answers on one path: [`Route`], and how each one is rendered.
+
+use std::io;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::{StreamExt, stream};
+
+/// The `Last-Modified` every [`Route::Photo`] sends (and the `If-Modified-Since` it honours).
+pub const PHOTO_LAST_MODIFIED: &str = "Wed, 21 Oct 2015 07:28:00 GMT";
+
+/// One path's behaviour. Plain data: the per-path request counter that
+/// [`FailTimes`](Route::FailTimes) reads is kept by the host, not in the route.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// 200 with the Content-Type of the bytes' signature (`application/octet-stream` if none),
+    /// `Content-Length`, `ETag` (the quoted MD5 hex) and [`PHOTO_LAST_MODIFIED`]; a matching
+    /// `If-None-Match`, or else an `If-Modified-Since` equal to [`PHOTO_LAST_MODIFIED`], gets
+    /// 304.
+    Photo(Bytes),
+    /// The bytes (a real photo) declared as `text/html; charset=utf-8`.
+    WrongContentType(Bytes),
+    /// 200 with this body and Content-Type: HTML pages, text, anything not a photo.
+    Body { bytes: Bytes, content_type: String },
+    /// The bytes sent chunked, without `Content-Length`.
+    NoContentLength(Bytes),
+    /// Waits, then answers as the inner route (nothing is sent during the wait).
+    Delay(Duration, Box<Route>),
+    /// Headers (with the full `Content-Length`) at once, then `chunk` bytes after each
+    /// `per_chunk` wait: a host that drips.
+    Drip {
+        bytes: Bytes,
+        chunk: usize,
+        per_chunk: Duration,
+    },
+    /// This status with an empty body, and `Retry-After` (sent as given: seconds or an HTTP
+    /// date) if any.
+    Status {
+        code: u16,
+        retry_after: Option<String>,
+    },
+    /// The path's first `times` requests get `status`, the later ones the inner route.
+    FailTimes {
+        times: u64,
+        status: u16,
+        then: Box<Route>,
+    },
+    /// A redirect; `location` is sent as given (relative, absolute, another host, an IP...).
+    Redirect { status: u16, location: String },
+    /// Declares the full `Content-Length`, sends the headers and the first `after` bytes, then
+    /// (50 ms later) breaks the connection.
+    Reset { bytes: Bytes, after: usize },
+}
+
+impl Route {
+    pub fn photo(bytes: impl Into<Bytes>) -> Self {
+        Self::Photo(bytes.into())
+    }
+
+    pub fn status(code: u16) -> Self {
+        Self::Status {
+            code,
+            retry_after: None,
+        }
+    }
+
+    /// `code` with a `Retry-After` header, e.g. `Route::retry_after(429, "7")`.
+    pub fn retry_after(code: u16, value: impl Into<String>) -> Self {
+        Self::Status {
+            code,
+            retry_after: Some(value.into()),
+        }
+    }
+
+    /// A 302 to `location`.
+    pub fn redirect(location: impl Into<String>) -> Self {
+        Self::Redirect {
+            status: 302,
+            location: location.into(),
+        }
+    }
+
+    pub fn body(bytes: impl Into<Bytes>, content_type: impl Into<String>) -> Self {
+        Self::Body {
+            bytes: bytes.into(),
+            content_type: content_type.into(),
+        }
+    }
+
+    pub fn delay(wait: Duration, then: Route) -> Self {
+        Self::Delay(wait, Box::new(then))
+    }
+
+    /// One byte after each `per_byte` wait.
+    pub fn drip(bytes: impl Into<Bytes>, per_byte: Duration) -> Self {
+        Self::Drip {
+            bytes: bytes.into(),
+            chunk: 1,
+            per_chunk: per_byte,
+        }
+    }
+
+    pub fn fail_times(times: u64, status: u16, then: Route) -> Self {
+        Self::FailTimes {
+            times,
+            status,
+            then: Box::new(then),
+        }
+    }
+}
+
+/// `hops` redirects: `{prefix}/0` → `{prefix}/1` → … → `{prefix}/{hops-1}` → `target`, as
+/// routes to add to a host (`target` is sent as is, so it may be a path or a full URL).
+pub fn redirect_chain(prefix: &str, hops: usize, target: &str) -> Vec<(String, Route)> {
+    (0..hops)
+        .map(|i| {
+            let location = if i + 1 == hops {
+                target.to_owned()
+            } else {
+                format!("{prefix}/{}", i + 1)
+            };
+            (format!("{prefix}/{i}"), Route::redirect(location))
+        })
+        .collect()
+}
+
+/// Unwraps delays and counted failures down to the route that is rendered, adding up the
+/// waits. `hit` is how many earlier requests this path has had.
+pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Route) {
+    let mut wait = Duration::ZERO;
+    loop {
+        match route {
+            Route::Delay(d, inner) => {
+                wait = wait.saturating_add(*d);
+                route = inner;
+            }
+            Route::FailTimes {
+                times,
+                status,
+                then,
+            } => {
+                if hit < *times {
+                    return (wait, Route::status(*status));
+                }
+                route = then;
+            }
+            other => return (wait, other.clone()),
+        }
+    }
+}
+
+/// Renders a settled route (never `Delay` or `FailTimes`; those render as 500).
+pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
+    match route {
+        Route::Photo(bytes) => photo(bytes, request),
+        Route::WrongContentType(bytes) => respond(
+            200,
+            &[(header::CONTENT_TYPE, "text/html; charset=utf-8".into())],
+            Body::from(bytes),
+        ),
+        Route::Body {
+            bytes,
+            content_type,
+        } => respond(
+            200,
+            &[(header::CONTENT_TYPE, content_type)],
+            Body::from(bytes),
+        ),
+        Route::NoContentLength(bytes) => {
+            let content_type = image_type(&bytes).to_owned();
+            let once = stream::iter([Ok::<_, io::Error>(bytes)]);
+            respond(
+                200,
+                &[(header::CONTENT_TYPE, content_type)],
+                Body::from_stream(once),
+            )
+        }
+        Route::Drip {
+            bytes,
+            chunk,
+            per_chunk,
+        } => drip(bytes, chunk, per_chunk),
+        Route::Status { code, retry_after } => {
+            let headers: Vec<_> = retry_after
+                .into_iter()
+                .map(|v| (header::RETRY_AFTER, v))
+                .collect();
+            respond(code, &headers, Body::empty())
+        }
+        Route::Redirect { status, location } => {
+            respond(status, &[(header::LOCATION, location)], Body::empty())
+        }
+        Route::Reset { bytes, after } => {
+            let sent = bytes.slice(..after.min(bytes.len()));
+            // The pause lets the server flush the headers and the first bytes; without it
+            // they go down with the connection and the client sees no response at all.
+            let broken = async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "simulated connection reset",
+                ))
+            };
+            let parts = stream::iter([Ok(sent)]).chain(stream::once(broken));
+            respond(
+                200,
+                &[
+                    (header::CONTENT_TYPE, image_type(&bytes).to_owned()),
+                    (header::CONTENT_LENGTH, bytes.len().to_string()),
+                ],
+                Body::from_stream(parts),
+            )
+        }
+        Route::Delay(..) | Route::FailTimes { .. } => respond(
+            500,
+            &[],
+            Body::from("imgest-hosts: unsettled route (a bug in the host)"),
+        ),
+    }
+}
+
+fn photo(bytes: Bytes, request: &HeaderMap) -> Response {
+    let etag = etag_of(&bytes);
+    let validators = [
+        (header::ETAG, etag.clone()),
+        (header::LAST_MODIFIED, PHOTO_LAST_MODIFIED.to_owned()),
+    ];
+    let not_modified = match request.get(header::IF_NONE_MATCH) {
+        // RFC 9110: If-None-Match wins over If-Modified-Since; weak comparison.
+        Some(value) => value.to_str().is_ok_and(|list| {
+            list.split(',')
+                .map(str::trim)
+                .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag.as_str())
+        }),
+        None => request
+            .get(header::IF_MODIFIED_SINCE)
+            .is_some_and(|since| since.as_bytes() == PHOTO_LAST_MODIFIED.as_bytes()),
+    };
+    if not_modified {
+        return respond(304, &validators, Body::empty());
+    }
+    let mut headers = validators.to_vec();
+    headers.push((header::CONTENT_TYPE, image_type(&bytes).to_owned()));
+    respond(200, &headers, Body::from(bytes))
+}
+
+fn drip(bytes: Bytes, chunk: usize, per_chunk: Duration) -> Response {
+    let chunk = chunk.max(1);
+    let content_type = image_type(&bytes).to_owned();
+    let len = bytes.len().to_string();
+    let chunks = stream::unfold(bytes, move |mut rest| async move {
+        if rest.is_empty() {
+            return None;
+        }
+        tokio::time::sleep(per_chunk).await;
+        let next = rest.split_to(chunk.min(rest.len()));
+        Some((Ok::<_, io::Error>(next), rest))
+    });
+    respond(
+        200,
+        &[
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_LENGTH, len),
+        ],
+        Body::from_stream(chunks),
+    )
+}
+
+/// The quoted MD5 hex of the bytes: what [`Route::Photo`] sends as `ETag`.
+pub fn etag_of(bytes: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    format!("\"{}\"", hex::encode(Md5::digest(bytes)))
+}
+
+/// The Content-Type of the image signature at the start of `bytes`.
+fn image_type(bytes: &[u8]) -> &'static str {
+    if bytes.starts_with(b"\xff\xd8\xff") {
+        "image/jpeg"
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        "image/png"
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        "image/gif"
+    } else if bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(b"WEBP") {
+        "image/webp"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// A response; a status or header the HTTP types refuse (a route built with, say, status
+/// 1000) becomes a 500 that says so, never a panic.
+pub(crate) fn respond(status: u16, headers: &[(HeaderName, String)], body: Body) -> Response {
+    let built = StatusCode::from_u16(status)
+        .map_err(|e| e.to_string())
+        .and_then(|status| {
+            let mut response = Response::new(body);
+            *response.status_mut() = status;
+            for (name, value) in headers {
+                let value = HeaderValue::from_str(value).map_err(|e| format!("{name}: {e}"))?;
+                response.headers_mut().append(name.clone(), value);
+            }
+            Ok(response)
+        });
+    built.unwrap_or_else(|reason| {
+        let mut response = Response::new(Body::from(format!(
+            "imgest-hosts: cannot send this route: {reason}"
+        )));
+        *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        response
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settling_adds_delays_and_counts_failures() {
+        let route = Route::delay(
+            Duration::from_millis(5),
+            Route::fail_times(
+                2,
+                503,
+                Route::delay(Duration::from_millis(7), Route::status(204)),
+            ),
+        );
+        let (wait, first) = settle(&route, 0);
+        assert_eq!(wait, Duration::from_millis(5));
+        assert!(matches!(first, Route::Status { code: 503, .. }));
+        assert!(matches!(
+            settle(&route, 1).1,
+            Route::Status { code: 503, .. }
+        ));
+        let (wait, third) = settle(&route, 2);
+        assert_eq!(wait, Duration::from_millis(12));
+        assert!(matches!(third, Route::Status { code: 204, .. }));
+    }
+
+    #[test]
+    fn redirect_chains_end_at_the_target() {
+        let chain = redirect_chain("/r", 3, "/photo.jpg");
+        let hops: Vec<_> = chain
+            .iter()
+            .map(|(path, route)| match route {
+                Route::Redirect { location, .. } => (path.as_str(), location.as_str()),
+                _ => ("", ""),
+            })
+            .collect();
+        assert_eq!(
+            hops,
+            [("/r/0", "/r/1"), ("/r/1", "/r/2"), ("/r/2", "/photo.jpg")]
+        );
+    }
+
+    #[test]
+    fn bad_statuses_and_headers_become_500s() {
+        assert_eq!(respond(1000, &[], Body::empty()).status(), 500);
+        let bad = [(header::LOCATION, "a\nb".to_owned())];
+        assert_eq!(respond(302, &bad, Body::empty()).status(), 500);
+    }
+}

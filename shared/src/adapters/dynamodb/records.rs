@@ -1,0 +1,222 @@
+//! `Records` on record items.
+//!
+//! Item `pk = rec#{kind}#{key}`, `sk = rec`: `body` S, `version` N, `expires_at` N ms and `ttl`
+//! N (epoch seconds, an hour after `expires_at`). The `rec#` prefix keeps these items out of the
+//! GC function's stream filter (`image#` only) and out of the GC index (they carry no
+//! `gc_bucket`).
+//!
+//! Reads treat an item past `expires_at` as absent (DynamoDB's TTL deleter lags). Writes are
+//! conditional updates on the version read; a write over an expired item is conditional on its
+//! version too, so two writers racing to recreate an expired record cannot both win. Versions
+//! come from [`next_version`]: one past the stored version, never below the clock in
+//! milliseconds, so they keep increasing after the TTL deleter removed an item. The deleter
+//! waits an hour past expiry ([`TTL_GRACE`]) so that the version of a record that has just
+//! expired is still there to follow.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
+use super::{DynamoStore, is_condition_failed, sdk_error};
+use crate::domain::Timestamp;
+use crate::ports::{Records, StoreError, StoredRecord};
+
+const KIND: &str = "rec";
+const BODY: &str = "body";
+const VERSION: &str = "version";
+const EXPIRES_AT: &str = "expires_at";
+
+/// How long after expiry the TTL deleter may remove an item.
+const TTL_GRACE: Duration = Duration::from_secs(3600);
+/// Writes of one `put_record` with no expected version: creating, then (when the item exists
+/// but expired) replacing the expired one; a third try only follows a concurrent deletion.
+const CREATE_ATTEMPTS: u32 = 3;
+
+/// The item key of a record. A kind is a name in the code (`url`, `crawl`); one with a `#`
+/// could alias another kind's keys (`a#b` + `c` and `a` + `b#c`), so it is refused.
+fn record_key(kind: &str, key_: &str) -> Result<Item, StoreError> {
+    if kind.contains('#') {
+        return Err(StoreError::corrupt(format!(
+            "dynamodb: record kind {kind:?} contains '#'"
+        )));
+    }
+    Ok(key(KIND, &format!("{kind}#{key_}")))
+}
+
+/// One past `previous`, and never less than the clock in milliseconds (see the module doc).
+fn next_version(previous: Option<u64>, now: Timestamp) -> u64 {
+    let floor = u64::try_from(now.as_millis()).unwrap_or(0);
+    previous
+        .map_or(0, |v| v.saturating_add(1))
+        .max(floor)
+        .max(1)
+}
+
+fn version_value(v: u64) -> Result<aws_sdk_dynamodb::types::AttributeValue, StoreError> {
+    i64::try_from(v)
+        .map(n)
+        .map_err(|_| StoreError::corrupt(format!("dynamodb: version {v} is too large")))
+}
+
+/// A stored item as (body, version, expiry).
+struct Raw {
+    body: String,
+    version: u64,
+    expires_at: Timestamp,
+}
+
+fn raw_from_item(item: &Item, kind: &str, key_: &str) -> Result<Raw, StoreError> {
+    let what = format!("record item {kind}/{key_:?}");
+    let a = Attrs::new(item, &what);
+    Ok(Raw {
+        body: a.s(BODY)?.to_owned(),
+        version: a.u64(VERSION)?,
+        expires_at: a.time(EXPIRES_AT)?,
+    })
+}
+
+impl DynamoStore {
+    async fn raw_record(&self, kind: &str, key_: &str) -> Result<Option<Raw>, StoreError> {
+        let item = self
+            .get(
+                record_key(kind, key_)?,
+                &format!("reading record {kind}/{key_:?}"),
+            )
+            .await?;
+        item.map(|item| raw_from_item(&item, kind, key_))
+            .transpose()
+    }
+
+    /// Writes version `version` of the record if `condition` (built by `when` on the same
+    /// expression) holds: `Ok(false)` if it did not.
+    async fn write_record(
+        &self,
+        kind: &str,
+        key_: &str,
+        body: &str,
+        version: u64,
+        expires_at: Timestamp,
+        when: impl FnOnce(&mut Expr) -> Result<String, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let mut e = Expr::new();
+        e.set(BODY, s(body))
+            .set(VERSION, version_value(version)?)
+            .set(EXPIRES_AT, ms(expires_at))
+            .set(TTL, n(ttl_secs(expires_at.plus(TTL_GRACE))));
+        let condition = when(&mut e)?;
+        let parts = e.finish();
+        match self
+            .update(record_key(kind, key_)?, parts, Some(condition))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(&format!("writing record {kind}/{key_:?}"), e)),
+        }
+    }
+}
+
+fn conflict(kind: &str, key_: &str, expected: Option<u64>) -> StoreError {
+    StoreError::Conflict(format!(
+        "record {kind}/{key_:?} is no longer at version {expected:?}"
+    ))
+}
+
+#[async_trait]
+impl Records for DynamoStore {
+    async fn get_record(
+        &self,
+        kind: &str,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<StoredRecord>, StoreError> {
+        Ok(self
+            .raw_record(kind, key)
+            .await?
+            .filter(|raw| raw.expires_at > now)
+            .map(|raw| StoredRecord {
+                body: raw.body,
+                version: raw.version,
+            }))
+    }
+
+    async fn put_record(
+        &self,
+        kind: &str,
+        key: &str,
+        body: &str,
+        expected: Option<u64>,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        if let Some(v) = expected {
+            let version = next_version(Some(v), now);
+            let written = self
+                .write_record(kind, key, body, version, expires_at, |e| {
+                    let same = e.eq(VERSION, version_value(v)?);
+                    let live = e.cmp(EXPIRES_AT, ">", ms(now));
+                    Ok(format!("{same} AND {live}"))
+                })
+                .await?;
+            return if written {
+                Ok(version)
+            } else {
+                Err(conflict(kind, key, expected))
+            };
+        }
+        // No record expected: create one, which fails if an item exists; if that item has
+        // expired, replace it conditional on its version (a concurrent writer moves it on).
+        let mut previous: Option<u64> = None;
+        for _ in 0..CREATE_ATTEMPTS {
+            let version = next_version(previous, now);
+            let written = self
+                .write_record(kind, key, body, version, expires_at, |e| match previous {
+                    None => Ok(e.not_exists(PK)),
+                    Some(old) => {
+                        let same = e.eq(VERSION, version_value(old)?);
+                        let expired = e.cmp(EXPIRES_AT, "<=", ms(now));
+                        Ok(format!("{same} AND {expired}"))
+                    }
+                })
+                .await?;
+            if written {
+                return Ok(version);
+            }
+            match self.raw_record(kind, key).await? {
+                Some(raw) if raw.expires_at > now => return Err(conflict(kind, key, expected)),
+                Some(raw) => previous = Some(raw.version),
+                // Deleted since (by the TTL deleter): create it after all.
+                None => previous = None,
+            }
+        }
+        Err(conflict(kind, key, expected))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn record_keys_never_look_like_images() {
+        let key = record_key("url", "image#abc").unwrap();
+        assert_eq!(key[PK], s("rec#url#image#abc"));
+        assert_eq!(key["sk"], s("rec"));
+        assert!(record_key("url#x", "y").is_err());
+    }
+
+    #[test]
+    fn versions_increase_and_never_fall_behind_the_clock() {
+        let now = Timestamp::from_millis(1_700_000_000_000);
+        assert_eq!(next_version(None, now), 1_700_000_000_000);
+        assert_eq!(next_version(Some(7), now), 1_700_000_000_000);
+        assert_eq!(
+            next_version(Some(1_800_000_000_000), now),
+            1_800_000_000_001
+        );
+    }
+}

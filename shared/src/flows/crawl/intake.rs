@@ -1,0 +1,268 @@
+//! Intake: a crawl request becomes the offer's crawl record, immediate settlements from the
+//! URL records, joins of running downloads and new fetch tasks.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use md5::{Digest, Md5};
+
+use super::Crawler;
+use super::metrics::add;
+use super::records::{
+    self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, URL_KIND, UrlOutcome, UrlRecord,
+    Waiter,
+};
+use crate::domain::{ClientId, Timestamp};
+use crate::feed::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
+use crate::feed::{FeedErrorKind, NormalizedUrl};
+use crate::flows::FlowError;
+use crate::ports::OutgoingMessage;
+
+/// A download's lease: others join it meanwhile; after it, the URL's next mention starts a new
+/// download (only if the task that held it was lost: running tasks settle long before).
+const FETCH_LEASE: Duration = Duration::from_secs(6 * 3600);
+/// How long a settled crawl (and a URL's record) outlives `IMGEST_URL_TTL`.
+pub(super) const RETENTION_MARGIN: Duration = Duration::from_secs(86_400);
+
+/// What joining a URL gave.
+enum Joined {
+    /// The URL's record settles it now.
+    Settled(PhotoStatus),
+    /// A download is running (or was just queued); the crawl waits for it.
+    Waiting,
+}
+
+impl Crawler {
+    /// Accepts an offer's URLs (the `POST /v1/crawl` body, the intake queue's message).
+    /// Returns the crawl's state right after intake: `Done` when nothing had to be downloaded.
+    pub async fn intake(&self, request: CrawlRequest) -> Result<CrawlState, FlowError> {
+        let limit = self.service.policy().max_photos_per_offer;
+        if request.urls.len() > limit {
+            return Err(FlowError::TooManyPhotos {
+                count: request.urls.len(),
+                limit,
+            });
+        }
+        add(&self.metrics.offers_received, 1);
+        add(&self.metrics.urls_received, request.urls.len() as u64);
+        let now = self.now();
+        let parsed: Vec<(String, Option<NormalizedUrl>)> = request
+            .urls
+            .into_iter()
+            .map(|raw| {
+                let url = NormalizedUrl::parse(&raw, &self.settings.normalization).ok();
+                (raw, url)
+            })
+            .collect();
+        let fingerprint = fingerprint(&parsed);
+        let records = self.service.ports().records.as_ref();
+        let offer_key = request.offer_id.as_str();
+
+        if let Some(previous) =
+            records::read::<CrawlRecord>(records, CRAWL_KIND, offer_key, now).await?
+            && self.is_unchanged(&previous, &fingerprint, now)
+        {
+            // The common case for feeds that are re-sent whole: nothing to download or link.
+            add(&self.metrics.offers_unchanged, 1);
+            self.send_result(&request.offer_id, &previous).await?;
+            return Ok(CrawlState::Done);
+        }
+
+        let crawl = CrawlRecord {
+            crawl_id: format!("{:016x}", fastrand::u64(..)),
+            client_id: request.client_id.clone(),
+            fingerprint,
+            state: CrawlState::Pending,
+            started_at: now,
+            settled_at: None,
+            photos: parsed
+                .iter()
+                .map(|(raw, url)| CrawlPhoto {
+                    url: raw.clone(),
+                    url_hash: url.as_ref().map(NormalizedUrl::hash),
+                    status: match url {
+                        Some(_) => PhotoStatus::Pending,
+                        None => PhotoStatus::Failed {
+                            error: PhotoError::new(FeedErrorKind::InvalidUrl, None, 0),
+                        },
+                    },
+                })
+                .collect(),
+        };
+        let crawl_id = crawl.crawl_id.clone();
+        // A newer crawl of the offer replaces a running one: its URLs' outcomes still arrive,
+        // but only for the crawl id they were asked for.
+        records::update(
+            records,
+            CRAWL_KIND,
+            offer_key,
+            now,
+            self.retention(now),
+            |_: Option<CrawlRecord>| Ok(Change::Write(crawl.clone(), ())),
+        )
+        .await?;
+
+        let waiter = Waiter {
+            offer_id: request.offer_id.clone(),
+            crawl_id: crawl_id.clone(),
+        };
+        let mut settled = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for url in parsed.iter().filter_map(|(_, url)| url.as_ref()) {
+            if !seen.insert(url.hash()) {
+                continue;
+            }
+            match self.join(url, &request.client_id, &waiter, now).await? {
+                Joined::Settled(status) => {
+                    add(&self.metrics.urls_from_cache, 1);
+                    settled.insert(url.hash(), status);
+                }
+                Joined::Waiting => {}
+            }
+        }
+        self.settle(&request.offer_id, &crawl_id, &settled).await
+    }
+
+    fn is_unchanged(&self, previous: &CrawlRecord, fingerprint: &str, now: Timestamp) -> bool {
+        previous.state == CrawlState::Done
+            && previous.fingerprint == fingerprint
+            && previous
+                .settled_at
+                .is_some_and(|at| now < at.plus(self.reuse_window()))
+            && previous
+                .photos
+                .iter()
+                .all(|p| matches!(p.status, PhotoStatus::Ok { .. }))
+    }
+
+    /// Settles `url` from its record, joins its running download, or starts one.
+    async fn join(
+        &self,
+        url: &NormalizedUrl,
+        client: &ClientId,
+        waiter: &Waiter,
+        now: Timestamp,
+    ) -> Result<Joined, FlowError> {
+        let url_ttl = self.reuse_window();
+        let hash = url.hash();
+        let started = records::update(
+            self.service.ports().records.as_ref(),
+            URL_KIND,
+            hash.as_str(),
+            now,
+            self.retention(now),
+            |record: Option<UrlRecord>| {
+                let mut record = record.unwrap_or_default();
+                match &record.last {
+                    Some(UrlOutcome::Ok { image_id, at }) if now < at.plus(url_ttl) => {
+                        return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Ok {
+                            image_id: image_id.clone(),
+                        }))));
+                    }
+                    Some(UrlOutcome::Failed {
+                        error,
+                        recheck_at: Some(recheck_at),
+                        ..
+                    }) if now < *recheck_at => {
+                        return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Failed {
+                            error: error.clone(),
+                        }))));
+                    }
+                    _ => {}
+                }
+                if !record.waiters.contains(waiter) {
+                    record.waiters.push(waiter.clone());
+                }
+                let running = record.fetch.as_ref().is_some_and(|lease| now < lease.until);
+                if running {
+                    return Ok(Change::Write(record, None));
+                }
+                record.fetch = Some(FetchLease {
+                    client_id: client.clone(),
+                    until: now.plus(FETCH_LEASE),
+                });
+                Ok(Change::Write(record, Some(Joined::Waiting)))
+            },
+        )
+        .await?;
+        match started {
+            Some(Joined::Settled(status)) => Ok(Joined::Settled(status)),
+            Some(Joined::Waiting) => {
+                self.queue_first_download(url, client, now).await?;
+                Ok(Joined::Waiting)
+            }
+            None => {
+                add(&self.metrics.urls_joined, 1);
+                Ok(Joined::Waiting)
+            }
+        }
+    }
+
+    /// Queues a URL's first download in the tier its host's statistics predict, at the
+    /// client's next paced slot.
+    async fn queue_first_download(
+        &self,
+        url: &NormalizedUrl,
+        client: &ClientId,
+        now: Timestamp,
+    ) -> Result<(), FlowError> {
+        let domain = url.fetch_url().host_str().unwrap_or_default();
+        let tier = self.router.route(client, domain);
+        let rpm = self.settings.rpm_for(client);
+        let at = self.pacer.slot(client, rpm, self.settings.rate_window, now);
+        let task = FetchTask {
+            url_hash: url.hash(),
+            url: url.fetch_url().to_string(),
+            client_id: client.clone(),
+            tier,
+            attempt: 0,
+        };
+        add(&self.metrics.downloads_queued, 1);
+        self.queue_task(&task, at.since(now)).await
+    }
+
+    pub(super) async fn queue_task(
+        &self,
+        task: &FetchTask,
+        delay: Duration,
+    ) -> Result<(), FlowError> {
+        let body = serde_json::to_string(task)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a fetch task: {e}")))?;
+        self.service
+            .ports()
+            .messages
+            .send(
+                &super::tier_queue(task.tier),
+                &[OutgoingMessage { body, delay }],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// How long a URL's photo is reused without a download: `IMGEST_URL_TTL`, but never
+    /// longer than `IMGEST_ORPHAN_TTL`. A download (or dedup hit) keeps the image at least that
+    /// long, so the reused image always still exists.
+    fn reuse_window(&self) -> Duration {
+        self.settings.url_ttl.min(self.service.policy().orphan_ttl)
+    }
+
+    pub(super) fn now(&self) -> Timestamp {
+        self.service.ports().clock.now()
+    }
+
+    pub(super) fn retention(&self, now: Timestamp) -> Timestamp {
+        now.plus(self.settings.url_ttl).plus(RETENTION_MARGIN)
+    }
+}
+
+fn fingerprint(parsed: &[(String, Option<NormalizedUrl>)]) -> String {
+    let mut md5 = Md5::new();
+    for (raw, url) in parsed {
+        match url {
+            Some(url) => md5.update(url.key().as_bytes()),
+            None => md5.update(raw.as_bytes()),
+        }
+        md5.update(b"\n");
+    }
+    hex::encode(md5.finalize())
+}

@@ -1,0 +1,103 @@
+//! Crawling feeds: an offer's photo URLs in, the offer's photos (and a result message) out.
+//!
+//! - [`intake`](Crawler::intake): records the offer's crawl, settles every URL it can at once
+//!   (downloaded within `IMGEST_URL_TTL`, or failed permanently and not due for a recheck),
+//!   joins downloads already running (singleflight) and queues the rest in the tier that the
+//!   host's statistics predict, paced at the client's rate.
+//! - [`run_fetch`](Crawler::run_fetch): one download attempt of a queued URL, within the
+//!   client's rate limit and the host's concurrency, then a photo (processed here, or handed
+//!   to the process function on AWS), a retry, a move to the next tier, or a failure.
+//! - settling: a URL's outcome goes to every crawl waiting for it; when a crawl's last URL
+//!   settles, the offer's photos are set (the successful ones, in feed order) and the result
+//!   is sent to the results queue.
+//!
+//! Every step is idempotent: queues deliver at least once, and a crash anywhere is repaired
+//! by the redelivery of the task that was running.
+
+mod fetch;
+mod intake;
+mod metrics;
+mod pacer;
+mod records;
+mod settle;
+
+use std::sync::Arc;
+
+use crate::feed::{FeedSettings, HostLimits, TierRouter};
+use crate::feed::{FetchConfig, Fetcher};
+use crate::flows::{FlowError, Service};
+
+pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
+use self::pacer::Pacer;
+
+/// The queue results are sent to.
+pub const RESULTS_QUEUE: &str = "results";
+
+/// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
+pub fn tier_queue(tier: usize) -> String {
+    format!("fetch-{tier}")
+}
+
+/// Where a downloaded body that is not a known photo gets decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processing {
+    /// In the downloading process (the local runner: one process does everything).
+    Inline,
+    /// Stored under `incoming/` for the process function (AWS: resizing is CPU-bound and stays
+    /// out of the IO-bound fetch functions).
+    Handoff,
+}
+
+/// The crawl flows, with the state a process shares between its workers.
+pub struct Crawler {
+    service: Arc<Service>,
+    settings: FeedSettings,
+    fetcher: Fetcher,
+    router: TierRouter,
+    hosts: Arc<HostLimits>,
+    pacer: Pacer,
+    processing: Processing,
+    metrics: CrawlMetrics,
+}
+
+impl Crawler {
+    pub fn new(
+        service: Arc<Service>,
+        settings: FeedSettings,
+        processing: Processing,
+    ) -> Result<Self, FlowError> {
+        let fetcher = Fetcher::new(FetchConfig {
+            allow_private: settings.allow_private_networks,
+            max_body: service.pipeline().config().max_body,
+            max_redirects: 5,
+            user_agent: settings.user_agent.clone(),
+        })
+        .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            router: TierRouter::new(settings.tiers.clone()),
+            hosts: HostLimits::new(settings.domain_concurrency),
+            fetcher,
+            service,
+            settings,
+            pacer: Pacer::default(),
+            processing,
+            metrics: CrawlMetrics::default(),
+        })
+    }
+
+    pub fn service(&self) -> &Arc<Service> {
+        &self.service
+    }
+
+    pub fn settings(&self) -> &FeedSettings {
+        &self.settings
+    }
+
+    pub fn metrics(&self) -> &CrawlMetrics {
+        &self.metrics
+    }
+
+    pub fn hosts(&self) -> &HostLimits {
+        &self.hosts
+    }
+}

@@ -1,0 +1,188 @@
+//! The crawl's records, stored as versioned JSON through the [`Records`] port, and the one
+//! read-modify-write loop every change to them goes through.
+//!
+//! - URL record (`url`, keyed by url hash): the last outcome of the URL, its validators for
+//!   conditional requests, the running download's lease (singleflight) and the crawls waiting
+//!   for it.
+//! - Crawl record (`crawl`, keyed by offer id): the offer's latest crawl, one status per URL.
+//! - Handoff record (`handoff`, keyed by upload id; AWS): which URL a downloaded body that
+//!   waits for the process function came from.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
+use crate::feed::UrlHash;
+use crate::feed::messages::{CrawlState, PhotoError, PhotoStatus};
+use crate::flows::FlowError;
+use crate::ports::{Records, StoreError};
+
+pub(super) const URL_KIND: &str = "url";
+pub(super) const CRAWL_KIND: &str = "crawl";
+pub(super) const HANDOFF_KIND: &str = "handoff";
+
+/// Conflicting writers retry this often before the flow gives up (retryably).
+const MAX_ROUNDS: u32 = 32;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Waiter {
+    pub offer_id: OfferId,
+    pub crawl_id: String,
+}
+
+/// Conditional-request validators, with the image they validate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Validators {
+    pub image_id: ImageId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub(super) enum UrlOutcome {
+    Ok {
+        image_id: ImageId,
+        at: Timestamp,
+    },
+    Failed {
+        error: PhotoError,
+        at: Timestamp,
+        /// Set for permanent failures: the URL is not downloaded again before this.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recheck_at: Option<Timestamp>,
+    },
+}
+
+/// A download in progress; others join it rather than start their own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct FetchLease {
+    pub client_id: ClientId,
+    pub until: Timestamp,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct UrlRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<UrlOutcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validators: Option<Validators>,
+    /// Permanent failures in a row (the recheck interval doubles with each).
+    #[serde(default)]
+    pub permanent_failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<FetchLease>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiters: Vec<Waiter>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct CrawlPhoto {
+    /// As the feed gave it.
+    pub url: String,
+    /// `None` for a URL that did not parse (its status says `invalid_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_hash: Option<UrlHash>,
+    #[serde(flatten)]
+    pub status: PhotoStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct CrawlRecord {
+    pub crawl_id: String,
+    pub client_id: ClientId,
+    /// MD5 of the offer's URL keys in order: an unchanged feed entry has the same one.
+    pub fingerprint: String,
+    pub state: CrawlState,
+    pub started_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<Timestamp>,
+    pub photos: Vec<CrawlPhoto>,
+}
+
+impl CrawlRecord {
+    pub fn is_settled(&self) -> bool {
+        self.photos
+            .iter()
+            .all(|p| !matches!(p.status, PhotoStatus::Pending))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct HandoffRecord {
+    pub url_hash: UrlHash,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+}
+
+/// What an [`update`] closure decides.
+pub(super) enum Change<T, R> {
+    /// Write this value, then return `R`.
+    Write(T, R),
+    /// Leave the record as it is and return `R`.
+    Keep(R),
+}
+
+/// Reads the record, lets `decide` choose, and writes conditionally, reading again whenever
+/// another writer got in first. `decide` may run several times: it must be pure.
+pub(super) async fn update<T, R>(
+    records: &dyn Records,
+    kind: &str,
+    key: &str,
+    now: Timestamp,
+    expires_at: Timestamp,
+    mut decide: impl FnMut(Option<T>) -> Result<Change<T, R>, FlowError>,
+) -> Result<R, FlowError>
+where
+    T: Serialize + DeserializeOwned,
+{
+    for _ in 0..MAX_ROUNDS {
+        let stored = records.get_record(kind, key, now).await?;
+        let (current, version) = match stored {
+            Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
+            None => (None, None),
+        };
+        match decide(current)? {
+            Change::Keep(r) => return Ok(r),
+            Change::Write(value, r) => {
+                let body = serde_json::to_string(&value).map_err(|e| {
+                    FlowError::Internal(format!("cannot encode {kind} record: {e}"))
+                })?;
+                match records
+                    .put_record(kind, key, &body, version, expires_at, now)
+                    .await
+                {
+                    Ok(_) => return Ok(r),
+                    Err(StoreError::Conflict(_)) => tokio::task::yield_now().await,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    Err(StoreError::Conflict(format!(
+        "{kind} record {key} kept changing under {MAX_ROUNDS} writes"
+    ))
+    .into())
+}
+
+pub(super) async fn read<T: DeserializeOwned>(
+    records: &dyn Records,
+    kind: &str,
+    key: &str,
+    now: Timestamp,
+) -> Result<Option<T>, FlowError> {
+    match records.get_record(kind, key, now).await? {
+        Some(s) => Ok(Some(parse(kind, key, &s.body)?)),
+        None => Ok(None),
+    }
+}
+
+fn parse<T: DeserializeOwned>(kind: &str, key: &str, body: &str) -> Result<T, FlowError> {
+    serde_json::from_str(body)
+        .map_err(|e| StoreError::corrupt(format!("{kind} record {key} does not parse: {e}")).into())
+}

@@ -1,0 +1,20 @@
+//! The `fetch` function (one per tier, each on its tier's queue): SQS messages that each carry
+//! one fetch task. Retries and tier moves are sent as new messages, so a message is done once
+//! its attempt is.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+
+use super::batch::{BatchResponse, ItemError, run_batch};
+use crate::feed::messages::FetchTask;
+use crate::flows::crawl::Crawler;
+
+pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
+    let items = super::sqs_items(event);
+    run_batch(items, |body| async move {
+        let task: FetchTask = serde_json::from_str(&body)
+            .map_err(|e| ItemError::Unusable(format!("not a fetch task: {e}")))?;
+        crawler.run_fetch(task).await?;
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,19 @@
+//! The `intake` function: SQS messages that each carry one crawl request (the same JSON as
+//! `POST /v1/crawl`).
+
+use aws_lambda_events::event::sqs::SqsEvent;
+
+use super::batch::{BatchResponse, ItemError, run_batch};
+use crate::feed::messages::CrawlRequest;
+use crate::flows::crawl::Crawler;
+
+pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
+    let items = super::sqs_items(event);
+    run_batch(items, |body| async move {
+        let request: CrawlRequest = serde_json::from_str(&body)
+            .map_err(|e| ItemError::Unusable(format!("not a crawl request: {e}")))?;
+        crawler.intake(request).await?;
+        Ok(())
+    })
+    .await
+}
