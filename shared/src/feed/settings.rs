@@ -41,6 +41,9 @@ pub struct FeedSettings {
     pub normalization: NormalizationRules,
     /// `IMGEST_USER_AGENT`.
     pub user_agent: String,
+    /// `IMGEST_TIER_ROUTING` (true): start downloads in the tier a host's statistics predict;
+    /// false starts every download in the first tier (the naive design, for comparison).
+    pub tier_routing: bool,
 }
 
 /// Recheck intervals stop growing here.
@@ -195,6 +198,11 @@ impl FeedSettings {
                 ));
             }
         };
+        let tier_routing = match get("IMGEST_TIER_ROUTING") {
+            None | Some("true") | Some("1") => true,
+            Some("false") | Some("0") => false,
+            Some(v) => return Err(bad("IMGEST_TIER_ROUTING", v, "expected true or false")),
+        };
         let retry_base = duration("IMGEST_RETRY_BASE", Duration::from_secs(1))?;
         let retry_cap = duration("IMGEST_RETRY_CAP", Duration::from_secs(3600))?;
         if retry_cap < retry_base {
@@ -227,6 +235,7 @@ impl FeedSettings {
                 .unwrap_or(concat!("imgest/", env!("CARGO_PKG_VERSION")))
                 .to_owned(),
             tiers,
+            tier_routing,
         })
     }
 }

@@ -61,7 +61,7 @@ impl Crawler {
                 .finish_url(&task.url_hash, Settlement::Failed { error })
                 .await;
         };
-        let domain = url.host_str().unwrap_or_default().to_owned();
+        let domain = super::host_of(&url).to_owned();
 
         if let Some(wait) = self.hosts.backoff(&domain, now) {
             add(&self.metrics.deferrals, 1);

@@ -206,8 +206,12 @@ impl Crawler {
         client: &ClientId,
         now: Timestamp,
     ) -> Result<(), FlowError> {
-        let domain = url.fetch_url().host_str().unwrap_or_default();
-        let tier = self.router.route(client, domain);
+        let domain = super::host_of(url.fetch_url());
+        let tier = if self.settings.tier_routing {
+            self.router.route(client, domain)
+        } else {
+            0
+        };
         let rpm = self.settings.rpm_for(client);
         let at = self.pacer.slot(client, rpm, self.settings.rate_window, now);
         let task = FetchTask {

@@ -101,3 +101,9 @@ impl Crawler {
         &self.hosts
     }
 }
+
+/// The host a URL's statistics and politeness limits are kept for: its host and explicit
+/// port (two servers on one name but different ports are different hosts).
+pub(crate) fn host_of(url: &url::Url) -> &str {
+    &url[url::Position::BeforeHost..url::Position::AfterPort]
+}
