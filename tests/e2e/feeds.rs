@@ -205,7 +205,11 @@ async fn redirects_are_followed_up_to_five_hops() {
     let results = app
         .crawl_settled("acme", "redirects", &[host.url("/r5/0"), host.url("/r6/0")])
         .await;
-    assert_eq!(results[0]["image_id"], id_of(&bytes).as_str(), "{results:?}");
+    assert_eq!(
+        results[0]["image_id"],
+        id_of(&bytes).as_str(),
+        "{results:?}"
+    );
     assert_eq!(kind(&results[1]), "too_many_redirects");
 }
 

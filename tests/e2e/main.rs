@@ -7,6 +7,7 @@ mod aws;
 mod bad_input;
 mod concurrency;
 mod feeds;
+mod feeds_aws;
 mod images;
 mod lifecycle;
 mod offers;

@@ -4,6 +4,7 @@
 
 mod commands;
 mod demo;
+mod feed_bench;
 mod feeds;
 
 use std::path::PathBuf;
@@ -58,6 +59,14 @@ enum Command {
         #[arg(long, default_value = "imgest-demo")]
         data_dir: PathBuf,
     },
+    /// The feed simulation benchmark: the crawler against simulated partner hosts on
+    /// 127.0.0.1 (seed 001's host mix, time scaled down), tiered design and naive design
+    /// side by side. Build with --release for meaningful figures.
+    BenchFeed {
+        /// A smaller run (about a third of the time) for a quick look.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
             Command::Ingest { file } => feeds::ingest(file).await,
             Command::Results { max } => feeds::results(max).await,
             Command::Demo { data_dir } => demo::run(data_dir).await,
+            Command::BenchFeed { quick } => feed_bench::run(quick).await,
         }
     });
     match result {

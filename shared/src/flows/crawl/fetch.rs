@@ -47,6 +47,10 @@ impl Crawler {
         else {
             return Ok(());
         };
+        if record.fetch.as_ref().is_some_and(|lease| lease.handed_off) {
+            // Downloaded already; the process function settles it.
+            return Ok(());
+        }
         if record.fetch.is_none() {
             // Settled already (a redelivered task): make sure every waiter heard.
             if let Some(last) = record.last.clone() {
@@ -287,6 +291,26 @@ impl Crawler {
         };
         // Records first: the storage notification may reach the process function before
         // this call returns.
+        records::update(
+            ports.records.as_ref(),
+            URL_KIND,
+            task.url_hash.as_str(),
+            now,
+            self.retention(now),
+            |record: Option<UrlRecord>| {
+                Ok(match record {
+                    Some(mut r) => match r.fetch.as_mut() {
+                        Some(lease) => {
+                            lease.handed_off = true;
+                            Change::Write(r, ())
+                        }
+                        None => Change::Keep(()),
+                    },
+                    None => Change::Keep(()),
+                })
+            },
+        )
+        .await?;
         records::update(
             ports.records.as_ref(),
             HANDOFF_KIND,

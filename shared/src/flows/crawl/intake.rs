@@ -180,6 +180,7 @@ impl Crawler {
                 record.fetch = Some(FetchLease {
                     client_id: client.clone(),
                     until: now.plus(FETCH_LEASE),
+                    handed_off: false,
                 });
                 Ok(Change::Write(record, Some(Joined::Waiting)))
             },

@@ -61,6 +61,10 @@ pub(super) enum UrlOutcome {
 pub(super) struct FetchLease {
     pub client_id: ClientId,
     pub until: Timestamp,
+    /// The body was downloaded and handed to the process function (AWS), which settles the
+    /// URL: a redelivered fetch task must not download it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handed_off: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
