@@ -355,6 +355,19 @@ async fn recent_urls_and_unchanged_offers_settle_without_a_download() {
         3,
         "one result per crawl, unchanged ones included"
     );
+
+    // Deleting the offer through the API: the same feed entry links its photos again (from
+    // the URL records: still no download).
+    let deleted = app
+        .client
+        .delete(app.url("/v1/offers/o1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    app.crawl_settled("acme", "o1", &urls).await;
+    assert_eq!(app.photo_ids("o1").await.len(), 2);
+    assert_eq!(host.requests(), 2);
 }
 
 #[tokio::test]

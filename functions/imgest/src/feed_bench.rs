@@ -76,7 +76,7 @@ const BULK_HOSTS: usize = 2;
 /// How fast a host answers, as bands of its total latency (host latency plus a per-photo
 /// jitter), scaled: within the first tier (100 ms), the second (500 ms), the third (3 s),
 /// with margins either side of the deadlines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Class {
     Fast,
     Medium,

@@ -35,6 +35,7 @@ pub async fn put_photos(
         .collect::<Result<Vec<_>, _>>()
         .map_err(FlowError::from)?;
     let photos = state.service.set_offer_photos(&offer, &ids).await?;
+    forget_crawl(&state, &offer).await?;
     Ok(Json(state.urls.offer(&photos)))
 }
 
@@ -53,5 +54,15 @@ pub async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let offer = offer_id(&raw_offer)?;
     state.service.delete_offer(&offer).await?;
+    forget_crawl(&state, &offer).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Photos set by hand replace what the last crawl linked: the next feed run of the offer must
+/// not skip it as unchanged.
+async fn forget_crawl(state: &ApiState, offer: &OfferId) -> Result<(), ApiError> {
+    if let Some(crawler) = &state.crawler {
+        crawler.forget_settled_crawl(offer).await?;
+    }
+    Ok(())
 }

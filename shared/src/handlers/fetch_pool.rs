@@ -17,8 +17,10 @@ use crate::ports::{Delivery, TaskQueue};
 const IDLE_POLL: Duration = Duration::from_millis(20);
 /// A task's lease beyond its tier's deadline (host slot waits, processing the photo).
 const LEASE_MARGIN: Duration = Duration::from_secs(300);
-/// Storage failures put the task back this far ahead.
+/// Storage failures put the task back this far ahead...
 const STORE_RETRY: Duration = Duration::from_secs(1);
+/// ...this many times, then it goes to the dead letters (with the error) for an operator.
+const MAX_DELIVERIES: u32 = 10;
 
 /// Runs every tier's pool until `stop` turns true; returns when the running tasks are done.
 pub async fn run(crawler: Arc<Crawler>, queue: Arc<dyn TaskQueue>, stop: watch::Receiver<bool>) {
@@ -98,6 +100,11 @@ async fn handle(crawler: &Crawler, queue: &dyn TaskQueue, delivery: Delivery) {
     let outcome = crawler.run_fetch(task).await;
     let result = match outcome {
         Ok(()) => queue.ack(&delivery).await,
+        Err(e) if delivery.attempts >= MAX_DELIVERIES => {
+            error!(error = %e, key = %delivery.key, "fetch task failed every time; dead-lettered");
+            let now = crawler.service().ports().clock.now();
+            queue.dead_letter(&delivery, &e.to_string(), now).await
+        }
         Err(e) => {
             warn!(error = %e, key = %delivery.key, "fetch task failed; retrying");
             let at = crawler.service().ports().clock.now().plus(STORE_RETRY);

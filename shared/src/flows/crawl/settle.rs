@@ -124,6 +124,30 @@ impl Crawler {
         Ok(())
     }
 
+    /// Forgets that the offer's last crawl settled, after its photos were changed or deleted
+    /// through the API: the next feed run that lists the same URLs links them again instead
+    /// of settling at once as unchanged.
+    pub async fn forget_settled_crawl(&self, offer: &OfferId) -> Result<(), FlowError> {
+        let now = self.now();
+        records::update(
+            self.service.ports().records.as_ref(),
+            CRAWL_KIND,
+            offer.as_str(),
+            now,
+            self.retention(now),
+            |crawl: Option<CrawlRecord>| {
+                Ok(match crawl {
+                    Some(mut c) if !c.fingerprint.is_empty() && c.state == CrawlState::Done => {
+                        c.fingerprint.clear();
+                        Change::Write(c, ())
+                    }
+                    _ => Change::Keep(()),
+                })
+            },
+        )
+        .await
+    }
+
     /// The offer's latest crawl, per URL (`GET /v1/offers/{id}/crawl`); `None` if the offer
     /// was never crawled (or its crawl expired).
     pub async fn crawl_status(&self, offer: &OfferId) -> Result<Option<CrawlResult>, FlowError> {
