@@ -134,3 +134,59 @@ fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
     let out = imgest(dir.path(), &["sweep"], &[]);
     assert!(stdout(&out).contains("0 files scanned"), "{}", stdout(&out));
 }
+
+#[test]
+fn ingest_crawls_a_feed_file_and_results_prints_one_line_per_offer() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let photo = std::fs::read(samples().join("dune.jpg")).unwrap();
+    let host = runtime
+        .block_on(imgest_hosts::PartnerHost::start([
+            ("/a.jpg", imgest_hosts::Route::photo(photo)),
+            ("/gone.jpg", imgest_hosts::Route::status(404)),
+        ]))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.jsonl");
+    let line = |offer: &str, urls: &[String]| {
+        serde_json::json!({"client_id": "acme", "offer_id": offer, "urls": urls}).to_string()
+    };
+    std::fs::write(
+        &feed,
+        [
+            line("o1", &[host.url("/a.jpg"), host.url("/gone.jpg")]),
+            "not json".to_owned(),
+            line("o2", &[host.url("/a.jpg")]),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let env = [("IMGEST_ALLOW_PRIVATE_NETWORKS", "true")];
+
+    let out = imgest(dir.path(), &["ingest", "feed.jsonl"], &env);
+    let text = stdout(&out);
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{errors}");
+    assert!(
+        errors.contains("feed.jsonl:2: not a crawl request"),
+        "{errors}"
+    );
+    assert!(
+        text.contains("2 offers") && text.contains("2 photos ok, 1 failed (not_found: 1)"),
+        "{text}"
+    );
+    assert_eq!(
+        host.hits("/a.jpg"),
+        1,
+        "one download for the URL of both offers"
+    );
+
+    let out = imgest(dir.path(), &["results"], &[]);
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().any(|r| r["offer_id"] == "o1"));
+    // Printed results are removed.
+    assert!(stdout(&imgest(dir.path(), &["results"], &[])).is_empty());
+}
