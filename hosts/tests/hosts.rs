@@ -10,7 +10,7 @@ const JPEG: &[u8] = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01fake jpeg body";
 /// reqwest needs a default rustls provider in this workspace (it is built without one).
 fn client_builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    client_builder()
+    reqwest::Client::builder()
 }
 
 #[tokio::test]
