@@ -1,20 +1,32 @@
 //! `imgest demo`: the main job, step by step, on the sample photos shipped in `samples/`, through
-//! the real HTTP API of a runner started in this process on a fresh data directory.
+//! the real HTTP API of a runner started in this process on a fresh data directory. Its last
+//! part crawls a feed: the runner's download workers fetch the sample photos from three
+//! partner hosts it starts on 127.0.0.1 (a fast one, a slow one, a failing one).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::api::{ApiState, router};
 use imgest_shared::app::{self, Backend};
+use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::ports::SystemClock;
 use imgest_shared::settings::Settings;
 use serde_json::{Value, json};
 
+use crate::feeds::LocalCrawl;
+
 /// Written into the demo's data directory so a later run knows it may wipe it.
 const MARKER: &str = ".imgest-demo";
 const ORPHAN_TTL: Duration = Duration::from_secs(4);
+/// The feed part's timeout tiers (1 s and 30 s in spirit), shortened so the tour stays quick.
+const DEMO_TIERS: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(2)];
+/// The slow host's latency: past the first tier, well within the second.
+const SLOW_HOST_LATENCY: Duration = Duration::from_millis(600);
+/// How long the tour waits for the feed to settle.
+const CRAWL_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The sample photos, compiled in so the demo runs from anywhere.
 const SAMPLES: [(&str, &[u8]); 6] = [
@@ -83,6 +95,174 @@ impl Tour {
     }
 }
 
+impl Tour {
+    /// Part 8: a feed crawled from three partner hosts on 127.0.0.1. Returns the summary line.
+    async fn feed(&self, crawler: &Crawler, names: &[(&str, String)]) -> Result<String> {
+        let sample = |name: &str| -> &'static [u8] {
+            SAMPLES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(&[][..], |(_, bytes)| bytes)
+        };
+        let fast = PartnerHost::start([
+            ("/dune.jpg", Route::photo(sample("dune.jpg"))),
+            ("/storm.jpg", Route::photo(sample("storm.jpg"))),
+        ])
+        .await?;
+        let slow = PartnerHost::builder()
+            .route("/ladybird.jpg", Route::photo(sample("ladybird.jpg")))
+            .latency(SLOW_HOST_LATENCY)
+            .start()
+            .await?;
+        let failing = PartnerHost::start([
+            ("/gone.jpg", Route::status(404)),
+            (
+                "/flaky.jpg",
+                Route::fail_times(1, 500, Route::photo(sample("garden-portrait.jpg"))),
+            ),
+        ])
+        .await?;
+        let hosts = [&fast, &slow, &failing];
+        let requests = || hosts.iter().map(|h| h.requests()).sum::<u64>();
+        let feed = [
+            (&fast, "/dune.jpg"),
+            (&slow, "/ladybird.jpg"),
+            (&failing, "/flaky.jpg"),
+            (&failing, "/gone.jpg"),
+            (&fast, "/storm.jpg"),
+        ];
+        let urls: Vec<String> = feed.iter().map(|(host, path)| host.url(path)).collect();
+        let name_of = |id: &str| {
+            names
+                .iter()
+                .find(|(_, known)| known == id)
+                .map_or("?", |(name, _)| *name)
+        };
+
+        println!(
+            "8. A partner's feed: POST /v1/crawl with 5 photo URLs of offer car-3, on three hosts on 127.0.0.1"
+        );
+        println!(
+            "   fast {}, slow {} (answers in {} ms; tiers {} ms then {} s), failing {} (404, and 500 then 200)",
+            fast.base_url(),
+            slow.base_url(),
+            SLOW_HOST_LATENCY.as_millis(),
+            DEMO_TIERS[0].as_millis(),
+            DEMO_TIERS[1].as_secs(),
+            failing.base_url()
+        );
+        let body = json!({"client_id": "demo-partner", "offer_id": "car-3", "urls": urls});
+        let started = Instant::now();
+        let (status, accepted) = self
+            .send(
+                self.client
+                    .post(format!("{}/v1/crawl", self.base))
+                    .json(&body),
+            )
+            .await?;
+        if status != 202 {
+            bail!("the crawl request was refused: {status} {accepted}");
+        }
+        let done = self.crawl_done("car-3").await?;
+        println!(
+            "   {status} accepted; GET /v1/offers/car-3/crawl said done after {} ms",
+            started.elapsed().as_millis()
+        );
+        let results = done["photos"].as_array().cloned().unwrap_or_default();
+        for ((host, path), result) in feed.iter().zip(&results) {
+            let what = match result["status"].as_str() {
+                Some("ok") => {
+                    let id = result["image_id"].as_str().unwrap_or_default();
+                    format!("ok      {}  {}", short(id), name_of(id))
+                }
+                _ => {
+                    let e = &result["error"];
+                    let status = e["http_status"]
+                        .as_u64()
+                        .map_or(String::new(), |s| format!(" (HTTP {s})"));
+                    format!("failed  {}{status}", e["kind"].as_str().unwrap_or("?"))
+                }
+            };
+            let hits = host.hits(path);
+            println!(
+                "   {path:<14} {what:<38} {hits} request{}",
+                if hits == 1 { "" } else { "s" }
+            );
+        }
+        println!(
+            "   (the slow photo timed out in the first tier and came in the second; the flaky one was retried after its 500)"
+        );
+
+        let (_, photos) = self
+            .send(
+                self.client
+                    .get(format!("{}/v1/offers/car-3/photos", self.base)),
+            )
+            .await?;
+        let order: Vec<String> = photos["photos"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .filter_map(|x| x["image_id"].as_str())
+                    .map(|id| format!("{} {}", short(id), name_of(id)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!("   car-3's photos, in feed order: {}", order.join(", "));
+
+        let before = requests();
+        let started = Instant::now();
+        let (status, again) = self
+            .send(
+                self.client
+                    .post(format!("{}/v1/crawl", self.base))
+                    .json(&body),
+            )
+            .await?;
+        println!(
+            "   the same feed again: {status} state={} in {} ms, {} requests to the hosts (every URL settled from its record)\n",
+            again["state"].as_str().unwrap_or("?"),
+            started.elapsed().as_millis(),
+            requests() - before
+        );
+
+        let ok = results.iter().filter(|r| r["status"] == "ok").count();
+        let m = crawler.metrics().snapshot();
+        Ok(format!(
+            "Feeds: {} URLs, {ok} photos ok ({} new, {} already stored), {} failed; {} requests to the partner hosts ({} tier move, {} retry), none when the feed came again.",
+            results.len(),
+            m.photos_new,
+            m.photos_deduplicated,
+            results.len() - ok,
+            before,
+            m.tier_moves,
+            m.retries
+        ))
+    }
+
+    /// Polls `GET /v1/offers/{offer}/crawl` until the crawl is done; returns its body.
+    async fn crawl_done(&self, offer: &str) -> Result<Value> {
+        let started = Instant::now();
+        loop {
+            let (status, body) = self
+                .send(
+                    self.client
+                        .get(format!("{}/v1/offers/{offer}/crawl", self.base)),
+                )
+                .await?;
+            if status == 200 && body["state"] == "done" {
+                return Ok(body);
+            }
+            if started.elapsed() > CRAWL_DEADLINE {
+                bail!(
+                    "the crawl of {offer} did not settle within {CRAWL_DEADLINE:?}: {status} {body}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 fn size(v: &Value) -> String {
     format!("{}x{}", v["width"], v["height"])
 }
@@ -135,8 +315,28 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     let base = format!("http://{}", listener.local_addr()?);
     let backend = Backend::embedded(&data_dir, &base);
     let service = Arc::new(app::service(&settings, &backend, Arc::new(SystemClock)).await?);
+    // The feed part's partner hosts are on 127.0.0.1, which the downloader refuses unless
+    // private networks are allowed; short tiers and retries keep the tour quick.
+    let mut feed = settings.feed.clone();
+    feed.allow_private_networks = true;
+    feed.tiers = DEMO_TIERS.to_vec();
+    feed.workers = vec![8, 4];
+    feed.retry_base = Duration::from_millis(100);
+    feed.retry_cap = Duration::from_millis(300);
+    let crawler = Arc::new(Crawler::new(
+        Arc::clone(&service),
+        feed,
+        Processing::Inline,
+    )?);
+    let queue = service
+        .ports()
+        .queue
+        .clone()
+        .context("the embedded store has no task queue")?;
+    let downloads = LocalCrawl::start(Arc::clone(&crawler), queue);
     let api = router(
-        ApiState::new(Arc::clone(&service), &format!("{base}/files")),
+        ApiState::new(Arc::clone(&service), &format!("{base}/files"))
+            .with_crawler(Arc::clone(&crawler)),
         true,
     );
     tokio::spawn(async move { axum::serve(listener, api).await });
@@ -287,7 +487,12 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
         sweep.files_deleted
     );
 
+    // The summary counts the upload steps; the feed's downloads are summed up on their own.
     let m = service.metrics().snapshot();
+    let names: Vec<(&str, String)> = ids.iter().map(|(n, id)| (*n, id.clone())).collect();
+    let feed = tour.feed(&crawler, &names).await?;
+    downloads.stop().await;
+
     println!(
         "Summary: {} uploads, {} decoded, {} deduplicated; {} images collected.",
         m.uploads_new + m.uploads_deduplicated,
@@ -295,6 +500,7 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
         m.uploads_deduplicated,
         m.gc_images_deleted
     );
+    println!("{feed}");
     println!(
         "The files live under {}/<shard>/<image_id>/<generation>/ (original, large.jpg, medium.jpg, thumb.jpg).",
         files_dir.display()

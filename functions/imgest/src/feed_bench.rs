@@ -44,10 +44,9 @@ const RATE_WINDOW: Duration = Duration::from_secs(2);
 /// How often finished crawls are collected from the results queue (the settle-time
 /// resolution).
 const RESULT_POLL: Duration = Duration::from_millis(5);
-/// Photos per host in the warm-up.
-const WARMUP_PER_HOST: usize = 3;
-/// Photos per offer in the paced steps.
-const PHOTOS_PER_OFFER: usize = 2;
+/// Photos per host in each step: every offer is one host's photos. Kept below the 5
+/// timeouts that make the crawler back a host off (see [`HOST_MIX`]).
+const PHOTOS_PER_HOST: usize = 2;
 /// One fast and one medium offer per client per tick; a slow one every other tick.
 const TICK: Duration = Duration::from_millis(100);
 /// How long the benchmark waits for a step's offers to settle.
@@ -68,8 +67,13 @@ const BULK_CLIENTS: [(&str, u32); 4] = [
     ("bulk-c", 40),
     ("bulk-d", 50),
 ];
-/// Hosts per paced client: seed 001's 40 / 40 / 20 mix.
-const HOST_MIX: [(Class, usize); 3] = [(Class::Fast, 4), (Class::Medium, 4), (Class::Slow, 2)];
+/// Hosts per paced client and tick: seed 001's 40 / 40 / 20 mix, a new host per offer.
+///
+/// Many hosts with few photos each, rather than a few hosts with many: the crawler counts
+/// every timeout, also one below the last tier, as a host failure, and backs a host off
+/// (for minutes, decaying over 10) after 5; a slow host with more photos than that would
+/// measure the backoff, not the tiers.
+const HOST_MIX: [(Class, f64); 3] = [(Class::Fast, 1.0), (Class::Medium, 1.0), (Class::Slow, 0.5)];
 /// Fast hosts per bulk client.
 const BULK_HOSTS: usize = 2;
 
@@ -210,8 +214,6 @@ impl Bench {
             ("IMGEST_CLIENT_RPM_OVERRIDES", overrides.join(",")),
             ("IMGEST_RETRY_BASE", "50ms".into()),
             ("IMGEST_RETRY_CAP", "500ms".into()),
-            // Each simulated host takes a whole client's share of offers at once.
-            ("IMGEST_DOMAIN_CONCURRENCY", "32".into()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -269,7 +271,13 @@ impl Bench {
                 }
             }
             if started.elapsed() > SETTLE_DEADLINE {
-                bail!("offers still unsettled after {SETTLE_DEADLINE:?}");
+                let t = lock(&self.timings);
+                bail!(
+                    "{} of {} offers still unsettled after {SETTLE_DEADLINE:?}; crawler: {:?}",
+                    t.sent.len() - t.settled.len(),
+                    t.sent.len(),
+                    self.crawler().metrics().snapshot()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -358,6 +366,12 @@ struct Figures {
     violations: usize,
     throughput: f64,
     warmup_attempts_per_photo: f64,
+    /// Per client: the most requests in one window / the limit.
+    busiest: Vec<String>,
+    /// The deepest a violation reached inside its window.
+    deepest: Duration,
+    /// Tasks put back by the host backoff or the rate limit in the measured mixed step.
+    deferrals: u64,
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -388,20 +402,35 @@ fn wasted_on(latency: Duration, hits: u64, tiers: &[Duration]) -> Duration {
         .sum()
 }
 
-/// Windows (starting at each request) in which a client's hosts saw more than its limit.
-fn violations(times: &mut [Instant], limit: u32) -> usize {
+/// What the hosts saw of one client's rate.
+#[derive(Debug, Default)]
+struct Violations {
+    /// Windows (one starting at each request) with more requests than the limit.
+    windows: usize,
+    /// The most requests any window saw.
+    most: usize,
+    /// How far inside a window the request over the limit came, at most: the window minus
+    /// the time from a request to the one `limit` requests later.
+    deepest: Duration,
+}
+
+fn violations(times: &mut [Instant], limit: u32) -> Violations {
     times.sort();
+    let limit = limit as usize;
+    let mut v = Violations::default();
     let mut end = 0;
-    let mut count = 0;
     for (i, start) in times.iter().enumerate() {
         while end < times.len() && times[end].duration_since(*start) < RATE_WINDOW {
             end += 1;
         }
-        if end - i > limit as usize {
-            count += 1;
+        v.most = v.most.max(end - i);
+        if end - i > limit {
+            v.windows += 1;
+            let span = times[i + limit].duration_since(*start);
+            v.deepest = v.deepest.max(RATE_WINDOW.saturating_sub(span));
         }
     }
-    count
+    v
 }
 
 fn attempts_ratio(before: &CrawlMetricsSnapshot, after: &CrawlMetricsSnapshot) -> f64 {
@@ -416,22 +445,24 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
     let mut photos = Photos {
         next: index as u64 * 1_000_000,
     };
-    let per_host_paced = sizes.ticks * PHOTOS_PER_OFFER;
+    let steps = |class: Class| {
+        let mut steps = vec!["w", "m"];
+        if class == Class::Fast {
+            steps.push("f");
+        }
+        steps
+            .into_iter()
+            .flat_map(|step| (0..PHOTOS_PER_HOST).map(move |i| format!("/{step}/{i}.jpg")))
+            .collect::<Vec<_>>()
+    };
 
-    // Hosts: every paced client's own mix, with paths for every step.
+    // Hosts: every paced client's own, with paths for every step.
     let mut paced: Vec<Vec<Host>> = Vec::new();
     for _ in PACED_CLIENTS {
         let mut hosts = Vec::new();
-        for (class, count) in HOST_MIX {
-            for _ in 0..count {
-                let mut paths: Vec<String> = (0..WARMUP_PER_HOST)
-                    .map(|i| format!("/w/{i}.jpg"))
-                    .collect();
-                paths.extend((0..per_host_paced).map(|i| format!("/m/{i}.jpg")));
-                if class == Class::Fast {
-                    paths.extend((0..per_host_paced).map(|i| format!("/f/{i}.jpg")));
-                }
-                hosts.push(Host::start(class, &paths, &mut photos).await?);
+        for (class, per_tick) in HOST_MIX {
+            for _ in 0..(sizes.ticks as f64 * per_tick).ceil() as usize {
+                hosts.push(Host::start(class, &steps(class), &mut photos).await?);
             }
         }
         paced.push(hosts);
@@ -441,7 +472,7 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
     let before = bench.crawler().metrics().snapshot();
     for ((client, _), hosts) in PACED_CLIENTS.iter().zip(&paced) {
         for (h, host) in hosts.iter().enumerate() {
-            let urls = (0..WARMUP_PER_HOST)
+            let urls = (0..PHOTOS_PER_HOST)
                 .map(|i| host.host.url(&format!("/w/{i}.jpg")))
                 .collect();
             bench.send(client, format!("w-{client}-{h}"), urls).await?;
@@ -493,10 +524,15 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
         let times = hosts.iter().flat_map(PartnerHost::request_times).collect();
         (*limit, times)
     }));
-    let violation_count = per_client
-        .iter_mut()
-        .map(|(limit, times)| violations(times, *limit))
-        .sum();
+    let mut violation_count = 0;
+    let mut deepest = Duration::ZERO;
+    let mut busiest = Vec::new();
+    for (limit, times) in &mut per_client {
+        let v = violations(times, *limit);
+        violation_count += v.windows;
+        deepest = deepest.max(v.deepest);
+        busiest.push(format!("{}/{limit}", v.most));
+    }
     bench.stop().await;
     Ok(Figures {
         attempts_per_photo: attempts_ratio(&before, &after),
@@ -507,12 +543,15 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
         violations: violation_count,
         throughput,
         warmup_attempts_per_photo,
+        deferrals: after.deferrals - before.deferrals,
+        busiest,
+        deepest,
     })
 }
 
 /// Offers at a steady pace for `ticks` ticks: per client and tick, one offer of each class
-/// in `classes` (slow ones every other tick, for the 40 / 40 / 20 mix), each of
-/// [`PHOTOS_PER_OFFER`] new photos from one of the client's hosts of that class in turn.
+/// in `classes` (slow ones every other tick, for the 40 / 40 / 20 mix), each the
+/// [`PHOTOS_PER_HOST`] photos of this step on the client's next host of that class.
 async fn paced_step(
     bench: &Bench,
     paced: &[Vec<Host>],
@@ -522,7 +561,7 @@ async fn paced_step(
 ) -> Result<()> {
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut next_path: HashMap<(usize, Class), usize> = HashMap::new();
+    let mut used: HashMap<(usize, Class), usize> = HashMap::new();
     for tick in 0..ticks {
         ticker.tick().await;
         for (c, ((client, _), hosts)) in PACED_CLIENTS.iter().zip(paced).enumerate() {
@@ -530,12 +569,12 @@ async fn paced_step(
                 if *class == Class::Slow && tick % 2 == 1 {
                     continue;
                 }
-                let of_class: Vec<&Host> = hosts.iter().filter(|h| h.class == *class).collect();
-                let n = next_path.entry((c, *class)).or_default();
-                let host = of_class[*n % of_class.len()];
-                let first = (*n / of_class.len()) * PHOTOS_PER_OFFER;
+                let n = used.entry((c, *class)).or_default();
+                let Some(host) = hosts.iter().filter(|h| h.class == *class).nth(*n) else {
+                    bail!("no {class:?} host left for tick {tick}");
+                };
                 *n += 1;
-                let urls = (first..first + PHOTOS_PER_OFFER)
+                let urls = (0..PHOTOS_PER_HOST)
                     .map(|i| host.host.url(&format!("/{step}/{i}.jpg")))
                     .collect();
                 let label = format!("{class:?}").to_lowercase();
@@ -556,9 +595,9 @@ async fn saturation(
     photos: &mut Photos,
     measured: u32,
 ) -> Result<(f64, Vec<Vec<PartnerHost>>)> {
-    // The first window is the start-up (a fresh client may use its whole limit at once) and
-    // the second absorbs intake; the backlog outlasts the measured windows by two more.
-    let total_windows = measured + 4;
+    // Measured from a window after intake ends (a fresh client may use its whole limit in
+    // its first window, so that one is start-up), with backlog to spare beyond.
+    let total_windows = measured + 6;
     let mut hosts = Vec::new();
     let mut feeds = Vec::new();
     for (client, limit) in BULK_CLIENTS {
@@ -592,7 +631,8 @@ async fn saturation(
             "bench-feed: intake of the saturation backlog took {intake:?}, over a rate window"
         );
     }
-    let from = started + RATE_WINDOW * 2;
+    // Every client's backlog is queued, paced, once intake is over.
+    let from = (started + RATE_WINDOW).max(Instant::now()) + RATE_WINDOW;
     let to = from + RATE_WINDOW * measured;
     tokio::time::sleep_until((to + Duration::from_millis(100)).into()).await;
     let downloaded: usize = hosts
@@ -619,7 +659,7 @@ pub async fn run(quick: bool) -> Result<()> {
         }
     } else {
         Sizes {
-            ticks: 60,
+            ticks: 50,
             measured_windows: 5,
         }
     };
@@ -629,8 +669,9 @@ pub async fn run(quick: bool) -> Result<()> {
         RATE_WINDOW
     );
     println!(
-        "  hosts per client: 4 fast (<100ms), 4 medium (150-350ms), 2 slow (0.7-2s); {} paced clients, {} saturated clients",
+        "  {} paced clients: every {:?} an offer of {PHOTOS_PER_HOST} photos from a fast host (<100ms) and one from a medium host (150-350ms), every other tick one from a slow host (0.7-2s); {} saturated clients",
         PACED_CLIENTS.len(),
+        TICK,
         BULK_CLIENTS.len()
     );
     let mut results = Vec::new();
@@ -678,12 +719,18 @@ pub async fn run(quick: bool) -> Result<()> {
     println!();
     for (design, f) in &results {
         println!(
-            "  {}: {} photos measured after warm-up ({:.2} attempts/photo during warm-up); fast-only p50 {} p99 {}",
+            "  {}: {} photos measured after warm-up, {} tasks deferred meanwhile ({:.2} attempts/photo during warm-up); fast-only p50 {} p99 {}",
             design.name,
             f.measured_photos,
+            f.deferrals,
             f.warmup_attempts_per_photo,
             ms(f.fast_only.0),
             ms(f.fast_only.1)
+        );
+        println!(
+            "    most requests in one rate window / limit, per client: {}; violations at most {:.1} ms inside the window",
+            f.busiest.join(" "),
+            f.deepest.as_secs_f64() * 1000.0
         );
     }
     println!(

@@ -76,10 +76,13 @@ impl HostLimits {
         }
     }
 
-    /// The host answered (not 429): one more concurrent download allowed, up to the cap.
+    /// The host answered (not 429): one more concurrent download allowed, up to the cap, and
+    /// its failure score halves (a host that works again is not held off for long).
     pub fn on_success(&self, host: &str, now: Timestamp) {
         let mut hosts = self.lock();
         let state = self.state(&mut hosts, host, now);
+        state.score = decayed(state, now) / 2.0;
+        state.score_at = now;
         // Additive increase of one slot per `limit` successes: one per round trip of a full
         // window, as TCP does.
         state.limit = (state.limit + 1.0 / state.limit.max(1.0)).min(self.max);

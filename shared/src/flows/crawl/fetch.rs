@@ -71,20 +71,22 @@ impl Crawler {
             add(&self.metrics.deferrals, 1);
             return self.queue_task(&task, wait).await;
         }
+        // The host slot first: the permit is taken right before the request leaves, so the
+        // limiter's clock and the host's agree to within a connect.
+        let slot = self.hosts.acquire(&domain, now).await;
+        let now = self.now();
         let rpm = self.settings.rpm_for(&task.client_id);
+        // The limiter records a grant when it is made and the request reaches the host a
+        // moment later; counting over a window 1 % longer keeps that moment inside it.
+        let window = self.settings.rate_window + self.settings.rate_window / 100;
         let grant = self
             .service
             .ports()
             .rate_limits
-            .acquire(
-                task.client_id.as_str(),
-                1,
-                rpm,
-                self.settings.rate_window,
-                now,
-            )
+            .acquire(task.client_id.as_str(), 1, rpm, window, now)
             .await?;
         if grant.granted == 0 {
+            drop(slot);
             add(&self.metrics.deferrals, 1);
             let wait = grant
                 .retry_at
@@ -101,10 +103,8 @@ impl Crawler {
             last_modified: v.last_modified.clone(),
         });
         add(&self.metrics.download_attempts, 1);
-        let result = {
-            let _slot = self.hosts.acquire(&domain, now).await;
-            self.fetcher.fetch(&url, deadline, validator.as_ref()).await
-        };
+        let result = self.fetcher.fetch(&url, deadline, validator.as_ref()).await;
+        drop(slot);
         let now = self.now();
         let attempts = task.attempt + 1;
         match result {
@@ -156,11 +156,16 @@ impl Crawler {
             self.router
                 .observe(&task.client_id, domain, Observation::Finished(e.elapsed));
         }
+        let last_tier = task.tier >= self.settings.last_tier();
         match e.kind {
             FeedErrorKind::RateLimited => self.hosts.on_rate_limited(domain, now),
-            FeedErrorKind::ServerError | FeedErrorKind::Connection | FeedErrorKind::Timeout => {
+            FeedErrorKind::ServerError | FeedErrorKind::Connection => {
                 self.hosts.on_failure(domain, now)
             }
+            // A timeout below the last tier says the host is slow for that tier (the next
+            // one takes it), not that it is failing.
+            FeedErrorKind::Timeout if last_tier => self.hosts.on_failure(domain, now),
+            FeedErrorKind::Timeout => {}
             _ => self.hosts.on_success(domain, now),
         }
         let error = PhotoError::new(e.kind, e.http_status, attempts);
