@@ -51,7 +51,6 @@ fn decode_inner(
     }
     // A missing, unreadable or corrupt EXIF block means "no orientation", never a failure.
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
-    let (width, height) = upright(info.width, info.height, orientation);
     if decoder.total_bytes() > limits.max_alloc() {
         return Err(PipelineError::TooManyPixels {
             width: info.width,
@@ -61,6 +60,7 @@ fn decode_inner(
     }
     #[cfg(feature = "turbojpeg")]
     if info.format == SourceFormat::Jpeg {
+        let (width, height) = upright(info.width, info.height, orientation);
         let min_scale = super::resize::min_scale(width, height, specs);
         if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale) {
             return Ok(Decoded {
@@ -91,6 +91,7 @@ fn decode_inner(
 }
 
 /// The size after `orientation`: the quarter turns swap the sides.
+#[cfg(feature = "turbojpeg")]
 fn upright(width: u32, height: u32, orientation: Orientation) -> (u32, u32) {
     match orientation {
         Orientation::Rotate90

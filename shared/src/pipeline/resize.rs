@@ -140,6 +140,8 @@ pub(crate) fn plan(width: u32, height: u32, spec: &VariantSpec) -> Geometry {
 
 /// The smallest fraction of a `width`x`height` source that still holds every variant's region
 /// at (at least) its output size: how far a decoder may scale the source down on load.
+/// (Only the libjpeg-turbo path scales on load.)
+#[cfg_attr(not(feature = "turbojpeg"), allow(dead_code))]
 pub(crate) fn min_scale(width: u32, height: u32, specs: &[VariantSpec]) -> f64 {
     specs
         .iter()
