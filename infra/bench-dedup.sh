@@ -9,7 +9,8 @@
 #
 # Needs cargo, wrk and curl (Debian: apt-get install wrk curl), taskset, and what
 # infra/bench-tools.sh installs (the photo: mate-backgrounds' Dune.jpg, 1.0 MB).
-# Settings (environment): BENCH_SERVER_CORE (0), BENCH_CLIENT_CORE (1), BENCH_CONNECTIONS (4).
+# Settings (environment): BENCH_SERVER_CORE (0), BENCH_CLIENT_CORE (1), BENCH_CONNECTIONS (4),
+# BENCH_IMGEST (an imgest binary to measure instead of building this tree's, e.g. an older one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source infra/bench-tools.sh
@@ -20,7 +21,7 @@ client_core="${BENCH_CLIENT_CORE:-1}"
 command -v wrk >/dev/null || { _bench_say "wrk is missing (apt-get install wrk)"; exit 1; }
 
 bench_install
-bin=$(bench_build_imgest)
+bin="${BENCH_IMGEST:-$(bench_build_imgest)}"
 body="$BENCH_PHOTOS/jpeg/Dune.jpg"
 
 data=$(mktemp -d -t imgest-bench-dedup.XXXXXX)
@@ -51,16 +52,21 @@ case "$again" in
 esac
 _bench_say "first upload: $first; then $seconds s of wrk on core $client_core, server on core $server_core"
 
-md5=$(taskset -c "$server_core" "$bin" bench-md5)
+# MD5 alone just before and just after the load, on the server's core (the two differ when
+# something else shares the machine; the report shows both).
+md5_before=$(taskset -c "$server_core" "$bin" bench-md5)
 result=$(BENCH_BODY="$body" taskset -c "$client_core" wrk -t1 -c "${BENCH_CONNECTIONS:-4}" \
     -d "${seconds}s" --latency -s infra/bench-dedup.lua "$url" | tail -n 1)
-python3 - "$result" "$md5" <<'PY'
+md5_after=$(taskset -c "$server_core" "$bin" bench-md5)
+python3 - "$result" "$md5_before" "$md5_after" <<'PY'
 import json, sys
-r, m = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+r, before, after = (json.loads(a) for a in sys.argv[1:4])
+m = {"md5_mb_s_median": (before["md5_mb_s_median"] + after["md5_mb_s_median"]) / 2}
 mb_s = r["req_s"] * r["body_bytes"] / 1e6
 print(f"dedup hits: {r['body_bytes'] / 1e6:.2f} MB body, {r['requests']} requests in {r['seconds']:.1f} s, "
       f"non-2xx answers {r['non_2xx']}, socket errors {r['errors']}")
 print(f"  {r['req_s']:.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
 print(f"  {mb_s:.0f} MB/s hashed end to end; md-5 alone on one core: {m['md5_mb_s_median']:.0f} MB/s "
+      f"(before {before['md5_mb_s_median']:.0f}, after {after['md5_mb_s_median']:.0f}) "
       f"-> {100 * mb_s / m['md5_mb_s_median']:.0f} %")
 PY
