@@ -2,6 +2,7 @@
 //! a directory), plus the operator's commands. Wiring only: every behaviour lives in
 //! `imgest-shared`.
 
+mod bench;
 mod commands;
 mod demo;
 mod feed_bench;
@@ -53,6 +54,24 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         max: usize,
     },
+    /// Time the production pipeline (MD5 + process) on local files: one JSON line per file.
+    BenchPipeline {
+        /// Timed runs per file, after one warm-up run.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Write the variants here (as <file-stem>.<variant>.jpg).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Measure the md-5 crate's single-core MB/s on an in-memory buffer: one JSON line.
+    BenchMd5 {
+        #[arg(long, default_value_t = 256)]
+        mb: usize,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// A guided tour of the main job on sample photos, in a fresh data directory.
     Demo {
         /// Where the tour stores its data (re-created if it holds an earlier tour).
@@ -89,6 +108,8 @@ fn main() -> ExitCode {
             Command::Sweep { dry_run } => commands::sweep(dry_run).await,
             Command::Ingest { file } => feeds::ingest(file).await,
             Command::Results { max } => feeds::results(max).await,
+            Command::BenchPipeline { rounds, out, files } => bench::pipeline(rounds, out, files),
+            Command::BenchMd5 { mb, rounds } => bench::md5(mb, rounds),
             Command::Demo { data_dir } => demo::run(data_dir).await,
             Command::BenchFeed { quick } => feed_bench::run(quick).await,
         }

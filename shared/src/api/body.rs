@@ -1,20 +1,22 @@
 //! Receiving an upload body: size limit checked against Content-Length first and again while
-//! streaming, and MD5 computed as the bytes arrive (no second pass over the body).
+//! streaming, and MD5 computed as the bytes arrive (no second pass over the body). The chunks
+//! are kept as they came: joining them is a copy that a dedup hit never needs.
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{HeaderMap, header};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use md5::{Digest, Md5};
 
 use super::ApiError;
 use crate::domain::ImageId;
+use crate::flows::upload::UploadBody;
 
 /// An upload body with its content id.
 pub struct HashedBody {
     pub id: ImageId,
-    pub bytes: Bytes,
+    pub body: UploadBody,
 }
 
 /// Reads the upload from a raw body, or from the `file` part of a multipart/form-data body.
@@ -35,7 +37,7 @@ pub async fn read_upload(request: Request, limit: u64) -> Result<HashedBody, Api
             .map_err(|e| ApiError::bad_request("invalid_multipart", e.body_text()))?
         {
             if field.name() == Some("file") {
-                return hash_stream(field, limit, None).await;
+                return hash_stream(field, limit).await;
             }
         }
         return Err(ApiError::bad_request(
@@ -43,8 +45,7 @@ pub async fn read_upload(request: Request, limit: u64) -> Result<HashedBody, Api
             "the multipart body has no part named \"file\"",
         ));
     }
-    let capacity = declared.map(|l| l.min(limit));
-    hash_stream(request.into_body().into_data_stream(), limit, capacity).await
+    hash_stream(request.into_body().into_data_stream(), limit).await
 }
 
 fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
@@ -73,32 +74,27 @@ fn is_multipart(headers: &HeaderMap) -> bool {
 }
 
 /// Collects a byte stream, hashing it, and stops as soon as it exceeds `limit`.
-async fn hash_stream<S, E>(
-    stream: S,
-    limit: u64,
-    capacity: Option<u64>,
-) -> Result<HashedBody, ApiError>
+async fn hash_stream<S, E>(stream: S, limit: u64) -> Result<HashedBody, ApiError>
 where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::fmt::Display,
 {
     let mut stream = std::pin::pin!(stream);
     let mut hasher = Md5::new();
-    let mut buf =
-        BytesMut::with_capacity(usize::try_from(capacity.unwrap_or(64 * 1024)).unwrap_or(0));
+    let mut body = UploadBody::default();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
             ApiError::bad_request("body_read_error", format!("reading the body failed: {e}"))
         })?;
-        if (buf.len() + chunk.len()) as u64 > limit {
+        if (body.len() + chunk.len()) as u64 > limit {
             return Err(ApiError::too_large(None, limit));
         }
         hasher.update(&chunk);
-        buf.extend_from_slice(&chunk);
+        body.push(chunk);
     }
     Ok(HashedBody {
         id: ImageId::from_md5(hasher.finalize().into()),
-        bytes: buf.freeze(),
+        body,
     })
 }
 

@@ -16,7 +16,7 @@ pub async fn upload(
 ) -> Result<(StatusCode, Json<ImageJson>), ApiError> {
     let limit = state.service.pipeline().config().max_body;
     let body = read_upload(request, limit).await?;
-    let outcome = state.service.upload(body.id, body.bytes).await?;
+    let outcome = state.service.upload(body.id, body.body).await?;
     let status = if outcome.deduplicated {
         StatusCode::OK
     } else {

@@ -101,7 +101,10 @@ pub async fn put_body(
     let id = upload_id(&raw)?;
     let limit = state.service.pipeline().config().max_body;
     let body = read_upload(request, limit).await?;
-    let record = state.service.receive_upload_body(&id, body.bytes).await?;
+    let record = state
+        .service
+        .receive_upload_body(&id, body.body.into_bytes())
+        .await?;
     let image = match &record.state {
         UploadState::Done { image_id, .. } => Some(state.service.image(image_id).await?),
         _ => None,

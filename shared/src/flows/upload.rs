@@ -5,6 +5,11 @@
 //! gets the existing record (a dedup hit costs one conditional write, no decoding) or waits for
 //! the claimant. Files are written before the record becomes ready, so a ready record never
 //! points at a missing file; a failed or cancelled processing run removes its claim and files.
+//!
+//! A dedup hit is the common case and should cost what hashing costs: so the body is kept as
+//! the chunks it arrived in (joined only for new content), and only its magic bytes are checked
+//! before the claim; the header is parsed after the claim, for new content only (the bytes of a
+//! ready record passed that check when they first came).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,20 +30,96 @@ pub struct UploadOutcome {
     pub deduplicated: bool,
 }
 
+/// An upload body as it arrived: its chunks, not joined until the content turns out to be new.
+#[derive(Debug, Clone, Default)]
+pub struct UploadBody {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl UploadBody {
+    pub fn push(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        if !chunk.is_empty() {
+            self.chunks.push(chunk);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first `n` bytes (fewer if the body is shorter), copied only if they span chunks.
+    fn head(&self, n: usize) -> std::borrow::Cow<'_, [u8]> {
+        match self.chunks.first() {
+            Some(first) if first.len() >= n || self.chunks.len() == 1 => {
+                std::borrow::Cow::Borrowed(&first[..n.min(first.len())])
+            }
+            _ => std::borrow::Cow::Owned(
+                self.chunks
+                    .iter()
+                    .flat_map(|c| c.iter().copied())
+                    .take(n)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The whole body in one buffer (no copy when it arrived in one chunk).
+    pub fn into_bytes(self) -> Bytes {
+        match self.chunks.len() {
+            0 => Bytes::new(),
+            1 => self.chunks.into_iter().next().unwrap_or_default(),
+            _ => {
+                let mut joined = bytes::BytesMut::with_capacity(self.len);
+                for chunk in &self.chunks {
+                    joined.extend_from_slice(chunk);
+                }
+                joined.freeze()
+            }
+        }
+    }
+}
+
+impl From<Bytes> for UploadBody {
+    fn from(bytes: Bytes) -> Self {
+        let mut body = Self::default();
+        body.push(bytes);
+        body
+    }
+}
+
+/// Enough leading bytes to tell every accepted format from its magic bytes.
+const MAGIC_LEN: usize = 16;
+
 /// How often a caller waiting for another caller's claim looks again (doubling, capped).
 const WAIT_FIRST_POLL: Duration = Duration::from_millis(10);
 const WAIT_MAX_POLL: Duration = Duration::from_millis(250);
 
 impl Service {
     /// Uploads `body`, whose MD5 the caller computed while receiving it.
-    pub async fn upload(&self, id: ImageId, body: Bytes) -> Result<UploadOutcome, FlowError> {
+    pub async fn upload(
+        &self,
+        id: ImageId,
+        body: impl Into<UploadBody>,
+    ) -> Result<UploadOutcome, FlowError> {
+        let body = body.into();
         if body.is_empty() {
             return Err(FlowError::EmptyBody);
         }
-        // Header checks first: junk never creates a claim. This reads the header only.
-        self.pipeline.inspect(&body).inspect_err(|_| {
-            Metrics::add(&self.metrics.pipeline_rejections, 1);
-        })?;
+        // Size and magic bytes first: a body that is no image of an accepted format never
+        // creates a claim. The header is read below, once the content is known to be new.
+        self.pipeline
+            .check_format(body.len(), &body.head(MAGIC_LEN))
+            .inspect_err(|_| {
+                Metrics::add(&self.metrics.pipeline_rejections, 1);
+            })?;
+        let mut body = Some(body);
+        let mut joined = Bytes::new();
 
         // A waiter re-claims when the claimant gave up (abandoned or expired claim); the loop is
         // bounded because each round either returns or sees a claim end.
@@ -59,8 +140,20 @@ impl Service {
                     });
                 }
                 Claim::New { generation } => {
+                    if let Some(parts) = body.take() {
+                        joined = parts.into_bytes();
+                    }
+                    // Header checks (declared size against the pixel limit) before any decoding;
+                    // a refused body gives its claim back at once.
+                    if let Err(e) = self.pipeline.inspect(&joined) {
+                        Metrics::add(&self.metrics.pipeline_rejections, 1);
+                        if let Err(abandon) = self.ports.images.abandon(&id, &generation).await {
+                            warn!(image_id = %id, error = %abandon, "could not remove a refused claim; it expires by itself");
+                        }
+                        return Err(e.into());
+                    }
                     match self
-                        .process_claimed(id.clone(), generation, body.clone())
+                        .process_claimed(id.clone(), generation, joined.clone())
                         .await?
                     {
                         Some(record) => {

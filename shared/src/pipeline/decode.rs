@@ -1,4 +1,8 @@
 //! Decoding, once per photo: pixels to 8-bit RGB (alpha over white), EXIF orientation applied.
+//!
+//! JPEGs go through libjpeg-turbo's DCT-scaled decoder when the `turbojpeg` feature is on (see
+//! `turbo.rs`): only as many pixels as the largest variant needs. Everything else, and any JPEG
+//! libjpeg-turbo declines, is decoded at full size by the `image` crate's pure-Rust decoders.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -6,29 +10,41 @@ use image::{DynamicImage, ImageDecoder, RgbImage, RgbaImage, metadata::Orientati
 
 use super::PipelineError;
 use super::detect::{self, Limits};
-use crate::domain::SourceFormat;
+use crate::domain::{SourceFormat, VariantSpec};
 
-/// A decoded photo: upright 8-bit RGB pixels.
+/// A decoded photo: upright 8-bit RGB pixels, possibly reduced (see [`Decoded::width`]).
 pub(crate) struct Decoded {
     pub format: SourceFormat,
+    /// The photo's full size after EXIF orientation; `image` may be smaller (a scaled decode),
+    /// never with a different aspect ratio beyond rounding.
+    pub width: u32,
+    pub height: u32,
     pub image: RgbImage,
 }
 
-/// Checks the limits, then decodes `bytes` into upright 8-bit RGB.
+/// Checks the limits, then decodes `bytes` into upright 8-bit RGB, at least as large as every
+/// variant of `specs` needs.
 ///
-/// The only entry point to decoding, so that a faster decoder (a scaled DCT JPEG decode, say)
-/// can later be put behind it.
-pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, PipelineError> {
+/// The only entry point to decoding.
+pub(crate) fn decode(
+    bytes: &[u8],
+    limits: &Limits,
+    specs: &[VariantSpec],
+) -> Result<Decoded, PipelineError> {
     // The decoders are third-party code fed untrusted bytes: should one of them panic, the
     // photo is refused as corrupt rather than the panic escaping to the caller.
-    catch_unwind(AssertUnwindSafe(|| decode_inner(bytes, limits))).unwrap_or_else(|_| {
+    catch_unwind(AssertUnwindSafe(|| decode_inner(bytes, limits, specs))).unwrap_or_else(|_| {
         Err(PipelineError::CorruptImage(
             "the decoder failed on this data".into(),
         ))
     })
 }
 
-fn decode_inner(bytes: &[u8], limits: &Limits) -> Result<Decoded, PipelineError> {
+fn decode_inner(
+    bytes: &[u8],
+    limits: &Limits,
+    specs: &[VariantSpec],
+) -> Result<Decoded, PipelineError> {
     let (info, mut decoder) = detect::open(bytes, limits)?;
     if info.format == SourceFormat::Jpeg {
         check_jpeg_complete(bytes)?;
@@ -42,6 +58,21 @@ fn decode_inner(bytes: &[u8], limits: &Limits) -> Result<Decoded, PipelineError>
             limit: limits.max_pixels,
         });
     }
+    #[cfg(feature = "turbojpeg")]
+    if info.format == SourceFormat::Jpeg {
+        let (width, height) = upright(info.width, info.height, orientation);
+        let min_scale = super::resize::min_scale(width, height, specs);
+        if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale) {
+            return Ok(Decoded {
+                format: info.format,
+                width,
+                height,
+                image: oriented(stored, orientation),
+            });
+        }
+    }
+    #[cfg(not(feature = "turbojpeg"))]
+    let _ = specs;
     let image = DynamicImage::from_decoder(decoder).map_err(|e| match e {
         image::ImageError::Limits(_) => PipelineError::TooManyPixels {
             width: info.width,
@@ -50,12 +81,34 @@ fn decode_inner(bytes: &[u8], limits: &Limits) -> Result<Decoded, PipelineError>
         },
         other => PipelineError::from_decoder(other),
     })?;
-    let mut image = DynamicImage::ImageRgb8(to_rgb_over_white(image));
-    image.apply_orientation(orientation);
+    let image = oriented(to_rgb_over_white(image), orientation);
     Ok(Decoded {
         format: info.format,
-        image: image.into_rgb8(),
+        width: image.width(),
+        height: image.height(),
+        image,
     })
+}
+
+/// The size after `orientation`: the quarter turns swap the sides.
+#[cfg(feature = "turbojpeg")]
+fn upright(width: u32, height: u32, orientation: Orientation) -> (u32, u32) {
+    match orientation {
+        Orientation::Rotate90
+        | Orientation::Rotate270
+        | Orientation::Rotate90FlipH
+        | Orientation::Rotate270FlipH => (height, width),
+        _ => (width, height),
+    }
+}
+
+fn oriented(image: RgbImage, orientation: Orientation) -> RgbImage {
+    if orientation == Orientation::NoTransforms {
+        return image;
+    }
+    let mut image = DynamicImage::ImageRgb8(image);
+    image.apply_orientation(orientation);
+    image.into_rgb8()
 }
 
 /// 8-bit RGB; transparent pixels are composited over white, 16-bit samples rounded to 8 bits.

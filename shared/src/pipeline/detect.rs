@@ -43,7 +43,12 @@ impl Limits {
 
 /// Refuses a body over `max_body` bytes.
 pub(crate) fn check_size(bytes: &[u8], limits: &Limits) -> Result<(), PipelineError> {
-    let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    check_len(bytes.len(), limits)
+}
+
+/// Refuses a body length over `max_body` bytes.
+pub(crate) fn check_len(len: usize, limits: &Limits) -> Result<(), PipelineError> {
+    let size = u64::try_from(len).unwrap_or(u64::MAX);
     if size > limits.max_body {
         return Err(PipelineError::TooLarge {
             size,

@@ -11,6 +11,8 @@ mod error;
 mod resize;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "turbojpeg")]
+mod turbo;
 mod watermark;
 
 use std::fmt;
@@ -113,6 +115,13 @@ impl Pipeline {
         }
     }
 
+    /// The cheap checks only: a body of `len` bytes within the size limit, whose first bytes
+    /// (`head`, 16 are enough) are the magic bytes of an accepted format.
+    pub fn check_format(&self, len: usize, head: &[u8]) -> Result<SourceFormat, PipelineError> {
+        detect::check_len(len, &self.limits())?;
+        detect::sniff(head)
+    }
+
     /// Sniffs the format from the bytes (never from a name or Content-Type), checks the body
     /// size and the declared pixel count from the header, before any decoding.
     pub fn inspect(&self, bytes: &[u8]) -> Result<SourceInfo, PipelineError> {
@@ -122,10 +131,9 @@ impl Pipeline {
     /// [`inspect`](Self::inspect), then decodes once, applies the EXIF orientation, and makes
     /// and encodes every variant from the one decoded image.
     pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
-        let decoded = decode::decode(bytes, &self.limits())?;
-        let source = &decoded.image;
         let specs = self.config.variants.specs();
-        let rendered = resize::render_all(source, specs)?;
+        let decoded = decode::decode(bytes, &self.limits(), specs)?;
+        let rendered = resize::render_all(&decoded.image, (decoded.width, decoded.height), specs)?;
         let mut variants = Vec::with_capacity(specs.len());
         for (spec, mut pixels) in specs.iter().zip(rendered) {
             if let Some(watermark) = &self.config.watermark
@@ -142,8 +150,8 @@ impl Pipeline {
         }
         Ok(Processed {
             format: decoded.format,
-            width: source.width(),
-            height: source.height(),
+            width: decoded.width,
+            height: decoded.height,
             variants,
         })
     }

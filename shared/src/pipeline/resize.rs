@@ -49,6 +49,23 @@ impl Geometry {
         }
     }
 
+    /// The same region and output in a `to_w`x`to_h` copy of a `from_w`x`from_h` source (a
+    /// scaled decode). Multiplying before dividing keeps whole-picture regions exact.
+    fn mapped(&self, (from_w, from_h): (u32, u32), (to_w, to_h): (u32, u32)) -> Self {
+        if (from_w, from_h) == (to_w, to_h) {
+            return *self;
+        }
+        let x = |v: f64| v * f64::from(to_w) / f64::from(from_w.max(1));
+        let y = |v: f64| v * f64::from(to_h) / f64::from(from_h.max(1));
+        Self {
+            left: x(self.left),
+            top: y(self.top),
+            crop_width: x(self.crop_width),
+            crop_height: y(self.crop_height),
+            ..*self
+        }
+    }
+
     /// No resampling needed: the output is a pixel-exact copy of the crop.
     fn is_copy(&self) -> bool {
         self.left.fract() == 0.0
@@ -121,21 +138,39 @@ pub(crate) fn plan(width: u32, height: u32, spec: &VariantSpec) -> Geometry {
     }
 }
 
+/// The smallest fraction of a `width`x`height` source that still holds every variant's region
+/// at (at least) its output size: how far a decoder may scale the source down on load.
+/// (Only the libjpeg-turbo path scales on load.)
+#[cfg_attr(not(feature = "turbojpeg"), allow(dead_code))]
+pub(crate) fn min_scale(width: u32, height: u32, specs: &[VariantSpec]) -> f64 {
+    specs
+        .iter()
+        .map(|s| plan(width, height, s))
+        .map(|g| (f64::from(g.width) / g.crop_width).max(f64::from(g.height) / g.crop_height))
+        .fold(0.0, f64::max)
+}
+
 /// How much larger than the output an intermediate variant's region must be (on both axes)
 /// for the output to be resampled from it rather than from the source.
 const CASCADE_MIN_FACTOR: f64 = 2.0;
 
-/// Every variant's pixels, in `specs`' order, without watermark.
+/// Every variant's pixels, in `specs`' order, without watermark. `full` is the photo's size;
+/// `src` may be a reduced copy of it (a scaled decode): the variants' sizes and regions are
+/// planned on `full`, and read from `src`.
 ///
 /// Larger variants are made first, and a smaller one is resampled from an already made
 /// variant when that is still at least [`CASCADE_MIN_FACTOR`] times its size ("cascade"): the
 /// same Lanczos3 filter on far fewer pixels, with no visible difference (a test checks it).
 pub(crate) fn render_all<'a>(
     src: &'a RgbImage,
+    full: (u32, u32),
     specs: &[VariantSpec],
 ) -> Result<Vec<Cow<'a, RgbImage>>, PipelineError> {
     let (w, h) = (src.width(), src.height());
-    let plans: Vec<Geometry> = specs.iter().map(|s| plan(w, h, s)).collect();
+    let plans: Vec<Geometry> = specs
+        .iter()
+        .map(|s| plan(full.0, full.1, s).mapped(full, (w, h)))
+        .collect();
     let mut order: Vec<usize> = (0..plans.len()).collect();
     order.sort_by_key(|&i| {
         std::cmp::Reverse(u64::from(plans[i].width) * u64::from(plans[i].height))
@@ -342,7 +377,7 @@ mod tests {
         .iter()
         .map(|s| spec(s))
         .collect();
-        let all = render_all(&src, &specs).unwrap();
+        let all = render_all(&src, (1500, 1000), &specs).unwrap();
         // medium comes from large, thumb, wide and small from medium.
         let plans: Vec<_> = specs.iter().map(|s| plan(1500, 1000, s)).collect();
         let empty: Vec<Option<Cow<'_, RgbImage>>> = vec![Some(Cow::Borrowed(&src)); 5];
@@ -381,5 +416,26 @@ mod tests {
         let out = render(&mut Resizer::new(), &src, &g).unwrap();
         assert_eq!((out.width(), out.height()), (2, 2));
         assert_eq!(out.get_pixel(0, 1), &image::Rgb([1, 1, 7]));
+    }
+
+    #[test]
+    fn a_scaled_source_gives_the_sizes_planned_on_the_full_photo() {
+        let specs: Vec<VariantSpec> = [
+            "large=fit:1280x1280",
+            "medium=fit:640x640",
+            "thumb=cover:200x200",
+        ]
+        .iter()
+        .map(|s| spec(s))
+        .collect();
+        // 5000x3333 needs 1280 wide: a quarter (1250) is too small, a half (2500) is enough.
+        let need = min_scale(5000, 3333, &specs);
+        assert!(need > 0.25 && need <= 0.5, "{need}");
+        assert_eq!(min_scale(1000, 800, &specs), 1.0);
+        let half = RgbImage::from_pixel(2500, 1667, image::Rgb([10, 200, 30]));
+        let all = render_all(&half, (5000, 3333), &specs).unwrap();
+        let dims: Vec<_> = all.iter().map(|i| i.dimensions()).collect();
+        assert_eq!(dims, [(1280, 853), (640, 427), (200, 200)]);
+        assert_eq!(all[2].get_pixel(100, 100), &image::Rgb([10, 200, 30]));
     }
 }
