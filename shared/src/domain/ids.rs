@@ -22,6 +22,14 @@ pub enum IdError {
     UploadId(String),
 }
 
+/// The marketplace's own names (offers, clients): 1 to `max` characters of `[A-Za-z0-9._:-]`.
+fn is_name(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+}
+
 fn is_lower_hex(s: &str, len: usize) -> bool {
     s.len() == len
         && s.bytes()
@@ -72,11 +80,7 @@ impl OfferId {
     pub const MAX_LEN: usize = 128;
 
     pub fn parse(s: &str) -> Result<Self, IdError> {
-        let ok = !s.is_empty()
-            && s.len() <= Self::MAX_LEN
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
-        if ok {
+        if is_name(s, Self::MAX_LEN) {
             Ok(Self(s.to_owned()))
         } else {
             Err(IdError::OfferId(truncate(s)))
@@ -97,11 +101,7 @@ impl ClientId {
     pub const MAX_LEN: usize = 64;
 
     pub fn parse(s: &str) -> Result<Self, IdError> {
-        let ok = !s.is_empty()
-            && s.len() <= Self::MAX_LEN
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
-        if ok {
+        if is_name(s, Self::MAX_LEN) {
             Ok(Self(s.to_owned()))
         } else {
             Err(IdError::ClientId(truncate(s)))
