@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use imgest_shared::api::{ApiState, router};
 use imgest_shared::app::{self, Backend};
 use imgest_shared::flows::Service;
-use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::ports::SystemClock;
 use imgest_shared::settings::Settings;
 use tracing::{error, info};
@@ -38,19 +37,10 @@ pub async fn serve() -> Result<()> {
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let service = Arc::new(embedded_service(&settings, &base).await?);
-    let queue = service
-        .ports()
-        .queue
-        .clone()
-        .context("the embedded store has no task queue")?;
-    let crawler = Arc::new(Crawler::new(
-        Arc::clone(&service),
-        settings.feed.clone(),
-        Processing::Inline,
-    )?);
-    let downloads = LocalCrawl::start(Arc::clone(&crawler), queue);
+    let downloads = LocalCrawl::start(Arc::clone(&service), settings.feed.clone())?;
     let app = router(
-        ApiState::new(Arc::clone(&service), &format!("{base}/files")).with_crawler(crawler),
+        ApiState::new(Arc::clone(&service), &format!("{base}/files"))
+            .with_crawler(Arc::clone(&downloads.crawler)),
         true,
     );
 

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::api::{ApiState, router};
 use imgest_shared::app::{self, Backend};
-use imgest_shared::flows::crawl::{Crawler, Processing};
+use imgest_shared::flows::crawl::Crawler;
 use imgest_shared::ports::SystemClock;
 use imgest_shared::settings::Settings;
 use serde_json::{Value, json};
@@ -323,17 +323,8 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     feed.workers = vec![8, 4];
     feed.retry_base = Duration::from_millis(100);
     feed.retry_cap = Duration::from_millis(300);
-    let crawler = Arc::new(Crawler::new(
-        Arc::clone(&service),
-        feed,
-        Processing::Inline,
-    )?);
-    let queue = service
-        .ports()
-        .queue
-        .clone()
-        .context("the embedded store has no task queue")?;
-    let downloads = LocalCrawl::start(Arc::clone(&crawler), queue);
+    let downloads = LocalCrawl::start(Arc::clone(&service), feed)?;
+    let crawler = Arc::clone(&downloads.crawler);
     let api = router(
         ApiState::new(Arc::clone(&service), &format!("{base}/files"))
             .with_crawler(Arc::clone(&crawler)),

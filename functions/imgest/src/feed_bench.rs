@@ -30,7 +30,7 @@ use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::app::{self, Backend};
 use imgest_shared::domain::{ClientId, OfferId};
 use imgest_shared::feed::messages::CrawlRequest;
-use imgest_shared::flows::crawl::{CrawlMetricsSnapshot, Crawler, Processing, RESULTS_QUEUE};
+use imgest_shared::flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
 use imgest_shared::ports::{SystemClock, TaskQueue};
 use imgest_shared::settings::Settings;
 
@@ -221,24 +221,15 @@ impl Bench {
         let settings = Settings::from_map(&vars)?;
         let backend = Backend::embedded(&settings.data_dir, "http://127.0.0.1:0");
         let service = Arc::new(app::service(&settings, &backend, Arc::new(SystemClock)).await?);
-        let queue = service
-            .ports()
-            .queue
-            .clone()
-            .context("the embedded store has no task queue")?;
-        let crawler = Arc::new(Crawler::new(
-            service,
-            settings.feed.clone(),
-            Processing::Inline,
-        )?);
+        let local = LocalCrawl::start(service, settings.feed.clone())?;
         let timings = Arc::new(Mutex::new(Timings::default()));
         let collector = tokio::spawn(collect_results(
-            crawler.clone(),
-            queue.clone(),
+            local.crawler.clone(),
+            local.queue.clone(),
             timings.clone(),
         ));
         Ok(Self {
-            local: LocalCrawl::start(crawler, queue),
+            local,
             data_dir,
             timings,
             collector,

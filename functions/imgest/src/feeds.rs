@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use imgest_shared::feed::FeedSettings;
 use imgest_shared::feed::messages::{CrawlRequest, CrawlState, PhotoStatus};
+use imgest_shared::flows::Service;
 use imgest_shared::flows::crawl::{Crawler, Processing, RESULTS_QUEUE, tier_queue};
 use imgest_shared::handlers::fetch_pool;
 use imgest_shared::ports::TaskQueue;
@@ -32,15 +34,23 @@ pub struct LocalCrawl {
 }
 
 impl LocalCrawl {
-    pub fn start(crawler: Arc<Crawler>, queue: Arc<dyn TaskQueue>) -> Self {
+    /// A crawler over `service` (processing photos in this process) and its download pools
+    /// on the embedded store's task queue.
+    pub fn start(service: Arc<Service>, feed: FeedSettings) -> Result<Self> {
+        let queue = service
+            .ports()
+            .queue
+            .clone()
+            .context("the embedded store has no task queue")?;
+        let crawler = Arc::new(Crawler::new(service, feed, Processing::Inline)?);
         let (stop, stopped) = watch::channel(false);
         let pools = tokio::spawn(fetch_pool::run(crawler.clone(), queue.clone(), stopped));
-        Self {
+        Ok(Self {
             crawler,
             queue,
             stop,
             pools,
-        }
+        })
     }
 
     /// Stops taking tasks and waits for the running ones.
@@ -52,17 +62,7 @@ impl LocalCrawl {
 
 pub async fn local_crawl(settings: &Settings) -> Result<LocalCrawl> {
     let service = Arc::new(embedded_service(settings, &settings.public_base_url()).await?);
-    let queue = service
-        .ports()
-        .queue
-        .clone()
-        .context("the embedded store has no task queue")?;
-    let crawler = Arc::new(Crawler::new(
-        service,
-        settings.feed.clone(),
-        Processing::Inline,
-    )?);
-    Ok(LocalCrawl::start(crawler, queue))
+    LocalCrawl::start(service, settings.feed.clone())
 }
 
 pub async fn ingest(file: PathBuf) -> Result<()> {
