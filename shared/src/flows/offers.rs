@@ -14,12 +14,24 @@ pub struct OfferPhotos {
 }
 
 impl Service {
-    /// Replaces the offer's photo list. Unknown, duplicate or too many ids change nothing.
+    /// Replaces the offer's photo list and returns it with its records. Unknown, duplicate or
+    /// too many ids change nothing.
     pub async fn set_offer_photos(
         &self,
         offer: &OfferId,
         images: &[ImageId],
     ) -> Result<OfferPhotos, FlowError> {
+        self.link_offer_photos(offer, images).await?;
+        self.offer_photos_of(offer, images).await
+    }
+
+    /// [`set_offer_photos`](Self::set_offer_photos) without reading the records back (the
+    /// crawler links photos nobody is waiting to see).
+    pub async fn link_offer_photos(
+        &self,
+        offer: &OfferId,
+        images: &[ImageId],
+    ) -> Result<(), FlowError> {
         let limit = self.policy.max_photos_per_offer;
         if images.len() > limit {
             return Err(FlowError::TooManyPhotos {
@@ -36,7 +48,7 @@ impl Service {
             .offers
             .set_photos(offer, images, now, self.policy.orphan_ttl)
             .await?;
-        self.offer_photos_of(offer, images).await
+        Ok(())
     }
 
     /// The offer's photos in order, or `OfferNotFound`.

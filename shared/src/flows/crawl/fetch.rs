@@ -296,12 +296,10 @@ impl Crawler {
         };
         // Records first: the storage notification may reach the process function before
         // this call returns.
-        records::update(
-            ports.records.as_ref(),
+        self.update_record(
             URL_KIND,
             task.url_hash.as_str(),
             now,
-            self.retention(now),
             |record: Option<UrlRecord>| {
                 Ok(match record {
                     Some(mut r) => match r.fetch.as_mut() {
@@ -370,13 +368,8 @@ impl Crawler {
     async fn finish_url(&self, hash: &UrlHash, settlement: Settlement) -> Result<(), FlowError> {
         let now = self.now();
         let recheck_base = self.settings.recheck_base;
-        let (waiters, status) = records::update(
-            self.service.ports().records.as_ref(),
-            URL_KIND,
-            hash.as_str(),
-            now,
-            self.retention(now),
-            |record: Option<UrlRecord>| {
+        let (waiters, status) = self
+            .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
                 let mut record = record.unwrap_or_default();
                 let outcome = match &settlement {
                     Settlement::Ok {
@@ -410,9 +403,8 @@ impl Crawler {
                 record.fetch = None;
                 let waiters = record.waiters.clone();
                 Ok(Change::Write(record, (waiters, status)))
-            },
-        )
-        .await?;
+            })
+            .await?;
         if let PhotoStatus::Failed { error } = &status {
             add(&self.metrics.urls_failed, 1);
             info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
@@ -436,25 +428,18 @@ impl Crawler {
                 .await?;
         }
         let now = self.now();
-        records::update(
-            self.service.ports().records.as_ref(),
-            URL_KIND,
-            hash.as_str(),
-            now,
-            self.retention(now),
-            |record: Option<UrlRecord>| {
-                let Some(mut record) = record else {
-                    return Ok(Change::Keep(()));
-                };
-                let before = record.waiters.len();
-                record.waiters.retain(|w| !waiters.contains(w));
-                Ok(if record.waiters.len() == before {
-                    Change::Keep(())
-                } else {
-                    Change::Write(record, ())
-                })
-            },
-        )
+        self.update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
+            let Some(mut record) = record else {
+                return Ok(Change::Keep(()));
+            };
+            let before = record.waiters.len();
+            record.waiters.retain(|w| !waiters.contains(w));
+            Ok(if record.waiters.len() == before {
+                Change::Keep(())
+            } else {
+                Change::Write(record, ())
+            })
+        })
         .await
     }
 }

@@ -92,14 +92,9 @@ impl Crawler {
         let crawl_id = crawl.crawl_id.clone();
         // A newer crawl of the offer replaces a running one: its URLs' outcomes still arrive,
         // but only for the crawl id they were asked for.
-        records::update(
-            records,
-            CRAWL_KIND,
-            offer_key,
-            now,
-            self.retention(now),
-            |_: Option<CrawlRecord>| Ok(Change::Write(crawl.clone(), ())),
-        )
+        self.update_record(CRAWL_KIND, offer_key, now, |_: Option<CrawlRecord>| {
+            Ok(Change::Write(crawl.clone(), ()))
+        })
         .await?;
 
         let waiter = Waiter {
@@ -145,13 +140,8 @@ impl Crawler {
     ) -> Result<Joined, FlowError> {
         let url_ttl = self.reuse_window();
         let hash = url.hash();
-        let started = records::update(
-            self.service.ports().records.as_ref(),
-            URL_KIND,
-            hash.as_str(),
-            now,
-            self.retention(now),
-            |record: Option<UrlRecord>| {
+        let started = self
+            .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
                 let mut record = record.unwrap_or_default();
                 match &record.last {
                     Some(UrlOutcome::Ok { image_id, at }) if now < at.plus(url_ttl) => {
@@ -183,9 +173,8 @@ impl Crawler {
                     handed_off: false,
                 });
                 Ok(Change::Write(record, Some(Joined::Waiting)))
-            },
-        )
-        .await?;
+            })
+            .await?;
         match started {
             Some(Joined::Settled(status)) => Ok(Joined::Settled(status)),
             Some(Joined::Waiting) => {

@@ -107,3 +107,20 @@ impl Crawler {
 pub(crate) fn host_of(url: &url::Url) -> &str {
     &url[url::Position::BeforeHost..url::Position::AfterPort]
 }
+
+impl Crawler {
+    /// [`records::update`] of a crawl or URL record, kept for `IMGEST_URL_TTL` and a margin.
+    async fn update_record<T, R>(
+        &self,
+        kind: &str,
+        key: &str,
+        now: crate::domain::Timestamp,
+        decide: impl FnMut(Option<T>) -> Result<records::Change<T, R>, FlowError>,
+    ) -> Result<R, FlowError>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let records = self.service.ports().records.as_ref();
+        records::update(records, kind, key, now, self.retention(now), decide).await
+    }
+}

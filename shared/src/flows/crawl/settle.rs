@@ -25,36 +25,35 @@ impl Crawler {
         outcomes: &HashMap<UrlHash, PhotoStatus>,
     ) -> Result<CrawlState, FlowError> {
         let now = self.now();
-        let settled = records::update(
-            self.service.ports().records.as_ref(),
-            CRAWL_KIND,
-            offer.as_str(),
-            now,
-            self.retention(now),
-            |crawl: Option<CrawlRecord>| {
-                let Some(mut crawl) = crawl.filter(|c| c.crawl_id == crawl_id) else {
-                    return Ok(Change::Keep(None));
-                };
-                let mut changed = false;
-                for photo in &mut crawl.photos {
-                    let outcome = photo.url_hash.as_ref().and_then(|h| outcomes.get(h));
-                    if let Some(outcome) = outcome
-                        && photo.status == PhotoStatus::Pending
-                    {
-                        photo.status = outcome.clone();
-                        changed = true;
+        let settled = self
+            .update_record(
+                CRAWL_KIND,
+                offer.as_str(),
+                now,
+                |crawl: Option<CrawlRecord>| {
+                    let Some(mut crawl) = crawl.filter(|c| c.crawl_id == crawl_id) else {
+                        return Ok(Change::Keep(None));
+                    };
+                    let mut changed = false;
+                    for photo in &mut crawl.photos {
+                        let outcome = photo.url_hash.as_ref().and_then(|h| outcomes.get(h));
+                        if let Some(outcome) = outcome
+                            && photo.status == PhotoStatus::Pending
+                        {
+                            photo.status = outcome.clone();
+                            changed = true;
+                        }
                     }
-                }
-                let finish = (crawl.state == CrawlState::Pending && crawl.is_settled())
-                    .then(|| crawl.clone());
-                Ok(if changed {
-                    Change::Write(crawl, finish)
-                } else {
-                    Change::Keep(finish)
-                })
-            },
-        )
-        .await?;
+                    let finish = (crawl.state == CrawlState::Pending && crawl.is_settled())
+                        .then(|| crawl.clone());
+                    Ok(if changed {
+                        Change::Write(crawl, finish)
+                    } else {
+                        Change::Keep(finish)
+                    })
+                },
+            )
+            .await?;
         match settled {
             Some(crawl) => {
                 self.finish_crawl(offer, crawl).await?;
@@ -74,15 +73,13 @@ impl Crawler {
                 images.push(image_id.clone());
             }
         }
-        self.service.set_offer_photos(offer, &images).await?;
+        self.service.link_offer_photos(offer, &images).await?;
         self.send_result(offer, &crawl).await?;
         let now = self.now();
-        records::update(
-            self.service.ports().records.as_ref(),
+        self.update_record(
             CRAWL_KIND,
             offer.as_str(),
             now,
-            self.retention(now),
             |current: Option<CrawlRecord>| {
                 Ok(match current {
                     Some(mut c)
@@ -129,12 +126,10 @@ impl Crawler {
     /// of settling at once as unchanged.
     pub async fn forget_settled_crawl(&self, offer: &OfferId) -> Result<(), FlowError> {
         let now = self.now();
-        records::update(
-            self.service.ports().records.as_ref(),
+        self.update_record(
             CRAWL_KIND,
             offer.as_str(),
             now,
-            self.retention(now),
             |crawl: Option<CrawlRecord>| {
                 Ok(match crawl {
                     Some(mut c) if !c.fingerprint.is_empty() && c.state == CrawlState::Done => {
