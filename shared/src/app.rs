@@ -50,6 +50,10 @@ pub enum Backend {
         force_path_style: bool,
         queues: HashMap<String, String>,
         delay_state_machine_arn: Option<String>,
+        /// Where every AWS API is reached instead of the standard endpoints (`None`: the
+        /// standard AWS environment decides, including `AWS_ENDPOINT_URL`). Benchmarks use it
+        /// to put a request-counting proxy in front of an emulator.
+        endpoint_url: Option<String>,
     },
 }
 
@@ -73,6 +77,7 @@ impl Backend {
                 force_path_style,
                 queues,
                 delay_state_machine_arn,
+                endpoint_url,
             } => Ok(aws_ports(
                 AwsResources {
                     bucket,
@@ -80,6 +85,7 @@ impl Backend {
                     force_path_style: *force_path_style,
                     queues,
                     delay_state_machine_arn: delay_state_machine_arn.as_deref(),
+                    endpoint_url: endpoint_url.as_deref(),
                 },
                 clock,
             )
@@ -105,6 +111,7 @@ impl Backend {
                 force_path_style: *force_path_style,
                 queues: queues.clone(),
                 delay_state_machine_arn: delay_state_machine_arn.clone(),
+                endpoint_url: None,
             },
         }
     }
@@ -117,12 +124,17 @@ struct AwsResources<'a> {
     force_path_style: bool,
     queues: &'a HashMap<String, String>,
     delay_state_machine_arn: Option<&'a str>,
+    endpoint_url: Option<&'a str>,
 }
 
 /// The AWS clients, configured from the standard AWS environment (region, credentials,
 /// `AWS_ENDPOINT_URL` for emulators).
 async fn aws_ports(aws: AwsResources<'_>, clock: Arc<dyn Clock>) -> Ports {
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(url) = aws.endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    let config = loader.load().await;
     let s3_config = aws_sdk_s3::config::Builder::from(&config)
         .force_path_style(aws.force_path_style)
         .build();

@@ -4,6 +4,7 @@
 
 mod bench;
 mod commands;
+mod cost;
 mod demo;
 mod feed_bench;
 mod feeds;
@@ -86,6 +87,20 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// The AWS bill per million photos (new, URL-dedup hits, unchanged offers), from the
+    /// functions' measured requests, CPU and wall time against an AWS emulator. Run it through
+    /// infra/bench-cost.sh, which starts the emulator.
+    BenchCost {
+        /// Offers per scenario.
+        #[arg(long, default_value_t = 25)]
+        offers: usize,
+        /// Photos per offer.
+        #[arg(long, default_value_t = 8)]
+        photos: usize,
+        /// How long the partner host takes to answer each download.
+        #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+        host_latency: std::time::Duration,
+    },
 }
 
 fn main() -> ExitCode {
@@ -112,6 +127,18 @@ fn main() -> ExitCode {
             Command::BenchMd5 { mb, rounds } => bench::md5(mb, rounds),
             Command::Demo { data_dir } => demo::run(data_dir).await,
             Command::BenchFeed { quick } => feed_bench::run(quick).await,
+            Command::BenchCost {
+                offers,
+                photos,
+                host_latency,
+            } => {
+                cost::run(cost::Options {
+                    offers,
+                    photos_per_offer: photos,
+                    host_latency,
+                })
+                .await
+            }
         }
     });
     match result {

@@ -1,0 +1,614 @@
+//! `imgest bench-cost`: the AWS bill per million photos, from measurements. The real
+//! functions' handlers run against AWS APIs served by an emulator (moto; `infra/bench-cost.sh`
+//! starts it), with a counting proxy in between, on feeds of real photos from partner hosts on
+//! 127.0.0.1. Queues are delivered the way Lambda's SQS trigger does (batches received,
+//! handled, deleted). Each stage's requests are billed as AWS bills them ([`proxy`],
+//! [`capacity`]); each invocation's CPU and wall time price its Lambda duration ([`bill`]).
+//!
+//! Scenarios, in order, on the same data:
+//! 1. new photos: offers of new URLs through intake, fetch, process, the results consumer,
+//! 2. URL-dedup hits: the same offers re-sent with other known URLs (changed offers: no
+//!    download, no decode, no S3 PUT),
+//! 3. unchanged offers: the same feed again,
+//! 4. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
+//!    and the gc function collecting their files from the stream.
+
+mod bill;
+mod capacity;
+mod proxy;
+mod report;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
+use imgest_hosts::{PartnerHost, Route};
+use imgest_shared::app::{self, Backend};
+use imgest_shared::domain::{ClientId, OfferId};
+use imgest_shared::feed::messages::CrawlRequest;
+use imgest_shared::flows::crawl::{Crawler, Processing};
+use imgest_shared::handlers::{self, BatchResponse};
+use imgest_shared::ports::SystemClock;
+use imgest_shared::settings::Settings;
+use serde_json::{Value, json};
+
+use proxy::Tally;
+pub use report::Scenario;
+
+/// What the benchmark is asked to do.
+pub struct Options {
+    pub offers: usize,
+    pub photos_per_offer: usize,
+    /// How long a partner host takes to answer (a download's wall time, which fetch pays).
+    pub host_latency: Duration,
+}
+
+/// The photos the feeds carry: the sample photos, each copy made distinct by a comment
+/// segment (new content, the same decode work).
+const SAMPLES: [&[u8]; 5] = [
+    include_bytes!("../../../../samples/dune.jpg"),
+    include_bytes!("../../../../samples/storm.jpg"),
+    include_bytes!("../../../../samples/ladybird.jpg"),
+    include_bytes!("../../../../samples/garden-portrait.jpg"),
+    include_bytes!("../../../../samples/yellow-flower-portrait.jpg"),
+];
+
+/// Lambda's SQS trigger batch sizes, as in `template.yaml`.
+const INTAKE_BATCH: i32 = 10;
+const FETCH_BATCH: i32 = 10;
+const PROCESS_BATCH: i32 = 5;
+/// The gc function's DynamoDB stream batch size.
+const GC_BATCH: usize = 100;
+
+const QUEUES: [&str; 6] = ["intake", "fetch-0", "fetch-1", "fetch-2", "results", "process"];
+
+pub async fn run(options: Options) -> Result<()> {
+    imgest_shared::feed::install_default_provider();
+    let upstream = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .context(
+            "bench-cost measures against an AWS emulator: run infra/bench-cost.sh, which starts moto and sets AWS_ENDPOINT_URL",
+        )?;
+    if options.offers == 0 || options.photos_per_offer == 0 {
+        bail!("--offers and --photos must be at least 1");
+    }
+    let tally = Arc::new(Tally::default());
+    let proxy_url = proxy::start(&upstream, Arc::clone(&tally)).await?;
+
+    let mut routes = Vec::new();
+    let mut offers = Vec::new();
+    for o in 0..options.offers {
+        let mut urls = Vec::new();
+        for p in 0..options.photos_per_offer {
+            let path = format!("/o{o}/p{p}.jpg");
+            let sample = SAMPLES[(o * options.photos_per_offer + p) % SAMPLES.len()];
+            routes.push((path.clone(), Route::photo(distinct(sample, &path))));
+            urls.push(path);
+        }
+        offers.push(urls);
+    }
+    let host = PartnerHost::builder()
+        .routes(routes)
+        .latency(options.host_latency)
+        .start()
+        .await?;
+    let offers: Vec<Vec<String>> = offers
+        .into_iter()
+        .map(|paths| paths.iter().map(|p| host.url(p)).collect())
+        .collect();
+
+    // The functions' side runs on a thread of its own, so its CPU time can be read per
+    // invocation; the proxy and the partner host stay on this runtime's threads.
+    let driver_tally = Arc::clone(&tally);
+    let photos = options.offers * options.photos_per_offer;
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(drive(&proxy_url, &driver_tally, offers))
+    })
+    .await??;
+    if host.requests() != photos as u64 {
+        bail!(
+            "the partner host served {} downloads for {photos} photos",
+            host.requests()
+        );
+    }
+    report::print(&tally, photos, &options);
+    Ok(())
+}
+
+/// `bytes` (a JPEG) with a comment segment naming `tag` after its start marker.
+fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
+    let comment = format!("imgest bench-cost {tag}");
+    let len = u16::try_from(comment.len() + 2).unwrap_or(u16::MAX);
+    let mut out = Vec::with_capacity(bytes.len() + comment.len() + 4);
+    out.extend_from_slice(&bytes[..2]);
+    out.extend_from_slice(&[0xFF, 0xFE]);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(comment.as_bytes());
+    out.extend_from_slice(&bytes[2..]);
+    out
+}
+
+/// The AWS side: resources on the emulator, the service and crawler through the proxy, and
+/// the scenarios.
+async fn drive(proxy_url: &str, tally: &Tally, offers: Vec<Vec<String>>) -> Result<()> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let direct = Direct::new(&sdk);
+    let names = Resources::create(&direct).await?;
+    let sqs = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(&sdk)
+            .endpoint_url(proxy_url)
+            .build(),
+    );
+
+    let data_dir = std::env::temp_dir();
+    let queues = ["fetch-0", "fetch-1", "fetch-2", "results"]
+        .iter()
+        .map(|q| format!("{q}={}", names.queues[*q]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let map: HashMap<String, String> = [
+        ("IMGEST_BACKEND", "aws"),
+        ("IMGEST_BUCKET", names.bucket.as_str()),
+        ("IMGEST_TABLE", names.table.as_str()),
+        ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
+        ("IMGEST_QUEUES", queues.as_str()),
+        ("IMGEST_DATA_DIR", &data_dir.display().to_string()),
+        // The partner host is on 127.0.0.1.
+        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+        // One client sends every offer here; pacing it would only stretch the run.
+        ("IMGEST_CLIENT_RPM", "1000000"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let settings = Settings::from_map(&map)?;
+    let mut backend = Backend::from_settings(&settings, "http://127.0.0.1:9");
+    if let Backend::Aws { endpoint_url, .. } = &mut backend {
+        *endpoint_url = Some(proxy_url.to_owned());
+    }
+    let service = Arc::new(app::service(&settings, &backend, Arc::new(SystemClock)).await?);
+    let crawler = Crawler::new(
+        Arc::clone(&service),
+        settings.feed.clone(),
+        Processing::Handoff,
+    )?;
+    let client = ClientId::parse("bench").context("client id")?;
+    let offer_id = |o: usize| OfferId::parse(&format!("offer-{o}")).context("offer id");
+    let lambda = Lambda { sqs: &sqs, direct: &direct, tally };
+
+    // 1. New photos.
+    tally.enter(&Scenario::New.stage("intake"));
+    for (o, urls) in offers.iter().enumerate() {
+        send_request(&sqs, &names.queues["intake"], &client, offer_id(o)?, urls).await?;
+    }
+    measured(tally, lambda.deliver(&names.queues["intake"], INTAKE_BATCH, |e| {
+        handlers::intake::handle(&crawler, e)
+    }))
+    .await?;
+    tally.enter(&Scenario::New.stage("fetch"));
+    measured(tally, async {
+        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
+            lambda
+                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
+                    handlers::fetch::handle(&crawler, e)
+                })
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    tally.enter(&Scenario::New.stage("process"));
+    // S3 notifies the process queue of each new object under incoming/ (one message each,
+    // billed as an SQS request).
+    for key in direct.incoming_keys(&names.bucket).await? {
+        let record = json!({"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": names.bucket}, "object": {"key": key}}});
+        sqs.send_message()
+            .queue_url(&names.queues["process"])
+            .message_body(json!({"Records": [record]}).to_string())
+            .send()
+            .await?;
+    }
+    measured(tally, lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
+        handlers::process::handle(&crawler, e)
+    }))
+    .await?;
+    tally.enter(&Scenario::New.stage("results"));
+    lambda.consume_results(&names.queues["results"], offers.len()).await?;
+
+    // 2. URL-dedup hits: every offer now shows the next offer's (known) photos.
+    tally.enter(&Scenario::KnownUrls.stage("intake"));
+    for o in 0..offers.len() {
+        let urls = &offers[(o + 1) % offers.len()];
+        send_request(&sqs, &names.queues["intake"], &client, offer_id(o)?, urls).await?;
+    }
+    measured(tally, lambda.deliver(&names.queues["intake"], INTAKE_BATCH, |e| {
+        handlers::intake::handle(&crawler, e)
+    }))
+    .await?;
+    tally.enter(&Scenario::KnownUrls.stage("results"));
+    lambda.consume_results(&names.queues["results"], offers.len()).await?;
+
+    // 3. The same feed again: unchanged offers.
+    tally.enter(&Scenario::Unchanged.stage("intake"));
+    for o in 0..offers.len() {
+        let urls = &offers[(o + 1) % offers.len()];
+        send_request(&sqs, &names.queues["intake"], &client, offer_id(o)?, urls).await?;
+    }
+    measured(tally, lambda.deliver(&names.queues["intake"], INTAKE_BATCH, |e| {
+        handlers::intake::handle(&crawler, e)
+    }))
+    .await?;
+    tally.enter(&Scenario::Unchanged.stage("results"));
+    lambda.consume_results(&names.queues["results"], offers.len()).await?;
+
+    // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
+    // gc function collects their files from the stream.
+    tally.enter(&Scenario::New.stage("delete offer"));
+    measured(tally, async {
+        for o in 0..offers.len() {
+            let offer = offer_id(o)?;
+            lambda
+                .invoke(1, async { service.delete_offer(&offer).await.map(|_| ()) })
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    let removed = direct.expire_images(&names.table).await?;
+    if removed.is_empty() {
+        bail!("no image records to expire after the offers were deleted");
+    }
+    tally.enter(&Scenario::New.stage("gc"));
+    measured(tally, async {
+        for (n, chunk) in removed.chunks(GC_BATCH).enumerate() {
+            let records: Vec<Value> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, old)| {
+                    json!({"eventName": "REMOVE", "eventSource": "aws:dynamodb",
+                        "dynamodb": {"SequenceNumber": format!("{n}-{i}"), "OldImage": old}})
+                })
+                .collect();
+            let event = json!({ "Records": records });
+            lambda
+                .invoke_batch(chunk.len(), handlers::gc::handle(&service, event))
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+async fn send_request(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    client: &ClientId,
+    offer: OfferId,
+    urls: &[String],
+) -> Result<()> {
+    let request = CrawlRequest {
+        client_id: client.clone(),
+        offer_id: offer,
+        urls: urls.to_vec(),
+    };
+    sqs.send_message()
+        .queue_url(queue)
+        .message_body(serde_json::to_string(&request)?)
+        .send()
+        .await?;
+    Ok(())
+}
+
+/// Runs a stage and records the peak memory the process reached meanwhile.
+async fn measured(tally: &Tally, stage: impl Future<Output = Result<()>>) -> Result<()> {
+    // Linux: writing 5 resets the peak (VmHWM) to the current RSS.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    stage.await?;
+    if let Some(kb) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+    {
+        tally.peak_rss(kb / 1024.0);
+    }
+    Ok(())
+}
+
+/// CPU time of the calling thread (Linux).
+fn thread_cpu_ms() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e6)
+}
+
+/// Invokes handlers the way Lambda does, timing each invocation.
+struct Lambda<'a> {
+    sqs: &'a aws_sdk_sqs::Client,
+    direct: &'a Direct,
+    tally: &'a Tally,
+}
+
+impl Lambda<'_> {
+    async fn invoke<E: std::fmt::Display>(
+        &self,
+        items: usize,
+        run: impl Future<Output = Result<(), E>>,
+    ) -> Result<()> {
+        let (cpu, wall) = (thread_cpu_ms(), Instant::now());
+        let result = run.await;
+        self.tally.invocation(
+            items,
+            thread_cpu_ms() - cpu,
+            wall.elapsed().as_secs_f64() * 1000.0,
+        );
+        result.map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    async fn invoke_batch(
+        &self,
+        items: usize,
+        run: impl Future<Output = BatchResponse>,
+    ) -> Result<BatchResponse> {
+        let (cpu, wall) = (thread_cpu_ms(), Instant::now());
+        let response = run.await;
+        self.tally.invocation(
+            items,
+            thread_cpu_ms() - cpu,
+            wall.elapsed().as_secs_f64() * 1000.0,
+        );
+        if !response.batch_item_failures.is_empty() {
+            bail!(
+                "{} of {items} items failed: {:?}",
+                response.batch_item_failures.len(),
+                response.batch_item_failures
+            );
+        }
+        Ok(response)
+    }
+
+    /// Lambda's SQS trigger until the queue is empty: receive up to `batch` messages, invoke,
+    /// delete what succeeded.
+    async fn deliver<F, Fut>(&self, queue: &str, batch: i32, handle: F) -> Result<()>
+    where
+        F: Fn(SqsEvent) -> Fut,
+        Fut: Future<Output = BatchResponse>,
+    {
+        loop {
+            let messages = self.receive(queue, batch).await?;
+            if messages.is_empty() {
+                if self.direct.pending(queue).await? == 0 {
+                    return Ok(());
+                }
+                continue;
+            }
+            let mut event = SqsEvent::default();
+            for m in &messages {
+                let mut message = SqsMessage::default();
+                message.message_id = m.message_id.clone();
+                message.body = m.body.clone();
+                event.records.push(message);
+            }
+            self.invoke_batch(messages.len(), handle(event)).await?;
+            self.delete(queue, &messages).await?;
+        }
+    }
+
+    /// The marketplace reading its crawl results: batches of 10, deleted once read.
+    async fn consume_results(&self, queue: &str, expected: usize) -> Result<()> {
+        let mut seen = 0;
+        while seen < expected {
+            let messages = self.receive(queue, 10).await?;
+            if messages.is_empty() && self.direct.pending(queue).await? == 0 {
+                bail!("{seen} crawl results for {expected} offers");
+            }
+            seen += messages.len();
+            self.delete(queue, &messages).await?;
+        }
+        Ok(())
+    }
+
+    async fn receive(&self, queue: &str, batch: i32) -> Result<Vec<aws_sdk_sqs::types::Message>> {
+        Ok(self
+            .sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(batch)
+            .wait_time_seconds(1)
+            .send()
+            .await?
+            .messages
+            .unwrap_or_default())
+    }
+
+    async fn delete(&self, queue: &str, messages: &[aws_sdk_sqs::types::Message]) -> Result<()> {
+        for chunk in messages.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .set_receipt_handle(m.receipt_handle.clone())
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if entries.is_empty() {
+                continue;
+            }
+            self.sqs
+                .delete_message_batch()
+                .queue_url(queue)
+                .set_entries(Some(entries))
+                .send()
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The bucket, table and queues of one run.
+struct Resources {
+    bucket: String,
+    table: String,
+    queues: HashMap<&'static str, String>,
+}
+
+impl Resources {
+    async fn create(direct: &Direct) -> Result<Self> {
+        let suffix = format!("{:08x}", fastrand::u32(..));
+        let bucket = format!("imgest-cost-{suffix}");
+        let table = format!("imgest-cost-{suffix}");
+        direct.s3.create_bucket().bucket(&bucket).send().await?;
+        imgest_shared::adapters::dynamodb::create_table(&direct.dynamodb, &table).await?;
+        let mut queues = HashMap::new();
+        for name in QUEUES {
+            let url = direct
+                .sqs
+                .create_queue()
+                .queue_name(format!("imgest-cost-{name}-{suffix}"))
+                .send()
+                .await?
+                .queue_url
+                .context("the emulator returned no queue URL")?;
+            queues.insert(name, url);
+        }
+        Ok(Self {
+            bucket,
+            table,
+            queues,
+        })
+    }
+}
+
+/// Clients straight to the emulator, for what is not billed: setting up, looking at queue
+/// depths, and what AWS does for free (S3 notifications' sources, TTL deletes).
+struct Direct {
+    s3: aws_sdk_s3::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+}
+
+impl Direct {
+    fn new(sdk: &aws_config::SdkConfig) -> Self {
+        Self {
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(sdk)
+                    .force_path_style(true)
+                    .build(),
+            ),
+            dynamodb: aws_sdk_dynamodb::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+        }
+    }
+
+    /// Messages visible, delayed or in flight.
+    async fn pending(&self, queue: &str) -> Result<u64> {
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(queue)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await?
+            .attributes
+            .unwrap_or_default();
+        Ok([
+            QueueAttributeName::ApproximateNumberOfMessages,
+            QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        ]
+        .iter()
+        .filter_map(|a| attrs.get(a)?.parse::<u64>().ok())
+        .sum())
+    }
+
+    async fn incoming_keys(&self, bucket: &str) -> Result<Vec<String>> {
+        let listed = self
+            .s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix("incoming/")
+            .send()
+            .await?;
+        Ok(listed
+            .contents
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| o.key)
+            .collect())
+    }
+
+    /// Does what DynamoDB's TTL deleter does to orphaned image records (for free): deletes
+    /// them; returns their last images in the stream's JSON, for the gc function.
+    async fn expire_images(&self, table: &str) -> Result<Vec<Value>> {
+        let mut removed = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await?;
+            for item in page.items.unwrap_or_default() {
+                let is_image = matches!(item.get("pk"), Some(AttributeValue::S(pk)) if pk.starts_with("image#"));
+                if !is_image || !item.contains_key("ttl") {
+                    continue;
+                }
+                let key = ["pk", "sk"]
+                    .iter()
+                    .filter_map(|k| Some((k.to_string(), item.get(*k)?.clone())))
+                    .collect();
+                self.dynamodb
+                    .delete_item()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .send()
+                    .await?;
+                removed.push(Value::Object(
+                    item.iter()
+                        .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))
+                        .collect::<Result<_>>()?,
+                ));
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(removed);
+            }
+        }
+    }
+}
+
+/// An attribute in DynamoDB's JSON form, as streams carry it.
+fn attribute_json(value: &AttributeValue) -> Result<Value> {
+    Ok(match value {
+        AttributeValue::S(s) => json!({ "S": s }),
+        AttributeValue::N(n) => json!({ "N": n }),
+        AttributeValue::Bool(b) => json!({ "BOOL": b }),
+        AttributeValue::Null(_) => json!({ "NULL": true }),
+        AttributeValue::Ss(v) => json!({ "SS": v }),
+        AttributeValue::Ns(v) => json!({ "NS": v }),
+        AttributeValue::L(l) => json!({ "L": l.iter().map(attribute_json).collect::<Result<Vec<_>>>()? }),
+        AttributeValue::M(m) => json!({ "M": m
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))
+            .collect::<Result<serde_json::Map<_, _>>>()? }),
+        other => bail!("an image record holds an attribute the benchmark cannot stream: {other:?}"),
+    })
+}

@@ -1,0 +1,417 @@
+//! A counting proxy in front of the AWS emulator: every request the functions make passes
+//! through it and is billed to the stage running at the time, the way AWS would bill it
+//! (DynamoDB in capacity units from item sizes, SQS and S3 per request by price class, Step
+//! Functions per state transition). The emulator answers; the proxy only watches.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Context;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::capacity::{item_size, read_units, write_units};
+
+/// What one stage cost, in billable units.
+#[derive(Debug, Clone, Default)]
+pub struct StageCounts {
+    /// Requests by service and operation (`dynamodb.PutItem`, `s3.PUT`, ...).
+    pub requests: BTreeMap<String, u64>,
+    pub write_units: f64,
+    /// Write units by the kind of record written (the key's prefix: `image`, `url`, ...).
+    pub write_units_by_record: BTreeMap<String, f64>,
+    pub read_units: f64,
+    pub sqs_requests: u64,
+    /// S3 PUT, COPY, POST and LIST requests.
+    pub s3_put_class: u64,
+    /// S3 GET and HEAD requests.
+    pub s3_get_class: u64,
+    pub sfn_transitions: u64,
+    /// The Lambda side, recorded by the driver.
+    pub invocations: u64,
+    pub items: u64,
+    /// Per invocation: (CPU ms, wall ms).
+    pub runs: Vec<(f64, f64)>,
+    pub peak_rss_mb: f64,
+}
+
+/// The counts of every stage, and which stage requests are billed to now.
+#[derive(Default)]
+pub struct Tally {
+    inner: Mutex<TallyInner>,
+}
+
+#[derive(Default)]
+struct TallyInner {
+    stage: String,
+    stages: BTreeMap<String, StageCounts>,
+}
+
+impl Tally {
+    /// Bills what follows to `stage`.
+    pub fn enter(&self, stage: &str) {
+        self.with(|t| {
+            t.stage = stage.to_owned();
+            t.stages.entry(stage.to_owned()).or_default();
+        });
+    }
+
+    pub fn stage(&self, name: &str) -> StageCounts {
+        self.with(|t| t.stages.get(name).cloned().unwrap_or_default())
+    }
+
+    /// Records one Lambda invocation of the current stage.
+    pub fn invocation(&self, items: usize, cpu_ms: f64, wall_ms: f64) {
+        self.current(|s| {
+            s.invocations += 1;
+            s.items += items as u64;
+            s.runs.push((cpu_ms, wall_ms));
+        });
+    }
+
+    pub fn peak_rss(&self, mb: f64) {
+        self.current(|s| s.peak_rss_mb = s.peak_rss_mb.max(mb));
+    }
+
+    fn current(&self, f: impl FnOnce(&mut StageCounts)) {
+        self.with(|t| {
+            let stage = t.stage.clone();
+            f(t.stages.entry(stage).or_default());
+        });
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut TallyInner) -> R) -> R {
+        f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+struct Proxy {
+    upstream: String,
+    client: reqwest::Client,
+    tally: Arc<Tally>,
+}
+
+/// Starts the proxy on 127.0.0.1 in front of `upstream`; returns its URL.
+pub async fn start(upstream: &str, tally: Arc<Tally>) -> anyhow::Result<String> {
+    let proxy = Arc::new(Proxy {
+        upstream: upstream.trim_end_matches('/').to_owned(),
+        client: reqwest::Client::builder()
+            .build()
+            .context("building the proxy's HTTP client")?,
+        tally,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = axum::Router::new().fallback(forward).with_state(proxy);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            eprintln!("bench-cost: the counting proxy stopped: {e}");
+        }
+    });
+    Ok(url)
+}
+
+/// Headers that describe one hop, not the request: never forwarded.
+const HOP_HEADERS: [&str; 4] = ["host", "content-length", "connection", "transfer-encoding"];
+
+async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response<Body> {
+    match proxy.forward(request).await {
+        Ok(response) => response,
+        Err(e) => Response::builder()
+            .status(StatusCode::BAD_GATEWAY)
+            .body(Body::from(format!("counting proxy: {e:#}")))
+            .unwrap_or_default(),
+    }
+}
+
+impl Proxy {
+    async fn forward(&self, request: Request) -> anyhow::Result<Response<Body>> {
+        let (parts, body) = request.into_parts();
+        let body = to_bytes(body, usize::MAX).await?;
+        let target = header(&parts.headers, "x-amz-target");
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let dynamodb_op = target
+            .strip_prefix("DynamoDB_20120810.")
+            .map(str::to_owned);
+        let request_json: Value = if dynamodb_op.is_some() {
+            serde_json::from_slice(&body).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        let writes = dynamodb_op
+            .as_deref()
+            .map(|op| written_items(op, &request_json))
+            .unwrap_or_default();
+        let mut before = Vec::with_capacity(writes.len());
+        for w in &writes {
+            before.push(self.item_of(&parts.headers, w).await);
+        }
+
+        let mut upstream = self
+            .client
+            .request(parts.method.clone(), format!("{}{path}", self.upstream))
+            .body(body);
+        for (name, value) in &parts.headers {
+            if !HOP_HEADERS.contains(&name.as_str()) {
+                upstream = upstream.header(name, value);
+            }
+        }
+        let answer = upstream.send().await?;
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        let answer_body = answer.bytes().await?;
+
+        if let Some(op) = dynamodb_op {
+            let mut units = 0.0;
+            let mut by_kind = BTreeMap::<String, f64>::new();
+            for (w, before) in writes.iter().zip(before) {
+                let after = match &w.put {
+                    Some(item) => Some(item.clone()),
+                    None => self.item_of(&parts.headers, w).await,
+                };
+                let size = |i: &Option<Value>| i.as_ref().map_or(0, item_size);
+                let u = write_units(size(&before), size(&after))
+                    * if w.transactional { 2.0 } else { 1.0 };
+                let index = index_write_units(before.as_ref(), after.as_ref());
+                units += u + index;
+                *by_kind.entry(record_kind(&w.key)).or_default() += u;
+                if index > 0.0 {
+                    *by_kind.entry("gc-index".into()).or_default() += index;
+                }
+            }
+            let response_json: Value = serde_json::from_slice(&answer_body).unwrap_or(Value::Null);
+            let reads = read_capacity(&op, &request_json, &response_json);
+            self.tally.current(|s| {
+                *s.requests.entry(format!("dynamodb.{op}")).or_default() += 1;
+                s.write_units += units;
+                s.read_units += reads;
+                for (kind, u) in by_kind {
+                    *s.write_units_by_record.entry(kind).or_default() += u;
+                }
+            });
+        } else if let Some(op) = target.strip_prefix("AmazonSQS.") {
+            let empty_receive = op == "ReceiveMessage"
+                && serde_json::from_slice::<Value>(&answer_body)
+                    .ok()
+                    .and_then(|v| v.get("Messages").and_then(Value::as_array).map(Vec::len))
+                    .unwrap_or(0)
+                    == 0;
+            // Lambda's pollers receive empty batches whether or not photos arrive: a fixed
+            // cost per queue, not one per photo.
+            let name = if empty_receive {
+                "sqs.ReceiveMessage (empty, not billed per photo)".to_owned()
+            } else {
+                format!("sqs.{op}")
+            };
+            self.tally.current(|s| {
+                *s.requests.entry(name).or_default() += 1;
+                if !empty_receive {
+                    s.sqs_requests += 1;
+                }
+            });
+        } else if let Some(op) = target.strip_prefix("AWSStepFunctions.") {
+            self.tally.current(|s| {
+                *s.requests.entry(format!("sfn.{op}")).or_default() += 1;
+                if op == "StartExecution" {
+                    // infra/statemachine/delayed-send.asl.json: Wait, then Send (which is one
+                    // more SQS request).
+                    s.sfn_transitions += 2;
+                    s.sqs_requests += 1;
+                }
+            });
+        } else {
+            let (name, class) = s3_class(parts.method.as_str(), path);
+            self.tally.current(|s| {
+                *s.requests.entry(format!("s3.{name}")).or_default() += 1;
+                match class {
+                    S3Class::Put => s.s3_put_class += 1,
+                    S3Class::Get => s.s3_get_class += 1,
+                    S3Class::Free => {}
+                }
+            });
+        }
+
+        let mut response = Response::builder().status(status.as_u16());
+        for (name, value) in &headers {
+            if !HOP_HEADERS.contains(&name.as_str()) {
+                response = response.header(HeaderName::from_bytes(name.as_ref())?, value.as_bytes());
+            }
+        }
+        Ok(response.body(Body::from(answer_body))?)
+    }
+
+    /// The stored item a write names, read from the emulator directly: this read is the
+    /// proxy's, not the function's, and is not billed.
+    async fn item_of(&self, headers: &HeaderMap, write: &Written) -> Option<Value> {
+        let body = json!({"TableName": write.table, "Key": write.key, "ConsistentRead": true});
+        let mut request = self
+            .client
+            .post(format!("{}/", self.upstream))
+            .header("x-amz-target", "DynamoDB_20120810.GetItem")
+            .header("content-type", "application/x-amz-json-1.0")
+            .body(body.to_string());
+        // The emulator takes the account and region from the signature's scope.
+        if let Some(auth) = headers.get("authorization") {
+            request = request.header("authorization", auth);
+        }
+        let value: Value = request.send().await.ok()?.json().await.ok()?;
+        value.get("Item").cloned()
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+/// One item a DynamoDB write request touches.
+struct Written {
+    table: Value,
+    key: Value,
+    /// The whole new item, for puts.
+    put: Option<Value>,
+    transactional: bool,
+}
+
+/// The table's key attributes (see the DynamoDB adapter's schema).
+const KEY_ATTRIBUTES: [&str; 2] = ["pk", "sk"];
+
+fn key_of(item: &Value) -> Value {
+    Value::Object(
+        KEY_ATTRIBUTES
+            .iter()
+            .filter_map(|k| Some((k.to_string(), item.get(*k)?.clone())))
+            .collect(),
+    )
+}
+
+/// The garbage-collection index's key (see the DynamoDB adapter's schema; projection ALL).
+const INDEX_KEY: [&str; 2] = ["gc_bucket", "gc_at"];
+
+/// Write units the index consumes when an item changes from `before` to `after`: an entry
+/// put, deleted, or both when its key changes; the whole item is projected.
+fn index_write_units(before: Option<&Value>, after: Option<&Value>) -> f64 {
+    fn entry(item: Option<&Value>) -> Option<&Value> {
+        item.filter(|i| INDEX_KEY.iter().all(|k| i.get(*k).is_some()))
+    }
+    let key = |i: &Value| INDEX_KEY.map(|k| i[k].clone());
+    let units = |i: &Value| write_units(0, item_size(i));
+    match (entry(before), entry(after)) {
+        (Some(b), Some(a)) if key(b) != key(a) => units(b) + units(a),
+        (Some(b), Some(a)) if b != a => write_units(item_size(b), item_size(a)),
+        (Some(_), Some(_)) | (None, None) => 0.0,
+        (Some(b), None) => units(b),
+        (None, Some(a)) => units(a),
+    }
+}
+
+/// The kind of record a key names: its partition key up to the first `#`.
+fn record_kind(key: &Value) -> String {
+    let pk = key["pk"]["S"].as_str().unwrap_or("?");
+    pk.split('#').next().unwrap_or(pk).to_owned()
+}
+
+fn written_items(op: &str, request: &Value) -> Vec<Written> {
+    let single = |r: &Value, put: bool, transactional: bool| Written {
+        table: r["TableName"].clone(),
+        key: if put { key_of(&r["Item"]) } else { r["Key"].clone() },
+        put: put.then(|| r["Item"].clone()),
+        transactional,
+    };
+    match op {
+        "PutItem" => vec![single(request, true, false)],
+        "UpdateItem" | "DeleteItem" => vec![single(request, false, false)],
+        "TransactWriteItems" => request["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                let (kind, r) = t.as_object()?.iter().next()?;
+                Some(single(r, kind == "Put", true))
+            })
+            .collect(),
+        "BatchWriteItem" => request["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(table, writes)| {
+                writes.as_array().into_iter().flatten().filter_map(|w| {
+                    let (kind, r) = w.as_object()?.iter().next()?;
+                    let put = kind == "PutRequest";
+                    Some(Written {
+                        table: Value::String(table.clone()),
+                        key: if put { key_of(&r["Item"]) } else { r["Key"].clone() },
+                        put: put.then(|| r["Item"].clone()),
+                        transactional: false,
+                    })
+                })
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Read units of a read request, from the items its answer holds.
+fn read_capacity(op: &str, request: &Value, response: &Value) -> f64 {
+    let consistent = request["ConsistentRead"].as_bool().unwrap_or(false);
+    let items = |v: &Value| -> Vec<u64> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(item_size)
+            .collect()
+    };
+    match op {
+        "GetItem" => read_units(response.get("Item").map_or(0, item_size), consistent),
+        "Query" | "Scan" => read_units(items(&response["Items"]).iter().sum(), consistent),
+        "BatchGetItem" => response["Responses"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(table, found)| {
+                let consistent = request["RequestItems"][table]["ConsistentRead"]
+                    .as_bool()
+                    .unwrap_or(false);
+                items(found)
+                    .into_iter()
+                    .map(|size| read_units(size, consistent))
+                    .sum::<f64>()
+            })
+            .sum(),
+        "TransactGetItems" => response["Responses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| 2.0 * read_units(r.get("Item").map_or(0, item_size), true))
+            .sum(),
+        _ => 0.0,
+    }
+}
+
+enum S3Class {
+    Put,
+    Get,
+    Free,
+}
+
+/// S3's price classes: PUT, COPY, POST and LIST at one price, GET and the rest at another,
+/// DELETE free.
+fn s3_class(method: &str, path: &str) -> (&'static str, S3Class) {
+    // Path style: /bucket or /bucket?list-type=2 is a listing, /bucket/key an object.
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let is_bucket = path.trim_matches('/').split('/').count() <= 1;
+    match method {
+        "PUT" => ("PUT", S3Class::Put),
+        "POST" if query.contains("delete") => ("DeleteObjects", S3Class::Put),
+        "POST" => ("POST", S3Class::Put),
+        "GET" if is_bucket => ("LIST", S3Class::Put),
+        "GET" => ("GET", S3Class::Get),
+        "HEAD" => ("HEAD", S3Class::Get),
+        "DELETE" => ("DELETE", S3Class::Free),
+        _ => ("other", S3Class::Get),
+    }
+}

@@ -1,0 +1,188 @@
+//! The cost tables: per stage (what was measured and what it costs per million photos), the
+//! requests behind them, and per scenario against the targets.
+
+use super::Options;
+use super::bill::{Sizing, StageBill, bill, price};
+use super::proxy::{StageCounts, Tally};
+
+/// What a million photos are, in the bill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// New feed photos: downloaded, processed, stored, linked, and one day collected.
+    New,
+    /// URLs already downloaded, in offers that changed: linked, nothing downloaded.
+    KnownUrls,
+    /// Offers re-sent unchanged.
+    Unchanged,
+}
+
+const SCENARIOS: [(Scenario, &str, f64, &[&str]); 3] = [
+    (
+        Scenario::New,
+        "new feed photos",
+        5.0,
+        &["intake", "fetch", "process", "results", "delete offer", "gc"],
+    ),
+    (
+        Scenario::KnownUrls,
+        "URL-dedup hits in changed offers",
+        2.0,
+        &["intake", "results"],
+    ),
+    (
+        Scenario::Unchanged,
+        "photos of re-sent unchanged offers",
+        0.20,
+        &["intake", "results"],
+    ),
+];
+
+impl Scenario {
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::KnownUrls => "known URLs",
+            Self::Unchanged => "unchanged",
+        }
+    }
+
+    /// The tally's name of one of this scenario's stages.
+    pub fn stage(self, stage: &str) -> String {
+        format!("{}: {stage}", self.prefix())
+    }
+}
+
+/// How each stage's function is sized (`None`: not a Lambda function).
+fn sizing(stage: &str) -> Option<Sizing> {
+    match stage {
+        "results" => None,
+        // The API and process functions get a full vCPU (template.yaml).
+        "process" | "delete offer" => Some(Sizing::Fixed(1769)),
+        _ => Some(Sizing::Cheapest),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn per_m(dollars: f64, photos: usize) -> f64 {
+    dollars / photos as f64 * 1e6
+}
+
+pub fn print(tally: &Tally, photos: usize, options: &Options) {
+    println!(
+        "\n{photos} photos: {} offers x {} photos; partner host answers in {} ms; per-photo figures divide by {photos}.\n",
+        options.offers,
+        options.photos_per_offer,
+        options.host_latency.as_millis()
+    );
+    println!(
+        "| stage | invocations | items/inv | CPU ms/inv (median) | wall ms/inv (median) | peak RSS MB | memory MB | WCU/photo | RCU/photo | SQS req/photo | S3 PUT+LIST/photo | S3 GET/photo | $/M photos (w/o S3 PUTs) | S3 PUTs $/M |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut totals = Vec::new();
+    for (scenario, title, target, stages) in SCENARIOS {
+        let mut sum = StageBill::default();
+        for stage in stages {
+            let name = scenario.stage(stage);
+            let counts = tally.stage(&name);
+            let b = match sizing(stage) {
+                Some(s) => bill(&counts, s),
+                None => bill(
+                    &StageCounts {
+                        invocations: 0,
+                        runs: Vec::new(),
+                        ..counts.clone()
+                    },
+                    Sizing::Fixed(0),
+                ),
+            };
+            print_stage(&name, &counts, &b, photos);
+            sum.add(&b);
+        }
+        totals.push((title, target, sum.scaled(1e6 / photos as f64)));
+    }
+
+    println!("\nRequests per photo, by stage:");
+    for (scenario, _, _, stages) in SCENARIOS {
+        for stage in stages {
+            let name = scenario.stage(stage);
+            let counts = tally.stage(&name);
+            let list = counts
+                .requests
+                .iter()
+                .map(|(op, n)| format!("{op} {:.3}", *n as f64 / photos as f64))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let writes = counts
+                .write_units_by_record
+                .iter()
+                .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
+                .collect::<Vec<_>>()
+                .join(", ");
+            println!("- {name}: {list}; write units by record: {writes}");
+        }
+    }
+
+    println!(
+        "\nPer million photos (list prices: Lambda arm64 ${}/GB-s + ${:.2}/M requests, DynamoDB ${:.3}/M WCU, ${:.3}/M RCU, SQS ${:.2}/M, S3 PUT ${:.0}/M, GET ${:.2}/M, Step Functions ${:.0}/M transitions):\n",
+        price::LAMBDA_GB_SECOND,
+        price::LAMBDA_REQUEST * 1e6,
+        price::DYNAMODB_WRITE_UNIT * 1e6,
+        price::DYNAMODB_READ_UNIT * 1e6,
+        price::SQS_REQUEST * 1e6,
+        price::S3_PUT_CLASS * 1e6,
+        price::S3_GET_CLASS * 1e6,
+        price::SFN_TRANSITION * 1e6,
+    );
+    println!(
+        "| per million | Lambda | DynamoDB | SQS | S3 GET | Step Functions | total | target | S3 PUTs on top |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (title, target, b) in totals {
+        let total = b.without_puts();
+        println!(
+            "| {title} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | **${total:.3}** | ≤ ${target:.2} {} | ${:.3} |",
+            b.lambda,
+            b.dynamodb,
+            b.sqs,
+            b.s3_gets,
+            b.sfn,
+            if total <= target { "met" } else { "MISSED" },
+            b.s3_puts,
+        );
+    }
+}
+
+fn print_stage(name: &str, c: &StageCounts, b: &StageBill, photos: usize) {
+    let p = photos as f64;
+    let memory = if c.invocations == 0 {
+        "-".to_owned()
+    } else {
+        b.memory_mb.to_string()
+    };
+    println!(
+        "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {memory} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | ${:.3} | ${:.3} |",
+        c.invocations,
+        if c.invocations == 0 {
+            0.0
+        } else {
+            c.items as f64 / c.invocations as f64
+        },
+        median(c.runs.iter().map(|r| r.0).collect()),
+        median(c.runs.iter().map(|r| r.1).collect()),
+        c.peak_rss_mb,
+        c.write_units / p,
+        c.read_units / p,
+        c.sqs_requests as f64 / p,
+        c.s3_put_class as f64 / p,
+        c.s3_get_class as f64 / p,
+        per_m(b.without_puts(), photos),
+        per_m(b.s3_puts, photos),
+    );
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The AWS bill per million photos, measured: starts moto (an AWS emulator, see infra/moto.sh),
+# builds imgest in release mode and runs `imgest bench-cost`, which drives the real functions'
+# handlers through a request-counting proxy in front of the emulator and prints the cost tables
+# (per stage, requests per photo, per scenario against the targets). Not a test: a
+# measurement, run by hand. docs/cost.md explains the model.
+#
+# Usage:
+#   infra/bench-cost.sh                   # 25 offers x 8 photos per scenario
+#   infra/bench-cost.sh --offers 50 --photos 10 --host-latency 300ms
+#
+# Needs cargo, python3 (with venv) and curl. Arguments go to `imgest bench-cost`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+trap 'moto_stop 2>/dev/null || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+source infra/moto.sh
+
+# The same fixed fake credentials and region as infra/test.sh: nothing reaches AWS.
+unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN
+export AWS_ACCESS_KEY_ID=test
+export AWS_SECRET_ACCESS_KEY=test
+export AWS_REGION=us-east-1
+export AWS_EC2_METADATA_DISABLED=true
+
+profile=${BENCH_PROFILE:-release}
+cargo build --profile "$profile" -p imgest
+target_dir=${CARGO_TARGET_DIR:-target}
+[ "$profile" = dev ] && profile=debug
+"$target_dir/$profile/imgest" bench-cost "$@"
