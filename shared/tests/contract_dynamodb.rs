@@ -94,6 +94,7 @@ dynamodb_checks!(records, records, records_port;
     put_without_a_version_over_a_record_conflicts,
     an_expired_record_is_absent_and_can_be_created_again,
     kinds_are_separate_namespaces,
+    bodies_of_any_length_read_back_as_written,
     concurrent_writers_of_one_version_have_exactly_one_winner,
 );
 

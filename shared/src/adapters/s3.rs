@@ -2,7 +2,7 @@
 //! ([`UploadUrls`]) into the same bucket.
 //!
 //! S3 already has the semantics the port asks for: a `PutObject` is atomic (readers see the old
-//! object or the whole new one), `DeleteObjects` ignores missing keys and `ListObjectsV2` lists
+//! object or the whole new one), `DeleteObject(s)` ignore missing keys and `ListObjectsV2` lists
 //! in UTF-8 byte order, which is key order for the ASCII keys a [`BlobKey`] allows. Objects
 //! whose key is not a valid [`BlobKey`] (put there by something else) are never listed, as the
 //! directory store skips foreign files.
@@ -28,6 +28,10 @@ use crate::ports::{BlobMeta, BlobPage, BlobStore, StoreError, UploadUrls};
 
 /// `DeleteObjects` takes at most this many keys per call.
 const DELETE_BATCH: usize = 1000;
+/// Up to this many keys are deleted one `DeleteObject` each, concurrently: S3 bills `DELETE`
+/// requests at nothing, while a `DeleteObjects` is a `POST`. An image's files (an original and
+/// a few variants) and an upload's `incoming/` body go this way; sweeps use batches.
+const SINGLE_DELETES: usize = 8;
 /// `ListObjectsV2` returns at most this many keys per call.
 const MAX_LIST_KEYS: usize = 1000;
 
@@ -145,6 +149,22 @@ impl BlobStore for S3BlobStore {
     }
 
     async fn delete(&self, keys: &[BlobKey]) -> Result<(), StoreError> {
+        if keys.len() <= SINGLE_DELETES {
+            let deletes = keys.iter().map(|k| async move {
+                self.client
+                    .delete_object()
+                    .bucket(&self.bucket)
+                    .key(k.as_str())
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error(format!("deleting blob {k}"), e))
+            });
+            // S3 answers a delete of a missing key with success, as the port asks.
+            for result in futures_util::future::join_all(deletes).await {
+                result?;
+            }
+            return Ok(());
+        }
         for batch in keys.chunks(DELETE_BATCH) {
             self.delete_batch(batch).await?;
         }

@@ -15,6 +15,7 @@ pub async fn contract(records: Arc<dyn Records>) {
     put_without_a_version_over_a_record_conflicts(records.clone()).await;
     an_expired_record_is_absent_and_can_be_created_again(records.clone()).await;
     kinds_are_separate_namespaces(records.clone()).await;
+    bodies_of_any_length_read_back_as_written(records.clone()).await;
     concurrent_writers_of_one_version_have_exactly_one_winner(records).await;
 }
 
@@ -31,6 +32,7 @@ macro_rules! records_contract_tests {
             put_without_a_version_over_a_record_conflicts,
             an_expired_record_is_absent_and_can_be_created_again,
             kinds_are_separate_namespaces,
+            bodies_of_any_length_read_back_as_written,
             concurrent_writers_of_one_version_have_exactly_one_winner,
         );
     };
@@ -93,6 +95,20 @@ pub async fn put_with_the_current_version_replaces_and_moves_the_version_on(
     let v3 = put(r, &key, "three", Some(v2), later).await.unwrap();
     assert!(v3 > v2, "{v3} > {v2}");
     assert_eq!(get(r, KIND, &key, later).await, record("three", v3));
+}
+
+/// Adapters may store long bodies differently (compressed); what is read is what was written,
+/// across changes between short and long.
+pub async fn bodies_of_any_length_read_back_as_written(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("lengths"));
+    let long: String = (0..400)
+        .map(|i| format!("{{\"url\":\"https://photos.example/{i}/é.jpg\"}}"))
+        .collect();
+    let v1 = put(r, &key, "short", None, BASE).await.unwrap();
+    let v2 = put(r, &key, &long, Some(v1), BASE).await.unwrap();
+    assert_eq!(get(r, KIND, &key, BASE).await, record(&long, v2));
+    let v3 = put(r, &key, "short again", Some(v2), BASE).await.unwrap();
+    assert_eq!(get(r, KIND, &key, BASE).await, record("short again", v3));
 }
 
 pub async fn put_with_a_stale_version_conflicts_and_changes_nothing(records: Arc<dyn Records>) {

@@ -1,6 +1,8 @@
 //! List prices and the formula that turns a stage's measured counts into dollars per million
 //! photos, and the Lambda memory size each stage runs at.
 
+#[cfg(test)]
+use super::proxy::Run;
 use super::proxy::StageCounts;
 
 /// us-east-1 list prices (arm64 Lambda, DynamoDB on demand, SQS standard, S3 standard, Step
@@ -82,7 +84,9 @@ fn lambda_cost(counts: &StageCounts, memory_mb: u32) -> f64 {
     let gb_seconds: f64 = counts
         .runs
         .iter()
-        .map(|(cpu, wall)| billed_ms(*cpu, *wall, memory_mb) / 1000.0 * f64::from(memory_mb) / 1024.0)
+        .map(|r| {
+            billed_ms(r.cpu_ms, r.modeled_ms, memory_mb) / 1000.0 * f64::from(memory_mb) / 1024.0
+        })
         .sum();
     counts.invocations as f64 * price::LAMBDA_REQUEST + gb_seconds * price::LAMBDA_GB_SECOND
 }
@@ -120,14 +124,21 @@ mod tests {
     #[test]
     fn cpu_time_stretches_below_a_full_vcpu() {
         assert_eq!(billed_ms(10.0, 50.0, 1769), 50.0);
-        assert_eq!(billed_ms(10.0, 50.0, 128), (10.0 * 1769.0 / 128.0_f64).ceil());
+        assert_eq!(
+            billed_ms(10.0, 50.0, 128),
+            (10.0 * 1769.0 / 128.0_f64).ceil()
+        );
     }
 
     #[test]
     fn the_cheapest_size_holds_twice_the_peak_memory() {
         let counts = StageCounts {
             invocations: 1,
-            runs: vec![(1.0, 100.0)],
+            runs: vec![Run {
+                cpu_ms: 1.0,
+                measured_ms: 300.0,
+                modeled_ms: 100.0,
+            }],
             peak_rss_mb: 100.0,
             ..StageCounts::default()
         };

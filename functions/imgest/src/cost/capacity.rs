@@ -48,10 +48,7 @@ fn value_size(value: &Value) -> u64 {
 }
 
 fn strings(v: &Value) -> impl Iterator<Item = &str> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+    v.as_array().into_iter().flatten().filter_map(Value::as_str)
 }
 
 /// About one byte per two significant digits, plus one.

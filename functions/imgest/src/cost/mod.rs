@@ -37,7 +37,7 @@ use imgest_shared::ports::SystemClock;
 use imgest_shared::settings::Settings;
 use serde_json::{Value, json};
 
-use proxy::Tally;
+use proxy::{Run, Tally};
 pub use report::Scenario;
 
 /// What the benchmark is asked to do.
@@ -65,9 +65,12 @@ const PROCESS_BATCH: i32 = 5;
 /// The gc function's DynamoDB stream batch size.
 const GC_BATCH: usize = 100;
 
-const QUEUES: [&str; 6] = ["intake", "fetch-0", "fetch-1", "fetch-2", "results", "process"];
+const QUEUES: [&str; 6] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process",
+];
 
 pub async fn run(options: Options) -> Result<()> {
+    crate::commands::init_logs("warn");
     imgest_shared::feed::install_default_provider();
     let upstream = std::env::var("AWS_ENDPOINT_URL")
         .ok()
@@ -107,11 +110,12 @@ pub async fn run(options: Options) -> Result<()> {
     // invocation; the proxy and the partner host stay on this runtime's threads.
     let driver_tally = Arc::clone(&tally);
     let photos = options.offers * options.photos_per_offer;
+    let host_latency = options.host_latency;
     tokio::task::spawn_blocking(move || -> Result<()> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        runtime.block_on(drive(&proxy_url, &driver_tally, offers))
+        runtime.block_on(drive(&proxy_url, &driver_tally, offers, host_latency))
     })
     .await??;
     if host.requests() != photos as u64 {
@@ -139,7 +143,12 @@ fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
 
 /// The AWS side: resources on the emulator, the service and crawler through the proxy, and
 /// the scenarios.
-async fn drive(proxy_url: &str, tally: &Tally, offers: Vec<Vec<String>>) -> Result<()> {
+async fn drive(
+    proxy_url: &str,
+    tally: &Tally,
+    offers: Vec<Vec<String>>,
+    host_latency: Duration,
+) -> Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let direct = Direct::new(&sdk);
     let names = Resources::create(&direct).await?;
@@ -182,22 +191,36 @@ async fn drive(proxy_url: &str, tally: &Tally, offers: Vec<Vec<String>>) -> Resu
         Processing::Handoff,
     )?;
     let client = ClientId::parse("bench").context("client id")?;
-    let offer_id = |o: usize| OfferId::parse(&format!("offer-{o}")).context("offer id");
-    let lambda = Lambda { sqs: &sqs, direct: &direct, tally };
+    let lambda = Lambda {
+        sqs: &sqs,
+        direct: &direct,
+        tally,
+        external_wait: Duration::ZERO,
+    };
+    let stages = Stages {
+        lambda: &lambda,
+        names: &names,
+        client: &client,
+        crawler: &crawler,
+    };
+    let listing = |prefix: &str| -> Result<Vec<(OfferId, &Vec<String>)>> {
+        offers
+            .iter()
+            .enumerate()
+            .map(|(o, urls)| Ok((OfferId::parse(&format!("{prefix}-{o}"))?, urls)))
+            .collect()
+    };
 
-    // 1. New photos.
-    tally.enter(&Scenario::New.stage("intake"));
-    for (o, urls) in offers.iter().enumerate() {
-        send_request(&sqs, &names.queues["intake"], &client, offer_id(o)?, urls).await?;
-    }
-    measured(tally, lambda.deliver(&names.queues["intake"], INTAKE_BATCH, |e| {
-        handlers::intake::handle(&crawler, e)
-    }))
-    .await?;
+    // 1. New photos: intake, fetch, process, results.
+    stages.intake(Scenario::New, &listing("offer")?).await?;
     tally.enter(&Scenario::New.stage("fetch"));
+    let fetching = Lambda {
+        external_wait: host_latency,
+        ..lambda
+    };
     measured(tally, async {
         for tier in ["fetch-0", "fetch-1", "fetch-2"] {
-            lambda
+            fetching
                 .deliver(&names.queues[tier], FETCH_BATCH, |e| {
                     handlers::fetch::handle(&crawler, e)
                 })
@@ -218,52 +241,37 @@ async fn drive(proxy_url: &str, tally: &Tally, offers: Vec<Vec<String>>) -> Resu
             .send()
             .await?;
     }
-    measured(tally, lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
-        handlers::process::handle(&crawler, e)
-    }))
+    measured(
+        tally,
+        lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
+            handlers::process::handle(&crawler, e)
+        }),
+    )
     .await?;
-    tally.enter(&Scenario::New.stage("results"));
-    lambda.consume_results(&names.queues["results"], offers.len()).await?;
+    stages.results(Scenario::New, offers.len()).await?;
 
-    // 2. URL-dedup hits: every offer now shows the next offer's (known) photos.
-    tally.enter(&Scenario::KnownUrls.stage("intake"));
-    for o in 0..offers.len() {
-        let urls = &offers[(o + 1) % offers.len()];
-        send_request(&sqs, &names.queues["intake"], &client, offer_id(o)?, urls).await?;
-    }
-    measured(tally, lambda.deliver(&names.queues["intake"], INTAKE_BATCH, |e| {
-        handlers::intake::handle(&crawler, e)
-    }))
-    .await?;
-    tally.enter(&Scenario::KnownUrls.stage("results"));
-    lambda.consume_results(&names.queues["results"], offers.len()).await?;
+    // 2. URL-dedup hits: other offers (the same sellers' second listings) with the same,
+    // already downloaded photos.
+    stages
+        .intake(Scenario::KnownUrls, &listing("relisted")?)
+        .await?;
+    stages.results(Scenario::KnownUrls, offers.len()).await?;
 
-    // 3. The same feed again: unchanged offers.
-    tally.enter(&Scenario::Unchanged.stage("intake"));
-    for o in 0..offers.len() {
-        let urls = &offers[(o + 1) % offers.len()];
-        send_request(&sqs, &names.queues["intake"], &client, offer_id(o)?, urls).await?;
-    }
-    measured(tally, lambda.deliver(&names.queues["intake"], INTAKE_BATCH, |e| {
-        handlers::intake::handle(&crawler, e)
-    }))
-    .await?;
-    tally.enter(&Scenario::Unchanged.stage("results"));
-    lambda.consume_results(&names.queues["results"], offers.len()).await?;
+    // 3. The first offers again, unchanged.
+    stages
+        .intake(Scenario::Unchanged, &listing("offer")?)
+        .await?;
+    stages.results(Scenario::Unchanged, offers.len()).await?;
 
     // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
     // gc function collects their files from the stream.
-    tally.enter(&Scenario::New.stage("delete offer"));
-    measured(tally, async {
-        for o in 0..offers.len() {
-            let offer = offer_id(o)?;
-            lambda
-                .invoke(1, async { service.delete_offer(&offer).await.map(|_| ()) })
-                .await?;
-        }
-        Ok(())
-    })
-    .await?;
+    let ids = |prefix| -> Result<Vec<OfferId>> {
+        Ok(listing(prefix)?.into_iter().map(|(id, _)| id).collect())
+    };
+    stages
+        .delete(Scenario::KnownUrls, &ids("relisted")?)
+        .await?;
+    stages.delete(Scenario::New, &ids("offer")?).await?;
     let removed = direct.expire_images(&names.table).await?;
     if removed.is_empty() {
         bail!("no image records to expire after the offers were deleted");
@@ -280,9 +288,15 @@ async fn drive(proxy_url: &str, tally: &Tally, offers: Vec<Vec<String>>) -> Resu
                 })
                 .collect();
             let event = json!({ "Records": records });
-            lambda
+            let response = lambda
                 .invoke_batch(chunk.len(), handlers::gc::handle(&service, event))
                 .await?;
+            if !response.batch_item_failures.is_empty() {
+                bail!(
+                    "the gc function failed on {:?}",
+                    response.batch_item_failures
+                );
+            }
         }
         Ok(())
     })
@@ -290,6 +304,57 @@ async fn drive(proxy_url: &str, tally: &Tally, offers: Vec<Vec<String>>) -> Resu
     Ok(())
 }
 
+/// The stages every scenario has.
+struct Stages<'a> {
+    lambda: &'a Lambda<'a>,
+    names: &'a Resources,
+    client: &'a ClientId,
+    crawler: &'a Crawler,
+}
+
+impl Stages<'_> {
+    /// The marketplace sends one crawl request per offer; the intake function takes them.
+    async fn intake(&self, scenario: Scenario, offers: &[(OfferId, &Vec<String>)]) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(&scenario.stage("intake"));
+        let queue = &self.names.queues["intake"];
+        for (offer, urls) in offers {
+            send_request(self.lambda.sqs, queue, self.client, offer.clone(), urls).await?;
+        }
+        measured(
+            tally,
+            self.lambda.deliver(queue, INTAKE_BATCH, |e| {
+                handlers::intake::handle(self.crawler, e)
+            }),
+        )
+        .await
+    }
+
+    async fn results(&self, scenario: Scenario, expected: usize) -> Result<()> {
+        self.lambda.tally.enter(&scenario.stage("results"));
+        self.lambda
+            .consume_results(&self.names.queues["results"], expected)
+            .await
+    }
+
+    /// Each offer deleted through the API (one invocation each).
+    async fn delete(&self, scenario: Scenario, offers: &[OfferId]) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(&scenario.stage("delete offer"));
+        let service = self.crawler.service();
+        measured(tally, async {
+            for offer in offers {
+                self.lambda
+                    .invoke(1, async { service.delete_offer(offer).await.map(|_| ()) })
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The marketplace's crawl request for one offer (one message each).
 async fn send_request(
     sqs: &aws_sdk_sqs::Client,
     queue: &str,
@@ -341,21 +406,48 @@ struct Lambda<'a> {
     sqs: &'a aws_sdk_sqs::Client,
     direct: &'a Direct,
     tally: &'a Tally,
+    /// Time an invocation waits outside AWS (the fetch stage: the partner host's answer).
+    external_wait: Duration,
+}
+
+/// Where an invocation started: CPU, wall clock, modeled latency so far.
+struct Started {
+    cpu_ms: f64,
+    at: Instant,
+    latency_ms: f64,
 }
 
 impl Lambda<'_> {
+    fn start(&self) -> Started {
+        Started {
+            cpu_ms: thread_cpu_ms(),
+            at: Instant::now(),
+            latency_ms: self.tally.latency_ms(),
+        }
+    }
+
+    /// Records the invocation: the items ran concurrently, so they share its request latency;
+    /// a download's wait is the partner host's.
+    fn finish(&self, items: usize, started: Started) {
+        let cpu_ms = thread_cpu_ms() - started.cpu_ms;
+        let latency = (self.tally.latency_ms() - started.latency_ms) / items.max(1) as f64;
+        self.tally.invocation(
+            items,
+            Run {
+                cpu_ms,
+                measured_ms: started.at.elapsed().as_secs_f64() * 1000.0,
+                modeled_ms: cpu_ms + latency + self.external_wait.as_secs_f64() * 1000.0,
+            },
+        );
+    }
     async fn invoke<E: std::fmt::Display>(
         &self,
         items: usize,
         run: impl Future<Output = Result<(), E>>,
     ) -> Result<()> {
-        let (cpu, wall) = (thread_cpu_ms(), Instant::now());
+        let started = self.start();
         let result = run.await;
-        self.tally.invocation(
-            items,
-            thread_cpu_ms() - cpu,
-            wall.elapsed().as_secs_f64() * 1000.0,
-        );
+        self.finish(items, started);
         result.map_err(|e| anyhow::anyhow!("{e}"))
     }
 
@@ -364,20 +456,9 @@ impl Lambda<'_> {
         items: usize,
         run: impl Future<Output = BatchResponse>,
     ) -> Result<BatchResponse> {
-        let (cpu, wall) = (thread_cpu_ms(), Instant::now());
+        let started = self.start();
         let response = run.await;
-        self.tally.invocation(
-            items,
-            thread_cpu_ms() - cpu,
-            wall.elapsed().as_secs_f64() * 1000.0,
-        );
-        if !response.batch_item_failures.is_empty() {
-            bail!(
-                "{} of {items} items failed: {:?}",
-                response.batch_item_failures.len(),
-                response.batch_item_failures
-            );
-        }
+        self.finish(items, started);
         Ok(response)
     }
 
@@ -403,8 +484,22 @@ impl Lambda<'_> {
                 message.body = m.body.clone();
                 event.records.push(message);
             }
-            self.invoke_batch(messages.len(), handle(event)).await?;
-            self.delete(queue, &messages).await?;
+            let response = self.invoke_batch(messages.len(), handle(event)).await?;
+            // As Lambda's trigger does: failed items stay on the queue and come back once their
+            // visibility timeout ends (here at once, through the emulator: that wait is free).
+            let failed: Vec<&str> = response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.as_str())
+                .collect();
+            let (retry, done): (Vec<_>, Vec<_>) = messages
+                .into_iter()
+                .partition(|m| failed.contains(&m.message_id.as_deref().unwrap_or_default()));
+            self.delete(queue, &done).await?;
+            for m in retry {
+                self.tally.retried();
+                self.direct.make_visible(queue, &m).await?;
+            }
         }
     }
 
@@ -537,6 +632,17 @@ impl Direct {
         .sum())
     }
 
+    async fn make_visible(&self, queue: &str, message: &aws_sdk_sqs::types::Message) -> Result<()> {
+        self.sqs
+            .change_message_visibility()
+            .queue_url(queue)
+            .set_receipt_handle(message.receipt_handle.clone())
+            .visibility_timeout(0)
+            .send()
+            .await?;
+        Ok(())
+    }
+
     async fn incoming_keys(&self, bucket: &str) -> Result<Vec<String>> {
         let listed = self
             .s3
@@ -604,7 +710,9 @@ fn attribute_json(value: &AttributeValue) -> Result<Value> {
         AttributeValue::Null(_) => json!({ "NULL": true }),
         AttributeValue::Ss(v) => json!({ "SS": v }),
         AttributeValue::Ns(v) => json!({ "NS": v }),
-        AttributeValue::L(l) => json!({ "L": l.iter().map(attribute_json).collect::<Result<Vec<_>>>()? }),
+        AttributeValue::L(l) => {
+            json!({ "L": l.iter().map(attribute_json).collect::<Result<Vec<_>>>()? })
+        }
         AttributeValue::M(m) => json!({ "M": m
             .iter()
             .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))

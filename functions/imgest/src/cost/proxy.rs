@@ -32,9 +32,36 @@ pub struct StageCounts {
     /// The Lambda side, recorded by the driver.
     pub invocations: u64,
     pub items: u64,
-    /// Per invocation: (CPU ms, wall ms).
-    pub runs: Vec<(f64, f64)>,
+    /// Items that failed (retryable) and were delivered again.
+    pub retried: u64,
+    pub runs: Vec<Run>,
     pub peak_rss_mb: f64,
+}
+
+/// One Lambda invocation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Run {
+    pub cpu_ms: f64,
+    /// As measured here, against the emulator (slower than AWS, and slowed further by the
+    /// proxy's own reads).
+    pub measured_ms: f64,
+    /// What it would take on AWS: its CPU time, plus the AWS latency of its requests shared
+    /// by the items that ran concurrently, plus any wait outside AWS (a download).
+    pub modeled_ms: f64,
+}
+
+/// Typical in-region latency of one request (ms), for the modeled duration: the emulator's
+/// own latency says nothing about AWS's.
+pub fn aws_latency_ms(request: &str) -> f64 {
+    match request {
+        "dynamodb.TransactWriteItems" | "dynamodb.TransactGetItems" => 15.0,
+        "dynamodb.BatchGetItem" | "dynamodb.BatchWriteItem" | "dynamodb.Query" => 8.0,
+        r if r.starts_with("dynamodb.") => 5.0,
+        r if r.starts_with("sqs.") => 10.0,
+        "s3.PUT" | "s3.POST" | "s3.DeleteObjects" => 25.0,
+        r if r.starts_with("s3.") => 15.0,
+        _ => 20.0,
+    }
 }
 
 /// The counts of every stage, and which stage requests are billed to now.
@@ -46,6 +73,10 @@ pub struct Tally {
 #[derive(Default)]
 struct TallyInner {
     stage: String,
+    /// The modeled AWS latency of every request so far (ms).
+    latency_ms: f64,
+    /// The largest item written, by kind of record (bytes, as DynamoDB bills them).
+    largest_items: BTreeMap<String, u64>,
     stages: BTreeMap<String, StageCounts>,
 }
 
@@ -58,17 +89,40 @@ impl Tally {
         });
     }
 
+    pub fn largest_items(&self) -> BTreeMap<String, u64> {
+        self.with(|t| t.largest_items.clone())
+    }
+
     pub fn stage(&self, name: &str) -> StageCounts {
         self.with(|t| t.stages.get(name).cloned().unwrap_or_default())
     }
 
     /// Records one Lambda invocation of the current stage.
-    pub fn invocation(&self, items: usize, cpu_ms: f64, wall_ms: f64) {
+    pub fn invocation(&self, items: usize, run: Run) {
         self.current(|s| {
             s.invocations += 1;
             s.items += items as u64;
-            s.runs.push((cpu_ms, wall_ms));
+            s.runs.push(run);
         });
+    }
+
+    /// The modeled AWS latency of every request so far (ms).
+    pub fn latency_ms(&self) -> f64 {
+        self.with(|t| t.latency_ms)
+    }
+
+    fn request(&self, name: String, bill: impl FnOnce(&mut StageCounts)) {
+        self.with(|t| {
+            t.latency_ms += aws_latency_ms(&name);
+            let stage = t.stage.clone();
+            let counts = t.stages.entry(stage).or_default();
+            *counts.requests.entry(name).or_default() += 1;
+            bill(counts);
+        });
+    }
+
+    pub fn retried(&self) {
+        self.current(|s| s.retried += 1);
     }
 
     pub fn peak_rss(&self, mb: f64) {
@@ -132,9 +186,7 @@ impl Proxy {
         let body = to_bytes(body, usize::MAX).await?;
         let target = header(&parts.headers, "x-amz-target");
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let dynamodb_op = target
-            .strip_prefix("DynamoDB_20120810.")
-            .map(str::to_owned);
+        let dynamodb_op = target.strip_prefix("DynamoDB_20120810.").map(str::to_owned);
         let request_json: Value = if dynamodb_op.is_some() {
             serde_json::from_slice(&body).unwrap_or(Value::Null)
         } else {
@@ -177,14 +229,18 @@ impl Proxy {
                 let index = index_write_units(before.as_ref(), after.as_ref());
                 units += u + index;
                 *by_kind.entry(record_kind(&w.key)).or_default() += u;
+                let largest = size(&before).max(size(&after));
+                self.tally.with(|t| {
+                    let biggest = t.largest_items.entry(record_kind(&w.key)).or_default();
+                    *biggest = (*biggest).max(largest);
+                });
                 if index > 0.0 {
                     *by_kind.entry("gc-index".into()).or_default() += index;
                 }
             }
             let response_json: Value = serde_json::from_slice(&answer_body).unwrap_or(Value::Null);
             let reads = read_capacity(&op, &request_json, &response_json);
-            self.tally.current(|s| {
-                *s.requests.entry(format!("dynamodb.{op}")).or_default() += 1;
+            self.tally.request(format!("dynamodb.{op}"), |s| {
                 s.write_units += units;
                 s.read_units += reads;
                 for (kind, u) in by_kind {
@@ -205,15 +261,13 @@ impl Proxy {
             } else {
                 format!("sqs.{op}")
             };
-            self.tally.current(|s| {
-                *s.requests.entry(name).or_default() += 1;
+            self.tally.request(name, |s| {
                 if !empty_receive {
                     s.sqs_requests += 1;
                 }
             });
         } else if let Some(op) = target.strip_prefix("AWSStepFunctions.") {
-            self.tally.current(|s| {
-                *s.requests.entry(format!("sfn.{op}")).or_default() += 1;
+            self.tally.request(format!("sfn.{op}"), |s| {
                 if op == "StartExecution" {
                     // infra/statemachine/delayed-send.asl.json: Wait, then Send (which is one
                     // more SQS request).
@@ -223,20 +277,18 @@ impl Proxy {
             });
         } else {
             let (name, class) = s3_class(parts.method.as_str(), path);
-            self.tally.current(|s| {
-                *s.requests.entry(format!("s3.{name}")).or_default() += 1;
-                match class {
-                    S3Class::Put => s.s3_put_class += 1,
-                    S3Class::Get => s.s3_get_class += 1,
-                    S3Class::Free => {}
-                }
+            self.tally.request(format!("s3.{name}"), |s| match class {
+                S3Class::Put => s.s3_put_class += 1,
+                S3Class::Get => s.s3_get_class += 1,
+                S3Class::Free => {}
             });
         }
 
         let mut response = Response::builder().status(status.as_u16());
         for (name, value) in &headers {
             if !HOP_HEADERS.contains(&name.as_str()) {
-                response = response.header(HeaderName::from_bytes(name.as_ref())?, value.as_bytes());
+                response =
+                    response.header(HeaderName::from_bytes(name.as_ref())?, value.as_bytes());
             }
         }
         Ok(response.body(Body::from(answer_body))?)
@@ -312,13 +364,23 @@ fn index_write_units(before: Option<&Value>, after: Option<&Value>) -> f64 {
 /// The kind of record a key names: its partition key up to the first `#`.
 fn record_kind(key: &Value) -> String {
     let pk = key["pk"]["S"].as_str().unwrap_or("?");
-    pk.split('#').next().unwrap_or(pk).to_owned()
+    let mut parts = pk.split('#');
+    match (parts.next(), parts.next()) {
+        // Versioned records: `rec#{kind}#{key}`.
+        (Some("rec"), Some(kind)) => format!("rec {kind}"),
+        (Some(prefix), _) => prefix.to_owned(),
+        _ => pk.to_owned(),
+    }
 }
 
 fn written_items(op: &str, request: &Value) -> Vec<Written> {
     let single = |r: &Value, put: bool, transactional: bool| Written {
         table: r["TableName"].clone(),
-        key: if put { key_of(&r["Item"]) } else { r["Key"].clone() },
+        key: if put {
+            key_of(&r["Item"])
+        } else {
+            r["Key"].clone()
+        },
         put: put.then(|| r["Item"].clone()),
         transactional,
     };
@@ -344,7 +406,11 @@ fn written_items(op: &str, request: &Value) -> Vec<Written> {
                     let put = kind == "PutRequest";
                     Some(Written {
                         table: Value::String(table.clone()),
-                        key: if put { key_of(&r["Item"]) } else { r["Key"].clone() },
+                        key: if put {
+                            key_of(&r["Item"])
+                        } else {
+                            r["Key"].clone()
+                        },
                         put: put.then(|| r["Item"].clone()),
                         transactional: false,
                     })
@@ -358,13 +424,8 @@ fn written_items(op: &str, request: &Value) -> Vec<Written> {
 /// Read units of a read request, from the items its answer holds.
 fn read_capacity(op: &str, request: &Value, response: &Value) -> f64 {
     let consistent = request["ConsistentRead"].as_bool().unwrap_or(false);
-    let items = |v: &Value| -> Vec<u64> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .map(item_size)
-            .collect()
-    };
+    let items =
+        |v: &Value| -> Vec<u64> { v.as_array().into_iter().flatten().map(item_size).collect() };
     match op {
         "GetItem" => read_units(response.get("Item").map_or(0, item_size), consistent),
         "Query" | "Scan" => read_units(items(&response["Items"]).iter().sum(), consistent),

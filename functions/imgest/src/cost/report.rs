@@ -21,13 +21,20 @@ const SCENARIOS: [(Scenario, &str, f64, &[&str]); 3] = [
         Scenario::New,
         "new feed photos",
         5.0,
-        &["intake", "fetch", "process", "results", "delete offer", "gc"],
+        &[
+            "intake",
+            "fetch",
+            "process",
+            "results",
+            "delete offer",
+            "gc",
+        ],
     ),
     (
         Scenario::KnownUrls,
-        "URL-dedup hits in changed offers",
+        "URL-dedup hits in changed (new) offers",
         2.0,
-        &["intake", "results"],
+        &["intake", "results", "delete offer"],
     ),
     (
         Scenario::Unchanged,
@@ -56,8 +63,8 @@ impl Scenario {
 fn sizing(stage: &str) -> Option<Sizing> {
     match stage {
         "results" => None,
-        // The API and process functions get a full vCPU (template.yaml).
-        "process" | "delete offer" => Some(Sizing::Fixed(1769)),
+        // An offer is deleted through the API function (a full vCPU for inline uploads).
+        "delete offer" => Some(Sizing::Fixed(1769)),
         _ => Some(Sizing::Cheapest),
     }
 }
@@ -82,9 +89,9 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
         options.host_latency.as_millis()
     );
     println!(
-        "| stage | invocations | items/inv | CPU ms/inv (median) | wall ms/inv (median) | peak RSS MB | memory MB | WCU/photo | RCU/photo | SQS req/photo | S3 PUT+LIST/photo | S3 GET/photo | $/M photos (w/o S3 PUTs) | S3 PUTs $/M |"
+        "| stage | invocations | items/inv | CPU ms/inv | AWS ms/inv (modeled) | emulator ms/inv | peak RSS MB | memory MB | WCU/photo | RCU/photo | SQS req/photo | S3 PUT+LIST/photo | S3 GET/photo | $/M photos (w/o S3 PUTs) | S3 PUTs $/M |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut totals = Vec::new();
     for (scenario, title, target, stages) in SCENARIOS {
         let mut sum = StageBill::default();
@@ -125,9 +132,22 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
                 .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
                 .collect::<Vec<_>>()
                 .join(", ");
-            println!("- {name}: {list}; write units by record: {writes}");
+            let retried = if counts.retried > 0 {
+                format!("; {} items failed and were delivered again", counts.retried)
+            } else {
+                String::new()
+            };
+            println!("- {name}: {list}; write units by record: {writes}{retried}");
         }
     }
+
+    let largest = tally
+        .largest_items()
+        .iter()
+        .map(|(kind, bytes)| format!("{kind} {bytes} B"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!("\nLargest item written, by record (a write unit is 1 KB): {largest}");
 
     println!(
         "\nPer million photos (list prices: Lambda arm64 ${}/GB-s + ${:.2}/M requests, DynamoDB ${:.3}/M WCU, ${:.3}/M RCU, SQS ${:.2}/M, S3 PUT ${:.0}/M, GET ${:.2}/M, Step Functions ${:.0}/M transitions):\n",
@@ -167,15 +187,16 @@ fn print_stage(name: &str, c: &StageCounts, b: &StageBill, photos: usize) {
         b.memory_mb.to_string()
     };
     println!(
-        "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {memory} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | ${:.3} | ${:.3} |",
+        "| {name} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {memory} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | ${:.3} | ${:.3} |",
         c.invocations,
         if c.invocations == 0 {
             0.0
         } else {
             c.items as f64 / c.invocations as f64
         },
-        median(c.runs.iter().map(|r| r.0).collect()),
-        median(c.runs.iter().map(|r| r.1).collect()),
+        median(c.runs.iter().map(|r| r.cpu_ms).collect()),
+        median(c.runs.iter().map(|r| r.modeled_ms).collect()),
+        median(c.runs.iter().map(|r| r.measured_ms).collect()),
         c.peak_rss_mb,
         c.write_units / p,
         c.read_units / p,

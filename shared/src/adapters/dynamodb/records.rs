@@ -1,7 +1,8 @@
 //! `Records` on record items.
 //!
-//! Item `pk = rec#{kind}#{key}`, `sk = rec`: `body` S, `version` N, `expires_at` N ms and `ttl`
-//! N (epoch seconds, an hour after `expires_at`). The `rec#` prefix keeps these items out of the
+//! Item `pk = rec#{kind}#{key}`, `sk = rec`: `body` S (or B: deflated, when longer than
+//! [`DEFLATE_ABOVE`]), `version` N, `expires_at` N ms and `ttl` N (epoch seconds, an hour after
+//! `expires_at`). The `rec#` prefix keeps these items out of the
 //! GC function's stream filter (`image#` only) and out of the GC index (they carry no
 //! `gc_bucket`).
 //!
@@ -13,9 +14,15 @@
 //! waits an hour past expiry ([`TTL_GRACE`]) so that the version of a record that has just
 //! expired is still there to follow.
 
+use std::io::{Read, Write};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
 
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
 use super::{DynamoStore, is_condition_failed, sdk_error};
@@ -26,6 +33,10 @@ const KIND: &str = "rec";
 const BODY: &str = "body";
 const VERSION: &str = "version";
 const EXPIRES_AT: &str = "expires_at";
+
+/// Bodies longer than this are stored deflated: DynamoDB bills a write per started KB of the
+/// item, and the JSON of a crawl (URLs, hashes) shrinks to about a third.
+const DEFLATE_ABOVE: usize = 512;
 
 /// How long after expiry the TTL deleter may remove an item.
 const TTL_GRACE: Duration = Duration::from_secs(3600);
@@ -69,8 +80,13 @@ struct Raw {
 fn raw_from_item(item: &Item, kind: &str, key_: &str) -> Result<Raw, StoreError> {
     let what = format!("record item {kind}/{key_:?}");
     let a = Attrs::new(item, &what);
+    let body = match item.get(BODY) {
+        Some(AttributeValue::B(deflated)) => inflate(deflated.as_ref())
+            .ok_or_else(|| StoreError::corrupt(format!("{what}: the deflated body is corrupt")))?,
+        _ => a.s(BODY)?.to_owned(),
+    };
     Ok(Raw {
-        body: a.s(BODY)?.to_owned(),
+        body,
         version: a.u64(VERSION)?,
         expires_at: a.time(EXPIRES_AT)?,
     })
@@ -100,7 +116,7 @@ impl DynamoStore {
         when: impl FnOnce(&mut Expr) -> Result<String, StoreError>,
     ) -> Result<bool, StoreError> {
         let mut e = Expr::new();
-        e.set(BODY, s(body))
+        e.set(BODY, body_value(body))
             .set(VERSION, version_value(version)?)
             .set(EXPIRES_AT, ms(expires_at))
             .set(TTL, n(ttl_secs(expires_at.plus(TTL_GRACE))));
@@ -116,6 +132,30 @@ impl DynamoStore {
             Err(e) => Err(sdk_error(&format!("writing record {kind}/{key_:?}"), e)),
         }
     }
+}
+
+/// The body as stored: as is when short, deflated when long.
+fn body_value(body: &str) -> AttributeValue {
+    if body.len() <= DEFLATE_ABOVE {
+        return s(body);
+    }
+    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+    // Writing to a Vec cannot fail; if it somehow did, the plain body is still correct.
+    match encoder
+        .write_all(body.as_bytes())
+        .and_then(|()| encoder.finish())
+    {
+        Ok(deflated) => AttributeValue::B(Blob::new(deflated)),
+        Err(_) => s(body),
+    }
+}
+
+fn inflate(deflated: &[u8]) -> Option<String> {
+    let mut body = String::new();
+    DeflateDecoder::new(deflated)
+        .read_to_string(&mut body)
+        .ok()?;
+    Some(body)
 }
 
 fn conflict(kind: &str, key_: &str, expected: Option<u64>) -> StoreError {
@@ -200,6 +240,24 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn long_bodies_are_stored_deflated_in_fewer_bytes_and_short_ones_as_they_are() {
+        assert_eq!(body_value("{}"), s("{}"));
+        let long: String = (0..20)
+            .map(|i| format!("{{\"url\":\"https://photos.example.com/offer/{i}.jpg\",\"status\":\"pending\"}},"))
+            .collect();
+        let AttributeValue::B(deflated) = body_value(&long) else {
+            panic!("a {} byte body is stored as is", long.len());
+        };
+        assert!(
+            deflated.as_ref().len() < long.len() / 2,
+            "{} bytes",
+            deflated.as_ref().len()
+        );
+        assert_eq!(inflate(deflated.as_ref()).as_deref(), Some(long.as_str()));
+        assert_eq!(inflate(b"not deflate data at all"), None);
+    }
 
     #[test]
     fn record_keys_never_look_like_images() {

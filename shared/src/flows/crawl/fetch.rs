@@ -11,7 +11,7 @@ use super::metrics::add;
 use super::records::{
     self, Change, HANDOFF_KIND, HandoffRecord, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter,
 };
-use super::{Crawler, Processing};
+use super::{Crawler, Processing, grants};
 use crate::domain::{BlobKey, ImageId, ImageState, UploadId};
 use crate::feed::backoff::{recheck_after, retry_delay};
 use crate::feed::messages::{FetchTask, PhotoError, PhotoStatus};
@@ -74,17 +74,18 @@ impl Crawler {
         // The host slot first: the permit is taken right before the request leaves, so the
         // limiter's clock and the host's agree to within a connect.
         let slot = self.hosts.acquire(&domain, now).await;
-        let now = self.now();
-        let rpm = self.settings.rpm_for(&task.client_id);
         // The limiter records a grant when it is made and the request reaches the host a
         // moment later; counting over a window 1 % longer keeps that moment inside it.
-        let window = self.settings.rate_window + self.settings.rate_window / 100;
+        let limit = grants::Limit {
+            limiter: self.service.ports().rate_limits.as_ref(),
+            limit: self.settings.rpm_for(&task.client_id),
+            window: self.settings.rate_window + self.settings.rate_window / 100,
+        };
         let grant = self
-            .service
-            .ports()
-            .rate_limits
-            .acquire(task.client_id.as_str(), 1, rpm, window, now)
+            .grants
+            .acquire(task.client_id.as_str(), limit, || self.now())
             .await?;
+        let now = self.now();
         if grant.granted == 0 {
             drop(slot);
             add(&self.metrics.deferrals, 1);

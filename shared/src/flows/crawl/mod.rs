@@ -15,6 +15,7 @@
 //! by the redelivery of the task that was running.
 
 mod fetch;
+mod grants;
 mod intake;
 mod metrics;
 mod pacer;
@@ -56,6 +57,7 @@ pub struct Crawler {
     router: TierRouter,
     hosts: Arc<HostLimits>,
     pacer: Pacer,
+    grants: grants::GrantBatcher,
     processing: Processing,
     metrics: CrawlMetrics,
 }
@@ -80,6 +82,7 @@ impl Crawler {
             service,
             settings,
             pacer: Pacer::default(),
+            grants: grants::GrantBatcher::default(),
             processing,
             metrics: CrawlMetrics::default(),
         })
