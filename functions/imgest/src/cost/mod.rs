@@ -38,7 +38,7 @@ use imgest_shared::settings::Settings;
 use serde_json::{Value, json};
 
 use proxy::{Run, Tally};
-pub use report::Scenario;
+pub use report::{LAST_LINK, STILL_LINKED, Scenario};
 
 /// What the benchmark is asked to do.
 pub struct Options {
@@ -268,10 +268,14 @@ async fn drive(
     let ids = |prefix| -> Result<Vec<OfferId>> {
         Ok(listing(prefix)?.into_iter().map(|(id, _)| id).collect())
     };
+    // The relisted offers go first: their photos stay linked to the first offers.
+    let relisted = ids("relisted")?;
     stages
-        .delete(Scenario::KnownUrls, &ids("relisted")?)
+        .delete(&Scenario::Deleted.stage(STILL_LINKED), &relisted)
         .await?;
-    stages.delete(Scenario::New, &ids("offer")?).await?;
+    stages
+        .delete(&Scenario::Deleted.stage(LAST_LINK), &ids("offer")?)
+        .await?;
     let removed = direct.expire_images(&names.table).await?;
     if removed.is_empty() {
         bail!("no image records to expire after the offers were deleted");
@@ -338,9 +342,9 @@ impl Stages<'_> {
     }
 
     /// Each offer deleted through the API (one invocation each).
-    async fn delete(&self, scenario: Scenario, offers: &[OfferId]) -> Result<()> {
+    async fn delete(&self, stage: &str, offers: &[OfferId]) -> Result<()> {
         let tally = self.lambda.tally;
-        tally.enter(&scenario.stage("delete offer"));
+        tally.enter(stage);
         let service = self.crawler.service();
         measured(tally, async {
             for offer in offers {

@@ -14,35 +14,48 @@ pub enum Scenario {
     KnownUrls,
     /// Offers re-sent unchanged.
     Unchanged,
+    /// Offers deleted.
+    Deleted,
 }
 
-const SCENARIOS: [(Scenario, &str, f64, &[&str]); 3] = [
+/// The bill's rows: a scenario, its title, its target ($ per million photos, without S3
+/// PUTs), and the stages it adds up.
+const SCENARIOS: [(Scenario, &str, Option<f64>, &[&str]); 5] = [
     (
         Scenario::New,
         "new feed photos",
-        5.0,
-        &[
-            "intake",
-            "fetch",
-            "process",
-            "results",
-            "delete offer",
-            "gc",
-        ],
+        Some(5.0),
+        &["intake", "fetch", "process", "results", "gc"],
     ),
     (
         Scenario::KnownUrls,
-        "URL-dedup hits in changed (new) offers",
-        2.0,
-        &["intake", "results", "delete offer"],
+        "URL-dedup hits in changed offers",
+        Some(2.0),
+        &["intake", "results"],
     ),
     (
         Scenario::Unchanged,
         "photos of re-sent unchanged offers",
-        0.20,
+        Some(0.20),
         &["intake", "results"],
     ),
+    (
+        Scenario::Deleted,
+        "photos unlinked by deleting an offer, still linked elsewhere",
+        None,
+        &[STILL_LINKED],
+    ),
+    (
+        Scenario::Deleted,
+        "photos unlinked by deleting their last offer (orphans)",
+        None,
+        &[LAST_LINK],
+    ),
 ];
+
+/// The deletion stages: photos another offer still links, and photos left orphaned.
+pub const STILL_LINKED: &str = "delete offer, still linked";
+pub const LAST_LINK: &str = "delete offer, last link";
 
 impl Scenario {
     fn prefix(self) -> &'static str {
@@ -50,6 +63,7 @@ impl Scenario {
             Self::New => "new",
             Self::KnownUrls => "known URLs",
             Self::Unchanged => "unchanged",
+            Self::Deleted => "deleted",
         }
     }
 
@@ -64,7 +78,7 @@ fn sizing(stage: &str) -> Option<Sizing> {
     match stage {
         "results" => None,
         // An offer is deleted through the API function (a full vCPU for inline uploads).
-        "delete offer" => Some(Sizing::Fixed(1769)),
+        STILL_LINKED | LAST_LINK => Some(Sizing::Fixed(1769)),
         _ => Some(Sizing::Cheapest),
     }
 }
@@ -166,15 +180,12 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
     println!("|---|---|---|---|---|---|---|---|---|");
     for (title, target, b) in totals {
         let total = b.without_puts();
+        let target = target.map_or("-".to_owned(), |t| {
+            format!("≤ ${t:.2} {}", if total <= t { "met" } else { "MISSED" })
+        });
         println!(
-            "| {title} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | **${total:.3}** | ≤ ${target:.2} {} | ${:.3} |",
-            b.lambda,
-            b.dynamodb,
-            b.sqs,
-            b.s3_gets,
-            b.sfn,
-            if total <= target { "met" } else { "MISSED" },
-            b.s3_puts,
+            "| {title} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | **${total:.3}** | {target} | ${:.3} |",
+            b.lambda, b.dynamodb, b.sqs, b.s3_gets, b.sfn, b.s3_puts,
         );
     }
 }

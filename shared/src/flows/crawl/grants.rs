@@ -57,6 +57,7 @@ impl GrantBatcher {
             let guard = Leader {
                 batcher: self,
                 client,
+                taken: false,
             };
             tokio::time::sleep(GATHER).await;
             let waiters = guard.take();
@@ -85,18 +86,24 @@ impl GrantBatcher {
 struct Leader<'a> {
     batcher: &'a GrantBatcher,
     client: &'a str,
+    taken: bool,
 }
 
 impl Leader<'_> {
-    fn take(&self) -> Vec<Waiter> {
+    /// Closes the entry and returns its waiters. Once taken, the client's entry belongs to the
+    /// next request, which this one must never touch again.
+    fn take(mut self) -> Vec<Waiter> {
+        self.taken = true;
         self.batcher.lock().remove(self.client).unwrap_or_default()
     }
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        // Dropping the senders tells any waiter the request was abandoned.
-        self.take();
+        if !self.taken {
+            // Dropping the senders tells the waiters the request was abandoned.
+            self.batcher.lock().remove(self.client);
+        }
     }
 }
 
@@ -215,5 +222,76 @@ mod tests {
         let later = ask().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(later.granted, 0);
         assert_eq!(budget.requests.load(Ordering::SeqCst), 2);
+    }
+
+    /// Lets the test hold a request inside the limiter.
+    struct Gated {
+        entered: tokio::sync::Notify,
+        open: tokio::sync::Semaphore,
+        budget: Budget,
+    }
+
+    #[async_trait]
+    impl RateLimiter for Gated {
+        async fn acquire(
+            &self,
+            client: &str,
+            wanted: u32,
+            limit: u32,
+            window: Duration,
+            now: Timestamp,
+        ) -> Result<Grant, StoreError> {
+            self.entered.notify_one();
+            let _permit = self.open.acquire().await;
+            self.budget.acquire(client, wanted, limit, window, now).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_that_finishes_leaves_the_next_one_alone() {
+        let gated = Gated {
+            entered: tokio::sync::Notify::new(),
+            open: tokio::sync::Semaphore::new(0),
+            budget: Budget {
+                left: AtomicU32::new(10),
+                requests: AtomicU32::new(0),
+            },
+        };
+        let batcher = GrantBatcher::default();
+        let ask = || {
+            batcher.acquire(
+                "shop",
+                Limit {
+                    limiter: &gated,
+                    limit: 10,
+                    window: Duration::from_secs(60),
+                },
+                || Timestamp::from_millis(1_000),
+            )
+        };
+        // The first request goes into the limiter and waits there.
+        let first = ask();
+        tokio::pin!(first);
+        tokio::select! {
+            biased;
+            _ = &mut first => panic!("the limiter is still closed"),
+            () = gated.entered.notified() => {}
+        }
+        // A second one starts gathering (polled once: it joins a new entry)...
+        let second = ask();
+        tokio::pin!(second);
+        tokio::select! {
+            biased;
+            _ = &mut second => panic!("the limiter is still closed"),
+            () = std::future::ready(()) => {}
+        }
+        // ...while the first finishes: that must not close the second's entry.
+        gated.open.add_permits(1);
+        let first = first.await;
+        gated.open.add_permits(1);
+        let second = second.await;
+        assert_eq!(first.map(|g| g.granted).ok(), Some(1));
+        assert_eq!(second.map(|g| g.granted).ok(), Some(1));
+        assert_eq!(gated.budget.requests.load(Ordering::SeqCst), 2);
     }
 }
