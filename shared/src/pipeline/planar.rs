@@ -6,10 +6,10 @@
 //! resample, then colour conversion and chroma downsampling on encode. Kept planar, the luma
 //! plane is resampled at full resolution and each chroma plane straight from its stored
 //! resolution to the output's half resolution: half the samples to resample, and neither
-//! conversion. Cb and Cr are kept interleaved, one two-channel plane: one resampling (with one
-//! set of filter weights) for both, and fast_image_resize's two-channel kernels are quicker per
-//! sample than its one-channel ones. The two colour conversions are (up to rounding) inverses, so the pixels are the
-//! same but for rounding.
+//! conversion. The two colour conversions are (up to rounding) inverses, so the pixels are the
+//! same but for rounding. (Cb and Cr interleaved as one two-channel plane were measured no
+//! faster: the interleaving copies and the larger peak of memory cost what the shared filter
+//! weights save.)
 //!
 //! Used when nothing needs RGB pixels (no watermark) and the JPEG is YCbCr that libjpeg-turbo
 //! can hand over as planes; everything else goes through RGB.
@@ -18,56 +18,27 @@ use std::borrow::Cow;
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
-use image::{DynamicImage, GrayAlphaImage, GrayImage, metadata::Orientation};
+use image::{DynamicImage, GrayImage, metadata::Orientation};
 
 use super::PipelineError;
 use super::resize::{Geometry, Raster};
 
-/// One plane of samples, `width * height * channels` bytes (1 or 2 channels), rows packed.
+/// One plane of samples, `width * height` bytes, rows packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plane {
     pub width: u32,
     pub height: u32,
-    pub channels: u32,
     pub data: Vec<u8>,
 }
 
 impl Plane {
-    pub(crate) fn new(width: u32, height: u32, channels: u32, data: Vec<u8>) -> Option<Self> {
-        let len = u64::from(width) * u64::from(height) * u64::from(channels);
-        let fits = matches!(channels, 1 | 2) && usize::try_from(len).ok()? == data.len();
-        fits.then_some(Self {
+    pub(crate) fn new(width: u32, height: u32, data: Vec<u8>) -> Option<Self> {
+        let len = usize::try_from(u64::from(width) * u64::from(height)).ok()?;
+        (data.len() == len).then_some(Self {
             width,
             height,
-            channels,
             data,
         })
-    }
-
-    /// Two one-channel planes of the same size, interleaved.
-    pub(crate) fn interleaved(a: &[u8], b: &[u8], width: u32, height: u32) -> Option<Self> {
-        // Written through fixed-size chunks so that the loop vectorises.
-        let mut data = vec![0u8; a.len().min(b.len()) * 2];
-        for ((pair, &a), &b) in data.chunks_exact_mut(2).zip(a).zip(b) {
-            pair[0] = a;
-            pair[1] = b;
-        }
-        Self::new(width, height, 2, data)
-    }
-
-    /// A two-channel plane's channels, apart.
-    pub(crate) fn deinterleaved(&self) -> (Vec<u8>, Vec<u8>) {
-        let half = self.data.len() / 2;
-        let (mut a, mut b) = (vec![0u8; half], vec![0u8; half]);
-        for ((pair, a), b) in self.data.chunks_exact(2).zip(&mut a).zip(&mut b) {
-            *a = pair[0];
-            *b = pair[1];
-        }
-        (a, b)
-    }
-
-    fn stride(&self) -> usize {
-        self.width as usize * self.channels as usize
     }
 
     /// The top-left `width`x`height` samples (dropping the padding of a decoder's plane).
@@ -78,21 +49,21 @@ impl Plane {
         if width > self.width || height > self.height {
             return None;
         }
-        let (w, stride) = (width as usize * self.channels as usize, self.stride());
+        let (w, stride) = (width as usize, self.width as usize);
         let mut data = Vec::with_capacity(w * height as usize);
         for row in self.data.chunks_exact(stride.max(1)).take(height as usize) {
             data.extend_from_slice(row.get(..w)?);
         }
-        Self::new(width, height, self.channels, data)
+        Self::new(width, height, data)
     }
 
-    /// A one-channel plane grown to `width`x`height` by repeating the last column and row (what
-    /// an encoder pads partial blocks with).
+    /// A copy grown to `width`x`height` by repeating the last column and row (what an encoder
+    /// pads partial blocks with).
     pub(crate) fn padded(&self, width: u32, height: u32) -> Cow<'_, Self> {
         if (width, height) == (self.width, self.height) || self.data.is_empty() {
             return Cow::Borrowed(self);
         }
-        let (w, stride) = (width as usize, self.stride());
+        let (w, stride) = (width as usize, self.width as usize);
         let mut data = Vec::with_capacity(w * height as usize);
         let mut last: &[u8] = &[];
         for y in 0..height as usize {
@@ -106,60 +77,53 @@ impl Plane {
         Cow::Owned(Self {
             width,
             height,
-            channels: 1,
             data,
         })
     }
 
     fn oriented(self, orientation: Orientation) -> Self {
-        let (width, height, channels) = (self.width, self.height, self.channels);
         // `new` checked the length, so the conversion cannot fail; if it did, the empty plane
         // would fail resizing as a corrupt image.
-        let image = match channels {
-            1 => GrayImage::from_raw(width, height, self.data).map(DynamicImage::ImageLuma8),
-            _ => GrayAlphaImage::from_raw(width, height, self.data).map(DynamicImage::ImageLumaA8),
-        };
-        let Some(mut image) = image else {
+        let Some(gray) = GrayImage::from_raw(self.width, self.height, self.data) else {
             return Self {
                 width: 0,
                 height: 0,
-                channels,
                 data: Vec::new(),
             };
         };
+        let mut image = DynamicImage::ImageLuma8(gray);
         image.apply_orientation(orientation);
         Self {
             width: image.width(),
             height: image.height(),
-            channels,
             data: image.into_bytes(),
         }
     }
 }
 
-/// A YCbCr photo as planes: Y is the picture's size; Cb and Cr, interleaved, cover it at
-/// `1 / sub` of it (rounded up: a partial chroma sample covers the last column or row).
+/// A YCbCr photo as planes: Y is the picture's size, Cb and Cr cover it at `1 / sub` of it
+/// (rounded up: a partial chroma sample covers the last column or row).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Yuv {
     /// Luma samples per chroma sample, across and down (4:2:0 is (2, 2)).
     pub sub: (u32, u32),
     pub y: Plane,
-    pub cbcr: Plane,
+    pub cb: Plane,
+    pub cr: Plane,
 }
 
 impl Yuv {
     /// Checks that the planes fit together as described above.
-    pub(crate) fn new(sub: (u32, u32), y: Plane, cbcr: Plane) -> Option<Self> {
+    pub(crate) fn new(sub: (u32, u32), y: Plane, cb: Plane, cr: Plane) -> Option<Self> {
         let chroma = (
             y.width.div_ceil(sub.0.max(1)),
             y.height.div_ceil(sub.1.max(1)),
         );
         let fits = sub.0 > 0
             && sub.1 > 0
-            && y.channels == 1
-            && cbcr.channels == 2
-            && (cbcr.width, cbcr.height) == chroma;
-        fits.then_some(Self { sub, y, cbcr })
+            && (cb.width, cb.height) == chroma
+            && (cr.width, cr.height) == chroma;
+        fits.then_some(Self { sub, y, cb, cr })
     }
 
     /// Upright: every plane turned and flipped alike; a quarter turn swaps the subsampling.
@@ -177,7 +141,8 @@ impl Yuv {
         Self {
             sub,
             y: self.y.oriented(orientation),
-            cbcr: self.cbcr.oriented(orientation),
+            cb: self.cb.oriented(orientation),
+            cr: self.cr.oriented(orientation),
         }
     }
 }
@@ -202,8 +167,9 @@ impl Raster for Yuv {
             return Ok(Cow::Borrowed(self));
         }
         let y = resample(resizer, &self.y, (1, 1), geometry, (1, 1))?;
-        let cbcr = resample(resizer, &self.cbcr, self.sub, geometry, (2, 2))?;
-        Self::new((2, 2), y, cbcr)
+        let cb = resample(resizer, &self.cb, self.sub, geometry, (2, 2))?;
+        let cr = resample(resizer, &self.cr, self.sub, geometry, (2, 2))?;
+        Self::new((2, 2), y, cb, cr)
             .map(Cow::Owned)
             .ok_or_else(|| PipelineError::CorruptImage("resizing failed (planes)".into()))
     }
@@ -241,21 +207,16 @@ fn resample(
     let crop_h = (f64::from(out_h * to.1) * scale_y / f64::from(from.1))
         .min(ph - top)
         .max(f64::MIN_POSITIVE);
-    let pixel_type = match plane.channels {
-        1 => PixelType::U8,
-        _ => PixelType::U8x2,
-    };
-    let src = ImageRef::new(plane.width, plane.height, &plane.data, pixel_type)
+    let src = ImageRef::new(plane.width, plane.height, &plane.data, PixelType::U8)
         .map_err(|e| internal("source", &e))?;
-    let mut dst = Image::new(out_w, out_h, pixel_type);
+    let mut dst = Image::new(out_w, out_h, PixelType::U8);
     let options = ResizeOptions::new()
         .resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3))
         .crop(left, top, crop_w, crop_h);
     resizer
         .resize(&src, &mut dst, &options)
         .map_err(|e| internal("resize", &e))?;
-    Plane::new(out_w, out_h, plane.channels, dst.into_vec())
-        .ok_or_else(|| internal("buffer", &"size mismatch"))
+    Plane::new(out_w, out_h, dst.into_vec()).ok_or_else(|| internal("buffer", &"size mismatch"))
 }
 
 #[cfg(test)]
@@ -263,75 +224,69 @@ fn resample(
 mod tests {
     use super::*;
 
-    fn plane(width: u32, height: u32, channels: u32, f: impl Fn(u32, u32) -> u8) -> Plane {
+    fn plane(width: u32, height: u32, f: impl Fn(u32, u32) -> u8) -> Plane {
         let data = (0..height)
             .flat_map(|y| (0..width).map(move |x| (x, y)))
-            .flat_map(|(x, y)| std::iter::repeat_n(f(x, y), channels as usize))
+            .map(|(x, y)| f(x, y))
             .collect();
-        Plane::new(width, height, channels, data).unwrap()
+        Plane::new(width, height, data).unwrap()
     }
 
     #[test]
     fn planes_must_fit_their_subsampling() {
-        let y = plane(5, 3, 1, |_, _| 0);
-        assert!(Yuv::new((2, 2), y.clone(), plane(3, 2, 2, |_, _| 0)).is_some());
-        assert!(Yuv::new((2, 1), y.clone(), plane(3, 2, 2, |_, _| 0)).is_none());
-        assert!(Yuv::new((2, 2), y.clone(), plane(2, 2, 2, |_, _| 0)).is_none());
-        assert!(Yuv::new((2, 2), y, plane(3, 2, 1, |_, _| 0)).is_none());
-        assert!(Plane::new(2, 2, 1, vec![0; 3]).is_none());
-        assert!(Plane::new(1, 1, 3, vec![0; 3]).is_none());
+        let y = plane(5, 3, |_, _| 0);
+        let c = |w, h| plane(w, h, |_, _| 0);
+        assert!(Yuv::new((2, 2), y.clone(), c(3, 2), c(3, 2)).is_some());
+        assert!(Yuv::new((2, 1), y.clone(), c(3, 2), c(3, 2)).is_none());
+        assert!(Yuv::new((2, 2), y, c(2, 2), c(3, 2)).is_none());
+        assert!(Plane::new(2, 2, vec![0; 3]).is_none());
     }
 
     #[test]
     fn padding_repeats_the_last_column_and_row_and_cropping_drops_it() {
-        let p = plane(3, 2, 1, |x, y| (10 * y + x) as u8);
+        let p = plane(3, 2, |x, y| (10 * y + x) as u8);
         let padded = p.padded(4, 3).into_owned();
         assert_eq!(padded.data, [0, 1, 2, 2, 10, 11, 12, 12, 10, 11, 12, 12]);
         assert_eq!(padded.cropped(3, 2).unwrap(), p);
         assert!(matches!(p.padded(3, 2), Cow::Borrowed(_)));
-        let two = Plane::interleaved(&[1, 2, 3, 4], &[5, 6, 7, 8], 2, 2).unwrap();
-        assert_eq!(two.data, [1, 5, 2, 6, 3, 7, 4, 8]);
-        assert_eq!(two.clone().cropped(1, 2).unwrap().data, [1, 5, 3, 7]);
-        assert_eq!(two.deinterleaved(), (vec![1, 2, 3, 4], vec![5, 6, 7, 8]));
     }
 
     #[test]
     fn a_quarter_turn_turns_every_plane_and_swaps_the_subsampling() {
         // 4:2:2, 6x2: chroma 3x2, Cb the column and Cr the row.
-        let cb: Vec<u8> = (0..6).map(|i| i % 3).collect();
-        let cr: Vec<u8> = (0..6).map(|i| i / 3).collect();
         let yuv = Yuv::new(
             (2, 1),
-            plane(6, 2, 1, |x, y| (10 * y + x) as u8),
-            Plane::interleaved(&cb, &cr, 3, 2).unwrap(),
+            plane(6, 2, |x, y| (10 * y + x) as u8),
+            plane(3, 2, |x, _| x as u8),
+            plane(3, 2, |_, y| y as u8),
         )
         .unwrap();
         let turned = yuv.oriented(Orientation::Rotate90);
         assert_eq!(turned.sub, (1, 2));
         assert_eq!((turned.y.width, turned.y.height), (2, 6));
-        assert_eq!((turned.cbcr.width, turned.cbcr.height), (2, 3));
+        assert_eq!((turned.cb.width, turned.cb.height), (2, 3));
         // Clockwise: the stored bottom-left corner is now the top-left one.
         assert_eq!(turned.y.data[0], 10);
-        let (cb, cr) = turned.cbcr.deinterleaved();
-        assert_eq!((&cb[..2], &cr[..2]), (&[0, 0][..], &[1, 0][..]));
+        assert_eq!(turned.cb.data[..2], [0, 0]);
+        assert_eq!(turned.cr.data[..2], [1, 0]);
     }
 
     #[test]
     fn variants_come_out_4_2_0_at_the_planned_size() {
         let yuv = Yuv::new(
             (2, 1),
-            plane(300, 200, 1, |x, _| (x % 256) as u8),
-            Plane::interleaved(&[90; 150 * 200], &[160; 150 * 200], 150, 200).unwrap(),
+            plane(300, 200, |x, _| (x % 256) as u8),
+            plane(150, 200, |_, _| 90),
+            plane(150, 200, |_, _| 160),
         )
         .unwrap();
         let g = super::super::resize::plan(300, 200, &"m=fit:101x101".parse().unwrap());
         let out = yuv.render(&mut Resizer::new(), &g).unwrap();
         assert_eq!(out.sub, (2, 2));
         assert_eq!((out.y.width, out.y.height), (101, 67));
-        assert_eq!((out.cbcr.width, out.cbcr.height), (51, 34));
-        let (cb, cr) = out.cbcr.deinterleaved();
-        assert!(cb.iter().all(|&v| v.abs_diff(90) <= 1));
-        assert!(cr.iter().all(|&v| v.abs_diff(160) <= 1));
+        assert_eq!((out.cb.width, out.cb.height), (51, 34));
+        assert!(out.cb.data.iter().all(|&v| v.abs_diff(90) <= 1));
+        assert!(out.cr.data.iter().all(|&v| v.abs_diff(160) <= 1));
         // Unchanged 4:2:0 is borrowed, anything else resampled into 4:2:0.
         let same = super::super::resize::plan(101, 67, &"m=fit:200x200".parse().unwrap());
         let again = out.render(&mut Resizer::new(), &same).unwrap();

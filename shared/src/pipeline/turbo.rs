@@ -136,15 +136,15 @@ pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64) -> Option<Yuv> {
     };
     // Warnings (corrupt or missing data) count as failures: the general decoder decides.
     decompressor.decompress_to_yuv(bytes, output).ok()?;
-    let cbcr = Plane::interleaved(
-        pixels.get(luma_len..luma_len + chroma_len)?,
-        pixels.get(luma_len + chroma_len..)?,
-        chroma_w,
-        chroma_h,
-    )?;
-    pixels.truncate(luma_len);
-    let y = Plane::new(luma_w, luma_h, 1, pixels)?.cropped(width, height)?;
-    Yuv::new(sub, y, cbcr)
+    // Each plane its own buffer; the luma plane keeps the decoder's.
+    let cr = pixels.split_off(luma_len + chroma_len);
+    let cb = pixels.split_off(luma_len);
+    Yuv::new(
+        sub,
+        Plane::new(luma_w, luma_h, pixels)?.cropped(width, height)?,
+        Plane::new(chroma_w, chroma_h, cb)?,
+        Plane::new(chroma_w, chroma_h, cr)?,
+    )
 }
 
 /// Natural (row-major) position of each zig-zag index in an 8x8 block.
@@ -330,7 +330,6 @@ pub(crate) fn encode_yuv(image: &Yuv, quality: u8) -> Result<Vec<u8>, PipelineEr
     let y = image
         .y
         .padded(width.div_ceil(2) * 2, height.div_ceil(2) * 2);
-    let (cb, cr) = image.cbcr.deinterleaved();
     let mut compressor = Compressor::new().map_err(fail)?;
     compressor
         .set_quality(i32::from(quality.clamp(1, 100)))
@@ -338,13 +337,13 @@ pub(crate) fn encode_yuv(image: &Yuv, quality: u8) -> Result<Vec<u8>, PipelineEr
     compressor
         .compress_yuv_planes_to_vec(&YuvPlanesImage {
             y_plane: y.data.as_slice(),
-            u_plane: cb.as_slice(),
-            v_plane: cr.as_slice(),
+            u_plane: image.cb.data.as_slice(),
+            v_plane: image.cr.data.as_slice(),
             width: width as usize,
             height: height as usize,
             y_stride: y.width as usize,
-            u_stride: image.cbcr.width as usize,
-            v_stride: image.cbcr.width as usize,
+            u_stride: image.cb.width as usize,
+            v_stride: image.cr.width as usize,
             subsamp: Subsamp::Sub2x2,
         })
         .map_err(fail)
