@@ -1,8 +1,11 @@
-//! Decoding, once per photo: pixels to 8-bit RGB (alpha over white), EXIF orientation applied.
+//! Decoding, once per photo: pixels to 8-bit RGB (alpha over white) or a JPEG's own YCbCr planes,
+//! EXIF orientation applied.
 //!
 //! JPEGs go through libjpeg-turbo's DCT-scaled decoder when the `turbojpeg` feature is on (see
 //! `turbo.rs`): only as many pixels as the largest variant needs. Everything else, and any JPEG
-//! libjpeg-turbo declines, is decoded at full size by the `image` crate's pure-Rust decoders.
+//! libjpeg-turbo declines, is decoded at full size: WebP by libwebp when the `libwebp` feature is
+//! on (see `webp.rs`), the rest (and any WebP libwebp declines) by the `image` crate's pure-Rust
+//! decoders.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -12,28 +15,42 @@ use super::PipelineError;
 use super::detect::{self, Limits};
 use crate::domain::{SourceFormat, VariantSpec};
 
-/// A decoded photo: upright 8-bit RGB pixels, possibly reduced (see [`Decoded::width`]).
+/// A decoded photo: upright pixels, possibly reduced (see [`Decoded::width`]).
 pub(crate) struct Decoded {
     pub format: SourceFormat,
-    /// The photo's full size after EXIF orientation; `image` may be smaller (a scaled decode),
+    /// The photo's full size after EXIF orientation; `pixels` may be smaller (a scaled decode),
     /// never with a different aspect ratio beyond rounding.
     pub width: u32,
     pub height: u32,
-    pub image: RgbImage,
+    pub pixels: Pixels,
 }
 
-/// Checks the limits, then decodes `bytes` into upright 8-bit RGB, at least as large as every
-/// variant of `specs` needs.
+/// Decoded pixels.
+pub(crate) enum Pixels {
+    /// 8-bit RGB, alpha composited over white.
+    Rgb(RgbImage),
+    /// A YCbCr JPEG's own planes (see `planar.rs`); only when the caller accepts them.
+    #[cfg(feature = "turbojpeg")]
+    Yuv(super::planar::Yuv),
+}
+
+/// Checks the limits, then decodes `bytes` into upright pixels, at least as large as every
+/// variant of `specs` needs: YCbCr planes when `planar` allows them and the photo has them,
+/// else 8-bit RGB.
 ///
 /// The only entry point to decoding.
 pub(crate) fn decode(
     bytes: &[u8],
     limits: &Limits,
     specs: &[VariantSpec],
+    planar: bool,
 ) -> Result<Decoded, PipelineError> {
     // The decoders are third-party code fed untrusted bytes: should one of them panic, the
     // photo is refused as corrupt rather than the panic escaping to the caller.
-    catch_unwind(AssertUnwindSafe(|| decode_inner(bytes, limits, specs))).unwrap_or_else(|_| {
+    catch_unwind(AssertUnwindSafe(|| {
+        decode_inner(bytes, limits, specs, planar)
+    }))
+    .unwrap_or_else(|_| {
         Err(PipelineError::CorruptImage(
             "the decoder failed on this data".into(),
         ))
@@ -44,6 +61,7 @@ fn decode_inner(
     bytes: &[u8],
     limits: &Limits,
     specs: &[VariantSpec],
+    planar: bool,
 ) -> Result<Decoded, PipelineError> {
     let (info, mut decoder) = detect::open(bytes, limits)?;
     if info.format == SourceFormat::Jpeg {
@@ -62,17 +80,41 @@ fn decode_inner(
     if info.format == SourceFormat::Jpeg {
         let (width, height) = upright(info.width, info.height, orientation);
         let min_scale = super::resize::min_scale(width, height, specs);
+        let planes = match planar {
+            true => super::turbo::decode_scaled_yuv(bytes, min_scale),
+            false => None,
+        };
+        if let Some(stored) = planes {
+            return Ok(Decoded {
+                format: info.format,
+                width,
+                height,
+                pixels: Pixels::Yuv(stored.oriented(orientation)),
+            });
+        }
         if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale) {
             return Ok(Decoded {
                 format: info.format,
                 width,
                 height,
-                image: oriented(stored, orientation),
+                pixels: Pixels::Rgb(oriented(stored, orientation)),
             });
         }
     }
     #[cfg(not(feature = "turbojpeg"))]
-    let _ = specs;
+    let _ = (specs, planar);
+    #[cfg(feature = "libwebp")]
+    if info.format == SourceFormat::Webp
+        && let Some(stored) = super::webp::decode(bytes, flatten_over_white)
+    {
+        let image = oriented(stored, orientation);
+        return Ok(Decoded {
+            format: info.format,
+            width: image.width(),
+            height: image.height(),
+            pixels: Pixels::Rgb(image),
+        });
+    }
     let image = DynamicImage::from_decoder(decoder).map_err(|e| match e {
         image::ImageError::Limits(_) => PipelineError::TooManyPixels {
             width: info.width,
@@ -86,7 +128,7 @@ fn decode_inner(
         format: info.format,
         width: image.width(),
         height: image.height(),
-        image,
+        pixels: Pixels::Rgb(image),
     })
 }
 

@@ -1,5 +1,8 @@
 //! The photo pipeline: bytes in, JPEG variants out (sniff, limit, decode once, orient, resize, watermark, encode).
 //!
+//! Pixels are RGB, except for a YCbCr JPEG when nothing needs RGB (no watermark on its
+//! variants) and libjpeg-turbo is built in: then they stay YCbCr planes throughout (`planar.rs`).
+//!
 //! [`Pipeline::process`] is synchronous and CPU-bound: async callers run it in
 //! `spawn_blocking`. Everything that can be wrong with the bytes comes back as a
 //! [`PipelineError`]; nothing panics on bad input.
@@ -8,12 +11,16 @@ mod decode;
 mod detect;
 mod encode;
 mod error;
+#[cfg(feature = "turbojpeg")]
+mod planar;
 mod resize;
 #[cfg(test)]
 mod tests;
 #[cfg(feature = "turbojpeg")]
 mod turbo;
 mod watermark;
+#[cfg(feature = "libwebp")]
+mod webp;
 
 use std::fmt;
 
@@ -132,21 +139,45 @@ impl Pipeline {
     /// and encodes every variant from the one decoded image.
     pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
         let specs = self.config.variants.specs();
-        let decoded = decode::decode(bytes, &self.limits(), specs)?;
-        let rendered = resize::render_all(&decoded.image, (decoded.width, decoded.height), specs)?;
+        // The watermark is blended in RGB: with one, every variant is made in RGB.
+        let planar = self
+            .config
+            .watermark
+            .as_ref()
+            .is_none_or(|w| !specs.iter().any(|s| w.applies_to(&s.name)));
+        let decoded = decode::decode(bytes, &self.limits(), specs, planar)?;
+        let full = (decoded.width, decoded.height);
+        let quality = self.config.jpeg_quality;
         let mut variants = Vec::with_capacity(specs.len());
-        for (spec, mut pixels) in specs.iter().zip(rendered) {
-            if let Some(watermark) = &self.config.watermark
-                && watermark.applies_to(&spec.name)
-            {
-                watermark.apply(pixels.to_mut())?;
+        match &decoded.pixels {
+            decode::Pixels::Rgb(image) => {
+                let rendered = resize::render_all(image, full, specs)?;
+                for (spec, mut pixels) in specs.iter().zip(rendered) {
+                    if let Some(watermark) = &self.config.watermark
+                        && watermark.applies_to(&spec.name)
+                    {
+                        watermark.apply(pixels.to_mut())?;
+                    }
+                    variants.push(EncodedVariant {
+                        name: spec.name.clone(),
+                        width: pixels.width(),
+                        height: pixels.height(),
+                        jpeg: encode::encode_jpeg(&pixels, quality)?,
+                    });
+                }
             }
-            variants.push(EncodedVariant {
-                name: spec.name.clone(),
-                width: pixels.width(),
-                height: pixels.height(),
-                jpeg: encode::encode_jpeg(&pixels, self.config.jpeg_quality)?,
-            });
+            #[cfg(feature = "turbojpeg")]
+            decode::Pixels::Yuv(planes) => {
+                let rendered = resize::render_all(planes, full, specs)?;
+                for (spec, planes) in specs.iter().zip(rendered) {
+                    variants.push(EncodedVariant {
+                        name: spec.name.clone(),
+                        width: planes.y.width,
+                        height: planes.y.height,
+                        jpeg: turbo::encode_yuv(&planes, quality)?,
+                    });
+                }
+            }
         }
         Ok(Processed {
             format: decoded.format,

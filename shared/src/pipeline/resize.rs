@@ -1,4 +1,5 @@
-//! Variant geometry (fit inside / cover and centre-crop, never upscaling) and Lanczos3 resizing.
+//! Variant geometry (fit inside / cover and centre-crop, never upscaling) and Lanczos3 resizing
+//! (of RGB here; of YCbCr planes in `planar.rs`).
 
 use std::borrow::Cow;
 
@@ -161,12 +162,12 @@ const CASCADE_MIN_FACTOR: f64 = 2.0;
 /// Larger variants are made first, and a smaller one is resampled from an already made
 /// variant when that is still at least [`CASCADE_MIN_FACTOR`] times its size ("cascade"): the
 /// same Lanczos3 filter on far fewer pixels, with no visible difference (a test checks it).
-pub(crate) fn render_all<'a>(
-    src: &'a RgbImage,
+pub(crate) fn render_all<'a, P: Raster>(
+    src: &'a P,
     full: (u32, u32),
     specs: &[VariantSpec],
-) -> Result<Vec<Cow<'a, RgbImage>>, PipelineError> {
-    let (w, h) = (src.width(), src.height());
+) -> Result<Vec<Cow<'a, P>>, PipelineError> {
+    let (w, h) = src.size();
     let plans: Vec<Geometry> = specs
         .iter()
         .map(|s| plan(full.0, full.1, s).mapped(full, (w, h)))
@@ -176,7 +177,7 @@ pub(crate) fn render_all<'a>(
         std::cmp::Reverse(u64::from(plans[i].width) * u64::from(plans[i].height))
     });
     let mut resizer = Resizer::new();
-    let mut out: Vec<Option<Cow<'a, RgbImage>>> = plans.iter().map(|_| None).collect();
+    let mut out: Vec<Option<Cow<'a, P>>> = plans.iter().map(|_| None).collect();
     for &i in &order {
         let target = &plans[i];
         let base = if target.is_copy() {
@@ -189,9 +190,9 @@ pub(crate) fn render_all<'a>(
                 let Some(base_image) = out[j].as_deref() else {
                     continue;
                 };
-                Cow::Owned(render(&mut resizer, base_image, &geometry)?.into_owned())
+                Cow::Owned(base_image.render(&mut resizer, &geometry)?.into_owned())
             }
-            None => render(&mut resizer, src, target)?,
+            None => src.render(&mut resizer, target)?,
         };
         out[i] = Some(image);
     }
@@ -202,10 +203,10 @@ pub(crate) fn render_all<'a>(
 
 /// The smallest made variant `target` can be resampled from, with `target`'s geometry mapped
 /// into it. Only whole-picture resamples qualify (not crops, not the source itself).
-fn cascade_base(
+fn cascade_base<P: Raster>(
     target: &Geometry,
     plans: &[Geometry],
-    made: &[Option<Cow<'_, RgbImage>>],
+    made: &[Option<Cow<'_, P>>],
     w: u32,
     h: u32,
 ) -> Option<(usize, Geometry)> {
@@ -240,6 +241,32 @@ fn cascade_base(
         })
         .min_by_key(|&(_, _, area)| area)
         .map(|(j, mapped, _)| (j, mapped))
+}
+
+/// Pixels a variant can be resampled from: RGB, or YCbCr planes (`planar.rs`).
+pub(crate) trait Raster: Clone {
+    /// Width and height, in pixels.
+    fn size(&self) -> (u32, u32);
+    /// Makes one variant's pixels (borrowed when nothing changes).
+    fn render<'a>(
+        &'a self,
+        resizer: &mut Resizer,
+        geometry: &Geometry,
+    ) -> Result<Cow<'a, Self>, PipelineError>;
+}
+
+impl Raster for RgbImage {
+    fn size(&self) -> (u32, u32) {
+        self.dimensions()
+    }
+
+    fn render<'a>(
+        &'a self,
+        resizer: &mut Resizer,
+        geometry: &Geometry,
+    ) -> Result<Cow<'a, Self>, PipelineError> {
+        render(resizer, self, geometry)
+    }
 }
 
 /// Makes one variant's pixels from `src` (borrowed when nothing changes).

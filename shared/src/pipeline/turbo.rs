@@ -1,4 +1,5 @@
-//! JPEG through libjpeg-turbo (feature `turbojpeg`): DCT-scaled decoding and encoding.
+//! JPEG through libjpeg-turbo (feature `turbojpeg`): DCT-scaled decoding and encoding, to and
+//! from RGB or YCbCr planes (see `planar.rs`).
 //!
 //! Decoding is most of a photo's time, and a JPEG can be decoded straight to 1/2, 1/4 or 1/8 of
 //! its size by running smaller inverse DCTs: far fewer pixels to reconstruct, colour-convert and
@@ -13,9 +14,13 @@
 //! resampler would filter away anyway.
 
 use image::RgbImage;
-use turbojpeg::{Colorspace, Compressor, Decompressor, Image, PixelFormat, ScalingFactor, Subsamp};
+use turbojpeg::{
+    Colorspace, Compressor, DecompressHeader, Decompressor, Image, PixelFormat, ScalingFactor,
+    Subsamp, YuvImage, YuvPlanesImage,
+};
 
 use super::PipelineError;
+use super::planar::{Plane, Yuv};
 
 /// The reduced sizes decoded to: the scales with SIMD inverse DCTs in libjpeg-turbo, smallest
 /// first. (It also decodes to the other multiples of 1/8, but with plain C inverse DCTs: measured
@@ -42,22 +47,8 @@ pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64) -> Option<RgbImage> {
     ) {
         return None;
     }
-    let factor = if header.is_lossless {
-        ScalingFactor::ONE
-    } else {
-        SCALES
-            .into_iter()
-            .find(|f| f.num() as f64 / f.denom() as f64 >= min_scale)
-            .unwrap_or(ScalingFactor::ONE)
-    };
-    decompressor.set_scaling_factor(factor).ok()?;
-    let pruned = if header.is_progressive {
-        without_unseen_scans(bytes, min_scale)
-    } else {
-        None
-    };
+    let (scaled, pruned) = prepare(&mut decompressor, &header, bytes, min_scale)?;
     let bytes = pruned.as_deref().unwrap_or(bytes);
-    let scaled = header.scaled(factor);
     let len = scaled.width.checked_mul(scaled.height)?.checked_mul(3)?;
     let mut pixels = vec![0u8; len];
     let output = Image {
@@ -73,6 +64,86 @@ pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64) -> Option<RgbImage> {
         u32::try_from(scaled.width).ok()?,
         u32::try_from(scaled.height).ok()?,
         pixels,
+    )
+}
+
+/// Sets the DCT scale for `min_scale` (see [`decode_scaled`]); the scaled header, and the
+/// progressive JPEG without the scans the output cannot show, if any.
+fn prepare(
+    decompressor: &mut Decompressor,
+    header: &DecompressHeader,
+    bytes: &[u8],
+    min_scale: f64,
+) -> Option<(DecompressHeader, Option<Vec<u8>>)> {
+    let factor = if header.is_lossless {
+        ScalingFactor::ONE
+    } else {
+        SCALES
+            .into_iter()
+            .find(|f| f.num() as f64 / f.denom() as f64 >= min_scale)
+            .unwrap_or(ScalingFactor::ONE)
+    };
+    decompressor.set_scaling_factor(factor).ok()?;
+    let pruned = if header.is_progressive {
+        without_unseen_scans(bytes, min_scale)
+    } else {
+        None
+    };
+    Some((header.scaled(factor), pruned))
+}
+
+/// [`decode_scaled`] to YCbCr planes, for JPEGs stored as YCbCr with 4:4:4, 4:2:2, 4:2:0 or
+/// 4:4:0 chroma: no chroma upsampling, no colour conversion. `None` for anything else (grey,
+/// RGB, CMYK, other subsamplings, lossless) or data libjpeg-turbo refuses.
+pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64) -> Option<Yuv> {
+    let mut decompressor = Decompressor::new().ok()?;
+    let header = decompressor.read_header(bytes).ok()?;
+    if header.colorspace != Colorspace::YCbCr || header.is_lossless {
+        return None;
+    }
+    let sub: (u32, u32) = match header.subsamp {
+        Subsamp::None => (1, 1),
+        Subsamp::Sub2x1 => (2, 1),
+        Subsamp::Sub2x2 => (2, 2),
+        Subsamp::Sub1x2 => (1, 2),
+        _ => return None,
+    };
+    let (scaled, pruned) = prepare(&mut decompressor, &header, bytes, min_scale)?;
+    let bytes = pruned.as_deref().unwrap_or(bytes);
+    let (width, height) = (
+        u32::try_from(scaled.width).ok()?,
+        u32::try_from(scaled.height).ok()?,
+    );
+    // libjpeg-turbo's planes (row alignment 1): Y padded to whole chroma samples, then Cb, Cr.
+    let (luma_w, luma_h) = (
+        width.div_ceil(sub.0) * sub.0,
+        height.div_ceil(sub.1) * sub.1,
+    );
+    let (chroma_w, chroma_h) = (luma_w / sub.0, luma_h / sub.1);
+    let luma_len = usize::try_from(u64::from(luma_w) * u64::from(luma_h)).ok()?;
+    let chroma_len = usize::try_from(u64::from(chroma_w) * u64::from(chroma_h)).ok()?;
+    let len = turbojpeg::yuv_pixels_len(scaled.width, 1, scaled.height, header.subsamp).ok()?;
+    if len != luma_len + 2 * chroma_len {
+        return None;
+    }
+    let mut pixels = vec![0u8; len];
+    let output = YuvImage {
+        pixels: pixels.as_mut_slice(),
+        width: scaled.width,
+        align: 1,
+        height: scaled.height,
+        subsamp: header.subsamp,
+    };
+    // Warnings (corrupt or missing data) count as failures: the general decoder decides.
+    decompressor.decompress_to_yuv(bytes, output).ok()?;
+    // Each plane its own buffer; the luma plane keeps the decoder's.
+    let cr = pixels.split_off(luma_len + chroma_len);
+    let cb = pixels.split_off(luma_len);
+    Yuv::new(
+        sub,
+        Plane::new(luma_w, luma_h, pixels)?.cropped(width, height)?,
+        Plane::new(chroma_w, chroma_h, cb)?,
+        Plane::new(chroma_w, chroma_h, cr)?,
     )
 }
 
@@ -235,6 +306,45 @@ pub(crate) fn encode(image: &RgbImage, quality: u8) -> Result<Vec<u8>, PipelineE
             pitch: width * 3,
             height: image.height() as usize,
             format: PixelFormat::RGB,
+        })
+        .map_err(fail)
+}
+
+/// Encodes 4:2:0 planes (what [`Yuv`]'s rendering makes) like [`encode`] encodes RGB.
+pub(crate) fn encode_yuv(image: &Yuv, quality: u8) -> Result<Vec<u8>, PipelineError> {
+    let fail =
+        |e: turbojpeg::Error| PipelineError::CorruptImage(format!("JPEG encoding failed: {e}"));
+    if image.sub != (2, 2) {
+        return Err(PipelineError::CorruptImage(
+            "JPEG encoding failed: planes are not 4:2:0".into(),
+        ));
+    }
+    let (width, height) = (image.y.width, image.y.height);
+    // The encoder would panic on an empty image rather than fail: refuse it here.
+    if width == 0 || height == 0 {
+        return Err(PipelineError::CorruptImage(
+            "JPEG encoding failed: empty image".into(),
+        ));
+    }
+    // libjpeg-turbo reads the luma plane in whole chroma samples: an odd side is padded.
+    let y = image
+        .y
+        .padded(width.div_ceil(2) * 2, height.div_ceil(2) * 2);
+    let mut compressor = Compressor::new().map_err(fail)?;
+    compressor
+        .set_quality(i32::from(quality.clamp(1, 100)))
+        .map_err(fail)?;
+    compressor
+        .compress_yuv_planes_to_vec(&YuvPlanesImage {
+            y_plane: y.data.as_slice(),
+            u_plane: image.cb.data.as_slice(),
+            v_plane: image.cr.data.as_slice(),
+            width: width as usize,
+            height: height as usize,
+            y_stride: y.width as usize,
+            u_stride: image.cb.width as usize,
+            v_stride: image.cr.width as usize,
+            subsamp: Subsamp::Sub2x2,
         })
         .map_err(fail)
 }
