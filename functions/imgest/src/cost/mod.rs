@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry,
+};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::app::{self, Backend};
 use imgest_shared::domain::{ClientId, OfferId};
@@ -322,8 +324,8 @@ impl Stages<'_> {
         let tally = self.lambda.tally;
         tally.enter(&scenario.stage("intake"));
         let queue = &self.names.queues["intake"];
-        for (offer, urls) in offers {
-            send_request(self.lambda.sqs, queue, self.client, offer.clone(), urls).await?;
+        for batch in offers.chunks(10) {
+            send_requests(self.lambda.sqs, queue, self.client, batch).await?;
         }
         measured(
             tally,
@@ -358,24 +360,37 @@ impl Stages<'_> {
     }
 }
 
-/// The marketplace's crawl request for one offer (one message each).
-async fn send_request(
+/// The marketplace's crawl requests, one message per offer, sent ten at a time (what the
+/// README recommends: `SendMessageBatch`).
+async fn send_requests(
     sqs: &aws_sdk_sqs::Client,
     queue: &str,
     client: &ClientId,
-    offer: OfferId,
-    urls: &[String],
+    offers: &[(OfferId, &Vec<String>)],
 ) -> Result<()> {
-    let request = CrawlRequest {
-        client_id: client.clone(),
-        offer_id: offer,
-        urls: urls.to_vec(),
-    };
-    sqs.send_message()
+    let mut entries = Vec::new();
+    for (i, (offer, urls)) in offers.iter().enumerate() {
+        let request = CrawlRequest {
+            client_id: client.clone(),
+            offer_id: offer.clone(),
+            urls: urls.to_vec(),
+        };
+        entries.push(
+            SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(serde_json::to_string(&request)?)
+                .build()?,
+        );
+    }
+    let sent = sqs
+        .send_message_batch()
         .queue_url(queue)
-        .message_body(serde_json::to_string(&request)?)
+        .set_entries(Some(entries))
         .send()
         .await?;
+    if !sent.failed.is_empty() {
+        bail!("the intake queue refused {:?}", sent.failed);
+    }
     Ok(())
 }
 

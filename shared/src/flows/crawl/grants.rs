@@ -243,7 +243,9 @@ mod tests {
         ) -> Result<Grant, StoreError> {
             self.entered.notify_one();
             let _permit = self.open.acquire().await;
-            self.budget.acquire(client, wanted, limit, window, now).await
+            self.budget
+                .acquire(client, wanted, limit, window, now)
+                .await
         }
     }
 

@@ -14,7 +14,7 @@ use super::records::{
 };
 use crate::domain::{ClientId, Timestamp};
 use crate::feed::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
-use crate::feed::{FeedErrorKind, NormalizedUrl};
+use crate::feed::{FeedErrorKind, NormalizedUrl, UrlHash};
 use crate::flows::FlowError;
 use crate::ports::OutgoingMessage;
 
@@ -68,6 +68,8 @@ impl Crawler {
             return Ok(CrawlState::Done);
         }
 
+        // Offers whose URLs are all known settle here, in the crawl's first write.
+        let known = self.settled_by_records(&parsed, now).await?;
         let crawl = CrawlRecord {
             crawl_id: format!("{:016x}", fastrand::u64(..)),
             client_id: request.client_id.clone(),
@@ -81,7 +83,10 @@ impl Crawler {
                     url: raw.clone(),
                     url_hash: url.as_ref().map(NormalizedUrl::hash),
                     status: match url {
-                        Some(_) => PhotoStatus::Pending,
+                        Some(url) => known
+                            .as_ref()
+                            .and_then(|k| k.get(&url.hash()).cloned())
+                            .unwrap_or(PhotoStatus::Pending),
                         None => PhotoStatus::Failed {
                             error: PhotoError::new(FeedErrorKind::InvalidUrl, None, 0),
                         },
@@ -96,6 +101,11 @@ impl Crawler {
             Ok(Change::Write(crawl.clone(), ()))
         })
         .await?;
+        if let Some(known) = &known {
+            add(&self.metrics.urls_from_cache, known.len() as u64);
+            self.finish_crawl(&request.offer_id, crawl).await?;
+            return Ok(CrawlState::Done);
+        }
 
         let waiter = Waiter {
             offer_id: request.offer_id.clone(),
@@ -130,6 +140,29 @@ impl Crawler {
                 .all(|p| matches!(p.status, PhotoStatus::Ok { .. }))
     }
 
+    /// Every valid URL's status, when their records settle them all now (read only: nothing
+    /// to join or start); `None` at the first that does not.
+    async fn settled_by_records(
+        &self,
+        parsed: &[(String, Option<NormalizedUrl>)],
+        now: Timestamp,
+    ) -> Result<Option<HashMap<UrlHash, PhotoStatus>>, FlowError> {
+        let records = self.service.ports().records.as_ref();
+        let mut known = HashMap::new();
+        for url in parsed.iter().filter_map(|(_, url)| url.as_ref()) {
+            let hash = url.hash();
+            if known.contains_key(&hash) {
+                continue;
+            }
+            let record = records::read::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+            match record.and_then(|r| settled_status(&r, now, self.reuse_window())) {
+                Some(status) => known.insert(hash, status),
+                None => return Ok(None),
+            };
+        }
+        Ok(Some(known))
+    }
+
     /// Settles `url` from its record, joins its running download, or starts one.
     async fn join(
         &self,
@@ -143,22 +176,8 @@ impl Crawler {
         let started = self
             .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
                 let mut record = record.unwrap_or_default();
-                match &record.last {
-                    Some(UrlOutcome::Ok { image_id, at }) if now < at.plus(url_ttl) => {
-                        return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Ok {
-                            image_id: image_id.clone(),
-                        }))));
-                    }
-                    Some(UrlOutcome::Failed {
-                        error,
-                        recheck_at: Some(recheck_at),
-                        ..
-                    }) if now < *recheck_at => {
-                        return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Failed {
-                            error: error.clone(),
-                        }))));
-                    }
-                    _ => {}
+                if let Some(status) = settled_status(&record, now, url_ttl) {
+                    return Ok(Change::Keep(Some(Joined::Settled(status))));
                 }
                 if !record.waiters.contains(waiter) {
                     record.waiters.push(waiter.clone());
@@ -246,6 +265,24 @@ impl Crawler {
 
     pub(super) fn retention(&self, now: Timestamp) -> Timestamp {
         now.plus(self.settings.url_ttl).plus(RETENTION_MARGIN)
+    }
+}
+
+/// What a URL's record settles now: ok within the reuse window, or failed permanently and
+/// not yet due for a recheck.
+fn settled_status(record: &UrlRecord, now: Timestamp, url_ttl: Duration) -> Option<PhotoStatus> {
+    match &record.last {
+        Some(UrlOutcome::Ok { image_id, at }) if now < at.plus(url_ttl) => Some(PhotoStatus::Ok {
+            image_id: image_id.clone(),
+        }),
+        Some(UrlOutcome::Failed {
+            error,
+            recheck_at: Some(recheck_at),
+            ..
+        }) if now < *recheck_at => Some(PhotoStatus::Failed {
+            error: error.clone(),
+        }),
+        _ => None,
     }
 }
 

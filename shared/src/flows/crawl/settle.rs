@@ -64,7 +64,11 @@ impl Crawler {
     }
 
     /// Links the successful photos in feed order, sends the result, marks the crawl done.
-    async fn finish_crawl(&self, offer: &OfferId, crawl: CrawlRecord) -> Result<(), FlowError> {
+    pub(super) async fn finish_crawl(
+        &self,
+        offer: &OfferId,
+        crawl: CrawlRecord,
+    ) -> Result<(), FlowError> {
         let mut images: Vec<ImageId> = Vec::new();
         for photo in &crawl.photos {
             if let PhotoStatus::Ok { image_id } = &photo.status
