@@ -79,6 +79,8 @@ fn sizing(stage: &str) -> Option<Sizing> {
         "results" => None,
         // An offer is deleted through the API function (a full vCPU for inline uploads).
         STILL_LINKED | LAST_LINK => Some(Sizing::Fixed(1769)),
+        // Sized for five large photos at once, not for these samples (template.yaml).
+        "process" => Some(Sizing::Fixed(512)),
         _ => Some(Sizing::Cheapest),
     }
 }
