@@ -18,12 +18,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 source infra/moto.sh
 
-# The same fixed fake credentials and region as infra/test.sh: nothing reaches AWS.
-unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN
-export AWS_ACCESS_KEY_ID=test
-export AWS_SECRET_ACCESS_KEY=test
-export AWS_REGION=us-east-1
-export AWS_EC2_METADATA_DISABLED=true
+# The AWS SDK reads these: fake credentials and a region for the emulator.
+moto_client_env
 
 profile=${BENCH_PROFILE:-release}
 cargo build --profile "$profile" -p imgest

@@ -5,7 +5,8 @@
 # Needs only python3 (with venv), curl and the PyPI registry. Two ways to use it:
 #
 #   source infra/moto.sh    # starts moto; exports MOTO_PORT, MOTO_PID, MOTO_LOG and
-#                           # AWS_ENDPOINT_URL; `moto_stop` stops it (infra/test.sh does this)
+#                           # AWS_ENDPOINT_URL; `moto_client_env` sets fake credentials and a
+#                           # region; `moto_stop` stops it (infra/test.sh does this)
 #   eval "$(infra/moto.sh)" # the same from an interactive shell: prints the exports and
 #                           # leaves moto running; stop it with `kill "$MOTO_PID"`
 #
@@ -85,6 +86,17 @@ moto_stop() {
         wait "$MOTO_PID" 2>/dev/null || true
         MOTO_PID=
     fi
+}
+
+# What an AWS client talking to this emulator needs: fixed fake credentials and a region
+# (moto accepts any), and no profile, session token or instance metadata of the developer's
+# leaking in. Nothing reaches AWS.
+moto_client_env() {
+    unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN
+    export AWS_ACCESS_KEY_ID=test
+    export AWS_SECRET_ACCESS_KEY=test
+    export AWS_REGION=us-east-1
+    export AWS_EC2_METADATA_DISABLED=true
 }
 
 _moto_main() {

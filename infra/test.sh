@@ -18,13 +18,8 @@ trap 'exit 143' TERM
 # Start moto on a free port; this exports AWS_ENDPOINT_URL (and MOTO_PID for moto_stop).
 source infra/moto.sh
 
-# The AWS SDK reads these: fixed fake credentials and a region (moto accepts any), and no
-# profile or session token of the developer's leaking into the tests.
-unset AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SESSION_TOKEN
-export AWS_ACCESS_KEY_ID=test
-export AWS_SECRET_ACCESS_KEY=test
-export AWS_REGION=us-east-1
-export AWS_EC2_METADATA_DISABLED=true
+# The AWS SDK reads these: fake credentials and a region for the emulator.
+moto_client_env
 # The AWS tests must run here: a test that finds no emulator fails instead of skipping.
 export IMGEST_TEST_AWS=1
 # infra/moto_server.py serialises DynamoDB requests, so the racing-writers checks are sound.
