@@ -374,8 +374,9 @@ fn record_kind(key: &Value) -> String {
 }
 
 fn written_items(op: &str, request: &Value) -> Vec<Written> {
-    let single = |r: &Value, put: bool, transactional: bool| Written {
-        table: r["TableName"].clone(),
+    // `r` holds `Item` (a put) or `Key`; batch writes name their table outside it.
+    let written = |table: &Value, r: &Value, put: bool, transactional: bool| Written {
+        table: table.clone(),
         key: if put {
             key_of(&r["Item"])
         } else {
@@ -385,15 +386,15 @@ fn written_items(op: &str, request: &Value) -> Vec<Written> {
         transactional,
     };
     match op {
-        "PutItem" => vec![single(request, true, false)],
-        "UpdateItem" | "DeleteItem" => vec![single(request, false, false)],
+        "PutItem" => vec![written(&request["TableName"], request, true, false)],
+        "UpdateItem" | "DeleteItem" => vec![written(&request["TableName"], request, false, false)],
         "TransactWriteItems" => request["TransactItems"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|t| {
                 let (kind, r) = t.as_object()?.iter().next()?;
-                Some(single(r, kind == "Put", true))
+                Some(written(&r["TableName"], r, kind == "Put", true))
             })
             .collect(),
         "BatchWriteItem" => request["RequestItems"]
@@ -401,20 +402,16 @@ fn written_items(op: &str, request: &Value) -> Vec<Written> {
             .into_iter()
             .flatten()
             .flat_map(|(table, writes)| {
-                writes.as_array().into_iter().flatten().filter_map(|w| {
-                    let (kind, r) = w.as_object()?.iter().next()?;
-                    let put = kind == "PutRequest";
-                    Some(Written {
-                        table: Value::String(table.clone()),
-                        key: if put {
-                            key_of(&r["Item"])
-                        } else {
-                            r["Key"].clone()
-                        },
-                        put: put.then(|| r["Item"].clone()),
-                        transactional: false,
+                let table = Value::String(table.clone());
+                writes
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|w| {
+                        let (kind, r) = w.as_object()?.iter().next()?;
+                        Some(written(&table, r, kind == "PutRequest", false))
                     })
-                })
+                    .collect::<Vec<_>>()
             })
             .collect(),
         _ => Vec::new(),

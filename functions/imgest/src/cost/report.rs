@@ -73,15 +73,15 @@ impl Scenario {
     }
 }
 
-/// How each stage's function is sized (`None`: not a Lambda function).
-fn sizing(stage: &str) -> Option<Sizing> {
+/// How each stage's function is sized.
+fn sizing(stage: &str) -> Sizing {
     match stage {
-        "results" => None,
         // An offer is deleted through the API function (a full vCPU for inline uploads).
-        STILL_LINKED | LAST_LINK => Some(Sizing::Fixed(1769)),
+        STILL_LINKED | LAST_LINK => Sizing::Fixed(1769),
         // Sized for five large photos at once, not for these samples (template.yaml).
-        "process" => Some(Sizing::Fixed(512)),
-        _ => Some(Sizing::Cheapest),
+        "process" => Sizing::Fixed(512),
+        // (The results stage is the marketplace's: no invocations, so no Lambda cost.)
+        _ => Sizing::Cheapest,
     }
 }
 
@@ -114,17 +114,7 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
         for stage in stages {
             let name = scenario.stage(stage);
             let counts = tally.stage(&name);
-            let b = match sizing(stage) {
-                Some(s) => bill(&counts, s),
-                None => bill(
-                    &StageCounts {
-                        invocations: 0,
-                        runs: Vec::new(),
-                        ..counts.clone()
-                    },
-                    Sizing::Fixed(0),
-                ),
-            };
+            let b = bill(&counts, sizing(stage));
             print_stage(&name, &counts, &b, photos);
             sum.add(&b);
         }
