@@ -186,24 +186,35 @@ mod tests {
         }
     }
 
+    fn budget(permits: u32) -> Budget {
+        Budget {
+            left: AtomicU32::new(permits),
+            requests: AtomicU32::new(0),
+        }
+    }
+
+    /// One permit for the test's client, in a 60-second window, at a fixed time.
+    async fn ask(
+        batcher: &GrantBatcher,
+        limiter: &dyn RateLimiter,
+        limit: u32,
+    ) -> Result<Grant, StoreError> {
+        let window = Duration::from_secs(60);
+        let limit = Limit {
+            limiter,
+            limit,
+            window,
+        };
+        batcher
+            .acquire("shop", limit, || Timestamp::from_millis(1_000))
+            .await
+    }
+
     #[tokio::test]
     async fn concurrent_askers_share_one_request_and_never_more_permits_than_granted() {
-        let budget = Arc::new(Budget {
-            left: AtomicU32::new(3),
-            requests: AtomicU32::new(0),
-        });
+        let budget = Arc::new(budget(3));
         let batcher = GrantBatcher::default();
-        let ask = || {
-            batcher.acquire(
-                "shop",
-                Limit {
-                    limiter: budget.as_ref(),
-                    limit: 3,
-                    window: Duration::from_secs(60),
-                },
-                || Timestamp::from_millis(1_000),
-            )
-        };
+        let ask = || ask(&batcher, budget.as_ref(), 3);
         let grants = futures_util::future::join_all((0..5).map(|_| ask())).await;
         let grants: Vec<Grant> = grants
             .into_iter()
@@ -254,23 +265,10 @@ mod tests {
         let gated = Gated {
             entered: tokio::sync::Notify::new(),
             open: tokio::sync::Semaphore::new(0),
-            budget: Budget {
-                left: AtomicU32::new(10),
-                requests: AtomicU32::new(0),
-            },
+            budget: budget(10),
         };
         let batcher = GrantBatcher::default();
-        let ask = || {
-            batcher.acquire(
-                "shop",
-                Limit {
-                    limiter: &gated,
-                    limit: 10,
-                    window: Duration::from_secs(60),
-                },
-                || Timestamp::from_millis(1_000),
-            )
-        };
+        let ask = || ask(&batcher, &gated, 10);
         // The first request goes into the limiter and waits there.
         let first = ask();
         tokio::pin!(first);
