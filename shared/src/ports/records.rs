@@ -26,6 +26,19 @@ pub trait Records: Send + Sync {
         now: Timestamp,
     ) -> Result<Option<StoredRecord>, StoreError>;
 
+    /// [`get_record`](Self::get_record), except that the answer may miss writes of about the
+    /// last second (DynamoDB's eventually consistent read, half the price). For reads that only
+    /// settle from an outcome already recorded; a decision to write always reads with
+    /// `get_record`, and every write is conditional on the version it read.
+    async fn peek_record(
+        &self,
+        kind: &str,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<StoredRecord>, StoreError> {
+        self.get_record(kind, key, now).await
+    }
+
     /// Replaces the record if its version is still `expected` (`None`: only if there is no
     /// record, or it expired at or before `now`), and returns the new version, always greater
     /// than any version the key had before. `StoreError::Conflict` if the version moved on.

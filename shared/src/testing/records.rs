@@ -16,6 +16,7 @@ pub async fn contract(records: Arc<dyn Records>) {
     an_expired_record_is_absent_and_can_be_created_again(records.clone()).await;
     kinds_are_separate_namespaces(records.clone()).await;
     bodies_of_any_length_read_back_as_written(records.clone()).await;
+    a_peek_reads_what_was_written_and_never_an_expired_record(records.clone()).await;
     concurrent_writers_of_one_version_have_exactly_one_winner(records).await;
 }
 
@@ -33,6 +34,7 @@ macro_rules! records_contract_tests {
             an_expired_record_is_absent_and_can_be_created_again,
             kinds_are_separate_namespaces,
             bodies_of_any_length_read_back_as_written,
+            a_peek_reads_what_was_written_and_never_an_expired_record,
             concurrent_writers_of_one_version_have_exactly_one_winner,
         );
     };
@@ -81,6 +83,21 @@ pub async fn put_without_a_version_creates_the_record(records: Arc<dyn Records>)
     // Read back just before it expires, too.
     let last = BASE.plus(LIFETIME).minus(secs(1));
     assert_eq!(get(r, KIND, &key, last).await, record(r#"{"n":1}"#, v));
+}
+
+/// A peek may lag the last writes on a live service (not on SQLite or the emulator, whose
+/// reads are all consistent), but it reads the same record the same way, expiry included.
+pub async fn a_peek_reads_what_was_written_and_never_an_expired_record(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("peek"));
+    assert_eq!(r.peek_record(KIND, &key, BASE).await.unwrap(), None);
+    let long = "x".repeat(2000);
+    let v = put(r, &key, &long, None, BASE).await.unwrap();
+    assert_eq!(
+        r.peek_record(KIND, &key, BASE).await.unwrap(),
+        record(&long, v)
+    );
+    let expired = BASE.plus(LIFETIME);
+    assert_eq!(r.peek_record(KIND, &key, expired).await.unwrap(), None);
 }
 
 pub async fn put_with_the_current_version_replaces_and_moves_the_version_on(

@@ -74,12 +74,23 @@ impl DynamoStore {
         key: item::Item,
         context: &str,
     ) -> Result<Option<item::Item>, StoreError> {
+        self.read_item(key, context, true).await
+    }
+
+    /// The item at `key`; an eventually consistent read (`consistent: false`) costs half and
+    /// may miss the last second's writes.
+    pub(crate) async fn read_item(
+        &self,
+        key: item::Item,
+        context: &str,
+        consistent: bool,
+    ) -> Result<Option<item::Item>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
             .set_key(Some(key))
-            .consistent_read(true)
+            .consistent_read(consistent)
             .send()
             .await
             .map_err(|e| sdk_error(context, e))?;

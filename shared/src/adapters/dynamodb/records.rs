@@ -93,11 +93,17 @@ fn raw_from_item(item: &Item, kind: &str, key_: &str) -> Result<Raw, StoreError>
 }
 
 impl DynamoStore {
-    async fn raw_record(&self, kind: &str, key_: &str) -> Result<Option<Raw>, StoreError> {
+    async fn raw_record(
+        &self,
+        kind: &str,
+        key_: &str,
+        consistent: bool,
+    ) -> Result<Option<Raw>, StoreError> {
         let item = self
-            .get(
+            .read_item(
                 record_key(kind, key_)?,
                 &format!("reading record {kind}/{key_:?}"),
+                consistent,
             )
             .await?;
         item.map(|item| raw_from_item(&item, kind, key_))
@@ -158,6 +164,15 @@ fn inflate(deflated: &[u8]) -> Option<String> {
     Some(body)
 }
 
+/// The stored record, unless it expired at or before `now`.
+fn live(raw: Option<Raw>, now: Timestamp) -> Option<StoredRecord> {
+    raw.filter(|raw| raw.expires_at > now)
+        .map(|raw| StoredRecord {
+            body: raw.body,
+            version: raw.version,
+        })
+}
+
 fn conflict(kind: &str, key_: &str, expected: Option<u64>) -> StoreError {
     StoreError::Conflict(format!(
         "record {kind}/{key_:?} is no longer at version {expected:?}"
@@ -172,14 +187,16 @@ impl Records for DynamoStore {
         key: &str,
         now: Timestamp,
     ) -> Result<Option<StoredRecord>, StoreError> {
-        Ok(self
-            .raw_record(kind, key)
-            .await?
-            .filter(|raw| raw.expires_at > now)
-            .map(|raw| StoredRecord {
-                body: raw.body,
-                version: raw.version,
-            }))
+        Ok(live(self.raw_record(kind, key, true).await?, now))
+    }
+
+    async fn peek_record(
+        &self,
+        kind: &str,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<StoredRecord>, StoreError> {
+        Ok(live(self.raw_record(kind, key, false).await?, now))
     }
 
     async fn put_record(
@@ -224,7 +241,7 @@ impl Records for DynamoStore {
             if written {
                 return Ok(version);
             }
-            match self.raw_record(kind, key).await? {
+            match self.raw_record(kind, key, true).await? {
                 Some(raw) if raw.expires_at > now => return Err(conflict(kind, key, expected)),
                 Some(raw) => previous = Some(raw.version),
                 // Deleted since (by the TTL deleter): create it after all.

@@ -8,21 +8,16 @@ use bytes::Bytes;
 use tracing::{debug, info};
 
 use super::metrics::add;
-use super::records::{
-    self, Change, HANDOFF_KIND, HandoffRecord, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter,
-};
+use super::records::{self, Change, Handoff, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
-use crate::domain::{BlobKey, ImageId, ImageState, UploadId};
+use crate::domain::{BlobKey, ImageId, ImageState};
 use crate::feed::backoff::{recheck_after, retry_delay};
 use crate::feed::messages::{FetchTask, PhotoError, PhotoStatus};
 use crate::feed::{Download, FetchError, Fetched, Validator};
 use crate::feed::{FailureClass, FeedErrorKind, Observation, UrlHash};
 use crate::flows::FlowError;
 use crate::pipeline::PipelineError;
-use crate::ports::{UploadRecord, UploadState};
-
-/// How long a handed-off body's record is kept for the process function.
-const HANDOFF_TTL: Duration = Duration::from_secs(86_400);
+use crate::ports::StoreError;
 
 /// How a URL ended, before it is written down.
 enum Settlement {
@@ -47,16 +42,13 @@ impl Crawler {
         else {
             return Ok(());
         };
-        if record.fetch.as_ref().is_some_and(|lease| lease.handed_off) {
-            // Downloaded already; the process function settles it.
+        let Some(lease) = &record.fetch else {
+            // Settled already (a redelivered task).
             return Ok(());
-        }
-        if record.fetch.is_none() {
-            // Settled already (a redelivered task): make sure every waiter heard.
-            if let Some(last) = record.last.clone() {
-                self.notify_waiters(&task.url_hash, &record.waiters, &status_of(&last))
-                    .await?;
-            }
+        };
+        // Downloaded and handed off already: the process function settles it, unless the body
+        // never reached storage (a crash between the record and the put); then download again.
+        if lease.handoff.is_some() && self.download_waits(&task.url_hash).await? {
             return Ok(());
         }
         let Ok(url) = url::Url::parse(&task.url) else {
@@ -261,8 +253,8 @@ impl Crawler {
         }
     }
 
-    /// AWS: a known photo settles at once; a new one is stored under `incoming/` for the
-    /// process function, which calls [`after_incoming`](Self::after_incoming) when done.
+    /// AWS: a known photo settles at once; a new one is stored under `incoming/url-{hash}` for
+    /// the process function, which calls [`process_download`](Self::process_download).
     async fn hand_off(
         &self,
         task: &FetchTask,
@@ -282,139 +274,164 @@ impl Crawler {
             return self.finish_url(&task.url_hash, settlement).await;
         }
         let now = self.now();
-        let upload = UploadRecord {
-            id: UploadId::random(),
-            size: download.bytes.len() as u64,
-            state: UploadState::Pending,
-            created_at: now,
-            expires_at: now.plus(HANDOFF_TTL),
-        };
-        let handoff = HandoffRecord {
-            url_hash: task.url_hash.clone(),
+        let handoff = Handoff {
             attempts,
             etag: validators.etag,
             last_modified: validators.last_modified,
         };
-        // Records first: the storage notification may reach the process function before
-        // this call returns.
-        self.update_record(
-            URL_KIND,
-            task.url_hash.as_str(),
-            now,
-            |record: Option<UrlRecord>| {
-                Ok(match record {
-                    Some(mut r) => match r.fetch.as_mut() {
-                        Some(lease) => {
-                            lease.handed_off = true;
-                            Change::Write(r, ())
+        // The record first: the storage notification may reach the process function before
+        // the put returns, and it settles the URL with what the record says.
+        let leased = self
+            .update_record(
+                URL_KIND,
+                task.url_hash.as_str(),
+                now,
+                |record: Option<UrlRecord>| {
+                    Ok(match record {
+                        Some(mut r) if r.fetch.is_some() => {
+                            if let Some(lease) = r.fetch.as_mut() {
+                                lease.handoff = Some(handoff.clone());
+                            }
+                            Change::Write(r, true)
                         }
-                        None => Change::Keep(()),
-                    },
-                    None => Change::Keep(()),
-                })
-            },
-        )
-        .await?;
-        records::update(
-            ports.records.as_ref(),
-            HANDOFF_KIND,
-            upload.id.as_str(),
-            now,
-            now.plus(HANDOFF_TTL),
-            |_: Option<HandoffRecord>| Ok(Change::Write(handoff.clone(), ())),
-        )
-        .await?;
-        ports.uploads.create_upload(&upload).await?;
+                        // Settled meanwhile (a duplicate task finished first).
+                        _ => Change::Keep(false),
+                    })
+                },
+            )
+            .await?;
+        if !leased {
+            return Ok(());
+        }
         ports
             .blobs
             .put(
-                &BlobKey::incoming(&upload.id),
+                &download_key(&task.url_hash)?,
                 download.bytes,
                 "application/octet-stream",
             )
             .await?;
         add(&self.metrics.photos_new, 1);
-        info!(url_hash = %task.url_hash, upload_id = %upload.id, "download handed to the process function");
+        info!(url_hash = %task.url_hash, "download handed to the process function");
         Ok(())
     }
 
-    /// Called by the process function after an `incoming/` body was processed: if the body
-    /// came from a download, its outcome settles the URL. Idempotent.
-    pub async fn after_incoming(&self, upload: &UploadRecord) -> Result<(), FlowError> {
+    /// Whether the URL's handed-off body is in storage, waiting for the process function.
+    async fn download_waits(&self, hash: &UrlHash) -> Result<bool, FlowError> {
+        let key = download_key(hash)?;
+        let page = self
+            .service
+            .ports()
+            .blobs
+            .list(key.as_str(), None, 1)
+            .await?;
+        Ok(page.blobs.iter().any(|b| b.key == key))
+    }
+
+    /// The process function's part of a download (AWS): processes the body waiting under
+    /// `incoming/url-{hash}`, settles the URL with the outcome, and deletes the body.
+    /// Idempotent: a redelivered notification whose body is gone does nothing.
+    pub async fn process_download(&self, hash: &UrlHash) -> Result<(), FlowError> {
+        let ports = self.service.ports();
+        let key = download_key(hash)?;
+        let bytes = match ports.blobs.get(&key).await {
+            Ok(bytes) => bytes,
+            Err(StoreError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
         let now = self.now();
-        let records = self.service.ports().records.as_ref();
-        let Some(handoff) =
-            records::read::<HandoffRecord>(records, HANDOFF_KIND, upload.id.as_str(), now).await?
-        else {
-            return Ok(());
+        let records = ports.records.as_ref();
+        let (record, _) =
+            records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+        let handoff = record
+            .and_then(|r| r.fetch)
+            .and_then(|lease| lease.handoff)
+            .unwrap_or_default();
+        let image_id = ImageId::of_bytes(&bytes);
+        let validators = Validators {
+            image_id: image_id.clone(),
+            etag: handoff.etag,
+            last_modified: handoff.last_modified,
         };
-        let settlement = match &upload.state {
-            UploadState::Pending => return Ok(()),
-            UploadState::Done { image_id, .. } => Settlement::Ok {
-                image_id: image_id.clone(),
-                validators: Some(Validators {
-                    image_id: image_id.clone(),
-                    etag: handoff.etag,
-                    last_modified: handoff.last_modified,
-                }),
-            },
-            UploadState::Failed { kind, .. } => Settlement::Failed {
-                error: PhotoError::new(kind_named(kind), None, handoff.attempts),
-            },
-        };
-        self.finish_url(&handoff.url_hash, settlement).await
+        let settlement = self
+            .process_inline(image_id, bytes, validators, handoff.attempts)
+            .await?;
+        self.finish_url(hash, settlement).await?;
+        // Settled: the body is no longer needed (the original is kept under the image's key).
+        ports.blobs.delete(&[key]).await?;
+        Ok(())
     }
 
     /// Records the URL's outcome, ends its download, and settles every waiting crawl.
+    ///
+    /// One write: the waiting crawls are settled first and removed in the write that records
+    /// the outcome. A crawl that joins meanwhile makes that write conflict and is settled in
+    /// the next round; settling twice changes nothing, and a crash before the write leaves
+    /// the download running, so the redelivered task settles everyone again.
     async fn finish_url(&self, hash: &UrlHash, settlement: Settlement) -> Result<(), FlowError> {
-        let now = self.now();
+        let records = self.service.ports().records.as_ref();
         let recheck_base = self.settings.recheck_base;
-        let (waiters, status) = self
-            .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
-                let mut record = record.unwrap_or_default();
-                let outcome = match &settlement {
-                    Settlement::Ok {
-                        image_id,
-                        validators,
-                    } => {
-                        record.permanent_failures = 0;
-                        if validators.is_some() {
-                            record.validators = validators.clone();
-                        }
-                        UrlOutcome::Ok {
-                            image_id: image_id.clone(),
-                            at: now,
-                        }
+        for _ in 0..records::MAX_ROUNDS {
+            let now = self.now();
+            let (record, version) =
+                records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+            let mut record = record.unwrap_or_default();
+            let outcome = match &settlement {
+                Settlement::Ok {
+                    image_id,
+                    validators,
+                } => {
+                    record.permanent_failures = 0;
+                    if validators.is_some() {
+                        record.validators = validators.clone();
                     }
-                    Settlement::Failed { error } => {
-                        let recheck_at =
-                            (error.kind.class() == FailureClass::Permanent).then(|| {
-                                record.permanent_failures += 1;
-                                now.plus(recheck_after(record.permanent_failures, recheck_base))
-                            });
-                        UrlOutcome::Failed {
-                            error: error.clone().with_next_check(recheck_at),
-                            at: now,
-                            recheck_at,
-                        }
+                    UrlOutcome::Ok {
+                        image_id: image_id.clone(),
+                        at: now,
                     }
-                };
-                let status = status_of(&outcome);
-                record.last = Some(outcome);
-                record.fetch = None;
-                let waiters = record.waiters.clone();
-                Ok(Change::Write(record, (waiters, status)))
-            })
-            .await?;
-        if let PhotoStatus::Failed { error } = &status {
-            add(&self.metrics.urls_failed, 1);
-            info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
+                }
+                Settlement::Failed { error } => {
+                    let recheck_at = (error.kind.class() == FailureClass::Permanent).then(|| {
+                        record.permanent_failures += 1;
+                        now.plus(recheck_after(record.permanent_failures, recheck_base))
+                    });
+                    UrlOutcome::Failed {
+                        error: error.clone().with_next_check(recheck_at),
+                        at: now,
+                        recheck_at,
+                    }
+                }
+            };
+            let status = status_of(&outcome);
+            record.last = Some(outcome);
+            record.fetch = None;
+            let waiters = std::mem::take(&mut record.waiters);
+            self.settle_waiters(hash, &waiters, &status).await?;
+            let expires_at = self.retention(now);
+            if records::put(
+                records,
+                URL_KIND,
+                hash.as_str(),
+                &record,
+                version,
+                expires_at,
+                now,
+            )
+            .await?
+            {
+                if let PhotoStatus::Failed { error } = &status {
+                    add(&self.metrics.urls_failed, 1);
+                    info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
+                }
+                return Ok(());
+            }
+            tokio::task::yield_now().await;
         }
-        self.notify_waiters(hash, &waiters, &status).await
+        Err(records::too_many_rounds(URL_KIND, hash.as_str()))
     }
 
-    /// Settles each waiting crawl with `status`, then removes those waiters from the record.
-    async fn notify_waiters(
+    /// Settles each waiting crawl with the URL's `status`.
+    async fn settle_waiters(
         &self,
         hash: &UrlHash,
         waiters: &[Waiter],
@@ -428,21 +445,14 @@ impl Crawler {
             self.settle(&waiter.offer_id, &waiter.crawl_id, &outcome)
                 .await?;
         }
-        let now = self.now();
-        self.update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
-            let Some(mut record) = record else {
-                return Ok(Change::Keep(()));
-            };
-            let before = record.waiters.len();
-            record.waiters.retain(|w| !waiters.contains(w));
-            Ok(if record.waiters.len() == before {
-                Change::Keep(())
-            } else {
-                Change::Write(record, ())
-            })
-        })
-        .await
+        Ok(())
     }
+}
+
+/// Where a downloaded body waits for the process function.
+fn download_key(hash: &UrlHash) -> Result<BlobKey, FlowError> {
+    BlobKey::incoming_download(hash.as_str())
+        .ok_or_else(|| FlowError::Internal(format!("URL hash {hash} makes no storage key")))
 }
 
 fn status_of(outcome: &UrlOutcome) -> PhotoStatus {

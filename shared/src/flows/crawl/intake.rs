@@ -58,8 +58,12 @@ impl Crawler {
         let records = self.service.ports().records.as_ref();
         let offer_key = request.offer_id.as_str();
 
-        if let Some(previous) =
-            records::read::<CrawlRecord>(records, CRAWL_KIND, offer_key, now).await?
+        // Peeks (eventually consistent reads) are enough here: an outcome a second old is as
+        // good as one read a second earlier, and the crawl's write below names the version
+        // peeked, so a stale peek only costs a conflict and a consistent read.
+        let (previous, previous_version) =
+            records::peek::<CrawlRecord>(records, CRAWL_KIND, offer_key, now).await?;
+        if let Some(previous) = previous
             && self.is_unchanged(&previous, &fingerprint, now)
         {
             // The common case for feeds that are re-sent whole: nothing to download or link.
@@ -97,10 +101,23 @@ impl Crawler {
         let crawl_id = crawl.crawl_id.clone();
         // A newer crawl of the offer replaces a running one: its URLs' outcomes still arrive,
         // but only for the crawl id they were asked for.
-        self.update_record(CRAWL_KIND, offer_key, now, |_: Option<CrawlRecord>| {
-            Ok(Change::Write(crawl.clone(), ()))
-        })
+        let expires_at = self.retention(now);
+        let written = records::put(
+            records,
+            CRAWL_KIND,
+            offer_key,
+            &crawl,
+            previous_version,
+            expires_at,
+            now,
+        )
         .await?;
+        if !written {
+            self.update_record(CRAWL_KIND, offer_key, now, |_: Option<CrawlRecord>| {
+                Ok(Change::Write(crawl.clone(), ()))
+            })
+            .await?;
+        }
         if let Some(known) = &known {
             add(&self.metrics.urls_from_cache, known.len() as u64);
             self.finish_crawl(&request.offer_id, crawl).await?;
@@ -154,7 +171,8 @@ impl Crawler {
             if known.contains_key(&hash) {
                 continue;
             }
-            let record = records::read::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+            let (record, _) =
+                records::peek::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
             match record.and_then(|r| settled_status(&r, now, self.reuse_window())) {
                 Some(status) => known.insert(hash, status),
                 None => return Ok(None),
@@ -189,7 +207,7 @@ impl Crawler {
                 record.fetch = Some(FetchLease {
                     client_id: client.clone(),
                     until: now.plus(FETCH_LEASE),
-                    handed_off: false,
+                    handoff: None,
                 });
                 Ok(Change::Write(record, Some(Joined::Waiting)))
             })

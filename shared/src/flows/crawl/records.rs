@@ -5,8 +5,6 @@
 //!   conditional requests, the running download's lease (singleflight) and the crawls waiting
 //!   for it.
 //! - Crawl record (`crawl`, keyed by offer id): the offer's latest crawl, one status per URL.
-//! - Handoff record (`handoff`, keyed by upload id; AWS): which URL a downloaded body that
-//!   waits for the process function came from.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -19,10 +17,9 @@ use crate::ports::{Records, StoreError};
 
 pub(super) const URL_KIND: &str = "url";
 pub(super) const CRAWL_KIND: &str = "crawl";
-pub(super) const HANDOFF_KIND: &str = "handoff";
 
 /// Conflicting writers retry this often before the flow gives up (retryably).
-const MAX_ROUNDS: u32 = 32;
+pub(super) const MAX_ROUNDS: u32 = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Waiter {
@@ -61,10 +58,20 @@ pub(super) enum UrlOutcome {
 pub(super) struct FetchLease {
     pub client_id: ClientId,
     pub until: Timestamp,
-    /// The body was downloaded and handed to the process function (AWS), which settles the
-    /// URL: a redelivered fetch task must not download it again.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub handed_off: bool,
+    /// The body was downloaded and waits under `incoming/` for the process function (AWS),
+    /// which settles the URL: a redelivered fetch task does not download it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<Handoff>,
+}
+
+/// What settling a handed-off download needs besides the body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Handoff {
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,16 +121,6 @@ impl CrawlRecord {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct HandoffRecord {
-    pub url_hash: UrlHash,
-    pub attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etag: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_modified: Option<String>,
-}
-
 /// What an [`update`] closure decides.
 pub(super) enum Change<T, R> {
     /// Write this value, then return `R`.
@@ -146,32 +143,60 @@ where
     T: Serialize + DeserializeOwned,
 {
     for _ in 0..MAX_ROUNDS {
-        let stored = records.get_record(kind, key, now).await?;
-        let (current, version) = match stored {
-            Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
-            None => (None, None),
-        };
+        let (current, version) = read_versioned::<T>(records, kind, key, now).await?;
         match decide(current)? {
             Change::Keep(r) => return Ok(r),
             Change::Write(value, r) => {
-                let body = serde_json::to_string(&value).map_err(|e| {
-                    FlowError::Internal(format!("cannot encode {kind} record: {e}"))
-                })?;
-                match records
-                    .put_record(kind, key, &body, version, expires_at, now)
-                    .await
-                {
-                    Ok(_) => return Ok(r),
-                    Err(StoreError::Conflict(_)) => tokio::task::yield_now().await,
-                    Err(e) => return Err(e.into()),
+                if put(records, kind, key, &value, version, expires_at, now).await? {
+                    return Ok(r);
                 }
+                tokio::task::yield_now().await;
             }
         }
     }
-    Err(StoreError::Conflict(format!(
+    Err(too_many_rounds(kind, key))
+}
+
+pub(super) fn too_many_rounds(kind: &str, key: &str) -> FlowError {
+    StoreError::Conflict(format!(
         "{kind} record {key} kept changing under {MAX_ROUNDS} writes"
     ))
-    .into())
+    .into()
+}
+
+/// The record (consistently read) and the version a write over it must name.
+pub(super) async fn read_versioned<T: DeserializeOwned>(
+    records: &dyn Records,
+    kind: &str,
+    key: &str,
+    now: Timestamp,
+) -> Result<(Option<T>, Option<u64>), FlowError> {
+    Ok(match records.get_record(kind, key, now).await? {
+        Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
+        None => (None, None),
+    })
+}
+
+/// Writes `value` if the record is still at `version`; `false` if another writer got in first.
+pub(super) async fn put<T: Serialize>(
+    records: &dyn Records,
+    kind: &str,
+    key: &str,
+    value: &T,
+    version: Option<u64>,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<bool, FlowError> {
+    let body = serde_json::to_string(value)
+        .map_err(|e| FlowError::Internal(format!("cannot encode {kind} record: {e}")))?;
+    match records
+        .put_record(kind, key, &body, version, expires_at, now)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(StoreError::Conflict(_)) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub(super) async fn read<T: DeserializeOwned>(
@@ -184,6 +209,21 @@ pub(super) async fn read<T: DeserializeOwned>(
         Some(s) => Ok(Some(parse(kind, key, &s.body)?)),
         None => Ok(None),
     }
+}
+
+/// [`read`], but the answer may miss writes of about the last second
+/// ([`Records::peek_record`]): for settling from outcomes already recorded.
+/// With the version read, which a write may name (it conflicts if the read was stale).
+pub(super) async fn peek<T: DeserializeOwned>(
+    records: &dyn Records,
+    kind: &str,
+    key: &str,
+    now: Timestamp,
+) -> Result<(Option<T>, Option<u64>), FlowError> {
+    Ok(match records.peek_record(kind, key, now).await? {
+        Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
+        None => (None, None),
+    })
 }
 
 fn parse<T: DeserializeOwned>(kind: &str, key: &str, body: &str) -> Result<T, FlowError> {
