@@ -202,15 +202,20 @@ async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
     assert_eq!(item.get("state").unwrap().as_s().unwrap(), "processing");
 
     // Completed: an orphan, expiring (TTL in whole seconds, rounded up) and a GC candidate.
+    // Its index entry stays the claim's (moving it would be two index writes): early, never
+    // late.
+    let done = now.plus(Duration::from_secs(5));
     let record = store
-        .complete(&id, &generation, ready(), now, TTL)
+        .complete(&id, &generation, ready(), done, TTL)
         .await
         .unwrap();
     let expires = record.expires_at.unwrap().as_millis();
     let item = raw_image(&client, &table, &id).await;
     assert_eq!(number(&item, "expires_at"), Some(expires));
     assert_eq!(number(&item, "ttl"), Some(expires / 1000 + 1));
-    assert_eq!(number(&item, "gc_at"), Some(expires));
+    assert_eq!(number(&item, "gc_at"), Some(claim_expiry));
+    assert!(claim_expiry < expires);
+    assert_eq!(item.get("gc_bucket").unwrap().as_s().unwrap(), &bucket);
     assert!(!item.contains_key("claim_expires_at"));
     assert_eq!(item.get("variants").unwrap().as_s().unwrap(), "[]");
 
@@ -261,6 +266,55 @@ async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
         .collect();
     assert_eq!(photos, [a.as_str(), id.as_str()]);
     assert_eq!(number(&item, "version"), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_past_early_entries()
+{
+    let Some((store, client, table)) = store_and_client(
+        "a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_past_early_entries",
+    )
+    .await
+    else {
+        return;
+    };
+    let minute = Duration::from_secs(60);
+    // A claim TTL longer than the orphan TTL: the entry takes the orphan's.
+    let id = testing::random_image_id();
+    store.claim(&id, BASE, TTL, minute).await.unwrap();
+    let item = raw_image(&client, &table, &id).await;
+    assert_eq!(number(&item, "gc_at"), Some(BASE.plus(minute).as_millis()));
+
+    // Three fresh orphans whose entries (their claims', at +1 min) are early against their
+    // expiry (+60 min), and one stale claim whose entry comes after theirs.
+    let mut fresh = Vec::new();
+    for _ in 0..3 {
+        let id = testing::random_image_id();
+        let Claim::New { generation } = store.claim(&id, BASE, minute, TTL).await.unwrap() else {
+            panic!("new");
+        };
+        store
+            .complete(&id, &generation, ready(), BASE, TTL)
+            .await
+            .unwrap();
+        fresh.push(id);
+    }
+    let stale = testing::random_image_id();
+    let later = BASE.plus(Duration::from_secs(120));
+    store.claim(&stale, later, minute, TTL).await.unwrap();
+
+    let now = BASE.plus(Duration::from_secs(600));
+    let listed = store.expired(now, 1).await.unwrap();
+    let ids: Vec<&ImageId> = listed.iter().map(|r| &r.id).collect();
+    assert_eq!(
+        ids,
+        [&stale],
+        "the walk skips entries that are not expired yet"
+    );
+    let listed = store.expired(now, 100).await.unwrap();
+    assert!(listed.iter().all(|r| !fresh.contains(&r.id)));
+    let all = store.expired(BASE.plus(TTL), 100).await.unwrap();
+    assert_eq!(all.len(), 5, "{all:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

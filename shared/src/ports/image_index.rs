@@ -66,7 +66,9 @@ pub trait ImageIndex: Send + Sync {
     async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError>;
 
     /// Up to `limit` records expired at `now` (unlinked orphans past their expiry and claims past
-    /// theirs), the longest-expired first: garbage-collection candidates.
+    /// theirs), the longest-expired first: garbage-collection candidates. When more than `limit`
+    /// are expired, which ones are listed may follow when they became candidates rather than
+    /// their latest expiry (DynamoDB's GC index; see its adapter).
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError>;
 
     /// Deletes the record only if it is still `generation` and still expired at `now` (unlinked,

@@ -13,10 +13,18 @@
 //! | `link_count`       | N    | always                                                      |
 //! | `expires_at`       | N ms | ready and unlinked only                                     |
 //! | `ttl`              | N s  | unlinked: ceil(expires_at / 1000); processing: ceil(claim expiry / 1000) + 1 day; ABSENT while linked, so the TTL deleter never removes a linked image |
-//! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): unlinked ready (`gc_at` = `expires_at`) and processing (`gc_at` = `claim_expires_at`) |
+//! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): processing and unlinked ready images; `gc_at` is never later than the expiry (see below) |
 //!
 //! Every decision is a conditional write on what was read with a consistent read, retried a
 //! bounded number of times when another writer got in between.
+//!
+//! The index entry is written when an image may start to expire (claimed, or unlinked from its
+//! last offer) and deleted when it is linked; in between it stays where it is, because
+//! DynamoDB bills a changed index key as a delete and a put. A claim's `gc_at` is the earlier
+//! of its claim expiry and the orphan expiry it would get if it completed at once, so it is
+//! never later than the expiry of the record it becomes; a refresh moves the expiry later and
+//! leaves `gc_at`. An entry is therefore early, never late: [`expired`](ImageIndex::expired)
+//! reads each candidate again and skips those that have not expired yet.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -64,13 +72,19 @@ pub(super) fn image_key(id: &ImageId) -> Item {
     key(KIND, id.as_str())
 }
 
-/// SETs the orphan expiry of an unlinked ready image: `expires_at`, its `ttl` and the GC
-/// index attributes.
+/// SETs the orphan expiry of an unlinked ready image: `expires_at` and its `ttl`, and the GC
+/// index attributes unless it has them (an entry stays where it is: see the module doc).
 pub(super) fn set_orphan_expiry(e: &mut Expr, id: &ImageId, expires_at: Timestamp) {
     e.set(EXPIRES_AT, ms(expires_at))
         .set(TTL, n(ttl_secs(expires_at)))
-        .set(GC_BUCKET, s(gc_bucket(id)))
-        .set(GC_AT, ms(expires_at));
+        .set_if_absent(GC_BUCKET, s(gc_bucket(id)))
+        .set_if_absent(GC_AT, ms(expires_at));
+}
+
+/// A claim's place in the GC index: its expiry, or the orphan expiry it would get if it
+/// completed now, whichever is earlier (so that the entry is never late; see the module doc).
+fn claim_gc_at(now: Timestamp, claim_ttl: Duration, orphan_ttl: Duration) -> Timestamp {
+    now.plus(claim_ttl.min(orphan_ttl))
 }
 
 /// REMOVEs every expiry attribute: a linked image never expires and is no GC candidate.
@@ -138,6 +152,12 @@ fn expiry_of(r: &ImageRecord) -> Option<Timestamp> {
         ImageState::Processing { claim_expires_at } => Some(*claim_expires_at),
         ImageState::Ready { .. } => r.expires_at,
     }
+}
+
+/// A walk of the GC index: one cursor per bucket.
+struct GcScan {
+    cursors: Vec<BucketCursor>,
+    page: usize,
 }
 
 /// One bucket of the GC index, read a page at a time in `gc_at` order.
@@ -240,6 +260,7 @@ impl DynamoStore {
         id: &ImageId,
         now: Timestamp,
         claim_ttl: Duration,
+        orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
         let generation = Generation::random();
         let claim_expires_at = now.plus(claim_ttl);
@@ -253,7 +274,7 @@ impl DynamoStore {
             (LINK_COUNT, n(0)),
             (TTL, n(claim_ttl_secs(claim_expires_at))),
             (GC_BUCKET, s(gc_bucket(id))),
-            (GC_AT, ms(claim_expires_at)),
+            (GC_AT, ms(claim_gc_at(now, claim_ttl, orphan_ttl))),
         ] {
             item.insert(attr.to_owned(), value);
         }
@@ -321,6 +342,7 @@ impl DynamoStore {
         seen: &ImageRecord,
         now: Timestamp,
         claim_ttl: Duration,
+        orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
         let id = &seen.id;
         let generation = fresh_generation(&seen.generation);
@@ -333,7 +355,7 @@ impl DynamoStore {
             .set(LINK_COUNT, n(0))
             .set(TTL, n(claim_ttl_secs(claim_expires_at)))
             .set(GC_BUCKET, s(gc_bucket(id)))
-            .set(GC_AT, ms(claim_expires_at))
+            .set(GC_AT, ms(claim_gc_at(now, claim_ttl, orphan_ttl)))
             .remove(EXPIRES_AT);
         let condition = format!(
             "{} AND {}",
@@ -355,40 +377,51 @@ impl DynamoStore {
         }
     }
 
-    /// Up to `limit` candidates `(gc_at, id)` with `gc_at <= now` from the GC index, the
-    /// earliest first: a merge of the 16 buckets, reading each a page at a time.
-    async fn gc_candidates(
+    /// A walk of the GC index's entries with `gc_at <= now`, the earliest first: a merge of
+    /// the 16 buckets, reading each `page` entries at a time.
+    async fn gc_scan(&self, now: Timestamp, page: usize) -> Result<GcScan, StoreError> {
+        let mut scan = GcScan {
+            cursors: GC_BUCKETS
+                .iter()
+                .map(|d| BucketCursor {
+                    bucket: gc_bucket_of(*d),
+                    buffered: VecDeque::new(),
+                    next: None,
+                    started: false,
+                })
+                .collect(),
+            page,
+        };
+        futures_util::future::try_join_all(
+            scan.cursors.iter_mut().map(|c| self.fill(c, now, page)),
+        )
+        .await?;
+        Ok(scan)
+    }
+
+    /// The scan's next `n` candidates `(gc_at, id)` (fewer once the index is exhausted).
+    async fn next_candidates(
         &self,
+        scan: &mut GcScan,
         now: Timestamp,
-        limit: usize,
+        n: usize,
     ) -> Result<Vec<(i64, ImageId)>, StoreError> {
-        let page = limit.clamp(1, GC_PAGE_MAX);
-        let mut cursors: Vec<BucketCursor> = GC_BUCKETS
-            .iter()
-            .map(|d| BucketCursor {
-                bucket: gc_bucket_of(*d),
-                buffered: VecDeque::new(),
-                next: None,
-                started: false,
-            })
-            .collect();
-        futures_util::future::try_join_all(cursors.iter_mut().map(|c| self.fill(c, now, page)))
-            .await?;
-        let mut out = Vec::with_capacity(limit.min(1024));
-        while out.len() < limit {
-            for c in cursors.iter_mut() {
+        let mut out = Vec::with_capacity(n.min(1024));
+        while out.len() < n {
+            for c in scan.cursors.iter_mut() {
                 if c.buffered.is_empty() && c.next.is_some() {
-                    self.fill(c, now, page).await?;
+                    self.fill(c, now, scan.page).await?;
                 }
             }
-            let earliest = cursors
+            let earliest = scan
+                .cursors
                 .iter()
                 .enumerate()
                 .filter_map(|(i, c)| c.buffered.front().map(|head| (head, i)))
                 .min()
                 .map(|(_, i)| i);
             match earliest
-                .and_then(|i| cursors.get_mut(i))
+                .and_then(|i| scan.cursors.get_mut(i))
                 .and_then(|c| c.buffered.pop_front())
             {
                 Some(candidate) => out.push(candidate),
@@ -458,13 +491,15 @@ impl ImageIndex for DynamoStore {
                 backoff(attempt - 2).await;
             }
             let outcome = match self.get_image(id).await? {
-                None => self.put_claim(id, now, claim_ttl).await?,
+                None => self.put_claim(id, now, claim_ttl, orphan_ttl).await?,
                 Some(seen) => match seen.state {
                     ImageState::Ready { .. } => self.refresh(&seen, now, orphan_ttl).await?,
                     ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
                         Some(Claim::InProgress { claim_expires_at })
                     }
-                    ImageState::Processing { .. } => self.take_over(&seen, now, claim_ttl).await?,
+                    ImageState::Processing { .. } => {
+                        self.take_over(&seen, now, claim_ttl, orphan_ttl).await?
+                    }
                 },
             };
             if let Some(claim) = outcome {
@@ -564,16 +599,25 @@ impl ImageIndex for DynamoStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let candidates = self.gc_candidates(now, limit).await?;
-        let ids: Vec<ImageId> = candidates.into_iter().map(|(_, id)| id).collect();
-        // The index is eventually consistent: only what a consistent read still finds expired
-        // is listed.
-        let mut records: Vec<ImageRecord> = self
-            .get_images(&ids)
-            .await?
-            .into_values()
-            .filter(|r| r.is_expired(now))
-            .collect();
+        let mut scan = self.gc_scan(now, limit.clamp(1, GC_PAGE_MAX)).await?;
+        let mut records: Vec<ImageRecord> = Vec::new();
+        while records.len() < limit {
+            let candidates = self
+                .next_candidates(&mut scan, now, limit - records.len())
+                .await?;
+            if candidates.is_empty() {
+                break;
+            }
+            let ids: Vec<ImageId> = candidates.into_iter().map(|(_, id)| id).collect();
+            // Entries are early (see the module doc) and the index is eventually consistent:
+            // only what a consistent read finds expired is listed; the walk goes on for more.
+            records.extend(
+                self.get_images(&ids)
+                    .await?
+                    .into_values()
+                    .filter(|r| r.is_expired(now)),
+            );
+        }
         records.sort_by(|a, b| (expiry_of(a), &a.id).cmp(&(expiry_of(b), &b.id)));
         Ok(records)
     }

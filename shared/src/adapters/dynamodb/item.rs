@@ -187,6 +187,14 @@ impl Expr {
         self
     }
 
+    /// `SET attr = if_not_exists(attr, value)`: sets it only where it is absent.
+    pub(crate) fn set_if_absent(&mut self, attr: &str, value: AttributeValue) -> &mut Self {
+        let (name, value) = (self.name(attr), self.value(value));
+        self.sets
+            .push(format!("{name} = if_not_exists({name}, {value})"));
+        self
+    }
+
     /// `SET attr = attr + delta`.
     pub(crate) fn add_to(&mut self, attr: &str, delta: i64) -> &mut Self {
         let (name, value) = (self.name(attr), self.value(n(delta)));
@@ -259,16 +267,17 @@ mod tests {
         let mut e = Expr::new();
         e.set("state", s("ready"))
             .add_to("link_count", 1)
+            .set_if_absent("gc_at", n(5))
             .remove("ttl");
         let cond = e.eq("state", s("processing"));
         let parts = e.finish();
         assert_eq!(
             parts.update.as_deref(),
-            Some("SET #n0 = :v0, #n1 = #n1 + :v1 REMOVE #n2")
+            Some("SET #n0 = :v0, #n1 = #n1 + :v1, #n2 = if_not_exists(#n2, :v2) REMOVE #n3")
         );
-        assert_eq!(cond, "#n0 = :v2");
-        assert_eq!(parts.names.unwrap().len(), 3);
-        assert_eq!(parts.values.unwrap().len(), 3);
+        assert_eq!(cond, "#n0 = :v3");
+        assert_eq!(parts.names.unwrap().len(), 4);
+        assert_eq!(parts.values.unwrap().len(), 4);
         assert!(Expr::new().finish().update.is_none());
     }
 
