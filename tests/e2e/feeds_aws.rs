@@ -1,7 +1,7 @@
 //! The feed path on the AWS adapters (S3, DynamoDB, SQS on the emulator `infra/test.sh`
 //! starts): a crawl request through the intake handler, fetch tasks through the tier queues
-//! and the fetch handler, the new photo through `incoming/` and the process handler, and the
-//! result on the results queue. Each function's handler gets its events as Lambda would
+//! and the fetch handler, the new photo through `fetched/`, the process queue and the process
+//! handler, and the result on the results queue. Each function's handler gets its events as Lambda would
 //! deliver them: messages received from the real queues.
 
 #![allow(clippy::unwrap_used)]
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 4] = ["fetch-0", "fetch-1", "fetch-2", "results"];
+const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
 
 /// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
 async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
@@ -60,18 +60,6 @@ async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
     event
 }
 
-/// An S3 notification of `incoming/{upload_id}`, as the bucket sends it to the process queue.
-fn notification(upload_id: &str) -> SqsEvent {
-    let record = json!({"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-        "s3": {"bucket": {"name": "files"}, "object": {"key": format!("incoming/{upload_id}")}}});
-    let mut message = SqsMessage::default();
-    message.message_id = Some(format!("n-{upload_id}"));
-    message.body = Some(json!({"Records": [record]}).to_string());
-    let mut event = SqsEvent::default();
-    event.records.push(message);
-    event
-}
-
 #[tokio::test]
 async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     let Some(config) = imgest_shared::testing::aws::sdk_config("feeds on aws").await else {
@@ -103,6 +91,8 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     let host = PartnerHost::start([
         ("/a.jpg", Route::photo(photo.clone())),
         ("/gone.jpg", Route::status(404)),
+        ("/b.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
+        ("/c.jpg", Route::photo(Bytes::from(sample("ladybird.jpg")))),
     ])
     .await
     .unwrap();
@@ -124,27 +114,36 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(host.requests(), 2);
 
-    // The new photo waits under incoming/ for the process function.
-    let incoming: Vec<String> = app
+    // The new photo waits under fetched/, and the process queue holds its message.
+    let fetched: Vec<String> = app
         .files()
         .await
         .into_iter()
-        .filter_map(|k| k.strip_prefix("incoming/").map(str::to_owned))
+        .filter(|k| k.starts_with("fetched/"))
         .collect();
-    assert_eq!(incoming.len(), 1, "{incoming:?}");
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
     let status = app.get("/v1/offers/aws-offer/photos").await;
     assert_eq!(
         status.status, 404,
         "not linked before the photo is processed"
     );
 
-    // A redelivered fetch task downloads nothing more and stores nothing more.
+    // A fetch task delivered again before the photo is processed downloads it again and hands
+    // it off again; it is still processed, linked and reported once.
     let again = handlers::fetch::handle(&crawler, tasks).await;
     assert!(again.batch_item_failures.is_empty(), "{again:?}");
-    assert_eq!(host.requests(), 2);
-
-    let response = handlers::process::handle(&crawler, notification(&incoming[0])).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(host.requests(), 3, "the 404 settled: only the photo again");
+    let work = take(&sqs, &urls["process"], 2).await;
+    for message in work.records {
+        let mut one = SqsEvent::default();
+        one.records.push(message);
+        let response = handlers::process::handle(&crawler, one).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    assert!(
+        !app.files().await.iter().any(|k| k.starts_with("fetched/")),
+        "the downloaded body is deleted once processed"
+    );
 
     let results = take(&sqs, &urls["results"], 1).await;
     let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
@@ -170,4 +169,38 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     );
     assert!(drain(&sqs, &urls["fetch-0"]).await.records.is_empty());
     take(&sqs, &urls["results"], 1).await;
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+
+    // Another offer: two new photos and the known one. The new ones are processed in one batch
+    // and settle the crawl together: one result, every photo linked in feed order.
+    let request = json!({"client_id": "acme", "offer_id": "aws-offer-2",
+        "urls": [host.url("/b.jpg"), host.url("/a.jpg"), host.url("/c.jpg")]});
+    let mut message = SqsMessage::default();
+    message.message_id = Some("intake-3".into());
+    message.body = Some(request.to_string());
+    let mut intake = SqsEvent::default();
+    intake.records.push(message);
+    let response = handlers::intake::handle(&crawler, intake).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let tasks = take(&sqs, &urls["fetch-0"], 2).await;
+    let response = handlers::fetch::handle(&crawler, tasks).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let work = take(&sqs, &urls["process"], 2).await;
+    let response = handlers::process::handle(&crawler, work).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    let ids: Vec<&str> = (0..3)
+        .map(|i| {
+            assert_eq!(result["photos"][i]["status"], "ok", "{result}");
+            result["photos"][i]["image_id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(ids[1], image_id.as_str());
+    let photos = app.get("/v1/offers/aws-offer-2/photos").await;
+    let linked: Vec<&str> = (0..3)
+        .map(|i| photos.json["photos"][i]["image_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(linked, ids);
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
 }

@@ -11,8 +11,8 @@ pub const SHARD_COUNT: usize = 256;
 /// Where presigned uploads land.
 pub const INCOMING_PREFIX: &str = "incoming/";
 
-/// How the name of a downloaded body under `incoming/` starts (upload ids are plain hex).
-const DOWNLOAD_PREFIX: &str = "url-";
+/// Where downloaded bodies wait for the process function.
+pub const FETCHED_PREFIX: &str = "fetched/";
 
 /// Every shard prefix, in order.
 pub fn shard_prefixes() -> impl Iterator<Item = String> {
@@ -67,17 +67,11 @@ impl BlobKey {
     }
 
     /// Where a body a fetch function downloaded waits for the process function:
-    /// `incoming/url-{url_hash}` (one download of a URL runs at a time, so its URL names it).
-    /// `None` if the hash has characters a key may not.
-    pub fn incoming_download(url_hash: &str) -> Option<Self> {
-        Self::parse(&format!("{INCOMING_PREFIX}{DOWNLOAD_PREFIX}{url_hash}"))
-    }
-
-    /// The URL hash an `incoming/url-…` key names (not checked: the feed parses it).
-    pub fn incoming_download_hash(&self) -> Option<&str> {
-        self.0
-            .strip_prefix(INCOMING_PREFIX)
-            .and_then(|name| name.strip_prefix(DOWNLOAD_PREFIX))
+    /// `fetched/{url_hash}` (one download of a URL runs at a time, so its URL names it; outside
+    /// `incoming/`, whose objects the storage notifies the process function of). `None` if the
+    /// hash has characters a key may not.
+    pub fn fetched(url_hash: &str) -> Option<Self> {
+        Self::parse(&format!("{FETCHED_PREFIX}{url_hash}"))
     }
 
     /// The prefix under which all files of one generation of an image live (ends with `/`).
@@ -159,15 +153,12 @@ mod tests {
     }
 
     #[test]
-    fn uploads_and_downloads_under_incoming_are_told_apart() {
+    fn downloads_wait_outside_incoming_and_the_shards() {
         let hash = "0cc175b9c0f1b6a831c399e269772661";
-        let download = BlobKey::incoming_download(hash).unwrap();
-        assert_eq!(download.as_str(), format!("incoming/url-{hash}"));
-        assert_eq!(download.incoming_download_hash(), Some(hash));
+        let download = BlobKey::fetched(hash).unwrap();
+        assert_eq!(download.as_str(), format!("fetched/{hash}"));
         assert_eq!(download.incoming_upload(), None);
-        let upload = BlobKey::incoming(&UploadId::parse(hash).unwrap());
-        assert_eq!(upload.incoming_download_hash(), None);
-        assert!(upload.incoming_upload().is_some());
-        assert_eq!(BlobKey::incoming_download("a b"), None);
+        assert_eq!(download.image_part(), None);
+        assert_eq!(BlobKey::fetched("a b"), None);
     }
 }

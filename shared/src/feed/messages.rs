@@ -1,6 +1,6 @@
 //! The feed's wire formats: the crawl request (`POST /v1/crawl` and the intake queue), the
-//! fetch task (one per URL download, on the tier queues) and the crawl result (the results
-//! queue and `GET /v1/offers/{id}/crawl`).
+//! fetch task (one per URL download, on the tier queues), the downloaded photo (AWS: on the
+//! process queue) and the crawl result (the results queue and `GET /v1/offers/{id}/crawl`).
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,26 @@ pub struct FetchTask {
     pub tier: usize,
     /// Downloads tried so far for this crawl of the URL (0 for the first).
     pub attempt: u32,
+}
+
+/// A downloaded photo waiting under `fetched/{url_hash}` for the process function (AWS): the
+/// fetch function sends it to the process queue, as `{"downloaded": {...}}`, with what settling
+/// the URL needs besides the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownloadedPhoto {
+    pub url_hash: UrlHash,
+    /// Downloads tried for this crawl of the URL, this one included.
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+}
+
+/// A process queue message that is not a storage notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMessage {
+    pub downloaded: DownloadedPhoto,
 }
 
 /// What happened to one URL of an offer.

@@ -63,7 +63,7 @@ const SAMPLES: [&[u8]; 5] = [
 /// Lambda's SQS trigger batch sizes, as in `template.yaml`.
 const INTAKE_BATCH: i32 = 10;
 const FETCH_BATCH: i32 = 10;
-const PROCESS_BATCH: i32 = 5;
+const PROCESS_BATCH: i32 = 10;
 /// The gc function's DynamoDB stream batch size.
 const GC_BATCH: usize = 100;
 
@@ -161,7 +161,7 @@ async fn drive(
     );
 
     let data_dir = std::env::temp_dir();
-    let queues = ["fetch-0", "fetch-1", "fetch-2", "results"]
+    let queues = ["fetch-0", "fetch-1", "fetch-2", "results", "process"]
         .iter()
         .map(|q| format!("{q}={}", names.queues[*q]))
         .collect::<Vec<_>>()
@@ -232,17 +232,7 @@ async fn drive(
     })
     .await?;
     tally.enter(&Scenario::New.stage("process"));
-    // S3 notifies the process queue of each new object under incoming/ (one message each,
-    // billed as an SQS request).
-    for key in direct.incoming_keys(&names.bucket).await? {
-        let record = json!({"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-            "s3": {"bucket": {"name": names.bucket}, "object": {"key": key}}});
-        sqs.send_message()
-            .queue_url(&names.queues["process"])
-            .message_body(json!({"Records": [record]}).to_string())
-            .send()
-            .await?;
-    }
+    // The fetch function sent each new photo to the process queue.
     measured(
         tally,
         lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
@@ -610,7 +600,7 @@ impl Resources {
 }
 
 /// Clients straight to the emulator, for what is not billed: setting up, looking at queue
-/// depths, and what AWS does for free (S3 notifications' sources, TTL deletes).
+/// depths, and what AWS does for free (TTL deletes).
 struct Direct {
     s3: aws_sdk_s3::Client,
     dynamodb: aws_sdk_dynamodb::Client,
@@ -660,22 +650,6 @@ impl Direct {
             .send()
             .await?;
         Ok(())
-    }
-
-    async fn incoming_keys(&self, bucket: &str) -> Result<Vec<String>> {
-        let listed = self
-            .s3
-            .list_objects_v2()
-            .bucket(bucket)
-            .prefix("incoming/")
-            .send()
-            .await?;
-        Ok(listed
-            .contents
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|o| o.key)
-            .collect())
     }
 
     /// Does what DynamoDB's TTL deleter does to orphaned image records (for free): deletes

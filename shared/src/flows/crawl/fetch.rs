@@ -8,19 +8,27 @@ use bytes::Bytes;
 use tracing::{debug, info};
 
 use super::metrics::add;
-use super::records::{self, Change, Handoff, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
+use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
-use crate::domain::{BlobKey, ImageId, ImageState};
+use crate::domain::{BlobKey, ImageId, ImageState, Timestamp};
 use crate::feed::backoff::{recheck_after, retry_delay};
-use crate::feed::messages::{FetchTask, PhotoError, PhotoStatus};
+use crate::feed::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
 use crate::feed::{Download, FetchError, Fetched, Validator};
 use crate::feed::{FailureClass, FeedErrorKind, Observation, UrlHash};
 use crate::flows::FlowError;
 use crate::pipeline::PipelineError;
-use crate::ports::StoreError;
+use crate::ports::OutgoingMessage;
+
+/// A URL's record with its outcome, ready to write; see [`Crawler::record_outcome`].
+pub(super) struct Finished {
+    pub record: UrlRecord,
+    pub status: PhotoStatus,
+    pub waiters: Vec<Waiter>,
+}
 
 /// How a URL ended, before it is written down.
-enum Settlement {
+#[derive(Clone)]
+pub(super) enum Settlement {
     Ok {
         image_id: ImageId,
         validators: Option<Validators>,
@@ -42,13 +50,8 @@ impl Crawler {
         else {
             return Ok(());
         };
-        let Some(lease) = &record.fetch else {
+        if record.fetch.is_none() {
             // Settled already (a redelivered task).
-            return Ok(());
-        };
-        // Downloaded and handed off already: the process function settles it, unless the body
-        // never reached storage (a crash between the record and the put); then download again.
-        if lease.handoff.is_some() && self.download_waits(&task.url_hash).await? {
             return Ok(());
         }
         let Ok(url) = url::Url::parse(&task.url) else {
@@ -223,7 +226,7 @@ impl Crawler {
         }
     }
 
-    async fn process_inline(
+    pub(super) async fn process_inline(
         &self,
         image_id: ImageId,
         bytes: Bytes,
@@ -253,8 +256,11 @@ impl Crawler {
         }
     }
 
-    /// AWS: a known photo settles at once; a new one is stored under `incoming/url-{hash}` for
-    /// the process function, which calls [`process_download`](Self::process_download).
+    /// AWS: a known photo settles at once; a new one is stored under `fetched/{url_hash}` and
+    /// sent to the process function, which calls [`process_download`](Self::process_download)
+    /// and [`settle_downloads`](Self::settle_downloads).
+    /// A redelivered task downloads again (SQS redelivers only what failed, and duplicates are
+    /// rare): the photo is still processed and settled once.
     async fn hand_off(
         &self,
         task: &FetchTask,
@@ -273,36 +279,6 @@ impl Crawler {
             };
             return self.finish_url(&task.url_hash, settlement).await;
         }
-        let now = self.now();
-        let handoff = Handoff {
-            attempts,
-            etag: validators.etag,
-            last_modified: validators.last_modified,
-        };
-        // The record first: the storage notification may reach the process function before
-        // the put returns, and it settles the URL with what the record says.
-        let leased = self
-            .update_record(
-                URL_KIND,
-                task.url_hash.as_str(),
-                now,
-                |record: Option<UrlRecord>| {
-                    Ok(match record {
-                        Some(mut r) if r.fetch.is_some() => {
-                            if let Some(lease) = r.fetch.as_mut() {
-                                lease.handoff = Some(handoff.clone());
-                            }
-                            Change::Write(r, true)
-                        }
-                        // Settled meanwhile (a duplicate task finished first).
-                        _ => Change::Keep(false),
-                    })
-                },
-            )
-            .await?;
-        if !leased {
-            return Ok(());
-        }
         ports
             .blobs
             .put(
@@ -311,54 +287,28 @@ impl Crawler {
                 "application/octet-stream",
             )
             .await?;
+        let message = ProcessMessage {
+            downloaded: DownloadedPhoto {
+                url_hash: task.url_hash.clone(),
+                attempts,
+                etag: validators.etag,
+                last_modified: validators.last_modified,
+            },
+        };
+        let body = serde_json::to_string(&message)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a process message: {e}")))?;
+        self.sends
+            .send(
+                ports.messages.as_ref(),
+                super::PROCESS_QUEUE,
+                OutgoingMessage {
+                    body,
+                    delay: Duration::ZERO,
+                },
+            )
+            .await?;
         add(&self.metrics.photos_new, 1);
         info!(url_hash = %task.url_hash, "download handed to the process function");
-        Ok(())
-    }
-
-    /// Whether the URL's handed-off body is in storage, waiting for the process function.
-    async fn download_waits(&self, hash: &UrlHash) -> Result<bool, FlowError> {
-        let key = download_key(hash)?;
-        let page = self
-            .service
-            .ports()
-            .blobs
-            .list(key.as_str(), None, 1)
-            .await?;
-        Ok(page.blobs.iter().any(|b| b.key == key))
-    }
-
-    /// The process function's part of a download (AWS): processes the body waiting under
-    /// `incoming/url-{hash}`, settles the URL with the outcome, and deletes the body.
-    /// Idempotent: a redelivered notification whose body is gone does nothing.
-    pub async fn process_download(&self, hash: &UrlHash) -> Result<(), FlowError> {
-        let ports = self.service.ports();
-        let key = download_key(hash)?;
-        let bytes = match ports.blobs.get(&key).await {
-            Ok(bytes) => bytes,
-            Err(StoreError::NotFound(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let now = self.now();
-        let records = ports.records.as_ref();
-        let (record, _) =
-            records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
-        let handoff = record
-            .and_then(|r| r.fetch)
-            .and_then(|lease| lease.handoff)
-            .unwrap_or_default();
-        let image_id = ImageId::of_bytes(&bytes);
-        let validators = Validators {
-            image_id: image_id.clone(),
-            etag: handoff.etag,
-            last_modified: handoff.last_modified,
-        };
-        let settlement = self
-            .process_inline(image_id, bytes, validators, handoff.attempts)
-            .await?;
-        self.finish_url(hash, settlement).await?;
-        // Settled: the body is no longer needed (the original is kept under the image's key).
-        ports.blobs.delete(&[key]).await?;
         Ok(())
     }
 
@@ -368,66 +318,102 @@ impl Crawler {
     /// the outcome. A crawl that joins meanwhile makes that write conflict and is settled in
     /// the next round; settling twice changes nothing, and a crash before the write leaves
     /// the download running, so the redelivered task settles everyone again.
-    async fn finish_url(&self, hash: &UrlHash, settlement: Settlement) -> Result<(), FlowError> {
+    pub(super) async fn finish_url(
+        &self,
+        hash: &UrlHash,
+        settlement: Settlement,
+    ) -> Result<(), FlowError> {
         let records = self.service.ports().records.as_ref();
-        let recheck_base = self.settings.recheck_base;
         for _ in 0..records::MAX_ROUNDS {
             let now = self.now();
             let (record, version) =
                 records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
-            let mut record = record.unwrap_or_default();
-            let outcome = match &settlement {
-                Settlement::Ok {
-                    image_id,
-                    validators,
-                } => {
-                    record.permanent_failures = 0;
-                    if validators.is_some() {
-                        record.validators = validators.clone();
-                    }
-                    UrlOutcome::Ok {
-                        image_id: image_id.clone(),
-                        at: now,
-                    }
-                }
-                Settlement::Failed { error } => {
-                    let recheck_at = (error.kind.class() == FailureClass::Permanent).then(|| {
-                        record.permanent_failures += 1;
-                        now.plus(recheck_after(record.permanent_failures, recheck_base))
-                    });
-                    UrlOutcome::Failed {
-                        error: error.clone().with_next_check(recheck_at),
-                        at: now,
-                        recheck_at,
-                    }
-                }
-            };
-            let status = status_of(&outcome);
-            record.last = Some(outcome);
-            record.fetch = None;
-            let waiters = std::mem::take(&mut record.waiters);
-            self.settle_waiters(hash, &waiters, &status).await?;
-            let expires_at = self.retention(now);
-            if records::put(
-                records,
-                URL_KIND,
-                hash.as_str(),
-                &record,
-                version,
-                expires_at,
-                now,
-            )
-            .await?
-            {
-                if let PhotoStatus::Failed { error } = &status {
-                    add(&self.metrics.urls_failed, 1);
-                    info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
-                }
+            let finished = self.record_outcome(record, &settlement, now);
+            self.settle_waiters(hash, &finished.waiters, &finished.status)
+                .await?;
+            if self.write_finished(hash, &finished, version, now).await? {
                 return Ok(());
             }
             tokio::task::yield_now().await;
         }
         Err(records::too_many_rounds(URL_KIND, hash.as_str()))
+    }
+
+    /// The URL's record with `settlement` recorded and its download ended, and the crawls that
+    /// waited for it (taken off the record: they are told before it is written).
+    pub(super) fn record_outcome(
+        &self,
+        record: Option<UrlRecord>,
+        settlement: &Settlement,
+        now: Timestamp,
+    ) -> Finished {
+        let mut record = record.unwrap_or_default();
+        let outcome = match settlement {
+            Settlement::Ok {
+                image_id,
+                validators,
+            } => {
+                record.permanent_failures = 0;
+                if validators.is_some() {
+                    record.validators = validators.clone();
+                }
+                UrlOutcome::Ok {
+                    image_id: image_id.clone(),
+                    at: now,
+                }
+            }
+            Settlement::Failed { error } => {
+                let recheck_at = (error.kind.class() == FailureClass::Permanent).then(|| {
+                    record.permanent_failures += 1;
+                    now.plus(recheck_after(
+                        record.permanent_failures,
+                        self.settings.recheck_base,
+                    ))
+                });
+                UrlOutcome::Failed {
+                    error: error.clone().with_next_check(recheck_at),
+                    at: now,
+                    recheck_at,
+                }
+            }
+        };
+        let status = status_of(&outcome);
+        record.last = Some(outcome);
+        record.fetch = None;
+        let waiters = std::mem::take(&mut record.waiters);
+        Finished {
+            record,
+            status,
+            waiters,
+        }
+    }
+
+    /// Writes a finished URL's record if it is still at `version`; `false` if it changed (a
+    /// crawl joined meanwhile, and has not been told).
+    pub(super) async fn write_finished(
+        &self,
+        hash: &UrlHash,
+        finished: &Finished,
+        version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<bool, FlowError> {
+        let records = self.service.ports().records.as_ref();
+        let expires_at = self.retention(now);
+        let written = records::put(
+            records,
+            URL_KIND,
+            hash.as_str(),
+            &finished.record,
+            version,
+            expires_at,
+            now,
+        )
+        .await?;
+        if written && let PhotoStatus::Failed { error } = &finished.status {
+            add(&self.metrics.urls_failed, 1);
+            info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
+        }
+        Ok(written)
     }
 
     /// Settles each waiting crawl with the URL's `status`.
@@ -450,8 +436,8 @@ impl Crawler {
 }
 
 /// Where a downloaded body waits for the process function.
-fn download_key(hash: &UrlHash) -> Result<BlobKey, FlowError> {
-    BlobKey::incoming_download(hash.as_str())
+pub(super) fn download_key(hash: &UrlHash) -> Result<BlobKey, FlowError> {
+    BlobKey::fetched(hash.as_str())
         .ok_or_else(|| FlowError::Internal(format!("URL hash {hash} makes no storage key")))
 }
 

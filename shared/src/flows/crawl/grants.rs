@@ -1,31 +1,23 @@
 //! Rate-limit permits asked for together. The downloads of one SQS batch (or of a local
 //! pool) start at about the same moment, mostly for the same client; each asking the shared
 //! limiter on its own costs one conditional write per download, and the writes contend for
-//! the same item (losers re-read and write again). Here the first asker waits a moment
-//! ([`GATHER`]), then asks once for everyone who joined, and shares out what it got.
+//! the same item (losers re-read and write again). Here they are gathered
+//! ([`Gather`](super::gather::Gather)): one request for everyone who asked within a moment,
+//! shared out.
 //!
 //! The limits are the limiter's: the grants are recorded at the moment of the one request and
 //! each download leaves right after it, as it would have on its own.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
+use super::gather::{Gather, abandoned, same_kind};
 use crate::domain::Timestamp;
 use crate::ports::{Grant, RateLimiter, StoreError};
-
-/// How long the first asker waits for others to join: short against a download, long enough
-/// for a batch's downloads whose records were read in the same few milliseconds.
-pub(super) const GATHER: Duration = Duration::from_millis(10);
-
-type Waiter = oneshot::Sender<Result<Grant, StoreError>>;
 
 /// Askers waiting for a client's shared request, by client.
 #[derive(Default)]
 pub(super) struct GrantBatcher {
-    pending: Mutex<HashMap<String, Vec<Waiter>>>,
+    gather: Gather<(), Result<Grant, StoreError>>,
 }
 
 /// What a rate-limit request needs besides the client.
@@ -37,118 +29,44 @@ pub(super) struct Limit<'a> {
 
 impl GrantBatcher {
     /// One permit for `client` (or none, with when to come back), asked for together with
-    /// every other caller for the same client within [`GATHER`]; `now` is read when the shared
-    /// request is made.
+    /// every other caller for the same client within [`GATHER`](super::gather::GATHER); `now`
+    /// is read when the shared request is made.
     pub async fn acquire(
         &self,
         client: &str,
         limit: Limit<'_>,
         now: impl Fn() -> Timestamp,
     ) -> Result<Grant, StoreError> {
-        let (tx, rx) = oneshot::channel();
-        let leads = {
-            let mut pending = self.lock();
-            let waiters = pending.entry(client.to_owned()).or_default();
-            waiters.push(tx);
-            waiters.len() == 1
-        };
-        if leads {
-            // Whatever happens to this call, later callers must not join a request nobody makes.
-            let guard = Leader {
-                batcher: self,
-                client,
-                taken: false,
-            };
-            tokio::time::sleep(GATHER).await;
-            let waiters = guard.take();
-            let wanted = u32::try_from(waiters.len()).unwrap_or(u32::MAX);
-            let result = limit
-                .limiter
-                .acquire(client, wanted, limit.limit, limit.window, now())
-                .await;
-            share(waiters, result);
-        }
-        rx.await.unwrap_or_else(|_| {
-            Err(StoreError::Unavailable {
-                message: "the shared rate-limit request was abandoned".into(),
-                source: None,
+        self.gather
+            .ask(client, (), |asks| async move {
+                let wanted = u32::try_from(asks.len()).unwrap_or(u32::MAX);
+                let result = limit
+                    .limiter
+                    .acquire(client, wanted, limit.limit, limit.window, now())
+                    .await;
+                share(asks.len(), result)
             })
+            .await
+            .unwrap_or_else(|| Err(abandoned("rate-limit request")))
+    }
+}
+
+/// For `asks` askers: the first `granted` get a permit each and the rest the limiter's retry
+/// time.
+fn share(asks: usize, result: Result<Grant, StoreError>) -> Vec<Result<Grant, StoreError>> {
+    (0..asks)
+        .map(|i| match &result {
+            Ok(grant) if (i as u64) < u64::from(grant.granted) => Ok(Grant {
+                granted: 1,
+                retry_at: None,
+            }),
+            Ok(grant) => Ok(Grant {
+                granted: 0,
+                retry_at: grant.retry_at,
+            }),
+            Err(e) => Err(same_kind("rate-limit request", e)),
         })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Waiter>>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The first asker's hold on its client's entry: taking the waiters (or being dropped)
-/// closes the entry, so the next caller starts a new request.
-struct Leader<'a> {
-    batcher: &'a GrantBatcher,
-    client: &'a str,
-    taken: bool,
-}
-
-impl Leader<'_> {
-    /// Closes the entry and returns its waiters. Once taken, the client's entry belongs to the
-    /// next request, which this one must never touch again.
-    fn take(mut self) -> Vec<Waiter> {
-        self.taken = true;
-        self.batcher.lock().remove(self.client).unwrap_or_default()
-    }
-}
-
-impl Drop for Leader<'_> {
-    fn drop(&mut self) {
-        if !self.taken {
-            // Dropping the senders tells the waiters the request was abandoned.
-            self.batcher.lock().remove(self.client);
-        }
-    }
-}
-
-/// Gives the first `granted` waiters a permit each and the rest the limiter's retry time.
-fn share(waiters: Vec<Waiter>, result: Result<Grant, StoreError>) {
-    match result {
-        Ok(grant) => {
-            for (i, waiter) in waiters.into_iter().enumerate() {
-                let one = if (i as u64) < u64::from(grant.granted) {
-                    Grant {
-                        granted: 1,
-                        retry_at: None,
-                    }
-                } else {
-                    Grant {
-                        granted: 0,
-                        retry_at: grant.retry_at,
-                    }
-                };
-                let _ = waiter.send(Ok(one));
-            }
-        }
-        Err(e) => {
-            for waiter in waiters {
-                let _ = waiter.send(Err(same_kind(&e)));
-            }
-        }
-    }
-}
-
-/// An error of the same kind (and so the same retry decision) for each waiter.
-fn same_kind(e: &StoreError) -> StoreError {
-    let message = format!("rate-limit request: {e}");
-    match e {
-        StoreError::NotFound(_) => StoreError::NotFound(message),
-        StoreError::Conflict(_) => StoreError::Conflict(message),
-        StoreError::Unavailable { .. } => StoreError::Unavailable {
-            message,
-            source: None,
-        },
-        StoreError::Backend { .. } => StoreError::Backend {
-            message,
-            source: None,
-        },
-    }
+        .collect()
 }
 
 #[cfg(test)]

@@ -128,18 +128,23 @@ impl Crawler {
             offer_id: request.offer_id.clone(),
             crawl_id: crawl_id.clone(),
         };
-        let mut settled = HashMap::new();
         let mut seen = std::collections::HashSet::new();
-        for url in parsed.iter().filter_map(|(_, url)| url.as_ref()) {
-            if !seen.insert(url.hash()) {
-                continue;
-            }
-            match self.join(url, &request.client_id, &waiter, now).await? {
-                Joined::Settled(status) => {
-                    add(&self.metrics.urls_from_cache, 1);
-                    settled.insert(url.hash(), status);
-                }
-                Joined::Waiting => {}
+        let urls: Vec<&NormalizedUrl> = parsed
+            .iter()
+            .filter_map(|(_, url)| url.as_ref())
+            .filter(|url| seen.insert(url.hash()))
+            .collect();
+        // Together: the fetch tasks of the URLs that start a download go out in one send.
+        let joined = futures_util::future::try_join_all(
+            urls.iter()
+                .map(|url| self.join(url, &request.client_id, &waiter, now)),
+        )
+        .await?;
+        let mut settled = HashMap::new();
+        for (url, joined) in urls.iter().zip(joined) {
+            if let Joined::Settled(status) = joined {
+                add(&self.metrics.urls_from_cache, 1);
+                settled.insert(url.hash(), status);
             }
         }
         self.settle(&request.offer_id, &crawl_id, &settled).await
@@ -207,7 +212,6 @@ impl Crawler {
                 record.fetch = Some(FetchLease {
                     client_id: client.clone(),
                     until: now.plus(FETCH_LEASE),
-                    handoff: None,
                 });
                 Ok(Change::Write(record, Some(Joined::Waiting)))
             })
@@ -259,12 +263,11 @@ impl Crawler {
     ) -> Result<(), FlowError> {
         let body = serde_json::to_string(task)
             .map_err(|e| FlowError::Internal(format!("cannot encode a fetch task: {e}")))?;
-        self.service
-            .ports()
-            .messages
+        self.sends
             .send(
+                self.service.ports().messages.as_ref(),
                 &super::tier_queue(task.tier),
-                &[OutgoingMessage { body, delay }],
+                OutgoingMessage { body, delay },
             )
             .await?;
         Ok(())

@@ -14,12 +14,15 @@
 //! Every step is idempotent: queues deliver at least once, and a crash anywhere is repaired
 //! by the redelivery of the task that was running.
 
+mod downloads;
 mod fetch;
+mod gather;
 mod grants;
 mod intake;
 mod metrics;
 mod pacer;
 mod records;
+mod sends;
 mod settle;
 
 use std::sync::Arc;
@@ -28,11 +31,15 @@ use crate::feed::{FeedSettings, HostLimits, TierRouter};
 use crate::feed::{FetchConfig, Fetcher};
 use crate::flows::{FlowError, Service};
 
+pub use self::downloads::ProcessedDownload;
 pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
 use self::pacer::Pacer;
 
 /// The queue results are sent to.
 pub const RESULTS_QUEUE: &str = "results";
+
+/// The queue downloaded photos are sent to (AWS: the process function's).
+pub const PROCESS_QUEUE: &str = "process";
 
 /// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
 pub fn tier_queue(tier: usize) -> String {
@@ -44,8 +51,8 @@ pub fn tier_queue(tier: usize) -> String {
 pub enum Processing {
     /// In the downloading process (the local runner: one process does everything).
     Inline,
-    /// Stored under `incoming/` for the process function (AWS: resizing is CPU-bound and stays
-    /// out of the IO-bound fetch functions).
+    /// Stored under `fetched/` and sent to the process function (AWS: resizing is CPU-bound and
+    /// stays out of the IO-bound fetch functions).
     Handoff,
 }
 
@@ -58,6 +65,7 @@ pub struct Crawler {
     hosts: Arc<HostLimits>,
     pacer: Pacer,
     grants: grants::GrantBatcher,
+    sends: sends::SendBatcher,
     processing: Processing,
     metrics: CrawlMetrics,
 }
@@ -83,6 +91,7 @@ impl Crawler {
             settings,
             pacer: Pacer::default(),
             grants: grants::GrantBatcher::default(),
+            sends: sends::SendBatcher::default(),
             processing,
             metrics: CrawlMetrics::default(),
         })

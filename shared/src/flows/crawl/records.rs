@@ -58,20 +58,6 @@ pub(super) enum UrlOutcome {
 pub(super) struct FetchLease {
     pub client_id: ClientId,
     pub until: Timestamp,
-    /// The body was downloaded and waits under `incoming/` for the process function (AWS),
-    /// which settles the URL: a redelivered fetch task does not download it again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff: Option<Handoff>,
-}
-
-/// What settling a handed-off download needs besides the body.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Handoff {
-    pub attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etag: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_modified: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

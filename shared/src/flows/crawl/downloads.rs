@@ -1,0 +1,97 @@
+//! The process function's part of a feed download (AWS): the bodies the fetch functions left
+//! under `fetched/` are processed one by one, then their URLs are settled together, so that a
+//! batch holding several photos of one offer updates that offer's crawl once, not once per
+//! photo.
+
+use std::collections::HashMap;
+
+use futures_util::future::try_join_all;
+
+use super::Crawler;
+use super::fetch::{Settlement, download_key};
+use super::records::{self, URL_KIND, UrlRecord, Validators};
+use crate::domain::{BlobKey, ImageId, OfferId};
+use crate::feed::UrlHash;
+use crate::feed::messages::{DownloadedPhoto, PhotoStatus};
+use crate::flows::FlowError;
+use crate::ports::StoreError;
+
+/// A processed download whose URL is still to be settled.
+pub struct ProcessedDownload {
+    hash: UrlHash,
+    settlement: Settlement,
+    body: BlobKey,
+}
+
+impl Crawler {
+    /// Processes the body waiting under `fetched/{url_hash}` (a photo, or a failure for a body
+    /// that is none); `None` if the body is gone (a redelivered message: processed and settled
+    /// before). Settle the result with [`settle_downloads`](Self::settle_downloads).
+    pub async fn process_download(
+        &self,
+        photo: DownloadedPhoto,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let body = download_key(&photo.url_hash)?;
+        let bytes = match self.service.ports().blobs.get(&body).await {
+            Ok(bytes) => bytes,
+            Err(StoreError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let image_id = ImageId::of_bytes(&bytes);
+        let validators = Validators {
+            image_id: image_id.clone(),
+            etag: photo.etag,
+            last_modified: photo.last_modified,
+        };
+        let settlement = self
+            .process_inline(image_id, bytes, validators, photo.attempts)
+            .await?;
+        Ok(Some(ProcessedDownload {
+            hash: photo.url_hash,
+            settlement,
+            body,
+        }))
+    }
+
+    /// Records each URL's outcome, settles every waiting crawl with all of its URLs' outcomes
+    /// at once, and deletes the bodies. As for one URL, the crawls are told before the URL
+    /// records are written (conditionally on the versions read); a URL whose record changed
+    /// meanwhile is settled again on its own. Idempotent.
+    pub async fn settle_downloads(&self, done: Vec<ProcessedDownload>) -> Result<(), FlowError> {
+        let records = self.service.ports().records.as_ref();
+        let now = self.now();
+        let finished = try_join_all(done.iter().map(|d| async move {
+            let (record, version) =
+                records::read_versioned::<UrlRecord>(records, URL_KIND, d.hash.as_str(), now)
+                    .await?;
+            Ok::<_, FlowError>((self.record_outcome(record, &d.settlement, now), version))
+        }))
+        .await?;
+
+        let mut crawls: HashMap<(&OfferId, &str), HashMap<UrlHash, PhotoStatus>> = HashMap::new();
+        for (d, (f, _)) in done.iter().zip(&finished) {
+            for waiter in &f.waiters {
+                crawls
+                    .entry((&waiter.offer_id, waiter.crawl_id.as_str()))
+                    .or_default()
+                    .insert(d.hash.clone(), f.status.clone());
+            }
+        }
+        try_join_all(
+            crawls
+                .iter()
+                .map(|((offer, crawl_id), outcomes)| self.settle(offer, crawl_id, outcomes)),
+        )
+        .await?;
+
+        for (d, (f, version)) in done.iter().zip(&finished) {
+            if !self.write_finished(&d.hash, f, *version, now).await? {
+                self.finish_url(&d.hash, d.settlement.clone()).await?;
+            }
+        }
+        // Settled: the bodies are no longer needed (each original is kept under its image).
+        let bodies: Vec<BlobKey> = done.into_iter().map(|d| d.body).collect();
+        self.service.ports().blobs.delete(&bodies).await?;
+        Ok(())
+    }
+}
