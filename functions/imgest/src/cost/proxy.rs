@@ -341,20 +341,30 @@ fn key_of(item: &Value) -> Value {
     )
 }
 
-/// The garbage-collection index's key (see the DynamoDB adapter's schema; projection ALL).
+/// The garbage-collection index's key (see the DynamoDB adapter's schema; projection
+/// KEYS_ONLY).
 const INDEX_KEY: [&str; 2] = ["gc_bucket", "gc_at"];
+/// The table's key, which every index entry projects too.
+const TABLE_KEY: [&str; 2] = ["pk", "sk"];
 
 /// Write units the index consumes when an item changes from `before` to `after`: an entry
-/// put, deleted, or both when its key changes; the whole item is projected.
+/// put, deleted, or both when its key changes. Only keys are projected, so a change of any
+/// other attribute writes nothing to the index.
 fn index_write_units(before: Option<&Value>, after: Option<&Value>) -> f64 {
     fn entry(item: Option<&Value>) -> Option<&Value> {
         item.filter(|i| INDEX_KEY.iter().all(|k| i.get(*k).is_some()))
     }
     let key = |i: &Value| INDEX_KEY.map(|k| i[k].clone());
-    let units = |i: &Value| write_units(0, item_size(i));
+    let units = |i: &Value| {
+        let projected: serde_json::Map<String, Value> = INDEX_KEY
+            .iter()
+            .chain(&TABLE_KEY)
+            .filter_map(|k| i.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+            .collect();
+        write_units(0, item_size(&Value::Object(projected)))
+    };
     match (entry(before), entry(after)) {
         (Some(b), Some(a)) if key(b) != key(a) => units(b) + units(a),
-        (Some(b), Some(a)) if b != a => write_units(item_size(b), item_size(a)),
         (Some(_), Some(_)) | (None, None) => 0.0,
         (Some(b), None) => units(b),
         (None, Some(a)) => units(a),
@@ -471,5 +481,33 @@ fn s3_class(method: &str, path: &str) -> (&'static str, S3Class) {
         "HEAD" => ("HEAD", S3Class::Get),
         "DELETE" => ("DELETE", S3Class::Free),
         _ => ("other", S3Class::Get),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_keys_only_index_is_written_when_an_entry_comes_goes_or_moves() {
+        let claim = json!({"pk": {"S": "image#a"}, "sk": {"S": "image"}, "state": {"S": "processing"},
+            "gc_bucket": {"S": "gc#a"}, "gc_at": {"N": "10"}});
+        let mut ready = claim.clone();
+        ready["state"] = json!({"S": "ready"});
+        ready["variants"] = json!({"S": "x".repeat(3000)});
+        let mut moved = ready.clone();
+        moved["gc_at"] = json!({"N": "20"});
+        let mut linked = ready.clone();
+        if let Some(item) = linked.as_object_mut() {
+            item.remove("gc_bucket");
+            item.remove("gc_at");
+        }
+        assert_eq!(index_write_units(None, Some(&claim)), 1.0);
+        assert_eq!(index_write_units(Some(&claim), Some(&ready)), 0.0);
+        assert_eq!(index_write_units(Some(&ready), Some(&moved)), 2.0);
+        assert_eq!(index_write_units(Some(&ready), Some(&linked)), 1.0);
+        assert_eq!(index_write_units(Some(&linked), Some(&linked)), 0.0);
     }
 }

@@ -5,9 +5,11 @@
 //! - TTL on `ttl` (N, epoch seconds);
 //! - stream with view type `OLD_IMAGE` (TTL deletions of image records carry the generation
 //!   whose files are to be deleted);
-//! - GSI `gc-index`: `gc_bucket` (S, HASH) + `gc_at` (N, RANGE, ms), projection ALL. Sparse:
-//!   only garbage-collection candidates carry both attributes (an unlinked ready image,
-//!   `gc_at` = its expiry; a processing claim, `gc_at` = the claim's expiry).
+//! - GSI `gc-index`: `gc_bucket` (S, HASH) + `gc_at` (N, RANGE, ms), projection KEYS_ONLY
+//!   (GC reads each candidate's record again anyway, and an entry that projects nothing else
+//!   is not rewritten when the record changes: DynamoDB bills those index writes). Sparse:
+//!   only garbage-collection candidates carry both attributes (processing claims and unlinked
+//!   ready images; `gc_at` is never later than their expiry, see the images adapter).
 //!   `gc_bucket` = `"gc#"` + the image id's first hex digit: 16 partitions to spread writes.
 
 use std::time::Duration;
@@ -70,7 +72,7 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
         .key_schema(key_element(GC_AT, KeyType::Range)?)
         .projection(
             Projection::builder()
-                .projection_type(ProjectionType::All)
+                .projection_type(ProjectionType::KeysOnly)
                 .build(),
         )
         .build()

@@ -22,19 +22,26 @@ type Joined<Req, Resp> = (Req, oneshot::Sender<Resp>);
 /// Callers waiting for their key's shared request, by key.
 pub(super) struct Gather<Req, Resp> {
     pending: Mutex<HashMap<String, Vec<Joined<Req, Resp>>>>,
+    window: Duration,
 }
 
 impl<Req, Resp> Default for Gather<Req, Resp> {
     fn default() -> Self {
-        Self {
-            pending: Mutex::new(HashMap::new()),
-        }
+        Self::with_window(GATHER)
     }
 }
 
 impl<Req, Resp> Gather<Req, Resp> {
-    /// `request`'s answer, made together with every other request for `key` within
-    /// [`GATHER`]: by the first caller's `run`, which gets the requests in the order they
+    /// Gathers for `window` instead of [`GATHER`].
+    pub fn with_window(window: Duration) -> Self {
+        Self {
+            pending: Mutex::new(HashMap::new()),
+            window,
+        }
+    }
+
+    /// `request`'s answer, made together with every other request for `key` within the
+    /// window ([`GATHER`] unless set otherwise): by the first caller's `run`, which gets the requests in the order they
     /// joined and returns one answer each, in that order. `None` if the shared request was
     /// abandoned (its caller was cancelled, or `run` answered too few).
     pub async fn ask<F, Fut>(&self, key: &str, request: Req, run: F) -> Option<Resp>
@@ -56,7 +63,7 @@ impl<Req, Resp> Gather<Req, Resp> {
                 key,
                 taken: false,
             };
-            tokio::time::sleep(GATHER).await;
+            tokio::time::sleep(self.window).await;
             let (requests, answer_to): (Vec<Req>, Vec<oneshot::Sender<Resp>>) =
                 guard.take().into_iter().unzip();
             let answers = run(requests).await;

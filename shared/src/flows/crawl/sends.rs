@@ -2,18 +2,32 @@
 //! handed to the process function, go out in one `SendMessageBatch` (up to ten messages for
 //! the price of one request) instead of one request each.
 
+use std::time::Duration;
+
 use super::gather::{Gather, abandoned, same_kind};
 use crate::ports::{MessageSender, OutgoingMessage, StoreError};
 
+/// How long the first message waits for others. Longer than a rate-limit request's gathering:
+/// the downloads of a batch end over the spread of their hosts' answers, and a message's
+/// wait delays nothing a user waits for (its task, or its photo's processing, starts later).
+const SEND_GATHER: Duration = Duration::from_millis(50);
+
 /// Messages waiting for their queue's shared send, by queue.
-#[derive(Default)]
 pub(super) struct SendBatcher {
     gather: Gather<OutgoingMessage, Result<(), StoreError>>,
 }
 
+impl Default for SendBatcher {
+    fn default() -> Self {
+        Self {
+            gather: Gather::with_window(SEND_GATHER),
+        }
+    }
+}
+
 impl SendBatcher {
     /// Sends `message` to `queue` together with every other message for that queue within
-    /// [`GATHER`](super::gather::GATHER). `Ok` once it was sent.
+    /// [`SEND_GATHER`]. `Ok` once it was sent.
     pub async fn send(
         &self,
         sender: &dyn MessageSender,
@@ -39,7 +53,6 @@ impl SendBatcher {
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-    use std::time::Duration;
 
     use async_trait::async_trait;
 
