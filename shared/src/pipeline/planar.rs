@@ -17,11 +17,11 @@
 use std::borrow::Cow;
 
 use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::{PixelType, ResizeOptions, Resizer};
 use image::{DynamicImage, GrayImage, metadata::Orientation};
 
 use super::PipelineError;
-use super::resize::{Geometry, Raster};
+use super::resize::{Geometry, Raster, lanczos3};
 
 /// One plane of samples, `width * height` bytes, rows packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,7 +211,7 @@ fn resample(
         .map_err(|e| internal("source", &e))?;
     let mut dst = Image::new(out_w, out_h, PixelType::U8);
     let options = ResizeOptions::new()
-        .resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3))
+        .resize_alg(lanczos3())
         .crop(left, top, crop_w, crop_h);
     resizer
         .resize(&src, &mut dst, &options)
