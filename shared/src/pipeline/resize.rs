@@ -8,6 +8,7 @@ use fast_image_resize::{Filter, FilterType, PixelType, ResizeAlg, ResizeOptions,
 use image::RgbImage;
 
 use super::PipelineError;
+use super::scratch::{Buffers, Scratch};
 use crate::domain::{FitMode, VariantSpec};
 
 /// Lanczos3, as `fast_image_resize`'s own, for every resize of the pipeline.
@@ -209,6 +210,7 @@ pub(crate) fn render_all<'a, P: Raster>(
     src: &'a P,
     full: (u32, u32),
     specs: &[VariantSpec],
+    scratch: &Scratch,
 ) -> Result<Vec<Cow<'a, P>>, PipelineError> {
     let (w, h) = src.size();
     let plans: Vec<Geometry> = specs
@@ -219,7 +221,9 @@ pub(crate) fn render_all<'a, P: Raster>(
     order.sort_by_key(|&i| {
         std::cmp::Reverse(u64::from(plans[i].width) * u64::from(plans[i].height))
     });
-    let mut resizer = Resizer::new();
+    // Kept between photos with its intermediate buffer (see `scratch.rs`).
+    let mut resizer = scratch.resizers.take().unwrap_or_default();
+    let buffers = &scratch.buffers;
     let mut out: Vec<Option<Cow<'a, P>>> = plans.iter().map(|_| None).collect();
     for &i in &order {
         let target = &plans[i];
@@ -233,12 +237,17 @@ pub(crate) fn render_all<'a, P: Raster>(
                 let Some(base_image) = out[j].as_deref() else {
                     continue;
                 };
-                Cow::Owned(base_image.render(&mut resizer, &geometry)?.into_owned())
+                Cow::Owned(
+                    base_image
+                        .render(&mut resizer, buffers, &geometry)?
+                        .into_owned(),
+                )
             }
-            None => src.render(&mut resizer, target)?,
+            None => src.render(&mut resizer, buffers, target)?,
         };
         out[i] = Some(image);
     }
+    scratch.resizers.put(resizer);
     out.into_iter()
         .map(|o| o.ok_or_else(|| PipelineError::CorruptImage("a variant was not rendered".into())))
         .collect()
@@ -290,12 +299,15 @@ fn cascade_base<P: Raster>(
 pub(crate) trait Raster: Clone {
     /// Width and height, in pixels.
     fn size(&self) -> (u32, u32);
-    /// Makes one variant's pixels (borrowed when nothing changes).
+    /// Makes one variant's pixels (borrowed when nothing changes), in buffers from `buffers`.
     fn render<'a>(
         &'a self,
         resizer: &mut Resizer,
+        buffers: &Buffers,
         geometry: &Geometry,
     ) -> Result<Cow<'a, Self>, PipelineError>;
+    /// Hands the pixel buffers back to `buffers` for the next photo.
+    fn recycle(self, buffers: &Buffers);
 }
 
 impl Raster for RgbImage {
@@ -306,15 +318,21 @@ impl Raster for RgbImage {
     fn render<'a>(
         &'a self,
         resizer: &mut Resizer,
+        buffers: &Buffers,
         geometry: &Geometry,
     ) -> Result<Cow<'a, Self>, PipelineError> {
-        render(resizer, self, geometry)
+        render(resizer, buffers, self, geometry)
+    }
+
+    fn recycle(self, buffers: &Buffers) {
+        buffers.put(self.into_raw());
     }
 }
 
 /// Makes one variant's pixels from `src` (borrowed when nothing changes).
 pub(crate) fn render<'a>(
     resizer: &mut Resizer,
+    buffers: &Buffers,
     src: &'a RgbImage,
     geometry: &Geometry,
 ) -> Result<Cow<'a, RgbImage>, PipelineError> {
@@ -330,7 +348,14 @@ pub(crate) fn render<'a>(
     let geometry = geometry.clamped_to(src.width(), src.height());
     let src_view = ImageRef::new(src.width(), src.height(), src.as_raw(), PixelType::U8x3)
         .map_err(|e| internal("source", &e))?;
-    let mut dst = Image::new(geometry.width, geometry.height, PixelType::U8x3);
+    let len = geometry.width as usize * geometry.height as usize * 3;
+    let mut dst = Image::from_vec_u8(
+        geometry.width,
+        geometry.height,
+        buffers.take(len),
+        PixelType::U8x3,
+    )
+    .map_err(|e| internal("buffer", &e))?;
     let options = ResizeOptions::new().resize_alg(lanczos3()).crop(
         geometry.left,
         geometry.top,
@@ -445,7 +470,8 @@ mod tests {
         .iter()
         .map(|s| spec(s))
         .collect();
-        let all = render_all(&src, (1500, 1000), &specs).unwrap();
+        let scratch = Scratch::default();
+        let all = render_all(&src, (1500, 1000), &specs, &scratch).unwrap();
         // medium comes from large, thumb, wide and small from medium.
         let plans: Vec<_> = specs.iter().map(|s| plan(1500, 1000, s)).collect();
         let empty: Vec<Option<Cow<'_, RgbImage>>> = vec![Some(Cow::Borrowed(&src)); 5];
@@ -470,7 +496,7 @@ mod tests {
         assert!(cascade_base(&plans[0], &plans, &empty, 1500, 1000).is_none());
         let mut resizer = Resizer::new();
         for (s, (cascaded, g)) in specs.iter().zip(all.iter().zip(&plans)) {
-            let direct = render(&mut resizer, &src, g).unwrap();
+            let direct = render(&mut resizer, &scratch.buffers, &src, g).unwrap();
             assert_eq!(cascaded.dimensions(), (g.width, g.height), "{s}");
             let db = psnr(cascaded, &direct);
             assert!(db > 45.0, "{s}: {db:.1} dB");
@@ -499,7 +525,7 @@ mod tests {
     fn a_crop_copies_the_exact_pixels() {
         let src = RgbImage::from_fn(4, 2, |x, y| image::Rgb([x as u8, y as u8, 7]));
         let g = plan(4, 2, &spec("t=cover:10x10"));
-        let out = render(&mut Resizer::new(), &src, &g).unwrap();
+        let out = render(&mut Resizer::new(), &Buffers::new(1, 1), &src, &g).unwrap();
         assert_eq!((out.width(), out.height()), (2, 2));
         assert_eq!(out.get_pixel(0, 1), &image::Rgb([1, 1, 7]));
     }
@@ -519,7 +545,7 @@ mod tests {
         assert!(need > 0.25 && need <= 0.5, "{need}");
         assert_eq!(min_scale(1000, 800, &specs), 1.0);
         let half = RgbImage::from_pixel(2500, 1667, image::Rgb([10, 200, 30]));
-        let all = render_all(&half, (5000, 3333), &specs).unwrap();
+        let all = render_all(&half, (5000, 3333), &specs, &Scratch::default()).unwrap();
         let dims: Vec<_> = all.iter().map(|i| i.dimensions()).collect();
         assert_eq!(dims, [(1280, 853), (640, 427), (200, 200)]);
         assert_eq!(all[2].get_pixel(100, 100), &image::Rgb([10, 200, 30]));
