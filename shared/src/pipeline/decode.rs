@@ -13,6 +13,7 @@ use image::{DynamicImage, ImageDecoder, RgbImage, RgbaImage, metadata::Orientati
 
 use super::PipelineError;
 use super::detect::{self, Limits};
+use super::scratch::Scratch;
 use crate::domain::{SourceFormat, VariantSpec};
 
 /// A decoded photo: upright pixels, possibly reduced (see [`Decoded::width`]).
@@ -44,11 +45,12 @@ pub(crate) fn decode(
     limits: &Limits,
     specs: &[VariantSpec],
     planar: bool,
+    scratch: &Scratch,
 ) -> Result<Decoded, PipelineError> {
     // The decoders are third-party code fed untrusted bytes: should one of them panic, the
     // photo is refused as corrupt rather than the panic escaping to the caller.
     catch_unwind(AssertUnwindSafe(|| {
-        decode_inner(bytes, limits, specs, planar)
+        decode_inner(bytes, limits, specs, planar, scratch)
     }))
     .unwrap_or_else(|_| {
         Err(PipelineError::CorruptImage(
@@ -62,6 +64,7 @@ fn decode_inner(
     limits: &Limits,
     specs: &[VariantSpec],
     planar: bool,
+    scratch: &Scratch,
 ) -> Result<Decoded, PipelineError> {
     let (info, mut decoder) = detect::open(bytes, limits)?;
     if info.format == SourceFormat::Jpeg {
@@ -81,7 +84,7 @@ fn decode_inner(
         let (width, height) = upright(info.width, info.height, orientation);
         let min_scale = super::resize::min_scale(width, height, specs);
         let planes = match planar {
-            true => super::turbo::decode_scaled_yuv(bytes, min_scale),
+            true => super::turbo::decode_scaled_yuv(bytes, min_scale, scratch),
             false => None,
         };
         if let Some(stored) = planes {
@@ -89,10 +92,10 @@ fn decode_inner(
                 format: info.format,
                 width,
                 height,
-                pixels: Pixels::Yuv(stored.oriented(orientation)),
+                pixels: Pixels::Yuv(stored.oriented(orientation, &scratch.buffers)),
             });
         }
-        if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale) {
+        if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale, scratch) {
             return Ok(Decoded {
                 format: info.format,
                 width,
@@ -102,7 +105,7 @@ fn decode_inner(
         }
     }
     #[cfg(not(feature = "turbojpeg"))]
-    let _ = (specs, planar);
+    let _ = (specs, planar, scratch);
     #[cfg(feature = "libwebp")]
     if info.format == SourceFormat::Webp
         && let Some(stored) = super::webp::decode(bytes, flatten_over_white)

@@ -4,15 +4,23 @@ use image::RgbImage;
 use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
 
 use super::PipelineError;
+use super::scratch::Scratch;
 
 /// Encodes RGB pixels at `quality` (1..=100) with 4:2:0 chroma subsampling (libvips' default):
 /// with libjpeg-turbo when the `turbojpeg` feature is on (about 2.8 times faster), else with
 /// the pure-Rust `jpeg-encoder`.
-pub(crate) fn encode_jpeg(image: &RgbImage, quality: u8) -> Result<Vec<u8>, PipelineError> {
+pub(crate) fn encode_jpeg(
+    image: &RgbImage,
+    quality: u8,
+    scratch: &Scratch,
+) -> Result<Vec<u8>, PipelineError> {
     #[cfg(feature = "turbojpeg")]
-    return super::turbo::encode(image, quality);
+    return super::turbo::encode(image, quality, scratch);
     #[cfg(not(feature = "turbojpeg"))]
-    encode_pure(image, quality)
+    {
+        let _ = scratch;
+        encode_pure(image, quality)
+    }
 }
 
 /// The pure-Rust encoder (the fallback build's).

@@ -14,6 +14,7 @@ mod error;
 #[cfg(feature = "turbojpeg")]
 mod planar;
 mod resize;
+mod scratch;
 #[cfg(test)]
 mod tests;
 #[cfg(feature = "turbojpeg")]
@@ -22,12 +23,16 @@ mod watermark;
 #[cfg(feature = "libwebp")]
 mod webp;
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 pub use error::PipelineError;
 pub use watermark::{Watermark, WatermarkPosition};
 
 use crate::domain::{SourceFormat, VariantName, VariantSet};
+use resize::Raster;
+use scratch::Scratch;
 
 /// What the pipeline makes and what it accepts.
 #[derive(Debug, Clone)]
@@ -99,16 +104,21 @@ pub struct Processed {
     pub variants: Vec<EncodedVariant>,
 }
 
-/// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`.
+/// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
+/// between photos (bounded, shared by its clones: see `scratch.rs`).
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     config: PipelineConfig,
+    scratch: Arc<Scratch>,
 }
 
 impl Pipeline {
     pub fn new(mut config: PipelineConfig) -> Self {
         config.jpeg_quality = config.jpeg_quality.clamp(1, 100);
-        Self { config }
+        Self {
+            config,
+            scratch: Arc::default(),
+        }
     }
 
     pub fn config(&self) -> &PipelineConfig {
@@ -145,13 +155,15 @@ impl Pipeline {
             .watermark
             .as_ref()
             .is_none_or(|w| !specs.iter().any(|s| w.applies_to(&s.name)));
-        let decoded = decode::decode(bytes, &self.limits(), specs, planar)?;
+        let scratch = &*self.scratch;
+        let decoded = decode::decode(bytes, &self.limits(), specs, planar, scratch)?;
         let full = (decoded.width, decoded.height);
         let quality = self.config.jpeg_quality;
         let mut variants = Vec::with_capacity(specs.len());
-        match &decoded.pixels {
+        // Every pixel buffer goes back to the scratch once encoded (on an error, it is freed).
+        match decoded.pixels {
             decode::Pixels::Rgb(image) => {
-                let rendered = resize::render_all(image, full, specs)?;
+                let rendered = resize::render_all(&image, full, specs, scratch)?;
                 for (spec, mut pixels) in specs.iter().zip(rendered) {
                     if let Some(watermark) = &self.config.watermark
                         && watermark.applies_to(&spec.name)
@@ -162,21 +174,31 @@ impl Pipeline {
                         name: spec.name.clone(),
                         width: pixels.width(),
                         height: pixels.height(),
-                        jpeg: encode::encode_jpeg(&pixels, quality)?,
+                        jpeg: encode::encode_jpeg(&pixels, quality, scratch)?,
                     });
+                    if let Cow::Owned(pixels) = pixels {
+                        pixels.recycle(&scratch.buffers);
+                    }
                 }
+                // Not kept: the general decoders allocate their own, so the scratch would only
+                // fill up with buffers nothing takes.
+                drop(image);
             }
             #[cfg(feature = "turbojpeg")]
             decode::Pixels::Yuv(planes) => {
-                let rendered = resize::render_all(planes, full, specs)?;
-                for (spec, planes) in specs.iter().zip(rendered) {
+                let rendered = resize::render_all(&planes, full, specs, scratch)?;
+                for (spec, rendered) in specs.iter().zip(rendered) {
                     variants.push(EncodedVariant {
                         name: spec.name.clone(),
-                        width: planes.y.width,
-                        height: planes.y.height,
-                        jpeg: turbo::encode_yuv(&planes, quality)?,
+                        width: rendered.y.width,
+                        height: rendered.y.height,
+                        jpeg: turbo::encode_yuv(&rendered, quality, scratch)?,
                     });
+                    if let Cow::Owned(rendered) = rendered {
+                        rendered.recycle(&scratch.buffers);
+                    }
                 }
+                planes.recycle(&scratch.buffers);
             }
         }
         Ok(Processed {

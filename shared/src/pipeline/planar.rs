@@ -17,11 +17,12 @@
 use std::borrow::Cow;
 
 use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
-use image::{DynamicImage, GrayImage, metadata::Orientation};
+use fast_image_resize::{PixelType, ResizeOptions, Resizer};
+use image::{GrayImage, metadata::Orientation};
 
 use super::PipelineError;
-use super::resize::{Geometry, Raster};
+use super::resize::{Geometry, Raster, lanczos3};
+use super::scratch::Buffers;
 
 /// One plane of samples, `width * height` bytes, rows packed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,8 +42,9 @@ impl Plane {
         })
     }
 
-    /// The top-left `width`x`height` samples (dropping the padding of a decoder's plane).
-    pub(crate) fn cropped(self, width: u32, height: u32) -> Option<Self> {
+    /// The top-left `width`x`height` samples (dropping the padding of a decoder's plane), in a
+    /// buffer from `buffers` (this plane's goes back there).
+    pub(crate) fn cropped(self, width: u32, height: u32, buffers: &Buffers) -> Option<Self> {
         if (width, height) == (self.width, self.height) {
             return Some(self);
         }
@@ -50,21 +52,22 @@ impl Plane {
             return None;
         }
         let (w, stride) = (width as usize, self.width as usize);
-        let mut data = Vec::with_capacity(w * height as usize);
+        let mut data = buffers.take_empty(w * height as usize);
         for row in self.data.chunks_exact(stride.max(1)).take(height as usize) {
             data.extend_from_slice(row.get(..w)?);
         }
+        buffers.put(self.data);
         Self::new(width, height, data)
     }
 
     /// A copy grown to `width`x`height` by repeating the last column and row (what an encoder
-    /// pads partial blocks with).
-    pub(crate) fn padded(&self, width: u32, height: u32) -> Cow<'_, Self> {
+    /// pads partial blocks with), in a buffer from `buffers`.
+    pub(crate) fn padded(&self, width: u32, height: u32, buffers: &Buffers) -> Cow<'_, Self> {
         if (width, height) == (self.width, self.height) || self.data.is_empty() {
             return Cow::Borrowed(self);
         }
         let (w, stride) = (width as usize, self.width as usize);
-        let mut data = Vec::with_capacity(w * height as usize);
+        let mut data = buffers.take_empty(w * height as usize);
         let mut last: &[u8] = &[];
         for y in 0..height as usize {
             if let Some(row) = self.data.get(y * stride..(y + 1) * stride) {
@@ -81,22 +84,58 @@ impl Plane {
         })
     }
 
-    fn oriented(self, orientation: Orientation) -> Self {
-        // `new` checked the length, so the conversion cannot fail; if it did, the empty plane
-        // would fail resizing as a corrupt image.
-        let Some(gray) = GrayImage::from_raw(self.width, self.height, self.data) else {
-            return Self {
-                width: 0,
-                height: 0,
-                data: Vec::new(),
-            };
+    /// Turned and flipped upright as `orientation` says (as `image`'s `apply_orientation`), a
+    /// quarter turn into a buffer from `buffers` (this plane's goes back there).
+    fn oriented(self, orientation: Orientation, buffers: &Buffers) -> Self {
+        use image::imageops::{
+            flip_horizontal_in_place, flip_vertical_in_place, rotate90_in, rotate180_in_place,
+            rotate270_in,
         };
-        let mut image = DynamicImage::ImageLuma8(gray);
-        image.apply_orientation(orientation);
+        // `new` checked the length, so the conversions cannot fail; if one did, the empty plane
+        // would fail resizing as a corrupt image.
+        let empty = Self {
+            width: 0,
+            height: 0,
+            data: Vec::new(),
+        };
+        let (w, h) = (self.width, self.height);
+        let Some(gray) = GrayImage::from_raw(w, h, self.data) else {
+            return empty;
+        };
+        let rotate = match orientation {
+            Orientation::Rotate90 | Orientation::Rotate90FlipH => Some(true),
+            Orientation::Rotate270 | Orientation::Rotate270FlipH => Some(false),
+            _ => None,
+        };
+        let mut upright = match rotate {
+            None => gray,
+            Some(clockwise) => {
+                let Some(mut turned) = GrayImage::from_raw(h, w, buffers.take(gray.len())) else {
+                    return empty;
+                };
+                let done = match clockwise {
+                    true => rotate90_in(&gray, &mut turned),
+                    false => rotate270_in(&gray, &mut turned),
+                };
+                if done.is_err() {
+                    return empty;
+                }
+                buffers.put(gray.into_raw());
+                turned
+            }
+        };
+        match orientation {
+            Orientation::Rotate180 => rotate180_in_place(&mut upright),
+            Orientation::FlipHorizontal
+            | Orientation::Rotate90FlipH
+            | Orientation::Rotate270FlipH => flip_horizontal_in_place(&mut upright),
+            Orientation::FlipVertical => flip_vertical_in_place(&mut upright),
+            _ => {}
+        }
         Self {
-            width: image.width(),
-            height: image.height(),
-            data: image.into_bytes(),
+            width: upright.width(),
+            height: upright.height(),
+            data: upright.into_raw(),
         }
     }
 }
@@ -127,7 +166,7 @@ impl Yuv {
     }
 
     /// Upright: every plane turned and flipped alike; a quarter turn swaps the subsampling.
-    pub(crate) fn oriented(self, orientation: Orientation) -> Self {
+    pub(crate) fn oriented(self, orientation: Orientation, buffers: &Buffers) -> Self {
         if orientation == Orientation::NoTransforms {
             return self;
         }
@@ -140,9 +179,9 @@ impl Yuv {
         };
         Self {
             sub,
-            y: self.y.oriented(orientation),
-            cb: self.cb.oriented(orientation),
-            cr: self.cr.oriented(orientation),
+            y: self.y.oriented(orientation, buffers),
+            cb: self.cb.oriented(orientation, buffers),
+            cr: self.cr.oriented(orientation, buffers),
         }
     }
 }
@@ -156,6 +195,7 @@ impl Raster for Yuv {
     fn render<'a>(
         &'a self,
         resizer: &mut Resizer,
+        buffers: &Buffers,
         geometry: &Geometry,
     ) -> Result<Cow<'a, Self>, PipelineError> {
         let whole = geometry.left == 0.0
@@ -166,12 +206,18 @@ impl Raster for Yuv {
         if whole && self.sub == (2, 2) {
             return Ok(Cow::Borrowed(self));
         }
-        let y = resample(resizer, &self.y, (1, 1), geometry, (1, 1))?;
-        let cb = resample(resizer, &self.cb, self.sub, geometry, (2, 2))?;
-        let cr = resample(resizer, &self.cr, self.sub, geometry, (2, 2))?;
+        let y = resample(resizer, buffers, &self.y, (1, 1), geometry, (1, 1))?;
+        let cb = resample(resizer, buffers, &self.cb, self.sub, geometry, (2, 2))?;
+        let cr = resample(resizer, buffers, &self.cr, self.sub, geometry, (2, 2))?;
         Self::new((2, 2), y, cb, cr)
             .map(Cow::Owned)
             .ok_or_else(|| PipelineError::CorruptImage("resizing failed (planes)".into()))
+    }
+
+    fn recycle(self, buffers: &Buffers) {
+        buffers.put(self.y.data);
+        buffers.put(self.cb.data);
+        buffers.put(self.cr.data);
     }
 }
 
@@ -184,6 +230,7 @@ impl Raster for Yuv {
 /// is clamped there, a sub-sample stretch of the last chroma column or row at most.
 fn resample(
     resizer: &mut Resizer,
+    buffers: &Buffers,
     plane: &Plane,
     from: (u32, u32),
     geometry: &Geometry,
@@ -209,9 +256,11 @@ fn resample(
         .max(f64::MIN_POSITIVE);
     let src = ImageRef::new(plane.width, plane.height, &plane.data, PixelType::U8)
         .map_err(|e| internal("source", &e))?;
-    let mut dst = Image::new(out_w, out_h, PixelType::U8);
+    let len = out_w as usize * out_h as usize;
+    let mut dst = Image::from_vec_u8(out_w, out_h, buffers.take(len), PixelType::U8)
+        .map_err(|e| internal("buffer", &e))?;
     let options = ResizeOptions::new()
-        .resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3))
+        .resize_alg(lanczos3())
         .crop(left, top, crop_w, crop_h);
     resizer
         .resize(&src, &mut dst, &options)
@@ -245,10 +294,11 @@ mod tests {
     #[test]
     fn padding_repeats_the_last_column_and_row_and_cropping_drops_it() {
         let p = plane(3, 2, |x, y| (10 * y + x) as u8);
-        let padded = p.padded(4, 3).into_owned();
+        let buffers = Buffers::new(4, 1 << 10);
+        let padded = p.padded(4, 3, &buffers).into_owned();
         assert_eq!(padded.data, [0, 1, 2, 2, 10, 11, 12, 12, 10, 11, 12, 12]);
-        assert_eq!(padded.cropped(3, 2).unwrap(), p);
-        assert!(matches!(p.padded(3, 2), Cow::Borrowed(_)));
+        assert_eq!(padded.cropped(3, 2, &buffers).unwrap(), p);
+        assert!(matches!(p.padded(3, 2, &buffers), Cow::Borrowed(_)));
     }
 
     #[test]
@@ -261,7 +311,7 @@ mod tests {
             plane(3, 2, |_, y| y as u8),
         )
         .unwrap();
-        let turned = yuv.oriented(Orientation::Rotate90);
+        let turned = yuv.oriented(Orientation::Rotate90, &Buffers::new(4, 1 << 10));
         assert_eq!(turned.sub, (1, 2));
         assert_eq!((turned.y.width, turned.y.height), (2, 6));
         assert_eq!((turned.cb.width, turned.cb.height), (2, 3));
@@ -269,6 +319,20 @@ mod tests {
         assert_eq!(turned.y.data[0], 10);
         assert_eq!(turned.cb.data[..2], [0, 0]);
         assert_eq!(turned.cr.data[..2], [1, 0]);
+    }
+
+    #[test]
+    fn every_orientation_matches_the_image_crate() {
+        let buffers = Buffers::new(4, 1 << 10);
+        for orientation in (1..=8).filter_map(Orientation::from_exif) {
+            let p = plane(5, 3, |x, y| (10 * y + x) as u8);
+            let mut want =
+                image::DynamicImage::ImageLuma8(GrayImage::from_raw(5, 3, p.data.clone()).unwrap());
+            want.apply_orientation(orientation);
+            let got = p.oriented(orientation, &buffers);
+            assert_eq!((got.width, got.height), (want.width(), want.height()));
+            assert_eq!(got.data, want.into_bytes(), "{orientation:?}");
+        }
     }
 
     #[test]
@@ -281,7 +345,8 @@ mod tests {
         )
         .unwrap();
         let g = super::super::resize::plan(300, 200, &"m=fit:101x101".parse().unwrap());
-        let out = yuv.render(&mut Resizer::new(), &g).unwrap();
+        let buffers = Buffers::new(8, 1 << 20);
+        let out = yuv.render(&mut Resizer::new(), &buffers, &g).unwrap();
         assert_eq!(out.sub, (2, 2));
         assert_eq!((out.y.width, out.y.height), (101, 67));
         assert_eq!((out.cb.width, out.cb.height), (51, 34));
@@ -289,7 +354,7 @@ mod tests {
         assert!(out.cr.data.iter().all(|&v| v.abs_diff(160) <= 1));
         // Unchanged 4:2:0 is borrowed, anything else resampled into 4:2:0.
         let same = super::super::resize::plan(101, 67, &"m=fit:200x200".parse().unwrap());
-        let again = out.render(&mut Resizer::new(), &same).unwrap();
+        let again = out.render(&mut Resizer::new(), &buffers, &same).unwrap();
         assert!(matches!(again, Cow::Borrowed(_)));
     }
 }

@@ -46,6 +46,42 @@ fn the_pipeline_is_shareable_across_threads() {
 }
 
 #[test]
+fn working_memory_kept_between_photos_changes_no_result() {
+    // Photos of every kind and size in turn, then again on several threads at once, through one
+    // pipeline: each result is what a fresh pipeline makes of it. Failures in between too.
+    let names = [
+        "photo.jpg",
+        "small.png",
+        "rotated-exif6.jpg",
+        "truncated.jpg",
+        "photo.webp",
+        "cmyk.jpg",
+        "rgba16.png",
+        "photo.jpg",
+    ];
+    let fresh: Vec<_> = names
+        .iter()
+        .map(|n| pipeline().process(&fixture(n)))
+        .collect();
+    let shared = std::sync::Arc::new(pipeline());
+    for (name, want) in names.iter().zip(&fresh) {
+        assert_eq!(&shared.process(&fixture(name)), want, "{name}");
+    }
+    std::thread::scope(|s| {
+        for offset in 0..3 {
+            let (shared, fresh) = (&shared, &fresh);
+            s.spawn(move || {
+                for i in 0..names.len() {
+                    let k = (i + offset) % names.len();
+                    let got = shared.process(&fixture(names[k]));
+                    assert_eq!(&got, &fresh[k], "{}", names[k]);
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn empty_text_and_other_formats_are_unsupported() {
     for name in ["empty.jpg", "text.jpg", "bitmap-named.jpg"] {
         let bytes = fixture(name);
@@ -434,15 +470,17 @@ fn mean_difference(a: &RgbImage, b: &RgbImage) -> f64 {
 fn through_rgb(bytes: &[u8]) -> Vec<RgbImage> {
     let pipeline = pipeline();
     let specs = pipeline.config().variants.specs();
-    let decoded = decode::decode(bytes, &pipeline.limits(), specs, false).unwrap();
+    let scratch = scratch::Scratch::default();
+    let decoded = decode::decode(bytes, &pipeline.limits(), specs, false, &scratch).unwrap();
     let decode::Pixels::Rgb(image) = &decoded.pixels else {
         panic!("not RGB");
     };
-    resize::render_all(image, (decoded.width, decoded.height), specs)
+    resize::render_all(image, (decoded.width, decoded.height), specs, &scratch)
         .unwrap()
         .iter()
         .map(|v| {
-            let jpeg = encode::encode_jpeg(v, PipelineConfig::DEFAULT_JPEG_QUALITY).unwrap();
+            let jpeg =
+                encode::encode_jpeg(v, PipelineConfig::DEFAULT_JPEG_QUALITY, &scratch).unwrap();
             image::load_from_memory(&jpeg).unwrap().into_rgb8()
         })
         .collect()
@@ -454,7 +492,8 @@ fn a_ycbcr_jpeg_stays_planar_and_matches_the_rgb_path() {
     for name in ["photo.jpg", "rotated-exif6.jpg"] {
         let bytes = fixture(name);
         let specs = pipeline().config().variants.specs().to_vec();
-        let decoded = decode::decode(&bytes, &pipeline().limits(), &specs, true).unwrap();
+        let scratch = scratch::Scratch::default();
+        let decoded = decode::decode(&bytes, &pipeline().limits(), &specs, true, &scratch).unwrap();
         assert!(matches!(decoded.pixels, decode::Pixels::Yuv(_)), "{name}");
         let p = pipeline().process(&bytes).unwrap();
         for (v, rgb) in p.variants.iter().zip(through_rgb(&bytes)) {
@@ -529,14 +568,15 @@ fn a_watermark_on_any_variant_keeps_the_photo_in_rgb() {
     // Covered end to end by the watermark tests; here the choice itself.
     let bytes = fixture("photo.jpg");
     let specs = pipeline().config().variants.specs().to_vec();
-    let rgb = decode::decode(&bytes, &pipeline().limits(), &specs, false).unwrap();
+    let scratch = scratch::Scratch::default();
+    let rgb = decode::decode(&bytes, &pipeline().limits(), &specs, false, &scratch).unwrap();
     assert!(matches!(rgb.pixels, decode::Pixels::Rgb(_)));
     // Grey JPEGs have no chroma planes: RGB too.
     let grey = image::GrayImage::from_fn(32, 32, |x, _| image::Luma([x as u8 * 8]));
     let mut jpeg = Vec::new();
     grey.write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
         .unwrap();
-    let decoded = decode::decode(&jpeg, &pipeline().limits(), &specs, true).unwrap();
+    let decoded = decode::decode(&jpeg, &pipeline().limits(), &specs, true, &scratch).unwrap();
     assert!(matches!(decoded.pixels, decode::Pixels::Rgb(_)));
 }
 

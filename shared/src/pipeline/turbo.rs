@@ -11,7 +11,13 @@
 //! frequencies of each 8x8 block can show in it, the scans that carry only higher frequencies
 //! (and the refinement scans that depend on them) are left out before decoding
 //! ([`without_unseen_scans`]): what they add lies above the output's Nyquist limit, which the
-//! resampler would filter away anyway.
+//! resampler would filter away anyway. When the output is at most about two thirds of the
+//! stored size, the final refinement scans (the last bit of every AC coefficient) are left out
+//! too: they are about a third of a progressive photo's time, and the resampled,
+//! re-encoded variants barely show them (measured: SSIM of the 640 variant at most 0.002
+//! lower on the progressive photos of `infra/bench-pipeline.sh`, 0.001 on average).
+
+use std::borrow::Cow;
 
 use image::RgbImage;
 use turbojpeg::{
@@ -21,6 +27,7 @@ use turbojpeg::{
 
 use super::PipelineError;
 use super::planar::{Plane, Yuv};
+use super::scratch::{Buffers, Scratch};
 
 /// The reduced sizes decoded to: the scales with SIMD inverse DCTs in libjpeg-turbo, smallest
 /// first. (It also decodes to the other multiples of 1/8, but with plain C inverse DCTs: measured
@@ -37,8 +44,26 @@ const SCALES: [ScalingFactor; 3] = [
 /// `None` when libjpeg-turbo cannot or should not take this JPEG (CMYK, a header or data it
 /// refuses): the caller then uses the general decoder, which also words the error if the data
 /// is really broken.
-pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64) -> Option<RgbImage> {
-    let mut decompressor = Decompressor::new().ok()?;
+pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Option<RgbImage> {
+    with_decompressor(scratch, |d| rgb_with(d, bytes, min_scale))
+}
+
+/// Runs `f` with a decompressor kept from an earlier photo (or a new one), and keeps it for the
+/// next photo if `f` succeeded (after a failure it is dropped, whatever state it is in).
+fn with_decompressor<T>(
+    scratch: &Scratch,
+    f: impl FnOnce(&mut Decompressor) -> Option<T>,
+) -> Option<T> {
+    let mut decompressor = match scratch.decompressors.take() {
+        Some(d) => d,
+        None => Decompressor::new().ok()?,
+    };
+    let out = f(&mut decompressor)?;
+    scratch.decompressors.put(decompressor);
+    Some(out)
+}
+
+fn rgb_with(decompressor: &mut Decompressor, bytes: &[u8], min_scale: f64) -> Option<RgbImage> {
     let header = decompressor.read_header(bytes).ok()?;
     // CMYK and YCCK need the Adobe inversion handling of the general decoder.
     if !matches!(
@@ -47,9 +72,10 @@ pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64) -> Option<RgbImage> {
     ) {
         return None;
     }
-    let (scaled, pruned) = prepare(&mut decompressor, &header, bytes, min_scale)?;
+    let (scaled, pruned) = prepare(decompressor, &header, bytes, min_scale)?;
     let bytes = pruned.as_deref().unwrap_or(bytes);
     let len = scaled.width.checked_mul(scaled.height)?.checked_mul(3)?;
+    // Not from the scratch: decoded RGB is freed, not kept (see `Pipeline::process`).
     let mut pixels = vec![0u8; len];
     let output = Image {
         pixels: pixels.as_mut_slice(),
@@ -95,8 +121,16 @@ fn prepare(
 /// [`decode_scaled`] to YCbCr planes, for JPEGs stored as YCbCr with 4:4:4, 4:2:2, 4:2:0 or
 /// 4:4:0 chroma: no chroma upsampling, no colour conversion. `None` for anything else (grey,
 /// RGB, CMYK, other subsamplings, lossless) or data libjpeg-turbo refuses.
-pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64) -> Option<Yuv> {
-    let mut decompressor = Decompressor::new().ok()?;
+pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Option<Yuv> {
+    with_decompressor(scratch, |d| yuv_with(d, bytes, min_scale, &scratch.buffers))
+}
+
+fn yuv_with(
+    decompressor: &mut Decompressor,
+    bytes: &[u8],
+    min_scale: f64,
+    buffers: &Buffers,
+) -> Option<Yuv> {
     let header = decompressor.read_header(bytes).ok()?;
     if header.colorspace != Colorspace::YCbCr || header.is_lossless {
         return None;
@@ -108,7 +142,7 @@ pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64) -> Option<Yuv> {
         Subsamp::Sub1x2 => (1, 2),
         _ => return None,
     };
-    let (scaled, pruned) = prepare(&mut decompressor, &header, bytes, min_scale)?;
+    let (scaled, pruned) = prepare(decompressor, &header, bytes, min_scale)?;
     let bytes = pruned.as_deref().unwrap_or(bytes);
     let (width, height) = (
         u32::try_from(scaled.width).ok()?,
@@ -126,7 +160,7 @@ pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64) -> Option<Yuv> {
     if len != luma_len + 2 * chroma_len {
         return None;
     }
-    let mut pixels = vec![0u8; len];
+    let mut pixels = buffers.take(len);
     let output = YuvImage {
         pixels: pixels.as_mut_slice(),
         width: scaled.width,
@@ -137,11 +171,17 @@ pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64) -> Option<Yuv> {
     // Warnings (corrupt or missing data) count as failures: the general decoder decides.
     decompressor.decompress_to_yuv(bytes, output).ok()?;
     // Each plane its own buffer; the luma plane keeps the decoder's.
-    let cr = pixels.split_off(luma_len + chroma_len);
-    let cb = pixels.split_off(luma_len);
+    let chroma = |from: usize| {
+        let mut plane = buffers.take_empty(chroma_len);
+        plane.extend_from_slice(pixels.get(from..from + chroma_len)?);
+        Some(plane)
+    };
+    let cb = chroma(luma_len)?;
+    let cr = chroma(luma_len + chroma_len)?;
+    pixels.truncate(luma_len);
     Yuv::new(
         sub,
-        Plane::new(luma_w, luma_h, pixels)?.cropped(width, height)?,
+        Plane::new(luma_w, luma_h, pixels)?.cropped(width, height, buffers)?,
         Plane::new(chroma_w, chroma_h, cb)?,
         Plane::new(chroma_w, chroma_h, cr)?,
     )
@@ -162,7 +202,12 @@ struct Scan {
     ss: u8,
     se: u8,
     ah: u8,
+    al: u8,
 }
+
+/// The largest scale (output over stored size) at which the final AC refinement scans are left
+/// out (see the module's documentation): two thirds, with room for rounding.
+const DROP_LAST_BIT_SCALE: f64 = 0.7;
 
 /// A progressive JPEG whose output will be `scale` times its stored size, without the scans
 /// that output cannot show; `None` when there are none (or the data is not a progressive JPEG
@@ -172,8 +217,10 @@ struct Scan {
 /// frequencies below `scale / 2`, so only `u, v < ceil(8 * scale)` matter. A first scan (`Ah`
 /// = 0) whose band starts past the last such coefficient (in zig-zag order) is dropped, and so
 /// is every later refinement scan overlapping a dropped band of its component (it cannot be
-/// decoded without that band's earlier bits). What is left ends with the end-of-image marker,
-/// as any progressive JPEG may: the decoder leaves missing coefficients at zero.
+/// decoded without that band's earlier bits). At a scale up to [`DROP_LAST_BIT_SCALE`], so is
+/// every AC refinement scan that brings the last bit (`Ah` > 0, `Al` = 0). What is left ends with
+/// the end-of-image marker, as any progressive JPEG may: the decoder leaves missing
+/// coefficients (and bits) at zero.
 pub(crate) fn without_unseen_scans(bytes: &[u8], scale: f64) -> Option<Vec<u8>> {
     let needed = (8.0 * scale).ceil().clamp(1.0, 8.0) as u8;
     let last_needed = ZIGZAG
@@ -193,7 +240,9 @@ pub(crate) fn without_unseen_scans(bytes: &[u8], scale: f64) -> Option<Vec<u8>> 
                 .iter()
                 .any(|&(dc, ss, se)| dc == c && scan.ss <= se && ss <= scan.se)
         });
-        let drop = scan.ss > 0 && (overlaps || (scan.ah == 0 && scan.ss > last_needed));
+        let unseen = scan.ah == 0 && scan.ss > last_needed;
+        let last_bit = scan.ah > 0 && scan.al == 0 && scale <= DROP_LAST_BIT_SCALE;
+        let drop = scan.ss > 0 && (overlaps || unseen || last_bit);
         if drop {
             dropped.extend(scan.components.iter().map(|&c| (c, scan.ss, scan.se)));
         }
@@ -268,6 +317,7 @@ fn progressive_scans(bytes: &[u8]) -> Option<(usize, Vec<Scan>)> {
             ss,
             se,
             ah: a >> 4,
+            al: a & 0x0F,
         });
         i = end;
     }
@@ -288,32 +338,68 @@ fn entropy_end(bytes: &[u8], from: usize) -> Option<usize> {
     }
 }
 
-/// Encodes RGB pixels at `quality` with 4:2:0 chroma and libjpeg-turbo's standard Huffman
-/// tables (what libvips writes by default), no metadata.
-pub(crate) fn encode(image: &RgbImage, quality: u8) -> Result<Vec<u8>, PipelineError> {
-    let fail =
-        |e: turbojpeg::Error| PipelineError::CorruptImage(format!("JPEG encoding failed: {e}"));
-    let mut compressor = Compressor::new().map_err(fail)?;
+fn encode_failed(e: turbojpeg::Error) -> PipelineError {
+    PipelineError::CorruptImage(format!("JPEG encoding failed: {e}"))
+}
+
+/// Runs `f` with a compressor kept from an earlier photo (or a new one) set to `quality` and
+/// 4:2:0, and an output buffer large enough for any `width`x`height` JPEG; the result is copied
+/// out of that buffer. Compressor and buffer are kept for the next photo if `f` succeeded.
+fn compress_with(
+    scratch: &Scratch,
+    quality: u8,
+    (width, height): (usize, usize),
+    f: impl FnOnce(&mut Compressor, &mut [u8]) -> Result<usize, turbojpeg::Error>,
+) -> Result<Vec<u8>, PipelineError> {
+    let mut compressor = match scratch.compressors.take() {
+        Some(c) => c,
+        None => Compressor::new().map_err(encode_failed)?,
+    };
     compressor
         .set_quality(i32::from(quality.clamp(1, 100)))
-        .map_err(fail)?;
-    compressor.set_subsamp(Subsamp::Sub2x2).map_err(fail)?;
-    let width = image.width() as usize;
+        .map_err(encode_failed)?;
     compressor
-        .compress_to_vec(Image {
-            pixels: image.as_raw().as_slice(),
-            width,
-            pitch: width * 3,
-            height: image.height() as usize,
-            format: PixelFormat::RGB,
-        })
-        .map_err(fail)
+        .set_subsamp(Subsamp::Sub2x2)
+        .map_err(encode_failed)?;
+    let len = compressor.buf_len(width, height).map_err(encode_failed)?;
+    // libjpeg-turbo's worst case for this size: a few times the JPEG, but kept, so its pages
+    // are touched once, not on every photo (as a buffer the encoder allocates would be).
+    let mut out = scratch.buffers.take(len);
+    let written = f(&mut compressor, &mut out).map_err(encode_failed)?;
+    let jpeg = out.get(..written).map(<[u8]>::to_vec);
+    scratch.buffers.put(out);
+    scratch.compressors.put(compressor);
+    jpeg.ok_or_else(|| encode_failed(turbojpeg::Error::Null))
+}
+
+/// Encodes RGB pixels at `quality` with 4:2:0 chroma and libjpeg-turbo's standard Huffman
+/// tables (what libvips writes by default), no metadata.
+pub(crate) fn encode(
+    image: &RgbImage,
+    quality: u8,
+    scratch: &Scratch,
+) -> Result<Vec<u8>, PipelineError> {
+    let (width, height) = (image.width() as usize, image.height() as usize);
+    compress_with(scratch, quality, (width, height), |compressor, out| {
+        compressor.compress_to_slice(
+            Image {
+                pixels: image.as_raw().as_slice(),
+                width,
+                pitch: width * 3,
+                height,
+                format: PixelFormat::RGB,
+            },
+            out,
+        )
+    })
 }
 
 /// Encodes 4:2:0 planes (what [`Yuv`]'s rendering makes) like [`encode`] encodes RGB.
-pub(crate) fn encode_yuv(image: &Yuv, quality: u8) -> Result<Vec<u8>, PipelineError> {
-    let fail =
-        |e: turbojpeg::Error| PipelineError::CorruptImage(format!("JPEG encoding failed: {e}"));
+pub(crate) fn encode_yuv(
+    image: &Yuv,
+    quality: u8,
+    scratch: &Scratch,
+) -> Result<Vec<u8>, PipelineError> {
     if image.sub != (2, 2) {
         return Err(PipelineError::CorruptImage(
             "JPEG encoding failed: planes are not 4:2:0".into(),
@@ -327,26 +413,32 @@ pub(crate) fn encode_yuv(image: &Yuv, quality: u8) -> Result<Vec<u8>, PipelineEr
         ));
     }
     // libjpeg-turbo reads the luma plane in whole chroma samples: an odd side is padded.
-    let y = image
-        .y
-        .padded(width.div_ceil(2) * 2, height.div_ceil(2) * 2);
-    let mut compressor = Compressor::new().map_err(fail)?;
-    compressor
-        .set_quality(i32::from(quality.clamp(1, 100)))
-        .map_err(fail)?;
-    compressor
-        .compress_yuv_planes_to_vec(&YuvPlanesImage {
-            y_plane: y.data.as_slice(),
-            u_plane: image.cb.data.as_slice(),
-            v_plane: image.cr.data.as_slice(),
-            width: width as usize,
-            height: height as usize,
-            y_stride: y.width as usize,
-            u_stride: image.cb.width as usize,
-            v_stride: image.cr.width as usize,
-            subsamp: Subsamp::Sub2x2,
-        })
-        .map_err(fail)
+    let y = image.y.padded(
+        width.div_ceil(2) * 2,
+        height.div_ceil(2) * 2,
+        &scratch.buffers,
+    );
+    let (width, height) = (width as usize, height as usize);
+    let jpeg = compress_with(scratch, quality, (width, height), |compressor, out| {
+        compressor.compress_yuv_planes_to_slice(
+            &YuvPlanesImage {
+                y_plane: y.data.as_slice(),
+                u_plane: image.cb.data.as_slice(),
+                v_plane: image.cr.data.as_slice(),
+                width,
+                height,
+                y_stride: y.width as usize,
+                u_stride: image.cb.width as usize,
+                v_stride: image.cr.width as usize,
+                subsamp: Subsamp::Sub2x2,
+            },
+            out,
+        )
+    });
+    if let Cow::Owned(padded) = y {
+        scratch.buffers.put(padded.data);
+    }
+    jpeg
 }
 
 #[cfg(test)]
@@ -366,7 +458,7 @@ mod tests {
     fn the_smallest_scale_that_is_still_large_enough_is_used() {
         let bytes = photo(); // 1500x1000
         let dims = |s| {
-            let img = decode_scaled(&bytes, s).unwrap();
+            let img = decode_scaled(&bytes, s, &Scratch::default()).unwrap();
             (img.width(), img.height())
         };
         assert_eq!(dims(1.0), (1500, 1000));
@@ -384,10 +476,11 @@ mod tests {
             "/../tests/fixtures/cmyk.jpg"
         ))
         .unwrap();
-        assert!(decode_scaled(&cmyk, 1.0).is_none());
-        assert!(decode_scaled(b"\xff\xd8\xff\xe0 not a jpeg", 1.0).is_none());
+        let scratch = Scratch::default();
+        assert!(decode_scaled(&cmyk, 1.0, &scratch).is_none());
+        assert!(decode_scaled(b"\xff\xd8\xff\xe0 not a jpeg", 1.0, &scratch).is_none());
         let bytes = photo();
-        assert!(decode_scaled(&bytes[..bytes.len() / 2], 1.0).is_none());
+        assert!(decode_scaled(&bytes[..bytes.len() / 2], 1.0, &scratch).is_none());
     }
 
     fn progressive(width: usize, height: usize) -> Vec<u8> {
@@ -418,11 +511,25 @@ mod tests {
     #[test]
     fn a_small_output_drops_the_high_frequency_scans_of_a_progressive_jpeg() {
         let jpeg = progressive(400, 300);
-        assert!(
-            without_unseen_scans(&jpeg, 0.5).is_none(),
-            "needs 4x4 coefficients"
-        );
+        // 6x6 coefficients, every bit: all of it.
+        assert!(without_unseen_scans(&jpeg, 0.75).is_none());
         assert!(without_unseen_scans(&jpeg, 1.0).is_none());
+        // 4x4 coefficients are in every band, but not their last bits: the final refinements
+        // (one a component) go, and the rest still decodes.
+        let half = without_unseen_scans(&jpeg, 0.5).unwrap();
+        let (all, kept) = (
+            progressive_scans(&jpeg).unwrap().1,
+            progressive_scans(&half).unwrap().1,
+        );
+        assert_eq!(kept.len(), all.len() - 3);
+        assert!(kept.iter().all(|s| s.ss == 0 || s.ah == 0 || s.al > 0));
+        let diff = quarter(&half)
+            .iter()
+            .zip(&quarter(&jpeg))
+            .map(|(&a, &b)| f64::from(a.abs_diff(b)))
+            .sum::<f64>()
+            / (100.0 * 75.0 * 3.0);
+        assert!(diff < 4.0, "mean difference {diff}");
         let pruned = without_unseen_scans(&jpeg, 0.2).unwrap();
         assert!(
             pruned.len() < jpeg.len() * 3 / 4,
@@ -439,7 +546,8 @@ mod tests {
             .sum::<f64>()
             / whole.len() as f64;
         assert!(diff < 8.0, "mean difference {diff}");
-        assert_eq!(decode_scaled(&jpeg, 0.2).unwrap().as_raw(), &part);
+        let scratch = Scratch::default();
+        assert_eq!(decode_scaled(&jpeg, 0.2, &scratch).unwrap().as_raw(), &part);
         // Baseline JPEGs are left alone.
         assert!(without_unseen_scans(&photo(), 0.1).is_none());
     }
@@ -447,7 +555,7 @@ mod tests {
     #[test]
     fn encoding_round_trips() {
         let img = RgbImage::from_fn(33, 17, |x, y| image::Rgb([x as u8 * 7, y as u8 * 15, 200]));
-        let jpeg = encode(&img, 82).unwrap();
+        let jpeg = encode(&img, 82, &Scratch::default()).unwrap();
         let back = image::load_from_memory(&jpeg).unwrap();
         assert_eq!((back.width(), back.height()), (33, 17));
     }

@@ -1,0 +1,188 @@
+//! Working memory kept from one photo to the next: pixel buffers, resizers and (with
+//! libjpeg-turbo) codec handles.
+//!
+//! A warm process handles photo after photo. Freed between them, the few megabytes of planes
+//! and resize intermediates a photo needs go back to the operating system (glibc trims the heap
+//! and unmaps large blocks), and the next photo page-faults every page of them in again: on a
+//! 1920x1200 photo that was up to a third of the pipeline's time. Kept here instead, steady
+//! state allocates nothing large.
+//!
+//! Shared by every thread using the [`Pipeline`](super::Pipeline): each photo takes what it
+//! needs and puts it back when done, so concurrent photos never share a buffer. What is kept is
+//! bounded (a number of items, and bytes for the pixel buffers); anything beyond is freed as
+//! before. A buffer handed out holds whatever its last user left in it: callers overwrite it.
+
+use std::sync::{Mutex, PoisonError};
+
+/// Items of one kind, taken and put back; at most `max` are kept.
+#[derive(Debug)]
+pub(crate) struct Pool<T> {
+    items: Mutex<Vec<T>>,
+    max: usize,
+}
+
+impl<T> Pool<T> {
+    pub(crate) const fn new(max: usize) -> Self {
+        Self {
+            items: Mutex::new(Vec::new()),
+            max,
+        }
+    }
+
+    /// A kept item, if any.
+    pub(crate) fn take(&self) -> Option<T> {
+        // A panic while the lock was held cannot leave the list inconsistent: use it anyway.
+        self.items
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+    }
+
+    /// Keeps `item` for a later [`take`](Self::take), unless `max` are kept already.
+    pub(crate) fn put(&self, item: T) {
+        let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        if items.len() < self.max {
+            items.push(item);
+        }
+    }
+}
+
+/// Byte buffers of any size, at most `max_count` of them and `max_bytes` in all (by capacity).
+#[derive(Debug)]
+pub(crate) struct Buffers {
+    items: Mutex<Vec<Vec<u8>>>,
+    max_count: usize,
+    max_bytes: usize,
+}
+
+impl Buffers {
+    pub(crate) const fn new(max_count: usize, max_bytes: usize) -> Self {
+        Self {
+            items: Mutex::new(Vec::new()),
+            max_count,
+            max_bytes,
+        }
+    }
+
+    /// A buffer of exactly `len` bytes, of unspecified content: the smallest kept one that
+    /// holds `len` without growing, else a new one.
+    pub(crate) fn take(&self, len: usize) -> Vec<u8> {
+        let mut buf = self.take_capacity(len);
+        // Only bytes beyond the buffer's old length are written (zeroed) here.
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// An empty buffer with room for `capacity` bytes (for `extend_from_slice`).
+    #[cfg_attr(not(feature = "turbojpeg"), allow(dead_code))]
+    pub(crate) fn take_empty(&self, capacity: usize) -> Vec<u8> {
+        let mut buf = self.take_capacity(capacity);
+        buf.clear();
+        buf
+    }
+
+    fn take_capacity(&self, capacity: usize) -> Vec<u8> {
+        let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        let best = items
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= capacity)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        match best {
+            Some(i) => items.swap_remove(i),
+            None => {
+                drop(items);
+                Vec::with_capacity(capacity)
+            }
+        }
+    }
+
+    /// Keeps `buf` for a later [`take`](Self::take). Over the bounds, the largest buffers kept
+    /// are freed first (one photo far larger than the rest should not pin its memory).
+    pub(crate) fn put(&self, buf: Vec<u8>) {
+        if buf.capacity() == 0 || buf.capacity() > self.max_bytes {
+            return;
+        }
+        let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        items.push(buf);
+        let mut total: usize = items.iter().map(Vec::capacity).sum();
+        while items.len() > self.max_count || total > self.max_bytes {
+            let Some((largest, _)) = items.iter().enumerate().max_by_key(|(_, b)| b.capacity())
+            else {
+                break;
+            };
+            total -= items.swap_remove(largest).capacity();
+        }
+    }
+}
+
+/// Everything a [`Pipeline`](super::Pipeline) keeps between photos.
+#[derive(Debug)]
+pub(crate) struct Scratch {
+    pub buffers: Buffers,
+    pub resizers: Pool<fast_image_resize::Resizer>,
+    #[cfg(feature = "turbojpeg")]
+    pub decompressors: Pool<turbojpeg::Decompressor>,
+    #[cfg(feature = "turbojpeg")]
+    pub compressors: Pool<turbojpeg::Compressor>,
+}
+
+/// Photos processed at once whose working memory is kept (more may run; theirs is freed).
+const KEPT_PHOTOS: usize = 4;
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self {
+            // A photo uses up to about 16 buffers (planes of the decoded photo and of each
+            // variant, encoder output), some 10 MB for a 1920x1200 JPEG or a 20 MP one (decoded
+            // at a quarter): the bytes bound keeps two such photos' worth.
+            buffers: Buffers::new(16 * KEPT_PHOTOS, 32 << 20),
+            resizers: Pool::new(KEPT_PHOTOS),
+            #[cfg(feature = "turbojpeg")]
+            decompressors: Pool::new(KEPT_PHOTOS),
+            #[cfg(feature = "turbojpeg")]
+            compressors: Pool::new(KEPT_PHOTOS),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_smallest_buffer_that_fits_is_reused() {
+        let buffers = Buffers::new(8, 1 << 20);
+        buffers.put(Vec::with_capacity(100));
+        buffers.put(Vec::with_capacity(1000));
+        buffers.put(Vec::with_capacity(10_000));
+        let b = buffers.take(500);
+        assert_eq!((b.len(), b.capacity()), (500, 1000));
+        let e = buffers.take_empty(20_000);
+        assert!(e.is_empty() && e.capacity() >= 20_000);
+        assert_eq!(buffers.take(10).capacity(), 100);
+    }
+
+    #[test]
+    fn the_largest_buffers_go_first_over_the_bounds() {
+        let buffers = Buffers::new(2, 1000);
+        buffers.put(Vec::with_capacity(2000)); // never kept
+        buffers.put(Vec::with_capacity(600));
+        buffers.put(Vec::with_capacity(300));
+        buffers.put(Vec::with_capacity(200)); // 1100 bytes: the 600 goes
+        let kept = buffers.items.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut caps: Vec<usize> = kept.iter().map(Vec::capacity).collect();
+        caps.sort_unstable();
+        assert_eq!(caps, [200, 300]);
+    }
+
+    #[test]
+    fn a_pool_keeps_at_most_its_bound() {
+        let pool = Pool::new(1);
+        pool.put(1);
+        pool.put(2);
+        assert_eq!(pool.take(), Some(1));
+        assert_eq!(pool.take(), None);
+    }
+}
