@@ -92,7 +92,11 @@ impl Crawler {
         // Settled: the bodies are no longer needed (each original is kept under its image).
         // One key per request: S3 does not bill a DeleteObject, but bills a DeleteObjects.
         let blobs = self.service.ports().blobs.as_ref();
-        try_join_all(done.iter().map(|d| blobs.delete(std::slice::from_ref(&d.body)))).await?;
+        try_join_all(
+            done.iter()
+                .map(|d| blobs.delete(std::slice::from_ref(&d.body))),
+        )
+        .await?;
         Ok(())
     }
 }
