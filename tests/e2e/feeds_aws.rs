@@ -60,6 +60,16 @@ async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
     event
 }
 
+/// A crawl request as the intake queue delivers it.
+fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
+    let mut message = SqsMessage::default();
+    message.message_id = Some(message_id.into());
+    message.body = Some(request.to_string());
+    let mut event = SqsEvent::default();
+    event.records.push(message);
+    event
+}
+
 #[tokio::test]
 async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     let Some(config) = imgest_shared::testing::aws::sdk_config("feeds on aws").await else {
@@ -100,11 +110,7 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     // Intake: the crawl request as the intake queue delivers it.
     let request = json!({"client_id": "acme", "offer_id": "aws-offer",
         "urls": [host.url("/a.jpg"), host.url("/gone.jpg")]});
-    let mut message = SqsMessage::default();
-    message.message_id = Some("intake-1".into());
-    message.body = Some(request.to_string());
-    let mut intake = SqsEvent::default();
-    intake.records.push(message);
+    let intake = intake_event("intake-1", &request);
     let response = handlers::intake::handle(&crawler, intake).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
@@ -156,11 +162,7 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     assert_eq!(photos.json["photos"][0]["image_id"], image_id.as_str());
 
     // The same feed again: settled at intake from the crawl record, result sent, no download.
-    let mut message = SqsMessage::default();
-    message.message_id = Some("intake-2".into());
-    message.body = Some(request.to_string());
-    let mut intake = SqsEvent::default();
-    intake.records.push(message);
+    let intake = intake_event("intake-2", &request);
     assert!(
         handlers::intake::handle(&crawler, intake)
             .await
@@ -175,11 +177,7 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     // and settle the crawl together: one result, every photo linked in feed order.
     let request = json!({"client_id": "acme", "offer_id": "aws-offer-2",
         "urls": [host.url("/b.jpg"), host.url("/a.jpg"), host.url("/c.jpg")]});
-    let mut message = SqsMessage::default();
-    message.message_id = Some("intake-3".into());
-    message.body = Some(request.to_string());
-    let mut intake = SqsEvent::default();
-    intake.records.push(message);
+    let intake = intake_event("intake-3", &request);
     let response = handlers::intake::handle(&crawler, intake).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let tasks = take(&sqs, &urls["fetch-0"], 2).await;

@@ -13,7 +13,7 @@ use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
 use crate::feed::UrlHash;
 use crate::feed::messages::{CrawlState, PhotoError, PhotoStatus};
 use crate::flows::FlowError;
-use crate::ports::{Records, StoreError};
+use crate::ports::{Records, StoreError, StoredRecord};
 
 pub(super) const URL_KIND: &str = "url";
 pub(super) const CRAWL_KIND: &str = "crawl";
@@ -157,10 +157,7 @@ pub(super) async fn read_versioned<T: DeserializeOwned>(
     key: &str,
     now: Timestamp,
 ) -> Result<(Option<T>, Option<u64>), FlowError> {
-    Ok(match records.get_record(kind, key, now).await? {
-        Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
-        None => (None, None),
-    })
+    versioned(kind, key, records.get_record(kind, key, now).await?)
 }
 
 /// Writes `value` if the record is still at `version`; `false` if another writer got in first.
@@ -191,22 +188,27 @@ pub(super) async fn read<T: DeserializeOwned>(
     key: &str,
     now: Timestamp,
 ) -> Result<Option<T>, FlowError> {
-    match records.get_record(kind, key, now).await? {
-        Some(s) => Ok(Some(parse(kind, key, &s.body)?)),
-        None => Ok(None),
-    }
+    Ok(read_versioned(records, kind, key, now).await?.0)
 }
 
-/// [`read`], but the answer may miss writes of about the last second
-/// ([`Records::peek_record`]): for settling from outcomes already recorded.
-/// With the version read, which a write may name (it conflicts if the read was stale).
+/// [`read_versioned`], but the answer may miss writes of about the last second
+/// ([`Records::peek_record`]): for settling from outcomes already recorded. A write that names
+/// the version peeked conflicts if the peek was stale.
 pub(super) async fn peek<T: DeserializeOwned>(
     records: &dyn Records,
     kind: &str,
     key: &str,
     now: Timestamp,
 ) -> Result<(Option<T>, Option<u64>), FlowError> {
-    Ok(match records.peek_record(kind, key, now).await? {
+    versioned(kind, key, records.peek_record(kind, key, now).await?)
+}
+
+fn versioned<T: DeserializeOwned>(
+    kind: &str,
+    key: &str,
+    stored: Option<StoredRecord>,
+) -> Result<(Option<T>, Option<u64>), FlowError> {
+    Ok(match stored {
         Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
         None => (None, None),
     })
