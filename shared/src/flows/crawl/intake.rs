@@ -134,12 +134,16 @@ impl Crawler {
             .filter_map(|(_, url)| url.as_ref())
             .filter(|url| seen.insert(url.hash()))
             .collect();
-        // Together: the fetch tasks of the URLs that start a download go out in one send.
-        let joined = futures_util::future::try_join_all(
+        // Together: the fetch tasks of the URLs that start a download go out in one send. Every
+        // join runs to its end even if another fails: one may be gathering the send that other
+        // intakes' tasks wait for.
+        let joined = futures_util::future::join_all(
             urls.iter()
                 .map(|url| self.join(url, &request.client_id, &waiter, now)),
         )
-        .await?;
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
         let mut settled = HashMap::new();
         for (url, joined) in urls.iter().zip(joined) {
             if let Joined::Settled(status) = joined {
