@@ -13,9 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-trap 'moto_stop 2>/dev/null || true' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# Start moto on a free port (stopped on exit); this exports AWS_ENDPOINT_URL.
 source infra/moto.sh
 
 # The AWS SDK reads these: fake credentials and a region for the emulator.

@@ -6,7 +6,7 @@
 #
 #   source infra/moto.sh    # starts moto; exports MOTO_PORT, MOTO_PID, MOTO_LOG and
 #                           # AWS_ENDPOINT_URL; `moto_client_env` sets fake credentials and a
-#                           # region; `moto_stop` stops it (infra/test.sh does this)
+#                           # region; the caller's EXIT trap stops it (set here: see below)
 #   eval "$(infra/moto.sh)" # the same from an interactive shell: prints the exports and
 #                           # leaves moto running; stop it with `kill "$MOTO_PID"`
 #
@@ -128,7 +128,12 @@ _moto_main() {
 }
 
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
-    # Sourced: the caller gets the variables and moto_stop.
+    # Sourced: the caller gets the variables and moto_stop. Whatever happens next in the
+    # caller (a failed start, a failed test, Ctrl-C), the emulator this started is stopped: an
+    # EXIT trap runs on every way out, and turning INT/TERM into exits makes it run on those.
+    trap 'moto_stop 2>/dev/null || true' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
     _moto_main
 else
     # Run: print the exports for `eval`; the server outlives this script.

@@ -8,14 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Whatever happens next (a failed test, a failed start, Ctrl-C), stop the emulator this script
-# started: an EXIT trap runs on every way out, and turning INT/TERM into exits makes it run on
-# those too.
-trap 'moto_stop 2>/dev/null || true' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Start moto on a free port; this exports AWS_ENDPOINT_URL (and MOTO_PID for moto_stop).
+# Start moto on a free port (stopped on exit); this exports AWS_ENDPOINT_URL.
 source infra/moto.sh
 
 # The AWS SDK reads these: fake credentials and a region for the emulator.
