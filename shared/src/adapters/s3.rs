@@ -30,8 +30,9 @@ use crate::ports::{BlobMeta, BlobPage, BlobStore, StoreError, UploadUrls};
 const DELETE_BATCH: usize = 1000;
 /// Up to this many keys are deleted one `DeleteObject` each, concurrently: S3 bills `DELETE`
 /// requests at nothing, while a `DeleteObjects` is a `POST`. An image's files (an original and
-/// a few variants) and an upload's `incoming/` body go this way; sweeps use batches.
-const SINGLE_DELETES: usize = 8;
+/// a few variants), an upload's `incoming/` body and a process batch's downloaded bodies (10)
+/// go this way; sweeps use batches.
+const SINGLE_DELETES: usize = 16;
 /// `ListObjectsV2` returns at most this many keys per call.
 const MAX_LIST_KEYS: usize = 1000;
 

@@ -90,13 +90,8 @@ impl Crawler {
             }
         }
         // Settled: the bodies are no longer needed (each original is kept under its image).
-        // One key per request: S3 does not bill a DeleteObject, but bills a DeleteObjects.
-        let blobs = self.service.ports().blobs.as_ref();
-        try_join_all(
-            done.iter()
-                .map(|d| blobs.delete(std::slice::from_ref(&d.body))),
-        )
-        .await?;
+        let bodies: Vec<BlobKey> = done.into_iter().map(|d| d.body).collect();
+        self.service.ports().blobs.delete(&bodies).await?;
         Ok(())
     }
 }
