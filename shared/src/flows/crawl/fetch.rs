@@ -452,16 +452,12 @@ fn status_of(outcome: &UrlOutcome) -> PhotoStatus {
     }
 }
 
+/// The feed kind of a body the pipeline refused.
 fn image_error_kind(e: &PipelineError) -> FeedErrorKind {
-    kind_named(e.kind())
-}
-
-/// The feed kind of a pipeline or upload failure kind.
-fn kind_named(kind: &str) -> FeedErrorKind {
-    match kind {
-        "too_large" => FeedErrorKind::TooLarge,
-        "too_many_pixels" => FeedErrorKind::TooManyPixels,
-        "unsupported_format" | "empty_body" => FeedErrorKind::UnsupportedFormat,
-        _ => FeedErrorKind::CorruptImage,
+    match e {
+        PipelineError::TooLarge { .. } => FeedErrorKind::TooLarge,
+        PipelineError::TooManyPixels { .. } => FeedErrorKind::TooManyPixels,
+        PipelineError::UnsupportedFormat(_) => FeedErrorKind::UnsupportedFormat,
+        PipelineError::CorruptImage(_) | PipelineError::Watermark(_) => FeedErrorKind::CorruptImage,
     }
 }
