@@ -1,5 +1,7 @@
 //! The image record: one per distinct content, however many offers link it.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Generation, ImageId, Timestamp, VariantName};
@@ -78,7 +80,8 @@ pub struct ImageRecord {
     pub generation: Generation,
     pub state: ImageState,
     pub created_at: Timestamp,
-    /// Refreshed by every use: upload, re-upload, link, unlink.
+    /// Refreshed by every use: upload, re-upload (at most once per [`refresh_granularity`]),
+    /// link, unlink.
     pub last_update: Timestamp,
     /// How many offers link this image.
     pub link_count: u32,
@@ -104,5 +107,87 @@ impl ImageRecord {
     /// Ready and not expired: what the API may serve and offers may link.
     pub fn is_live(&self, now: Timestamp) -> bool {
         self.is_ready() && !self.is_expired(now)
+    }
+
+    /// Ready, and refreshed less than [`refresh_granularity`] before `now`: a re-upload now
+    /// would move its `last_update` and orphan expiry by less than that, so it is not written
+    /// again. Such a record cannot expire for almost a whole `orphan_ttl`.
+    pub fn is_freshly_refreshed(&self, now: Timestamp, orphan_ttl: Duration) -> bool {
+        let granularity = refresh_granularity(orphan_ttl);
+        let expiry_holds = match self.expires_at {
+            None => self.link_count > 0,
+            Some(t) => self.link_count == 0 && t >= now.plus(orphan_ttl).minus(granularity),
+        };
+        self.is_ready() && expiry_holds && self.last_update.plus(granularity) > now
+    }
+}
+
+/// How stale a ready record's refresh may be before a re-upload writes it again: a thousandth
+/// of the orphan window, at most a minute. Repeated uploads of the same bytes (a form sent
+/// twice, a bulk tool's retries) then cost a read, not a write each; the orphan window is
+/// shortened by at most this much.
+pub fn refresh_granularity(orphan_ttl: Duration) -> Duration {
+    (orphan_ttl / 1000).min(Duration::from_secs(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Generation;
+
+    const TTL: Duration = Duration::from_secs(3600);
+
+    fn ready(
+        last_update: Timestamp,
+        link_count: u32,
+        expires_at: Option<Timestamp>,
+    ) -> ImageRecord {
+        ImageRecord {
+            id: ImageId::of_bytes(b"x"),
+            generation: Generation::random(),
+            state: ImageState::Ready {
+                format: SourceFormat::Jpeg,
+                width: 1,
+                height: 1,
+                original_bytes: 1,
+                variants: Vec::new(),
+            },
+            created_at: last_update,
+            last_update,
+            link_count,
+            expires_at,
+        }
+    }
+
+    #[test]
+    fn a_refresh_holds_for_a_thousandth_of_the_orphan_window_at_most_a_minute() {
+        assert_eq!(refresh_granularity(TTL), Duration::from_millis(3600));
+        assert_eq!(
+            refresh_granularity(Duration::from_secs(14 * 86_400)),
+            Duration::from_secs(60)
+        );
+        let t = Timestamp::from_millis(1_000_000);
+        let g = refresh_granularity(TTL);
+        let orphan = ready(t, 0, Some(t.plus(TTL)));
+        assert!(orphan.is_freshly_refreshed(t, TTL));
+        assert!(orphan.is_freshly_refreshed(t.plus(g).minus(Duration::from_millis(1)), TTL));
+        assert!(!orphan.is_freshly_refreshed(t.plus(g), TTL));
+        let linked = ready(t, 2, None);
+        assert!(linked.is_freshly_refreshed(t, TTL));
+    }
+
+    #[test]
+    fn a_record_whose_expiry_a_refresh_would_move_far_is_not_fresh() {
+        let t = Timestamp::from_millis(1_000_000);
+        // Unlinked a moment ago under a shorter window: a refresh gives it a longer expiry.
+        assert!(!ready(t, 0, Some(t.plus(TTL / 2))).is_freshly_refreshed(t, TTL));
+        // Inconsistent states are written again, never trusted.
+        assert!(!ready(t, 0, None).is_freshly_refreshed(t, TTL));
+        assert!(!ready(t, 1, Some(t.plus(TTL))).is_freshly_refreshed(t, TTL));
+        let mut claim = ready(t, 0, None);
+        claim.state = ImageState::Processing {
+            claim_expires_at: t.plus(TTL),
+        };
+        assert!(!claim.is_freshly_refreshed(t, TTL));
     }
 }

@@ -8,6 +8,6 @@ mod variant;
 
 pub use blob_key::{BlobKey, INCOMING_PREFIX, ImageBlobKey, SHARD_COUNT, shard_prefixes};
 pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
-pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant};
+pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant, refresh_granularity};
 pub use time::Timestamp;
 pub use variant::{FitMode, VariantName, VariantSet, VariantSpec, VariantSpecError};

@@ -2,8 +2,9 @@
 //!
 //! The image id is the MD5 of the body (computed while the body streams in). A claim — a
 //! conditional write in the image index — decides who processes new content; everyone else
-//! gets the existing record (a dedup hit costs one conditional write, no decoding) or waits for
-//! the claimant. Files are written before the record becomes ready, so a ready record never
+//! gets the existing record (a dedup hit costs one read, plus one conditional write when the
+//! record was last refreshed longer ago than the refresh granularity; no decoding) or waits
+//! for the claimant. Files are written before the record becomes ready, so a ready record never
 //! points at a missing file; a failed or cancelled processing run removes its claim and files.
 //!
 //! A dedup hit is the common case and should cost what hashing costs: so the body is kept as

@@ -14,7 +14,8 @@ pub enum Claim {
     /// caller processes them under `generation`, then calls `complete` or `abandon`.
     New { generation: Generation },
     /// A ready record exists (possibly expired but not yet collected: it is revived). Its
-    /// `last_update` was refreshed, and its orphan expiry too if no offer links it.
+    /// `last_update` was refreshed, and its orphan expiry too if no offer links it, unless a
+    /// refresh less than the refresh granularity ago already did.
     Existing(ImageRecord),
     /// Another worker holds a claim that has not expired; wait for its record.
     InProgress { claim_expires_at: Timestamp },
@@ -33,8 +34,9 @@ pub struct ReadyImage {
 #[async_trait]
 pub trait ImageIndex: Send + Sync {
     /// Atomically: no record → create a `Processing` claim with a fresh generation, expiring at
-    /// `now + claim_ttl` (`Claim::New`); a `Ready` record → refresh it (`Claim::Existing`); an
-    /// unexpired claim → `Claim::InProgress`; an expired claim → take it over with a fresh
+    /// `now + claim_ttl` (`Claim::New`); a `Ready` record → refresh it (`Claim::Existing`), or
+    /// return it unwritten if it [`is_freshly_refreshed`](ImageRecord::is_freshly_refreshed);
+    /// an unexpired claim → `Claim::InProgress`; an expired claim → take it over with a fresh
     /// generation (`Claim::New`).
     async fn claim(
         &self,

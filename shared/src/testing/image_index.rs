@@ -1,17 +1,19 @@
 //! The `ImageIndex` contract.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{
     BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
 };
-use crate::domain::{Generation, ImageId, ImageRecord, ImageState, Timestamp};
+use crate::domain::{Generation, ImageId, ImageRecord, ImageState, Timestamp, refresh_granularity};
 use crate::ports::{Claim, ImageIndex, StoreError};
 
 /// Every check, in a row.
 pub async fn contract(images: Arc<dyn ImageIndex>) {
     claim_new_then_in_progress_then_complete_then_existing(images.clone()).await;
     claim_revives_an_expired_ready_record(images.clone()).await;
+    a_reupload_within_the_refresh_granularity_writes_nothing(images.clone()).await;
     an_expired_claim_is_taken_over_under_a_new_generation(images.clone()).await;
     abandon_removes_only_the_holders_claim(images.clone()).await;
     complete_without_the_claim_is_a_conflict(images.clone()).await;
@@ -29,6 +31,7 @@ macro_rules! image_index_contract_tests {
         $crate::__imgest_contract_tests!($module, image_index, $factory;
             claim_new_then_in_progress_then_complete_then_existing,
             claim_revives_an_expired_ready_record,
+            a_reupload_within_the_refresh_granularity_writes_nothing,
             an_expired_claim_is_taken_over_under_a_new_generation,
             abandon_removes_only_the_holders_claim,
             complete_without_the_claim_is_a_conflict,
@@ -144,6 +147,31 @@ pub async fn claim_revives_an_expired_ready_record(images: Arc<dyn ImageIndex>) 
     assert_eq!(revived.expires_at, Some(late.plus(ORPHAN_TTL)));
     assert!(revived.is_live(late));
     assert_eq!(must_get(images, &record.id).await, revived);
+}
+
+pub async fn a_reupload_within_the_refresh_granularity_writes_nothing(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let granularity = refresh_granularity(ORPHAN_TTL);
+    let record = ready_image(images, BASE).await;
+
+    // Just inside the granularity: the record as it is, written by nobody.
+    let soon = BASE.plus(granularity).minus(Duration::from_millis(1));
+    let Claim::Existing(seen) = claim(images, &record.id, soon).await else {
+        panic!("a ready record must be claimed as existing");
+    };
+    assert_eq!(seen, record);
+    assert_eq!(must_get(images, &record.id).await, record);
+
+    // At the granularity: refreshed.
+    let later = BASE.plus(granularity);
+    let Claim::Existing(refreshed) = claim(images, &record.id, later).await else {
+        panic!("a ready record must be claimed as existing");
+    };
+    assert_eq!(
+        (refreshed.last_update, refreshed.expires_at),
+        (later, Some(later.plus(ORPHAN_TTL)))
+    );
+    assert_eq!(must_get(images, &record.id).await, refreshed);
 }
 
 pub async fn an_expired_claim_is_taken_over_under_a_new_generation(images: Arc<dyn ImageIndex>) {
@@ -438,8 +466,9 @@ pub async fn concurrent_claims_of_a_new_id_make_exactly_one_new(images: Arc<dyn 
         .await
         .unwrap();
 
-    // Once ready, every concurrent claimant finds it.
-    let later = BASE.plus(secs(2));
+    // Once ready, every concurrent claimant finds it (past the refresh granularity, so the
+    // record is written again).
+    let later = BASE.plus(secs(1)).plus(refresh_granularity(ORPHAN_TTL));
     for outcome in claims(later).await {
         let Claim::Existing(record) = outcome else {
             panic!("expected an existing record, got {outcome:?}");

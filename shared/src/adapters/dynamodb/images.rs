@@ -492,6 +492,9 @@ impl ImageIndex for DynamoStore {
             }
             let outcome = match self.get_image(id).await? {
                 None => self.put_claim(id, now, claim_ttl, orphan_ttl).await?,
+                Some(seen) if seen.is_freshly_refreshed(now, orphan_ttl) => {
+                    Some(Claim::Existing(seen))
+                }
                 Some(seen) => match seen.state {
                     ImageState::Ready { .. } => self.refresh(&seen, now, orphan_ttl).await?,
                     ImageState::Processing { claim_expires_at } if claim_expires_at > now => {

@@ -179,6 +179,13 @@ fn claim_tx(
     claim_ttl: Duration,
     orphan_ttl: Duration,
 ) -> Result<Claim, StoreError> {
+    // A record refreshed a moment ago is returned as it is, without taking the write lock: no
+    // write would change it enough to matter (see `refresh_granularity`).
+    if let Some(record) = select_one(conn, id)?
+        && record.is_freshly_refreshed(now, orphan_ttl)
+    {
+        return Ok(Claim::Existing(record));
+    }
     let tx = immediate(conn)?;
     let claim_expires_at = millis(claim_ttl, now);
     let claim =
@@ -324,6 +331,13 @@ impl ImageIndex for SqliteStore {
         claim_ttl: Duration,
         orphan_ttl: Duration,
     ) -> Result<Claim, StoreError> {
+        // The common case, a dedup hit on a record refreshed a moment ago, is one read.
+        if let Some(read) = self.try_read_now(|conn| select_one(conn, id))
+            && let Some(record) = read?
+            && record.is_freshly_refreshed(now, orphan_ttl)
+        {
+            return Ok(Claim::Existing(record));
+        }
         let id = id.clone();
         self.run(move |conn| claim_tx(conn, &id, now, claim_ttl, orphan_ttl))
             .await
