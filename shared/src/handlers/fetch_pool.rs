@@ -13,11 +13,8 @@ use crate::feed::messages::FetchTask;
 use crate::flows::crawl::{Crawler, tier_queue};
 use crate::ports::{Delivery, TaskQueue};
 
-/// How often an idle pool looks for due tasks: soon after its last task, then less and less
-/// often (each look is a write transaction on the store, so a pool left idle must not keep the
-/// process busy), and at once again once it found one.
-const IDLE_POLL_FIRST: Duration = Duration::from_millis(20);
-const IDLE_POLL_MAX: Duration = Duration::from_millis(320);
+/// How often an idle pool looks for due tasks.
+const IDLE_POLL: Duration = Duration::from_millis(20);
 /// A task's lease beyond its tier's deadline (host slot waits, processing the photo).
 const LEASE_MARGIN: Duration = Duration::from_secs(300);
 /// Storage failures put the task back this far ahead...
@@ -47,7 +44,6 @@ async fn run_tier(
     let workers = crawler.settings().workers[tier];
     let lease = crawler.settings().tiers[tier] + LEASE_MARGIN;
     let slots = Arc::new(Semaphore::new(workers));
-    let mut idle_poll = IDLE_POLL_FIRST;
     while !*stop.borrow() {
         let free = slots.available_permits();
         if free == 0 {
@@ -68,13 +64,11 @@ async fn run_tier(
         };
         if deliveries.is_empty() {
             tokio::select! {
-                _ = tokio::time::sleep(idle_poll) => {}
+                _ = tokio::time::sleep(IDLE_POLL) => {}
                 _ = stop.changed() => {}
             }
-            idle_poll = (idle_poll * 2).min(IDLE_POLL_MAX);
             continue;
         }
-        idle_poll = IDLE_POLL_FIRST;
         for delivery in deliveries {
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 return;

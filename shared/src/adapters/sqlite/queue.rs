@@ -69,6 +69,16 @@ fn enqueue_tx(
     })
 }
 
+/// Whether `queue` has a task that `receive` would lease at `now`.
+fn any_due(conn: &Connection, queue: &str, now: Timestamp) -> Result<bool, StoreError> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM tasks WHERE queue = ?1 AND run_at <= ?2 \
+         AND (leased_until IS NULL OR leased_until <= ?2))",
+    )
+    .and_then(|mut stmt| stmt.query_row(params![queue, now.as_millis()], |r| r.get(0)))
+    .map_err(|e| sql_error("looking for due tasks", e))
+}
+
 fn receive_tx(
     conn: &mut Connection,
     queue: &str,
@@ -181,6 +191,13 @@ impl TaskQueue for SqliteStore {
         visibility: Duration,
     ) -> Result<Vec<Delivery>, StoreError> {
         if max == 0 {
+            return Ok(Vec::new());
+        }
+        // Idle pools ask often; a look that finds nothing due is one read on this thread, not
+        // a write transaction on the blocking pool.
+        if let Some(due) = self.try_read_now(|conn| any_due(conn, queue, now))
+            && !due?
+        {
             return Ok(Vec::new());
         }
         let queue = queue.to_owned();
