@@ -51,8 +51,10 @@ const EXPIRES_AT: &str = "expires_at";
 
 /// Items per `TransactWriteItems` (the API's limit).
 const MAX_TX_ITEMS: usize = 100;
-/// Whole read-compute-write attempts of one change before giving up with a conflict.
-const CHANGE_ATTEMPTS: u32 = 5;
+/// Whole read-compute-write attempts of one change before giving up with a conflict. A photo
+/// linked by many offers at once (a dealer's logo) has one transaction win per round, so this
+/// is as many as the unlinks get: with the backoff, 2.5 to 5 s of trying at the most.
+const CHANGE_ATTEMPTS: u32 = 10;
 /// Attempts of unlinking one image on its own (undoing links, late unlinks).
 const UNLINK_ATTEMPTS: u32 = 10;
 
