@@ -70,33 +70,76 @@ fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
     event
 }
 
+/// Runs the `n` tasks of the first tier through the fetch handler and their `n` new photos
+/// through the process handler, one event each.
+async fn fetch_then_process(
+    sqs: &aws_sdk_sqs::Client,
+    urls: &HashMap<&'static str, String>,
+    crawler: &Crawler,
+    n: usize,
+) {
+    let tasks = take(sqs, &urls["fetch-0"], n).await;
+    let response = handlers::fetch::handle(crawler, tasks).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let work = take(sqs, &urls["process"], n).await;
+    let response = handlers::process::handle(crawler, work).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+}
+
+/// The AWS app with queues of its own, and a crawler handing downloads to the process queue.
+struct FeedOnAws {
+    sqs: aws_sdk_sqs::Client,
+    urls: HashMap<&'static str, String>,
+    app: TestApp,
+    crawler: Crawler,
+}
+
+impl FeedOnAws {
+    /// `None` (the test skips) without an emulator.
+    async fn start(name: &str) -> Option<Self> {
+        let config = imgest_shared::testing::aws::sdk_config(name).await?;
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let mut urls = HashMap::new();
+        for queue in QUEUES {
+            let url = sqs
+                .create_queue()
+                .queue_name(imgest_shared::testing::aws::unique_name(queue))
+                .send()
+                .await
+                .unwrap()
+                .queue_url
+                .unwrap();
+            urls.insert(queue, url);
+        }
+        let queues = QUEUES
+            .iter()
+            .map(|n| format!("{n}={}", urls[n]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let app = TestApp::start_aws(name, &[("IMGEST_QUEUES", &queues)])
+            .await
+            .unwrap();
+        let crawler = app.crawler(Processing::Handoff, &[]);
+        Some(Self {
+            sqs,
+            urls,
+            app,
+            crawler,
+        })
+    }
+}
+
 #[tokio::test]
 async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
-    let Some(config) = imgest_shared::testing::aws::sdk_config("feeds on aws").await else {
+    let Some(FeedOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+    }) = FeedOnAws::start("feeds on aws").await
+    else {
         return;
     };
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let mut urls = HashMap::new();
-    for name in QUEUES {
-        let url = sqs
-            .create_queue()
-            .queue_name(imgest_shared::testing::aws::unique_name(name))
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
-        urls.insert(name, url);
-    }
-    let queues = QUEUES
-        .iter()
-        .map(|n| format!("{n}={}", urls[n]))
-        .collect::<Vec<_>>()
-        .join(",");
-    let app = TestApp::start_aws("feeds on aws", &[("IMGEST_QUEUES", &queues)])
-        .await
-        .unwrap();
-    let crawler: Crawler = app.crawler(Processing::Handoff, &[]);
     let photo = Bytes::from(sample("dune.jpg"));
     let host = PartnerHost::start([
         ("/a.jpg", Route::photo(photo.clone())),
@@ -180,12 +223,7 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
     let intake = intake_event("intake-3", &request);
     let response = handlers::intake::handle(&crawler, intake).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    let tasks = take(&sqs, &urls["fetch-0"], 2).await;
-    let response = handlers::fetch::handle(&crawler, tasks).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    let work = take(&sqs, &urls["process"], 2).await;
-    let response = handlers::process::handle(&crawler, work).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    fetch_then_process(&sqs, &urls, &crawler, 2).await;
     let results = take(&sqs, &urls["results"], 1).await;
     let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
     let ids: Vec<&str> = (0..3)
@@ -201,4 +239,60 @@ async fn a_feed_goes_through_intake_fetch_process_and_results_on_aws() {
         .collect();
     assert_eq!(linked, ids);
     assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+}
+
+#[tokio::test]
+async fn an_intake_delivered_again_sends_its_downloads_again_and_other_crawls_join_them() {
+    let Some(FeedOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+    }) = FeedOnAws::start("intake delivered again").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "again-offer",
+        "urls": [host.url("/a.jpg")]});
+
+    // The intake leased the URL, but its task is lost (as when the intake fails between the
+    // lease and the send): the queue is emptied without running it.
+    let intake = || intake_event("intake-again", &request);
+    let response = handlers::intake::handle(&crawler, intake()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    take(&sqs, &urls["fetch-0"], 1).await;
+
+    // Another crawl of the URL (another message) joins the leased download: nothing is sent.
+    let other = json!({"client_id": "acme", "offer_id": "other-offer",
+        "urls": [host.url("/a.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("intake-other", &other)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(drain(&sqs, &urls["fetch-0"]).await.records.is_empty());
+
+    // The same message delivered again is the same crawl: it sends the download again.
+    let response = handlers::intake::handle(&crawler, intake()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    fetch_then_process(&sqs, &urls, &crawler, 1).await;
+    assert_eq!(host.requests(), 1);
+
+    // One download settled both crawls.
+    let results = take(&sqs, &urls["results"], 2).await;
+    let mut offers: Vec<String> = results
+        .records
+        .iter()
+        .map(|m| {
+            let result: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+            result["offer_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    offers.sort();
+    assert_eq!(offers, ["again-offer", "other-offer"]);
+    for offer in ["again-offer", "other-offer"] {
+        let photos = app.get(&format!("/v1/offers/{offer}/photos")).await;
+        assert_eq!(photos.status, 200, "{offer}");
+    }
 }

@@ -8,11 +8,15 @@ use crate::feed::messages::CrawlRequest;
 use crate::flows::crawl::Crawler;
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event);
-    run_batch(items, |body| async move {
+    // Each message is intaken under its id: delivered again, it is the same crawl.
+    let items = super::sqs_items(event)
+        .into_iter()
+        .map(|(id, body)| (id.clone(), (id, body)))
+        .collect();
+    run_batch(items, |(id, body)| async move {
         let request: CrawlRequest = serde_json::from_str(&body)
             .map_err(|e| ItemError::Unusable(format!("not a crawl request: {e}")))?;
-        crawler.intake(request).await?;
+        crawler.intake_message(request, &id).await?;
         Ok(())
     })
     .await

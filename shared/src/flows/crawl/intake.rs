@@ -33,9 +33,33 @@ enum Joined {
 }
 
 impl Crawler {
-    /// Accepts an offer's URLs (the `POST /v1/crawl` body, the intake queue's message).
-    /// Returns the crawl's state right after intake: `Done` when nothing had to be downloaded.
+    /// Accepts an offer's URLs (the `POST /v1/crawl` body) as a new crawl. Returns the crawl's
+    /// state right after intake: `Done` when nothing had to be downloaded.
     pub async fn intake(&self, request: CrawlRequest) -> Result<CrawlState, FlowError> {
+        self.intake_as(request, format!("{:016x}", fastrand::u64(..)))
+            .await
+    }
+
+    /// [`intake`](Self::intake) of the intake queue's message `message_id`. The crawl id comes
+    /// from the message id, so the message delivered again (its intake failed or was cut short)
+    /// is the same crawl, and it sends again the downloads it started: their leases are
+    /// written before their tasks are sent, and a task that was never sent would otherwise
+    /// leave the URL waiting out its lease.
+    pub async fn intake_message(
+        &self,
+        request: CrawlRequest,
+        message_id: &str,
+    ) -> Result<CrawlState, FlowError> {
+        let digest = Md5::digest(message_id.as_bytes());
+        let crawl_id = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        self.intake_as(request, crawl_id).await
+    }
+
+    async fn intake_as(
+        &self,
+        request: CrawlRequest,
+        crawl_id: String,
+    ) -> Result<CrawlState, FlowError> {
         let limit = self.service.policy().max_photos_per_offer;
         if request.urls.len() > limit {
             return Err(FlowError::TooManyPhotos {
@@ -75,7 +99,7 @@ impl Crawler {
         // Offers whose URLs are all known settle here, in the crawl's first write.
         let known = self.settled_by_records(&parsed, now).await?;
         let crawl = CrawlRecord {
-            crawl_id: format!("{:016x}", fastrand::u64(..)),
+            crawl_id,
             client_id: request.client_id.clone(),
             fingerprint,
             state: CrawlState::Pending,
@@ -206,10 +230,17 @@ impl Crawler {
                 if let Some(status) = settled_status(&record, now, url_ttl) {
                     return Ok(Change::Keep(Some(Joined::Settled(status))));
                 }
-                if !record.waiters.contains(waiter) {
+                let rejoined = record.waiters.contains(waiter);
+                if !rejoined {
                     record.waiters.push(waiter.clone());
                 }
                 let running = record.fetch.as_ref().is_some_and(|lease| now < lease.until);
+                if running && rejoined {
+                    // This crawl's intake ran before and did not finish: the task it meant to
+                    // send may never have left. Sending it again costs at most a second
+                    // download; not sending it may leave the URL waiting out the lease.
+                    return Ok(Change::Keep(Some(Joined::Waiting)));
+                }
                 if running {
                     return Ok(Change::Write(record, None));
                 }
