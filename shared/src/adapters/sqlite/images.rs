@@ -179,17 +179,13 @@ fn claim_tx(
     claim_ttl: Duration,
     orphan_ttl: Duration,
 ) -> Result<Claim, StoreError> {
-    // A record refreshed a moment ago is returned as it is, without taking the write lock: no
-    // write would change it enough to matter (see `refresh_granularity`).
-    if let Some(record) = select_one(conn, id)?
-        && record.is_freshly_refreshed(now, orphan_ttl)
-    {
-        return Ok(Claim::Existing(record));
-    }
     let tx = immediate(conn)?;
     let claim_expires_at = millis(claim_ttl, now);
     let claim =
         match select_one(&tx, id)? {
+            // Refreshed a moment ago: no write would change it enough to matter (see
+            // `refresh_granularity`).
+            Some(record) if record.is_freshly_refreshed(now, orphan_ttl) => Claim::Existing(record),
             None => {
                 let generation = Generation::random();
                 tx.execute(
