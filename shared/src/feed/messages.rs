@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FeedErrorKind, UrlHash};
+use super::{FeedErrorKind, UrlHash, Validator};
 use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
 
 /// An offer's photo URLs, in feed order. Ids are checked when parsed; URLs one by one later
@@ -36,10 +36,9 @@ pub struct DownloadedPhoto {
     pub url_hash: UrlHash,
     /// Downloads tried for this crawl of the URL, this one included.
     pub attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etag: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_modified: Option<String>,
+    /// What the host said identifies this version (`etag`, `last_modified`).
+    #[serde(flatten)]
+    pub validator: Validator,
 }
 
 /// A process queue message that is not a storage notification.

@@ -99,7 +99,7 @@ mod tests {
             panic!("a download");
         };
         assert_eq!((photo.url_hash.as_str(), photo.attempts), (hash, 2));
-        assert_eq!(photo.etag.as_deref(), Some("\"x\""));
+        assert_eq!(photo.validator.etag.as_deref(), Some("\"x\""));
 
         assert!(matches!(work_in("nonsense"), Err(ItemError::Unusable(_))));
         let bad = serde_json::json!({"downloaded": {"url_hash": "xyz", "attempts": 1}});

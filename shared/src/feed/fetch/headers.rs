@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 /// changed" (`If-None-Match`, `If-Modified-Since`). Stored per URL with its download.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Validator {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_modified: Option<String>,
 }
 

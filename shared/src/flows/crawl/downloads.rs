@@ -38,11 +38,7 @@ impl Crawler {
             Err(e) => return Err(e.into()),
         };
         let image_id = ImageId::of_bytes(&bytes);
-        let validators = Validators {
-            image_id: image_id.clone(),
-            etag: photo.etag,
-            last_modified: photo.last_modified,
-        };
+        let validators = Validators::new(image_id.clone(), photo.validator);
         let settlement = self
             .process_inline(image_id, bytes, validators, photo.attempts)
             .await?;

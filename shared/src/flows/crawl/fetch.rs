@@ -13,7 +13,7 @@ use super::{Crawler, Processing, grants};
 use crate::domain::{BlobKey, ImageId, ImageState, Timestamp};
 use crate::feed::backoff::{recheck_after, retry_delay};
 use crate::feed::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
-use crate::feed::{Download, FetchError, Fetched, Validator};
+use crate::feed::{Download, FetchError, Fetched};
 use crate::feed::{FailureClass, FeedErrorKind, Observation, UrlHash};
 use crate::flows::FlowError;
 use crate::pipeline::PipelineError;
@@ -94,10 +94,7 @@ impl Crawler {
 
         let tier = task.tier.min(self.settings.last_tier());
         let deadline = self.settings.tiers[tier];
-        let validator = record.validators.as_ref().map(|v| Validator {
-            etag: v.etag.clone(),
-            last_modified: v.last_modified.clone(),
-        });
+        let validator = record.validators.as_ref().map(Validators::validator);
         add(&self.metrics.download_attempts, 1);
         let result = self.fetcher.fetch(&url, deadline, validator.as_ref()).await;
         drop(slot);
@@ -210,11 +207,7 @@ impl Crawler {
         download: Download,
         attempts: u32,
     ) -> Result<(), FlowError> {
-        let validators = Validators {
-            image_id: download.image_id.clone(),
-            etag: download.validator.etag.clone(),
-            last_modified: download.validator.last_modified.clone(),
-        };
+        let validators = Validators::new(download.image_id.clone(), download.validator.clone());
         match self.processing {
             Processing::Inline => {
                 let settlement = self
@@ -291,8 +284,7 @@ impl Crawler {
             downloaded: DownloadedPhoto {
                 url_hash: task.url_hash.clone(),
                 attempts,
-                etag: validators.etag,
-                last_modified: validators.last_modified,
+                validator: validators.validator(),
             },
         };
         let body = serde_json::to_string(&message)

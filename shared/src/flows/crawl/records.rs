@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
-use crate::feed::UrlHash;
 use crate::feed::messages::{CrawlState, PhotoError, PhotoStatus};
+use crate::feed::{UrlHash, Validator};
 use crate::flows::FlowError;
 use crate::ports::{Records, StoreError, StoredRecord};
 
@@ -35,6 +35,24 @@ pub(super) struct Validators {
     pub etag: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_modified: Option<String>,
+}
+
+impl Validators {
+    pub fn new(image_id: ImageId, validator: Validator) -> Self {
+        Self {
+            image_id,
+            etag: validator.etag,
+            last_modified: validator.last_modified,
+        }
+    }
+
+    /// What to send the host next time.
+    pub fn validator(&self) -> Validator {
+        Validator {
+            etag: self.etag.clone(),
+            last_modified: self.last_modified.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
