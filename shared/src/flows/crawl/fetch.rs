@@ -10,7 +10,7 @@ use tracing::{debug, info};
 use super::metrics::add;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
-use crate::domain::{BlobKey, ImageId, ImageState, Timestamp};
+use crate::domain::{BlobKey, ImageId, Timestamp};
 use crate::feed::backoff::{recheck_after, retry_delay};
 use crate::feed::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
 use crate::feed::{Download, FetchError, Fetched};
@@ -262,8 +262,10 @@ impl Crawler {
         attempts: u32,
     ) -> Result<(), FlowError> {
         let ports = self.service.ports();
+        // Only a live record settles here: an expired one not yet collected goes through the
+        // process function, whose claim revives it (without decoding), as an upload would.
         if let Some(image) = ports.images.get(&download.image_id).await?
-            && matches!(image.state, ImageState::Ready { .. })
+            && image.is_live(self.now())
         {
             add(&self.metrics.photos_deduplicated, 1);
             let settlement = Settlement::Ok {
