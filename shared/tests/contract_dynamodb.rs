@@ -74,6 +74,7 @@ dynamodb_checks!(image_index, image_index, images_port;
     get_many_keeps_the_order_of_ids_and_skips_missing,
     expired_lists_orphans_and_stale_claims_longest_expired_first,
     delete_if_expired_deletes_only_what_is_still_expired,
+    create_ready_writes_only_where_no_record_is,
     concurrent_claims_of_a_new_id_make_exactly_one_new,
 );
 
@@ -83,6 +84,7 @@ dynamodb_checks!(offer_links, offer_links, LinkPorts::of;
     link_counts_follow_every_offer,
     linked_images_never_expire,
     an_expired_image_is_linkable_once_revived,
+    a_keyed_change_run_again_links_each_image_once,
     delete_offer_is_idempotent,
 );
 
@@ -315,6 +317,113 @@ async fn a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_
     assert!(listed.iter().all(|r| !fresh.contains(&r.id)));
     let all = store.expired(BASE.plus(TTL), 100).await.unwrap();
     assert_eq!(all.len(), 5, "{all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_record_expires_by_ttl_alone_until_an_offer_drops_it() {
+    let Some((store, client, table)) =
+        store_and_client("a_created_record_expires_by_ttl_alone_until_an_offer_drops_it").await
+    else {
+        return;
+    };
+    let id = testing::random_image_id();
+    let now = Timestamp::from_millis(1_700_000_000_500);
+    let generation = imgest_shared::domain::Generation::random();
+    store
+        .create_ready(&id, &generation, ready(), now, TTL)
+        .await
+        .unwrap()
+        .expect("created");
+    // Not in the GC index (the offer's link would delete the entry again): the TTL collects
+    // it if no offer ever links it.
+    let item = raw_image(&client, &table, &id).await;
+    let expires = now.plus(TTL).as_millis();
+    assert_eq!(number(&item, "ttl"), Some((expires + 999) / 1000));
+    for attr in ["gc_bucket", "gc_at"] {
+        assert!(!item.contains_key(attr), "a created record has no {attr}");
+    }
+    assert!(
+        store
+            .expired(now.plus(TTL), 1000)
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.id != id)
+    );
+
+    // Linked, then dropped by its offer: an orphan in the GC index like any other.
+    let offer = testing::random_offer_id();
+    store
+        .set_photos(&offer, std::slice::from_ref(&id), now, TTL)
+        .await
+        .unwrap();
+    let later = now.plus(Duration::from_secs(60));
+    store.delete_offer(&offer, later, TTL).await.unwrap();
+    let item = raw_image(&client, &table, &id).await;
+    assert!(item.contains_key("gc_at"));
+    let listed = store.expired(later.plus(TTL), 1000).await.unwrap();
+    assert!(listed.iter().any(|r| r.id == id));
+}
+
+/// A keyed change cut short after linking its images and before writing the offer: its next
+/// run finds the marks, counts those links as its own and writes the offer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_change_cut_short_after_its_links_counts_them_once_when_run_again() {
+    let Some((store, client, table)) = store_and_client(
+        "a_keyed_change_cut_short_after_its_links_counts_them_once_when_run_again",
+    )
+    .await
+    else {
+        return;
+    };
+    let now = BASE;
+    let a = ready_image(&store, now).await.id;
+    let b = ready_image(&store, now).await.id;
+    let offer = testing::random_offer_id();
+    // What the first run wrote before it stopped: `a` linked and marked.
+    client
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(format!("image#{a}")))
+        .key("sk", AttributeValue::S("image".into()))
+        .update_expression(
+            "SET link_count = link_count + :one, linked_by = :mark \
+             REMOVE expires_at, #ttl, gc_bucket, gc_at",
+        )
+        .expression_attribute_names("#ttl", "ttl")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .expression_attribute_values(":mark", AttributeValue::S(format!("{offer}#crawl-1")))
+        .send()
+        .await
+        .unwrap();
+
+    let ids = [a.clone(), b.clone()];
+    store
+        .set_photos_keyed(&offer, &ids, "crawl-1", now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(store.photos(&offer).await.unwrap().unwrap(), ids);
+    for r in store.get_many(&ids).await.unwrap() {
+        assert_eq!((r.link_count, r.expires_at), (1, None), "{}", r.id);
+    }
+
+    // Any other change of a count removes the mark: a later run of the same change, after the
+    // offer dropped `a`, links it again.
+    let later = now.plus(Duration::from_secs(60));
+    store
+        .set_photos(&offer, std::slice::from_ref(&b), later, TTL)
+        .await
+        .unwrap();
+    assert!(
+        !raw_image(&client, &table, &a)
+            .await
+            .contains_key("linked_by")
+    );
+    store
+        .set_photos_keyed(&offer, &ids, "crawl-1", later, TTL)
+        .await
+        .unwrap();
+    assert_eq!(store.get(&a).await.unwrap().unwrap().link_count, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

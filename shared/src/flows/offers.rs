@@ -21,16 +21,19 @@ impl Service {
         offer: &OfferId,
         images: &[ImageId],
     ) -> Result<OfferPhotos, FlowError> {
-        self.link_offer_photos(offer, images).await?;
+        self.link_offer_photos(offer, images, None).await?;
         self.offer_photos_of(offer, images).await
     }
 
     /// [`set_offer_photos`](Self::set_offer_photos) without reading the records back (the
-    /// crawler links photos nobody is waiting to see).
+    /// crawler links photos nobody is waiting to see). A change that may run more than once
+    /// (a crawl's) names itself with `key`, which lets the store link its images with cheaper
+    /// writes ([`set_photos_keyed`](crate::ports::OfferLinks::set_photos_keyed)).
     pub async fn link_offer_photos(
         &self,
         offer: &OfferId,
         images: &[ImageId],
+        key: Option<&str>,
     ) -> Result<(), FlowError> {
         let limit = self.policy.max_photos_per_offer;
         if images.len() > limit {
@@ -44,10 +47,21 @@ impl Service {
             return Err(FlowError::DuplicateImage(dup.clone()));
         }
         let now = self.ports.clock.now();
-        self.ports
-            .offers
-            .set_photos(offer, images, now, self.policy.orphan_ttl)
-            .await?;
+        let ttl = self.policy.orphan_ttl;
+        match key {
+            Some(key) => {
+                self.ports
+                    .offers
+                    .set_photos_keyed(offer, images, key, now, ttl)
+                    .await?
+            }
+            None => {
+                self.ports
+                    .offers
+                    .set_photos(offer, images, now, ttl)
+                    .await?
+            }
+        }
         Ok(())
     }
 

@@ -154,7 +154,7 @@ impl Service {
                         return Err(e.into());
                     }
                     match self
-                        .process_claimed(id.clone(), generation, joined.clone())
+                        .process_and_store(id.clone(), generation, joined.clone(), Record::Claimed)
                         .await?
                     {
                         Some(record) => {
@@ -191,6 +191,47 @@ impl Service {
         self.upload(id, body).await
     }
 
+    /// Stores bytes that an offer links a moment later (a feed's photo), whose MD5 the caller
+    /// computed: like [`upload`](Self::upload), but new bytes are processed without a claim and
+    /// their record is written once, after the files
+    /// ([`create_ready`](crate::ports::ImageIndex::create_ready)). The claim is what makes
+    /// concurrent uploads of the same new bytes wait for one of them; a feed's URL is already
+    /// downloaded once however many offers list it, so the same new bytes arrive at the same
+    /// moment only under two URLs. Then both are processed, one record wins and the other run
+    /// deletes its files. Known bytes (any record) go the claim's way, decoding nothing.
+    pub async fn ingest(&self, id: ImageId, body: Bytes) -> Result<UploadOutcome, FlowError> {
+        if body.is_empty() {
+            return Err(FlowError::EmptyBody);
+        }
+        // A peek: new bytes are stored with a conditional write, and a record seen is claimed.
+        if self.ports.images.peek(&id).await?.is_some() {
+            return self.upload(id, body).await;
+        }
+        let checked = self
+            .pipeline
+            .check_format(body.len(), &body[..MAGIC_LEN.min(body.len())])
+            .and_then(|_| self.pipeline.inspect(&body).map(drop));
+        if let Err(e) = checked {
+            Metrics::add(&self.metrics.pipeline_rejections, 1);
+            return Err(e.into());
+        }
+        let generation = Generation::random();
+        match self
+            .process_and_store(id.clone(), generation, body.clone(), Record::New)
+            .await?
+        {
+            Some(record) => {
+                Metrics::add(&self.metrics.uploads_new, 1);
+                Ok(UploadOutcome {
+                    record,
+                    deduplicated: false,
+                })
+            }
+            // Stored meanwhile (the same bytes under another URL, or uploaded): theirs wins.
+            None => self.upload(id, body).await,
+        }
+    }
+
     /// Waits until another caller's claim on `id` ends. Returns the ready record, or `None` when
     /// the claim ended without one (failed, or expired: the caller claims again).
     async fn wait_for_claim(&self, id: &ImageId) -> Result<Option<ImageRecord>, FlowError> {
@@ -207,14 +248,16 @@ impl Service {
         }
     }
 
-    /// Runs the pipeline for a claim we hold and writes files, then the record. Returns `None`
-    /// if the claim was lost meanwhile. Runs as its own task, so a client that disconnects does
-    /// not cancel it half-way; the guard cleans up on any failure, panic included.
-    async fn process_claimed(
+    /// Runs the pipeline and writes files under `generation`, then the record: the completion
+    /// of our claim, or a new record. Returns `None` if the claim was lost meanwhile, or if a
+    /// record appeared meanwhile. Runs as its own task, so a client that disconnects does not
+    /// cancel it half-way; the guard cleans up on any failure, panic included.
+    async fn process_and_store(
         &self,
         id: ImageId,
         generation: Generation,
         body: Bytes,
+        record: Record,
     ) -> Result<Option<ImageRecord>, FlowError> {
         let ports = self.ports.clone();
         let pipeline = Arc::clone(&self.pipeline);
@@ -223,7 +266,7 @@ impl Service {
         let metrics = Arc::clone(&self.metrics);
         let orphan_ttl = self.policy.orphan_ttl;
         let task = tokio::spawn(async move {
-            let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone());
+            let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone(), record);
             let Ok(_admitted) = admission.try_acquire_owned() else {
                 guard.release().await;
                 return Err(FlowError::Overloaded);
@@ -249,22 +292,40 @@ impl Service {
             };
             let ready = write_files(&ports, &id, &generation, &body, processed, &metrics).await?;
             let now = ports.clock.now();
-            match ports
-                .images
-                .complete(&id, &generation, ready, now, orphan_ttl)
-                .await
-            {
-                Ok(record) => {
+            let stored = match record {
+                Record::Claimed => match ports
+                    .images
+                    .complete(&id, &generation, ready, now, orphan_ttl)
+                    .await
+                {
+                    Ok(record) => Some(record),
+                    Err(StoreError::Conflict(reason)) => {
+                        warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
+                        None
+                    }
+                    Err(e) => return Err(FlowError::Store(e)),
+                },
+                Record::New => {
+                    let created = ports
+                        .images
+                        .create_ready(&id, &generation, ready, now, orphan_ttl)
+                        .await?;
+                    if created.is_none() {
+                        info!(image_id = %id, generation = %generation, "the same bytes were stored meanwhile");
+                    }
+                    created
+                }
+            };
+            match stored {
+                Some(record) => {
                     guard.disarm();
                     info!(image_id = %id, generation = %generation, "image processed");
                     Ok(Some(record))
                 }
-                Err(StoreError::Conflict(reason)) => {
-                    warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
+                None => {
                     guard.release_files_only().await;
                     Ok(None)
                 }
-                Err(e) => Err(FlowError::Store(e)),
             }
         }
         .instrument(tracing::Span::current()));
@@ -321,21 +382,33 @@ async fn write_files(
     })
 }
 
-/// Partial work of a claimed upload: unless disarmed, dropping it removes the generation's files
-/// and the claim (in a background task, so cancellation and panics are covered too).
+/// Which record the files of a processing run end up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Record {
+    /// The caller's claim, completed.
+    Claimed,
+    /// A record created once the files are written (no claim: see [`Service::ingest`]).
+    New,
+}
+
+/// Partial work of a processing run: unless disarmed, dropping it removes the generation's files
+/// and the claim if there is one (in a background task, so cancellation and panics are covered
+/// too).
 struct ClaimGuard {
     ports: Ports,
     id: ImageId,
     generation: Generation,
+    claimed: bool,
     armed: bool,
 }
 
 impl ClaimGuard {
-    fn new(ports: Ports, id: ImageId, generation: Generation) -> Self {
+    fn new(ports: Ports, id: ImageId, generation: Generation, record: Record) -> Self {
         Self {
             ports,
             id,
             generation,
+            claimed: record == Record::Claimed,
             armed: true,
         }
     }
@@ -344,14 +417,14 @@ impl ClaimGuard {
         self.armed = false;
     }
 
-    /// Cleans up now (files, then the claim) and disarms.
+    /// Cleans up now (files, then the claim if any) and disarms.
     async fn release(&mut self) {
         self.armed = false;
         cleanup(
             self.ports.clone(),
             self.id.clone(),
             self.generation.clone(),
-            true,
+            self.claimed,
         )
         .await;
     }
@@ -378,7 +451,7 @@ impl Drop for ClaimGuard {
                 self.ports.clone(),
                 self.id.clone(),
                 self.generation.clone(),
-                true,
+                self.claimed,
             ));
         }
     }

@@ -57,12 +57,36 @@ pub trait ImageIndex: Send + Sync {
         orphan_ttl: Duration,
     ) -> Result<ImageRecord, StoreError>;
 
+    /// Creates a ready, unlinked record of `id` under `generation`, expiring at
+    /// `now + orphan_ttl`, if there is no record of `id` at all; `None`, nothing written, if
+    /// there is one. For bytes whose files are already written and that an offer links a moment
+    /// later (a feed's photo): one write instead of a claim and its completion. Such a record
+    /// is left out of [`expired`](Self::expired) where listing it would cost writes
+    /// (DynamoDB's GC index, written and deleted again when the offer links it): if it is never
+    /// linked, the store's own expiry collects it (DynamoDB's TTL deleter, whose stream the
+    /// `gc` function follows), up to about two days after it expires.
+    async fn create_ready(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        ready: ReadyImage,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<Option<ImageRecord>, StoreError>;
+
     /// Removes the caller's claim after failed processing; does nothing if the claim is no
     /// longer the caller's.
     async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError>;
 
     /// The record as stored, whatever its state (callers check `is_live`).
     async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError>;
+
+    /// [`get`](Self::get), except that the answer may miss writes of about the last second
+    /// (DynamoDB's eventually consistent read, half the price): for a decision that a
+    /// conditional write or a consistent read checks again.
+    async fn peek(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+        self.get(id).await
+    }
 
     /// The stored records among `ids` (missing ones are left out), in the order of `ids`.
     async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError>;

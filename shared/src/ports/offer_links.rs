@@ -31,6 +31,25 @@ pub trait OfferLinks: Send + Sync {
         orphan_ttl: Duration,
     ) -> Result<(), LinkError>;
 
+    /// [`set_photos`](Self::set_photos) for a change that may run more than once, named by
+    /// `key`: the same for every run of it (a crawl's id), distinct for other changes of the
+    /// offer. A store may then link the added images before it writes the offer, one plain
+    /// write each, and recognise on a later run those that an earlier run (cut short) already
+    /// linked, instead of linking everything in one transaction (which DynamoDB bills twice).
+    /// A run cut short between those links and the offer's write, and never run again, leaves
+    /// their link counts one too high (the images never expire), never too low.
+    async fn set_photos_keyed(
+        &self,
+        offer: &OfferId,
+        images: &[ImageId],
+        key: &str,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<(), LinkError> {
+        let _ = key;
+        self.set_photos(offer, images, now, orphan_ttl).await
+    }
+
     /// The offer's photo list in order, or `None` if the offer has none set.
     async fn photos(&self, offer: &OfferId) -> Result<Option<Vec<ImageId>>, StoreError>;
 

@@ -20,6 +20,7 @@ pub async fn contract(images: Arc<dyn ImageIndex>) {
     get_many_keeps_the_order_of_ids_and_skips_missing(images.clone()).await;
     expired_lists_orphans_and_stale_claims_longest_expired_first(images.clone()).await;
     delete_if_expired_deletes_only_what_is_still_expired(images.clone()).await;
+    create_ready_writes_only_where_no_record_is(images.clone()).await;
     concurrent_claims_of_a_new_id_make_exactly_one_new(images).await;
 }
 
@@ -38,6 +39,7 @@ macro_rules! image_index_contract_tests {
             get_many_keeps_the_order_of_ids_and_skips_missing,
             expired_lists_orphans_and_stale_claims_longest_expired_first,
             delete_if_expired_deletes_only_what_is_still_expired,
+            create_ready_writes_only_where_no_record_is,
             concurrent_claims_of_a_new_id_make_exactly_one_new,
         );
     };
@@ -477,4 +479,61 @@ pub async fn concurrent_claims_of_a_new_id_make_exactly_one_new(images: Arc<dyn 
     }
     let record = must_get(images.as_ref(), &id).await;
     assert_eq!(record.last_update, later);
+}
+
+pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let now = BASE;
+    let id = random_image_id();
+    let generation = Generation::random();
+    let created = images
+        .create_ready(&id, &generation, sample_ready(), now, ORPHAN_TTL)
+        .await
+        .unwrap()
+        .expect("no record: created");
+    assert_eq!(created, must_get(images, &id).await);
+    assert_eq!(created.generation, generation);
+    assert!(created.is_ready() && created.is_live(now));
+    assert_eq!(
+        (created.link_count, created.expires_at, created.created_at),
+        (0, Some(now.plus(ORPHAN_TTL)), now)
+    );
+    // An upload of the same bytes finds it, as it would a completed claim.
+    assert!(matches!(
+        images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap(),
+        Claim::Existing(r) if r.generation == generation
+    ));
+
+    // A record of any state stays as it is.
+    let later = now.plus(mins(1));
+    let again = images
+        .create_ready(
+            &id,
+            &Generation::random(),
+            sample_ready(),
+            later,
+            ORPHAN_TTL,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, None);
+    assert_eq!(must_get(images, &id).await.generation, generation);
+    let claimed = random_image_id();
+    let claim_generation = claim_new(images, &claimed, now).await;
+    let over_claim = images
+        .create_ready(
+            &claimed,
+            &Generation::random(),
+            sample_ready(),
+            later,
+            ORPHAN_TTL,
+        )
+        .await
+        .unwrap();
+    assert_eq!(over_claim, None);
+    assert_eq!(
+        must_get(images, &claimed).await.generation,
+        claim_generation
+    );
+    assert!(!must_get(images, &claimed).await.is_ready());
 }

@@ -14,6 +14,7 @@ pub async fn contract(ports: LinkPorts) {
     link_counts_follow_every_offer(ports.clone()).await;
     linked_images_never_expire(ports.clone()).await;
     an_expired_image_is_linkable_once_revived(ports.clone()).await;
+    a_keyed_change_run_again_links_each_image_once(ports.clone()).await;
     delete_offer_is_idempotent(ports).await;
 }
 
@@ -28,6 +29,7 @@ macro_rules! offer_links_contract_tests {
             link_counts_follow_every_offer,
             linked_images_never_expire,
             an_expired_image_is_linkable_once_revived,
+            a_keyed_change_run_again_links_each_image_once,
             delete_offer_is_idempotent,
         );
     };
@@ -272,4 +274,54 @@ pub async fn delete_offer_is_idempotent(ports: LinkPorts) {
     set(offers, &empty, &[], BASE).await;
     assert!(offers.delete_offer(&empty, t1, ORPHAN_TTL).await.unwrap());
     assert!(!offers.delete_offer(&empty, t1, ORPHAN_TTL).await.unwrap());
+}
+
+pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
+    let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
+    let t0 = BASE;
+    let a = ready_image(images, t0).await.id;
+    let b = ready_image(images, t0).await.id;
+    let c = ready_image(images, t0).await.id;
+    let (offer, other) = (random_offer_id(), random_offer_id());
+    let keyed = |offer: OfferId, ids: Vec<ImageId>, now: Timestamp| async move {
+        offers
+            .set_photos_keyed(&offer, &ids, "crawl-1", now, ORPHAN_TTL)
+            .await
+            .unwrap();
+    };
+    let t1 = t0.plus(mins(1));
+    keyed(offer.clone(), owned(&[&a, &b]), t1).await;
+    keyed(offer.clone(), owned(&[&a, &b]), t1).await;
+    assert_eq!(photos(offers, &offer).await, Some(owned(&[&a, &b])));
+    for id in [&a, &b] {
+        assert_eq!(links(images, id).await, (1, None, t1), "{id}, run twice");
+    }
+
+    // Another offer's change under the same key is another change.
+    keyed(other.clone(), owned(&[&b, &c]), t1).await;
+    assert_eq!(links(images, &b).await.0, 2);
+    assert_eq!(links(images, &c).await.0, 1);
+
+    // The key names the change, not the images: dropped since, and linked again by a later
+    // run of it, an image is counted again.
+    let t2 = t1.plus(mins(1));
+    set(offers, &offer, &[&b], t2).await;
+    assert_eq!(links(images, &a).await, (0, Some(t2.plus(ORPHAN_TTL)), t2));
+    let t3 = t2.plus(mins(1));
+    keyed(offer.clone(), owned(&[&a, &b]), t3).await;
+    assert_eq!(photos(offers, &offer).await, Some(owned(&[&a, &b])));
+    assert_eq!(links(images, &a).await, (1, None, t3));
+    assert_eq!(links(images, &b).await.0, 2);
+
+    // Unknown images are refused as by `set_photos`, and nothing changes.
+    let never = random_image_id();
+    let r = offers
+        .set_photos_keyed(&offer, &owned(&[&c, &never]), "crawl-2", t3, ORPHAN_TTL)
+        .await;
+    assert!(
+        matches!(&r, Err(LinkError::UnknownImage(id)) if id == &never),
+        "{r:?}"
+    );
+    assert_eq!(photos(offers, &offer).await, Some(owned(&[&a, &b])));
+    assert_eq!(links(images, &c).await.0, 1);
 }

@@ -23,6 +23,8 @@ pub struct StageCounts {
     /// Write units by the kind of record written (the key's prefix: `image`, `url`, ...).
     pub write_units_by_record: BTreeMap<String, f64>,
     pub read_units: f64,
+    /// Read units of single-item reads (`GetItem`) by the kind of record read.
+    pub read_units_by_record: BTreeMap<String, f64>,
     pub sqs_requests: u64,
     /// S3 PUT, COPY, POST and LIST requests.
     pub s3_put_class: u64,
@@ -240,9 +242,13 @@ impl Proxy {
             }
             let response_json: Value = serde_json::from_slice(&answer_body).unwrap_or(Value::Null);
             let reads = read_capacity(&op, &request_json, &response_json);
+            let read_kind = (op == "GetItem").then(|| record_kind(&request_json["Key"]));
             self.tally.request(format!("dynamodb.{op}"), |s| {
                 s.write_units += units;
                 s.read_units += reads;
+                if let Some(kind) = read_kind {
+                    *s.read_units_by_record.entry(kind).or_default() += reads;
+                }
                 for (kind, u) in by_kind {
                     *s.write_units_by_record.entry(kind).or_default() += u;
                 }

@@ -138,12 +138,20 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
                 .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
                 .collect::<Vec<_>>()
                 .join(", ");
+            let reads = counts
+                .read_units_by_record
+                .iter()
+                .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
+                .collect::<Vec<_>>()
+                .join(", ");
             let retried = if counts.retried > 0 {
                 format!("; {} items failed and were delivered again", counts.retried)
             } else {
                 String::new()
             };
-            println!("- {name}: {list}; write units by record: {writes}{retried}");
+            println!(
+                "- {name}: {list}; write units by record: {writes}; GetItem read units by record: {reads}{retried}"
+            );
         }
     }
 

@@ -13,7 +13,8 @@
 //! | `link_count`       | N    | always                                                      |
 //! | `expires_at`       | N ms | ready and unlinked only                                     |
 //! | `ttl`              | N s  | unlinked: ceil(expires_at / 1000); processing: ceil(claim expiry / 1000) + 1 day; ABSENT while linked, so the TTL deleter never removes a linked image |
-//! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): processing and unlinked ready images; `gc_at` is never later than the expiry (see below) |
+//! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): claims, unlinked ready images that were claimed or that an offer dropped; not records made by `create_ready` until an offer drops them (the TTL collects them); `gc_at` is never later than the expiry (see below) |
+//! | `linked_by`        | S    | the keyed offer change whose link was the last change of `link_count`, if it was one (see the offers module) |
 //!
 //! Every decision is a conditional write on what was read with a consistent read, retried a
 //! bounded number of times when another writer got in between.
@@ -30,7 +31,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
 use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket_of};
@@ -79,6 +80,29 @@ pub(super) fn set_orphan_expiry(e: &mut Expr, id: &ImageId, expires_at: Timestam
         .set(TTL, n(ttl_secs(expires_at)))
         .set_if_absent(GC_BUCKET, s(gc_bucket(id)))
         .set_if_absent(GC_AT, ms(expires_at));
+}
+
+/// The attributes a ready image has and a claim has not.
+fn ready_attributes(
+    id: &ImageId,
+    ready: &ReadyImage,
+) -> Result<[(&'static str, AttributeValue); 6], StoreError> {
+    let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| {
+        StoreError::corrupt(format!(
+            "image {id}: original size {} is out of range",
+            ready.original_bytes
+        ))
+    })?;
+    let variants = serde_json::to_string(&ready.variants)
+        .map_err(|e| StoreError::backend(format!("image {id}: encoding variants"), e))?;
+    Ok([
+        (STATE, s(READY)),
+        (FORMAT, s(ready.format.as_str())),
+        (WIDTH, n(i64::from(ready.width))),
+        (HEIGHT, n(i64::from(ready.height))),
+        (ORIGINAL_BYTES, n(original_bytes)),
+        (VARIANTS, s(variants)),
+    ])
 }
 
 /// A claim's place in the GC index: its expiry, or the orphan expiry it would get if it
@@ -195,25 +219,41 @@ impl DynamoStore {
         &self,
         ids: &[ImageId],
     ) -> Result<HashMap<ImageId, ImageRecord>, StoreError> {
+        Ok(self
+            .read_images(ids, true)
+            .await?
+            .into_iter()
+            .map(|(id, (record, _))| (id, record))
+            .collect())
+    }
+
+    /// The stored records among `ids` with their items, by id (duplicates read once);
+    /// eventually consistent unless `consistent` (half the price, and it may miss the last
+    /// second's writes).
+    pub(super) async fn read_images(
+        &self,
+        ids: &[ImageId],
+        consistent: bool,
+    ) -> Result<HashMap<ImageId, (ImageRecord, Item)>, StoreError> {
         let mut seen = HashSet::with_capacity(ids.len());
         let unique: Vec<&ImageId> = ids.iter().filter(|id| seen.insert(*id)).collect();
         let mut found = HashMap::with_capacity(unique.len());
         for chunk in unique.chunks(BATCH_GET_MAX) {
             let keys: Vec<Item> = chunk.iter().map(|id| image_key(id)).collect();
-            for item in self.batch_get(keys).await? {
+            for item in self.batch_get(keys, consistent).await? {
                 let record = record_from_item(&item)?;
-                found.insert(record.id.clone(), record);
+                found.insert(record.id.clone(), (record, item));
             }
         }
         Ok(found)
     }
 
-    /// BatchGetItem of at most 100 keys with consistent reads, retrying unprocessed keys.
-    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    /// BatchGetItem of at most 100 keys, retrying unprocessed keys.
+    async fn batch_get(&self, keys: Vec<Item>, consistent: bool) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::with_capacity(keys.len());
         let mut request = KeysAndAttributes::builder()
             .set_keys(Some(keys))
-            .consistent_read(true)
+            .consistent_read(consistent)
             .build()
             .map_err(|e| build_error("a batch read", e))?;
         let mut round = 0;
@@ -522,22 +562,11 @@ impl ImageIndex for DynamoStore {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<ImageRecord, StoreError> {
-        let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| {
-            StoreError::corrupt(format!(
-                "image {id}: original size {} is out of range",
-                ready.original_bytes
-            ))
-        })?;
-        let variants = serde_json::to_string(&ready.variants)
-            .map_err(|e| StoreError::backend(format!("image {id}: encoding variants"), e))?;
         let mut e = Expr::new();
-        e.set(STATE, s(READY))
-            .set(FORMAT, s(ready.format.as_str()))
-            .set(WIDTH, n(i64::from(ready.width)))
-            .set(HEIGHT, n(i64::from(ready.height)))
-            .set(ORIGINAL_BYTES, n(original_bytes))
-            .set(VARIANTS, s(variants))
-            .set(LAST_UPDATE, ms(now))
+        for (attr, value) in ready_attributes(id, &ready)? {
+            e.set(attr, value);
+        }
+        e.set(LAST_UPDATE, ms(now))
             .set(LINK_COUNT, n(0))
             .remove(CLAIM_EXPIRES_AT);
         set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
@@ -558,6 +587,48 @@ impl ImageIndex for DynamoStore {
                 "image {id}: the claim of generation {generation} is no longer held"
             ))),
             Err(e) => Err(sdk_error(&format!("completing image {id}"), e)),
+        }
+    }
+
+    async fn create_ready(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        ready: ReadyImage,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<Option<ImageRecord>, StoreError> {
+        let expires_at = now.plus(orphan_ttl);
+        let mut item = image_key(id);
+        // No GC index attributes: the offer that links this image a moment later would delete
+        // the entry again (two index writes for nothing); unlinked, the TTL collects it.
+        for (attr, value) in ready_attributes(id, &ready)?.into_iter().chain([
+            (GENERATION, s(generation.as_str())),
+            (CREATED_AT, ms(now)),
+            (LAST_UPDATE, ms(now)),
+            (LINK_COUNT, n(0)),
+            (EXPIRES_AT, ms(expires_at)),
+            (TTL, n(ttl_secs(expires_at))),
+        ]) {
+            item.insert(attr.to_owned(), value);
+        }
+        let record = record_from_item(&item)?;
+        let mut e = Expr::new();
+        let condition = e.not_exists(PK);
+        let parts = e.finish();
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(Some(record)),
+            Err(e) if is_condition_failed(&e) => Ok(None),
+            Err(e) => Err(sdk_error(&format!("creating image {id}"), e)),
         }
     }
 
@@ -588,6 +659,13 @@ impl ImageIndex for DynamoStore {
 
     async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
         self.get_image(id).await
+    }
+
+    async fn peek(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+        let item = self
+            .read_item(image_key(id), &format!("reading image {id}"), false)
+            .await?;
+        item.as_ref().map(record_from_item).transpose()
     }
 
     async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {

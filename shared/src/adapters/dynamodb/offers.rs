@@ -13,6 +13,17 @@
 //! again (the re-read finds an image that is no longer live), up to [`CHANGE_ATTEMPTS`]
 //! times, then `StoreError::Conflict`.
 //!
+//! A keyed change ([`OfferLinks::set_photos_keyed`], a crawl's) links its added images before
+//! the offer's write instead, each with a plain conditional write (live, and not marked by
+//! this change yet) that also marks the image `linked_by = {offer}#{key}`; every other change
+//! of a link count removes the mark. A mark on an image therefore says that the last change of
+//! its count was that change's link: a run of the change cut short after its links finds them
+//! marked and counts them as linked, and an image marked by an earlier round of this call and
+//! linked since by someone else is unlinked once. The offer is then written alone (a plain
+//! conditional write), or in a transaction with the unlinks of its dropped images. This halves
+//! what linking costs (DynamoDB bills a transaction's writes twice); the price is that a run
+//! cut short after its links and never run again leaves their counts one too high.
+//!
 //! A transaction holds at most 100 items. A change of more than 99 images is split so that a
 //! crash or a failure at any point only ever leaves link counts too HIGH (the image never
 //! expires: storage leaks) and never too low (a linked image collected):
@@ -48,6 +59,9 @@ const STATE: &str = "state";
 const READY: &str = "ready";
 const LAST_UPDATE: &str = "last_update";
 const EXPIRES_AT: &str = "expires_at";
+/// On an image item: the keyed change whose link was its last link count change, if that was
+/// a link made before the offer's write (see [`DynamoStore::prelink`]).
+const LINKED_BY: &str = "linked_by";
 
 /// Items per `TransactWriteItems` (the API's limit).
 const MAX_TX_ITEMS: usize = 100;
@@ -74,11 +88,31 @@ struct ImageWrite {
     op: TransactWriteItem,
 }
 
+/// The expression of one link more.
+fn link_expr(now: Timestamp) -> Expr {
+    let mut e = Expr::new();
+    e.add_to(LINK_COUNT, 1).set(LAST_UPDATE, ms(now));
+    remove_expiry(&mut e);
+    e
+}
+
+/// Exactly `ImageRecord::is_live`: ready, and linked or not past its expiry.
+fn live_condition(e: &mut Expr, now: Timestamp) -> String {
+    format!(
+        "{} AND ({} OR {} OR {})",
+        e.eq(STATE, s(READY)),
+        e.cmp(LINK_COUNT, ">", n(0)),
+        e.not_exists(EXPIRES_AT),
+        e.cmp(EXPIRES_AT, ">", ms(now)),
+    )
+}
+
 /// The expression of one link fewer on an image whose count was `seen` (> 0).
 fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) -> (Expr, String) {
     let mut e = Expr::new();
     e.set(LINK_COUNT, n(i64::from(seen) - 1))
-        .set(LAST_UPDATE, ms(now));
+        .set(LAST_UPDATE, ms(now))
+        .remove(LINKED_BY);
     if seen <= 1 {
         set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
     }
@@ -111,18 +145,38 @@ impl DynamoStore {
 
     /// Links `id` if it is still live at `now`.
     fn link_op(&self, id: &ImageId, now: Timestamp) -> Result<ImageWrite, StoreError> {
-        let mut e = Expr::new();
-        e.add_to(LINK_COUNT, 1).set(LAST_UPDATE, ms(now));
-        remove_expiry(&mut e);
-        // Exactly `ImageRecord::is_live`: ready, and linked or not past its expiry.
-        let condition = format!(
-            "{} AND ({} OR {} OR {})",
-            e.eq(STATE, s(READY)),
-            e.cmp(LINK_COUNT, ">", n(0)),
-            e.not_exists(EXPIRES_AT),
-            e.cmp(EXPIRES_AT, ">", ms(now)),
-        );
+        let mut e = link_expr(now);
+        e.remove(LINKED_BY);
+        let condition = live_condition(&mut e, now);
         self.image_write(id, e, condition)
+    }
+
+    /// Links `id` on its own, before the offer's write, marked as `marker`'s link: `Ok(false)`
+    /// if it is no longer live or already carries that mark (the caller reads again).
+    async fn prelink(
+        &self,
+        id: &ImageId,
+        marker: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut e = link_expr(now);
+        e.set(LINKED_BY, s(marker));
+        let condition = format!(
+            "{} AND ({} OR NOT {})",
+            live_condition(&mut e, now),
+            e.not_exists(LINKED_BY),
+            e.eq(LINKED_BY, s(marker)),
+        );
+        let parts = e.finish();
+        match self
+            .update(image_key(id), parts, Some(condition))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(&format!("linking image {id}"), e)),
+        }
     }
 
     /// Unlinks `id` if its link count is still `seen`.
@@ -390,14 +444,55 @@ impl DynamoStore {
     }
 
     /// Sets the offer's photos (`Some`) or deletes it (`None`); returns whether it existed.
+    /// With a `key` (the same for every run of one change, see
+    /// [`OfferLinks::set_photos_keyed`]), the added images are linked before the offer's write
+    /// (see [`prelink`](Self::prelink)) instead of in its transaction.
     async fn change_offer(
         &self,
         offer: &OfferId,
         photos: Option<&[ImageId]>,
         now: Timestamp,
         orphan_ttl: Duration,
+        key: Option<&str>,
     ) -> Result<bool, LinkError> {
-        for attempt in 0..CHANGE_ATTEMPTS {
+        let marker = key.map(|k| format!("{offer}#{k}"));
+        // Images whose link by this change is counted: linked here, or by an earlier run of
+        // the same keyed change (their mark says so).
+        let mut prelinked: HashSet<ImageId> = HashSet::new();
+        let outcome = self
+            .try_change_offer(
+                offer,
+                photos,
+                now,
+                orphan_ttl,
+                marker.as_deref(),
+                &mut prelinked,
+            )
+            .await;
+        if outcome.is_err() && !prelinked.is_empty() {
+            let ids: Vec<ImageId> = prelinked.into_iter().collect();
+            self.undo_links(&ids, now, orphan_ttl).await;
+        }
+        outcome
+    }
+
+    async fn try_change_offer(
+        &self,
+        offer: &OfferId,
+        photos: Option<&[ImageId]>,
+        now: Timestamp,
+        orphan_ttl: Duration,
+        marker: Option<&str>,
+        prelinked: &mut HashSet<ImageId>,
+    ) -> Result<bool, LinkError> {
+        // The added images are read eventually consistently at first (half the price): their
+        // link writes are conditional on being live, so a stale read only costs a round, and
+        // a refusal is only made on a consistent read. Dropped images are always read
+        // consistently: a stale count would skip or misstate an unlink without any condition
+        // to catch it.
+        let mut consistent = false;
+        let mut attempt = 0;
+        while attempt < CHANGE_ATTEMPTS {
             if attempt > 0 {
                 backoff(attempt - 1).await;
             }
@@ -411,23 +506,76 @@ impl DynamoStore {
             let new_set: HashSet<&ImageId> = wanted.iter().collect();
             let added: Vec<&ImageId> = wanted.iter().filter(|id| !old_set.contains(id)).collect();
             let dropped: Vec<&ImageId> = old.iter().filter(|id| !new_set.contains(id)).collect();
-            let touched: Vec<ImageId> = added
-                .iter()
-                .chain(dropped.iter())
-                .map(|id| (*id).clone())
-                .collect();
-            let records = self.get_images(&touched).await?;
+            let ids = |list: &[&ImageId]| list.iter().map(|id| (*id).clone()).collect::<Vec<_>>();
+            let (added_items, mut records) = futures_util::future::try_join(
+                self.read_images(&ids(&added), consistent),
+                self.get_images(&ids(&dropped)),
+            )
+            .await?;
             // Images this offer already links are live (a linked image never expires).
             if let Some(unknown) = added
                 .iter()
-                .find(|id| !records.get(**id).is_some_and(|r| r.is_live(now)))
+                .find(|id| !added_items.get(**id).is_some_and(|(r, _)| r.is_live(now)))
             {
-                return Err(LinkError::UnknownImage((*unknown).clone()));
+                if consistent {
+                    return Err(LinkError::UnknownImage((*unknown).clone()));
+                }
+                consistent = true;
+                continue;
             }
-            let links = added
-                .iter()
-                .map(|id| self.link_op(id, now))
-                .collect::<Result<Vec<_>, _>>()?;
+            let links = match marker {
+                None => added
+                    .iter()
+                    .map(|id| self.link_op(id, now))
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(marker) => {
+                    let added_set: HashSet<&ImageId> = added.iter().copied().collect();
+                    // Linked by an earlier round, and since linked by another change too (which
+                    // put it in the offer and removed the mark): ours is one link too many.
+                    let surplus: Vec<ImageId> = prelinked
+                        .iter()
+                        .filter(|id| !added_set.contains(id))
+                        .cloned()
+                        .collect();
+                    for id in &surplus {
+                        prelinked.remove(id);
+                    }
+                    self.undo_links(&surplus, now, orphan_ttl).await;
+                    let to_link: Vec<&ImageId> = added
+                        .iter()
+                        .copied()
+                        .filter(|id| {
+                            let marked = added_items.get(*id).is_some_and(|(_, item)| {
+                                item.get(LINKED_BY).and_then(|v| v.as_s().ok())
+                                    == Some(&marker.to_owned())
+                            });
+                            if marked {
+                                prelinked.insert((*id).clone());
+                            }
+                            !prelinked.contains(*id)
+                        })
+                        .collect();
+                    let done = futures_util::future::try_join_all(
+                        to_link.iter().map(|id| self.prelink(id, marker, now)),
+                    )
+                    .await?;
+                    let mut all_linked = true;
+                    for (id, linked) in to_link.iter().zip(done) {
+                        if linked {
+                            prelinked.insert((*id).clone());
+                        } else {
+                            all_linked = false;
+                        }
+                    }
+                    if !all_linked {
+                        consistent = true;
+                        attempt += 1;
+                        continue;
+                    }
+                    Vec::new()
+                }
+            };
+            records.extend(added_items.into_iter().map(|(id, (r, _))| (id, r)));
             // A dropped image without links (or without a record) has nothing to undo.
             let unlinks = dropped
                 .iter()
@@ -435,16 +583,64 @@ impl DynamoStore {
                 .map(|r| self.unlink_op(&r.id, r.link_count, now, orphan_ttl))
                 .collect::<Result<Vec<_>, _>>()?;
             let offer_op = self.offer_op(offer, photos, read.as_ref(), now)?;
-            if self
-                .apply_change(offer_op, links, unlinks, now, orphan_ttl)
-                .await?
-            {
+            let written = if links.is_empty() && unlinks.is_empty() {
+                self.write_offer_alone(offer_op).await?
+            } else {
+                self.apply_change(offer_op, links, unlinks, now, orphan_ttl)
+                    .await?
+            };
+            if written {
+                prelinked.clear();
                 return Ok(read.is_some());
             }
+            consistent = true;
+            attempt += 1;
         }
         Err(LinkError::Store(StoreError::Conflict(format!(
             "offer {offer}: it or its images kept changing ({CHANGE_ATTEMPTS} attempts)"
         ))))
+    }
+
+    /// The offer's write when no image changes with it: a plain conditional write (a
+    /// transaction of one item would cost twice as much). `Ok(false)` if the offer changed.
+    async fn write_offer_alone(&self, op: TransactWriteItem) -> Result<bool, StoreError> {
+        if let Some(put) = op.put() {
+            let sent = self
+                .client
+                .put_item()
+                .table_name(put.table_name())
+                .set_item(Some(put.item().clone()))
+                .set_condition_expression(put.condition_expression().map(str::to_owned))
+                .set_expression_attribute_names(put.expression_attribute_names().cloned())
+                .set_expression_attribute_values(put.expression_attribute_values().cloned())
+                .send()
+                .await;
+            match sent {
+                Ok(_) => Ok(true),
+                Err(e) if is_condition_failed(&e) => Ok(false),
+                Err(e) => Err(sdk_error("writing an offer", e)),
+            }
+        } else if let Some(delete) = op.delete() {
+            let sent = self
+                .client
+                .delete_item()
+                .table_name(delete.table_name())
+                .set_key(Some(delete.key().clone()))
+                .set_condition_expression(delete.condition_expression().map(str::to_owned))
+                .set_expression_attribute_names(delete.expression_attribute_names().cloned())
+                .set_expression_attribute_values(delete.expression_attribute_values().cloned())
+                .send()
+                .await;
+            match sent {
+                Ok(_) => Ok(true),
+                Err(e) if is_condition_failed(&e) => Ok(false),
+                Err(e) => Err(sdk_error("deleting an offer", e)),
+            }
+        } else {
+            Err(StoreError::corrupt(
+                "an offer write that is neither a put nor a delete",
+            ))
+        }
     }
 }
 
@@ -464,7 +660,26 @@ impl OfferLinks for DynamoStore {
             .filter(|id| seen.insert(*id))
             .cloned()
             .collect();
-        self.change_offer(offer, Some(&wanted), now, orphan_ttl)
+        self.change_offer(offer, Some(&wanted), now, orphan_ttl, None)
+            .await
+            .map(drop)
+    }
+
+    async fn set_photos_keyed(
+        &self,
+        offer: &OfferId,
+        images: &[ImageId],
+        key: &str,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<(), LinkError> {
+        let mut seen = HashSet::with_capacity(images.len());
+        let wanted: Vec<ImageId> = images
+            .iter()
+            .filter(|id| seen.insert(*id))
+            .cloned()
+            .collect();
+        self.change_offer(offer, Some(&wanted), now, orphan_ttl, Some(key))
             .await
             .map(drop)
     }
@@ -479,7 +694,7 @@ impl OfferLinks for DynamoStore {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {
-        match self.change_offer(offer, None, now, orphan_ttl).await {
+        match self.change_offer(offer, None, now, orphan_ttl, None).await {
             Ok(existed) => Ok(existed),
             Err(LinkError::Store(e)) => Err(e),
             // Deleting links nothing, so no image can be unknown.

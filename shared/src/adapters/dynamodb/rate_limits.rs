@@ -164,13 +164,18 @@ impl DynamoStore {
         limit: u32,
         window_ms: i64,
         now: i64,
+        consistent: bool,
     ) -> Result<Option<Grant>, StoreError> {
         let item_key = key(KIND, client);
         let width = Buckets::width_for(window_ms);
+        // The first read of an acquire is eventually consistent (half the price): a stale one
+        // names a version that moved on, so its write conflicts, and it can only have fewer
+        // grants in the window than there are, so a refusal on it is a refusal now too.
         let item = self
-            .get(
+            .read_item(
                 item_key.clone(),
                 &format!("reading the rate limit of {client:?}"),
+                consistent,
             )
             .await?;
         let (mut buckets, version) = match &item {
@@ -243,7 +248,14 @@ impl RateLimiter for DynamoStore {
                 backoff(attempt - 1).await;
             }
             if let Some(grant) = self
-                .try_acquire(client, wanted, limit, window_ms, now.as_millis())
+                .try_acquire(
+                    client,
+                    wanted,
+                    limit,
+                    window_ms,
+                    now.as_millis(),
+                    attempt > 0,
+                )
                 .await?
             {
                 return Ok(grant);

@@ -240,14 +240,8 @@ fn claim_tx(
     Ok(claim)
 }
 
-fn complete_tx(
-    conn: &mut Connection,
-    id: &ImageId,
-    generation: &Generation,
-    ready: &ReadyImage,
-    now: Timestamp,
-    orphan_ttl: Duration,
-) -> Result<ImageRecord, StoreError> {
+/// The columns of a ready image that need converting: its original size and its variants.
+fn ready_columns(id: &ImageId, ready: &ReadyImage) -> Result<(i64, String), StoreError> {
     let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| StoreError::Backend {
         message: format!(
             "image {id}: original size {} is out of range",
@@ -257,6 +251,60 @@ fn complete_tx(
     })?;
     let variants = serde_json::to_string(&ready.variants)
         .map_err(|e| StoreError::backend(format!("image {id}: encoding variants"), e))?;
+    Ok((original_bytes, variants))
+}
+
+/// Inserts a ready, unlinked row unless the id has one; `None` if it had.
+fn create_ready_tx(
+    conn: &mut Connection,
+    id: &ImageId,
+    generation: &Generation,
+    ready: &ReadyImage,
+    now: Timestamp,
+    orphan_ttl: Duration,
+) -> Result<Option<ImageRecord>, StoreError> {
+    let (original_bytes, variants) = ready_columns(id, ready)?;
+    let tx = immediate(conn)?;
+    let inserted = tx
+        .execute(
+            "INSERT INTO images (id, generation, state, claim_expires_at, format, width, height, \
+             original_bytes, variants, created_at, last_update, link_count, expires_at) \
+             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9) \
+             ON CONFLICT (id) DO NOTHING",
+            params![
+                id.as_str(),
+                generation.as_str(),
+                ready.format.as_str(),
+                i64::from(ready.width),
+                i64::from(ready.height),
+                original_bytes,
+                variants,
+                now.as_millis(),
+                millis(orphan_ttl, now),
+            ],
+        )
+        .map_err(|e| sql_error("creating an image", e))?;
+    let record = if inserted == 0 {
+        None
+    } else {
+        Some(
+            select_one(&tx, id)?
+                .ok_or_else(|| StoreError::corrupt(format!("image {id} vanished while created")))?,
+        )
+    };
+    commit(tx)?;
+    Ok(record)
+}
+
+fn complete_tx(
+    conn: &mut Connection,
+    id: &ImageId,
+    generation: &Generation,
+    ready: &ReadyImage,
+    now: Timestamp,
+    orphan_ttl: Duration,
+) -> Result<ImageRecord, StoreError> {
+    let (original_bytes, variants) = ready_columns(id, ready)?;
     let tx = immediate(conn)?;
     let changed = tx
         .execute(
@@ -349,6 +397,19 @@ impl ImageIndex for SqliteStore {
     ) -> Result<ImageRecord, StoreError> {
         let (id, generation) = (id.clone(), generation.clone());
         self.run(move |conn| complete_tx(conn, &id, &generation, &ready, now, orphan_ttl))
+            .await
+    }
+
+    async fn create_ready(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        ready: ReadyImage,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<Option<ImageRecord>, StoreError> {
+        let (id, generation) = (id.clone(), generation.clone());
+        self.run(move |conn| create_ready_tx(conn, &id, &generation, &ready, now, orphan_ttl))
             .await
     }
 

@@ -57,9 +57,10 @@ impl Crawler {
         let records = self.service.ports().records.as_ref();
         let now = self.now();
         let finished = try_join_all(done.iter().map(|d| async move {
+            // A peek: the write below names its version, and a URL whose write conflicts is
+            // settled again on its own, reading consistently.
             let (record, version) =
-                records::read_versioned::<UrlRecord>(records, URL_KIND, d.hash.as_str(), now)
-                    .await?;
+                records::peek::<UrlRecord>(records, URL_KIND, d.hash.as_str(), now).await?;
             Ok::<_, FlowError>((self.record_outcome(record, &d.settlement, now), version))
         }))
         .await?;

@@ -226,7 +226,7 @@ impl Crawler {
         validators: Validators,
         attempts: u32,
     ) -> Result<Settlement, FlowError> {
-        match self.service.upload(image_id, bytes).await {
+        match self.service.ingest(image_id, bytes).await {
             Ok(outcome) => {
                 let counter = if outcome.deduplicated {
                     &self.metrics.photos_deduplicated
@@ -264,7 +264,13 @@ impl Crawler {
         let ports = self.service.ports();
         // Only a live record settles here: an expired one not yet collected goes through the
         // process function, whose claim revives it (without decoding), as an upload would.
-        if let Some(image) = ports.images.get(&download.image_id).await?
+        // New bytes, the common case here, are seen missing by a peek; a record the peek sees
+        // is read again consistently, since settling on it is not checked again.
+        let seen = match ports.images.peek(&download.image_id).await? {
+            Some(_) => ports.images.get(&download.image_id).await?,
+            None => None,
+        };
+        if let Some(image) = seen
             && image.is_live(self.now())
         {
             add(&self.metrics.photos_deduplicated, 1);
@@ -318,10 +324,15 @@ impl Crawler {
         settlement: Settlement,
     ) -> Result<(), FlowError> {
         let records = self.service.ports().records.as_ref();
-        for _ in 0..records::MAX_ROUNDS {
+        for round in 0..records::MAX_ROUNDS {
             let now = self.now();
-            let (record, version) =
-                records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+            // The first read may be a peek: the write names its version, so a stale one conflicts.
+            let read = if round == 0 {
+                records::peek::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await
+            } else {
+                records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await
+            };
+            let (record, version) = read?;
             let finished = self.record_outcome(record, &settlement, now);
             self.settle_waiters(hash, &finished.waiters, &finished.status)
                 .await?;

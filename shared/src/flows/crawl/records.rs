@@ -135,6 +135,10 @@ pub(super) enum Change<T, R> {
 
 /// Reads the record, lets `decide` choose, and writes conditionally, reading again whenever
 /// another writer got in first. `decide` may run several times: it must be pure.
+///
+/// The first read is a peek (half the price): a write over a stale peek names a version that
+/// moved on and conflicts, and a decision to keep the record as it is is made again on a
+/// consistent read before it is returned, so a stale peek costs a read, never a wrong answer.
 pub(super) async fn update<T, R>(
     records: &dyn Records,
     kind: &str,
@@ -146,14 +150,23 @@ pub(super) async fn update<T, R>(
 where
     T: Serialize + DeserializeOwned,
 {
-    for _ in 0..MAX_ROUNDS {
-        let (current, version) = read_versioned::<T>(records, kind, key, now).await?;
+    let mut consistent = false;
+    let mut round = 0;
+    while round < MAX_ROUNDS {
+        let (current, version) = if consistent {
+            read_versioned::<T>(records, kind, key, now).await?
+        } else {
+            peek::<T>(records, kind, key, now).await?
+        };
         match decide(current)? {
+            Change::Keep(_) if !consistent => consistent = true,
             Change::Keep(r) => return Ok(r),
             Change::Write(value, r) => {
                 if put(records, kind, key, &value, version, expires_at, now).await? {
                     return Ok(r);
                 }
+                consistent = true;
+                round += 1;
                 tokio::task::yield_now().await;
             }
         }

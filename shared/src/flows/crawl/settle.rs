@@ -77,7 +77,10 @@ impl Crawler {
                 images.push(image_id.clone());
             }
         }
-        self.service.link_offer_photos(offer, &images).await?;
+        // Keyed by the crawl: a finish cut short and run again links each photo once.
+        self.service
+            .link_offer_photos(offer, &images, Some(&crawl.crawl_id))
+            .await?;
         self.send_result(offer, &crawl).await?;
         let now = self.now();
         self.update_record(
