@@ -318,6 +318,14 @@ impl DynamoStore {
         ] {
             item.insert(attr.to_owned(), value);
         }
+        let created = self
+            .put_new_image(item, &format!("claiming image {id}"))
+            .await?;
+        Ok(created.then_some(Claim::New { generation }))
+    }
+
+    /// Puts an image item if the id has none; `false` if it has one.
+    async fn put_new_image(&self, item: Item, context: &str) -> Result<bool, StoreError> {
         let mut e = Expr::new();
         let condition = e.not_exists(PK);
         let parts = e.finish();
@@ -331,9 +339,9 @@ impl DynamoStore {
             .send()
             .await;
         match put {
-            Ok(_) => Ok(Some(Claim::New { generation })),
-            Err(e) if is_condition_failed(&e) => Ok(None),
-            Err(e) => Err(sdk_error(&format!("claiming image {id}"), e)),
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(context, e)),
         }
     }
 
@@ -613,23 +621,10 @@ impl ImageIndex for DynamoStore {
             item.insert(attr.to_owned(), value);
         }
         let record = record_from_item(&item)?;
-        let mut e = Expr::new();
-        let condition = e.not_exists(PK);
-        let parts = e.finish();
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .send()
-            .await;
-        match put {
-            Ok(_) => Ok(Some(record)),
-            Err(e) if is_condition_failed(&e) => Ok(None),
-            Err(e) => Err(sdk_error(&format!("creating image {id}"), e)),
-        }
+        let created = self
+            .put_new_image(item, &format!("creating image {id}"))
+            .await?;
+        Ok(created.then_some(record))
     }
 
     async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {

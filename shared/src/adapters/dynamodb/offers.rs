@@ -88,6 +88,16 @@ struct ImageWrite {
     op: TransactWriteItem,
 }
 
+/// The port promises distinct ids; a repeated one is linked once, at its first position.
+fn distinct(images: &[ImageId]) -> Vec<ImageId> {
+    let mut seen = HashSet::with_capacity(images.len());
+    images
+        .iter()
+        .filter(|id| seen.insert(*id))
+        .cloned()
+        .collect()
+}
+
 /// The expression of one link more.
 fn link_expr(now: Timestamp) -> Expr {
     let mut e = Expr::new();
@@ -583,11 +593,17 @@ impl DynamoStore {
                 .map(|r| self.unlink_op(&r.id, r.link_count, now, orphan_ttl))
                 .collect::<Result<Vec<_>, _>>()?;
             let offer_op = self.offer_op(offer, photos, read.as_ref(), now)?;
-            let written = if links.is_empty() && unlinks.is_empty() {
-                self.write_offer_alone(offer_op).await?
+            let alone = if links.is_empty() && unlinks.is_empty() {
+                self.put_offer_alone(&offer_op).await?
             } else {
-                self.apply_change(offer_op, links, unlinks, now, orphan_ttl)
-                    .await?
+                None
+            };
+            let written = match alone {
+                Some(written) => written,
+                None => {
+                    self.apply_change(offer_op, links, unlinks, now, orphan_ttl)
+                        .await?
+                }
             };
             if written {
                 prelinked.clear();
@@ -601,45 +617,27 @@ impl DynamoStore {
         ))))
     }
 
-    /// The offer's write when no image changes with it: a plain conditional write (a
-    /// transaction of one item would cost twice as much). `Ok(false)` if the offer changed.
-    async fn write_offer_alone(&self, op: TransactWriteItem) -> Result<bool, StoreError> {
-        if let Some(put) = op.put() {
-            let sent = self
-                .client
-                .put_item()
-                .table_name(put.table_name())
-                .set_item(Some(put.item().clone()))
-                .set_condition_expression(put.condition_expression().map(str::to_owned))
-                .set_expression_attribute_names(put.expression_attribute_names().cloned())
-                .set_expression_attribute_values(put.expression_attribute_values().cloned())
-                .send()
-                .await;
-            match sent {
-                Ok(_) => Ok(true),
-                Err(e) if is_condition_failed(&e) => Ok(false),
-                Err(e) => Err(sdk_error("writing an offer", e)),
-            }
-        } else if let Some(delete) = op.delete() {
-            let sent = self
-                .client
-                .delete_item()
-                .table_name(delete.table_name())
-                .set_key(Some(delete.key().clone()))
-                .set_condition_expression(delete.condition_expression().map(str::to_owned))
-                .set_expression_attribute_names(delete.expression_attribute_names().cloned())
-                .set_expression_attribute_values(delete.expression_attribute_values().cloned())
-                .send()
-                .await;
-            match sent {
-                Ok(_) => Ok(true),
-                Err(e) if is_condition_failed(&e) => Ok(false),
-                Err(e) => Err(sdk_error("deleting an offer", e)),
-            }
-        } else {
-            Err(StoreError::corrupt(
-                "an offer write that is neither a put nor a delete",
-            ))
+    /// The offer's put when no image changes with it: a plain conditional write (a
+    /// transaction of one item would cost twice as much). `Ok(false)` if the offer changed;
+    /// `None` if `op` is no put (it goes in a transaction).
+    async fn put_offer_alone(&self, op: &TransactWriteItem) -> Result<Option<bool>, StoreError> {
+        let Some(put) = op.put() else {
+            return Ok(None);
+        };
+        let sent = self
+            .client
+            .put_item()
+            .table_name(put.table_name())
+            .set_item(Some(put.item().clone()))
+            .set_condition_expression(put.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(put.expression_attribute_names().cloned())
+            .set_expression_attribute_values(put.expression_attribute_values().cloned())
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Some(true)),
+            Err(e) if is_condition_failed(&e) => Ok(Some(false)),
+            Err(e) => Err(sdk_error("writing an offer", e)),
         }
     }
 }
@@ -653,14 +651,7 @@ impl OfferLinks for DynamoStore {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<(), LinkError> {
-        // The port promises distinct ids; a repeated one is linked once, at its first position.
-        let mut seen = HashSet::with_capacity(images.len());
-        let wanted: Vec<ImageId> = images
-            .iter()
-            .filter(|id| seen.insert(*id))
-            .cloned()
-            .collect();
-        self.change_offer(offer, Some(&wanted), now, orphan_ttl, None)
+        self.change_offer(offer, Some(&distinct(images)), now, orphan_ttl, None)
             .await
             .map(drop)
     }
@@ -673,13 +664,7 @@ impl OfferLinks for DynamoStore {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<(), LinkError> {
-        let mut seen = HashSet::with_capacity(images.len());
-        let wanted: Vec<ImageId> = images
-            .iter()
-            .filter(|id| seen.insert(*id))
-            .cloned()
-            .collect();
-        self.change_offer(offer, Some(&wanted), now, orphan_ttl, Some(key))
+        self.change_offer(offer, Some(&distinct(images)), now, orphan_ttl, Some(key))
             .await
             .map(drop)
     }
