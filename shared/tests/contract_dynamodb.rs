@@ -426,6 +426,47 @@ async fn a_keyed_change_cut_short_after_its_links_counts_them_once_when_run_agai
     assert_eq!(store.get(&a).await.unwrap().unwrap().link_count, 1);
 }
 
+/// SQS may deliver a crawl's finish twice at once: runs of one keyed change side by side count
+/// each link once. With another offer linking the same images meanwhile, a count may end one
+/// too high (that change removes the mark a second run would have used), never too low.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_one_keyed_change_side_by_side_count_each_link_once() {
+    let Some(store) = store("runs_of_one_keyed_change_side_by_side_count_each_link_once").await
+    else {
+        return;
+    };
+    let now = BASE;
+    for round in 0..3 {
+        let ids = ready_images(&store, now, 4).await;
+        let offer = testing::random_offer_id();
+        let runs = (0..3).map(|_| store.set_photos_keyed(&offer, &ids, "crawl-1", now, TTL));
+        for r in futures_util::future::join_all(runs).await {
+            r.unwrap();
+        }
+        assert_eq!(store.photos(&offer).await.unwrap().unwrap(), ids);
+        for r in store.get_many(&ids).await.unwrap() {
+            assert_eq!((r.link_count, r.expires_at), (1, None), "round {round}: {}", r.id);
+        }
+    }
+
+    let ids = ready_images(&store, now, 4).await;
+    let (offer, other) = (testing::random_offer_id(), testing::random_offer_id());
+    let keyed = (0..3).map(|_| store.set_photos_keyed(&offer, &ids, "crawl-1", now, TTL));
+    let plain = (0..2).map(|_| store.set_photos(&other, &ids, now, TTL));
+    let (keyed, plain) = tokio::join!(
+        futures_util::future::join_all(keyed),
+        futures_util::future::join_all(plain)
+    );
+    for r in keyed.into_iter().chain(plain) {
+        r.unwrap();
+    }
+    assert_eq!(store.photos(&offer).await.unwrap().unwrap(), ids);
+    assert_eq!(store.photos(&other).await.unwrap().unwrap(), ids);
+    for r in store.get_many(&ids).await.unwrap() {
+        assert!((2..=3).contains(&r.link_count), "{}: {} links", r.id, r.link_count);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_larger_than_one_transaction_keep_counts_right() {
     let Some(store) = store("changes_larger_than_one_transaction_keep_counts_right").await else {

@@ -292,39 +292,69 @@ impl Service {
             };
             let ready = write_files(&ports, &id, &generation, &body, processed, &metrics).await?;
             let now = ports.clock.now();
-            let stored = match record {
-                Record::Claimed => match ports
+            let written = match record {
+                Record::Claimed => ports
                     .images
                     .complete(&id, &generation, ready, now, orphan_ttl)
                     .await
-                {
-                    Ok(record) => Some(record),
-                    Err(StoreError::Conflict(reason)) => {
-                        warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
-                        None
-                    }
-                    Err(e) => return Err(FlowError::Store(e)),
-                },
+                    .map(Some),
                 Record::New => {
-                    let created = ports
+                    ports
                         .images
                         .create_ready(&id, &generation, ready, now, orphan_ttl)
-                        .await?;
-                    if created.is_none() {
-                        info!(image_id = %id, generation = %generation, "the same bytes were stored meanwhile");
-                    }
-                    created
+                        .await
                 }
             };
-            match stored {
-                Some(record) => {
+            let refused = match written {
+                Ok(Some(record)) => {
+                    guard.disarm();
+                    info!(image_id = %id, generation = %generation, "image processed");
+                    return Ok(Some(record));
+                }
+                Ok(None) => None,
+                Err(StoreError::Conflict(reason)) => Some(reason),
+                Err(e) => {
+                    // The write's outcome is unknown (it may have been applied and its answer
+                    // lost): the files stay unless the record is known not to be ours. A file
+                    // without a record is garbage the sweeper collects; a record without its
+                    // files is a broken image.
+                    return match find_ours(&ports, &id, &generation).await {
+                        Ok(Some(record)) => {
+                            guard.disarm();
+                            info!(image_id = %id, generation = %generation, "image processed");
+                            Ok(Some(record))
+                        }
+                        Ok(None) => Err(FlowError::Store(e)),
+                        Err(_) => {
+                            guard.disarm();
+                            Err(FlowError::Store(e))
+                        }
+                    };
+                }
+            };
+            // Refused, or applied by an attempt whose answer was lost and then refused when the
+            // SDK tried again: only a record of another generation means someone else's.
+            match find_ours(&ports, &id, &generation).await {
+                Ok(Some(record)) => {
                     guard.disarm();
                     info!(image_id = %id, generation = %generation, "image processed");
                     Ok(Some(record))
                 }
-                None => {
+                Ok(None) => {
+                    match refused {
+                        Some(reason) => {
+                            warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
+                        }
+                        None => {
+                            info!(image_id = %id, generation = %generation, "the same bytes were stored meanwhile");
+                        }
+                    }
                     guard.release_files_only().await;
                     Ok(None)
+                }
+                Err(e) => {
+                    guard.disarm();
+                    Err(FlowError::Store(e))
                 }
             }
         }
@@ -332,6 +362,19 @@ impl Service {
         task.await
             .map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
     }
+}
+
+/// The ready record of `id` if it is `generation`'s (a write of ours that went through).
+async fn find_ours(
+    ports: &Ports,
+    id: &ImageId,
+    generation: &Generation,
+) -> Result<Option<ImageRecord>, StoreError> {
+    Ok(ports
+        .images
+        .get(id)
+        .await?
+        .filter(|r| &r.generation == generation && r.is_ready()))
 }
 
 /// Writes the original and every variant (concurrently) and describes them for the record.

@@ -36,8 +36,10 @@ pub trait OfferLinks: Send + Sync {
     /// offer. A store may then link the added images before it writes the offer, one plain
     /// write each, and recognise on a later run those that an earlier run (cut short) already
     /// linked, instead of linking everything in one transaction (which DynamoDB bills twice).
-    /// A run cut short between those links and the offer's write, and never run again, leaves
-    /// their link counts one too high (the images never expire), never too low.
+    /// Runs of the change side by side count each link once. A run cut short between those
+    /// links and the offer's write and never run again, one that fails after them, or a second
+    /// run while another change links the same image, leaves that link count one too high (the
+    /// image never expires), never too low.
     async fn set_photos_keyed(
         &self,
         offer: &OfferId,

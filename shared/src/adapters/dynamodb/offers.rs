@@ -16,13 +16,17 @@
 //! A keyed change ([`OfferLinks::set_photos_keyed`], a crawl's) links its added images before
 //! the offer's write instead, each with a plain conditional write (live, and not marked by
 //! this change yet) that also marks the image `linked_by = {offer}#{key}`; every other change
-//! of a link count removes the mark. A mark on an image therefore says that the last change of
-//! its count was that change's link: a run of the change cut short after its links finds them
-//! marked and counts them as linked, and an image marked by an earlier round of this call and
-//! linked since by someone else is unlinked once. The offer is then written alone (a plain
-//! conditional write), or in a transaction with the unlinks of its dropped images. This halves
-//! what linking costs (DynamoDB bills a transaction's writes twice); the price is that a run
-//! cut short after its links and never run again leaves their counts one too high.
+//! of a link count removes the mark. A mark therefore says that the last change of the count
+//! was a link by that change, which no listing has used yet if the offer (read before the
+//! image) does not list the image: a round uses it instead of linking again, and its offer
+//! write, conditional on the version read, makes sure that no other run of the change used
+//! it meanwhile. So a run cut short after its links, or running beside another run of the same
+//! change (SQS delivers twice), counts each image once. The offer is then written alone (a
+//! plain conditional write), or in a transaction with the unlinks of its dropped images. Such
+//! links are never undone (another run may be using them): a change that fails after them, or
+//! a second run of it whose image another change links meanwhile (removing the mark the second
+//! run would have used), leaves that count one too high, never too low. This halves what linking costs (DynamoDB bills a transaction's writes
+//! twice).
 //!
 //! A transaction holds at most 100 items. A change of more than 99 images is split so that a
 //! crash or a failure at any point only ever leaves link counts too HIGH (the image never
@@ -466,41 +470,14 @@ impl DynamoStore {
         key: Option<&str>,
     ) -> Result<bool, LinkError> {
         let marker = key.map(|k| format!("{offer}#{k}"));
-        // Images whose link by this change is counted: linked here, or by an earlier run of
-        // the same keyed change (their mark says so).
-        let mut prelinked: HashSet<ImageId> = HashSet::new();
-        let outcome = self
-            .try_change_offer(
-                offer,
-                photos,
-                now,
-                orphan_ttl,
-                marker.as_deref(),
-                &mut prelinked,
-            )
-            .await;
-        if outcome.is_err() && !prelinked.is_empty() {
-            let ids: Vec<ImageId> = prelinked.into_iter().collect();
-            self.undo_links(&ids, now, orphan_ttl).await;
-        }
-        outcome
-    }
-
-    async fn try_change_offer(
-        &self,
-        offer: &OfferId,
-        photos: Option<&[ImageId]>,
-        now: Timestamp,
-        orphan_ttl: Duration,
-        marker: Option<&str>,
-        prelinked: &mut HashSet<ImageId>,
-    ) -> Result<bool, LinkError> {
-        // The added images are read eventually consistently at first (half the price): their
-        // link writes are conditional on being live, so a stale read only costs a round, and
-        // a refusal is only made on a consistent read. Dropped images are always read
-        // consistently: a stale count would skip or misstate an unlink without any condition
-        // to catch it.
-        let mut consistent = false;
+        let marker = marker.as_deref();
+        // Unkeyed, the added images are read eventually consistently at first (half the
+        // price): their link writes are conditional on being live, so a stale read only costs a
+        // round, and a refusal is only made on a consistent read. Keyed, they are read
+        // consistently, after the offer: a mark read stale could count a link that is gone.
+        // Dropped images are always read consistently: a stale count would skip or misstate an
+        // unlink without any condition to catch it.
+        let mut consistent = marker.is_some();
         let mut attempt = 0;
         while attempt < CHANGE_ATTEMPTS {
             if attempt > 0 {
@@ -539,46 +516,27 @@ impl DynamoStore {
                     .map(|id| self.link_op(id, now))
                     .collect::<Result<Vec<_>, _>>()?,
                 Some(marker) => {
-                    let added_set: HashSet<&ImageId> = added.iter().copied().collect();
-                    // Linked by an earlier round, and since linked by another change too (which
-                    // put it in the offer and removed the mark): ours is one link too many.
-                    let surplus: Vec<ImageId> = prelinked
-                        .iter()
-                        .filter(|id| !added_set.contains(id))
-                        .cloned()
-                        .collect();
-                    for id in &surplus {
-                        prelinked.remove(id);
-                    }
-                    self.undo_links(&surplus, now, orphan_ttl).await;
-                    let to_link: Vec<&ImageId> = added
+                    // An added image marked by this change carries a link of it that no
+                    // listing has used yet (the offer, read before it, does not list the
+                    // image, and the write below is conditional on that read): it is used
+                    // now. Every other added image is linked now.
+                    let unmarked: Vec<&ImageId> = added
                         .iter()
                         .copied()
                         .filter(|id| {
-                            let marked = added_items.get(*id).is_some_and(|(_, item)| {
-                                item.get(LINKED_BY).and_then(|v| v.as_s().ok())
-                                    == Some(&marker.to_owned())
-                            });
-                            if marked {
-                                prelinked.insert((*id).clone());
-                            }
-                            !prelinked.contains(*id)
+                            added_items.get(*id).is_none_or(|(_, item)| {
+                                item.get(LINKED_BY)
+                                    .and_then(|v| v.as_s().ok())
+                                    .map(String::as_str)
+                                    != Some(marker)
+                            })
                         })
                         .collect();
-                    let done = futures_util::future::try_join_all(
-                        to_link.iter().map(|id| self.prelink(id, marker, now)),
+                    let linked = futures_util::future::try_join_all(
+                        unmarked.iter().map(|id| self.prelink(id, marker, now)),
                     )
                     .await?;
-                    let mut all_linked = true;
-                    for (id, linked) in to_link.iter().zip(done) {
-                        if linked {
-                            prelinked.insert((*id).clone());
-                        } else {
-                            all_linked = false;
-                        }
-                    }
-                    if !all_linked {
-                        consistent = true;
+                    if linked.contains(&false) {
                         attempt += 1;
                         continue;
                     }
@@ -606,7 +564,6 @@ impl DynamoStore {
                 }
             };
             if written {
-                prelinked.clear();
                 return Ok(read.is_some());
             }
             consistent = true;
