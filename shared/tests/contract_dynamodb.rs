@@ -445,7 +445,12 @@ async fn runs_of_one_keyed_change_side_by_side_count_each_link_once() {
         }
         assert_eq!(store.photos(&offer).await.unwrap().unwrap(), ids);
         for r in store.get_many(&ids).await.unwrap() {
-            assert_eq!((r.link_count, r.expires_at), (1, None), "round {round}: {}", r.id);
+            assert_eq!(
+                (r.link_count, r.expires_at),
+                (1, None),
+                "round {round}: {}",
+                r.id
+            );
         }
     }
 
@@ -463,7 +468,12 @@ async fn runs_of_one_keyed_change_side_by_side_count_each_link_once() {
     assert_eq!(store.photos(&offer).await.unwrap().unwrap(), ids);
     assert_eq!(store.photos(&other).await.unwrap().unwrap(), ids);
     for r in store.get_many(&ids).await.unwrap() {
-        assert!((2..=3).contains(&r.link_count), "{}: {} links", r.id, r.link_count);
+        assert!(
+            (2..=3).contains(&r.link_count),
+            "{}: {} links",
+            r.id,
+            r.link_count
+        );
     }
 }
 

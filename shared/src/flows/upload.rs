@@ -544,9 +544,18 @@ mod tests {
 
     fn service(dir: &std::path::Path, max_pending_uploads: usize) -> Service {
         let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        service_with(dir, max_pending_uploads, store.clone(), store)
+    }
+
+    fn service_with(
+        dir: &std::path::Path,
+        max_pending_uploads: usize,
+        store: Arc<SqliteStore>,
+        images: Arc<dyn crate::ports::ImageIndex>,
+    ) -> Service {
         let ports = Ports {
             blobs: Arc::new(FsBlobStore::new(dir)),
-            images: store.clone(),
+            images,
             offers: store.clone(),
             uploads: store.clone(),
             upload_urls: Arc::new(crate::adapters::LocalUploadUrls::new(
@@ -596,6 +605,108 @@ mod tests {
         drop(held);
         let outcome = service.upload_bytes(photo()).await.unwrap();
         assert!(!outcome.deduplicated);
+    }
+
+    /// An image index whose record writes are applied and then answered with an error, as
+    /// when a timeout hides a write that went through.
+    struct AnswerLost(Arc<SqliteStore>);
+
+    fn lost() -> StoreError {
+        StoreError::Unavailable {
+            message: "the answer was lost".into(),
+            source: None,
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl crate::ports::ImageIndex for AnswerLost {
+        async fn claim(
+            &self,
+            id: &ImageId,
+            now: crate::domain::Timestamp,
+            claim_ttl: Duration,
+            orphan_ttl: Duration,
+        ) -> Result<Claim, StoreError> {
+            self.0.claim(id, now, claim_ttl, orphan_ttl).await
+        }
+        async fn complete(
+            &self,
+            id: &ImageId,
+            generation: &Generation,
+            ready: ReadyImage,
+            now: crate::domain::Timestamp,
+            orphan_ttl: Duration,
+        ) -> Result<ImageRecord, StoreError> {
+            self.0
+                .complete(id, generation, ready, now, orphan_ttl)
+                .await?;
+            Err(lost())
+        }
+        async fn create_ready(
+            &self,
+            id: &ImageId,
+            generation: &Generation,
+            ready: ReadyImage,
+            now: crate::domain::Timestamp,
+            orphan_ttl: Duration,
+        ) -> Result<Option<ImageRecord>, StoreError> {
+            self.0
+                .create_ready(id, generation, ready, now, orphan_ttl)
+                .await?;
+            Err(lost())
+        }
+        async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
+            self.0.abandon(id, generation).await
+        }
+        async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+            self.0.get(id).await
+        }
+        async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
+            self.0.get_many(ids).await
+        }
+        async fn expired(
+            &self,
+            now: crate::domain::Timestamp,
+            limit: usize,
+        ) -> Result<Vec<ImageRecord>, StoreError> {
+            self.0.expired(now, limit).await
+        }
+        async fn delete_if_expired(
+            &self,
+            id: &ImageId,
+            generation: &Generation,
+            now: crate::domain::Timestamp,
+        ) -> Result<bool, StoreError> {
+            self.0.delete_if_expired(id, generation, now).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_written_whose_answer_was_lost_keeps_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let service = service_with(dir.path(), 8, store.clone(), Arc::new(AnswerLost(store)));
+        let png = Bytes::from(
+            std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../tests/fixtures/small.png"
+            ))
+            .unwrap(),
+        );
+        // A feed's photo (created without a claim) and an upload (a claim, completed).
+        let ingested = service
+            .ingest(ImageId::of_bytes(&photo()), photo())
+            .await
+            .unwrap();
+        let uploaded = service.upload_bytes(png).await.unwrap();
+        for outcome in [ingested, uploaded] {
+            assert!(!outcome.deduplicated);
+            let record = service.ports.images.get(&outcome.record.id).await.unwrap();
+            assert_eq!(record.as_ref(), Some(&outcome.record));
+            for key in crate::flows::service::record_files(&outcome.record) {
+                assert!(service.ports.blobs.get(&key).await.is_ok(), "{key} is kept");
+            }
+        }
     }
 
     #[tokio::test]
