@@ -132,18 +132,15 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
                 .map(|(op, n)| format!("{op} {:.3}", *n as f64 / photos as f64))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let writes = counts
-                .write_units_by_record
-                .iter()
-                .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let reads = counts
-                .read_units_by_record
-                .iter()
-                .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let per_photo = |units: &std::collections::BTreeMap<String, f64>| {
+                units
+                    .iter()
+                    .map(|(kind, u)| format!("{kind} {:.2}", u / photos as f64))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let writes = per_photo(&counts.write_units_by_record);
+            let reads = per_photo(&counts.read_units_by_record);
             let retried = if counts.retried > 0 {
                 format!("; {} items failed and were delivered again", counts.retried)
             } else {
