@@ -305,43 +305,18 @@ impl Service {
                         .await
                 }
             };
-            let refused = match written {
-                Ok(Some(record)) => {
-                    guard.disarm();
-                    info!(image_id = %id, generation = %generation, "image processed");
-                    return Ok(Some(record));
-                }
-                Ok(None) => None,
-                Err(StoreError::Conflict(reason)) => Some(reason),
-                Err(e) => {
-                    // The write's outcome is unknown (it may have been applied and its answer
-                    // lost): the files stay unless the record is known not to be ours. A file
-                    // without a record is garbage the sweeper collects; a record without its
-                    // files is a broken image.
-                    return match find_ours(&ports, &id, &generation).await {
-                        Ok(Some(record)) => {
-                            guard.disarm();
-                            info!(image_id = %id, generation = %generation, "image processed");
-                            Ok(Some(record))
-                        }
-                        Ok(None) => Err(FlowError::Store(e)),
-                        Err(_) => {
-                            guard.disarm();
-                            Err(FlowError::Store(e))
-                        }
-                    };
-                }
+            // Refused, or failed: the write may still be ours (applied, its answer lost, and
+            // refused when the SDK tried again). Only the record read back tells.
+            let failure = match written {
+                Ok(Some(record)) => return Ok(Some(stored(&mut guard, record))),
+                Ok(None) => Ok(None),
+                Err(StoreError::Conflict(reason)) => Ok(Some(reason)),
+                Err(e) => Err(e),
             };
-            // Refused, or applied by an attempt whose answer was lost and then refused when the
-            // SDK tried again: only a record of another generation means someone else's.
-            match find_ours(&ports, &id, &generation).await {
-                Ok(Some(record)) => {
-                    guard.disarm();
-                    info!(image_id = %id, generation = %generation, "image processed");
-                    Ok(Some(record))
-                }
-                Ok(None) => {
-                    match refused {
+            match (find_ours(&ports, &id, &generation).await, failure) {
+                (Ok(Some(record)), _) => Ok(Some(stored(&mut guard, record))),
+                (Ok(None), Ok(lost_claim)) => {
+                    match lost_claim {
                         Some(reason) => {
                             warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
                         }
@@ -352,9 +327,13 @@ impl Service {
                     guard.release_files_only().await;
                     Ok(None)
                 }
-                Err(e) => {
+                // Not ours: the guard removes the files (and the claim) as it drops.
+                (Ok(None), Err(e)) => Err(FlowError::Store(e)),
+                // Unknown: the files stay. A file without a record is garbage the sweeper
+                // collects; a record without its files is a broken image.
+                (Err(read), failure) => {
                     guard.disarm();
-                    Err(FlowError::Store(e))
+                    Err(FlowError::Store(failure.err().unwrap_or(read)))
                 }
             }
         }
@@ -362,6 +341,13 @@ impl Service {
         task.await
             .map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
     }
+}
+
+/// A record of ours is written: the files are its now.
+fn stored(guard: &mut ClaimGuard, record: ImageRecord) -> ImageRecord {
+    guard.disarm();
+    info!(image_id = %record.id, generation = %record.generation, "image processed");
+    record
 }
 
 /// The ready record of `id` if it is `generation`'s (a write of ours that went through).

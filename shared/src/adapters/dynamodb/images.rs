@@ -208,8 +208,17 @@ fn returned_record(
 impl DynamoStore {
     /// The image item, read consistently.
     pub(super) async fn get_image(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+        self.read_image(id, true).await
+    }
+
+    /// The image item; eventually consistent unless `consistent`.
+    async fn read_image(
+        &self,
+        id: &ImageId,
+        consistent: bool,
+    ) -> Result<Option<ImageRecord>, StoreError> {
         let item = self
-            .get(image_key(id), &format!("reading image {id}"))
+            .read_item(image_key(id), &format!("reading image {id}"), consistent)
             .await?;
         item.as_ref().map(record_from_item).transpose()
     }
@@ -657,10 +666,7 @@ impl ImageIndex for DynamoStore {
     }
 
     async fn peek(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
-        let item = self
-            .read_item(image_key(id), &format!("reading image {id}"), false)
-            .await?;
-        item.as_ref().map(record_from_item).transpose()
+        self.read_image(id, false).await
     }
 
     async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {

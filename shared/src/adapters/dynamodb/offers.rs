@@ -25,8 +25,8 @@
 //! plain conditional write), or in a transaction with the unlinks of its dropped images. Such
 //! links are never undone (another run may be using them): a change that fails after them, or
 //! a second run of it whose image another change links meanwhile (removing the mark the second
-//! run would have used), leaves that count one too high, never too low. This halves what linking costs (DynamoDB bills a transaction's writes
-//! twice).
+//! run would have used), leaves that count one too high, never too low. This halves what
+//! linking costs (DynamoDB bills a transaction's writes twice).
 //!
 //! A transaction holds at most 100 items. A change of more than 99 images is split so that a
 //! crash or a failure at any point only ever leaves link counts too HIGH (the image never
@@ -50,7 +50,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 
 use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
-use super::item::{Attrs, Expr, Item, PK, key, ms, n, s};
+use super::item::{Attrs, Expr, ExprParts, Item, PK, key, ms, n, s};
 use super::{DynamoStore, backoff, build_error, error_code, is_condition_failed, sdk_error};
 use crate::domain::{ImageId, OfferId, Timestamp};
 use crate::ports::{LinkError, OfferLinks, StoreError};
@@ -90,6 +90,52 @@ struct StoredOffer {
 struct ImageWrite {
     id: ImageId,
     op: TransactWriteItem,
+}
+
+/// The offer's new list (`item`) or its deletion (`None`), conditional on the version read.
+struct OfferWrite {
+    item: Option<Item>,
+    key: Item,
+    condition: String,
+    parts: ExprParts,
+}
+
+fn offer_write(
+    offer: &OfferId,
+    photos: Option<&[ImageId]>,
+    read: Option<&StoredOffer>,
+    now: Timestamp,
+) -> OfferWrite {
+    let mut e = Expr::new();
+    let condition = match read {
+        Some(r) => e.eq(VERSION, n(r.version)),
+        None => e.not_exists(PK),
+    };
+    let item = photos.map(|photos| {
+        let mut item = offer_key(offer);
+        item.insert(
+            PHOTOS.to_owned(),
+            AttributeValue::L(photos.iter().map(|id| s(id.as_str())).collect()),
+        );
+        let version = read.map_or(1, |r| r.version.saturating_add(1));
+        item.insert(VERSION.to_owned(), n(version));
+        item.insert(UPDATED_AT.to_owned(), ms(now));
+        item
+    });
+    OfferWrite {
+        item,
+        key: offer_key(offer),
+        condition,
+        parts: e.finish(),
+    }
+}
+
+/// Whether the image item carries `marker` (see the module doc).
+fn marked_by(item: &Item, marker: &str) -> bool {
+    item.get(LINKED_BY)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+        == Some(marker)
 }
 
 /// The port promises distinct ids; a repeated one is linked once, at its first position.
@@ -228,30 +274,16 @@ impl DynamoStore {
         })
     }
 
-    /// Writes the offer's new list (or deletes the offer), if it is still as read.
-    fn offer_op(
-        &self,
-        offer: &OfferId,
-        photos: Option<&[ImageId]>,
-        read: Option<&StoredOffer>,
-        now: Timestamp,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let mut e = Expr::new();
-        let condition = match read {
-            Some(r) => e.eq(VERSION, n(r.version)),
-            None => e.not_exists(PK),
-        };
-        let parts = e.finish();
-        let op = match photos {
-            Some(photos) => {
-                let mut item = offer_key(offer);
-                item.insert(
-                    PHOTOS.to_owned(),
-                    AttributeValue::L(photos.iter().map(|id| s(id.as_str())).collect()),
-                );
-                let version = read.map_or(1, |r| r.version.saturating_add(1));
-                item.insert(VERSION.to_owned(), n(version));
-                item.insert(UPDATED_AT.to_owned(), ms(now));
+    /// The offer's write inside a transaction.
+    fn offer_op(&self, write: OfferWrite) -> Result<TransactWriteItem, StoreError> {
+        let OfferWrite {
+            item,
+            key,
+            condition,
+            parts,
+        } = write;
+        let op = match item {
+            Some(item) => {
                 let put = Put::builder()
                     .table_name(&self.table)
                     .set_item(Some(item))
@@ -265,7 +297,7 @@ impl DynamoStore {
             None => {
                 let delete = Delete::builder()
                     .table_name(&self.table)
-                    .set_key(Some(offer_key(offer)))
+                    .set_key(Some(key))
                     .condition_expression(condition)
                     .set_expression_attribute_names(parts.names)
                     .set_expression_attribute_values(parts.values)
@@ -524,12 +556,9 @@ impl DynamoStore {
                         .iter()
                         .copied()
                         .filter(|id| {
-                            added_items.get(*id).is_none_or(|(_, item)| {
-                                item.get(LINKED_BY)
-                                    .and_then(|v| v.as_s().ok())
-                                    .map(String::as_str)
-                                    != Some(marker)
-                            })
+                            !added_items
+                                .get(*id)
+                                .is_some_and(|(_, item)| marked_by(item, marker))
                         })
                         .collect();
                     let linked = futures_util::future::try_join_all(
@@ -550,18 +579,15 @@ impl DynamoStore {
                 .filter_map(|id| records.get(*id).filter(|r| r.link_count > 0))
                 .map(|r| self.unlink_op(&r.id, r.link_count, now, orphan_ttl))
                 .collect::<Result<Vec<_>, _>>()?;
-            let offer_op = self.offer_op(offer, photos, read.as_ref(), now)?;
-            let alone = if links.is_empty() && unlinks.is_empty() {
-                self.put_offer_alone(&offer_op).await?
+            let write = offer_write(offer, photos, read.as_ref(), now);
+            // With no image written beside it, the offer's put is a plain conditional write (a
+            // transaction of one item would cost twice as much).
+            let written = if write.item.is_some() && links.is_empty() && unlinks.is_empty() {
+                self.put_offer_alone(write).await?
             } else {
-                None
-            };
-            let written = match alone {
-                Some(written) => written,
-                None => {
-                    self.apply_change(offer_op, links, unlinks, now, orphan_ttl)
-                        .await?
-                }
+                let op = self.offer_op(write)?;
+                self.apply_change(op, links, unlinks, now, orphan_ttl)
+                    .await?
             };
             if written {
                 return Ok(read.is_some());
@@ -574,26 +600,21 @@ impl DynamoStore {
         ))))
     }
 
-    /// The offer's put when no image changes with it: a plain conditional write (a
-    /// transaction of one item would cost twice as much). `Ok(false)` if the offer changed;
-    /// `None` if `op` is no put (it goes in a transaction).
-    async fn put_offer_alone(&self, op: &TransactWriteItem) -> Result<Option<bool>, StoreError> {
-        let Some(put) = op.put() else {
-            return Ok(None);
-        };
+    /// Puts the offer's new list on its own; `Ok(false)` if the offer changed since it was read.
+    async fn put_offer_alone(&self, write: OfferWrite) -> Result<bool, StoreError> {
         let sent = self
             .client
             .put_item()
-            .table_name(put.table_name())
-            .set_item(Some(put.item().clone()))
-            .set_condition_expression(put.condition_expression().map(str::to_owned))
-            .set_expression_attribute_names(put.expression_attribute_names().cloned())
-            .set_expression_attribute_values(put.expression_attribute_values().cloned())
+            .table_name(&self.table)
+            .set_item(write.item)
+            .condition_expression(write.condition)
+            .set_expression_attribute_names(write.parts.names)
+            .set_expression_attribute_values(write.parts.values)
             .send()
             .await;
         match sent {
-            Ok(_) => Ok(Some(true)),
-            Err(e) if is_condition_failed(&e) => Ok(Some(false)),
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
             Err(e) => Err(sdk_error("writing an offer", e)),
         }
     }

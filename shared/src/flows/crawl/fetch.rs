@@ -326,13 +326,14 @@ impl Crawler {
         let records = self.service.ports().records.as_ref();
         for round in 0..records::MAX_ROUNDS {
             let now = self.now();
-            // The first read may be a peek: the write names its version, so a stale one conflicts.
-            let read = if round == 0 {
-                records::peek::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await
-            } else {
-                records::read_versioned::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await
-            };
-            let (record, version) = read?;
+            let (record, version) = records::read_to_write::<UrlRecord>(
+                records,
+                URL_KIND,
+                hash.as_str(),
+                now,
+                round > 0,
+            )
+            .await?;
             let finished = self.record_outcome(record, &settlement, now);
             self.settle_waiters(hash, &finished.waiters, &finished.status)
                 .await?;

@@ -153,11 +153,7 @@ where
     let mut consistent = false;
     let mut round = 0;
     while round < MAX_ROUNDS {
-        let (current, version) = if consistent {
-            read_versioned::<T>(records, kind, key, now).await?
-        } else {
-            peek::<T>(records, kind, key, now).await?
-        };
+        let (current, version) = read_to_write::<T>(records, kind, key, now, consistent).await?;
         match decide(current)? {
             Change::Keep(_) if !consistent => consistent = true,
             Change::Keep(r) => return Ok(r),
@@ -232,6 +228,23 @@ pub(super) async fn peek<T: DeserializeOwned>(
     now: Timestamp,
 ) -> Result<(Option<T>, Option<u64>), FlowError> {
     versioned(kind, key, records.peek_record(kind, key, now).await?)
+}
+
+/// The record and its version for a write over it: a peek (see [`peek`]) unless `consistent`.
+/// A write naming the version of a stale peek conflicts, and the caller reads again,
+/// consistently.
+pub(super) async fn read_to_write<T: DeserializeOwned>(
+    records: &dyn Records,
+    kind: &str,
+    key: &str,
+    now: Timestamp,
+    consistent: bool,
+) -> Result<(Option<T>, Option<u64>), FlowError> {
+    if consistent {
+        read_versioned(records, kind, key, now).await
+    } else {
+        peek(records, kind, key, now).await
+    }
 }
 
 fn versioned<T: DeserializeOwned>(
