@@ -1,5 +1,5 @@
 //! Simulated partner photo hosts: real HTTP/1.1 servers on 127.0.0.1 that tests, the demo and
-//! the feed benchmark point the downloader at.
+//! the crawl benchmark point the downloader at.
 //!
 //! A [`PartnerHost`] serves a map of paths to [`Route`]s (a photo, a delay, a drip, a status,
 //! a redirect, a reset...) and counts what it served: [`requests`](PartnerHost::requests),

@@ -1,6 +1,5 @@
 //! Composition: builds the ports for a backend, once, and the service over them.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,7 +10,7 @@ use crate::adapters::{DynamoStore, S3BlobStore, SqsSender, StepFunctionsDelay};
 use crate::flows::{Policy, Ports, Service};
 use crate::pipeline::{Pipeline, PipelineConfig, PipelineError, Watermark};
 use crate::ports::{Clock, StoreError};
-use crate::settings::{BackendSettings, Settings};
+use crate::settings::{AwsBackend, Backend, Settings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -33,105 +32,26 @@ pub enum AppError {
     Startup(String),
 }
 
-/// Where the ports live.
-#[derive(Debug, Clone)]
-pub enum Backend {
-    /// One SQLite file (records and queues) and a directory of files, under `data_dir`;
-    /// `public_url` is where the runner is reached (its upload URLs point there).
-    Embedded {
-        data_dir: PathBuf,
-        public_url: String,
-    },
-    /// S3 for files and presigned uploads, one DynamoDB table for records, SQS queues (by
-    /// logical name → URL) for messages, with a Step Functions state machine for long delays.
-    Aws {
-        bucket: String,
-        table: String,
-        force_path_style: bool,
-        queues: HashMap<String, String>,
-        delay_state_machine_arn: Option<String>,
-        /// Where every AWS API is reached instead of the standard endpoints (`None`: the
-        /// standard AWS environment decides, including `AWS_ENDPOINT_URL`). Benchmarks use it
-        /// to put a request-counting proxy in front of an emulator.
-        endpoint_url: Option<String>,
-    },
-}
-
-impl Backend {
-    pub fn embedded(data_dir: impl Into<PathBuf>, public_url: &str) -> Self {
-        Self::Embedded {
-            data_dir: data_dir.into(),
-            public_url: public_url.trim_end_matches('/').to_owned(),
+/// The ports of the backend the settings name, built once. `public_url` is where the local
+/// runner is reached (its presigned-upload URLs point there; unused on AWS).
+pub async fn ports(
+    settings: &Settings,
+    public_url: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Ports, AppError> {
+    match &settings.backend {
+        Backend::Embedded { data_dir } => {
+            embedded_ports(data_dir, public_url.trim_end_matches('/'), clock).await
         }
+        Backend::Aws(aws) => Ok(aws_ports(aws, clock).await),
     }
-
-    pub async fn ports(&self, clock: Arc<dyn Clock>) -> Result<Ports, AppError> {
-        match self {
-            Self::Embedded {
-                data_dir,
-                public_url,
-            } => embedded_ports(data_dir, public_url, clock).await,
-            Self::Aws {
-                bucket,
-                table,
-                force_path_style,
-                queues,
-                delay_state_machine_arn,
-                endpoint_url,
-            } => Ok(aws_ports(
-                AwsResources {
-                    bucket,
-                    table,
-                    force_path_style: *force_path_style,
-                    queues,
-                    delay_state_machine_arn: delay_state_machine_arn.as_deref(),
-                    endpoint_url: endpoint_url.as_deref(),
-                },
-                clock,
-            )
-            .await),
-        }
-    }
-}
-
-impl Backend {
-    /// The backend the settings name; `public_url` is where the local runner is reached.
-    pub fn from_settings(settings: &Settings, public_url: &str) -> Self {
-        match &settings.backend {
-            BackendSettings::Embedded => Self::embedded(&settings.data_dir, public_url),
-            BackendSettings::Aws {
-                bucket,
-                table,
-                force_path_style,
-                queues,
-                delay_state_machine_arn,
-            } => Self::Aws {
-                bucket: bucket.clone(),
-                table: table.clone(),
-                force_path_style: *force_path_style,
-                queues: queues.clone(),
-                delay_state_machine_arn: delay_state_machine_arn.clone(),
-                endpoint_url: None,
-            },
-        }
-    }
-}
-
-/// What the AWS ports are built on (the fields of [`Backend::Aws`]).
-struct AwsResources<'a> {
-    bucket: &'a str,
-    table: &'a str,
-    force_path_style: bool,
-    queues: &'a HashMap<String, String>,
-    delay_state_machine_arn: Option<&'a str>,
-    endpoint_url: Option<&'a str>,
 }
 
 /// The AWS clients, configured from the standard AWS environment (region, credentials,
 /// `AWS_ENDPOINT_URL` for emulators).
-async fn aws_ports(aws: AwsResources<'_>, clock: Arc<dyn Clock>) -> Ports {
+async fn aws_ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    if let Some(url) = aws.endpoint_url {
+    if let Some(url) = &aws.endpoint_url {
         loader = loader.endpoint_url(url);
     }
     let config = loader.load().await;
@@ -140,14 +60,15 @@ async fn aws_ports(aws: AwsResources<'_>, clock: Arc<dyn Clock>) -> Ports {
         .build();
     let blobs = Arc::new(S3BlobStore::new(
         aws_sdk_s3::Client::from_conf(s3_config),
-        aws.bucket,
+        &aws.bucket,
     ));
     let records = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&config),
-        aws.table,
+        &aws.table,
     ));
     let delay = aws
         .delay_state_machine_arn
+        .as_deref()
         .map(|arn| StepFunctionsDelay::new(aws_sdk_sfn::Client::new(&config), arn));
     let messages = Arc::new(SqsSender::new(
         aws_sdk_sqs::Client::new(&config),
@@ -175,8 +96,12 @@ async fn aws_ports(aws: AwsResources<'_>, clock: Arc<dyn Clock>) -> Ports {
 pub async fn service_from_env()
 -> Result<(Settings, Service), Box<dyn std::error::Error + Send + Sync>> {
     let settings = Settings::from_env()?;
-    let backend = Backend::from_settings(&settings, &settings.public_base_url());
-    let service = service(&settings, &backend, Arc::new(crate::ports::SystemClock)).await?;
+    let service = service(
+        &settings,
+        &settings.public_base_url(),
+        Arc::new(crate::ports::SystemClock),
+    )
+    .await?;
     Ok((settings, service))
 }
 
@@ -250,13 +175,13 @@ pub fn pipeline(settings: &Settings) -> Result<Pipeline, AppError> {
     }))
 }
 
-/// The service over `backend`'s ports, configured by `settings`.
+/// The service over the ports of the settings' backend, configured by the settings.
 pub async fn service(
     settings: &Settings,
-    backend: &Backend,
+    public_url: &str,
     clock: Arc<dyn Clock>,
 ) -> Result<Service, AppError> {
-    let ports = backend.ports(clock).await?;
+    let ports = ports(settings, public_url, clock).await?;
     Ok(Service::new(
         ports,
         pipeline(settings)?,
@@ -264,14 +189,14 @@ pub async fn service(
     ))
 }
 
-/// What the feed functions (intake, fetch, process) start with: the service from the
+/// What the crawl functions (intake, fetch, process) start with: the service from the
 /// environment and the crawler over it, handing new photos to the process function.
 pub async fn crawler_from_env()
 -> Result<crate::flows::crawl::Crawler, Box<dyn std::error::Error + Send + Sync>> {
     let (settings, service) = service_from_env().await?;
     Ok(crate::flows::crawl::Crawler::new(
         Arc::new(service),
-        settings.feed,
+        settings.crawl,
         crate::flows::crawl::Processing::Handoff,
     )?)
 }

@@ -103,7 +103,7 @@ async fn a_presigned_url_accepts_a_put_of_the_body() {
         .map(|(_, v)| v.into_owned());
     assert_eq!(signed.as_deref(), Some("content-length;host"), "{url}");
 
-    imgest_shared::feed::install_default_provider();
+    imgest_shared::fetch::install_default_provider();
     let response = reqwest::Client::new()
         .put(&url)
         .body(body.clone())

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use imgest_hosts::{PartnerHost, Route, etag_of, redirect_chain};
 use imgest_shared::domain::{ImageId, SourceFormat};
-use imgest_shared::feed::{FeedErrorKind, FetchConfig, FetchError, Fetched, Fetcher, Validator};
+use imgest_shared::fetch::{FetchConfig, FetchError, FetchErrorKind, Fetched, Fetcher, Validator};
 use url::Url;
 
 /// A real photo (`tests/fixtures/photo.jpg`, 70 kB).
@@ -36,7 +36,7 @@ async fn host(routes: Vec<(&str, Route)>) -> PartnerHost {
 }
 
 /// Fetches with the guard lifted (the hosts are on loopback); expects a body.
-async fn fetch_ok(host: &PartnerHost, path: &str) -> imgest_shared::feed::Download {
+async fn fetch_ok(host: &PartnerHost, path: &str) -> imgest_shared::fetch::Download {
     match fetcher(true)
         .fetch(&url(&host.url(path)), DEADLINE, None)
         .await
@@ -84,7 +84,7 @@ async fn a_host_slower_than_the_deadline_times_out() {
         Duration::from_millis(300),
     )
     .await;
-    assert_eq!(e.kind, FeedErrorKind::Timeout);
+    assert_eq!(e.kind, FetchErrorKind::Timeout);
     assert_eq!(e.http_status, None);
 }
 
@@ -102,7 +102,7 @@ async fn a_host_that_drips_is_cut_at_the_deadline() {
         Duration::from_millis(500),
     )
     .await;
-    assert_eq!(e.kind, FeedErrorKind::Timeout);
+    assert_eq!(e.kind, FetchErrorKind::Timeout);
 }
 
 #[tokio::test]
@@ -119,14 +119,14 @@ async fn error_statuses_map_to_their_kinds_and_keep_the_status() {
     ])
     .await;
     for (path, kind, status) in [
-        ("/404", FeedErrorKind::NotFound, 404),
-        ("/410", FeedErrorKind::NotFound, 410),
-        ("/401", FeedErrorKind::Forbidden, 401),
-        ("/403", FeedErrorKind::Forbidden, 403),
-        ("/418", FeedErrorKind::HttpError, 418),
-        ("/408", FeedErrorKind::ServerError, 408),
-        ("/500", FeedErrorKind::ServerError, 500),
-        ("/503", FeedErrorKind::ServerError, 503),
+        ("/404", FetchErrorKind::NotFound, 404),
+        ("/410", FetchErrorKind::NotFound, 410),
+        ("/401", FetchErrorKind::Forbidden, 401),
+        ("/403", FetchErrorKind::Forbidden, 403),
+        ("/418", FetchErrorKind::HttpError, 418),
+        ("/408", FetchErrorKind::ServerError, 408),
+        ("/500", FetchErrorKind::ServerError, 500),
+        ("/503", FetchErrorKind::ServerError, 503),
     ] {
         let e = kind_of(&host, path).await;
         assert_eq!((e.kind, e.http_status), (kind, Some(status)), "{path}");
@@ -138,7 +138,7 @@ async fn error_statuses_map_to_their_kinds_and_keep_the_status() {
 async fn a_429_with_retry_after_seconds_is_rate_limited_with_the_delay() {
     let host = host(vec![("/busy.jpg", Route::retry_after(429, "7"))]).await;
     let e = kind_of(&host, "/busy.jpg").await;
-    assert_eq!(e.kind, FeedErrorKind::RateLimited);
+    assert_eq!(e.kind, FetchErrorKind::RateLimited);
     assert_eq!(e.http_status, Some(429));
     assert_eq!(e.retry_after, Some(Duration::from_secs(7)));
     assert!(e.is_retryable());
@@ -151,7 +151,7 @@ async fn a_503_with_retry_after_as_an_http_date_gives_the_delay_until_then() {
     let e = kind_of(&host, "/later.jpg").await;
     assert_eq!(
         (e.kind, e.http_status),
-        (FeedErrorKind::ServerError, Some(503))
+        (FetchErrorKind::ServerError, Some(503))
     );
     let delay = e.retry_after.unwrap();
     // The date has a one-second resolution.
@@ -171,7 +171,7 @@ async fn a_host_that_fails_twice_then_serves_gives_two_server_errors_then_the_ph
     for _ in 0..2 {
         assert_eq!(
             kind_of(&host, "/flaky.jpg").await.kind,
-            FeedErrorKind::ServerError
+            FetchErrorKind::ServerError
         );
     }
     assert_eq!(
@@ -216,7 +216,7 @@ async fn five_redirects_are_followed_and_a_sixth_is_too_many() {
         host.url("/photo.jpg")
     );
     let e = kind_of(&host, "/six/0").await;
-    assert_eq!(e.kind, FeedErrorKind::TooManyRedirects);
+    assert_eq!(e.kind, FetchErrorKind::TooManyRedirects);
     assert_eq!(host.hits("/six/5"), 1, "the sixth redirect was received");
     assert_eq!(
         host.hits("/photo.jpg"),
@@ -239,7 +239,7 @@ async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
         format!("http://[::1]:{port}/a.jpg"),
     ] {
         let e = fetch_err(&guarded, &raw, DEADLINE).await;
-        assert_eq!(e.kind, FeedErrorKind::ForbiddenAddress, "{raw}: {e}");
+        assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{raw}: {e}");
     }
     assert_eq!(host.requests(), 0);
     // The same notations reach the host once private networks are allowed.
@@ -261,7 +261,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_by_the_resolver() {
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let raw = format!("http://localhost:{}/a.jpg", host.addr().port());
     let e = fetch_err(&fetcher(false), &raw, DEADLINE).await;
-    assert_eq!(e.kind, FeedErrorKind::ForbiddenAddress, "{e}");
+    assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
     assert_eq!(host.requests(), 0);
     // With the guard lifted the resolved address is used (tried in order, IPv6 first or not).
     assert!(matches!(
@@ -297,11 +297,11 @@ async fn redirects_to_forbidden_addresses_are_refused_at_the_hop() {
         .unwrap();
     for path in ["/to-metadata", "/to-v6-metadata", "/to-mapped-metadata"] {
         let e = kind_of(&host, path).await;
-        assert_eq!(e.kind, FeedErrorKind::ForbiddenAddress, "{path}: {e}");
+        assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{path}: {e}");
         assert_eq!(e.http_status, None);
     }
     let e = kind_of(&host_with_zero, "/to-zero").await;
-    assert_eq!(e.kind, FeedErrorKind::ForbiddenAddress, "{e}");
+    assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
     assert_eq!(host.hits("/a.jpg"), 0);
 }
 
@@ -314,7 +314,7 @@ async fn a_name_that_does_not_resolve_is_a_dns_error() {
         DEADLINE,
     )
     .await;
-    assert_eq!(e.kind, FeedErrorKind::Dns, "{e}");
+    assert_eq!(e.kind, FetchErrorKind::Dns, "{e}");
     assert!(e.is_retryable());
 }
 
@@ -336,7 +336,7 @@ async fn an_html_page_or_an_empty_body_is_an_unsupported_format() {
     .await;
     for path in ["/page.jpg", "/empty.jpg", "/short.jpg"] {
         let e = kind_of(&host, path).await;
-        assert_eq!(e.kind, FeedErrorKind::UnsupportedFormat, "{path}: {e}");
+        assert_eq!(e.kind, FetchErrorKind::UnsupportedFormat, "{path}: {e}");
     }
 }
 
@@ -360,7 +360,7 @@ async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
         ("/chunked.jpg", "passed the limit"),
     ] {
         let e = fetch_err(&small, &host.url(path), DEADLINE).await;
-        assert_eq!(e.kind, FeedErrorKind::TooLarge, "{path}: {e}");
+        assert_eq!(e.kind, FetchErrorKind::TooLarge, "{path}: {e}");
         assert!(e.message.contains(how), "{path}: {e}");
     }
     // A body of exactly the limit is fine, chunked too.
@@ -386,7 +386,7 @@ async fn a_connection_reset_mid_body_is_a_connection_error() {
     )])
     .await;
     let e = kind_of(&host, "/reset.jpg").await;
-    assert_eq!(e.kind, FeedErrorKind::Connection, "{e}");
+    assert_eq!(e.kind, FetchErrorKind::Connection, "{e}");
     // Broken while reading the body, after the headers came.
     assert!(e.message.contains("body"), "{e}");
     assert!(e.is_retryable());
@@ -403,7 +403,7 @@ async fn a_refused_connection_is_a_connection_error() {
         DEADLINE,
     )
     .await;
-    assert_eq!(e.kind, FeedErrorKind::Connection, "{e}");
+    assert_eq!(e.kind, FetchErrorKind::Connection, "{e}");
     assert!(e.message.contains("refused"), "{e}");
 }
 
@@ -450,7 +450,7 @@ async fn urls_with_credentials_are_refused_without_quoting_them() {
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let raw = format!("http://partner:s3cret@{}/a.jpg", host.addr());
     let e = fetch_err(&fetcher(true), &raw, DEADLINE).await;
-    assert_eq!(e.kind, FeedErrorKind::InvalidUrl);
+    assert_eq!(e.kind, FetchErrorKind::InvalidUrl);
     assert!(!e.to_string().contains("s3cret"), "{e}");
     assert_eq!(host.requests(), 0);
 }
@@ -461,5 +461,5 @@ async fn https_to_a_plain_http_server_fails_its_handshake_as_a_connection_error(
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let raw = format!("https://{}/a.jpg", host.addr());
     let e = fetch_err(&fetcher(true), &raw, DEADLINE).await;
-    assert_eq!(e.kind, FeedErrorKind::Connection, "{e}");
+    assert_eq!(e.kind, FetchErrorKind::Connection, "{e}");
 }

@@ -4,12 +4,14 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use imgest_shared::adapters::dynamodb;
 use imgest_shared::domain::{ImageId, ImageState};
 use imgest_shared::flows::crawl::Processing;
-use imgest_shared::handlers;
+use imgest_shared::{api, handlers};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -39,8 +41,8 @@ async fn the_core_scenario_passes_on_the_aws_adapters() {
 }
 
 #[tokio::test]
-async fn the_gc_function_deletes_the_files_of_a_ttl_removed_record() {
-    let Some(app) = TestApp::start_aws("gc handler", &[]).await else {
+async fn the_ttl_cleanup_function_deletes_the_files_of_a_ttl_removed_record() {
+    let Some(app) = TestApp::start_aws("ttl-cleanup handler", &[]).await else {
         return;
     };
     let kept = app.upload_ok(&fixture("photo.jpg")).await;
@@ -71,13 +73,14 @@ async fn the_gc_function_deletes_the_files_of_a_ttl_removed_record() {
         old["variants"]["S"] = Value::from(serde_json::to_string(variants).unwrap());
     }
     assert_eq!(app.files_of(&removed).await.len(), 4);
-    let response = handlers::gc::handle(&app.service, stream.clone()).await;
+    let response =
+        handlers::ttl_cleanup::handle(&app.service, dynamodb::removed_images(&stream)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(app.files_of(&removed).await.is_empty());
     assert_eq!(app.files_of(&kept).await.len(), 4);
     // Redelivery is harmless.
     assert!(
-        handlers::gc::handle(&app.service, stream)
+        handlers::ttl_cleanup::handle(&app.service, dynamodb::removed_images(&stream))
             .await
             .batch_item_failures
             .is_empty()
@@ -145,9 +148,10 @@ async fn the_api_function_answers_its_sample_events() {
     let Some(app) = TestApp::start_aws("api handler", &[]).await else {
         return;
     };
-    let router = imgest_shared::api::router(
-        imgest_shared::api::ApiState::new(app.service.clone(), "https://cdn.example.com"),
-        false,
+    let crawler = Arc::new(app.crawler(Processing::Handoff, &[]));
+    let router = api::router(
+        api::ApiState::new(app.service.clone(), crawler, "https://cdn.example.com"),
+        api::Edge::Lambda,
     );
     let missing = lambda_http::request::from_str(&event("api-get-image.json", &[])).unwrap();
     let response = router.clone().oneshot(missing).await.unwrap();
@@ -178,16 +182,20 @@ async fn the_api_function_answers_its_sample_events() {
 }
 
 #[tokio::test]
-async fn the_sweep_function_runs_on_its_schedule() {
-    let Some(app) = TestApp::start_aws("sweep handler", &[]).await else {
+async fn the_scheduled_gc_function_collects_and_sweeps_on_its_schedule() {
+    let Some(app) = TestApp::start_aws("scheduled-gc handler", &[]).await else {
         return;
     };
     let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value> =
         serde_json::from_str(&event("schedule.json", &[])).unwrap();
     app.upload_ok(&fixture("photo.jpg")).await;
-    let first = handlers::sweep::handle(&app.service, 128).await.unwrap();
+    let first = handlers::scheduled_gc::handle(&app.service, 128)
+        .await
+        .unwrap();
     assert_eq!(first.sweep.shards, 128);
-    let second = handlers::sweep::handle(&app.service, 128).await.unwrap();
+    let second = handlers::scheduled_gc::handle(&app.service, 128)
+        .await
+        .unwrap();
     assert_eq!(
         first.sweep.files_scanned + second.sweep.files_scanned,
         4,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use imgest_shared::api::{ApiState, router};
+use imgest_shared::api::{ApiState, Edge, router};
 use imgest_shared::flows::crawl::{Crawler, Processing};
 
 #[tokio::main]
@@ -11,7 +11,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let (settings, service) = imgest_shared::app::service_from_env().await?;
     let service = Arc::new(service);
     // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.
-    let crawler = Crawler::new(service.clone(), settings.feed.clone(), Processing::Handoff)?;
-    let state = ApiState::new(service, &settings.public_base_url()).with_crawler(Arc::new(crawler));
-    lambda_http::run(router(state, false)).await
+    let crawler = Crawler::new(service.clone(), settings.crawl.clone(), Processing::Handoff)?;
+    let state = ApiState::new(service, Arc::new(crawler), &settings.public_base_url());
+    lambda_http::run(router(state, Edge::Lambda)).await
 }

@@ -1,4 +1,4 @@
-//! The `process` Lambda function: S3 notifications of presigned uploads and of feed photos the
+//! The `process` Lambda function: S3 notifications of presigned uploads and of crawled photos the
 //! fetch functions downloaded, via SQS.
 
 use aws_lambda_events::event::sqs::SqsEvent;

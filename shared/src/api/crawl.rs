@@ -9,28 +9,16 @@ use serde_json::json;
 
 use super::{ApiError, ApiState};
 use crate::domain::OfferId;
-use crate::feed::messages::{CrawlRequest, CrawlResult};
 use crate::flows::FlowError;
-use crate::flows::crawl::Crawler;
-
-fn crawler(state: &ApiState) -> Result<&Crawler, ApiError> {
-    state.crawler.as_deref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "feeds_unavailable",
-            "this deployment does not crawl feeds",
-        )
-    })
-}
+use crate::flows::crawl::messages::{CrawlRequest, CrawlResult};
 
 pub async fn post(
     State(state): State<ApiState>,
     body: Result<Json<CrawlRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let crawler = crawler(&state)?;
     let Json(request) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
     let offer = request.offer_id.clone();
-    let crawl_state = crawler.intake(request).await?;
+    let crawl_state = state.crawler.intake(request).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"offer_id": offer, "state": crawl_state})),
@@ -41,14 +29,13 @@ pub async fn get(
     State(state): State<ApiState>,
     Path(raw_offer): Path<String>,
 ) -> Result<Json<CrawlResult>, ApiError> {
-    let crawler = crawler(&state)?;
     let offer = OfferId::parse(&raw_offer).map_err(FlowError::from)?;
-    match crawler.crawl_status(&offer).await? {
+    match state.crawler.crawl_status(&offer).await? {
         Some(result) => Ok(Json(result)),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "crawl_not_found",
-            format!("offer {offer} has no crawl (never sent in a feed, or expired)"),
+            format!("offer {offer} has no crawl (never crawled, or expired)"),
         )),
     }
 }

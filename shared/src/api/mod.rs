@@ -13,4 +13,4 @@ mod uploads;
 
 pub use error::ApiError;
 pub use json::{ImageJson, OfferJson, VariantJson};
-pub use router::{ApiState, router};
+pub use router::{ApiState, Edge, router};

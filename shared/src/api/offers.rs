@@ -58,11 +58,9 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Photos set by hand replace what the last crawl linked: the next feed run of the offer must
+/// Photos set by hand replace what the last crawl linked: the next crawl of the offer must
 /// not skip it as unchanged.
 async fn forget_crawl(state: &ApiState, offer: &OfferId) -> Result<(), ApiError> {
-    if let Some(crawler) = &state.crawler {
-        crawler.forget_settled_crawl(offer).await?;
-    }
+    state.crawler.forget_settled_crawl(offer).await?;
     Ok(())
 }

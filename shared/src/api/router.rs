@@ -21,31 +21,35 @@ use crate::flows::crawl::Crawler;
 #[derive(Clone)]
 pub struct ApiState {
     pub service: Arc<Service>,
+    /// The crawl routes' flows (`POST /v1/crawl`, `GET /v1/offers/{id}/crawl`).
+    pub crawler: Arc<Crawler>,
     pub urls: FileUrls,
-    /// The feed routes answer 503 `feeds_unavailable` without one.
-    pub crawler: Option<Arc<Crawler>>,
 }
 
 impl ApiState {
     /// `files_url` is the URL that file keys are appended to.
-    pub fn new(service: Arc<Service>, files_url: &str) -> Self {
+    pub fn new(service: Arc<Service>, crawler: Arc<Crawler>, files_url: &str) -> Self {
         Self {
             service,
+            crawler,
             urls: FileUrls::new(files_url),
-            crawler: None,
         }
-    }
-
-    /// Serves the feed routes (`POST /v1/crawl`, `GET /v1/offers/{id}/crawl`) with `crawler`.
-    pub fn with_crawler(mut self, crawler: Arc<Crawler>) -> Self {
-        self.crawler = Some(crawler);
-        self
     }
 }
 
-/// The API router. `local` adds what only the local runner serves: its files
-/// (`GET /files/{key}`) and its presigned-upload target (`PUT /v1/uploads/{id}/body`).
-pub fn router(state: ApiState, local: bool) -> Router {
+/// Who serves the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    /// The API function behind API Gateway: files are served by the bucket's CDN, presigned
+    /// uploads go to S3.
+    Lambda,
+    /// The local runner, which also serves its files (`GET /files/{key}`) and is the target of
+    /// its presigned uploads (`PUT /v1/uploads/{id}/body`).
+    LocalRunner,
+}
+
+/// The API router, as `edge` serves it.
+pub fn router(state: ApiState, edge: Edge) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(healthz))
         // Upload handlers enforce IMGEST_MAX_BODY themselves, while streaming.
@@ -66,7 +70,7 @@ pub fn router(state: ApiState, local: bool) -> Router {
         .route("/v1/crawl", post(crawl::post))
         .route("/v1/uploads", post(uploads::create))
         .route("/v1/uploads/{upload_id}", get(uploads::get));
-    if local {
+    if edge == Edge::LocalRunner {
         router = router.route("/files/{*key}", get(files::get)).route(
             "/v1/uploads/{upload_id}/body",
             put(uploads::put_body).layer(DefaultBodyLimit::disable()),

@@ -92,7 +92,7 @@ impl OfferId {
     }
 }
 
-/// A marketplace partner that sends feeds: rate limits and statistics are per client.
+/// A marketplace partner that sends crawl requests: rate limits and statistics are per client.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct ClientId(String);

@@ -4,10 +4,12 @@ mod blob_key;
 mod ids;
 mod image;
 mod time;
+mod url;
 mod variant;
 
 pub use blob_key::{BlobKey, INCOMING_PREFIX, ImageBlobKey, SHARD_COUNT, shard_prefixes};
 pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant, refresh_granularity};
 pub use time::Timestamp;
+pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash};
 pub use variant::{FitMode, VariantName, VariantSet, VariantSpec, VariantSpecError};

@@ -1,11 +1,15 @@
 //! Flows: the use cases, written once over the ports and shared by every entry point (HTTP API,
-//! CLI, Lambda handlers).
+//! CLI, Lambda handlers, the local runner). Each is a method of [`Service`] (the ports, the
+//! pipeline and the lifecycle policy) or of [`crawl::Crawler`].
 //!
-//! - [`upload`]: content-addressed upload with claim-based dedup.
+//! - [`upload`]: content-addressed upload with claim-based dedup, and the store of a crawled
+//!   photo (no claim).
+//! - [`presigned`]: uploads too large for a request body: a presigned URL, then processing.
 //! - [`offers`]: setting, reading and deleting an offer's ordered photo list.
 //! - [`gc`]: collecting expired orphans, record first, then that generation's files.
-//! - [`sweep`]: the honest sweeper, which starts from the files.
-//! - [`crawl`]: feeds: intake, tiered downloads, retries, settling offers and sending results.
+//! - [`sweep`]: garbage collection that starts from the files: files no record owns.
+//! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
+//! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
 
 pub mod crawl;
 mod error;

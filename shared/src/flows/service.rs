@@ -23,7 +23,7 @@ pub struct Ports {
     pub uploads: Arc<dyn UploadRecords>,
     pub upload_urls: Arc<dyn UploadUrls>,
     pub checkpoints: Arc<dyn Checkpoints>,
-    /// Versioned records (the feed's URL and crawl records).
+    /// Versioned records (the crawls' URL and crawl records).
     pub records: Arc<dyn Records>,
     /// Per-client request budgets shared by every worker.
     pub rate_limits: Arc<dyn RateLimiter>,

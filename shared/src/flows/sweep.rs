@@ -1,5 +1,6 @@
-//! The honest sweeper: walks storage shard by shard, lists files first and checks records
-//! second, and deletes files that no record of their generation owns once they are older than
+//! The sweep: garbage collection that starts from the files. It walks storage shard by shard,
+//! lists files first and checks records second, and deletes files that no record of their
+//! generation owns once they are older than
 //! the grace period. Listing first is what makes it safe: a file written after the listing is
 //! not seen, and a file listed before its record was written is younger than the grace period.
 

@@ -191,15 +191,19 @@ impl Service {
         self.upload(id, body).await
     }
 
-    /// Stores bytes that an offer links a moment later (a feed's photo), whose MD5 the caller
+    /// Stores bytes that an offer links a moment later (a crawled photo), whose MD5 the caller
     /// computed: like [`upload`](Self::upload), but new bytes are processed without a claim and
     /// their record is written once, after the files
     /// ([`create_ready`](crate::ports::ImageIndex::create_ready)). The claim is what makes
-    /// concurrent uploads of the same new bytes wait for one of them; a feed's URL is already
+    /// concurrent uploads of the same new bytes wait for one of them; a crawled URL is already
     /// downloaded once however many offers list it, so the same new bytes arrive at the same
     /// moment only under two URLs. Then both are processed, one record wins and the other run
     /// deletes its files. Known bytes (any record) go the claim's way, decoding nothing.
-    pub async fn ingest(&self, id: ImageId, body: Bytes) -> Result<UploadOutcome, FlowError> {
+    pub async fn store_fetched(
+        &self,
+        id: ImageId,
+        body: Bytes,
+    ) -> Result<UploadOutcome, FlowError> {
         if body.is_empty() {
             return Err(FlowError::EmptyBody);
         }
@@ -416,7 +420,7 @@ async fn write_files(
 enum Record {
     /// The caller's claim, completed.
     Claimed,
-    /// A record created once the files are written (no claim: see [`Service::ingest`]).
+    /// A record created once the files are written (no claim: see [`Service::store_fetched`]).
     New,
 }
 
@@ -679,13 +683,13 @@ mod tests {
             ))
             .unwrap(),
         );
-        // A feed's photo (created without a claim) and an upload (a claim, completed).
-        let ingested = service
-            .ingest(ImageId::of_bytes(&photo()), photo())
+        // A crawled photo (created without a claim) and an upload (a claim, completed).
+        let fetched = service
+            .store_fetched(ImageId::of_bytes(&photo()), photo())
             .await
             .unwrap();
         let uploaded = service.upload_bytes(png).await.unwrap();
-        for outcome in [ingested, uploaded] {
+        for outcome in [fetched, uploaded] {
             assert!(!outcome.deduplicated);
             let record = service.ports.images.get(&outcome.record.id).await.unwrap();
             assert_eq!(record.as_ref(), Some(&outcome.record));

@@ -5,8 +5,8 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch};
-use crate::feed::messages::FetchTask;
 use crate::flows::crawl::Crawler;
+use crate::flows::crawl::messages::FetchTask;
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let items = super::sqs_items(event);

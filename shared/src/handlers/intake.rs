@@ -4,8 +4,8 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch};
-use crate::feed::messages::CrawlRequest;
 use crate::flows::crawl::Crawler;
+use crate::flows::crawl::messages::CrawlRequest;
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // Each message is intaken under its id: delivered again, it is the same crawl.

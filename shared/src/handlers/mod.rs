@@ -1,21 +1,20 @@
-//! Lambda handlers as library functions: each takes the service and the event and returns the
-//! response, so they are tested with the sample events in `events/` and no Lambda runtime.
-//! The function binaries only wire them to `lambda_runtime`.
+//! Lambda handlers as library functions: each takes the service (or the crawler) and the event
+//! and returns the response, so they are tested with the sample events in `events/` and no
+//! Lambda runtime. The function binaries only wire them to `lambda_runtime`.
 //!
 //! - [`batch`]: partial batch failures, shared by the SQS and stream handlers.
-//! - [`fetch_pool`]: the local runner's download workers, a pool per tier.
 //! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS.
-//! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads.
-//! - [`gc`]: DynamoDB stream records of image records removed by TTL.
-//! - [`sweep`]: the scheduled GC pass and sweeper batch.
+//! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
+//!   and the photos the fetch functions downloaded.
+//! - [`ttl_cleanup`]: image records removed by DynamoDB's TTL (read from the table's stream).
+//! - [`scheduled_gc`]: the hourly GC pass and sweep batch.
 
 pub mod batch;
 pub mod fetch;
-pub mod fetch_pool;
-pub mod gc;
 pub mod intake;
 pub mod process;
-pub mod sweep;
+pub mod scheduled_gc;
+pub mod ttl_cleanup;
 
 pub use batch::{BatchItemFailure, BatchResponse};
 

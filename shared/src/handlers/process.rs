@@ -8,8 +8,8 @@ use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch_then};
 use crate::domain::{BlobKey, UploadId};
-use crate::feed::messages::{DownloadedPhoto, ProcessMessage};
 use crate::flows::crawl::Crawler;
+use crate::flows::crawl::messages::{DownloadedPhoto, ProcessMessage};
 
 /// What a process queue message asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 //! stored size, the final refinement scans (the last bit of every AC coefficient) are left out
 //! too: they are about a third of a progressive photo's time, and the resampled,
 //! re-encoded variants barely show them (measured: SSIM of the 640 variant at most 0.002
-//! lower on the progressive photos of `infra/bench-pipeline.sh`, 0.001 on average).
+//! lower on the progressive photos of `bench/pipeline.sh`, 0.001 on average).
 
 use std::borrow::Cow;
 

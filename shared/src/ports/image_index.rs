@@ -60,7 +60,7 @@ pub trait ImageIndex: Send + Sync {
     /// Creates a ready, unlinked record of `id` under `generation`, expiring at
     /// `now + orphan_ttl`, if there is no record of `id` at all; `None`, nothing written, if
     /// there is one. For bytes whose files are already written and that an offer links a moment
-    /// later (a feed's photo): one write instead of a claim and its completion. Such a record
+    /// later (a crawled photo): one write instead of a claim and its completion. Such a record
     /// is left out of [`expired`](Self::expired) where listing it would cost writes
     /// (DynamoDB's GC index, written and deleted again when the offer links it): if it is never
     /// linked, the store's own expiry collects it (DynamoDB's TTL deleter, whose stream the

@@ -1,5 +1,5 @@
 //! Versioned records: small JSON documents that a flow reads whole and replaces whole under
-//! optimistic concurrency (the feed's URL and crawl records). A write names the version it read;
+//! optimistic concurrency (the crawls' URL and crawl records). A write names the version it read;
 //! if someone wrote in between, it fails with `Conflict` and the flow reads again and retries.
 //! One generic port keeps each adapter a few lines; the typed records live in the flows.
 

@@ -1,22 +1,21 @@
-//! `TestApp`: the real runner (router, embedded store, pipeline) on 127.0.0.1:0 with a temp data
-//! directory and a clock the test moves.
+//! `TestApp`: the local runner (router, embedded store, pipeline, crawler) on 127.0.0.1:0 with a
+//! temp data directory and a clock the test moves.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-pub mod feeds;
+pub mod crawl;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use imgest_shared::api::{ApiState, router};
-use imgest_shared::app::{self, Backend};
 use imgest_shared::flows::Service;
 use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::flows::gc::GcReport;
 use imgest_shared::flows::sweep::SweepReport;
 use imgest_shared::ports::ManualClock;
+use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::Settings;
 use serde_json::Value;
 
@@ -25,8 +24,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub service: Arc<Service>,
     pub clock: Arc<ManualClock>,
+    runner: LocalRunner,
     pub data_dir: tempfile::TempDir,
-    server: tokio::task::JoinHandle<()>,
 }
 
 /// A response's status and JSON body (`Value::Null` when the body is empty).
@@ -89,7 +88,7 @@ impl TestApp {
     }
 
     async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {
-        imgest_shared::feed::install_default_provider();
+        imgest_shared::fetch::install_default_provider();
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = vars
             .iter()
@@ -108,28 +107,22 @@ impl TestApp {
         let settings = Settings::from_map(&map).unwrap();
         let clock = Arc::new(ManualClock::starting_now());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let backend = Backend::from_settings(&settings, &base);
-        let service = Arc::new(
-            app::service(&settings, &backend, clock.clone())
-                .await
-                .unwrap(),
-        );
-        // Files are served through the blob store on every backend, so tests can fetch them.
-        let app = router(
-            ApiState::new(Arc::clone(&service), &format!("{base}/files")),
-            true,
-        );
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        // The runner serves files through the blob store on every backend, so tests can
+        // fetch them.
+        let options = RunnerOptions {
+            clock: clock.clone(),
+            gc_every: None,
+        };
+        let runner = LocalRunner::start(&settings, Some(listener), options)
+            .await
+            .unwrap();
         Self {
-            base,
+            base: runner.base_url().to_owned(),
             client: reqwest::Client::new(),
-            service,
+            service: Arc::clone(runner.service()),
             clock,
+            runner,
             data_dir,
-            server,
         }
     }
 
@@ -228,7 +221,7 @@ impl TestApp {
         self.get(&format!("/v1/offers/{offer}/photos")).await
     }
 
-    /// A crawler over this app's service, with the feed settings of `vars` (and private
+    /// A crawler over this app's service, with the crawl settings of `vars` (and private
     /// networks allowed: partner hosts in tests are on 127.0.0.1).
     pub fn crawler(&self, processing: Processing, vars: &[(&str, &str)]) -> Crawler {
         let mut map: HashMap<String, String> = vars
@@ -237,8 +230,8 @@ impl TestApp {
             .collect();
         map.entry("IMGEST_ALLOW_PRIVATE_NETWORKS".into())
             .or_insert_with(|| "true".into());
-        let feed = Settings::from_map(&map).unwrap().feed;
-        Crawler::new(self.service.clone(), feed, processing).unwrap()
+        let settings = Settings::from_map(&map).unwrap().crawl;
+        Crawler::new(self.service.clone(), settings, processing).unwrap()
     }
 
     pub fn advance_clock(&self, by: Duration) {
@@ -277,11 +270,5 @@ impl TestApp {
             .into_iter()
             .filter(|f| f.contains(image_id))
             .collect()
-    }
-}
-
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        self.server.abort();
     }
 }

@@ -33,6 +33,7 @@ mod offers;
 mod rate_limits;
 mod records;
 mod schema;
+mod stream;
 mod uploads;
 
 use std::fmt::Debug;
@@ -43,8 +44,8 @@ use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
 
 use crate::ports::StoreError;
 
-pub use images::record_from_item as image_record_from_item;
 pub use schema::{GC_INDEX, create_table};
+pub use stream::removed_images;
 
 /// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `Records` and
 /// `RateLimiter` on one DynamoDB table. Cheap to clone (the SDK client is a handle).

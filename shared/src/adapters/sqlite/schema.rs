@@ -93,9 +93,9 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 ";
 
-/// Versioned records and rate-limit grants (the feeds).
+/// Versioned records and rate-limit grants (the crawls).
 const V2: &str = "
--- Versioned JSON records (the feed's URL and crawl records). Rows past `expires_at` read as
+-- Versioned JSON records (the crawls' URL and crawl records). Rows past `expires_at` read as
 -- absent and are deleted a while later (see the `records` module).
 CREATE TABLE IF NOT EXISTS records (
     kind       TEXT    NOT NULL,

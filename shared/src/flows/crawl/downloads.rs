@@ -1,4 +1,4 @@
-//! The process function's part of a feed download (AWS): the bodies the fetch functions left
+//! The process function's part of a crawl's download (AWS): the bodies the fetch functions left
 //! under `fetched/` are processed one by one, then their URLs are settled together, so that a
 //! batch holding several photos of one offer updates that offer's crawl once, not once per
 //! photo.
@@ -10,10 +10,10 @@ use futures_util::future::try_join_all;
 use super::Crawler;
 use super::fetch::{Settlement, download_key};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
+use crate::domain::UrlHash;
 use crate::domain::{BlobKey, ImageId, OfferId};
-use crate::feed::UrlHash;
-use crate::feed::messages::{DownloadedPhoto, PhotoStatus};
 use crate::flows::FlowError;
+use crate::flows::crawl::messages::{DownloadedPhoto, PhotoStatus};
 use crate::ports::StoreError;
 
 /// A processed download whose URL is still to be settled.

@@ -10,12 +10,15 @@ use tracing::{debug, info};
 use super::metrics::add;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
+use crate::domain::UrlHash;
 use crate::domain::{BlobKey, ImageId, Timestamp};
-use crate::feed::backoff::{recheck_after, retry_delay};
-use crate::feed::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
-use crate::feed::{Download, FetchError, Fetched};
-use crate::feed::{FailureClass, FeedErrorKind, Observation, UrlHash};
+use crate::fetch::backoff::{recheck_after, retry_delay};
+use crate::fetch::{Download, FetchError, Fetched};
+use crate::fetch::{FailureClass, FetchErrorKind, Observation};
 use crate::flows::FlowError;
+use crate::flows::crawl::messages::{
+    DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage,
+};
 use crate::pipeline::PipelineError;
 use crate::ports::OutgoingMessage;
 
@@ -55,7 +58,7 @@ impl Crawler {
             return Ok(());
         }
         let Ok(url) = url::Url::parse(&task.url) else {
-            let error = PhotoError::new(FeedErrorKind::InvalidUrl, None, task.attempt);
+            let error = PhotoError::new(FetchErrorKind::InvalidUrl, None, task.attempt);
             return self
                 .finish_url(&task.url_hash, Settlement::Failed { error })
                 .await;
@@ -126,7 +129,7 @@ impl Crawler {
                     }
                     // A 304 to a request without validators is the server's error.
                     None => {
-                        let error = PhotoError::new(FeedErrorKind::HttpError, Some(304), attempts);
+                        let error = PhotoError::new(FetchErrorKind::HttpError, Some(304), attempts);
                         self.finish_url(&task.url_hash, Settlement::Failed { error })
                             .await
                     }
@@ -151,14 +154,14 @@ impl Crawler {
         }
         let last_tier = task.tier >= self.settings.last_tier();
         match e.kind {
-            FeedErrorKind::RateLimited => self.hosts.on_rate_limited(domain, now),
-            FeedErrorKind::ServerError | FeedErrorKind::Connection => {
+            FetchErrorKind::RateLimited => self.hosts.on_rate_limited(domain, now),
+            FetchErrorKind::ServerError | FetchErrorKind::Connection => {
                 self.hosts.on_failure(domain, now)
             }
             // A timeout below the last tier says the host is slow for that tier (the next
             // one takes it), not that it is failing.
-            FeedErrorKind::Timeout if last_tier => self.hosts.on_failure(domain, now),
-            FeedErrorKind::Timeout => {}
+            FetchErrorKind::Timeout if last_tier => self.hosts.on_failure(domain, now),
+            FetchErrorKind::Timeout => {}
             _ => self.hosts.on_success(domain, now),
         }
         let error = PhotoError::new(e.kind, e.http_status, attempts);
@@ -226,7 +229,7 @@ impl Crawler {
         validators: Validators,
         attempts: u32,
     ) -> Result<Settlement, FlowError> {
-        match self.service.ingest(image_id, bytes).await {
+        match self.service.store_fetched(image_id, bytes).await {
             Ok(outcome) => {
                 let counter = if outcome.deduplicated {
                     &self.metrics.photos_deduplicated
@@ -243,7 +246,7 @@ impl Crawler {
                 error: PhotoError::new(image_error_kind(&e), None, attempts),
             }),
             Err(FlowError::EmptyBody) => Ok(Settlement::Failed {
-                error: PhotoError::new(FeedErrorKind::UnsupportedFormat, None, attempts),
+                error: PhotoError::new(FetchErrorKind::UnsupportedFormat, None, attempts),
             }),
             Err(e) => Err(e),
         }
@@ -458,12 +461,14 @@ fn status_of(outcome: &UrlOutcome) -> PhotoStatus {
     }
 }
 
-/// The feed kind of a body the pipeline refused.
-fn image_error_kind(e: &PipelineError) -> FeedErrorKind {
+/// The fetch error kind of a body the pipeline refused.
+fn image_error_kind(e: &PipelineError) -> FetchErrorKind {
     match e {
-        PipelineError::TooLarge { .. } => FeedErrorKind::TooLarge,
-        PipelineError::TooManyPixels { .. } => FeedErrorKind::TooManyPixels,
-        PipelineError::UnsupportedFormat(_) => FeedErrorKind::UnsupportedFormat,
-        PipelineError::CorruptImage(_) | PipelineError::Watermark(_) => FeedErrorKind::CorruptImage,
+        PipelineError::TooLarge { .. } => FetchErrorKind::TooLarge,
+        PipelineError::TooManyPixels { .. } => FetchErrorKind::TooManyPixels,
+        PipelineError::UnsupportedFormat(_) => FetchErrorKind::UnsupportedFormat,
+        PipelineError::CorruptImage(_) | PipelineError::Watermark(_) => {
+            FetchErrorKind::CorruptImage
+        }
     }
 }

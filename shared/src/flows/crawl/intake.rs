@@ -13,9 +13,10 @@ use super::records::{
     Waiter,
 };
 use crate::domain::{ClientId, Timestamp};
-use crate::feed::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
-use crate::feed::{FeedErrorKind, NormalizedUrl, UrlHash};
+use crate::domain::{NormalizedUrl, UrlHash};
+use crate::fetch::FetchErrorKind;
 use crate::flows::FlowError;
+use crate::flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use crate::ports::OutgoingMessage;
 
 /// A download's lease: others join it meanwhile; after it, the URL's next mention starts a new
@@ -90,7 +91,7 @@ impl Crawler {
         if let Some(previous) = previous
             && self.is_unchanged(&previous, &fingerprint, now)
         {
-            // The common case for feeds that are re-sent whole: nothing to download or link.
+            // The common case for offers that are re-sent whole: nothing to download or link.
             add(&self.metrics.offers_unchanged, 1);
             self.send_result(&request.offer_id, &previous).await?;
             return Ok(CrawlState::Done);
@@ -116,7 +117,7 @@ impl Crawler {
                             .and_then(|k| k.get(&url.hash()).cloned())
                             .unwrap_or(PhotoStatus::Pending),
                         None => PhotoStatus::Failed {
-                            error: PhotoError::new(FeedErrorKind::InvalidUrl, None, 0),
+                            error: PhotoError::new(FetchErrorKind::InvalidUrl, None, 0),
                         },
                     },
                 })

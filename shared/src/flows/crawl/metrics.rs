@@ -1,4 +1,4 @@
-//! Counters of the crawl flows: what the feed benchmark and `imgest ingest` report.
+//! Counters of the crawl flows: what the crawl benchmark and `imgest crawl` report.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,4 +1,4 @@
-//! Crawling feeds: an offer's photo URLs in, the offer's photos (and a result message) out.
+//! Crawls: an offer's photo URLs in, the offer's photos (and a result message) out.
 //!
 //! - [`intake`](Crawler::intake): records the offer's crawl, settles every URL it can at once
 //!   (downloaded within `IMGEST_URL_TTL`, or failed permanently and not due for a recheck),
@@ -8,7 +8,7 @@
 //!   client's rate limit and the host's concurrency, then a photo (processed here, or handed
 //!   to the process function on AWS), a retry, a move to the next tier, or a failure.
 //! - settling: a URL's outcome goes to every crawl waiting for it; when a crawl's last URL
-//!   settles, the offer's photos are set (the successful ones, in feed order) and the result
+//!   settles, the offer's photos are set (the successful ones, in the request's order) and the result
 //!   is sent to the results queue.
 //!
 //! Every step is idempotent: queues deliver at least once, and a crash anywhere is repaired
@@ -19,6 +19,7 @@ mod fetch;
 mod gather;
 mod grants;
 mod intake;
+pub mod messages;
 mod metrics;
 mod pacer;
 mod records;
@@ -27,9 +28,10 @@ mod settle;
 
 use std::sync::Arc;
 
-use crate::feed::{FeedSettings, HostLimits, TierRouter};
-use crate::feed::{FetchConfig, Fetcher};
+use crate::fetch::{FetchConfig, Fetcher};
+use crate::fetch::{HostLimits, TierRouter};
 use crate::flows::{FlowError, Service};
+use crate::settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
 pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
@@ -59,7 +61,7 @@ pub enum Processing {
 /// The crawl flows, with the state a process shares between its workers.
 pub struct Crawler {
     service: Arc<Service>,
-    settings: FeedSettings,
+    settings: CrawlSettings,
     fetcher: Fetcher,
     router: TierRouter,
     hosts: Arc<HostLimits>,
@@ -73,7 +75,7 @@ pub struct Crawler {
 impl Crawler {
     pub fn new(
         service: Arc<Service>,
-        settings: FeedSettings,
+        settings: CrawlSettings,
         processing: Processing,
     ) -> Result<Self, FlowError> {
         let fetcher = Fetcher::new(FetchConfig {
@@ -101,7 +103,7 @@ impl Crawler {
         &self.service
     }
 
-    pub fn settings(&self) -> &FeedSettings {
+    pub fn settings(&self) -> &CrawlSettings {
         &self.settings
     }
 

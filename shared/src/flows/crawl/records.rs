@@ -9,10 +9,11 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::UrlHash;
 use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
-use crate::feed::messages::{CrawlState, PhotoError, PhotoStatus};
-use crate::feed::{UrlHash, Validator};
+use crate::fetch::Validator;
 use crate::flows::FlowError;
+use crate::flows::crawl::messages::{CrawlState, PhotoError, PhotoStatus};
 use crate::ports::{Records, StoreError, StoredRecord};
 
 pub(super) const URL_KIND: &str = "url";
@@ -95,7 +96,7 @@ pub(super) struct UrlRecord {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct CrawlPhoto {
-    /// As the feed gave it.
+    /// As the crawl request gave it.
     pub url: String,
     /// `None` for a URL that did not parse (its status says `invalid_url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,7 +109,7 @@ pub(super) struct CrawlPhoto {
 pub(super) struct CrawlRecord {
     pub crawl_id: String,
     pub client_id: ClientId,
-    /// MD5 of the offer's URL keys in order: an unchanged feed entry has the same one.
+    /// MD5 of the offer's URL keys in order: an unchanged offer has the same one.
     pub fingerprint: String,
     pub state: CrawlState,
     pub started_at: Timestamp,

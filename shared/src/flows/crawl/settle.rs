@@ -8,10 +8,10 @@ use tracing::info;
 use super::Crawler;
 use super::metrics::add;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
+use crate::domain::UrlHash;
 use crate::domain::{ImageId, OfferId};
-use crate::feed::UrlHash;
-use crate::feed::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
 use crate::flows::FlowError;
+use crate::flows::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
 use crate::ports::OutgoingMessage;
 
 impl Crawler {
@@ -63,7 +63,7 @@ impl Crawler {
         }
     }
 
-    /// Links the successful photos in feed order, sends the result, marks the crawl done.
+    /// Links the successful photos in the request's order, sends the result, marks the crawl done.
     pub(super) async fn finish_crawl(
         &self,
         offer: &OfferId,
@@ -129,7 +129,7 @@ impl Crawler {
     }
 
     /// Forgets that the offer's last crawl settled, after its photos were changed or deleted
-    /// through the API: the next feed run that lists the same URLs links them again instead
+    /// through the API: the next crawl that lists the same URLs links them again instead
     /// of settling at once as unchanged.
     pub async fn forget_settled_crawl(&self, offer: &OfferId) -> Result<(), FlowError> {
         let now = self.now();

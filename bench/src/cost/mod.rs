@@ -1,0 +1,717 @@
+//! `imgest-bench cost`: the AWS bill per million photos, from measurements. The real
+//! functions' handlers run against AWS APIs served by an emulator (moto; `bench/cost.sh`
+//! starts it), with a counting proxy in between, on crawls of real photos from partner hosts on
+//! 127.0.0.1. Queues are delivered the way Lambda's SQS trigger does (batches received,
+//! handled, deleted). Each stage's requests are billed as AWS bills them ([`proxy`],
+//! [`capacity`]); each invocation's CPU and wall time price its Lambda duration ([`bill`]).
+//!
+//! Scenarios, in order, on the same data:
+//! 1. new photos: offers of new URLs through intake, fetch, process, the results consumer,
+//! 2. URL-dedup hits: the same offers re-sent with other known URLs (changed offers: no
+//!    download, no decode, no S3 PUT),
+//! 3. unchanged offers: the same crawl requests again,
+//! 4. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
+//!    and the ttl-cleanup function collecting their files from the stream.
+
+mod bill;
+mod capacity;
+mod proxy;
+mod report;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry,
+};
+use imgest_hosts::{PartnerHost, Route};
+use imgest_shared::adapters::dynamodb;
+use imgest_shared::app;
+use imgest_shared::domain::{ClientId, OfferId};
+use imgest_shared::flows::crawl::messages::CrawlRequest;
+use imgest_shared::flows::crawl::{Crawler, Processing};
+use imgest_shared::handlers::{self, BatchResponse};
+use imgest_shared::ports::SystemClock;
+use imgest_shared::settings::{Backend, Settings};
+use serde_json::{Value, json};
+
+use proxy::{Run, Tally};
+pub use report::{LAST_LINK, STILL_LINKED, Scenario};
+
+/// What the benchmark is asked to do.
+pub struct Options {
+    pub offers: usize,
+    pub photos_per_offer: usize,
+    /// How long a partner host takes to answer (a download's wall time, which fetch pays).
+    pub host_latency: Duration,
+}
+
+/// The photos the crawls carry: the sample photos, each copy made distinct by a comment
+/// segment (new content, the same decode work).
+const SAMPLES: [&[u8]; 5] = [
+    include_bytes!("../../../samples/dune.jpg"),
+    include_bytes!("../../../samples/storm.jpg"),
+    include_bytes!("../../../samples/ladybird.jpg"),
+    include_bytes!("../../../samples/garden-portrait.jpg"),
+    include_bytes!("../../../samples/yellow-flower-portrait.jpg"),
+];
+
+/// Lambda's SQS trigger batch sizes, as in `template.yaml`.
+const INTAKE_BATCH: i32 = 10;
+const FETCH_BATCH: i32 = 10;
+const PROCESS_BATCH: i32 = 10;
+/// The ttl-cleanup function's DynamoDB stream batch size.
+const GC_BATCH: usize = 100;
+
+const QUEUES: [&str; 6] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process",
+];
+
+pub async fn run(options: Options) -> Result<()> {
+    crate::init_logs("warn");
+    imgest_shared::fetch::install_default_provider();
+    let upstream = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .context(
+            "imgest-bench cost measures against an AWS emulator: run bench/cost.sh, which starts moto and sets AWS_ENDPOINT_URL",
+        )?;
+    if options.offers == 0 || options.photos_per_offer == 0 {
+        bail!("--offers and --photos must be at least 1");
+    }
+    let tally = Arc::new(Tally::default());
+    let proxy_url = proxy::start(&upstream, Arc::clone(&tally)).await?;
+
+    let mut routes = Vec::new();
+    let mut offers = Vec::new();
+    for o in 0..options.offers {
+        let mut urls = Vec::new();
+        for p in 0..options.photos_per_offer {
+            let path = format!("/o{o}/p{p}.jpg");
+            let sample = SAMPLES[(o * options.photos_per_offer + p) % SAMPLES.len()];
+            routes.push((path.clone(), Route::photo(distinct(sample, &path))));
+            urls.push(path);
+        }
+        offers.push(urls);
+    }
+    let host = PartnerHost::builder()
+        .routes(routes)
+        .latency(options.host_latency)
+        .start()
+        .await?;
+    let offers: Vec<Vec<String>> = offers
+        .into_iter()
+        .map(|paths| paths.iter().map(|p| host.url(p)).collect())
+        .collect();
+
+    // The functions' side runs on a thread of its own, so its CPU time can be read per
+    // invocation; the proxy and the partner host stay on this runtime's threads.
+    let driver_tally = Arc::clone(&tally);
+    let photos = options.offers * options.photos_per_offer;
+    let host_latency = options.host_latency;
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(drive(&proxy_url, &driver_tally, offers, host_latency))
+    })
+    .await??;
+    if host.requests() != photos as u64 {
+        bail!(
+            "the partner host served {} downloads for {photos} photos",
+            host.requests()
+        );
+    }
+    report::print(&tally, photos, &options);
+    Ok(())
+}
+
+/// `bytes` (a JPEG) with a comment segment naming `tag` after its start marker.
+fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
+    let comment = format!("imgest-bench cost {tag}");
+    let len = u16::try_from(comment.len() + 2).unwrap_or(u16::MAX);
+    let mut out = Vec::with_capacity(bytes.len() + comment.len() + 4);
+    out.extend_from_slice(&bytes[..2]);
+    out.extend_from_slice(&[0xFF, 0xFE]);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(comment.as_bytes());
+    out.extend_from_slice(&bytes[2..]);
+    out
+}
+
+/// The AWS side: resources on the emulator, the service and crawler through the proxy, and
+/// the scenarios.
+async fn drive(
+    proxy_url: &str,
+    tally: &Tally,
+    offers: Vec<Vec<String>>,
+    host_latency: Duration,
+) -> Result<()> {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let direct = Direct::new(&sdk);
+    let names = Resources::create(&direct).await?;
+    let sqs = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(&sdk)
+            .endpoint_url(proxy_url)
+            .build(),
+    );
+
+    let queues = ["fetch-0", "fetch-1", "fetch-2", "results", "process"]
+        .iter()
+        .map(|q| format!("{q}={}", names.queues[*q]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let map: HashMap<String, String> = [
+        ("IMGEST_BACKEND", "aws"),
+        ("IMGEST_BUCKET", names.bucket.as_str()),
+        ("IMGEST_TABLE", names.table.as_str()),
+        ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
+        ("IMGEST_QUEUES", queues.as_str()),
+        // The partner host is on 127.0.0.1.
+        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+        // One client sends every offer here; pacing it would only stretch the run.
+        ("IMGEST_CLIENT_RPM", "1000000"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let mut settings = Settings::from_map(&map)?;
+    if let Backend::Aws(aws) = &mut settings.backend {
+        aws.endpoint_url = Some(proxy_url.to_owned());
+    }
+    let service =
+        Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(SystemClock)).await?);
+    let crawler = Crawler::new(
+        Arc::clone(&service),
+        settings.crawl.clone(),
+        Processing::Handoff,
+    )?;
+    let client = ClientId::parse("bench").context("client id")?;
+    let lambda = Lambda {
+        sqs: &sqs,
+        direct: &direct,
+        tally,
+        external_wait: Duration::ZERO,
+    };
+    let stages = Stages {
+        lambda: &lambda,
+        names: &names,
+        client: &client,
+        crawler: &crawler,
+    };
+    let listing = |prefix: &str| -> Result<Vec<(OfferId, &Vec<String>)>> {
+        offers
+            .iter()
+            .enumerate()
+            .map(|(o, urls)| Ok((OfferId::parse(&format!("{prefix}-{o}"))?, urls)))
+            .collect()
+    };
+
+    // 1. New photos: intake, fetch, process, results.
+    stages.intake(Scenario::New, &listing("offer")?).await?;
+    tally.enter(&Scenario::New.stage("fetch"));
+    let fetching = Lambda {
+        external_wait: host_latency,
+        ..lambda
+    };
+    measured(tally, async {
+        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
+            fetching
+                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
+                    handlers::fetch::handle(&crawler, e)
+                })
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    tally.enter(&Scenario::New.stage("process"));
+    // The fetch function sent each new photo to the process queue.
+    measured(
+        tally,
+        lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
+            handlers::process::handle(&crawler, e)
+        }),
+    )
+    .await?;
+    stages.results(Scenario::New, offers.len()).await?;
+
+    // 2. URL-dedup hits: other offers (the same sellers' second listings) with the same,
+    // already downloaded photos.
+    stages
+        .intake(Scenario::KnownUrls, &listing("relisted")?)
+        .await?;
+    stages.results(Scenario::KnownUrls, offers.len()).await?;
+
+    // 3. The first offers again, unchanged.
+    stages
+        .intake(Scenario::Unchanged, &listing("offer")?)
+        .await?;
+    stages.results(Scenario::Unchanged, offers.len()).await?;
+
+    // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
+    // ttl-cleanup function collects their files from the stream.
+    let ids = |prefix| -> Result<Vec<OfferId>> {
+        Ok(listing(prefix)?.into_iter().map(|(id, _)| id).collect())
+    };
+    // The relisted offers go first: their photos stay linked to the first offers.
+    let relisted = ids("relisted")?;
+    stages
+        .delete(&Scenario::Deleted.stage(STILL_LINKED), &relisted)
+        .await?;
+    stages
+        .delete(&Scenario::Deleted.stage(LAST_LINK), &ids("offer")?)
+        .await?;
+    let removed = direct.expire_images(&names.table).await?;
+    if removed.is_empty() {
+        bail!("no image records to expire after the offers were deleted");
+    }
+    tally.enter(&Scenario::New.stage("ttl-cleanup"));
+    measured(tally, async {
+        for (n, chunk) in removed.chunks(GC_BATCH).enumerate() {
+            let records: Vec<Value> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, old)| {
+                    json!({"eventName": "REMOVE", "eventSource": "aws:dynamodb",
+                        "dynamodb": {"SequenceNumber": format!("{n}-{i}"), "OldImage": old}})
+                })
+                .collect();
+            let event = json!({ "Records": records });
+            let response = lambda
+                .invoke_batch(
+                    chunk.len(),
+                    handlers::ttl_cleanup::handle(&service, dynamodb::removed_images(&event)),
+                )
+                .await?;
+            if !response.batch_item_failures.is_empty() {
+                bail!(
+                    "the ttl-cleanup function failed on {:?}",
+                    response.batch_item_failures
+                );
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+/// The stages every scenario has.
+struct Stages<'a> {
+    lambda: &'a Lambda<'a>,
+    names: &'a Resources,
+    client: &'a ClientId,
+    crawler: &'a Crawler,
+}
+
+impl Stages<'_> {
+    /// The marketplace sends one crawl request per offer; the intake function takes them.
+    async fn intake(&self, scenario: Scenario, offers: &[(OfferId, &Vec<String>)]) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(&scenario.stage("intake"));
+        let queue = &self.names.queues["intake"];
+        for batch in offers.chunks(10) {
+            send_requests(self.lambda.sqs, queue, self.client, batch).await?;
+        }
+        measured(
+            tally,
+            self.lambda.deliver(queue, INTAKE_BATCH, |e| {
+                handlers::intake::handle(self.crawler, e)
+            }),
+        )
+        .await
+    }
+
+    async fn results(&self, scenario: Scenario, expected: usize) -> Result<()> {
+        self.lambda.tally.enter(&scenario.stage("results"));
+        self.lambda
+            .consume_results(&self.names.queues["results"], expected)
+            .await
+    }
+
+    /// Each offer deleted through the API (one invocation each).
+    async fn delete(&self, stage: &str, offers: &[OfferId]) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(stage);
+        let service = self.crawler.service();
+        measured(tally, async {
+            for offer in offers {
+                self.lambda
+                    .invoke(1, async { service.delete_offer(offer).await.map(|_| ()) })
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The marketplace's crawl requests, one message per offer, sent ten at a time (what the
+/// README recommends: `SendMessageBatch`).
+async fn send_requests(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    client: &ClientId,
+    offers: &[(OfferId, &Vec<String>)],
+) -> Result<()> {
+    let mut entries = Vec::new();
+    for (i, (offer, urls)) in offers.iter().enumerate() {
+        let request = CrawlRequest {
+            client_id: client.clone(),
+            offer_id: offer.clone(),
+            urls: urls.to_vec(),
+        };
+        entries.push(
+            SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(serde_json::to_string(&request)?)
+                .build()?,
+        );
+    }
+    let sent = sqs
+        .send_message_batch()
+        .queue_url(queue)
+        .set_entries(Some(entries))
+        .send()
+        .await?;
+    if !sent.failed.is_empty() {
+        bail!("the intake queue refused {:?}", sent.failed);
+    }
+    Ok(())
+}
+
+/// Runs a stage and records the peak memory the process reached meanwhile.
+async fn measured(tally: &Tally, stage: impl Future<Output = Result<()>>) -> Result<()> {
+    // Linux: writing 5 resets the peak (VmHWM) to the current RSS.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    stage.await?;
+    if let Some(kb) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+    {
+        tally.peak_rss(kb / 1024.0);
+    }
+    Ok(())
+}
+
+/// CPU time of the calling thread (Linux).
+fn thread_cpu_ms() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e6)
+}
+
+/// Invokes handlers the way Lambda does, timing each invocation.
+struct Lambda<'a> {
+    sqs: &'a aws_sdk_sqs::Client,
+    direct: &'a Direct,
+    tally: &'a Tally,
+    /// Time an invocation waits outside AWS (the fetch stage: the partner host's answer).
+    external_wait: Duration,
+}
+
+/// Where an invocation started: CPU, wall clock, modeled latency so far.
+struct Started {
+    cpu_ms: f64,
+    at: Instant,
+    latency_ms: f64,
+}
+
+impl Lambda<'_> {
+    fn start(&self) -> Started {
+        Started {
+            cpu_ms: thread_cpu_ms(),
+            at: Instant::now(),
+            latency_ms: self.tally.latency_ms(),
+        }
+    }
+
+    /// Records the invocation: the items ran concurrently, so they share its request latency;
+    /// a download's wait is the partner host's.
+    fn finish(&self, items: usize, started: Started) {
+        let cpu_ms = thread_cpu_ms() - started.cpu_ms;
+        let latency = (self.tally.latency_ms() - started.latency_ms) / items.max(1) as f64;
+        self.tally.invocation(
+            items,
+            Run {
+                cpu_ms,
+                measured_ms: started.at.elapsed().as_secs_f64() * 1000.0,
+                modeled_ms: cpu_ms + latency + self.external_wait.as_secs_f64() * 1000.0,
+            },
+        );
+    }
+    async fn invoke<E: std::fmt::Display>(
+        &self,
+        items: usize,
+        run: impl Future<Output = Result<(), E>>,
+    ) -> Result<()> {
+        let started = self.start();
+        let result = run.await;
+        self.finish(items, started);
+        result.map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    async fn invoke_batch(
+        &self,
+        items: usize,
+        run: impl Future<Output = BatchResponse>,
+    ) -> Result<BatchResponse> {
+        let started = self.start();
+        let response = run.await;
+        self.finish(items, started);
+        Ok(response)
+    }
+
+    /// Lambda's SQS trigger until the queue is empty: receive up to `batch` messages, invoke,
+    /// delete what succeeded.
+    async fn deliver<F, Fut>(&self, queue: &str, batch: i32, handle: F) -> Result<()>
+    where
+        F: Fn(SqsEvent) -> Fut,
+        Fut: Future<Output = BatchResponse>,
+    {
+        loop {
+            let messages = self.receive(queue, batch).await?;
+            if messages.is_empty() {
+                if self.direct.pending(queue).await? == 0 {
+                    return Ok(());
+                }
+                continue;
+            }
+            let mut event = SqsEvent::default();
+            for m in &messages {
+                let mut message = SqsMessage::default();
+                message.message_id = m.message_id.clone();
+                message.body = m.body.clone();
+                event.records.push(message);
+            }
+            let response = self.invoke_batch(messages.len(), handle(event)).await?;
+            // As Lambda's trigger does: failed items stay on the queue and come back once their
+            // visibility timeout ends (here at once, through the emulator: that wait is free).
+            let failed: Vec<&str> = response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.as_str())
+                .collect();
+            let (retry, done): (Vec<_>, Vec<_>) = messages
+                .into_iter()
+                .partition(|m| failed.contains(&m.message_id.as_deref().unwrap_or_default()));
+            self.delete(queue, &done).await?;
+            for m in retry {
+                self.tally.retried();
+                self.direct.make_visible(queue, &m).await?;
+            }
+        }
+    }
+
+    /// The marketplace reading its crawl results: batches of 10, deleted once read.
+    async fn consume_results(&self, queue: &str, expected: usize) -> Result<()> {
+        let mut seen = 0;
+        while seen < expected {
+            let messages = self.receive(queue, 10).await?;
+            if messages.is_empty() && self.direct.pending(queue).await? == 0 {
+                bail!("{seen} crawl results for {expected} offers");
+            }
+            seen += messages.len();
+            self.delete(queue, &messages).await?;
+        }
+        Ok(())
+    }
+
+    async fn receive(&self, queue: &str, batch: i32) -> Result<Vec<aws_sdk_sqs::types::Message>> {
+        Ok(self
+            .sqs
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(batch)
+            .wait_time_seconds(1)
+            .send()
+            .await?
+            .messages
+            .unwrap_or_default())
+    }
+
+    async fn delete(&self, queue: &str, messages: &[aws_sdk_sqs::types::Message]) -> Result<()> {
+        for chunk in messages.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .set_receipt_handle(m.receipt_handle.clone())
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if entries.is_empty() {
+                continue;
+            }
+            self.sqs
+                .delete_message_batch()
+                .queue_url(queue)
+                .set_entries(Some(entries))
+                .send()
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The bucket, table and queues of one run.
+struct Resources {
+    bucket: String,
+    table: String,
+    queues: HashMap<&'static str, String>,
+}
+
+impl Resources {
+    async fn create(direct: &Direct) -> Result<Self> {
+        let suffix = format!("{:08x}", fastrand::u32(..));
+        let bucket = format!("imgest-cost-{suffix}");
+        let table = format!("imgest-cost-{suffix}");
+        direct.s3.create_bucket().bucket(&bucket).send().await?;
+        imgest_shared::adapters::dynamodb::create_table(&direct.dynamodb, &table).await?;
+        let mut queues = HashMap::new();
+        for name in QUEUES {
+            let url = direct
+                .sqs
+                .create_queue()
+                .queue_name(format!("imgest-cost-{name}-{suffix}"))
+                .send()
+                .await?
+                .queue_url
+                .context("the emulator returned no queue URL")?;
+            queues.insert(name, url);
+        }
+        Ok(Self {
+            bucket,
+            table,
+            queues,
+        })
+    }
+}
+
+/// Clients straight to the emulator, for what is not billed: setting up, looking at queue
+/// depths, and what AWS does for free (TTL deletes).
+struct Direct {
+    s3: aws_sdk_s3::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+}
+
+impl Direct {
+    fn new(sdk: &aws_config::SdkConfig) -> Self {
+        Self {
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(sdk)
+                    .force_path_style(true)
+                    .build(),
+            ),
+            dynamodb: aws_sdk_dynamodb::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+        }
+    }
+
+    /// Messages visible, delayed or in flight.
+    async fn pending(&self, queue: &str) -> Result<u64> {
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(queue)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await?
+            .attributes
+            .unwrap_or_default();
+        Ok([
+            QueueAttributeName::ApproximateNumberOfMessages,
+            QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        ]
+        .iter()
+        .filter_map(|a| attrs.get(a)?.parse::<u64>().ok())
+        .sum())
+    }
+
+    async fn make_visible(&self, queue: &str, message: &aws_sdk_sqs::types::Message) -> Result<()> {
+        self.sqs
+            .change_message_visibility()
+            .queue_url(queue)
+            .set_receipt_handle(message.receipt_handle.clone())
+            .visibility_timeout(0)
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Does what DynamoDB's TTL deleter does to orphaned image records (for free): deletes
+    /// them; returns their last images in the stream's JSON, for the ttl-cleanup function.
+    async fn expire_images(&self, table: &str) -> Result<Vec<Value>> {
+        let mut removed = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await?;
+            for item in page.items.unwrap_or_default() {
+                let is_image = matches!(item.get("pk"), Some(AttributeValue::S(pk)) if pk.starts_with("image#"));
+                if !is_image || !item.contains_key("ttl") {
+                    continue;
+                }
+                let key = ["pk", "sk"]
+                    .iter()
+                    .filter_map(|k| Some((k.to_string(), item.get(*k)?.clone())))
+                    .collect();
+                self.dynamodb
+                    .delete_item()
+                    .table_name(table)
+                    .set_key(Some(key))
+                    .send()
+                    .await?;
+                removed.push(Value::Object(
+                    item.iter()
+                        .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))
+                        .collect::<Result<_>>()?,
+                ));
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(removed);
+            }
+        }
+    }
+}
+
+/// An attribute in DynamoDB's JSON form, as streams carry it.
+fn attribute_json(value: &AttributeValue) -> Result<Value> {
+    Ok(match value {
+        AttributeValue::S(s) => json!({ "S": s }),
+        AttributeValue::N(n) => json!({ "N": n }),
+        AttributeValue::Bool(b) => json!({ "BOOL": b }),
+        AttributeValue::Null(_) => json!({ "NULL": true }),
+        AttributeValue::Ss(v) => json!({ "SS": v }),
+        AttributeValue::Ns(v) => json!({ "NS": v }),
+        AttributeValue::L(l) => {
+            json!({ "L": l.iter().map(attribute_json).collect::<Result<Vec<_>>>()? })
+        }
+        AttributeValue::M(m) => json!({ "M": m
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))
+            .collect::<Result<serde_json::Map<_, _>>>()? }),
+        other => bail!("an image record holds an attribute the benchmark cannot stream: {other:?}"),
+    })
+}

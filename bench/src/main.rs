@@ -1,0 +1,107 @@
+//! `imgest-bench`: measurements, not tests. Each command runs the production code and prints
+//! figures; the scripts beside this crate (`bench/*.sh`) install what they compare against and
+//! drive them.
+
+mod cost;
+mod crawl;
+mod pipeline;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "imgest-bench", version, about = "imgest's benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The AWS bill per million photos (new, URL-dedup hits, unchanged offers), from the
+    /// functions' measured requests, CPU and wall time against an AWS emulator. Run it through
+    /// bench/cost.sh, which starts the emulator.
+    Cost {
+        /// Offers per scenario.
+        #[arg(long, default_value_t = 25)]
+        offers: usize,
+        /// Photos per offer.
+        #[arg(long, default_value_t = 8)]
+        photos: usize,
+        /// How long the partner host takes to answer each download.
+        #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+        host_latency: std::time::Duration,
+    },
+    /// The crawl simulation: the crawler against simulated partner hosts on 127.0.0.1 (seed
+    /// 001's host mix, time scaled down), tiered design and naive design side by side. Build
+    /// with --release for meaningful figures.
+    Crawl {
+        /// A smaller run (about a third of the time) for a quick look.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Time the production pipeline (MD5 + process) on local files: one JSON line per file.
+    Pipeline {
+        /// Timed runs per file, after one warm-up run.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Write the variants here (as <file-stem>.<variant>.jpg).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Measure the md-5 crate's single-core MB/s on an in-memory buffer: one JSON line.
+    Md5 {
+        #[arg(long, default_value_t = 256)]
+        mb: usize,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
+}
+
+pub(crate) fn init_logs(default: &str) {
+    imgest_shared::telemetry::init(default);
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("imgest-bench: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Cost {
+                offers,
+                photos,
+                host_latency,
+            } => {
+                cost::run(cost::Options {
+                    offers,
+                    photos_per_offer: photos,
+                    host_latency,
+                })
+                .await
+            }
+            Command::Crawl { quick } => crawl::run(quick).await,
+            Command::Pipeline { rounds, out, files } => pipeline::pipeline(rounds, out, files),
+            Command::Md5 { mb, rounds } => pipeline::md5(mb, rounds),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("imgest-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! `imgest-bench pipeline` and `imgest-bench md5`, for `bench/pipeline.sh` and `bench/dedup.sh`: they time the
+//! production code on this process's thread and print JSON lines for the scripts to compare
+//! (the scripts pin the process to one core and run the other tools beside it).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use imgest_shared::app;
+use imgest_shared::domain::ImageId;
+use imgest_shared::pipeline::Processed;
+use imgest_shared::settings::Settings;
+use serde_json::{Value, json};
+
+/// `pipeline`: for each file, `rounds` timed runs (after one untimed warm-up run) of what
+/// a new upload costs in CPU: MD5 of the bytes, then the whole pipeline. One JSON line a file.
+pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
+    imgest_shared::telemetry::init("warn");
+    let settings = Settings::from_env()?;
+    let pipeline = app::pipeline(&settings)?;
+    if let Some(dir) = &out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    for file in &files {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let run = || -> Result<(ImageId, Processed)> {
+            let id = ImageId::of_bytes(&bytes);
+            let processed = pipeline
+                .process(&bytes)
+                .with_context(|| format!("processing {}", file.display()))?;
+            Ok((id, processed))
+        };
+        let (_, processed) = run()?;
+        let mut ms = Vec::with_capacity(rounds);
+        for _ in 0..rounds.max(1) {
+            let started = Instant::now();
+            std::hint::black_box(run()?);
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        if let Some(dir) = &out {
+            write_variants(dir, file, &processed)?;
+        }
+        let variants: serde_json::Map<String, Value> = processed
+            .variants
+            .iter()
+            .map(|v| {
+                let facts = json!({"width": v.width, "height": v.height, "bytes": v.jpeg.len()});
+                (v.name.to_string(), facts)
+            })
+            .collect();
+        let line = json!({
+            "file": file.display().to_string(),
+            "bytes": bytes.len(),
+            "format": processed.format.as_str(),
+            "width": processed.width,
+            "height": processed.height,
+            "ms": ms,
+            "ms_median": median(&mut ms),
+            "variants": variants,
+            "peak_rss_kb": peak_rss_kb(),
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// `md5`: the md-5 crate's single-core throughput on an in-memory buffer, the ceiling
+/// for a dedup hit (which is MD5 plus one record write).
+pub fn md5(mb: usize, rounds: usize) -> Result<()> {
+    // Not all zeros: any content hashes at the same speed, but say so plainly.
+    let buf: Vec<u8> = (0..mb.max(1) << 20)
+        .map(|i| (i * 131 % 251) as u8)
+        .collect();
+    let mut mb_s = Vec::with_capacity(rounds);
+    for _ in 0..rounds.max(1) {
+        let started = Instant::now();
+        std::hint::black_box(ImageId::of_bytes(std::hint::black_box(&buf)));
+        mb_s.push(buf.len() as f64 / 1e6 / started.elapsed().as_secs_f64());
+    }
+    println!(
+        "{}",
+        json!({"md5_mb_s_median": median(&mut mb_s), "buffer_mb": mb, "rounds": mb_s.len()})
+    );
+    Ok(())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn write_variants(dir: &Path, file: &Path, processed: &Processed) -> Result<()> {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for v in &processed.variants {
+        let path = dir.join(format!("{stem}.{}.jpg", v.name));
+        std::fs::write(&path, &v.jpeg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// This process's peak resident set (Linux `VmHWM`), in KiB; `None` elsewhere.
+fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}

@@ -1,0 +1,185 @@
+//! The operator commands: each parses settings, builds what it needs and calls a flow (or
+//! starts the local runner).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use imgest_shared::app;
+use imgest_shared::flows::Service;
+use imgest_shared::ports::SystemClock;
+use imgest_shared::runner::{LocalRunner, RunnerOptions};
+use imgest_shared::settings::{Backend, Settings};
+use tracing::info;
+
+pub(crate) fn init_logs(default: &str) {
+    imgest_shared::telemetry::init(default);
+}
+
+/// The settings, which must name the embedded backend: `command` keeps its queues in the
+/// SQLite file (on AWS the functions and their SQS queues do its work).
+pub(crate) fn embedded_settings(command: &str) -> Result<Settings> {
+    let settings = Settings::from_env()?;
+    match settings.backend {
+        Backend::Embedded { .. } => Ok(settings),
+        Backend::Aws(_) => bail!(
+            "`imgest {command}` runs on the embedded backend only (IMGEST_BACKEND=embedded); on AWS the Lambda functions do this"
+        ),
+    }
+}
+
+/// The service over the settings' backend (either), with the system clock.
+async fn service(settings: &Settings) -> Result<Service> {
+    let context = match settings.data_dir() {
+        Some(dir) => format!("opening the data directory {}", dir.display()),
+        None => "connecting to the AWS backend".to_owned(),
+    };
+    app::service(settings, &settings.public_base_url(), Arc::new(SystemClock))
+        .await
+        .context(context)
+}
+
+/// Starts the local runner on `settings` without an API (commands that only crawl).
+pub(crate) async fn runner_without_api(settings: &Settings) -> Result<LocalRunner> {
+    LocalRunner::start(settings, None, RunnerOptions::default())
+        .await
+        .context("starting the local runner")
+}
+
+pub async fn serve() -> Result<()> {
+    init_logs("info");
+    let settings = embedded_settings("serve")?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("binding {}", settings.listen))?;
+    let options = RunnerOptions {
+        gc_every: Some(settings.gc_interval),
+        ..RunnerOptions::default()
+    };
+    let runner = LocalRunner::start(&settings, Some(listener), options)
+        .await
+        .context("starting the local runner")?;
+    let data_dir = settings
+        .data_dir()
+        .unwrap_or(std::path::Path::new(""))
+        .display();
+    info!(addr = %runner.base_url(), %data_dir, "imgest serving");
+    println!(
+        "imgest serving on {} (data in {data_dir})",
+        runner.base_url()
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    runner.stop().await;
+    Ok(())
+}
+
+pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let pipeline = Arc::new(app::pipeline(&settings)?);
+    if let Some(dir) = &out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut failures = 0;
+    let mut times = Vec::new();
+    for file in &files {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let p = Arc::clone(&pipeline);
+        let started = Instant::now();
+        let (bytes, result) = tokio::task::spawn_blocking(move || {
+            let r = p.process(&bytes);
+            (bytes, r)
+        })
+        .await?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        match result {
+            Ok(processed) => {
+                times.push(ms);
+                let sizes: Vec<String> = processed
+                    .variants
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "{}={}x{} {}kB",
+                            v.name,
+                            v.width,
+                            v.height,
+                            v.jpeg.len() / 1000
+                        )
+                    })
+                    .collect();
+                println!(
+                    "{}  {}  {}x{} {}  {:.1} ms  {}",
+                    file.display(),
+                    imgest_shared::domain::ImageId::of_bytes(&bytes),
+                    processed.width,
+                    processed.height,
+                    processed.format.as_str(),
+                    ms,
+                    sizes.join(" ")
+                );
+                if let Some(dir) = &out {
+                    let stem = file
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    for v in &processed.variants {
+                        let path = dir.join(format!("{stem}.{}.jpg", v.name));
+                        std::fs::write(&path, &v.jpeg)
+                            .with_context(|| format!("writing {}", path.display()))?;
+                    }
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                println!("{}  error {}: {e}  {:.1} ms", file.display(), e.kind(), ms);
+            }
+        }
+    }
+    if !times.is_empty() {
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{} processed, {} failed, median {:.1} ms",
+            times.len(),
+            failures,
+            times[times.len() / 2]
+        );
+    }
+    if failures > 0 {
+        anyhow::bail!("{failures} of {} files failed", files.len());
+    }
+    Ok(())
+}
+
+pub async fn gc() -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = service(&settings).await?;
+    let report = service.gc().await?;
+    println!(
+        "gc: {} expired records examined, {} images deleted ({} files), {} kept (re-used meanwhile)",
+        report.examined, report.images_deleted, report.files_deleted, report.kept
+    );
+    Ok(())
+}
+
+pub async fn sweep(dry_run: bool) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = service(&settings).await?;
+    let r = service.sweep(dry_run).await?;
+    println!(
+        "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes), {} deleted, {} unowned but younger than {}, {} unrecognised",
+        if dry_run { " (dry run)" } else { "" },
+        r.shards,
+        r.files_scanned,
+        r.garbage_files,
+        r.garbage_bytes,
+        r.files_deleted,
+        r.young_unowned_files,
+        humantime::format_duration(settings.sweep_grace),
+        r.unrecognised_files
+    );
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! `imgest`: the operator CLI. `serve` runs the local runner (the whole service in one process
+//! on embedded storage: SQLite and a directory); the other commands run one flow each. Wiring
+//! only: every behaviour lives in `imgest-shared`.
+
+mod commands;
+mod crawl;
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "imgest",
+    version,
+    about = "Photo ingest for classifieds: dedup, resize once, link, garbage-collect"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the local runner: the HTTP API on IMGEST_LISTEN, storing under IMGEST_DATA_DIR,
+    /// with the download workers; runs GC every IMGEST_GC_INTERVAL.
+    Serve,
+    /// Run the production pipeline on local files and print one line per file.
+    Process {
+        /// Write the variants here (as <file-stem>.<variant>.jpg).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Delete expired orphan images (records first, then files).
+    Gc,
+    /// Delete files that no record owns and that are older than IMGEST_SWEEP_GRACE.
+    Sweep {
+        /// Only report what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Crawl a JSON-lines file of crawl requests (one `{"client_id", "offer_id", "urls"}` per
+    /// line) with the download workers, show progress, and print a summary.
+    Crawl { file: PathBuf },
+    /// Print (and remove) queued crawl results, one JSON object per line.
+    Results {
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        max: usize,
+    },
+    /// A guided tour of the main job on sample photos, in a fresh data directory.
+    Demo {
+        /// Where the tour stores its data (re-created if it holds an earlier tour).
+        #[arg(long, default_value = "imgest-demo")]
+        data_dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("imgest: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve => commands::serve().await,
+            Command::Process { out, files } => commands::process(out, files).await,
+            Command::Gc => commands::gc().await,
+            Command::Sweep { dry_run } => commands::sweep(dry_run).await,
+            Command::Crawl { file } => crawl::crawl_file(file).await,
+            Command::Results { max } => crawl::results(max).await,
+            Command::Demo { data_dir } => demo::run(data_dir).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("imgest: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The `imgest` binary as an operator runs it: a fresh data directory, real files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use imgest_shared::app;
+use imgest_shared::ports::ManualClock;
+use imgest_shared::settings::{Backend, Settings};
+
+fn imgest(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_imgest"));
+    cmd.current_dir(dir)
+        .args(args)
+        .env("IMGEST_DATA_DIR", dir.join("data"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn samples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples")
+}
+
+#[test]
+fn the_demo_tours_the_main_job_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = imgest(dir.path(), &["demo"], &[]);
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("deduplicated=true"), "{text}");
+    assert!(text.contains("gc: 4 images deleted"), "{text}");
+    assert!(dir.path().join("imgest-demo/imgest.sqlite3").exists());
+    // A second run replaces its own earlier tour.
+    assert!(imgest(dir.path(), &["demo"], &[]).status.success());
+}
+
+#[test]
+fn the_demo_refuses_to_wipe_a_directory_it_did_not_make() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("precious")).unwrap();
+    std::fs::write(dir.path().join("precious/keep.txt"), "mine").unwrap();
+    let out = imgest(dir.path(), &["demo", "--data-dir", "precious"], &[]);
+    assert!(!out.status.success());
+    assert!(dir.path().join("precious/keep.txt").exists());
+}
+
+#[test]
+fn process_prints_a_line_per_file_and_writes_variants() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let dune = samples().join("dune.jpg");
+    let out = imgest(
+        dir.path(),
+        &[
+            "process",
+            "--out",
+            out_dir.to_str().unwrap(),
+            dune.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("large=1280x800"), "{text}");
+    assert!(text.contains(" ms"), "{text}");
+    for v in ["large", "medium", "thumb"] {
+        assert!(out_dir.join(format!("dune.{v}.jpg")).exists());
+    }
+    let bad = dir.path().join("bad.jpg");
+    std::fs::write(&bad, b"not an image").unwrap();
+    let out = imgest(dir.path(), &["process", bad.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    assert!(stdout(&out).contains("unsupported_format"));
+}
+
+#[test]
+fn a_bad_setting_names_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = imgest(dir.path(), &["gc"], &[("IMGEST_ORPHAN_TTL", "fortnight")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("IMGEST_ORPHAN_TTL"));
+}
+
+#[test]
+fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // Uploaded an hour ago with a 2 s TTL: expired by now on the real clock.
+        let mut settings = Settings::defaults();
+        settings.backend = Backend::Embedded {
+            data_dir: data.clone(),
+        };
+        settings.orphan_ttl = Duration::from_secs(2);
+        let clock = Arc::new(ManualClock::starting_now());
+        clock.advance_back(Duration::from_secs(3600));
+        let service = app::service(&settings, "http://127.0.0.1:8080", clock)
+            .await
+            .unwrap();
+        let bytes = std::fs::read(samples().join("storm.jpg")).unwrap();
+        service.upload_bytes(bytes.into()).await.unwrap();
+    });
+    let out = imgest(dir.path(), &["sweep", "--dry-run"], &[]);
+    assert!(
+        stdout(&out).contains("4 files scanned, 0 garbage"),
+        "{}",
+        stdout(&out)
+    );
+    let out = imgest(dir.path(), &["gc"], &[]);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).contains("1 images deleted (4 files)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = imgest(dir.path(), &["sweep"], &[]);
+    assert!(stdout(&out).contains("0 files scanned"), "{}", stdout(&out));
+}
+
+#[test]
+fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let photo = std::fs::read(samples().join("dune.jpg")).unwrap();
+    let host = runtime
+        .block_on(imgest_hosts::PartnerHost::start([
+            ("/a.jpg", imgest_hosts::Route::photo(photo)),
+            ("/gone.jpg", imgest_hosts::Route::status(404)),
+        ]))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let requests = dir.path().join("offers.jsonl");
+    let line = |offer: &str, urls: &[String]| {
+        serde_json::json!({"client_id": "acme", "offer_id": offer, "urls": urls}).to_string()
+    };
+    std::fs::write(
+        &requests,
+        [
+            line("o1", &[host.url("/a.jpg"), host.url("/gone.jpg")]),
+            "not json".to_owned(),
+            line("o2", &[host.url("/a.jpg")]),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let env = [("IMGEST_ALLOW_PRIVATE_NETWORKS", "true")];
+
+    let out = imgest(dir.path(), &["crawl", "offers.jsonl"], &env);
+    let text = stdout(&out);
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{errors}");
+    assert!(
+        errors.contains("offers.jsonl:2: not a crawl request"),
+        "{errors}"
+    );
+    assert!(
+        text.contains("2 offers") && text.contains("2 photos ok, 1 failed (not_found: 1)"),
+        "{text}"
+    );
+    assert_eq!(
+        host.hits("/a.jpg"),
+        1,
+        "one download for the URL of both offers"
+    );
+
+    let out = imgest(dir.path(), &["results"], &[]);
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().any(|r| r["offer_id"] == "o1"));
+    // Printed results are removed.
+    assert!(stdout(&imgest(dir.path(), &["results"], &[])).is_empty());
+}

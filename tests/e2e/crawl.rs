@@ -1,0 +1,490 @@
+//! Crawls end to end: crawl requests over HTTP, downloads from real partner hosts on 127.0.0.1
+//! (fast, slow in each tier, dripping, failing, redirecting, lying about types and sizes),
+//! and the offer's photos, crawl status and result messages that come out.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use imgest_hosts::{PartnerHost, Route, redirect_chain};
+use imgest_shared::domain::ImageId;
+use serde_json::Value;
+
+use crate::support::crawl::{CrawlApp, SLOW_IN_TIER};
+use crate::support::{fixture, sample};
+
+fn photo(name: &str) -> Bytes {
+    Bytes::from(sample(name))
+}
+
+fn id_of(bytes: &[u8]) -> String {
+    ImageId::of_bytes(bytes).to_string()
+}
+
+fn kind(result: &Value) -> &str {
+    result["error"]["kind"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_crawl_of_fast_photos_links_them_in_order_and_sends_one_result() {
+    let app = CrawlApp::start(&[]).await;
+    let (a, b) = (photo("dune.jpg"), photo("storm.jpg"));
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(a.clone())),
+        ("/b.jpg", Route::photo(b.clone())),
+    ])
+    .await
+    .unwrap();
+    let urls = vec![host.url("/b.jpg"), host.url("/a.jpg")];
+
+    let results = app.crawl_settled("acme", "offer-1", &urls).await;
+
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|r| r["status"] == "ok"), "{results:?}");
+    assert_eq!(app.photo_ids("offer-1").await, vec![id_of(&b), id_of(&a)]);
+    let messages = app.results().await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["offer_id"], "offer-1");
+    assert_eq!(messages[0]["client_id"], "acme");
+    assert_eq!(messages[0]["photos"][0]["url"], urls[0].as_str());
+    assert_eq!(messages[0]["photos"][0]["image_id"], id_of(&b).as_str());
+}
+
+#[tokio::test]
+async fn slow_hosts_settle_in_the_tier_that_fits_and_later_photos_start_there() {
+    let app = CrawlApp::start(&[]).await;
+    let mut hosts = Vec::new();
+    for (tier, delay) in SLOW_IN_TIER.iter().enumerate() {
+        let host = PartnerHost::builder()
+            .route("/1.jpg", Route::photo(photo("dune.jpg")))
+            .route("/2.jpg", Route::photo(photo("ladybird.jpg")))
+            .latency(*delay)
+            .start()
+            .await
+            .unwrap();
+        let results = app
+            .crawl_settled("acme", &format!("tier-{tier}-a"), &[host.url("/1.jpg")])
+            .await;
+        assert_eq!(results[0]["status"], "ok", "tier {tier}: {results:?}");
+        hosts.push(host);
+    }
+    let before = app.metrics().download_attempts;
+    for (tier, host) in hosts.iter().enumerate() {
+        let results = app
+            .crawl_settled("acme", &format!("tier-{tier}-b"), &[host.url("/2.jpg")])
+            .await;
+        assert_eq!(results[0]["status"], "ok", "tier {tier}: {results:?}");
+    }
+    assert_eq!(
+        app.metrics().download_attempts - before,
+        3,
+        "after one photo, each host's downloads start in the tier that fits it"
+    );
+}
+
+#[tokio::test]
+async fn a_dripping_host_is_cut_at_each_deadline_and_fails_with_timeout() {
+    let app = CrawlApp::start(&[]).await;
+    let host = PartnerHost::start([(
+        "/drip.jpg",
+        Route::drip(photo("dune.jpg"), Duration::from_millis(50)),
+    )])
+    .await
+    .unwrap();
+    let results = app
+        .crawl_settled("acme", "drip", &[host.url("/drip.jpg")])
+        .await;
+    assert_eq!(results[0]["status"], "failed");
+    assert_eq!(kind(&results[0]), "timeout");
+    assert_eq!(results[0]["error"]["attempts"], 3, "one per tier");
+}
+
+#[tokio::test]
+async fn http_failures_get_their_stable_kinds_and_permanent_ones_a_recheck_time() {
+    let app = CrawlApp::start(&[("IMGEST_MAX_ATTEMPTS", "3")]).await;
+    let host = PartnerHost::start([
+        ("/gone.jpg", Route::status(404)),
+        ("/deleted.jpg", Route::status(410)),
+        ("/secret.jpg", Route::status(403)),
+        ("/teapot.jpg", Route::status(418)),
+        ("/broken.jpg", Route::status(500)),
+    ])
+    .await
+    .unwrap();
+    let urls: Vec<String> = [
+        "/gone.jpg",
+        "/deleted.jpg",
+        "/secret.jpg",
+        "/teapot.jpg",
+        "/broken.jpg",
+    ]
+    .iter()
+    .map(|p| host.url(p))
+    .collect();
+    let results = app.crawl_settled("acme", "failing", &urls).await;
+    let kinds: Vec<&str> = results.iter().map(kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "not_found",
+            "not_found",
+            "forbidden",
+            "http_error",
+            "server_error"
+        ]
+    );
+    assert_eq!(results[0]["error"]["http_status"], 404);
+    assert_eq!(
+        results[4]["error"]["attempts"], 3,
+        "5xx retried up to the limit"
+    );
+    assert_eq!(host.hits("/broken.jpg"), 3);
+    assert!(results[0]["error"]["next_check_at"].is_string());
+    assert!(results[4]["error"].get("next_check_at").is_none());
+
+    // The next crawl within the recheck interval does not download permanent failures.
+    let before = host.hits("/gone.jpg");
+    let again = app.crawl_settled("acme", "failing-again", &urls[..1]).await;
+    assert_eq!(kind(&again[0]), "not_found");
+    assert_eq!(host.hits("/gone.jpg"), before);
+    assert!(app.photo_ids("failing").await.is_empty());
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_retry_after_is_honoured() {
+    let app = CrawlApp::start(&[]).await;
+    let host = PartnerHost::start([
+        (
+            "/flaky.jpg",
+            Route::fail_times(1, 500, Route::photo(photo("dune.jpg"))),
+        ),
+        (
+            "/busy.jpg",
+            Route::FailTimes {
+                times: 1,
+                status: 429,
+                then: Box::new(Route::photo(photo("storm.jpg"))),
+            },
+        ),
+        ("/later.jpg", Route::retry_after(429, "1")),
+    ])
+    .await
+    .unwrap();
+    let results = app
+        .crawl_settled(
+            "acme",
+            "flaky",
+            &[host.url("/flaky.jpg"), host.url("/busy.jpg")],
+        )
+        .await;
+    assert!(results.iter().all(|r| r["status"] == "ok"), "{results:?}");
+    assert_eq!(host.hits("/flaky.jpg"), 2);
+    assert_eq!(host.hits("/busy.jpg"), 2);
+
+    let app = CrawlApp::start(&[("IMGEST_MAX_ATTEMPTS", "2")]).await;
+    let results = app
+        .crawl_settled("acme", "later", &[host.url("/later.jpg")])
+        .await;
+    assert_eq!(kind(&results[0]), "rate_limited");
+    assert_eq!(results[0]["error"]["http_status"], 429);
+    let times = host.request_times();
+    let last_two = &times[times.len() - 2..];
+    assert!(
+        last_two[1].duration_since(last_two[0]) >= Duration::from_millis(900),
+        "Retry-After: 1 keeps the retry at least a second after the 429"
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_followed_up_to_five_hops() {
+    let app = CrawlApp::start(&[]).await;
+    let bytes = photo("ladybird.jpg");
+    let mut routes = redirect_chain("/r5", 5, "/photo.jpg");
+    routes.extend(redirect_chain("/r6", 6, "/photo.jpg"));
+    routes.push(("/photo.jpg".into(), Route::photo(bytes.clone())));
+    let host = PartnerHost::start(routes).await.unwrap();
+    let results = app
+        .crawl_settled("acme", "redirects", &[host.url("/r5/0"), host.url("/r6/0")])
+        .await;
+    assert_eq!(
+        results[0]["image_id"],
+        id_of(&bytes).as_str(),
+        "{results:?}"
+    );
+    assert_eq!(kind(&results[1]), "too_many_redirects");
+}
+
+#[tokio::test]
+async fn the_address_guard_refuses_private_hosts_before_connecting() {
+    let app = CrawlApp::start(&[("IMGEST_ALLOW_PRIVATE_NETWORKS", "false")]).await;
+    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+        .await
+        .unwrap();
+    let port = host.addr().port();
+    let urls = vec![
+        host.url("/a.jpg"),
+        format!("http://localhost:{port}/a.jpg"),
+        format!("http://2130706433:{port}/a.jpg"),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+    ];
+    let results = app.crawl_settled("acme", "guarded", &urls).await;
+    let kinds: Vec<&str> = results.iter().map(kind).collect();
+    assert_eq!(kinds, ["forbidden_address"; 4]);
+    assert_eq!(host.requests(), 0);
+}
+
+#[tokio::test]
+async fn bodies_are_judged_by_their_bytes_and_size_not_their_headers() {
+    let app = CrawlApp::start(&[("IMGEST_MAX_BODY", "200kB")]).await;
+    let small = Bytes::from(fixture("photo.jpg"));
+    assert!(small.len() < 200_000);
+    let big = photo("dune.jpg");
+    assert!(big.len() > 200_000);
+    let host = PartnerHost::start([
+        ("/mislabelled.jpg", Route::WrongContentType(small.clone())),
+        (
+            "/page.jpg",
+            Route::body(&b"<html>not a photo</html>"[..], "image/jpeg"),
+        ),
+        ("/big.jpg", Route::photo(big.clone())),
+        ("/big-chunked.jpg", Route::NoContentLength(big.clone())),
+        (
+            "/reset.jpg",
+            Route::Reset {
+                bytes: small.clone(),
+                after: 1000,
+            },
+        ),
+        (
+            "/truncated.jpg",
+            Route::photo(Bytes::from(fixture("truncated.jpg"))),
+        ),
+    ])
+    .await
+    .unwrap();
+    let paths = [
+        "/mislabelled.jpg",
+        "/page.jpg",
+        "/big.jpg",
+        "/big-chunked.jpg",
+        "/reset.jpg",
+        "/truncated.jpg",
+    ];
+    let urls: Vec<String> = paths.iter().map(|p| host.url(p)).collect();
+    let results = app.crawl_settled("acme", "bodies", &urls).await;
+    let outcome: Vec<&str> = results
+        .iter()
+        .map(|r| if r["status"] == "ok" { "ok" } else { kind(r) })
+        .collect();
+    assert_eq!(
+        outcome,
+        [
+            "ok",
+            "unsupported_format",
+            "too_large",
+            "too_large",
+            "connection",
+            "corrupt_image"
+        ]
+    );
+    assert_eq!(app.photo_ids("bodies").await, vec![id_of(&small)]);
+}
+
+#[tokio::test]
+async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_once() {
+    let app = CrawlApp::start(&[]).await;
+    let bytes = photo("storm.jpg");
+    let host = PartnerHost::builder()
+        .route("/a.jpg", Route::photo(bytes.clone()))
+        .route("/mirror/a.jpg", Route::photo(bytes.clone()))
+        .route("/shared.jpg", Route::photo(photo("dune.jpg")))
+        .latency(Duration::from_millis(150))
+        .start()
+        .await
+        .unwrap();
+    let both = app
+        .crawl_settled(
+            "acme",
+            "two-urls",
+            &[host.url("/a.jpg"), host.url("/mirror/a.jpg")],
+        )
+        .await;
+    assert_eq!(both[0]["image_id"], both[1]["image_id"]);
+    assert_eq!(
+        app.photo_ids("two-urls").await.len(),
+        1,
+        "one image, linked once"
+    );
+    assert_eq!(app.metrics().photos_new, 1);
+
+    // Two offers with the same URL at once: one download, both settle with it.
+    let shared = vec![host.url("/shared.jpg?utm_source=feed")];
+    let other = vec![host.url("/shared.jpg")];
+    let (first, second) = tokio::join!(
+        app.crawl("acme", "x", &shared),
+        app.crawl("beta", "y", &other)
+    );
+    assert_eq!((first.status, second.status), (202, 202));
+    let (x, y) = tokio::join!(app.settled("x"), app.settled("y"));
+    assert_eq!(x["photos"][0]["status"], "ok");
+    assert_eq!(x["photos"][0]["image_id"], y["photos"][0]["image_id"]);
+    assert_eq!(host.hits("/shared.jpg"), 1);
+}
+
+#[tokio::test]
+async fn recent_urls_and_unchanged_offers_settle_without_a_download() {
+    let app = CrawlApp::start(&[]).await;
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(photo("dune.jpg"))),
+        ("/b.jpg", Route::photo(photo("storm.jpg"))),
+    ])
+    .await
+    .unwrap();
+    let urls = vec![host.url("/a.jpg"), host.url("/b.jpg")];
+    app.crawl_settled("acme", "o1", &urls).await;
+    assert_eq!(host.requests(), 2);
+
+    // The same offer again: settled at intake (202 with state done), nothing downloaded.
+    let again = app.crawl("acme", "o1", &urls).await;
+    assert_eq!(again.status, 202);
+    assert_eq!(again.json["state"], "done");
+    // Another offer reusing a URL within IMGEST_URL_TTL: no download either.
+    app.crawl_settled("acme", "o2", &urls[1..]).await;
+    assert_eq!(host.requests(), 2);
+    assert_eq!(
+        app.results().await.len(),
+        3,
+        "one result per crawl, unchanged ones included"
+    );
+
+    // Deleting the offer through the API: the same crawl request links its photos again (from
+    // the URL records: still no download).
+    let deleted = app
+        .client
+        .delete(app.url("/v1/offers/o1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    app.crawl_settled("acme", "o1", &urls).await;
+    assert_eq!(app.photo_ids("o1").await.len(), 2);
+    assert_eq!(host.requests(), 2);
+}
+
+#[tokio::test]
+async fn an_expired_url_is_downloaded_again_with_its_etag() {
+    let app = CrawlApp::start(&[("IMGEST_URL_TTL", "1ms")]).await;
+    let bytes = photo("dune.jpg");
+    let host = PartnerHost::start([("/a.jpg", Route::photo(bytes.clone()))])
+        .await
+        .unwrap();
+    app.crawl_settled("acme", "o1", &[host.url("/a.jpg")]).await;
+    let results = app.crawl_settled("acme", "o2", &[host.url("/a.jpg")]).await;
+    assert_eq!(results[0]["image_id"], id_of(&bytes).as_str());
+    assert_eq!(host.requests(), 2);
+    assert_eq!(
+        app.metrics().not_modified,
+        1,
+        "the second download was a 304"
+    );
+}
+
+#[tokio::test]
+async fn crawl_status_shows_pending_urls_while_a_download_runs() {
+    let app = CrawlApp::start(&[]).await;
+    let host = PartnerHost::start([
+        ("/fast.jpg", Route::photo(photo("dune.jpg"))),
+        (
+            "/slow.jpg",
+            Route::delay(
+                Duration::from_millis(1000),
+                Route::photo(photo("storm.jpg")),
+            ),
+        ),
+    ])
+    .await
+    .unwrap();
+    let urls = vec![host.url("/fast.jpg"), host.url("/slow.jpg")];
+    let accepted = app.crawl("acme", "pending", &urls).await;
+    assert_eq!(accepted.status, 202);
+    let status = app.crawl_status("pending").await;
+    assert_eq!(status.status, 200);
+    assert_eq!(status.json["state"], "pending");
+    assert_eq!(status.json["photos"][1]["status"], "pending");
+    let done = app.settled("pending").await;
+    assert_eq!(done["photos"][1]["status"], "ok");
+
+    let unknown = app.crawl_status("never-crawled").await;
+    assert_eq!(
+        (unknown.status, unknown.json["error"]["kind"].as_str()),
+        (404, Some("crawl_not_found"))
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_and_bad_urls_fail_alone() {
+    let app = CrawlApp::start(&[]).await;
+    let r = app
+        .client
+        .post(app.url("/v1/crawl"))
+        .json(&serde_json::json!({"client_id": "a b", "offer_id": "o", "urls": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+        .await
+        .unwrap();
+    let results = app
+        .crawl_settled(
+            "acme",
+            "mixed",
+            &[
+                "ftp://x/a.jpg".to_owned(),
+                "not a url".to_owned(),
+                host.url("/a.jpg"),
+            ],
+        )
+        .await;
+    let kinds: Vec<&str> = results
+        .iter()
+        .map(|r| if r["status"] == "ok" { "ok" } else { kind(r) })
+        .collect();
+    assert_eq!(kinds, ["invalid_url", "invalid_url", "ok"]);
+}
+
+#[tokio::test]
+async fn a_client_never_exceeds_its_rate_limit_in_any_window() {
+    let window = Duration::from_millis(1000);
+    let app = CrawlApp::start(&[
+        ("IMGEST_CLIENT_RPM", "4"),
+        ("IMGEST_RATE_WINDOW", "1s"),
+        ("IMGEST_CLIENT_RPM_OVERRIDES", "big=1000"),
+    ])
+    .await;
+    let names: Vec<String> = (0..10).map(|i| format!("/{i}.jpg")).collect();
+    let host = PartnerHost::start(names.iter().enumerate().map(|(i, n)| {
+        (
+            n.clone(),
+            Route::photo(Bytes::from(vec![0xFF, 0xD8, 0xFF, i as u8])),
+        )
+    }))
+    .await
+    .unwrap();
+    let urls: Vec<String> = names.iter().map(|n| host.url(n)).collect();
+    app.crawl_settled("small", "limited", &urls).await;
+    let times = host.request_times();
+    assert_eq!(times.len(), 10);
+    // The host sees requests a little after the limiter grants them; a small slack keeps
+    // that jitter from reading as a violation, while a real burst (10 in one go) still fails.
+    let slack = Duration::from_millis(50);
+    for (i, start) in times.iter().enumerate() {
+        let in_window = times[i..]
+            .iter()
+            .take_while(|t| t.duration_since(*start) + slack < window)
+            .count();
+        assert!(
+            in_window <= 4,
+            "{in_window} requests within a window from request {i}"
+        );
+    }
+}

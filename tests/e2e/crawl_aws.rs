@@ -1,0 +1,298 @@
+//! The crawl path on the AWS adapters (S3, DynamoDB, SQS on the emulator `infra/test.sh`
+//! starts): a crawl request through the intake handler, fetch tasks through the tier queues
+//! and the fetch handler, the new photo through `fetched/`, the process queue and the process
+//! handler, and the result on the results queue. Each function's handler gets its events as Lambda would
+//! deliver them: messages received from the real queues.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use bytes::Bytes;
+use imgest_hosts::{PartnerHost, Route};
+use imgest_shared::domain::ImageId;
+use imgest_shared::flows::crawl::{Crawler, Processing};
+use imgest_shared::handlers;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, sample};
+
+const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
+
+/// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
+async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
+    let received = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let mut event = SqsEvent::default();
+    for m in received.messages.unwrap_or_default() {
+        sqs.delete_message()
+            .queue_url(url)
+            .receipt_handle(m.receipt_handle.clone().unwrap())
+            .send()
+            .await
+            .unwrap();
+        let mut message = SqsMessage::default();
+        message.message_id = m.message_id;
+        message.body = m.body;
+        event.records.push(message);
+    }
+    event
+}
+
+/// Takes `n` messages from a queue as one event, receiving until they are all there
+/// (paced tasks carry delays of up to a second).
+async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    for _ in 0..10 {
+        event.records.extend(drain(sqs, url).await.records);
+        if event.records.len() >= n {
+            break;
+        }
+    }
+    assert_eq!(event.records.len(), n, "messages on {url}");
+    event
+}
+
+/// A crawl request as the intake queue delivers it.
+fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
+    let mut message = SqsMessage::default();
+    message.message_id = Some(message_id.into());
+    message.body = Some(request.to_string());
+    let mut event = SqsEvent::default();
+    event.records.push(message);
+    event
+}
+
+/// Runs the `n` tasks of the first tier through the fetch handler and their `n` new photos
+/// through the process handler, one event each.
+async fn fetch_then_process(
+    sqs: &aws_sdk_sqs::Client,
+    urls: &HashMap<&'static str, String>,
+    crawler: &Crawler,
+    n: usize,
+) {
+    let tasks = take(sqs, &urls["fetch-0"], n).await;
+    let response = handlers::fetch::handle(crawler, tasks).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let work = take(sqs, &urls["process"], n).await;
+    let response = handlers::process::handle(crawler, work).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+}
+
+/// The AWS app with queues of its own, and a crawler handing downloads to the process queue.
+struct CrawlOnAws {
+    sqs: aws_sdk_sqs::Client,
+    urls: HashMap<&'static str, String>,
+    app: TestApp,
+    crawler: Crawler,
+}
+
+impl CrawlOnAws {
+    /// `None` (the test skips) without an emulator.
+    async fn start(name: &str) -> Option<Self> {
+        let config = imgest_shared::testing::aws::sdk_config(name).await?;
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let mut urls = HashMap::new();
+        for queue in QUEUES {
+            let url = sqs
+                .create_queue()
+                .queue_name(imgest_shared::testing::aws::unique_name(queue))
+                .send()
+                .await
+                .unwrap()
+                .queue_url
+                .unwrap();
+            urls.insert(queue, url);
+        }
+        let queues = QUEUES
+            .iter()
+            .map(|n| format!("{n}={}", urls[n]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let app = TestApp::start_aws(name, &[("IMGEST_QUEUES", &queues)])
+            .await
+            .unwrap();
+        let crawler = app.crawler(Processing::Handoff, &[]);
+        Some(Self {
+            sqs,
+            urls,
+            app,
+            crawler,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_crawl_goes_through_intake_fetch_process_and_results_on_aws() {
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+    }) = CrawlOnAws::start("crawl on aws").await
+    else {
+        return;
+    };
+    let photo = Bytes::from(sample("dune.jpg"));
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(photo.clone())),
+        ("/gone.jpg", Route::status(404)),
+        ("/b.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
+        ("/c.jpg", Route::photo(Bytes::from(sample("ladybird.jpg")))),
+    ])
+    .await
+    .unwrap();
+
+    // Intake: the crawl request as the intake queue delivers it.
+    let request = json!({"client_id": "acme", "offer_id": "aws-offer",
+        "urls": [host.url("/a.jpg"), host.url("/gone.jpg")]});
+    let intake = intake_event("intake-1", &request);
+    let response = handlers::intake::handle(&crawler, intake).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+
+    // Fetch: every task the first tier's queue holds (new hosts start there).
+    let tasks = take(&sqs, &urls["fetch-0"], 2).await;
+    let response = handlers::fetch::handle(&crawler, tasks.clone()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(host.requests(), 2);
+
+    // The new photo waits under fetched/, and the process queue holds its message.
+    let fetched: Vec<String> = app
+        .files()
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("fetched/"))
+        .collect();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    let status = app.get("/v1/offers/aws-offer/photos").await;
+    assert_eq!(
+        status.status, 404,
+        "not linked before the photo is processed"
+    );
+
+    // A fetch task delivered again before the photo is processed downloads it again and hands
+    // it off again; it is still processed, linked and reported once.
+    let again = handlers::fetch::handle(&crawler, tasks).await;
+    assert!(again.batch_item_failures.is_empty(), "{again:?}");
+    assert_eq!(host.requests(), 3, "the 404 settled: only the photo again");
+    let work = take(&sqs, &urls["process"], 2).await;
+    for message in work.records {
+        let mut one = SqsEvent::default();
+        one.records.push(message);
+        let response = handlers::process::handle(&crawler, one).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    assert!(
+        !app.files().await.iter().any(|k| k.starts_with("fetched/")),
+        "the downloaded body is deleted once processed"
+    );
+
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(result["offer_id"], "aws-offer");
+    let image_id = ImageId::of_bytes(&photo).to_string();
+    assert_eq!(result["photos"][0]["status"], "ok");
+    assert_eq!(result["photos"][0]["image_id"], image_id.as_str());
+    assert_eq!(result["photos"][1]["error"]["kind"], "not_found");
+    let photos = app.get("/v1/offers/aws-offer/photos").await;
+    assert_eq!(photos.json["photos"][0]["image_id"], image_id.as_str());
+
+    // The same request again: settled at intake from the crawl record, result sent, no download.
+    let intake = intake_event("intake-2", &request);
+    assert!(
+        handlers::intake::handle(&crawler, intake)
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
+    assert!(drain(&sqs, &urls["fetch-0"]).await.records.is_empty());
+    take(&sqs, &urls["results"], 1).await;
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+
+    // Another offer: two new photos and the known one. The new ones are processed in one batch
+    // and settle the crawl together: one result, every photo linked in the request's order.
+    let request = json!({"client_id": "acme", "offer_id": "aws-offer-2",
+        "urls": [host.url("/b.jpg"), host.url("/a.jpg"), host.url("/c.jpg")]});
+    let intake = intake_event("intake-3", &request);
+    let response = handlers::intake::handle(&crawler, intake).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    fetch_then_process(&sqs, &urls, &crawler, 2).await;
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    let ids: Vec<&str> = (0..3)
+        .map(|i| {
+            assert_eq!(result["photos"][i]["status"], "ok", "{result}");
+            result["photos"][i]["image_id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(ids[1], image_id.as_str());
+    let photos = app.get("/v1/offers/aws-offer-2/photos").await;
+    let linked: Vec<&str> = (0..3)
+        .map(|i| photos.json["photos"][i]["image_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(linked, ids);
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+}
+
+#[tokio::test]
+async fn an_intake_delivered_again_sends_its_downloads_again_and_other_crawls_join_them() {
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+    }) = CrawlOnAws::start("intake delivered again").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "again-offer",
+        "urls": [host.url("/a.jpg")]});
+
+    // The intake leased the URL, but its task is lost (as when the intake fails between the
+    // lease and the send): the queue is emptied without running it.
+    let intake = || intake_event("intake-again", &request);
+    let response = handlers::intake::handle(&crawler, intake()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    take(&sqs, &urls["fetch-0"], 1).await;
+
+    // Another crawl of the URL (another message) joins the leased download: nothing is sent.
+    let other = json!({"client_id": "acme", "offer_id": "other-offer",
+        "urls": [host.url("/a.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("intake-other", &other)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(drain(&sqs, &urls["fetch-0"]).await.records.is_empty());
+
+    // The same message delivered again is the same crawl: it sends the download again.
+    let response = handlers::intake::handle(&crawler, intake()).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    fetch_then_process(&sqs, &urls, &crawler, 1).await;
+    assert_eq!(host.requests(), 1);
+
+    // One download settled both crawls.
+    let results = take(&sqs, &urls["results"], 2).await;
+    let mut offers: Vec<String> = results
+        .records
+        .iter()
+        .map(|m| {
+            let result: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+            result["offer_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    offers.sort();
+    assert_eq!(offers, ["again-offer", "other-offer"]);
+    for offer in ["again-offer", "other-offer"] {
+        let photos = app.get(&format!("/v1/offers/{offer}/photos")).await;
+        assert_eq!(photos.status, 200, "{offer}");
+    }
+}
