@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+infra/setup.sh tests
+
 # Start moto on a free port (stopped on exit); this exports AWS_ENDPOINT_URL.
 source infra/moto.sh
 

@@ -13,6 +13,9 @@ BENCH_NUMPY_VERSION="2.4.6"
 BENCH_PHOTOS_PACKAGE="mate-backgrounds"
 BENCH_PHOTOS_VERSION="1.26.0-1"
 
+# The build tools imgest needs (cmake, nasm, …), installed if missing.
+infra/setup.sh
+
 _bench_tools="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}"
 BENCH_PYTHON="$_bench_tools/bench/bin/python"
 BENCH_PHOTOS="$_bench_tools/photos/$BENCH_PHOTOS_PACKAGE-$BENCH_PHOTOS_VERSION"

@@ -47,6 +47,7 @@ install_tools() {
     say "installed in $((SECONDS - started))s"
 }
 
+infra/setup.sh
 install_tools
 if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
     say "adding the rust target aarch64-unknown-linux-gnu"

@@ -3,10 +3,13 @@
 # AWS adapters (against moto, a local AWS emulator), and the end-to-end tests (the runner on a
 # real socket, real SQLite, a real directory).
 #
-# Needs cargo, python3 (with venv) and curl; the first run installs moto into a venv under
+# Needs cargo, python3 and curl: infra/setup.sh installs the build tools that are missing
+# (cmake, nasm, a C compiler, python3's venv), and the first run installs moto into a venv under
 # ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh). Arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+infra/setup.sh tests
 
 # Start moto on a free port (stopped on exit); this exports AWS_ENDPOINT_URL.
 source infra/moto.sh

@@ -9,6 +9,76 @@ use tracing::error;
 use crate::flows::FlowError;
 use crate::pipeline::PipelineError;
 
+/// Every `error.kind` the API answers with, by status. The README's error table lists exactly
+/// these (a test compares them), and [`ApiError::new`] refuses, in debug builds, a kind that is
+/// not here.
+pub const KINDS: &[(u16, &[&str])] = &[
+    (
+        400,
+        &[
+            "empty_body",
+            "invalid_image_id",
+            "invalid_offer_id",
+            "invalid_upload_id",
+            "invalid_client_id",
+            "invalid_id",
+            "invalid_body",
+            "invalid_request",
+            "invalid_multipart",
+            "missing_file",
+            "body_read_error",
+            "size_mismatch",
+        ],
+    ),
+    (
+        404,
+        &[
+            "image_not_found",
+            "offer_not_found",
+            "upload_not_found",
+            "crawl_not_found",
+            "file_not_found",
+            "route_not_found",
+        ],
+    ),
+    (405, &["method_not_allowed"]),
+    (409, &["upload_already_received"]),
+    (410, &["upload_expired"]),
+    (413, &["too_large"]),
+    (415, &["unsupported_format"]),
+    (
+        422,
+        &[
+            "corrupt_image",
+            "too_many_pixels",
+            "unknown_image",
+            "duplicate_image",
+            "too_many_photos",
+        ],
+    ),
+    (429, &["too_many_requests"]),
+    (
+        500,
+        &[
+            "internal",
+            "storage_error",
+            "invalid_watermark",
+            "not_found",
+        ],
+    ),
+    (
+        503,
+        &["still_processing", "storage_unavailable", "conflict"],
+    ),
+];
+
+/// Whether `kind` is one of [`KINDS`] under `status`.
+fn is_documented(status: StatusCode, kind: &str) -> bool {
+    KINDS
+        .iter()
+        .any(|(s, kinds)| *s == status.as_u16() && kinds.contains(&kind))
+}
+
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -18,6 +88,10 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(
+            is_documented(status, kind),
+            "{status} {kind} is not in api::error::KINDS (nor in the README's table)"
+        );
         Self {
             status,
             kind,
@@ -82,5 +156,140 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{IdError, ImageId, OfferId, UploadId};
+    use crate::ports::StoreError;
+
+    /// One error of every kind the flows can return.
+    fn every_flow_error() -> Vec<FlowError> {
+        let image = ImageId::of_bytes(b"x");
+        let offer = OfferId::parse("o1").unwrap_or_else(|e| panic!("{e}"));
+        let upload = UploadId::random();
+        let store = |e| FlowError::Store(e);
+        let mut all = vec![
+            FlowError::EmptyBody,
+            FlowError::ImageNotFound(image.clone()),
+            FlowError::OfferNotFound(offer),
+            FlowError::UnknownImage(image.clone()),
+            FlowError::DuplicateImage(image.clone()),
+            FlowError::TooManyPhotos { count: 2, limit: 1 },
+            FlowError::Overloaded,
+            FlowError::StillProcessing(image),
+            FlowError::UploadNotFound(upload.clone()),
+            FlowError::UploadExpired(upload.clone()),
+            FlowError::UploadAlreadyReceived(upload),
+            FlowError::SizeMismatch {
+                declared: 1,
+                received: 2,
+            },
+            FlowError::Internal("x".into()),
+            store(StoreError::NotFound("x".into())),
+            store(StoreError::Conflict("x".into())),
+            store(StoreError::Unavailable {
+                message: "x".into(),
+                source: None,
+            }),
+            store(StoreError::Backend {
+                message: "x".into(),
+                source: None,
+            }),
+        ];
+        for id in [
+            IdError::ImageId("x".into()),
+            IdError::OfferId("x".into()),
+            IdError::ClientId("x".into()),
+            IdError::Generation("x".into()),
+            IdError::UploadId("x".into()),
+        ] {
+            all.push(FlowError::InvalidId(id));
+        }
+        for e in [
+            PipelineError::TooLarge { size: 2, limit: 1 },
+            PipelineError::TooManyPixels {
+                width: 1,
+                height: 1,
+                limit: 0,
+            },
+            PipelineError::UnsupportedFormat("x".into()),
+            PipelineError::CorruptImage("x".into()),
+            PipelineError::Watermark("x".into()),
+        ] {
+            all.push(FlowError::Image(e));
+        }
+        // A new variant must get a sample above: this match stops compiling until it has.
+        for e in &all {
+            match e {
+                FlowError::EmptyBody
+                | FlowError::InvalidId(_)
+                | FlowError::Image(_)
+                | FlowError::ImageNotFound(_)
+                | FlowError::OfferNotFound(_)
+                | FlowError::UnknownImage(_)
+                | FlowError::DuplicateImage(_)
+                | FlowError::TooManyPhotos { .. }
+                | FlowError::Overloaded
+                | FlowError::StillProcessing(_)
+                | FlowError::UploadNotFound(_)
+                | FlowError::UploadExpired(_)
+                | FlowError::UploadAlreadyReceived(_)
+                | FlowError::SizeMismatch { .. }
+                | FlowError::Store(_)
+                | FlowError::Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_flow_error_answers_with_a_documented_kind() {
+        for e in every_flow_error() {
+            let kind = e.kind();
+            let api = ApiError::from(e);
+            assert!(
+                is_documented(api.status, kind),
+                "{} {kind} is not in KINDS",
+                api.status
+            );
+        }
+    }
+
+    /// The README's error table (`| status | kinds |`), as (status, kinds) rows.
+    fn readme_table() -> Vec<(u16, Vec<String>)> {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("| status | kinds |")
+            .unwrap_or_else(|| panic!("the README has no error table"));
+        readme[start..]
+            .lines()
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let status = cells[1].parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+                // Kinds are the snake_case words in backticks (not `Retry-After`).
+                let kinds = cells[2]
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|k| k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+                    .map(str::to_owned)
+                    .collect();
+                (status, kinds)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_lists_exactly_the_kinds_the_api_answers_with() {
+        let documented: Vec<(u16, Vec<String>)> = KINDS
+            .iter()
+            .map(|(status, kinds)| (*status, kinds.iter().map(|k| (*k).to_owned()).collect()))
+            .collect();
+        assert_eq!(readme_table(), documented);
     }
 }

@@ -33,13 +33,11 @@ pub trait OfferLinks: Send + Sync {
 
     /// [`set_photos`](Self::set_photos) for a change that may run more than once, named by
     /// `key`: the same for every run of it (a crawl's id), distinct for other changes of the
-    /// offer. A store may then link the added images before it writes the offer, one plain
-    /// write each, and recognise on a later run those that an earlier run (cut short) already
-    /// linked, instead of linking everything in one transaction (which DynamoDB bills twice).
-    /// Runs of the change side by side count each link once. A run cut short between those
-    /// links and the offer's write and never run again, one that fails after them, or a second
-    /// run while another change links the same image, leaves that link count one too high (the
-    /// image never expires), never too low.
+    /// offer. Runs of the change, one after another or side by side, count each link once. A
+    /// store may link the added images with plain writes before the offer's write instead of
+    /// one transaction; then a run that fails after them, or is cut short and never run again,
+    /// may leave a count one too high (the image never expires), never too low. The rule and
+    /// its trade: `docs/consistency.md`, "Keyed links".
     async fn set_photos_keyed(
         &self,
         offer: &OfferId,

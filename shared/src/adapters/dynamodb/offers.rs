@@ -16,17 +16,12 @@
 //! A keyed change ([`OfferLinks::set_photos_keyed`], a crawl's) links its added images before
 //! the offer's write instead, each with a plain conditional write (live, and not marked by
 //! this change yet) that also marks the image `linked_by = {offer}#{key}`; every other change
-//! of a link count removes the mark. A mark therefore says that the last change of the count
-//! was a link by that change, which no listing has used yet if the offer (read before the
-//! image) does not list the image: a round uses it instead of linking again, and its offer
-//! write, conditional on the version read, makes sure that no other run of the change used
-//! it meanwhile. So a run cut short after its links, or running beside another run of the same
-//! change (SQS delivers twice), counts each image once. The offer is then written alone (a
-//! plain conditional write), or in a transaction with the unlinks of its dropped images. Such
-//! links are never undone (another run may be using them): a change that fails after them, or
-//! a second run of it whose image another change links meanwhile (removing the mark the second
-//! run would have used), leaves that count one too high, never too low. This halves what
-//! linking costs (DynamoDB bills a transaction's writes twice).
+//! of a link count removes the mark. A round uses a link marked by its own change instead of
+//! linking again while the offer (read before the image) does not list the image, and its offer
+//! write, conditional on the version read, makes sure that no other run used it meanwhile. The
+//! offer is then written alone (a plain conditional write), or in a transaction with the
+//! unlinks of its dropped images. Such links are never undone. Why this counts each link once,
+//! and when a count may end one too high: `docs/consistency.md`, "Keyed links".
 //!
 //! A transaction holds at most 100 items. A change of more than 99 images is split so that a
 //! crash or a failure at any point only ever leaves link counts too HIGH (the image never

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Makes this machine able to build (and, with `tests`, test) imgest: checks every tool the build
+# needs and installs the missing ones with the system's package manager. `infra/demo.sh`,
+# `infra/test.sh` and `.ci/run` run it first, so both Quick start commands work on a fresh
+# machine that has only cargo, python3 and curl.
+#
+# Usage:
+#   infra/setup.sh          # what building imgest needs
+#   infra/setup.sh tests    # that, plus what the test command needs
+#
+# What is needed, and why:
+#   cargo (rustup)          the Rust toolchain; rust-toolchain.toml names the version
+#   a C compiler (cc)       libjpeg-turbo, libwebp and SQLite are built from their C sources
+#   cmake, nasm             libjpeg-turbo's build (nasm assembles its x86-64 SIMD code)
+#   python3 with venv, curl (tests) moto, the AWS emulator, runs from a venv
+#
+# A missing package is installed with apt-get, dnf, yum, zypper, apk, pacman or brew when this
+# runs as root, or sudo works without a password. Otherwise (or with IMGEST_SETUP=check) it
+# installs nothing, prints the exact command to run, and exits 1. Rust itself is never
+# installed here: without cargo it says where to get it.
+set -euo pipefail
+
+want_tests=0
+case "${1:-}" in
+    "") ;;
+    tests) want_tests=1 ;;
+    *) echo "usage: infra/setup.sh [tests]" >&2; exit 2 ;;
+esac
+
+say() { echo "setup: $*" >&2; }
+
+if ! command -v cargo >/dev/null 2>&1; then
+    say "cargo is missing: install Rust with rustup (https://rustup.rs), then run this again"
+    exit 1
+fi
+
+# Each missing tool, as the package that provides it (named per package manager below).
+missing=()
+command -v cc >/dev/null 2>&1 || missing+=(cc)
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+# libjpeg-turbo assembles SIMD code with nasm on x86-64 only (arm64 uses C intrinsics).
+case "$(uname -m)" in
+    x86_64 | amd64) command -v nasm >/dev/null 2>&1 || missing+=(nasm) ;;
+esac
+if [ "$want_tests" = 1 ]; then
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    if ! command -v python3 >/dev/null 2>&1; then
+        missing+=(python3 venv)
+    elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        # Debian and Ubuntu ship venv's ensurepip separately (python3-venv).
+        missing+=(venv)
+    fi
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+# The package names of the missing tools for one package manager.
+packages_for() {
+    local manager=$1 tool
+    for tool in "${missing[@]}"; do
+        case "$manager:$tool" in
+            apt-get:cc) echo gcc libc6-dev ;;
+            apk:cc) echo build-base ;;
+            pacman:cc) echo base-devel ;;
+            brew:cc) ;; # Xcode's command line tools provide cc
+            *:cc) echo gcc ;;
+            apt-get:venv) echo python3-venv ;;
+            apk:venv) echo py3-virtualenv ;;
+            *:venv) ;; # part of python3 elsewhere
+            brew:python3) echo python ;;
+            pacman:python3) echo python ;;
+            *) echo "$tool" ;;
+        esac
+    done | tr '\n' ' ' | sed 's/ *$//'
+}
+
+manager=
+for m in apt-get dnf yum zypper apk pacman brew; do
+    if command -v "$m" >/dev/null 2>&1; then
+        manager=$m
+        break
+    fi
+done
+if [ -z "$manager" ]; then
+    say "missing: ${missing[*]}; no known package manager found: install them, then run this again"
+    exit 1
+fi
+packages=$(packages_for "$manager")
+case "$manager" in
+    apt-get) command="apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages" ;;
+    dnf | yum) command="$manager install -y $packages" ;;
+    zypper) command="zypper --non-interactive install $packages" ;;
+    apk) command="apk add $packages" ;;
+    pacman) command="pacman -S --needed --noconfirm $packages" ;;
+    brew) command="brew install $packages" ;;
+esac
+
+# brew refuses to run as root; every other manager needs it.
+sudo=
+if [ "$manager" != brew ] && [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo="sudo"
+    else
+        sudo="-"
+    fi
+fi
+if [ "${IMGEST_SETUP:-install}" = check ] || [ "$sudo" = "-" ]; then
+    prefix=
+    [ "$sudo" = "-" ] && prefix="sudo "
+    say "missing: ${missing[*]}. Install them with:"
+    echo "    ${prefix}sh -c '$command'" >&2
+    exit 1
+fi
+say "missing: ${missing[*]}; installing with: ${sudo:+$sudo }$command"
+if [ -n "$sudo" ]; then
+    sudo sh -c "$command" >&2
+else
+    sh -c "$command" >&2
+fi
+for tool in cc cmake nasm curl python3; do
+    case " ${missing[*]} " in
+        *" $tool "*)
+            command -v "$tool" >/dev/null 2>&1 || {
+                say "$tool is still missing after the install: install it by hand"
+                exit 1
+            }
+            ;;
+    esac
+done
+say "installed: ${missing[*]}"
