@@ -17,7 +17,7 @@ use imgest_shared::ports::{
     Checkpoints, Claim, ImageIndex, OfferLinks, RateLimiter, ReadyImage, Records, StoreError,
     UploadRecord, UploadRecords, UploadState,
 };
-use imgest_shared::testing::{self, BASE, LinkPorts};
+use imgest_shared::testing::{self, BASE, Fixture, LinkPorts, UploadPorts};
 
 const TTL: Duration = Duration::from_secs(3600);
 
@@ -35,82 +35,35 @@ async fn store(test: &str) -> Option<Arc<DynamoStore>> {
     store_and_client(test).await.map(|(store, _, _)| store)
 }
 
-fn images_port(store: Arc<DynamoStore>) -> Arc<dyn ImageIndex> {
-    store
+/// The contract's factories: each test gets a fresh table of its own.
+async fn dynamodb_images(test: &str) -> Option<Fixture<Arc<dyn ImageIndex>>> {
+    Some(Fixture::new(store(test).await?))
 }
 
-fn records_port(store: Arc<DynamoStore>) -> Arc<dyn Records> {
-    store
+async fn dynamodb_links(test: &str) -> Option<Fixture<LinkPorts>> {
+    Some(Fixture::new(LinkPorts::of(store(test).await?)))
 }
 
-fn rate_limiter_port(store: Arc<DynamoStore>) -> Arc<dyn RateLimiter> {
-    store
+async fn dynamodb_records(test: &str) -> Option<Fixture<Arc<dyn Records>>> {
+    Some(Fixture::new(store(test).await?))
 }
 
-/// One `#[tokio::test]` per check of a suite (the suites' own macros cannot skip a test
-/// when no emulator is configured).
-macro_rules! dynamodb_checks {
-    ($module:ident, $suite:ident, $ports:expr; $($check:ident),+ $(,)?) => {
-        mod $module {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $check() {
-                    let name = concat!(stringify!($module), "::", stringify!($check));
-                    let Some(store) = store(name).await else { return };
-                    testing::$suite::$check(($ports)(store)).await;
-                }
-            )+
-        }
-    };
+async fn dynamodb_rate_limits(test: &str) -> Option<Fixture<Arc<dyn RateLimiter>>> {
+    Some(Fixture::new(store(test).await?))
 }
 
-dynamodb_checks!(image_index, image_index, images_port;
-    claim_new_then_in_progress_then_complete_then_existing,
-    claim_revives_an_expired_ready_record,
-    an_expired_claim_is_taken_over_under_a_new_generation,
-    abandon_removes_only_the_holders_claim,
-    complete_without_the_claim_is_a_conflict,
-    get_many_keeps_the_order_of_ids_and_skips_missing,
-    expired_lists_orphans_and_stale_claims_longest_expired_first,
-    delete_if_expired_deletes_only_what_is_still_expired,
-    create_ready_writes_only_where_no_record_is,
-    concurrent_claims_of_a_new_id_make_exactly_one_new,
-);
+async fn dynamodb_uploads(test: &str) -> Option<Fixture<UploadPorts>> {
+    Some(Fixture::new(UploadPorts::of(store(test).await?)))
+}
 
-dynamodb_checks!(offer_links, offer_links, LinkPorts::of;
-    set_photos_keeps_the_order_and_replaces_the_list,
-    unknown_images_are_refused_and_nothing_changes,
-    link_counts_follow_every_offer,
-    linked_images_never_expire,
-    an_expired_image_is_linkable_once_revived,
-    a_keyed_change_run_again_links_each_image_once,
-    delete_offer_is_idempotent,
-);
+imgest_shared::image_index_contract_tests!(image_index, super::dynamodb_images);
+imgest_shared::offer_links_contract_tests!(offer_links, super::dynamodb_links);
+imgest_shared::records_contract_tests!(records, super::dynamodb_records);
+imgest_shared::rate_limiter_contract_tests!(rate_limiter, super::dynamodb_rate_limits);
+imgest_shared::uploads_contract_tests!(uploads, super::dynamodb_uploads);
 
-dynamodb_checks!(records, records, records_port;
-    an_absent_record_reads_as_none,
-    put_without_a_version_creates_the_record,
-    put_with_the_current_version_replaces_and_moves_the_version_on,
-    put_with_a_stale_version_conflicts_and_changes_nothing,
-    put_without_a_version_over_a_record_conflicts,
-    an_expired_record_is_absent_and_can_be_created_again,
-    kinds_are_separate_namespaces,
-    bodies_of_any_length_read_back_as_written,
-    concurrent_writers_of_one_version_have_exactly_one_winner,
-);
-
-dynamodb_checks!(rate_limiter, rate_limiter, rate_limiter_port;
-    a_fresh_client_gets_up_to_its_limit_at_once,
-    grants_never_exceed_the_limit_in_any_window,
-    retry_at_is_later_and_a_permit_is_free_then,
-    clients_are_independent,
-    concurrent_acquirers_get_exactly_the_limit,
-    a_client_asking_continuously_gets_nearly_its_whole_limit,
-);
-
-/// The whole suites in a row on one shared table, twice (checks must not trip over each
-/// other's data; this also runs any check added to a suite after the lists above).
+/// Every suite `DynamoStore` has an adapter for, in a row on one shared table, twice (checks
+/// must not trip over each other's data).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_suite_on_one_shared_table() {
     let Some(store) = store("every_suite_on_one_shared_table").await else {
@@ -120,6 +73,8 @@ async fn every_suite_on_one_shared_table() {
         testing::image_index::contract(store.clone()).await;
         testing::offer_links::contract(LinkPorts::of(store.clone())).await;
         testing::records::contract(store.clone()).await;
+        testing::rate_limiter::contract(store.clone()).await;
+        testing::uploads::contract(UploadPorts::of(store.clone())).await;
     }
 }
 

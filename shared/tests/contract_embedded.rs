@@ -1,20 +1,25 @@
 //! The port contract suites against the embedded adapters: `FsBlobStore` on a real temporary
-//! directory and `SqliteStore` on a real temporary file.
+//! directory, `SqliteStore` on a real temporary file and `QueueSender` into that file's task
+//! queue.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 
+use imgest_shared::adapters::sqlite::QueueSender;
 use imgest_shared::adapters::{FsBlobStore, SqliteStore};
 use imgest_shared::ports::{
-    BlobStore, Claim, ImageIndex, OfferLinks, RateLimiter, Records, TaskQueue,
+    BlobStore, Claim, Clock, ImageIndex, OfferLinks, RateLimiter, Records, SystemClock, TaskQueue,
 };
-use imgest_shared::testing::{self, BASE, Fixture, LinkPorts};
+use imgest_shared::testing::message_sender::TaskQueueReader;
+use imgest_shared::testing::{self, BASE, Fixture, LinkPorts, SenderPorts, UploadPorts};
 use tempfile::TempDir;
 
-async fn fs_blob_store() -> Fixture<Arc<dyn BlobStore>> {
+// The factories never skip: the embedded backends are always there.
+
+async fn fs_blob_store(_test: &str) -> Option<Fixture<Arc<dyn BlobStore>>> {
     let dir = tempfile::tempdir().unwrap();
     let store = FsBlobStore::open(dir.path().join("blobs")).unwrap();
-    Fixture::with_guard(Arc::new(store), dir)
+    Some(Fixture::with_guard(Arc::new(store), dir))
 }
 
 fn sqlite_file() -> (Arc<SqliteStore>, TempDir) {
@@ -23,29 +28,55 @@ fn sqlite_file() -> (Arc<SqliteStore>, TempDir) {
     (Arc::new(store), dir)
 }
 
-async fn sqlite_images() -> Fixture<Arc<dyn ImageIndex>> {
+async fn sqlite_images(_test: &str) -> Option<Fixture<Arc<dyn ImageIndex>>> {
     let (store, dir) = sqlite_file();
-    Fixture::with_guard(store, dir)
+    Some(Fixture::with_guard(store, dir))
 }
 
-async fn sqlite_links() -> Fixture<LinkPorts> {
+async fn sqlite_links(_test: &str) -> Option<Fixture<LinkPorts>> {
     let (store, dir) = sqlite_file();
-    Fixture::with_guard(LinkPorts::of(store), dir)
+    Some(Fixture::with_guard(LinkPorts::of(store), dir))
 }
 
-async fn sqlite_queue() -> Fixture<Arc<dyn TaskQueue>> {
+async fn sqlite_queue(_test: &str) -> Option<Fixture<Arc<dyn TaskQueue>>> {
     let (store, dir) = sqlite_file();
-    Fixture::with_guard(store, dir)
+    Some(Fixture::with_guard(store, dir))
 }
 
-async fn sqlite_records() -> Fixture<Arc<dyn Records>> {
+async fn sqlite_records(_test: &str) -> Option<Fixture<Arc<dyn Records>>> {
     let (store, dir) = sqlite_file();
-    Fixture::with_guard(store, dir)
+    Some(Fixture::with_guard(store, dir))
 }
 
-async fn sqlite_rate_limits() -> Fixture<Arc<dyn RateLimiter>> {
+async fn sqlite_rate_limits(_test: &str) -> Option<Fixture<Arc<dyn RateLimiter>>> {
     let (store, dir) = sqlite_file();
-    Fixture::with_guard(store, dir)
+    Some(Fixture::with_guard(store, dir))
+}
+
+async fn sqlite_uploads(_test: &str) -> Option<Fixture<UploadPorts>> {
+    let (store, dir) = sqlite_file();
+    Some(Fixture::with_guard(UploadPorts::of(store), dir))
+}
+
+/// `QueueSender` into a fresh queue of `store`'s task queue, read back from there, both on the
+/// system clock (as the local runner has them).
+fn queue_sender_ports(store: Arc<SqliteStore>) -> SenderPorts {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let queue = testing::unique_name("messages");
+    SenderPorts {
+        sender: Arc::new(QueueSender::new(store.clone(), clock.clone())),
+        reader: Arc::new(TaskQueueReader::new(store, queue.clone(), clock)),
+        queue,
+        // Every name is a queue of the task queue (queues exist by being used), so no name is
+        // unknown to `QueueSender`: the unknown-name check sends to another name instead, and
+        // checks that nothing of it arrives on this queue.
+        unknown_queue: None,
+    }
+}
+
+async fn queue_sender(_test: &str) -> Option<Fixture<SenderPorts>> {
+    let (store, dir) = sqlite_file();
+    Some(Fixture::with_guard(queue_sender_ports(store), dir))
 }
 
 imgest_shared::blob_store_contract_tests!(fs_blob_store, super::fs_blob_store);
@@ -54,6 +85,26 @@ imgest_shared::offer_links_contract_tests!(sqlite_offer_links, super::sqlite_lin
 imgest_shared::task_queue_contract_tests!(sqlite_task_queue, super::sqlite_queue);
 imgest_shared::records_contract_tests!(sqlite_records, super::sqlite_records);
 imgest_shared::rate_limiter_contract_tests!(sqlite_rate_limiter, super::sqlite_rate_limits);
+imgest_shared::uploads_contract_tests!(sqlite_uploads, super::sqlite_uploads);
+imgest_shared::message_sender_contract_tests!(sqlite_queue_sender, super::queue_sender);
+
+/// Every suite on one backend, one after another.
+async fn every_suite(blobs: Arc<FsBlobStore>, store: Arc<SqliteStore>, messages: SenderPorts) {
+    testing::blob_store::contract(blobs).await;
+    every_sqlite_suite(store, messages).await;
+}
+
+/// Every suite `SqliteStore` has an adapter for, on one store (`messages`: `QueueSender` into
+/// its task queue).
+async fn every_sqlite_suite(store: Arc<SqliteStore>, messages: SenderPorts) {
+    testing::image_index::contract(store.clone()).await;
+    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
+    testing::task_queue::contract(store.clone()).await;
+    testing::records::contract(store.clone()).await;
+    testing::rate_limiter::contract(store.clone()).await;
+    testing::uploads::contract(UploadPorts::of(store)).await;
+    testing::message_sender::contract(messages).await;
+}
 
 /// The whole suites in a row on one shared backend, as the AWS adapters run them: checks
 /// must not trip over each other's data.
@@ -62,29 +113,16 @@ async fn every_suite_on_one_shared_backend() {
     let dir = tempfile::tempdir().unwrap();
     let blobs = Arc::new(FsBlobStore::open(dir.path().join("blobs")).unwrap());
     let store = Arc::new(SqliteStore::open(&dir.path().join("imgest.sqlite3")).unwrap());
-    testing::blob_store::contract(blobs.clone()).await;
-    testing::image_index::contract(store.clone()).await;
-    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
-    testing::task_queue::contract(store.clone()).await;
-    testing::records::contract(store.clone()).await;
-    testing::rate_limiter::contract(store.clone()).await;
+    let messages = queue_sender_ports(store.clone());
+    every_suite(blobs.clone(), store.clone(), messages.clone()).await;
     // And once more over what the first run left behind.
-    testing::blob_store::contract(blobs).await;
-    testing::image_index::contract(store.clone()).await;
-    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
-    testing::task_queue::contract(store.clone()).await;
-    testing::records::contract(store.clone()).await;
-    testing::rate_limiter::contract(store).await;
+    every_suite(blobs, store, messages).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_in_memory_store_passes_the_record_and_queue_suites() {
+async fn the_in_memory_store_passes_every_suite_of_the_sqlite_store() {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-    testing::image_index::contract(store.clone()).await;
-    testing::offer_links::contract(LinkPorts::of(store.clone())).await;
-    testing::task_queue::contract(store.clone()).await;
-    testing::records::contract(store.clone()).await;
-    testing::rate_limiter::contract(store).await;
+    every_sqlite_suite(store.clone(), queue_sender_ports(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,12 +186,6 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         }
         assert_eq!(new, 1, "round {round}");
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_passes_the_upload_and_checkpoint_suite() {
-    let (store, _dir) = sqlite_file();
-    testing::uploads::contract(store.clone(), store).await;
 }
 
 /// Workers in two processes share one file: versioned writes and rate limits hold across

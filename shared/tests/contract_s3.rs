@@ -12,7 +12,7 @@ use bytes::Bytes;
 use imgest_shared::adapters::S3BlobStore;
 use imgest_shared::domain::{BlobKey, UploadId};
 use imgest_shared::ports::{BlobStore, StoreError, UploadUrls};
-use imgest_shared::testing::{self, aws};
+use imgest_shared::testing::{self, Fixture, aws};
 
 /// An S3 client for the emulator (path-style addressing: no per-bucket host names there).
 ///
@@ -37,36 +37,13 @@ async fn s3_store(test: &str) -> Option<S3BlobStore> {
     Some(S3BlobStore::new(client, bucket))
 }
 
-/// One `#[tokio::test]` per contract check, each on its own bucket. (The suite's
-/// `blob_store_contract_tests!` needs a factory that always yields a store; these skip.)
-macro_rules! s3_contract_tests {
-    ($($check:ident),+ $(,)?) => {
-        mod s3_blob_store {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $check() {
-                    let Some(store) = s3_store(stringify!($check)).await else {
-                        return;
-                    };
-                    testing::blob_store::$check(Arc::new(store)).await;
-                }
-            )+
-        }
-    };
+/// The contract's factory: a store on a fresh bucket of its own for each test.
+async fn s3_blob_store(test: &str) -> Option<Fixture<Arc<dyn BlobStore>>> {
+    let store = s3_store(test).await?;
+    Some(Fixture::new(Arc::new(store)))
 }
 
-s3_contract_tests!(
-    put_then_get_returns_the_same_bytes,
-    put_overwrites_the_whole_object,
-    get_of_a_missing_key_is_not_found,
-    delete_removes_objects_and_ignores_missing_keys,
-    list_returns_keys_in_byte_order_with_sizes,
-    list_paginates_with_the_cursor,
-    list_keeps_within_the_prefix,
-    list_walks_one_image_shard,
-    concurrent_puts_of_one_key_leave_one_whole_object,
-);
+imgest_shared::blob_store_contract_tests!(s3_blob_store, super::s3_blob_store);
 
 /// The whole suite on one bucket, twice: checks must not trip over each other's objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
-//! `SqsSender` on the emulator: batched sends with per-message delays on SQS, and delays past
-//! the SQS threshold through the delayed-send state machine
+//! `SqsSender` on the emulator: the `MessageSender` contract (one test per check, each on a
+//! fresh queue of its own), batched sends with per-message delays on SQS, and delays past the
+//! SQS threshold through the delayed-send state machine
 //! (`infra/statemachine/delayed-send.asl.json`) on Step Functions.
 //!
 //! Messages are awaited with long-polling `ReceiveMessage` calls until a deadline, never with
@@ -7,12 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
 use imgest_shared::adapters::{SqsSender, StepFunctionsDelay};
 use imgest_shared::ports::{MessageSender, OutgoingMessage, StoreError};
-use imgest_shared::testing::aws;
+use imgest_shared::testing::aws::{self, SqsQueueReader};
+use imgest_shared::testing::{self, Fixture, SenderPorts};
 
 /// The logical name the tests send to.
 const QUEUE: &str = "jobs";
@@ -31,6 +34,41 @@ async fn fresh_queue(config: &SdkConfig) -> (aws_sdk_sqs::Client, String) {
         .queue_url
         .unwrap();
     (sqs, url)
+}
+
+/// A sender to a fresh queue (named [`QUEUE`]) that can be read back, or `None` when AWS
+/// tests are skipped.
+async fn sqs_sender_ports(test: &str) -> Option<SenderPorts> {
+    let config = aws::sdk_config(test).await?;
+    let (sqs, url) = fresh_queue(&config).await;
+    let sender = SqsSender::new(
+        sqs.clone(),
+        HashMap::from([(QUEUE.to_owned(), url.clone())]),
+        None,
+    );
+    Some(SenderPorts {
+        sender: Arc::new(sender),
+        queue: QUEUE.to_owned(),
+        reader: Arc::new(SqsQueueReader::new(sqs, url)),
+        unknown_queue: Some("unknown".to_owned()),
+    })
+}
+
+/// The contract's factory: each test gets a fresh queue of its own.
+async fn sqs_sender(test: &str) -> Option<Fixture<SenderPorts>> {
+    Some(Fixture::new(sqs_sender_ports(test).await?))
+}
+
+imgest_shared::message_sender_contract_tests!(sqs_sender, super::sqs_sender);
+
+/// The whole suite on one queue, twice: checks must not trip over each other's messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_suite_twice_on_one_queue() {
+    let Some(ports) = sqs_sender_ports("the_whole_suite_twice_on_one_queue").await else {
+        return;
+    };
+    testing::message_sender::contract(ports.clone()).await;
+    testing::message_sender::contract(ports).await;
 }
 
 fn message(body: &str, delay: Duration) -> OutgoingMessage {
@@ -115,26 +153,6 @@ async fn messages_arrive_and_a_delayed_one_arrives_later() {
         "the delayed message came after {:?}",
         later_at.duration_since(sent)
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn more_than_ten_messages_go_in_several_batches() {
-    let Some(config) = aws::sdk_config("more_than_ten_messages_go_in_several_batches").await else {
-        return;
-    };
-    let (sqs, url) = fresh_queue(&config).await;
-    let sender = SqsSender::new(
-        sqs.clone(),
-        HashMap::from([(QUEUE.to_owned(), url.clone())]),
-        None,
-    );
-    let messages: Vec<_> = (0..25)
-        .map(|i| message(&format!("m{i:02}"), Duration::ZERO))
-        .collect();
-    sender.send(QUEUE, &messages).await.unwrap();
-    let got = receive(&sqs, &url, 25, Duration::from_secs(30)).await;
-    let expected: BTreeSet<_> = messages.iter().map(|m| m.body.as_str()).collect();
-    assert_eq!(bodies(&got), expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

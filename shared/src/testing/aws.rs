@@ -1,7 +1,12 @@
 //! Connecting tests to AWS APIs served by an emulator (moto's server, started by
 //! `infra/test.sh`). A test asked to run against AWS that finds no endpoint fails loudly.
 
+use std::time::Duration;
+
+use async_trait::async_trait;
 use aws_config::{BehaviorVersion, SdkConfig};
+
+use super::message_sender::QueueReader;
 
 /// The emulator's endpoint (`AWS_ENDPOINT_URL`), if one is configured.
 pub fn endpoint() -> Option<String> {
@@ -39,4 +44,62 @@ pub async fn sdk_config(test: &str) -> Option<SdkConfig> {
 /// A fresh resource name (bucket, table, queue), so tests can share one emulator.
 pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
+}
+
+/// Reads an SQS queue back: long-polling `ReceiveMessage`, then `DeleteMessage` for the
+/// messages taken (and `ChangeMessageVisibility` to 0 for the ones put back).
+pub struct SqsQueueReader {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl SqsQueueReader {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: queue_url.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl QueueReader for SqsQueueReader {
+    async fn take(&self, tag: &str, wait: Duration) -> Vec<String> {
+        // Whole seconds, at most SQS's 20; the call returns as soon as a message is there.
+        let wait_secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(i32::try_from(wait_secs.min(20)).unwrap())
+            .send()
+            .await
+            .unwrap();
+        let mut mine = Vec::new();
+        for message in out.messages() {
+            let body = message.body().unwrap_or_default();
+            let receipt = message.receipt_handle().unwrap();
+            if body.starts_with(tag) {
+                self.client
+                    .delete_message()
+                    .queue_url(&self.url)
+                    .receipt_handle(receipt)
+                    .send()
+                    .await
+                    .unwrap();
+                mine.push(body.to_owned());
+            } else {
+                self.client
+                    .change_message_visibility()
+                    .queue_url(&self.url)
+                    .receipt_handle(receipt)
+                    .visibility_timeout(0)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        mine
+    }
 }

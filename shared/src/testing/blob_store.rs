@@ -8,37 +8,17 @@ use super::{random_image_id, unique_name};
 use crate::domain::{BlobKey, Generation, VariantName};
 use crate::ports::{BlobMeta, BlobStore, StoreError};
 
-/// Every check, in a row.
-pub async fn contract(store: Arc<dyn BlobStore>) {
-    put_then_get_returns_the_same_bytes(store.clone()).await;
-    put_overwrites_the_whole_object(store.clone()).await;
-    get_of_a_missing_key_is_not_found(store.clone()).await;
-    delete_removes_objects_and_ignores_missing_keys(store.clone()).await;
-    list_returns_keys_in_byte_order_with_sizes(store.clone()).await;
-    list_paginates_with_the_cursor(store.clone()).await;
-    list_keeps_within_the_prefix(store.clone()).await;
-    list_walks_one_image_shard(store.clone()).await;
-    concurrent_puts_of_one_key_leave_one_whole_object(store).await;
-}
-
-/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapter that
-/// `$factory().await` (a `Fixture<Arc<dyn BlobStore>>`) gives.
-#[macro_export]
-macro_rules! blob_store_contract_tests {
-    ($module:ident, $factory:expr) => {
-        $crate::__imgest_contract_tests!($module, blob_store, $factory;
-            put_then_get_returns_the_same_bytes,
-            put_overwrites_the_whole_object,
-            get_of_a_missing_key_is_not_found,
-            delete_removes_objects_and_ignores_missing_keys,
-            list_returns_keys_in_byte_order_with_sizes,
-            list_paginates_with_the_cursor,
-            list_keeps_within_the_prefix,
-            list_walks_one_image_shard,
-            concurrent_puts_of_one_key_leave_one_whole_object,
-        );
-    };
-}
+contract_suite!($ blob_store_contract_tests, blob_store, Arc<dyn BlobStore>;
+    put_then_get_returns_the_same_bytes,
+    put_overwrites_the_whole_object,
+    get_of_a_missing_key_is_not_found,
+    delete_removes_objects_and_ignores_missing_keys,
+    list_returns_keys_in_byte_order_with_sizes,
+    list_paginates_with_the_cursor,
+    list_keeps_within_the_prefix,
+    list_walks_one_image_shard,
+    concurrent_puts_of_one_key_leave_one_whole_object,
+);
 
 /// A key under a check's own top-level prefix.
 fn key(scope: &str, rest: &str) -> BlobKey {

@@ -9,41 +9,19 @@ use super::{
 use crate::domain::{Generation, ImageId, ImageRecord, ImageState, Timestamp, refresh_granularity};
 use crate::ports::{Claim, ImageIndex, StoreError};
 
-/// Every check, in a row.
-pub async fn contract(images: Arc<dyn ImageIndex>) {
-    claim_new_then_in_progress_then_complete_then_existing(images.clone()).await;
-    claim_revives_an_expired_ready_record(images.clone()).await;
-    a_reupload_within_the_refresh_granularity_writes_nothing(images.clone()).await;
-    an_expired_claim_is_taken_over_under_a_new_generation(images.clone()).await;
-    abandon_removes_only_the_holders_claim(images.clone()).await;
-    complete_without_the_claim_is_a_conflict(images.clone()).await;
-    get_many_keeps_the_order_of_ids_and_skips_missing(images.clone()).await;
-    expired_lists_orphans_and_stale_claims_longest_expired_first(images.clone()).await;
-    delete_if_expired_deletes_only_what_is_still_expired(images.clone()).await;
-    create_ready_writes_only_where_no_record_is(images.clone()).await;
-    concurrent_claims_of_a_new_id_make_exactly_one_new(images).await;
-}
-
-/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapter that
-/// `$factory().await` (a `Fixture<Arc<dyn ImageIndex>>`) gives.
-#[macro_export]
-macro_rules! image_index_contract_tests {
-    ($module:ident, $factory:expr) => {
-        $crate::__imgest_contract_tests!($module, image_index, $factory;
-            claim_new_then_in_progress_then_complete_then_existing,
-            claim_revives_an_expired_ready_record,
-            a_reupload_within_the_refresh_granularity_writes_nothing,
-            an_expired_claim_is_taken_over_under_a_new_generation,
-            abandon_removes_only_the_holders_claim,
-            complete_without_the_claim_is_a_conflict,
-            get_many_keeps_the_order_of_ids_and_skips_missing,
-            expired_lists_orphans_and_stale_claims_longest_expired_first,
-            delete_if_expired_deletes_only_what_is_still_expired,
-            create_ready_writes_only_where_no_record_is,
-            concurrent_claims_of_a_new_id_make_exactly_one_new,
-        );
-    };
-}
+contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
+    claim_new_then_in_progress_then_complete_then_existing,
+    claim_revives_an_expired_ready_record,
+    a_reupload_within_the_refresh_granularity_writes_nothing,
+    an_expired_claim_is_taken_over_under_a_new_generation,
+    abandon_removes_only_the_holders_claim,
+    complete_without_the_claim_is_a_conflict,
+    get_many_keeps_the_order_of_ids_and_skips_missing,
+    expired_lists_orphans_and_stale_claims_longest_expired_first,
+    delete_if_expired_deletes_only_what_is_still_expired,
+    create_ready_writes_only_where_no_record_is,
+    concurrent_claims_of_a_new_id_make_exactly_one_new,
+);
 
 async fn claim(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Claim {
     images.claim(id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap()

@@ -1,32 +1,82 @@
 //! Contract suites: what every adapter of a port must do, checked through the port's trait
 //! only, so the embedded adapters and the AWS ones (on an emulator) run the very same tests.
 //!
-//! One module per port, each a list of `pub async fn` checks taking the port, plus
-//! `contract(port)` that runs them all in a row. Checks pass time explicitly (from [`BASE`]),
-//! never sleep, and use fresh random ids, keys and queue names, so they can share one backend
-//! and run in parallel.
+//! One module per port, each a list of `pub async fn` checks taking the port (or a fixture of
+//! ports: [`LinkPorts`], [`UploadPorts`], [`SenderPorts`]). The list is written once per suite;
+//! from it come `CHECKS` (the checks' names), `contract(port)` (every check in a row on one
+//! port) and an exported macro stamping out one test per check. Checks pass time explicitly
+//! (from [`BASE`]), never sleep, and use fresh random ids, keys, queue names and message tags,
+//! so they can share one backend and run in parallel.
 //!
 //! To get one `#[tokio::test]` per check for an adapter, give a macro a module name and a
-//! factory (anything callable as `factory().await` returning a [`Fixture`] of the port); the
-//! calling crate needs `tokio` (with `macros` and `rt-multi-thread`) as a dependency:
+//! factory: anything callable as `factory(test_name).await` returning an
+//! `Option<`[`Fixture`]`>` of the port, `None` when the adapter's backend is not available
+//! (the test then returns early: it skipped). Embedded factories always return `Some`; AWS
+//! ones get their SDK configuration from [`aws::sdk_config`], which returns `None` when no
+//! emulator is configured (and fails the test when AWS tests are required). The calling crate
+//! needs `tokio` (with `macros` and `rt-multi-thread`) as a dependency:
 //!
 //! ```text
-//! async fn fs_store() -> Fixture<Arc<dyn BlobStore>> {
+//! async fn fs_blob_store(_test: &str) -> Option<Fixture<Arc<dyn BlobStore>>> {
 //!     let dir = tempfile::tempdir().unwrap();
-//!     Fixture::with_guard(Arc::new(FsBlobStore::new(dir.path())), dir)
+//!     Some(Fixture::with_guard(Arc::new(FsBlobStore::new(dir.path())), dir))
 //! }
-//! imgest_shared::blob_store_contract_tests!(fs_blob_store, fs_store);
-//! imgest_shared::image_index_contract_tests!(sqlite_images, sqlite_images);
-//! imgest_shared::offer_links_contract_tests!(sqlite_offers, sqlite_links); // Fixture<LinkPorts>
-//! imgest_shared::task_queue_contract_tests!(sqlite_queue, sqlite_queue);
-//! imgest_shared::records_contract_tests!(sqlite_records, sqlite_records);
-//! imgest_shared::rate_limiter_contract_tests!(sqlite_rate_limits, sqlite_rate_limits);
+//! async fn s3_blob_store(test: &str) -> Option<Fixture<Arc<dyn BlobStore>>> {
+//!     let config = testing::aws::sdk_config(test).await?; // None: skipped
+//!     let client = aws_sdk_s3::Client::new(&config);
+//!     let bucket = testing::aws::unique_name("imgest-test");
+//!     client.create_bucket().bucket(&bucket).send().await.unwrap();
+//!     Some(Fixture::new(Arc::new(S3BlobStore::new(client, bucket))))
+//! }
+//! imgest_shared::blob_store_contract_tests!(fs_blob_store, super::fs_blob_store);
+//! imgest_shared::blob_store_contract_tests!(s3_blob_store, super::s3_blob_store);
+//! imgest_shared::image_index_contract_tests!(sqlite_images, super::sqlite_images);
+//! imgest_shared::offer_links_contract_tests!(sqlite_offers, super::sqlite_links); // LinkPorts
+//! imgest_shared::task_queue_contract_tests!(sqlite_queue, super::sqlite_queue);
+//! imgest_shared::records_contract_tests!(sqlite_records, super::sqlite_records);
+//! imgest_shared::rate_limiter_contract_tests!(sqlite_rate_limits, super::sqlite_rate_limits);
+//! imgest_shared::uploads_contract_tests!(sqlite_uploads, super::sqlite_uploads); // UploadPorts
+//! imgest_shared::message_sender_contract_tests!(queue_sender, super::queue_sender); // SenderPorts
 //! ```
+//!
+//! The tests are named `<module>::<check>`; the factory is given that name (for its messages).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+/// Writes a suite's check list once and derives from it, in the suite's module: `CHECKS` (the
+/// checks' names), `contract(port)` (every check in a row on one port, cloned for each) and the
+/// exported macro `$tests` that stamps out one `#[tokio::test]` per check.
+///
+/// Called as `contract_suite!($ exported_macro_name, suite_module, PortType; check, ...)`: the
+/// leading `$` is passed through as `$d` so that the exported macro can have metavariables of
+/// its own (`$d module` is its `$module`), which a macro cannot otherwise write.
+macro_rules! contract_suite {
+    ($d:tt $tests:ident, $suite:ident, $port:ty; $($check:ident),+ $(,)?) => {
+        /// The checks' names, in the order `contract` runs them.
+        pub const CHECKS: &[&str] = &[$(stringify!($check)),+];
+
+        /// Every check, in a row, on one port.
+        pub async fn contract(port: $port) {
+            $($check(::std::clone::Clone::clone(&port)).await;)+
+        }
+
+        #[doc = concat!(
+            "Stamps out one `#[tokio::test]` per check of `testing::", stringify!($suite),
+            "` in a module `$module`, for the adapter that `$factory(test_name).await` (an `Option<Fixture<",
+            stringify!($port), ">>`) gives; `None` skips the test."
+        )]
+        #[macro_export]
+        macro_rules! $tests {
+            ($d module:ident, $d factory:expr $d(,)?) => {
+                $d crate::__imgest_contract_tests!($d module, $suite, $d factory; $($check),+);
+            };
+        }
+    };
+}
 
 pub mod aws;
 pub mod blob_store;
 pub mod image_index;
+pub mod message_sender;
 pub mod offer_links;
 pub mod rate_limiter;
 pub mod records;
@@ -40,7 +90,9 @@ use std::time::Duration;
 use crate::domain::{
     ImageId, ImageRecord, OfferId, SourceFormat, StoredVariant, Timestamp, VariantName,
 };
-use crate::ports::{Claim, ImageIndex, OfferLinks, ReadyImage};
+use crate::ports::{
+    Checkpoints, Claim, ImageIndex, MessageSender, OfferLinks, ReadyImage, UploadRecords,
+};
 
 /// 2023-11-14T22:13:20Z: the instant checks count from.
 pub const BASE: Timestamp = Timestamp::from_millis(1_700_000_000_000);
@@ -80,6 +132,37 @@ impl LinkPorts {
             offers: store,
         }
     }
+}
+
+/// What the upload checks need: upload records, and the checkpoints that share their store.
+#[derive(Clone)]
+pub struct UploadPorts {
+    pub uploads: Arc<dyn UploadRecords>,
+    pub checkpoints: Arc<dyn Checkpoints>,
+}
+
+impl UploadPorts {
+    /// Both ports from one adapter implementing both (as `SqliteStore` and `DynamoStore` do).
+    pub fn of<S: UploadRecords + Checkpoints + 'static>(store: Arc<S>) -> Self {
+        Self {
+            uploads: store.clone(),
+            checkpoints: store,
+        }
+    }
+}
+
+/// What the message-sender checks need: the sender, a queue it sends to and a way to read
+/// that queue back.
+#[derive(Clone)]
+pub struct SenderPorts {
+    pub sender: Arc<dyn MessageSender>,
+    /// A logical queue name the sender knows.
+    pub queue: String,
+    /// Reads `queue` back (test-only: the application receives on its own).
+    pub reader: Arc<dyn message_sender::QueueReader>,
+    /// A logical name the sender does not know, or `None` for a sender that knows every name
+    /// (the local `QueueSender`: its queues exist by being used, so no name is unknown).
+    pub unknown_queue: Option<String>,
 }
 
 /// A fresh random image id (the MD5 of random bytes).
@@ -159,6 +242,7 @@ pub(crate) async fn must_get(images: &dyn ImageIndex, id: &ImageId) -> ImageReco
         .unwrap_or_else(|| panic!("image {id} should exist"))
 }
 
+/// The tests of one suite for one adapter (what the suites' exported macros expand to).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __imgest_contract_tests {
@@ -169,7 +253,11 @@ macro_rules! __imgest_contract_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
-                    let fixture = ($factory)().await;
+                    let test = concat!(module_path!(), "::", stringify!($check));
+                    let Some(fixture) = ($factory)(test).await else {
+                        // Skipped (the factory said why).
+                        return;
+                    };
                     $crate::testing::$suite::$check(::std::clone::Clone::clone(&fixture.port))
                         .await;
                     drop(fixture);

@@ -7,33 +7,15 @@ use super::{
 use crate::domain::{ImageId, OfferId, Timestamp};
 use crate::ports::{Claim, ImageIndex, LinkError, OfferLinks};
 
-/// Every check, in a row.
-pub async fn contract(ports: LinkPorts) {
-    set_photos_keeps_the_order_and_replaces_the_list(ports.clone()).await;
-    unknown_images_are_refused_and_nothing_changes(ports.clone()).await;
-    link_counts_follow_every_offer(ports.clone()).await;
-    linked_images_never_expire(ports.clone()).await;
-    an_expired_image_is_linkable_once_revived(ports.clone()).await;
-    a_keyed_change_run_again_links_each_image_once(ports.clone()).await;
-    delete_offer_is_idempotent(ports).await;
-}
-
-/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapters that
-/// `$factory().await` (a `Fixture<LinkPorts>`) gives.
-#[macro_export]
-macro_rules! offer_links_contract_tests {
-    ($module:ident, $factory:expr) => {
-        $crate::__imgest_contract_tests!($module, offer_links, $factory;
-            set_photos_keeps_the_order_and_replaces_the_list,
-            unknown_images_are_refused_and_nothing_changes,
-            link_counts_follow_every_offer,
-            linked_images_never_expire,
-            an_expired_image_is_linkable_once_revived,
-            a_keyed_change_run_again_links_each_image_once,
-            delete_offer_is_idempotent,
-        );
-    };
-}
+contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
+    set_photos_keeps_the_order_and_replaces_the_list,
+    unknown_images_are_refused_and_nothing_changes,
+    link_counts_follow_every_offer,
+    linked_images_never_expire,
+    an_expired_image_is_linkable_once_revived,
+    a_keyed_change_run_again_links_each_image_once,
+    delete_offer_is_idempotent,
+);
 
 async fn set(offers: &dyn OfferLinks, offer: &OfferId, ids: &[&ImageId], now: Timestamp) {
     let ids: Vec<ImageId> = ids.iter().map(|id| (*id).clone()).collect();

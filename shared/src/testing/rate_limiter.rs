@@ -11,31 +11,14 @@ use super::{BASE, secs, unique_name};
 use crate::domain::Timestamp;
 use crate::ports::{Grant, RateLimiter};
 
-/// Every check, in a row.
-pub async fn contract(limiter: Arc<dyn RateLimiter>) {
-    a_fresh_client_gets_up_to_its_limit_at_once(limiter.clone()).await;
-    grants_never_exceed_the_limit_in_any_window(limiter.clone()).await;
-    retry_at_is_later_and_a_permit_is_free_then(limiter.clone()).await;
-    clients_are_independent(limiter.clone()).await;
-    concurrent_acquirers_get_exactly_the_limit(limiter.clone()).await;
-    a_client_asking_continuously_gets_nearly_its_whole_limit(limiter).await;
-}
-
-/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapter that
-/// `$factory().await` (a `Fixture<Arc<dyn RateLimiter>>`) gives.
-#[macro_export]
-macro_rules! rate_limiter_contract_tests {
-    ($module:ident, $factory:expr) => {
-        $crate::__imgest_contract_tests!($module, rate_limiter, $factory;
-            a_fresh_client_gets_up_to_its_limit_at_once,
-            grants_never_exceed_the_limit_in_any_window,
-            retry_at_is_later_and_a_permit_is_free_then,
-            clients_are_independent,
-            concurrent_acquirers_get_exactly_the_limit,
-            a_client_asking_continuously_gets_nearly_its_whole_limit,
-        );
-    };
-}
+contract_suite!($ rate_limiter_contract_tests, rate_limiter, Arc<dyn RateLimiter>;
+    a_fresh_client_gets_up_to_its_limit_at_once,
+    grants_never_exceed_the_limit_in_any_window,
+    retry_at_is_later_and_a_permit_is_free_then,
+    clients_are_independent,
+    concurrent_acquirers_get_exactly_the_limit,
+    a_client_asking_continuously_gets_nearly_its_whole_limit,
+);
 
 const LIMIT: u32 = 10;
 const WINDOW: Duration = secs(6);

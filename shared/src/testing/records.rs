@@ -6,39 +6,18 @@ use super::{BASE, mins, secs, unique_name};
 use crate::domain::Timestamp;
 use crate::ports::{Records, StoreError, StoredRecord};
 
-/// Every check, in a row.
-pub async fn contract(records: Arc<dyn Records>) {
-    an_absent_record_reads_as_none(records.clone()).await;
-    put_without_a_version_creates_the_record(records.clone()).await;
-    put_with_the_current_version_replaces_and_moves_the_version_on(records.clone()).await;
-    put_with_a_stale_version_conflicts_and_changes_nothing(records.clone()).await;
-    put_without_a_version_over_a_record_conflicts(records.clone()).await;
-    an_expired_record_is_absent_and_can_be_created_again(records.clone()).await;
-    kinds_are_separate_namespaces(records.clone()).await;
-    bodies_of_any_length_read_back_as_written(records.clone()).await;
-    a_peek_reads_what_was_written_and_never_an_expired_record(records.clone()).await;
-    concurrent_writers_of_one_version_have_exactly_one_winner(records).await;
-}
-
-/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapter that
-/// `$factory().await` (a `Fixture<Arc<dyn Records>>`) gives.
-#[macro_export]
-macro_rules! records_contract_tests {
-    ($module:ident, $factory:expr) => {
-        $crate::__imgest_contract_tests!($module, records, $factory;
-            an_absent_record_reads_as_none,
-            put_without_a_version_creates_the_record,
-            put_with_the_current_version_replaces_and_moves_the_version_on,
-            put_with_a_stale_version_conflicts_and_changes_nothing,
-            put_without_a_version_over_a_record_conflicts,
-            an_expired_record_is_absent_and_can_be_created_again,
-            kinds_are_separate_namespaces,
-            bodies_of_any_length_read_back_as_written,
-            a_peek_reads_what_was_written_and_never_an_expired_record,
-            concurrent_writers_of_one_version_have_exactly_one_winner,
-        );
-    };
-}
+contract_suite!($ records_contract_tests, records, Arc<dyn Records>;
+    an_absent_record_reads_as_none,
+    put_without_a_version_creates_the_record,
+    put_with_the_current_version_replaces_and_moves_the_version_on,
+    put_with_a_stale_version_conflicts_and_changes_nothing,
+    put_without_a_version_over_a_record_conflicts,
+    an_expired_record_is_absent_and_can_be_created_again,
+    kinds_are_separate_namespaces,
+    bodies_of_any_length_read_back_as_written,
+    a_peek_reads_what_was_written_and_never_an_expired_record,
+    concurrent_writers_of_one_version_have_exactly_one_winner,
+);
 
 /// The kind the checks use (each check uses fresh keys).
 const KIND: &str = "contract";

@@ -8,39 +8,18 @@ use super::{BASE, mins, secs, unique_name};
 use crate::domain::Timestamp;
 use crate::ports::{Delivery, Enqueued, QueueCounts, TaskQueue};
 
-/// Every check, in a row.
-pub async fn contract(queue: Arc<dyn TaskQueue>) {
-    enqueue_keeps_keys_unique(queue.clone()).await;
-    tasks_wait_for_their_run_at(queue.clone()).await;
-    receive_delivers_the_earliest_run_at_first(queue.clone()).await;
-    a_lease_hides_the_task_until_it_ends(queue.clone()).await;
-    replacing_a_leased_task_voids_its_receipt(queue.clone()).await;
-    retry_ends_the_lease_and_reschedules(queue.clone()).await;
-    dead_letter_moves_the_task_with_its_reason(queue.clone()).await;
-    counts_sort_tasks_into_categories(queue.clone()).await;
-    queues_are_independent(queue.clone()).await;
-    concurrent_receivers_never_share_a_task(queue).await;
-}
-
-/// Stamps out one `#[tokio::test]` per check in a module `$module`, for the adapter that
-/// `$factory().await` (a `Fixture<Arc<dyn TaskQueue>>`) gives.
-#[macro_export]
-macro_rules! task_queue_contract_tests {
-    ($module:ident, $factory:expr) => {
-        $crate::__imgest_contract_tests!($module, task_queue, $factory;
-            enqueue_keeps_keys_unique,
-            tasks_wait_for_their_run_at,
-            receive_delivers_the_earliest_run_at_first,
-            a_lease_hides_the_task_until_it_ends,
-            replacing_a_leased_task_voids_its_receipt,
-            retry_ends_the_lease_and_reschedules,
-            dead_letter_moves_the_task_with_its_reason,
-            counts_sort_tasks_into_categories,
-            queues_are_independent,
-            concurrent_receivers_never_share_a_task,
-        );
-    };
-}
+contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
+    enqueue_keeps_keys_unique,
+    tasks_wait_for_their_run_at,
+    receive_delivers_the_earliest_run_at_first,
+    a_lease_hides_the_task_until_it_ends,
+    replacing_a_leased_task_voids_its_receipt,
+    retry_ends_the_lease_and_reschedules,
+    dead_letter_moves_the_task_with_its_reason,
+    counts_sort_tasks_into_categories,
+    queues_are_independent,
+    concurrent_receivers_never_share_a_task,
+);
 
 const VISIBILITY: Duration = Duration::from_secs(30);
 

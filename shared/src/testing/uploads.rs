@@ -1,11 +1,16 @@
 //! The contract of `UploadRecords` and `Checkpoints`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{BASE, unique_name};
+use super::{BASE, UploadPorts, unique_name};
 use crate::domain::{ImageId, UploadId};
-use crate::ports::{Checkpoints, StoreError, UploadRecord, UploadRecords, UploadState};
+use crate::ports::{StoreError, UploadRecord, UploadState};
+
+contract_suite!($ uploads_contract_tests, uploads, UploadPorts;
+    an_upload_is_created_once_read_back_and_finished,
+    finishing_an_unknown_upload_is_not_found,
+    checkpoints_are_saved_and_overwritten,
+);
 
 fn pending(id: &UploadId) -> UploadRecord {
     UploadRecord {
@@ -17,7 +22,8 @@ fn pending(id: &UploadId) -> UploadRecord {
     }
 }
 
-pub async fn an_upload_is_created_once_read_back_and_finished(records: Arc<dyn UploadRecords>) {
+pub async fn an_upload_is_created_once_read_back_and_finished(ports: UploadPorts) {
+    let records = ports.uploads.as_ref();
     let id = UploadId::random();
     assert_eq!(records.get_upload(&id).await.unwrap(), None);
     records.create_upload(&pending(&id)).await.unwrap();
@@ -50,14 +56,16 @@ pub async fn an_upload_is_created_once_read_back_and_finished(records: Arc<dyn U
     );
 }
 
-pub async fn finishing_an_unknown_upload_is_not_found(records: Arc<dyn UploadRecords>) {
-    let r = records
+pub async fn finishing_an_unknown_upload_is_not_found(ports: UploadPorts) {
+    let r = ports
+        .uploads
         .finish_upload(&UploadId::random(), &UploadState::Pending)
         .await;
     assert!(matches!(r, Err(StoreError::NotFound(_))), "{r:?}");
 }
 
-pub async fn checkpoints_are_saved_and_overwritten(checkpoints: Arc<dyn Checkpoints>) {
+pub async fn checkpoints_are_saved_and_overwritten(ports: UploadPorts) {
+    let checkpoints = ports.checkpoints.as_ref();
     let name = unique_name("sweep");
     assert_eq!(checkpoints.load_checkpoint(&name).await.unwrap(), None);
     checkpoints.save_checkpoint(&name, "3f").await.unwrap();
@@ -70,11 +78,4 @@ pub async fn checkpoints_are_saved_and_overwritten(checkpoints: Arc<dyn Checkpoi
         checkpoints.load_checkpoint(&name).await.unwrap().as_deref(),
         Some("40")
     );
-}
-
-/// Runs every check.
-pub async fn contract(records: Arc<dyn UploadRecords>, checkpoints: Arc<dyn Checkpoints>) {
-    an_upload_is_created_once_read_back_and_finished(Arc::clone(&records)).await;
-    finishing_an_unknown_upload_is_not_found(records).await;
-    checkpoints_are_saved_and_overwritten(checkpoints).await;
 }
