@@ -203,6 +203,7 @@ impl Bench {
         let vars: HashMap<String, String> = [
             ("IMGEST_DATA_DIR", data_dir.0.display().to_string()),
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true".into()),
+            ("IMGEST_FETCH_PORTS", "any".into()),
             ("IMGEST_FETCH_TIERS", design.tiers.into()),
             ("IMGEST_FETCH_WORKERS", design.workers.into()),
             ("IMGEST_TIER_ROUTING", design.routing.to_string()),
@@ -248,7 +249,7 @@ impl Bench {
             urls,
         };
         lock(&self.timings).sent.insert(offer, Instant::now());
-        self.crawler().intake(request).await?;
+        self.crawler().intake_trusted(request).await?;
         Ok(())
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use imgest_shared::app;
+use imgest_shared::domain::OfferKey;
 use imgest_shared::flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
 use imgest_shared::flows::crawl::{Crawler, RESULTS_QUEUE, tier_queue};
 use imgest_shared::ports::SystemClock;
@@ -46,8 +47,12 @@ pub async fn crawl_file(file: PathBuf) -> Result<()> {
                 continue;
             }
         };
-        let offer = request.offer_id.clone();
-        match crawler.intake(request).await {
+        // A file the operator hands over is trusted: its client ids are believed.
+        let offer = OfferKey::new(
+            crawler.trusted_tenant(&request.client_id),
+            request.offer_id.clone(),
+        );
+        match crawler.intake_trusted(request).await {
             Ok(_) => {
                 if seen.insert(offer.clone()) {
                     offers.push(offer);
@@ -155,7 +160,7 @@ async fn queues_idle(runner: &LocalRunner) -> Result<bool> {
     Ok(true)
 }
 
-async fn all_done(crawler: &Crawler, offers: &[imgest_shared::domain::OfferId]) -> Result<bool> {
+async fn all_done(crawler: &Crawler, offers: &[OfferKey]) -> Result<bool> {
     for offer in offers {
         let done = crawler
             .crawl_status(offer)

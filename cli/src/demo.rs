@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::app;
+use imgest_shared::fetch::AllowedPorts;
 use imgest_shared::flows::crawl::Crawler;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::Backend;
@@ -317,6 +318,7 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     // private networks are allowed; short tiers and retries keep the tour quick.
     let crawl = &mut settings.crawl;
     crawl.allow_private_networks = true;
+    crawl.fetch_ports = AllowedPorts::Any;
     crawl.tiers = DEMO_TIERS.to_vec();
     crawl.workers = vec![8, 4];
     crawl.fetch_tier = 0;

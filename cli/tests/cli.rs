@@ -159,7 +159,10 @@ fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
         .join("\n"),
     )
     .unwrap();
-    let env = [("IMGEST_ALLOW_PRIVATE_NETWORKS", "true")];
+    let env = [
+        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+        ("IMGEST_FETCH_PORTS", "any"),
+    ];
 
     let out = imgest(dir.path(), &["crawl", "offers.jsonl"], &env);
     let text = stdout(&out);

@@ -133,6 +133,16 @@ async fn embedded_ports(
         .await
         .map_err(|e| AppError::Startup(e.to_string()))??;
     let store = Arc::new(store);
+    let moving = blobs_dir.clone();
+    let moved = tokio::task::spawn_blocking(move || crate::adapters::fs::move_to_areas(&moving))
+        .await
+        .map_err(|e| AppError::Startup(e.to_string()))??;
+    if moved > 0 {
+        tracing::info!(
+            moved,
+            "moved image files of an earlier layout to public/ and originals/"
+        );
+    }
     Ok(Ports {
         blobs: Arc::new(FsBlobStore::new(blobs_dir)),
         images: store.clone(),

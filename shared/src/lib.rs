@@ -9,6 +9,8 @@
 //!   guard, error kinds, backoff, timeout tiers, per-host limits).
 //! - [`flows`]: the use cases over the ports: uploads with dedup, offers, GC, the sweep, and
 //!   crawls (an offer's photo URLs downloaded and linked).
+//! - [`auth`]: who is calling (bearer JWTs, or API Gateway's checked claims) and what they may
+//!   do: the decisions every route makes.
 //! - [`api`]: the HTTP API (an axum router shared by the local runner and the API function).
 //! - [`handlers`]: the Lambda functions' handlers (SQS batches, the table's stream, schedules).
 //! - [`runner`]: the local runner: the whole service in one process.
@@ -22,6 +24,7 @@
 pub mod adapters;
 pub mod api;
 pub mod app;
+pub mod auth;
 pub mod domain;
 pub mod fetch;
 pub mod flows;

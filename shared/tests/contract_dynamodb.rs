@@ -177,7 +177,7 @@ async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
     assert_eq!(item.get("variants").unwrap().as_s().unwrap(), "[]");
 
     // Linked: no expiry, no TTL (the TTL deleter must never remove it), not in the GC index.
-    let offer = testing::random_offer_id();
+    let offer = testing::random_offer();
     store
         .set_photos(&offer, std::slice::from_ref(&id), now, TTL)
         .await
@@ -307,7 +307,7 @@ async fn a_created_record_expires_by_ttl_alone_until_an_offer_drops_it() {
     );
 
     // Linked, then dropped by its offer: an orphan in the GC index like any other.
-    let offer = testing::random_offer_id();
+    let offer = testing::random_offer();
     store
         .set_photos(&offer, std::slice::from_ref(&id), now, TTL)
         .await
@@ -334,7 +334,7 @@ async fn a_keyed_change_cut_short_after_its_links_counts_them_once_when_run_agai
     let now = BASE;
     let a = ready_image(&store, now).await.id;
     let b = ready_image(&store, now).await.id;
-    let offer = testing::random_offer_id();
+    let offer = testing::random_offer();
     // What the first run wrote before it stopped: `a` linked and marked.
     client
         .update_item()
@@ -393,7 +393,7 @@ async fn runs_of_one_keyed_change_side_by_side_count_each_link_once() {
     let now = BASE;
     for round in 0..3 {
         let ids = ready_images(&store, now, 4).await;
-        let offer = testing::random_offer_id();
+        let offer = testing::random_offer();
         let runs = (0..3).map(|_| store.set_photos_keyed(&offer, &ids, "crawl-1", now, TTL));
         for r in futures_util::future::join_all(runs).await {
             r.unwrap();
@@ -410,7 +410,7 @@ async fn runs_of_one_keyed_change_side_by_side_count_each_link_once() {
     }
 
     let ids = ready_images(&store, now, 4).await;
-    let (offer, other) = (testing::random_offer_id(), testing::random_offer_id());
+    let (offer, other) = (testing::random_offer(), testing::random_offer());
     let keyed = (0..3).map(|_| store.set_photos_keyed(&offer, &ids, "crawl-1", now, TTL));
     let plain = (0..2).map(|_| store.set_photos(&other, &ids, now, TTL));
     let (keyed, plain) = tokio::join!(
@@ -440,7 +440,7 @@ async fn changes_larger_than_one_transaction_keep_counts_right() {
     let now = BASE;
     // Small numbers past the limit: moto copies the table for every item of a transaction.
     let first = ready_images(&store, now, 105).await;
-    let offer = testing::random_offer_id();
+    let offer = testing::random_offer();
     // 105 new links: 6 in a transaction of their own first, then the offer with 99.
     store.set_photos(&offer, &first, now, TTL).await.unwrap();
     assert_eq!(store.photos(&offer).await.unwrap().unwrap(), first);
@@ -515,7 +515,7 @@ async fn concurrent_offer_changes_keep_link_counts_exact() {
     let now = BASE;
     let x = ready_image(&store, now).await.id;
     let y = ready_image(&store, now).await.id;
-    let offers: Vec<_> = (0..6).map(|_| testing::random_offer_id()).collect();
+    let offers: Vec<_> = (0..6).map(|_| testing::random_offer()).collect();
 
     // Many offers linking the same images at once: every link counted.
     let tasks: Vec<_> = offers
@@ -589,6 +589,7 @@ async fn uploads_are_created_once_and_finished_idempotently() {
         state: UploadState::Pending,
         created_at: BASE,
         expires_at: BASE.plus(TTL),
+        owner: None,
     };
     assert_eq!(store.get_upload(&record.id).await.unwrap(), None);
     store.create_upload(&record).await.unwrap();

@@ -154,7 +154,7 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         .await
         .unwrap();
     assert_eq!(one.get(&image).await.unwrap(), Some(record));
-    let offer = testing::random_offer_id();
+    let offer = testing::random_offer();
     one.set_photos(&offer, std::slice::from_ref(&image), BASE, ttl)
         .await
         .unwrap();

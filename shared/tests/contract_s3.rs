@@ -70,7 +70,12 @@ async fn a_presigned_url_accepts_a_put_of_the_body() {
         .take(70_000)
         .collect();
     let url = store
-        .presign_put(&k, body.len() as u64, Duration::from_secs(300))
+        .presign_put(
+            &k,
+            body.len() as u64,
+            "application/octet-stream",
+            Duration::from_secs(300),
+        )
         .await
         .unwrap();
     let signed = url::Url::parse(&url)
@@ -78,11 +83,16 @@ async fn a_presigned_url_accepts_a_put_of_the_body() {
         .query_pairs()
         .find(|(name, _)| name == "X-Amz-SignedHeaders")
         .map(|(_, v)| v.into_owned());
-    assert_eq!(signed.as_deref(), Some("content-length;host"), "{url}");
+    assert_eq!(
+        signed.as_deref(),
+        Some("content-length;content-type;host"),
+        "{url}"
+    );
 
     imgest_shared::fetch::install_default_provider();
     let response = reqwest::Client::new()
         .put(&url)
+        .header("content-type", "application/octet-stream")
         .body(body.clone())
         .send()
         .await

@@ -8,7 +8,10 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use imgest_hosts::{PartnerHost, Route, etag_of, redirect_chain};
 use imgest_shared::domain::{ImageId, SourceFormat};
-use imgest_shared::fetch::{FetchConfig, FetchError, FetchErrorKind, Fetched, Fetcher, Validator};
+use imgest_shared::fetch::{
+    AllowedPorts, FetchConfig, FetchError, FetchErrorKind, Fetched, Fetcher, HostAllowlist,
+    Validator,
+};
 use url::Url;
 
 /// A real photo (`tests/fixtures/photo.jpg`, 70 kB).
@@ -19,9 +22,11 @@ fn photo() -> Bytes {
     Bytes::from_static(PHOTO)
 }
 
+/// A fetcher that may use any port (the hosts listen on random ones).
 fn fetcher(allow_private: bool) -> Fetcher {
     Fetcher::new(FetchConfig {
         allow_private,
+        ports: AllowedPorts::Any,
         ..FetchConfig::default()
     })
     .unwrap()
@@ -38,7 +43,7 @@ async fn host(routes: Vec<(&str, Route)>) -> PartnerHost {
 /// Fetches with the guard lifted (the hosts are on loopback); expects a body.
 async fn fetch_ok(host: &PartnerHost, path: &str) -> imgest_shared::fetch::Download {
     match fetcher(true)
-        .fetch(&url(&host.url(path)), DEADLINE, None)
+        .fetch(&url(&host.url(path)), DEADLINE, None, None)
         .await
     {
         Ok(Fetched::Body(download)) => download,
@@ -47,7 +52,7 @@ async fn fetch_ok(host: &PartnerHost, path: &str) -> imgest_shared::fetch::Downl
 }
 
 async fn fetch_err(fetcher: &Fetcher, raw: &str, deadline: Duration) -> FetchError {
-    match fetcher.fetch(&url(raw), deadline, None).await {
+    match fetcher.fetch(&url(raw), deadline, None, None).await {
         Err(e) => e,
         Ok(ok) => panic!("{raw}: expected an error, got {ok:?}"),
     }
@@ -249,7 +254,7 @@ async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
         format!("http://0x7f.1:{port}/a.jpg"),
     ] {
         assert!(matches!(
-            open.fetch(&url(&raw), DEADLINE, None).await,
+            open.fetch(&url(&raw), DEADLINE, None, None).await,
             Ok(Fetched::Body(_))
         ));
     }
@@ -265,7 +270,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_by_the_resolver() {
     assert_eq!(host.requests(), 0);
     // With the guard lifted the resolved address is used (tried in order, IPv6 first or not).
     assert!(matches!(
-        fetcher(true).fetch(&url(&raw), DEADLINE, None).await,
+        fetcher(true).fetch(&url(&raw), DEADLINE, None, None).await,
         Ok(Fetched::Body(_))
     ));
     assert_eq!(host.requests(), 1);
@@ -346,6 +351,7 @@ async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
     let small = Fetcher::new(FetchConfig {
         allow_private: true,
         max_body: limit,
+        ports: AllowedPorts::Any,
         ..FetchConfig::default()
     })
     .unwrap();
@@ -370,7 +376,9 @@ async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
     })
     .unwrap();
     for path in ["/declared.jpg", "/chunked.jpg"] {
-        let got = exact.fetch(&url(&host.url(path)), DEADLINE, None).await;
+        let got = exact
+            .fetch(&url(&host.url(path)), DEADLINE, None, None)
+            .await;
         assert!(matches!(got, Ok(Fetched::Body(_))), "{path}: {got:?}");
     }
 }
@@ -413,7 +421,7 @@ async fn a_second_download_with_the_validator_is_not_modified() {
     let fetcher = fetcher(true);
     let first = fetch_ok(&host, "/a.jpg").await;
     let again = fetcher
-        .fetch(&first.final_url, DEADLINE, Some(&first.validator))
+        .fetch(&first.final_url, DEADLINE, Some(&first.validator), None)
         .await
         .unwrap();
     let Fetched::NotModified {
@@ -432,14 +440,19 @@ async fn a_second_download_with_the_validator_is_not_modified() {
         last_modified: first.validator.last_modified.clone(),
     };
     let again = fetcher
-        .fetch(&first.final_url, DEADLINE, Some(&by_date))
+        .fetch(&first.final_url, DEADLINE, Some(&by_date), None)
         .await;
     assert!(
         matches!(again, Ok(Fetched::NotModified { .. })),
         "{again:?}"
     );
     let plain = fetcher
-        .fetch(&first.final_url, DEADLINE, Some(&Validator::default()))
+        .fetch(
+            &first.final_url,
+            DEADLINE,
+            Some(&Validator::default()),
+            None,
+        )
         .await;
     assert!(matches!(plain, Ok(Fetched::Body(_))), "{plain:?}");
     assert_eq!(host.hits("/a.jpg"), 4);
@@ -462,4 +475,77 @@ async fn https_to_a_plain_http_server_fails_its_handshake_as_a_connection_error(
     let raw = format!("https://{}/a.jpg", host.addr());
     let e = fetch_err(&fetcher(true), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::Connection, "{e}");
+}
+
+#[tokio::test]
+async fn a_port_that_is_not_allowed_is_refused_without_a_connection() {
+    let photo_host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let web_only = Fetcher::new(FetchConfig {
+        allow_private: true,
+        ..FetchConfig::default()
+    })
+    .unwrap();
+    let e = fetch_err(&web_only, &photo_host.url("/a.jpg"), DEADLINE).await;
+    assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
+    assert_eq!(photo_host.requests(), 0);
+
+    // A redirect from an allowed port to another one is refused the same way.
+    let other = host(vec![("/b.jpg", Route::photo(photo()))]).await;
+    let hop = host(vec![("/r", Route::redirect(other.url("/b.jpg")))]).await;
+    let hop_port = url(&hop.url("/")).port().unwrap();
+    let listed = Fetcher::new(FetchConfig {
+        allow_private: true,
+        ports: AllowedPorts::Only(vec![hop_port]),
+        ..FetchConfig::default()
+    })
+    .unwrap();
+    let e = fetch_err(&listed, &hop.url("/r"), DEADLINE).await;
+    assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
+    assert_eq!(hop.hits("/r"), 1);
+    assert_eq!(other.requests(), 0, "no request reached the refused port");
+}
+
+#[tokio::test]
+async fn a_host_off_the_clients_list_is_refused_also_after_a_redirect_without_a_connection() {
+    let refused = host(vec![("/b.jpg", Route::photo(photo()))]).await;
+    // The same machine under another name: the list is of names, not addresses.
+    let elsewhere = refused.url("/b.jpg").replace("127.0.0.1", "localhost");
+    let listed = host(vec![
+        ("/a.jpg", Route::photo(photo())),
+        ("/away", Route::redirect(elsewhere.clone())),
+    ])
+    .await;
+    let only_loopback_literal = HostAllowlist::parse("127.0.0.1").unwrap();
+    let fetcher = fetcher(true);
+    let fetched = fetcher
+        .fetch(
+            &url(&listed.url("/a.jpg")),
+            DEADLINE,
+            None,
+            Some(&only_loopback_literal),
+        )
+        .await;
+    assert!(matches!(fetched, Ok(Fetched::Body(_))), "{fetched:?}");
+    let e = fetcher
+        .fetch(
+            &url(&elsewhere),
+            DEADLINE,
+            None,
+            Some(&only_loopback_literal),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, FetchErrorKind::ForbiddenHost, "{e}");
+    let e = fetcher
+        .fetch(
+            &url(&listed.url("/away")),
+            DEADLINE,
+            None,
+            Some(&only_loopback_literal),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, FetchErrorKind::ForbiddenHost, "{e}");
+    assert_eq!(listed.hits("/away"), 1);
+    assert_eq!(refused.requests(), 0, "no request reached the refused host");
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_shared::adapters::dynamodb;
+use imgest_shared::auth::Authenticator;
 use imgest_shared::domain::{ImageId, ImageState};
 use imgest_shared::flows::crawl::Processing;
 use imgest_shared::{api, handlers};
@@ -103,6 +104,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     let put = app
         .client
         .put(&url)
+        .header("content-type", "application/octet-stream")
         .body(photo.clone())
         .send()
         .await
@@ -136,10 +138,34 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     );
     // A redelivered notification finds the upload finished.
     assert!(
-        handlers::process::handle(&crawler, sqs)
+        handlers::process::handle(&crawler, sqs.clone())
             .await
             .batch_item_failures
             .is_empty()
+    );
+    // A second PUT to the used URL (still valid) is removed when its notification comes.
+    let again = app
+        .client
+        .put(&url)
+        .header("content-type", "application/octet-stream")
+        .body(photo.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(again.status().is_success(), "{}", again.status());
+    assert!(app.files().await.iter().any(|f| f.starts_with("incoming/")));
+    let response = handlers::process::handle(&crawler, sqs).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(
+        app.files()
+            .await
+            .iter()
+            .all(|f| !f.starts_with("incoming/")),
+        "the second body is gone"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/uploads/{upload_id}")).await.json["state"],
+        "done"
     );
 }
 
@@ -150,7 +176,12 @@ async fn the_api_function_answers_its_sample_events() {
     };
     let crawler = Arc::new(app.crawler(Processing::Handoff, &[]));
     let router = api::router(
-        api::ApiState::new(app.service.clone(), crawler, "https://cdn.example.com"),
+        api::ApiState::new(
+            app.service.clone(),
+            crawler,
+            "https://cdn.example.com",
+            Authenticator::Gateway,
+        ),
         api::Edge::Lambda,
     );
     let missing = lambda_http::request::from_str(&event("api-get-image.json", &[])).unwrap();

@@ -42,9 +42,14 @@ async fn a_12_mb_photo_goes_through_the_presigned_path() {
     let pending = app.get(&format!("/v1/uploads/{upload_id}")).await;
     assert_eq!(pending.json["state"], "pending");
 
+    assert_eq!(
+        ticket.json["headers"]["content-type"], "application/octet-stream",
+        "the URL is signed for a content type"
+    );
     let put = app
         .client
         .put(url)
+        .header("content-type", "application/octet-stream")
         .body(photo.clone())
         .send()
         .await
@@ -112,6 +117,7 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
     let put = app
         .client
         .put(&url)
+        .header("content-type", "application/octet-stream")
         .body(photo.clone())
         .send()
         .await
@@ -120,6 +126,19 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
         put.status().as_u16(),
         400,
         "a body of another size is refused"
+    );
+    let untyped = app
+        .client
+        .put(&url)
+        .header("content-type", "image/jpeg")
+        .body(vec![0u8; photo.len() + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        untyped.status().as_u16(),
+        400,
+        "a body of another content type than signed is refused"
     );
 
     let text = b"not an image".to_vec();
@@ -131,6 +150,7 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
     let put = app
         .client
         .put(&url)
+        .header("content-type", "application/octet-stream")
         .body(text.clone())
         .send()
         .await
@@ -139,7 +159,14 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
     let failed = app.get(&format!("/v1/uploads/{id}")).await;
     assert_eq!(failed.json["state"], "failed");
     assert_eq!(failed.json["error"]["kind"], "unsupported_format");
-    let again = app.client.put(&url).body(text).send().await.unwrap();
+    let again = app
+        .client
+        .put(&url)
+        .header("content-type", "application/octet-stream")
+        .body(text)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status().as_u16(), 409, "an upload URL is used once");
     assert!(app.files().await.is_empty(), "{:?}", app.files().await);
 }

@@ -32,7 +32,7 @@ use aws_sdk_sqs::types::{
 use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::adapters::dynamodb;
 use imgest_shared::app;
-use imgest_shared::domain::{ClientId, OfferId};
+use imgest_shared::domain::{ClientId, OfferId, OfferKey};
 use imgest_shared::flows::crawl::messages::CrawlRequest;
 use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::handlers::{self, BatchResponse};
@@ -174,8 +174,11 @@ async fn drive(
         ("IMGEST_QUEUES", queues.as_str()),
         // The partner host is on 127.0.0.1.
         ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+        ("IMGEST_FETCH_PORTS", "any"),
         // One client sends every offer here; pacing it would only stretch the run.
         ("IMGEST_CLIENT_RPM", "1000000"),
+        // As deployed: offers in their client's namespace.
+        ("IMGEST_AUTH", "gateway"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -342,8 +345,9 @@ impl Stages<'_> {
         let service = self.crawler.service();
         measured(tally, async {
             for offer in offers {
+                let key = OfferKey::new(self.crawler.trusted_tenant(self.client), offer.clone());
                 self.lambda
-                    .invoke(1, async { service.delete_offer(offer).await.map(|_| ()) })
+                    .invoke(1, async { service.delete_offer(&key).await.map(|_| ()) })
                     .await?;
             }
             Ok(())

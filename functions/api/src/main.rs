@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use imgest_shared::api::{ApiState, Edge, router};
+use imgest_shared::auth::Authenticator;
 use imgest_shared::flows::crawl::{Crawler, Processing};
 
 #[tokio::main]
@@ -12,6 +13,13 @@ async fn main() -> Result<(), lambda_http::Error> {
     let service = Arc::new(service);
     // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.
     let crawler = Crawler::new(service.clone(), settings.crawl.clone(), Processing::Handoff)?;
-    let state = ApiState::new(service, Arc::new(crawler), &settings.public_base_url());
+    // API Gateway's JWT authorizer checked the token; the claims come with the request.
+    let auth = Authenticator::for_lambda(&settings.auth)?;
+    let state = ApiState::new(
+        service,
+        Arc::new(crawler),
+        &settings.public_base_url(),
+        auth,
+    );
     lambda_http::run(router(state, Edge::Lambda)).await
 }

@@ -1,6 +1,7 @@
 //! [`FsBlobStore`]: the blob store port on a local directory.
 //!
-//! A key maps to the relative path of the same name under the root (`ab/<id>/<gen>/large.jpg`).
+//! A key maps to the relative path of the same name under the root
+//! (`public/ab/<id>/<gen>/large.jpg`).
 //! Writes go to a temporary file in the target directory that is renamed over the final name,
 //! so readers see the old file, no file or the whole new one; concurrent writers of one key
 //! each rename their own complete file (the last rename wins). Temporary names contain `~`,
@@ -121,6 +122,84 @@ impl BlobStore for FsBlobStore {
 }
 
 /// The path of a key (or of a `/`-terminated directory part of one) under `root`.
+/// Moves the image files of the layout before areas (`{shard}/{id}/{generation}/{file}` at the
+/// root) to their areas (`public/` for the `.jpg` variants, `originals/` for `original`), so a
+/// data directory of an earlier version keeps its photos. Runs at start-up, before anything
+/// else uses the directory; returns how many files moved (0 once done).
+pub fn move_to_areas(root: &Path) -> Result<u64, StoreError> {
+    let context = |what: &str, path: &Path| format!("moving {what} {} to its area", path.display());
+    let mut moved = 0;
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if is_missing(&e) => return Ok(0),
+        Err(e) => return Err(io_error(context("the files of", root), e)),
+    };
+    for shard in entries {
+        let shard = shard.map_err(|e| io_error(context("the files of", root), e))?;
+        let name = shard.file_name();
+        let is_shard = name.len() == 2
+            && name.to_str().is_some_and(|n| {
+                n.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            });
+        if !is_shard || !shard.path().is_dir() {
+            continue;
+        }
+        for file in
+            walk_files(&shard.path()).map_err(|e| io_error(context("shard", &shard.path()), e))?
+        {
+            let Ok(rel) = file.strip_prefix(root) else {
+                continue;
+            };
+            let Some(rel) = rel.to_str() else {
+                continue;
+            };
+            let area = if rel.ends_with("/original") {
+                crate::domain::ORIGINALS_PREFIX
+            } else if rel.ends_with(".jpg") {
+                crate::domain::PUBLIC_PREFIX
+            } else {
+                continue;
+            };
+            let to = root.join(area).join(rel);
+            if let Some(dir) = to.parent() {
+                fs::create_dir_all(dir).map_err(|e| io_error(context("file", &file), e))?;
+            }
+            fs::rename(&file, &to).map_err(|e| io_error(context("file", &file), e))?;
+            moved += 1;
+        }
+        // What is left is empty directories, or files that were never image files.
+        let _ = remove_empty_dirs(&shard.path());
+    }
+    Ok(moved)
+}
+
+/// Every file under `dir`, depth first.
+fn walk_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            files.extend(walk_files(&path)?);
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// Removes `dir` and the directories under it that hold nothing.
+fn remove_empty_dirs(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            remove_empty_dirs(&entry.path())?;
+        }
+    }
+    fs::remove_dir(dir)
+}
+
 fn key_path(root: &Path, rel: &str) -> PathBuf {
     let mut path = root.to_path_buf();
     path.extend(rel.split('/').filter(|s| !s.is_empty()));

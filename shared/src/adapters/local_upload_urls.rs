@@ -29,6 +29,7 @@ impl UploadUrls for LocalUploadUrls {
         &self,
         key: &BlobKey,
         _size: u64,
+        _content_type: &str,
         _expires_in: Duration,
     ) -> Result<String, StoreError> {
         let upload = key

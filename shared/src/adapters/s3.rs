@@ -258,6 +258,7 @@ impl UploadUrls for S3BlobStore {
         &self,
         key: &BlobKey,
         size: u64,
+        content_type: &str,
         expires_in: Duration,
     ) -> Result<String, StoreError> {
         let length = i64::try_from(size)
@@ -274,6 +275,7 @@ impl UploadUrls for S3BlobStore {
             .bucket(&self.bucket)
             .key(key.as_str())
             .content_length(length)
+            .content_type(content_type)
             .presigned(config)
             .await
             .map_err(|e| sdk_error(format!("presigning an upload to {key}"), e))?;
@@ -381,11 +383,16 @@ mod tests {
 
     /// Presigning needs no network: what the URL binds is checked offline.
     #[tokio::test]
-    async fn presigned_put_urls_bind_the_content_length() {
+    async fn presigned_put_urls_bind_the_content_length_and_type() {
         let store = offline_store();
         let key = BlobKey::parse("incoming/0123456789abcdef0123456789abcdef").unwrap();
         let url = store
-            .presign_put(&key, 1_234_567, Duration::from_secs(900))
+            .presign_put(
+                &key,
+                1_234_567,
+                "application/octet-stream",
+                Duration::from_secs(900),
+            )
             .await
             .unwrap();
         assert!(url.contains("imgest-bucket"), "{url}");
@@ -395,14 +402,19 @@ mod tests {
         );
         assert_eq!(
             query_param(&url, "X-Amz-SignedHeaders").as_deref(),
-            Some("content-length;host"),
+            Some("content-length;content-type;host"),
             "{url}"
         );
         assert_eq!(query_param(&url, "X-Amz-Expires").as_deref(), Some("900"));
         // Longer than SigV4 allows (7 days) is refused, not silently shortened.
         assert!(
             store
-                .presign_put(&key, 1, Duration::from_secs(8 * 24 * 3600))
+                .presign_put(
+                    &key,
+                    1,
+                    "application/octet-stream",
+                    Duration::from_secs(8 * 24 * 3600)
+                )
                 .await
                 .is_err()
         );

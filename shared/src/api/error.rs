@@ -1,11 +1,15 @@
-//! API errors: a status and a stable `error.kind` for every failure.
+//! API errors: a status and a stable `error.kind` for every failure. A 5xx answer says only its
+//! kind and the request id; what went wrong goes to the log (see `router`).
+
+use std::time::Duration;
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tracing::error;
 
+use crate::auth::AuthError;
 use crate::flows::FlowError;
 use crate::pipeline::PipelineError;
 
@@ -30,6 +34,8 @@ pub const KINDS: &[(u16, &[&str])] = &[
             "size_mismatch",
         ],
     ),
+    (401, &["unauthenticated"]),
+    (403, &["forbidden"]),
     (
         404,
         &[
@@ -57,15 +63,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
         ],
     ),
     (429, &["too_many_requests"]),
-    (
-        500,
-        &[
-            "internal",
-            "storage_error",
-            "invalid_watermark",
-            "not_found",
-        ],
-    ),
+    (500, &["internal"]),
     (
         503,
         &["still_processing", "storage_unavailable", "conflict"],
@@ -84,7 +82,14 @@ pub struct ApiError {
     pub status: StatusCode,
     pub kind: &'static str,
     pub message: String,
+    /// When to try again (429 and 503 answers say so in `Retry-After`).
+    pub retry_after: Option<Duration>,
 }
+
+/// The kind of an error answer, kept on the response for the request's middleware (which logs
+/// it, and replaces a 5xx body with one that says only the kind and the request id).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AnsweredKind(pub &'static str);
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
@@ -92,10 +97,14 @@ impl ApiError {
             is_documented(status, kind),
             "{status} {kind} is not in api::error::KINDS (nor in the README's table)"
         );
+        let retry_after = (status == StatusCode::SERVICE_UNAVAILABLE
+            || status == StatusCode::TOO_MANY_REQUESTS)
+            .then_some(Duration::from_secs(1));
         Self {
             status,
             kind,
             message: message.into(),
+            retry_after,
         }
     }
 
@@ -109,6 +118,17 @@ impl ApiError {
             None => format!("the body is more than the limit of {limit} bytes"),
         };
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Unauthenticated(m) => {
+                Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", m)
+            }
+            AuthError::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "forbidden", m),
+        }
     }
 }
 
@@ -131,7 +151,7 @@ impl From<FlowError> for ApiError {
             FlowError::UnknownImage(_)
             | FlowError::DuplicateImage(_)
             | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            FlowError::Overloaded => StatusCode::TOO_MANY_REQUESTS,
+            FlowError::Overloaded | FlowError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             FlowError::StillProcessing(_) => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(s) if s.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(_) | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -139,7 +159,17 @@ impl From<FlowError> for ApiError {
         if status.is_server_error() {
             error!(kind = e.kind(), error = %e, "request failed");
         }
-        Self::new(status, e.kind(), e.to_string())
+        // Internal failures are one kind to callers: which part failed is for the log.
+        let kind = if status == StatusCode::INTERNAL_SERVER_ERROR {
+            "internal"
+        } else {
+            e.kind()
+        };
+        let mut api = Self::new(status, kind, e.to_string());
+        if let FlowError::RateLimited { retry_after } = e {
+            api.retry_after = Some(retry_after);
+        }
+        api
     }
 }
 
@@ -147,14 +177,19 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = Json(json!({"error": {"kind": self.kind, "message": self.message}}));
         let mut response = (self.status, body).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE
-            || self.status == StatusCode::TOO_MANY_REQUESTS
-        {
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+        let headers = response.headers_mut();
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up, at least one.
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"imgest\""),
             );
         }
+        response.extensions_mut().insert(AnsweredKind(self.kind));
         response
     }
 }
@@ -179,6 +214,9 @@ mod tests {
             FlowError::DuplicateImage(image.clone()),
             FlowError::TooManyPhotos { count: 2, limit: 1 },
             FlowError::Overloaded,
+            FlowError::RateLimited {
+                retry_after: std::time::Duration::from_secs(3),
+            },
             FlowError::StillProcessing(image),
             FlowError::UploadNotFound(upload.clone()),
             FlowError::UploadExpired(upload.clone()),
@@ -233,6 +271,7 @@ mod tests {
                 | FlowError::DuplicateImage(_)
                 | FlowError::TooManyPhotos { .. }
                 | FlowError::Overloaded
+                | FlowError::RateLimited { .. }
                 | FlowError::StillProcessing(_)
                 | FlowError::UploadNotFound(_)
                 | FlowError::UploadExpired(_)
@@ -248,14 +287,44 @@ mod tests {
     #[test]
     fn every_flow_error_answers_with_a_documented_kind() {
         for e in every_flow_error() {
-            let kind = e.kind();
             let api = ApiError::from(e);
             assert!(
-                is_documented(api.status, kind),
-                "{} {kind} is not in KINDS",
-                api.status
+                is_documented(api.status, api.kind),
+                "{} {} is not in KINDS",
+                api.status,
+                api.kind
             );
         }
+        for e in [
+            AuthError::Unauthenticated("x".into()),
+            AuthError::Forbidden("x".into()),
+        ] {
+            let api = ApiError::from(e);
+            assert!(is_documented(api.status, api.kind), "{}", api.kind);
+        }
+    }
+
+    #[test]
+    fn answers_say_when_to_retry_and_how_to_authenticate() {
+        let limited = ApiError::from(FlowError::RateLimited {
+            retry_after: std::time::Duration::from_millis(2500),
+        })
+        .into_response();
+        assert_eq!(limited.status(), 429);
+        assert_eq!(limited.headers()[header::RETRY_AFTER], "3");
+        let refused = ApiError::from(AuthError::Unauthenticated("no token".into())).into_response();
+        assert_eq!(refused.status(), 401);
+        assert!(
+            refused.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .unwrap_or_default()
+                .starts_with("Bearer")
+        );
+        let internal = ApiError::from(FlowError::Store(StoreError::Backend {
+            message: "the table is gone".into(),
+            source: None,
+        }));
+        assert_eq!((internal.status.as_u16(), internal.kind), (500, "internal"));
     }
 
     /// The README's error table (`| status | kinds |`), as (status, kinds) rows.

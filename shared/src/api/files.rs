@@ -1,4 +1,6 @@
-//! `GET /files/{key}`: serves stored files locally (on AWS the bucket or a CDN serves them).
+//! `GET /files/{key}`: serves the public files (variants) locally, to anyone; on AWS a CDN in
+//! front of the bucket's `public/` prefix serves them. Originals and bodies waiting for
+//! processing are never served: they read as not found.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -20,7 +22,9 @@ pub async fn get(
             format!("no file {raw_key}"),
         )
     };
-    let key = BlobKey::parse(&raw_key).ok_or_else(not_found)?;
+    let key = BlobKey::parse(&raw_key)
+        .filter(BlobKey::is_public)
+        .ok_or_else(not_found)?;
     let bytes = match state.service.ports().blobs.get(&key).await {
         Ok(b) => b,
         Err(StoreError::NotFound(_)) => return Err(not_found()),

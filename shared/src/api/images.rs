@@ -1,4 +1,5 @@
-//! `POST /v1/images` and `GET /v1/images/{image_id}`.
+//! `POST /v1/images` and `GET /v1/images/{image_id}`: any uploader (`imgest:upload` or
+//! `imgest:offers`); uploads count against the caller's `IMGEST_UPLOAD_RPM`.
 
 use axum::Json;
 use axum::extract::{Path, Request, State};
@@ -7,13 +8,16 @@ use axum::http::StatusCode;
 use super::body::read_upload;
 use super::json::ImageJson;
 use super::{ApiError, ApiState};
+use crate::auth::Uploader;
 use crate::domain::ImageId;
 use crate::flows::FlowError;
 
 pub async fn upload(
     State(state): State<ApiState>,
+    caller: Uploader,
     request: Request,
 ) -> Result<(StatusCode, Json<ImageJson>), ApiError> {
+    state.service.admit_upload(caller.owner.as_ref()).await?;
     let limit = state.service.pipeline().config().max_body;
     let body = read_upload(request, limit).await?;
     let outcome = state.service.upload(body.id, body.body).await?;
@@ -34,6 +38,7 @@ pub async fn upload(
 
 pub async fn get(
     State(state): State<ApiState>,
+    _: Uploader,
     Path(image_id): Path<String>,
 ) -> Result<Json<ImageJson>, ApiError> {
     let id = ImageId::parse(&image_id).map_err(FlowError::from)?;

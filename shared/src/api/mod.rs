@@ -1,6 +1,8 @@
 //! The HTTP API: one axum router, served by the local runner and (through lambda_http) by the
-//! API Lambda function. JSON under `/v1`; every error is `{"error": {"kind", "message"}}`.
+//! API Lambda function. JSON under `/v1`, every route behind a bearer token (`auth`); every
+//! error is `{"error": {"kind", "message"}}`.
 
+mod auth;
 mod body;
 mod crawl;
 mod error;

@@ -1,4 +1,5 @@
-//! `PUT`/`GET /v1/offers/{offer_id}/photos` and `DELETE /v1/offers/{offer_id}`.
+//! `PUT`/`GET /v1/offers/{offer_id}/photos` and `DELETE /v1/offers/{offer_id}`: partners
+//! (`imgest:offers`), in their own client's namespace (another client's offer is not found).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -8,7 +9,8 @@ use serde::Deserialize;
 
 use super::json::OfferJson;
 use super::{ApiError, ApiState};
-use crate::domain::{ImageId, OfferId};
+use crate::auth::Partner;
+use crate::domain::{ImageId, OfferId, OfferKey};
 use crate::flows::FlowError;
 
 #[derive(Debug, Deserialize)]
@@ -17,16 +19,19 @@ pub struct SetPhotos {
     image_ids: Vec<String>,
 }
 
-fn offer_id(raw: &str) -> Result<OfferId, ApiError> {
-    Ok(OfferId::parse(raw).map_err(FlowError::from)?)
+/// The offer the path names, in the caller's namespace.
+fn offer_key(partner: Partner, raw: &str) -> Result<OfferKey, ApiError> {
+    let id = OfferId::parse(raw).map_err(FlowError::from)?;
+    Ok(OfferKey::new(partner.tenant, id))
 }
 
 pub async fn put_photos(
     State(state): State<ApiState>,
+    partner: Partner,
     Path(raw_offer): Path<String>,
     body: Result<Json<SetPhotos>, JsonRejection>,
 ) -> Result<Json<OfferJson>, ApiError> {
-    let offer = offer_id(&raw_offer)?;
+    let offer = offer_key(partner, &raw_offer)?;
     let Json(body) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
     let ids = body
         .image_ids
@@ -41,18 +46,20 @@ pub async fn put_photos(
 
 pub async fn get_photos(
     State(state): State<ApiState>,
+    partner: Partner,
     Path(raw_offer): Path<String>,
 ) -> Result<Json<OfferJson>, ApiError> {
-    let offer = offer_id(&raw_offer)?;
+    let offer = offer_key(partner, &raw_offer)?;
     let photos = state.service.offer_photos(&offer).await?;
     Ok(Json(state.urls.offer(&photos)))
 }
 
 pub async fn delete(
     State(state): State<ApiState>,
+    partner: Partner,
     Path(raw_offer): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let offer = offer_id(&raw_offer)?;
+    let offer = offer_key(partner, &raw_offer)?;
     state.service.delete_offer(&offer).await?;
     forget_crawl(&state, &offer).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -60,7 +67,7 @@ pub async fn delete(
 
 /// Photos set by hand replace what the last crawl linked: the next crawl of the offer must
 /// not skip it as unchanged.
-async fn forget_crawl(state: &ApiState, offer: &OfferId) -> Result<(), ApiError> {
+async fn forget_crawl(state: &ApiState, offer: &OfferKey) -> Result<(), ApiError> {
     state.crawler.forget_settled_crawl(offer).await?;
     Ok(())
 }

@@ -7,14 +7,17 @@ use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, StatusCode, Uri};
-use axum::middleware::{Next, from_fn};
-use axum::response::Response;
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::json;
-use tracing::{Instrument, info};
+use tracing::{Instrument, error, info};
 
+use super::error::AnsweredKind;
 use super::json::FileUrls;
-use super::{ApiError, crawl, files, images, offers, uploads};
+use super::{ApiError, auth, crawl, files, images, offers, uploads};
+use crate::auth::Authenticator;
+use crate::domain::random::secure_hex;
 use crate::flows::Service;
 use crate::flows::crawl::Crawler;
 
@@ -24,15 +27,23 @@ pub struct ApiState {
     /// The crawl routes' flows (`POST /v1/crawl`, `GET /v1/offers/{id}/crawl`).
     pub crawler: Arc<Crawler>,
     pub urls: FileUrls,
+    /// Who checks callers of the `/v1` routes.
+    pub auth: Authenticator,
 }
 
 impl ApiState {
     /// `files_url` is the URL that file keys are appended to.
-    pub fn new(service: Arc<Service>, crawler: Arc<Crawler>, files_url: &str) -> Self {
+    pub fn new(
+        service: Arc<Service>,
+        crawler: Arc<Crawler>,
+        files_url: &str,
+        auth: Authenticator,
+    ) -> Self {
         Self {
             service,
             crawler,
             urls: FileUrls::new(files_url),
+            auth,
         }
     }
 }
@@ -48,7 +59,11 @@ pub enum Edge {
     LocalRunner,
 }
 
-/// The API router, as `edge` serves it.
+/// The API router, as `edge` serves it. Who may call each route: `/healthz` and the local
+/// files anyone; every `/v1` route a caller the state's [`Authenticator`] accepts, and then
+/// what the route's extractor says: [`Uploader`](crate::auth::Uploader) (`imgest:upload` or
+/// `imgest:offers`) for images and uploads, [`Partner`](crate::auth::Partner)
+/// (`imgest:offers` with a `client_id`) for offers and crawls.
 pub fn router(state: ApiState, edge: Edge) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(healthz))
@@ -79,26 +94,49 @@ pub fn router(state: ApiState, edge: Edge) -> Router {
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), auth::authenticate))
         .layer(from_fn(request_span))
         .with_state(state)
 }
 
-/// Gives every request an id (the caller's `x-request-id` if it is sane, else a fresh one),
-/// logs within a span carrying it, logs the outcome, and echoes the id in the response.
+/// Gives every request a fresh, unguessable id (a caller's own `x-request-id` is logged beside
+/// it), logs within a span carrying it, logs the outcome, and answers with the id. A 5xx
+/// answer's body says only its kind and the id: the details are in the log, under that id.
 async fn request_span(request: Request, next: Next) -> Response {
-    let id = request
+    let id = secure_hex::<8>();
+    let theirs = request
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .filter(|s| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("{:016x}", fastrand::u64(..)));
-    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+        .unwrap_or_default()
+        .to_owned();
+    let span = tracing::info_span!("request", request_id = %id, client_request_id = %theirs, method = %request.method(), path = %request.uri().path());
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
-    let status = response.status().as_u16();
+    let status = response.status();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    span.in_scope(|| info!(status, ms, "request finished"));
+    if status.is_server_error() {
+        let kind = response
+            .extensions()
+            .get::<AnsweredKind>()
+            .map_or("internal", |k| k.0);
+        span.in_scope(|| error!(status = status.as_u16(), kind, ms, "request failed"));
+        let body = json!({"error": {
+            "kind": kind,
+            "message": format!("the request failed on the server; its id is {id}"),
+            "request_id": id,
+        }});
+        let headers = std::mem::take(response.headers_mut());
+        response = (status, axum::Json(body)).into_response();
+        for name in [axum::http::header::RETRY_AFTER] {
+            if let Some(value) = headers.get(&name) {
+                response.headers_mut().insert(name, value.clone());
+            }
+        }
+    } else {
+        span.in_scope(|| info!(status = status.as_u16(), ms, "request finished"));
+    }
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }

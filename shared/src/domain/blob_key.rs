@@ -1,5 +1,9 @@
-//! Object-storage keys. Image files live under `{shard}/{image_id}/{generation}/{file}` where the
-//! shard is the id's first two hex digits, so the sweeper walks storage one shard at a time.
+//! Object-storage keys. The first segment says who may read a file: `public/` holds the
+//! variants (the only files a CDN or the local runner serves), `originals/` the original
+//! bytes (kept for re-processing, metadata included: never served), `incoming/` and
+//! `fetched/` bodies waiting for processing. Image files live under
+//! `{area}/{shard}/{image_id}/{generation}/{file}` where the shard is the id's first two hex
+//! digits, so the sweep walks storage one shard at a time.
 
 use std::fmt;
 
@@ -7,6 +11,15 @@ use super::{Generation, ImageId, UploadId, VariantName};
 
 /// Number of shard prefixes (`00` … `ff`).
 pub const SHARD_COUNT: usize = 256;
+
+/// Where the variants live: the only prefix that is ever served.
+pub const PUBLIC_PREFIX: &str = "public/";
+
+/// Where the originals live: never served.
+pub const ORIGINALS_PREFIX: &str = "originals/";
+
+/// The two areas of image files, each sharded the same way.
+pub const IMAGE_AREAS: [&str; 2] = [PUBLIC_PREFIX, ORIGINALS_PREFIX];
 
 /// Where presigned uploads land.
 pub const INCOMING_PREFIX: &str = "incoming/";
@@ -43,14 +56,30 @@ impl BlobKey {
         &self.0
     }
 
-    /// The key of an image's original bytes.
+    /// The key of an image's original bytes (private).
     pub fn original(id: &ImageId, generation: &Generation) -> Self {
-        Self(format!("{}/{}/{}/original", id.shard(), id, generation))
+        Self(format!(
+            "{ORIGINALS_PREFIX}{}/{}/{}/original",
+            id.shard(),
+            id,
+            generation
+        ))
     }
 
-    /// The key of one JPEG variant.
+    /// The key of one JPEG variant (public).
     pub fn variant(id: &ImageId, generation: &Generation, name: &VariantName) -> Self {
-        Self(format!("{}/{}/{}/{}.jpg", id.shard(), id, generation, name))
+        Self(format!(
+            "{PUBLIC_PREFIX}{}/{}/{}/{}.jpg",
+            id.shard(),
+            id,
+            generation,
+            name
+        ))
+    }
+
+    /// Whether the file may be served to anyone: a variant (an image file under `public/`).
+    pub fn is_public(&self) -> bool {
+        self.0.starts_with(PUBLIC_PREFIX) && self.image_part().is_some()
     }
 
     /// Where a presigned upload's body lands before processing (outside the image shards, so
@@ -74,14 +103,18 @@ impl BlobKey {
         Self::parse(&format!("{FETCHED_PREFIX}{url_hash}"))
     }
 
-    /// The prefix under which all files of one generation of an image live (ends with `/`).
-    pub fn generation_prefix(id: &ImageId, generation: &Generation) -> String {
-        format!("{}/{}/{}/", id.shard(), id, generation)
+    /// The prefixes under which all files of one generation of an image live, one per area
+    /// (each ends with `/`).
+    pub fn generation_prefixes(id: &ImageId, generation: &Generation) -> [String; 2] {
+        IMAGE_AREAS.map(|area| format!("{area}{}/{}/{}/", id.shard(), id, generation))
     }
 
     /// Which image generation this key belongs to, if it is an image file key.
     pub fn image_part(&self) -> Option<ImageBlobKey> {
-        let mut parts = self.0.split('/');
+        let rest = IMAGE_AREAS
+            .iter()
+            .find_map(|area| self.0.strip_prefix(area))?;
+        let mut parts = rest.split('/');
         let (shard, id, generation, file) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         if parts.next().is_some() {
@@ -123,8 +156,16 @@ mod tests {
         let key = BlobKey::variant(&id, &g, &name);
         assert_eq!(
             key.as_str(),
-            "0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/large.jpg"
+            "public/0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/large.jpg"
         );
+        assert!(key.is_public());
+        let original = BlobKey::original(&id, &g);
+        assert_eq!(
+            original.as_str(),
+            "originals/0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/original"
+        );
+        assert!(!original.is_public());
+        assert_eq!(original.image_part(), key.image_part());
         assert_eq!(
             key.image_part(),
             Some(ImageBlobKey {
@@ -132,11 +173,9 @@ mod tests {
                 generation: g.clone()
             })
         );
-        assert!(
-            BlobKey::original(&id, &g)
-                .as_str()
-                .starts_with(&BlobKey::generation_prefix(&id, &g))
-        );
+        let [public, originals] = BlobKey::generation_prefixes(&id, &g);
+        assert!(key.as_str().starts_with(&public));
+        assert!(BlobKey::original(&id, &g).as_str().starts_with(&originals));
         assert_eq!(shard_prefixes().count(), SHARD_COUNT);
     }
 
@@ -146,10 +185,17 @@ mod tests {
         assert!(BlobKey::parse("a//b").is_none());
         assert!(BlobKey::parse("/abs").is_none());
         assert!(BlobKey::parse("a/b c").is_none());
-        let foreign = BlobKey::parse("0c/not-an-id/0badcafe/x").unwrap();
+        let foreign = BlobKey::parse("public/0c/not-an-id/0badcafe/x").unwrap();
         assert_eq!(foreign.image_part(), None);
-        let wrong_shard = BlobKey::parse("ff/0cc175b9c0f1b6a831c399e269772661/0badcafe/x").unwrap();
+        assert!(!foreign.is_public());
+        let wrong_shard =
+            BlobKey::parse("public/ff/0cc175b9c0f1b6a831c399e269772661/0badcafe/x").unwrap();
         assert_eq!(wrong_shard.image_part(), None);
+        // The layout before areas: not an image file of this one.
+        let old = BlobKey::parse("0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/large.jpg").unwrap();
+        assert_eq!(old.image_part(), None);
+        assert!(!old.is_public());
+        assert!(!BlobKey::incoming(&UploadId::random()).is_public());
     }
 
     #[test]

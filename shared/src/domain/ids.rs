@@ -123,7 +123,7 @@ pub struct Generation(String);
 
 impl Generation {
     pub fn random() -> Self {
-        Self(format!("{:08x}", fastrand::u32(..)))
+        Self(super::random::secure_hex::<4>())
     }
 
     pub fn parse(s: &str) -> Result<Self, IdError> {
@@ -146,11 +146,7 @@ pub struct UploadId(String);
 
 impl UploadId {
     pub fn random() -> Self {
-        Self(format!(
-            "{:016x}{:016x}",
-            fastrand::u64(..),
-            fastrand::u64(..)
-        ))
+        Self(super::random::secure_hex::<16>())
     }
 
     pub fn parse(s: &str) -> Result<Self, IdError> {

@@ -3,13 +3,19 @@
 mod blob_key;
 mod ids;
 mod image;
+pub mod random;
+mod tenancy;
 mod time;
 mod url;
 mod variant;
 
-pub use blob_key::{BlobKey, INCOMING_PREFIX, ImageBlobKey, SHARD_COUNT, shard_prefixes};
+pub use blob_key::{
+    BlobKey, IMAGE_AREAS, INCOMING_PREFIX, ImageBlobKey, ORIGINALS_PREFIX, PUBLIC_PREFIX,
+    SHARD_COUNT, shard_prefixes,
+};
 pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant, refresh_granularity};
+pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;
-pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash};
+pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, redacted};
 pub use variant::{FitMode, VariantName, VariantSet, VariantSpec, VariantSpecError};

@@ -350,6 +350,45 @@ impl fmt::Display for UrlHash {
     }
 }
 
+/// How a URL a partner sent may be stored and shown back (crawl records, results): never with
+/// credentials (`user:pass@`, parsed or not), at most [`NormalizedUrl::MAX_LEN`] bytes.
+pub fn redacted(raw: &str) -> String {
+    let clean = match Url::parse(raw) {
+        Ok(url) if !url.username().is_empty() || url.password().is_some() => {
+            let mut clean = url.clone();
+            if clean.set_username("").is_ok() && clean.set_password(None).is_ok() {
+                clean.to_string()
+            } else {
+                without_userinfo(raw)
+            }
+        }
+        _ => without_userinfo(raw),
+    };
+    let mut end = clean.len().min(NormalizedUrl::MAX_LEN);
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    clean[..end].to_owned()
+}
+
+/// `raw` with anything that looks like userinfo (`…@` in the authority) cut out, for text that
+/// does not parse as a URL.
+fn without_userinfo(raw: &str) -> String {
+    let Some(scheme_end) = raw.find("://").map(|i| i + 3) else {
+        // No authority marker: an `@` anywhere may still be a secret's end.
+        return match raw.rfind('@') {
+            Some(at) => format!("…{}", &raw[at + 1..]),
+            None => raw.to_owned(),
+        };
+    };
+    let rest = &raw[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}{}", &raw[..scheme_end], &rest[at + 1..]),
+        None => raw.to_owned(),
+    }
+}
+
 /// A parsed URL as error messages may quote it: truncated, and never with its credentials.
 fn shown(url: &Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
@@ -363,14 +402,42 @@ fn shown(url: &Url) -> String {
     }
 }
 
-/// Error messages quote the bad input, but never more than a screenful of it.
+/// Error messages quote the bad input, but never more than a screenful of it, and never what
+/// looks like credentials.
 fn truncate(s: &str) -> String {
-    s.chars().take(140).collect()
+    without_userinfo(s).chars().take(140).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_urls_carry_no_credentials_and_have_a_length_cap() {
+        assert_eq!(
+            redacted("https://user:secret@img.example/a.jpg?x=1"),
+            "https://img.example/a.jpg?x=1"
+        );
+        for raw in [
+            "http://user:secret@[not a url/a.jpg",
+            "https://user:secret@img.example:99999/a.jpg",
+            "user:secret@img.example/a.jpg",
+        ] {
+            let shown = redacted(raw);
+            assert!(!shown.contains("secret"), "{raw} -> {shown}");
+            let error = NormalizedUrl::parse(raw, &NormalizationRules::default())
+                .unwrap_err()
+                .to_string();
+            assert!(!error.contains("secret"), "{raw} -> {error}");
+        }
+        assert_eq!(
+            redacted("https://img.example/a@b.jpg"),
+            "https://img.example/a@b.jpg"
+        );
+        let long = format!("https://img.example/{}", "é".repeat(3000));
+        let shown = redacted(&long);
+        assert!(shown.len() <= NormalizedUrl::MAX_LEN && shown.starts_with("https://img.example/"));
+    }
 
     fn key(raw: &str) -> String {
         key_with(raw, &NormalizationRules::default())

@@ -31,8 +31,11 @@ pub enum FetchErrorKind {
     TooManyPixels,
     /// More than 5 redirects.
     TooManyRedirects,
-    /// The URL or a redirect points at an address downloads may not reach.
+    /// The URL or a redirect points at an address or port downloads may not reach.
     ForbiddenAddress,
+    /// The URL or a redirect names a host outside the client's allowlist
+    /// (`IMGEST_CLIENT_HOSTS`).
+    ForbiddenHost,
     InvalidUrl,
 }
 
@@ -48,7 +51,7 @@ pub enum FailureClass {
 }
 
 impl FetchErrorKind {
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::NotFound,
         Self::Forbidden,
         Self::HttpError,
@@ -63,6 +66,7 @@ impl FetchErrorKind {
         Self::TooManyPixels,
         Self::TooManyRedirects,
         Self::ForbiddenAddress,
+        Self::ForbiddenHost,
         Self::InvalidUrl,
     ];
 
@@ -82,6 +86,7 @@ impl FetchErrorKind {
             Self::TooManyPixels => "too_many_pixels",
             Self::TooManyRedirects => "too_many_redirects",
             Self::ForbiddenAddress => "forbidden_address",
+            Self::ForbiddenHost => "forbidden_host",
             Self::InvalidUrl => "invalid_url",
         }
     }
@@ -102,6 +107,7 @@ impl FetchErrorKind {
             | Self::TooManyPixels
             | Self::TooManyRedirects
             | Self::ForbiddenAddress
+            | Self::ForbiddenHost
             | Self::InvalidUrl => FailureClass::Permanent,
         }
     }

@@ -24,6 +24,8 @@ pub enum FlowError {
     TooManyPhotos { count: usize, limit: usize },
     #[error("too many new photos are being processed; try again shortly")]
     Overloaded,
+    #[error("too many uploads from this caller; try again in {}s", retry_after.as_secs().max(1))]
+    RateLimited { retry_after: std::time::Duration },
     #[error("the same photo is still being processed by another request; try again")]
     StillProcessing(ImageId),
     #[error("upload {0} does not exist (or expired)")]
@@ -60,7 +62,7 @@ impl FlowError {
             Self::UnknownImage(_) => "unknown_image",
             Self::DuplicateImage(_) => "duplicate_image",
             Self::TooManyPhotos { .. } => "too_many_photos",
-            Self::Overloaded => "too_many_requests",
+            Self::Overloaded | Self::RateLimited { .. } => "too_many_requests",
             Self::StillProcessing(_) => "still_processing",
             Self::Store(e) => e.kind(),
             Self::Internal(_) => "internal",
@@ -70,7 +72,7 @@ impl FlowError {
     /// Whether the same request may succeed later. Bad input never does.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::StillProcessing(_) | Self::Overloaded => true,
+            Self::StillProcessing(_) | Self::Overloaded | Self::RateLimited { .. } => true,
             Self::Store(e) => e.is_retryable(),
             Self::Image(e) => e.is_retryable(),
             _ => false,

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::{FlowError, Service};
-use crate::domain::{ImageId, ImageRecord, OfferId};
+use crate::domain::{ImageId, ImageRecord, OfferId, OfferKey};
 
 /// An offer's photos in order, with their records (for variant URLs).
 #[derive(Debug, Clone)]
@@ -18,7 +18,7 @@ impl Service {
     /// too many ids change nothing.
     pub async fn set_offer_photos(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
     ) -> Result<OfferPhotos, FlowError> {
         self.link_offer_photos(offer, images, None).await?;
@@ -31,7 +31,7 @@ impl Service {
     /// writes ([`set_photos_keyed`](crate::ports::OfferLinks::set_photos_keyed)).
     pub async fn link_offer_photos(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
         key: Option<&str>,
     ) -> Result<(), FlowError> {
@@ -66,19 +66,19 @@ impl Service {
     }
 
     /// The offer's photos in order, or `OfferNotFound`.
-    pub async fn offer_photos(&self, offer: &OfferId) -> Result<OfferPhotos, FlowError> {
+    pub async fn offer_photos(&self, offer: &OfferKey) -> Result<OfferPhotos, FlowError> {
         let ids = self
             .ports
             .offers
             .photos(offer)
             .await?
-            .ok_or_else(|| FlowError::OfferNotFound(offer.clone()))?;
+            .ok_or_else(|| FlowError::OfferNotFound(offer.id().clone()))?;
         self.offer_photos_of(offer, &ids).await
     }
 
     /// Deletes the offer (idempotent); returns whether it existed. Its photos become orphans
     /// unless another offer links them; no file is touched.
-    pub async fn delete_offer(&self, offer: &OfferId) -> Result<bool, FlowError> {
+    pub async fn delete_offer(&self, offer: &OfferKey) -> Result<bool, FlowError> {
         let now = self.ports.clock.now();
         Ok(self
             .ports
@@ -98,7 +98,7 @@ impl Service {
 
     async fn offer_photos_of(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         ids: &[ImageId],
     ) -> Result<OfferPhotos, FlowError> {
         // Linked images cannot be collected, so every id has a ready record.
@@ -111,7 +111,7 @@ impl Service {
             )));
         }
         Ok(OfferPhotos {
-            offer_id: offer.clone(),
+            offer_id: offer.id().clone(),
             photos,
         })
     }

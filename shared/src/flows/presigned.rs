@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tracing::info;
 
 use super::{FlowError, Service};
-use crate::domain::{BlobKey, ImageId, ImageRecord, Timestamp, UploadId};
+use crate::domain::{BlobKey, ImageId, ImageRecord, Owner, Timestamp, UploadId};
 use crate::pipeline::PipelineError;
 use crate::ports::{StoreError, UploadRecord, UploadState};
 
@@ -24,9 +24,18 @@ pub struct UploadTicket {
 /// How long an upload's record is kept after its URL expires, so clients can read the result.
 const RESULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(86_400);
 
+/// The `Content-Type` an upload's PUT must carry (the URL is signed for it): the format is
+/// sniffed from the bytes, so nothing the client could say about it is kept.
+pub const UPLOAD_CONTENT_TYPE: &str = "application/octet-stream";
+
 impl Service {
-    /// Creates an upload of `size` bytes and its presigned URL.
-    pub async fn create_upload(&self, size: u64) -> Result<UploadTicket, FlowError> {
+    /// Creates an upload of `size` bytes for `owner` (`None` in open mode) and its presigned
+    /// URL.
+    pub async fn create_upload(
+        &self,
+        size: u64,
+        owner: Option<&Owner>,
+    ) -> Result<UploadTicket, FlowError> {
         let limit = self.pipeline.config().max_body;
         if size == 0 {
             return Err(FlowError::EmptyBody);
@@ -42,12 +51,18 @@ impl Service {
             state: UploadState::Pending,
             created_at: now,
             expires_at: now.plus(url_ttl).plus(RESULT_RETENTION),
+            owner: owner.cloned(),
         };
         self.ports.uploads.create_upload(&record).await?;
         let url = self
             .ports
             .upload_urls
-            .presign_put(&BlobKey::incoming(&record.id), size, url_ttl)
+            .presign_put(
+                &BlobKey::incoming(&record.id),
+                size,
+                UPLOAD_CONTENT_TYPE,
+                url_ttl,
+            )
             .await?;
         Ok(UploadTicket {
             upload_id: record.id,
@@ -61,9 +76,10 @@ impl Service {
     pub async fn receive_upload_body(
         &self,
         id: &UploadId,
+        caller: Option<&Owner>,
         body: Bytes,
     ) -> Result<UploadRecord, FlowError> {
-        let record = self.upload_record(id).await?;
+        let record = self.upload_record(id, caller).await?;
         if record.state != UploadState::Pending {
             return Err(FlowError::UploadAlreadyReceived(id.clone()));
         }
@@ -88,11 +104,14 @@ impl Service {
     /// (a redelivered notification for a finished upload returns its record). Retryable
     /// failures leave the upload pending so the caller's retry finishes it.
     pub async fn process_incoming(&self, id: &UploadId) -> Result<UploadRecord, FlowError> {
-        let mut record = self.upload_record(id).await?;
+        let key = BlobKey::incoming(id);
+        let mut record = self.upload_record(id, None).await?;
         if record.state != UploadState::Pending {
+            // A notification delivered again finds nothing; a second PUT to a URL that was
+            // used already finds its body, which is removed unprocessed.
+            self.ports.blobs.delete(&[key]).await?;
             return Ok(record);
         }
-        let key = BlobKey::incoming(id);
         let body = self.ports.blobs.get(&key).await?;
         let limit = self.pipeline.config().max_body;
         let state = if body.len() as u64 > limit {
@@ -124,12 +143,13 @@ impl Service {
         Ok(record)
     }
 
-    /// The upload's record and, once done, its image.
+    /// The upload's record and, once done, its image; another caller's upload reads as absent.
     pub async fn upload_status(
         &self,
         id: &UploadId,
+        caller: Option<&Owner>,
     ) -> Result<(UploadRecord, Option<ImageRecord>), FlowError> {
-        let record = self.upload_record(id).await?;
+        let record = self.upload_record(id, caller).await?;
         let image = match &record.state {
             UploadState::Done { image_id, .. } => Some(self.image(image_id).await?),
             _ => None,
@@ -137,10 +157,16 @@ impl Service {
         Ok((record, image))
     }
 
-    async fn upload_record(&self, id: &UploadId) -> Result<UploadRecord, FlowError> {
+    /// The upload's record, if `caller` may see it: in open mode (`None`) every upload, else
+    /// only its own (an upload of another caller, or one started in open mode, is absent).
+    async fn upload_record(
+        &self,
+        id: &UploadId,
+        caller: Option<&Owner>,
+    ) -> Result<UploadRecord, FlowError> {
         match self.ports.uploads.get_upload(id).await {
-            Ok(Some(r)) => Ok(r),
-            Ok(None) | Err(StoreError::NotFound(_)) => Err(FlowError::UploadNotFound(id.clone())),
+            Ok(Some(r)) if caller.is_none() || caller == r.owner.as_ref() => Ok(r),
+            Ok(_) | Err(StoreError::NotFound(_)) => Err(FlowError::UploadNotFound(id.clone())),
             Err(e) => Err(e.into()),
         }
     }

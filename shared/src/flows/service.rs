@@ -47,6 +47,11 @@ pub struct Policy {
     pub max_pending_uploads: usize,
     /// How long a presigned upload URL (and its record) stays valid.
     pub upload_url_ttl: Duration,
+    /// Offers live in their clients' namespaces (identity on), not in one shared one: what
+    /// trusted paths (the intake queue, `imgest crawl`) take a request's client for.
+    pub per_client_offers: bool,
+    /// Uploads per minute per token subject (`IMGEST_UPLOAD_RPM`).
+    pub upload_rpm: u32,
 }
 
 impl Policy {
@@ -59,6 +64,8 @@ impl Policy {
             process_concurrency: s.process_concurrency,
             max_pending_uploads: s.max_pending_uploads,
             upload_url_ttl: s.upload_url_ttl,
+            per_client_offers: s.auth.per_client_offers(),
+            upload_rpm: s.upload_rpm,
         }
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::{FlowError, Metrics, Service};
-use crate::domain::{BlobKey, Generation, ImageId, SHARD_COUNT, shard_prefixes};
+use crate::domain::{BlobKey, Generation, IMAGE_AREAS, ImageId, SHARD_COUNT, shard_prefixes};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
@@ -78,7 +78,7 @@ impl Service {
         Ok(report)
     }
 
-    /// Sweeps one shard (`"00"` … `"ff"`), page by page.
+    /// Sweeps one shard (`"00"` … `"ff"`) of both image areas (variants and originals).
     pub async fn sweep_shard(
         &self,
         shard: &str,
@@ -86,13 +86,26 @@ impl Service {
         report: &mut SweepReport,
     ) -> Result<(), FlowError> {
         report.shards += 1;
-        let prefix = format!("{shard}/");
+        for area in IMAGE_AREAS {
+            self.sweep_prefix(&format!("{area}{shard}/"), dry_run, report)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Sweeps the files under one prefix, page by page.
+    async fn sweep_prefix(
+        &self,
+        prefix: &str,
+        dry_run: bool,
+        report: &mut SweepReport,
+    ) -> Result<(), FlowError> {
         let mut cursor: Option<BlobKey> = None;
         loop {
             let page = self
                 .ports
                 .blobs
-                .list(&prefix, cursor.as_ref(), SWEEP_PAGE)
+                .list(prefix, cursor.as_ref(), SWEEP_PAGE)
                 .await?;
             report.files_scanned += page.blobs.len() as u64;
 

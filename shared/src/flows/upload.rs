@@ -20,7 +20,7 @@ use tracing::{Instrument, info, warn};
 
 use super::service::Ports;
 use super::{FlowError, Metrics, Service};
-use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, StoredVariant};
+use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant};
 use crate::pipeline::Processed;
 use crate::ports::{Claim, ReadyImage, StoreError};
 
@@ -96,6 +96,8 @@ impl From<Bytes> for UploadBody {
 
 /// Enough leading bytes to tell every accepted format from its magic bytes.
 const MAGIC_LEN: usize = 16;
+/// The window `IMGEST_UPLOAD_RPM` counts in.
+const UPLOAD_RATE_WINDOW: Duration = Duration::from_secs(60);
 
 /// How often a caller waiting for another caller's claim looks again (doubling, capped).
 const WAIT_FIRST_POLL: Duration = Duration::from_millis(10);
@@ -183,6 +185,35 @@ impl Service {
                 }
             }
         }
+    }
+
+    /// Counts one upload against `owner`'s limit (`IMGEST_UPLOAD_RPM` per minute, shared by
+    /// every process through the rate limiter); `RateLimited` past it. Open mode (`None`) has
+    /// no per-caller limit.
+    pub async fn admit_upload(&self, owner: Option<&Owner>) -> Result<(), FlowError> {
+        let Some(owner) = owner else {
+            return Ok(());
+        };
+        let now = self.ports.clock.now();
+        // `/` is in no client id, so these budgets never mix with the crawls' per-client ones.
+        let grant = self
+            .ports
+            .rate_limits
+            .acquire(
+                &format!("upload/{owner}"),
+                1,
+                self.policy.upload_rpm,
+                UPLOAD_RATE_WINDOW,
+                now,
+            )
+            .await?;
+        if grant.granted == 0 {
+            let retry_after = grant
+                .retry_at
+                .map_or(UPLOAD_RATE_WINDOW, |at| at.since(now));
+            return Err(FlowError::RateLimited { retry_after });
+        }
+        Ok(())
     }
 
     /// Uploads bytes whose id is not known yet (the CLI's `process`, tests).
@@ -500,27 +531,29 @@ async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_clai
     }
 }
 
-/// Deletes every file under one generation of an image, found by listing its prefix.
+/// Deletes every file under one generation of an image, found by listing its prefixes.
 pub(crate) async fn delete_generation_files(
     ports: &Ports,
     id: &ImageId,
     generation: &Generation,
 ) -> Result<u64, StoreError> {
-    let prefix = BlobKey::generation_prefix(id, generation);
     let mut deleted = 0;
-    loop {
-        // Always from the start: the previous page is gone once deleted.
-        let page = ports.blobs.list(&prefix, None, 1000).await?;
-        if page.blobs.is_empty() {
-            return Ok(deleted);
-        }
-        let keys: Vec<BlobKey> = page.blobs.into_iter().map(|b| b.key).collect();
-        ports.blobs.delete(&keys).await?;
-        deleted += keys.len() as u64;
-        if page.next.is_none() {
-            return Ok(deleted);
+    for prefix in BlobKey::generation_prefixes(id, generation) {
+        loop {
+            // Always from the start: the previous page is gone once deleted.
+            let page = ports.blobs.list(&prefix, None, 1000).await?;
+            if page.blobs.is_empty() {
+                break;
+            }
+            let keys: Vec<BlobKey> = page.blobs.into_iter().map(|b| b.key).collect();
+            ports.blobs.delete(&keys).await?;
+            deleted += keys.len() as u64;
+            if page.next.is_none() {
+                break;
+            }
         }
     }
+    Ok(deleted)
 }
 
 #[cfg(test)]

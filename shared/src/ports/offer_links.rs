@@ -1,12 +1,13 @@
 //! The offer link port: an offer's ordered photo list and each image's link count and expiry.
-//! Linking never touches object storage.
+//! Linking never touches object storage. Offers are addressed by [`OfferKey`]: the same offer
+//! id in two clients' namespaces is two offers.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::StoreError;
-use crate::domain::{ImageId, OfferId, Timestamp};
+use crate::domain::{ImageId, OfferKey, Timestamp};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -25,7 +26,7 @@ pub trait OfferLinks: Send + Sync {
     /// `now + orphan_ttl`. Linking an image refreshes its `last_update`.
     async fn set_photos(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
         now: Timestamp,
         orphan_ttl: Duration,
@@ -40,7 +41,7 @@ pub trait OfferLinks: Send + Sync {
     /// its trade: `docs/consistency.md`, "Keyed links".
     async fn set_photos_keyed(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
         key: &str,
         now: Timestamp,
@@ -51,13 +52,13 @@ pub trait OfferLinks: Send + Sync {
     }
 
     /// The offer's photo list in order, or `None` if the offer has none set.
-    async fn photos(&self, offer: &OfferId) -> Result<Option<Vec<ImageId>>, StoreError>;
+    async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError>;
 
     /// Removes the offer and its links, orphaning images that nothing else links; returns
     /// whether the offer existed. Idempotent.
     async fn delete_offer(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError>;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
-use crate::domain::{BlobKey, ImageId, Timestamp, UploadId};
+use crate::domain::{BlobKey, ImageId, Owner, Timestamp, UploadId};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -31,6 +31,8 @@ pub struct UploadRecord {
     pub created_at: Timestamp,
     /// After this the record may be deleted (TTL on AWS).
     pub expires_at: Timestamp,
+    /// Who started it (`None` in open mode): another caller reads it as absent.
+    pub owner: Option<Owner>,
 }
 
 #[async_trait]
@@ -47,11 +49,13 @@ pub trait UploadRecords: Send + Sync {
 
 #[async_trait]
 pub trait UploadUrls: Send + Sync {
-    /// A URL that accepts one HTTP PUT of exactly `size` bytes to `key`, valid for `expires_in`.
+    /// A URL that accepts one HTTP PUT of exactly `size` bytes with `Content-Type:
+    /// content_type` to `key`, valid for `expires_in`.
     async fn presign_put(
         &self,
         key: &BlobKey,
         size: u64,
+        content_type: &str,
         expires_in: Duration,
     ) -> Result<String, StoreError>;
 }

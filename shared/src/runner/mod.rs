@@ -17,14 +17,15 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::error;
+use tracing::{error, warn};
 
 use crate::api::{ApiState, Edge, router};
 use crate::app::{self, AppError};
+use crate::auth::Authenticator;
 use crate::flows::Service;
 use crate::flows::crawl::{Crawler, Processing};
 use crate::ports::{Clock, SystemClock, TaskQueue};
-use crate::settings::Settings;
+use crate::settings::{AuthSettings, Settings};
 
 /// How a runner starts beyond its settings.
 #[derive(Clone)]
@@ -70,6 +71,18 @@ impl LocalRunner {
             })?),
             None => None,
         };
+        let auth = Authenticator::for_runner(&settings.auth, addr)
+            .map_err(|e| AppError::Startup(e.to_string()))?;
+        if auth.is_open() && addr.is_some() {
+            warn!(
+                "the API is open: every caller may do everything (no IMGEST_JWKS_FILE; {})",
+                if settings.auth == AuthSettings::Off {
+                    "IMGEST_AUTH=off"
+                } else {
+                    "listening on loopback only"
+                }
+            );
+        }
         let base_url = match (&settings.public_url, addr) {
             (Some(url), _) => url.clone(),
             (None, Some(addr)) => format!("http://{addr}"),
@@ -108,6 +121,7 @@ impl LocalRunner {
                 Arc::clone(&service),
                 Arc::clone(&crawler),
                 &format!("{base_url}/files"),
+                auth,
             );
             let app = router(state, Edge::LocalRunner);
             let mut stopped = stopped.clone();

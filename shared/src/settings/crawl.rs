@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::SettingsError;
 use super::parse::Vars;
 use crate::domain::{ClientId, NormalizationRules};
+use crate::fetch::{AllowedPorts, HostAllowlist};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrawlSettings {
@@ -44,6 +45,11 @@ pub struct CrawlSettings {
     /// `IMGEST_TIER_ROUTING` (true): start downloads in the tier a host's statistics predict;
     /// false starts every download in the first tier (the naive design, for comparison).
     pub tier_routing: bool,
+    /// `IMGEST_FETCH_PORTS` (`80,443`): the ports downloads may connect to, or `any`.
+    pub fetch_ports: AllowedPorts,
+    /// `IMGEST_CLIENT_HOSTS` (`acme=img.acme.example,*.acme-cdn.example;…`): the hosts a
+    /// client's downloads may reach; a client not listed may reach any public host.
+    pub client_hosts: HashMap<ClientId, HostAllowlist>,
 }
 
 impl CrawlSettings {
@@ -52,6 +58,11 @@ impl CrawlSettings {
             .get(client)
             .copied()
             .unwrap_or(self.client_rpm)
+    }
+
+    /// The hosts `client`'s downloads are limited to, if it is.
+    pub fn hosts_of(&self, client: &ClientId) -> Option<&HostAllowlist> {
+        self.client_hosts.get(client)
     }
 
     pub fn last_tier(&self) -> usize {
@@ -129,6 +140,36 @@ impl CrawlSettings {
                     "expected from=to host pairs, e.g. img2.cdn.example=img.cdn.example",
                 )
             })?;
+        let fetch_ports = match vars.get("IMGEST_FETCH_PORTS") {
+            None => AllowedPorts::default(),
+            Some(v) => AllowedPorts::parse(v).map_err(|e| {
+                vars.bad(
+                    "IMGEST_FETCH_PORTS",
+                    format!("{e} (expected a list of ports, e.g. 80,443, or any)"),
+                )
+            })?,
+        };
+        let var = "IMGEST_CLIENT_HOSTS";
+        let mut client_hosts = HashMap::new();
+        for entry in vars
+            .get(var)
+            .unwrap_or_default()
+            .split(';')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            let expected = "expected client=host,*.domain;client=… e.g. acme=img.acme.example,*.acme-cdn.example";
+            let (client, hosts) = entry
+                .split_once('=')
+                .ok_or_else(|| vars.bad(var, format!("{entry:?}: {expected}")))?;
+            let client = ClientId::parse(client.trim())
+                .map_err(|e| vars.bad(var, format!("{e}; {expected}")))?;
+            let hosts = HostAllowlist::parse(hosts)
+                .map_err(|e| vars.bad(var, format!("{client}: {e}; {expected}")))?;
+            if client_hosts.insert(client.clone(), hosts).is_some() {
+                return Err(vars.bad(var, format!("{client} is listed twice")));
+            }
+        }
         let retry_base = vars.positive_duration("IMGEST_RETRY_BASE", Duration::from_secs(1))?;
         let retry_cap = vars.positive_duration("IMGEST_RETRY_CAP", Duration::from_secs(3600))?;
         if retry_cap < retry_base {
@@ -164,6 +205,8 @@ impl CrawlSettings {
                 .to_owned(),
             tiers,
             tier_routing: vars.flag("IMGEST_TIER_ROUTING", true)?,
+            fetch_ports,
+            client_hosts,
         })
     }
 }
@@ -194,6 +237,24 @@ mod tests {
         assert_eq!(s.client_rpm, 600);
         assert_eq!(s.rate_window, Duration::from_secs(60));
         assert!(!s.allow_private_networks);
+        assert_eq!(s.fetch_ports, AllowedPorts::Only(vec![80, 443]));
+        assert!(s.client_hosts.is_empty());
+    }
+
+    #[test]
+    fn ports_and_client_hosts_parse() {
+        let s = parse(&[
+            ("IMGEST_FETCH_PORTS", "any"),
+            (
+                "IMGEST_CLIENT_HOSTS",
+                "acme=img.acme.example,*.acme-cdn.example; tiny=photos.tiny.example;",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(s.fetch_ports, AllowedPorts::Any);
+        let acme = s.hosts_of(&ClientId::parse("acme").unwrap()).unwrap();
+        assert!(acme.allows("x.acme-cdn.example") && !acme.allows("photos.tiny.example"));
+        assert!(s.hosts_of(&ClientId::parse("other").unwrap()).is_none());
     }
 
     #[test]
@@ -232,6 +293,11 @@ mod tests {
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "yes"),
             ("IMGEST_URL_TTL", "0s"),
             ("IMGEST_MAX_ATTEMPTS", "many"),
+            ("IMGEST_FETCH_PORTS", "80,https"),
+            ("IMGEST_CLIENT_HOSTS", "acme"),
+            ("IMGEST_CLIENT_HOSTS", "acme=a.example;acme=b.example"),
+            ("IMGEST_CLIENT_HOSTS", "acme=a..example"),
+            ("IMGEST_CLIENT_HOSTS", "ac me=a.example"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");

@@ -110,6 +110,39 @@ pub struct Settings {
     pub watermark: Option<WatermarkSettings>,
     /// The crawl flows' settings.
     pub crawl: CrawlSettings,
+    /// `IMGEST_AUTH`, `IMGEST_JWKS_FILE`, `IMGEST_JWT_ISSUER`, `IMGEST_JWT_AUDIENCE`: who
+    /// checks callers.
+    pub auth: AuthSettings,
+    /// `IMGEST_UPLOAD_RPM` (120): uploads per minute per token subject.
+    pub upload_rpm: u32,
+}
+
+/// Who checks the API's callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthSettings {
+    /// Nothing set: `serve` runs open on a loopback address only (and says so); on any other
+    /// address it refuses to start. The functions refuse to start.
+    Unset,
+    /// `IMGEST_AUTH=off`: open on any address, every caller may do everything.
+    Off,
+    /// `IMGEST_JWKS_FILE` (or `IMGEST_AUTH=jwt`): bearer tokens checked against the keys of a
+    /// JWKS file, with `IMGEST_JWT_ISSUER` and `IMGEST_JWT_AUDIENCE` (both required).
+    Jwt {
+        jwks_file: PathBuf,
+        issuer: String,
+        audience: String,
+    },
+    /// `IMGEST_AUTH=gateway`: API Gateway's JWT authorizer checked the token; the API function
+    /// reads its claims from the request context.
+    Gateway,
+}
+
+impl AuthSettings {
+    /// Whether offers live in their clients' namespaces (identity on) or in one shared one
+    /// (open mode). Trusted paths (the intake queue, `imgest crawl`) follow this too.
+    pub fn per_client_offers(&self) -> bool {
+        matches!(self, Self::Jwt { .. } | Self::Gateway)
+    }
 }
 
 impl Settings {
@@ -163,6 +196,8 @@ impl Settings {
             max_pending_uploads: vars.number("IMGEST_MAX_PENDING_UPLOADS", 64, 0, 1_000_000)?,
             watermark,
             crawl: CrawlSettings::parse(&vars)?,
+            auth: auth(&vars)?,
+            upload_rpm: vars.number("IMGEST_UPLOAD_RPM", 120, 1, 1_000_000)?,
         })
     }
 
@@ -226,6 +261,33 @@ fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
             }))
         }
         _ => Err(vars.bad("IMGEST_BACKEND", "expected embedded or aws")),
+    }
+}
+
+fn auth(vars: &Vars<'_>) -> Result<AuthSettings, SettingsError> {
+    let jwks = vars.get("IMGEST_JWKS_FILE");
+    let jwt = |jwks_file: &str| -> Result<AuthSettings, SettingsError> {
+        let needed_by = "IMGEST_JWKS_FILE is set";
+        Ok(AuthSettings::Jwt {
+            jwks_file: PathBuf::from(jwks_file),
+            issuer: vars.required("IMGEST_JWT_ISSUER", needed_by)?.to_owned(),
+            audience: vars.required("IMGEST_JWT_AUDIENCE", needed_by)?.to_owned(),
+        })
+    };
+    match (vars.get("IMGEST_AUTH"), jwks) {
+        (None, None) => Ok(AuthSettings::Unset),
+        (None | Some("jwt"), Some(file)) => jwt(file),
+        (Some("jwt"), None) => Err(vars.bad(
+            "IMGEST_JWKS_FILE",
+            "required when IMGEST_AUTH=jwt (a JWKS file with the token issuer's public keys)",
+        )),
+        (Some("off"), None) => Ok(AuthSettings::Off),
+        (Some("gateway"), None) => Ok(AuthSettings::Gateway),
+        (Some("off" | "gateway"), Some(_)) => Err(vars.bad(
+            "IMGEST_AUTH",
+            "IMGEST_JWKS_FILE is set too: say which (jwt checks tokens against that file)",
+        )),
+        (Some(_), _) => Err(vars.bad("IMGEST_AUTH", "expected jwt, gateway or off")),
     }
 }
 
@@ -443,6 +505,44 @@ mod tests {
         ] {
             let err = with_aws(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");
+        }
+    }
+
+    #[test]
+    fn auth_is_unset_off_jwt_or_gateway() {
+        assert_eq!(Settings::defaults().auth, AuthSettings::Unset);
+        assert_eq!(Settings::defaults().upload_rpm, 120);
+        assert_eq!(
+            with(&[("IMGEST_AUTH", "off")]).unwrap().auth,
+            AuthSettings::Off
+        );
+        assert_eq!(
+            with(&[("IMGEST_AUTH", "gateway")]).unwrap().auth,
+            AuthSettings::Gateway
+        );
+        let jwt = with(&[
+            ("IMGEST_JWKS_FILE", "/etc/imgest/jwks.json"),
+            ("IMGEST_JWT_ISSUER", "https://id.example"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
+        ])
+        .unwrap();
+        assert!(jwt.auth.per_client_offers());
+        assert!(!AuthSettings::Off.per_client_offers());
+        for (pairs, var) in [
+            (&[("IMGEST_JWKS_FILE", "j.json")][..], "IMGEST_JWT_ISSUER"),
+            (
+                &[("IMGEST_JWKS_FILE", "j.json"), ("IMGEST_JWT_ISSUER", "i")][..],
+                "IMGEST_JWT_AUDIENCE",
+            ),
+            (&[("IMGEST_AUTH", "jwt")][..], "IMGEST_JWKS_FILE"),
+            (
+                &[("IMGEST_AUTH", "off"), ("IMGEST_JWKS_FILE", "j.json")][..],
+                "IMGEST_AUTH",
+            ),
+            (&[("IMGEST_AUTH", "maybe")][..], "IMGEST_AUTH"),
+            (&[("IMGEST_UPLOAD_RPM", "0")][..], "IMGEST_UPLOAD_RPM"),
+        ] {
+            assert_eq!(with(pairs).unwrap_err().var, var, "{pairs:?}");
         }
     }
 

@@ -88,7 +88,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::domain::{
-    ImageId, ImageRecord, OfferId, SourceFormat, StoredVariant, Timestamp, VariantName,
+    ClientId, ImageId, ImageRecord, OfferId, OfferKey, SourceFormat, StoredVariant, Tenant,
+    Timestamp, VariantName,
 };
 use crate::ports::{
     Checkpoints, Claim, ImageIndex, MessageSender, OfferLinks, ReadyImage, UploadRecords,
@@ -176,6 +177,16 @@ pub fn random_image_id() -> ImageId {
 /// A fresh random offer id.
 pub fn random_offer_id() -> OfferId {
     OfferId::parse(&format!("contract-{:016x}", fastrand::u64(..))).unwrap()
+}
+
+/// A fresh random client.
+pub fn random_client() -> ClientId {
+    ClientId::parse(&format!("client-{:016x}", fastrand::u64(..))).unwrap()
+}
+
+/// A fresh offer in a fresh client's namespace.
+pub fn random_offer() -> OfferKey {
+    OfferKey::new(Tenant::Client(random_client()), random_offer_id())
 }
 
 /// A fresh name with a readable label (queue names, key prefixes).

@@ -1,10 +1,10 @@
 //! The `OfferLinks` contract (with the `ImageIndex` it links records of).
 
 use super::{
-    BASE, CLAIM_TTL, LinkPorts, ORPHAN_TTL, mins, must_get, random_image_id, random_offer_id,
+    BASE, CLAIM_TTL, LinkPorts, ORPHAN_TTL, mins, must_get, random_image_id, random_offer,
     ready_image,
 };
-use crate::domain::{ImageId, OfferId, Timestamp};
+use crate::domain::{ImageId, OfferKey, Tenant, Timestamp};
 use crate::ports::{Claim, ImageIndex, LinkError, OfferLinks};
 
 contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
@@ -15,9 +15,10 @@ contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
     an_expired_image_is_linkable_once_revived,
     a_keyed_change_run_again_links_each_image_once,
     delete_offer_is_idempotent,
+    one_offer_id_in_two_namespaces_is_two_offers,
 );
 
-async fn set(offers: &dyn OfferLinks, offer: &OfferId, ids: &[&ImageId], now: Timestamp) {
+async fn set(offers: &dyn OfferLinks, offer: &OfferKey, ids: &[&ImageId], now: Timestamp) {
     let ids: Vec<ImageId> = ids.iter().map(|id| (*id).clone()).collect();
     offers
         .set_photos(offer, &ids, now, ORPHAN_TTL)
@@ -25,7 +26,7 @@ async fn set(offers: &dyn OfferLinks, offer: &OfferId, ids: &[&ImageId], now: Ti
         .unwrap();
 }
 
-async fn photos(offers: &dyn OfferLinks, offer: &OfferId) -> Option<Vec<ImageId>> {
+async fn photos(offers: &dyn OfferLinks, offer: &OfferKey) -> Option<Vec<ImageId>> {
     offers.photos(offer).await.unwrap()
 }
 
@@ -46,7 +47,7 @@ pub async fn set_photos_keeps_the_order_and_replaces_the_list(ports: LinkPorts) 
     let b = ready_image(images, t0).await.id;
     let c = ready_image(images, t0).await.id;
     let d = ready_image(images, t0).await.id;
-    let offer = random_offer_id();
+    let offer = random_offer();
     assert_eq!(photos(offers, &offer).await, None);
 
     let t1 = t0.plus(mins(1));
@@ -103,7 +104,7 @@ pub async fn unknown_images_are_refused_and_nothing_changes(ports: LinkPorts) {
     ));
     let never = random_image_id();
 
-    let offer = random_offer_id();
+    let offer = random_offer();
     set(offers, &offer, &[&a, &b], now).await;
     let before = (links(images, &a).await, links(images, &b).await);
 
@@ -131,7 +132,7 @@ pub async fn unknown_images_are_refused_and_nothing_changes(ports: LinkPorts) {
     assert_eq!((links(images, &a).await, links(images, &b).await), before);
 
     // A new offer refused is not created.
-    let other = random_offer_id();
+    let other = random_offer();
     let r = offers
         .set_photos(&other, &owned(&[&a, &never]), later, ORPHAN_TTL)
         .await;
@@ -150,7 +151,7 @@ pub async fn unknown_images_are_refused_and_nothing_changes(ports: LinkPorts) {
 pub async fn link_counts_follow_every_offer(ports: LinkPorts) {
     let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
     let x = ready_image(images, BASE).await.id;
-    let (o1, o2) = (random_offer_id(), random_offer_id());
+    let (o1, o2) = (random_offer(), random_offer());
     let t1 = BASE.plus(mins(1));
     set(offers, &o1, &[&x], t1).await;
     set(offers, &o2, &[&x], t1).await;
@@ -186,7 +187,7 @@ pub async fn linked_images_never_expire(ports: LinkPorts) {
     let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
     let record = ready_image(images, BASE).await; // would expire BASE+60m
     let (x, g) = (&record.id, &record.generation);
-    let offer = random_offer_id();
+    let offer = random_offer();
     set(offers, &offer, &[x], BASE.plus(mins(10))).await;
 
     let much_later = BASE.plus(mins(600));
@@ -214,7 +215,7 @@ pub async fn an_expired_image_is_linkable_once_revived(ports: LinkPorts) {
     let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
     let x = ready_image(images, BASE).await.id;
     let late = BASE.plus(mins(120));
-    let offer = random_offer_id();
+    let offer = random_offer();
     let r = offers
         .set_photos(&offer, std::slice::from_ref(&x), late, ORPHAN_TTL)
         .await;
@@ -232,7 +233,7 @@ pub async fn an_expired_image_is_linkable_once_revived(ports: LinkPorts) {
 
 pub async fn delete_offer_is_idempotent(ports: LinkPorts) {
     let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
-    let unknown = random_offer_id();
+    let unknown = random_offer();
     assert!(
         !offers
             .delete_offer(&unknown, BASE, ORPHAN_TTL)
@@ -241,7 +242,7 @@ pub async fn delete_offer_is_idempotent(ports: LinkPorts) {
     );
 
     let a = ready_image(images, BASE).await.id;
-    let offer = random_offer_id();
+    let offer = random_offer();
     set(offers, &offer, &[&a], BASE).await;
     let t1 = BASE.plus(mins(1));
     assert!(offers.delete_offer(&offer, t1, ORPHAN_TTL).await.unwrap());
@@ -252,7 +253,7 @@ pub async fn delete_offer_is_idempotent(ports: LinkPorts) {
     assert_eq!(photos(offers, &offer).await, None);
 
     // An offer with no photos exists and is deleted like any other.
-    let empty = random_offer_id();
+    let empty = random_offer();
     set(offers, &empty, &[], BASE).await;
     assert!(offers.delete_offer(&empty, t1, ORPHAN_TTL).await.unwrap());
     assert!(!offers.delete_offer(&empty, t1, ORPHAN_TTL).await.unwrap());
@@ -264,8 +265,8 @@ pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
     let a = ready_image(images, t0).await.id;
     let b = ready_image(images, t0).await.id;
     let c = ready_image(images, t0).await.id;
-    let (offer, other) = (random_offer_id(), random_offer_id());
-    let keyed = |offer: OfferId, ids: Vec<ImageId>, now: Timestamp| async move {
+    let (offer, other) = (random_offer(), random_offer());
+    let keyed = |offer: OfferKey, ids: Vec<ImageId>, now: Timestamp| async move {
         offers
             .set_photos_keyed(&offer, &ids, "crawl-1", now, ORPHAN_TTL)
             .await
@@ -306,4 +307,39 @@ pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
     );
     assert_eq!(photos(offers, &offer).await, Some(owned(&[&a, &b])));
     assert_eq!(links(images, &c).await.0, 1);
+}
+
+pub async fn one_offer_id_in_two_namespaces_is_two_offers(ports: LinkPorts) {
+    let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
+    let a = ready_image(images, BASE).await.id;
+    let b = ready_image(images, BASE).await.id;
+    let mine = random_offer();
+    let theirs = OfferKey::new(Tenant::Client(super::random_client()), mine.id().clone());
+    let shared = OfferKey::shared(mine.id().clone());
+    let t1 = BASE.plus(mins(1));
+    set(offers, &mine, &[&a], t1).await;
+    assert_eq!(
+        photos(offers, &theirs).await,
+        None,
+        "another client's offer is not there"
+    );
+    assert_eq!(photos(offers, &shared).await, None);
+    set(offers, &theirs, &[&a, &b], t1).await;
+    set(offers, &shared, &[&b], t1).await;
+    assert_eq!(photos(offers, &mine).await, Some(owned(&[&a])));
+    assert_eq!(photos(offers, &theirs).await, Some(owned(&[&a, &b])));
+    assert_eq!(photos(offers, &shared).await, Some(owned(&[&b])));
+    assert_eq!(links(images, &a).await.0, 2);
+    assert_eq!(links(images, &b).await.0, 2);
+
+    let t2 = t1.plus(mins(1));
+    assert!(offers.delete_offer(&theirs, t2, ORPHAN_TTL).await.unwrap());
+    assert_eq!(photos(offers, &mine).await, Some(owned(&[&a])), "untouched");
+    assert_eq!(
+        photos(offers, &shared).await,
+        Some(owned(&[&b])),
+        "untouched"
+    );
+    assert_eq!(links(images, &a).await.0, 1);
+    assert_eq!(links(images, &b).await.0, 1);
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{BASE, UploadPorts, unique_name};
-use crate::domain::{ImageId, UploadId};
+use crate::domain::{ImageId, Owner, UploadId};
 use crate::ports::{StoreError, UploadRecord, UploadState};
 
 contract_suite!($ uploads_contract_tests, uploads, UploadPorts;
@@ -14,6 +14,7 @@ contract_suite!($ uploads_contract_tests, uploads, UploadPorts;
 
 fn pending(id: &UploadId) -> UploadRecord {
     UploadRecord {
+        owner: Some(Owner::of_subject("seller-1")),
         id: id.clone(),
         size: 12_000_000,
         state: UploadState::Pending,

@@ -45,6 +45,7 @@ impl CrawlApp {
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = [
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+            ("IMGEST_FETCH_PORTS", "any"),
             ("IMGEST_FETCH_TIERS", TIERS),
             ("IMGEST_FETCH_WORKERS", "8,4,4"),
             ("IMGEST_RETRY_BASE", "20ms"),

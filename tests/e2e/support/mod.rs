@@ -230,6 +230,8 @@ impl TestApp {
             .collect();
         map.entry("IMGEST_ALLOW_PRIVATE_NETWORKS".into())
             .or_insert_with(|| "true".into());
+        map.entry("IMGEST_FETCH_PORTS".into())
+            .or_insert_with(|| "any".into());
         let settings = Settings::from_map(&map).unwrap().crawl;
         Crawler::new(self.service.clone(), settings, processing).unwrap()
     }

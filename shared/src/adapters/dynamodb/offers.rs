@@ -1,7 +1,8 @@
 //! `OfferLinks`: offer items and the link counts of image items, kept in step with
 //! optimistic concurrency and `TransactWriteItems`.
 //!
-//! Offer item `pk = offer#{id}`, `sk = offer`: `photos` (L of S, the ordered image ids),
+//! Offer item `pk = offer#{key}` (the offer's [`OfferKey`]: `{client}/{offer_id}`, or the bare
+//! offer id in open mode's shared namespace), `sk = offer`: `photos` (L of S, the ordered image ids),
 //! `version` (N, +1 per write) and `updated_at` (N ms).
 //!
 //! A change reads the offer (consistently) and the images it adds or drops, refuses the whole
@@ -47,7 +48,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
 use super::item::{Attrs, Expr, ExprParts, Item, PK, key, ms, n, s};
 use super::{DynamoStore, backoff, build_error, error_code, is_condition_failed, sdk_error};
-use crate::domain::{ImageId, OfferId, Timestamp};
+use crate::domain::{ImageId, OfferKey, Timestamp};
 use crate::ports::{LinkError, OfferLinks, StoreError};
 
 const KIND: &str = "offer";
@@ -71,8 +72,9 @@ const CHANGE_ATTEMPTS: u32 = 10;
 /// Attempts of unlinking one image on its own (undoing links, late unlinks).
 const UNLINK_ATTEMPTS: u32 = 10;
 
-fn offer_key(offer: &OfferId) -> Item {
-    key(KIND, offer.as_str())
+/// `offer#{id}` in the shared namespace, `offer#{client}/{id}` in a client's.
+fn offer_key(offer: &OfferKey) -> Item {
+    key(KIND, &offer.to_string())
 }
 
 /// The offer as stored.
@@ -96,7 +98,7 @@ struct OfferWrite {
 }
 
 fn offer_write(
-    offer: &OfferId,
+    offer: &OfferKey,
     photos: Option<&[ImageId]>,
     read: Option<&StoredOffer>,
     now: Timestamp,
@@ -176,7 +178,7 @@ fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) ->
 }
 
 impl DynamoStore {
-    async fn read_offer(&self, offer: &OfferId) -> Result<Option<StoredOffer>, StoreError> {
+    async fn read_offer(&self, offer: &OfferKey) -> Result<Option<StoredOffer>, StoreError> {
         let item = self
             .get(offer_key(offer), &format!("reading offer {offer}"))
             .await?;
@@ -490,7 +492,7 @@ impl DynamoStore {
     /// (see [`prelink`](Self::prelink)) instead of in its transaction.
     async fn change_offer(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         photos: Option<&[ImageId]>,
         now: Timestamp,
         orphan_ttl: Duration,
@@ -619,7 +621,7 @@ impl DynamoStore {
 impl OfferLinks for DynamoStore {
     async fn set_photos(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
         now: Timestamp,
         orphan_ttl: Duration,
@@ -631,7 +633,7 @@ impl OfferLinks for DynamoStore {
 
     async fn set_photos_keyed(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
         key: &str,
         now: Timestamp,
@@ -642,13 +644,13 @@ impl OfferLinks for DynamoStore {
             .map(drop)
     }
 
-    async fn photos(&self, offer: &OfferId) -> Result<Option<Vec<ImageId>>, StoreError> {
+    async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {
         Ok(self.read_offer(offer).await?.map(|r| r.photos))
     }
 
     async fn delete_offer(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {

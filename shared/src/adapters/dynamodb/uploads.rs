@@ -3,14 +3,15 @@
 //! Item `pk = upload#{id}`, `sk = upload`: `size` N, `state` S (`pending` | `done` |
 //! `failed`), `image_id` S and `deduplicated` BOOL (done only), `error_kind` S and
 //! `error_message` S (failed only), `created_at` N ms, `expires_at` N ms and `ttl` N (epoch
-//! seconds, `ceil(expires_at / 1000)`: DynamoDB deletes the record some time after it expires).
+//! seconds, `ceil(expires_at / 1000)`: DynamoDB deletes the record some time after it expires),
+//! `owner` S (who started it; absent in open mode).
 //! Reads return the record as stored, expired or not (callers compare `expires_at`).
 
 use async_trait::async_trait;
 
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
 use super::{DynamoStore, is_condition_failed, sdk_error};
-use crate::domain::{ImageId, UploadId};
+use crate::domain::{ImageId, Owner, UploadId};
 use crate::ports::{StoreError, UploadRecord, UploadRecords, UploadState};
 
 const KIND: &str = "upload";
@@ -22,6 +23,7 @@ const ERROR_KIND: &str = "error_kind";
 const ERROR_MESSAGE: &str = "error_message";
 const CREATED_AT: &str = "created_at";
 const EXPIRES_AT: &str = "expires_at";
+const OWNER: &str = "owner";
 
 const PENDING: &str = "pending";
 const DONE: &str = "done";
@@ -86,6 +88,12 @@ fn record_from_item(item: &Item, id: &UploadId) -> Result<UploadRecord, StoreErr
         state,
         created_at: a.time(CREATED_AT)?,
         expires_at: a.time(EXPIRES_AT)?,
+        owner: match a.opt_s(OWNER)? {
+            None => None,
+            Some(raw) => {
+                Some(Owner::parse(raw).ok_or_else(|| a.corrupt(OWNER, "is not an owner"))?)
+            }
+        },
     })
 }
 
@@ -103,6 +111,9 @@ impl UploadRecords for DynamoStore {
             .set(CREATED_AT, ms(record.created_at))
             .set(EXPIRES_AT, ms(record.expires_at))
             .set(TTL, n(ttl_secs(record.expires_at)));
+        if let Some(owner) = &record.owner {
+            e.set(OWNER, s(owner.as_str()));
+        }
         write_state(&mut e, &record.state);
         let condition = e.not_exists(PK);
         let parts = e.finish();

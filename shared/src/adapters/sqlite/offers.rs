@@ -9,20 +9,29 @@ use rusqlite::{Connection, params};
 
 use super::images::{commit, immediate, select_many};
 use super::{SqliteStore, sql_error};
-use crate::domain::{ImageId, OfferId, Timestamp};
+use crate::domain::{ImageId, OfferKey, Timestamp};
 use crate::ports::{LinkError, OfferLinks, StoreError};
+
+/// The `(client_id, offer_id)` columns of an offer: `''` is the shared namespace.
+fn columns(offer: &OfferKey) -> (&str, &str) {
+    (
+        offer.tenant().client().map_or("", |c| c.as_str()),
+        offer.id().as_str(),
+    )
+}
 
 /// The offer's photo ids in order, or `None` if the offer does not exist (one statement, so
 /// one consistent read).
-fn current_photos(conn: &Connection, offer: &OfferId) -> Result<Option<Vec<String>>, StoreError> {
+fn current_photos(conn: &Connection, offer: &OfferKey) -> Result<Option<Vec<String>>, StoreError> {
+    let (client, id) = columns(offer);
     let rows = conn
         .prepare_cached(
             "SELECT p.image_id FROM offers o \
-             LEFT JOIN offer_photos p ON p.offer_id = o.offer_id \
-             WHERE o.offer_id = ?1 ORDER BY p.position",
+             LEFT JOIN offer_photos p ON p.client_id = o.client_id AND p.offer_id = o.offer_id \
+             WHERE o.client_id = ?1 AND o.offer_id = ?2 ORDER BY p.position",
         )
         .and_then(|mut stmt| {
-            stmt.query_map([offer.as_str()], |r| r.get::<_, Option<String>>(0))?
+            stmt.query_map([client, id], |r| r.get::<_, Option<String>>(0))?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })
         .map_err(|e| sql_error("reading an offer's photos", e))?;
@@ -68,7 +77,7 @@ fn unlink(
 
 fn set_photos_tx(
     conn: &mut Connection,
-    offer: &OfferId,
+    offer: &OfferKey,
     images: &[ImageId],
     now: Timestamp,
     orphan_ttl: Duration,
@@ -91,26 +100,28 @@ fn set_photos_tx(
     }
     let old = current_photos(&tx, offer)?.unwrap_or_default();
     let old_set: HashSet<&str> = old.iter().map(String::as_str).collect();
+    let (client, offer_id) = columns(offer);
     tx.execute(
-        "INSERT INTO offers (offer_id, updated_at) VALUES (?1, ?2) \
-         ON CONFLICT (offer_id) DO UPDATE SET updated_at = excluded.updated_at",
-        params![offer.as_str(), now.as_millis()],
+        "INSERT INTO offers (client_id, offer_id, updated_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (client_id, offer_id) DO UPDATE SET updated_at = excluded.updated_at",
+        params![client, offer_id, now.as_millis()],
     )
     .map_err(|e| sql_error("writing an offer", e))?;
     tx.execute(
-        "DELETE FROM offer_photos WHERE offer_id = ?1",
-        [offer.as_str()],
+        "DELETE FROM offer_photos WHERE client_id = ?1 AND offer_id = ?2",
+        [client, offer_id],
     )
     .map_err(|e| sql_error("replacing an offer's photos", e))?;
     {
         let mut insert = tx
             .prepare_cached(
-                "INSERT INTO offer_photos (offer_id, position, image_id) VALUES (?1, ?2, ?3)",
+                "INSERT INTO offer_photos (client_id, offer_id, position, image_id) \
+                 VALUES (?1, ?2, ?3, ?4)",
             )
             .map_err(|e| sql_error("replacing an offer's photos", e))?;
         for (position, id) in (0_i64..).zip(&wanted) {
             insert
-                .execute(params![offer.as_str(), position, id.as_str()])
+                .execute(params![client, offer_id, position, id.as_str()])
                 .map_err(|e| sql_error("replacing an offer's photos", e))?;
         }
     }
@@ -126,7 +137,7 @@ fn set_photos_tx(
 
 fn delete_offer_tx(
     conn: &mut Connection,
-    offer: &OfferId,
+    offer: &OfferKey,
     now: Timestamp,
     orphan_ttl: Duration,
 ) -> Result<bool, StoreError> {
@@ -134,13 +145,17 @@ fn delete_offer_tx(
     let Some(old) = current_photos(&tx, offer)? else {
         return Ok(false);
     };
+    let (client, offer_id) = columns(offer);
     tx.execute(
-        "DELETE FROM offer_photos WHERE offer_id = ?1",
-        [offer.as_str()],
+        "DELETE FROM offer_photos WHERE client_id = ?1 AND offer_id = ?2",
+        [client, offer_id],
     )
     .map_err(|e| sql_error("deleting an offer's photos", e))?;
-    tx.execute("DELETE FROM offers WHERE offer_id = ?1", [offer.as_str()])
-        .map_err(|e| sql_error("deleting an offer", e))?;
+    tx.execute(
+        "DELETE FROM offers WHERE client_id = ?1 AND offer_id = ?2",
+        [client, offer_id],
+    )
+    .map_err(|e| sql_error("deleting an offer", e))?;
     for id in &old {
         unlink(&tx, id, now, orphan_ttl)?;
     }
@@ -152,7 +167,7 @@ fn delete_offer_tx(
 impl OfferLinks for SqliteStore {
     async fn set_photos(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         images: &[ImageId],
         now: Timestamp,
         orphan_ttl: Duration,
@@ -162,7 +177,7 @@ impl OfferLinks for SqliteStore {
             .await
     }
 
-    async fn photos(&self, offer: &OfferId) -> Result<Option<Vec<ImageId>>, StoreError> {
+    async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {
         let offer = offer.clone();
         self.run(move |conn| {
             current_photos(conn, &offer)?
@@ -184,7 +199,7 @@ impl OfferLinks for SqliteStore {
 
     async fn delete_offer(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {

@@ -9,7 +9,7 @@ use super::sql_error;
 use crate::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -116,6 +116,39 @@ CREATE TABLE IF NOT EXISTS rate_grants (
 CREATE INDEX IF NOT EXISTS rate_grants_by_client ON rate_grants (client, granted_at);
 ";
 
+/// Tenancy: an offer is `(client_id, offer_id)` (`''` is open mode's shared namespace, which
+/// every offer of an older database moves to), and a presigned upload has an owner.
+const V3: &str = "
+CREATE TABLE offers_v3 (
+    client_id  TEXT    NOT NULL,
+    offer_id   TEXT    NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (client_id, offer_id)
+);
+CREATE TABLE offer_photos_v3 (
+    client_id TEXT    NOT NULL,
+    offer_id  TEXT    NOT NULL,
+    position  INTEGER NOT NULL,
+    -- An image can never be deleted while an offer links it.
+    image_id  TEXT    NOT NULL REFERENCES images (id),
+    PRIMARY KEY (client_id, offer_id, position),
+    FOREIGN KEY (client_id, offer_id) REFERENCES offers_v3 (client_id, offer_id) ON DELETE CASCADE
+) WITHOUT ROWID;
+INSERT INTO offers_v3 (client_id, offer_id, updated_at) SELECT '', offer_id, updated_at FROM offers;
+INSERT INTO offer_photos_v3 (client_id, offer_id, position, image_id)
+    SELECT '', offer_id, position, image_id FROM offer_photos;
+DROP TABLE offer_photos;
+DROP TABLE offers;
+-- Renaming also renames the foreign key's target.
+ALTER TABLE offers_v3 RENAME TO offers;
+ALTER TABLE offer_photos_v3 RENAME TO offer_photos;
+-- The reverse index: which offers link an image.
+CREATE INDEX offer_photos_by_image ON offer_photos (image_id);
+
+-- Whose upload it is (the MD5 of the token's subject; NULL in open mode).
+ALTER TABLE uploads ADD COLUMN owner TEXT;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -137,6 +170,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 2 {
         tx.execute_batch(V2)
             .map_err(|e| sql_error("adding records and rate limits to the schema", e))?;
+    }
+    if version < 3 {
+        tx.execute_batch(V3)
+            .map_err(|e| sql_error("moving offers to per-client keys", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -181,5 +218,47 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 0, "{table}");
         }
+    }
+
+    #[test]
+    fn a_version_2_database_keeps_its_offers_in_the_shared_namespace() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute_batch(V2).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute_batch(
+            "INSERT INTO images (id, generation, state, created_at, last_update, link_count) \
+               VALUES ('0cc175b9c0f1b6a831c399e269772661', '0badcafe', 'ready', 1, 1, 1); \
+             INSERT INTO offers (offer_id, updated_at) VALUES ('o1', 5); \
+             INSERT INTO offer_photos (offer_id, position, image_id) \
+               VALUES ('o1', 0, '0cc175b9c0f1b6a831c399e269772661'); \
+             INSERT INTO uploads (id, size, state, created_at, expires_at) \
+               VALUES ('fedcba9876543210fedcba9876543210', 3, '{}', 1, 2);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let (client, offer, image): (String, String, String) = conn
+            .query_row(
+                "SELECT o.client_id, o.offer_id, p.image_id FROM offers o \
+                 JOIN offer_photos p USING (client_id, offer_id)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (client.as_str(), offer.as_str(), image.as_str()),
+            ("", "o1", "0cc175b9c0f1b6a831c399e269772661")
+        );
+        let owner: Option<String> = conn
+            .query_row("SELECT owner FROM uploads", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(owner, None);
+        // Deleting the offer still takes its photos with it.
+        conn.execute("DELETE FROM offers", []).unwrap();
+        let left: i64 = conn
+            .query_row("SELECT COUNT(*) FROM offer_photos", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0);
     }
 }

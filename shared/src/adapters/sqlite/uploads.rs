@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, sql_error};
-use crate::domain::{Timestamp, UploadId};
+use crate::domain::{Owner, Timestamp, UploadId};
 use crate::ports::{Checkpoints, StoreError, UploadRecord, UploadRecords, UploadState};
 
 fn state_json(state: &UploadState) -> Result<String, StoreError> {
@@ -20,8 +20,8 @@ impl UploadRecords for SqliteStore {
         self.run(move |conn| {
             let inserted = conn
                 .prepare_cached(
-                    "INSERT INTO uploads (id, size, state, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5) \
-                     ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO uploads (id, size, state, created_at, expires_at, owner) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
                 )
                 .and_then(|mut st| {
                     st.execute(params![
@@ -29,7 +29,8 @@ impl UploadRecords for SqliteStore {
                         i64::try_from(r.size).unwrap_or(i64::MAX),
                         state,
                         r.created_at.as_millis(),
-                        r.expires_at.as_millis()
+                        r.expires_at.as_millis(),
+                        r.owner.as_ref().map(Owner::as_str)
                     ])
                 })
                 .map_err(|e| sql_error("creating an upload", e))?;
@@ -46,7 +47,7 @@ impl UploadRecords for SqliteStore {
         self.run(move |conn| {
             let row = conn
                 .prepare_cached(
-                    "SELECT size, state, created_at, expires_at FROM uploads WHERE id = ?1",
+                    "SELECT size, state, created_at, expires_at, owner FROM uploads WHERE id = ?1",
                 )
                 .and_then(|mut st| {
                     st.query_row([id.as_str()], |r| {
@@ -55,23 +56,31 @@ impl UploadRecords for SqliteStore {
                             r.get::<_, String>(1)?,
                             r.get::<_, i64>(2)?,
                             r.get::<_, i64>(3)?,
+                            r.get::<_, Option<String>>(4)?,
                         ))
                     })
                     .optional()
                 })
                 .map_err(|e| sql_error("reading an upload", e))?;
-            let Some((size, state, created_at, expires_at)) = row else {
+            let Some((size, state, created_at, expires_at, owner)) = row else {
                 return Ok(None);
             };
             let state: UploadState = serde_json::from_str(&state).map_err(|e| {
                 StoreError::backend(format!("upload {id} has an unreadable state"), e)
             })?;
+            let owner = match owner {
+                None => None,
+                Some(raw) => Some(Owner::parse(&raw).ok_or_else(|| {
+                    StoreError::corrupt(format!("upload {id} has an unreadable owner"))
+                })?),
+            };
             Ok(Some(UploadRecord {
                 id,
                 size: u64::try_from(size).unwrap_or(0),
                 state,
                 created_at: Timestamp::from_millis(created_at),
                 expires_at: Timestamp::from_millis(expires_at),
+                owner,
             }))
         })
         .await

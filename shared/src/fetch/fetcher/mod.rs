@@ -7,8 +7,9 @@
 //!   client only checked addresses, so it connects to exactly what was checked, resolving
 //!   once. Both apply to the first URL and to every redirect hop. No proxy is used: a proxy
 //!   would resolve names itself, past the guard.
-//! - **Redirects** are followed here, not by the client, so each hop is checked (`target`);
-//!   at most [`FetchConfig::max_redirects`].
+//! - **Redirects** are followed here, not by the client, so each hop is checked (`target`:
+//!   scheme, credentials, [`FetchConfig::ports`], the client's [`HostAllowlist`], the address
+//!   guard); at most [`FetchConfig::max_redirects`].
 //! - **Body** (`body`): refused by `Content-Length` before reading, cut as soon as it passes
 //!   the limit, refused after its first bytes unless they are a JPEG/PNG/WebP/GIF signature,
 //!   hashed (MD5, the [`ImageId`]) as it streams.
@@ -37,7 +38,7 @@ pub use self::error::FetchError;
 pub use self::headers::Validator;
 pub use self::tls::{TlsSetupError, install_default_provider};
 use crate::domain::{ImageId, SourceFormat};
-use crate::fetch::FetchErrorKind;
+use crate::fetch::{AllowedPorts, FetchErrorKind, HostAllowlist};
 
 /// How downloads behave; one per [`Fetcher`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +51,8 @@ pub struct FetchConfig {
     /// Redirects followed per download; one more is `too_many_redirects`.
     pub max_redirects: usize,
     pub user_agent: String,
+    /// The ports downloads may connect to (`IMGEST_FETCH_PORTS`).
+    pub ports: AllowedPorts,
 }
 
 impl Default for FetchConfig {
@@ -59,6 +62,7 @@ impl Default for FetchConfig {
             max_body: 20_000_000,
             max_redirects: 5,
             user_agent: concat!("imgest/", env!("CARGO_PKG_VERSION"), " (photo ingest)").into(),
+            ports: AllowedPorts::default(),
         }
     }
 }
@@ -156,15 +160,17 @@ impl Fetcher {
     }
 
     /// Downloads `url` within `deadline` (the whole request: connect, headers, every redirect
-    /// hop, the body). With a non-empty `validator` the request is conditional.
+    /// hop, the body). With a non-empty `validator` the request is conditional. With `hosts`,
+    /// the URL and every redirect must name one of them (the client's allowlist).
     pub async fn fetch(
         &self,
         url: &Url,
         deadline: Duration,
         validator: Option<&Validator>,
+        hosts: Option<&HostAllowlist>,
     ) -> Result<Fetched, FetchError> {
         let started = Instant::now();
-        let outcome = tokio::time::timeout(deadline, self.follow(url, validator)).await;
+        let outcome = tokio::time::timeout(deadline, self.follow(url, validator, hosts)).await;
         let elapsed = started.elapsed();
         match outcome {
             Ok(Ok(mut fetched)) => {
@@ -191,15 +197,20 @@ impl Fetcher {
         &self,
         url: &Url,
         validator: Option<&Validator>,
+        hosts: Option<&HostAllowlist>,
     ) -> Result<Fetched, FetchError> {
-        let allow_private = self.config.allow_private;
+        let rules = target::Rules {
+            allow_private: self.config.allow_private,
+            ports: &self.config.ports,
+            hosts,
+        };
         let conditional = validator
             .filter(|v| !v.is_empty())
             .map(Validator::conditional_headers);
         let mut current = url.clone();
         let mut redirects = 0;
         loop {
-            target::check(&current, allow_private)?;
+            target::check(&current, rules)?;
             let mut request = self.client.get(current.clone());
             if let Some(headers) = &conditional {
                 request = request.headers(headers.clone());
@@ -215,8 +226,7 @@ impl Fetcher {
                         ));
                     }
                     redirects += 1;
-                    current =
-                        target::redirect(&current, status, response.headers(), allow_private)?;
+                    current = target::redirect(&current, status, response.headers(), rules)?;
                 }
                 304 if conditional.is_some() => {
                     return Ok(Fetched::NotModified {

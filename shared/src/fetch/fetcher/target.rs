@@ -1,17 +1,26 @@
 //! Which URLs a download may request: the first one and every redirect hop pass the same
-//! check (scheme, no credentials, an IP-literal host the guard allows); names are checked
-//! later, when they resolve.
+//! check (scheme, no credentials, an allowed port, a host on the client's allowlist if it has
+//! one, an IP-literal host the guard allows); names are checked later, when they resolve.
 
 use reqwest::header::{HeaderMap, LOCATION};
 use url::Url;
 
 use super::FetchError;
-use crate::fetch::{FetchErrorKind, check_host_literal};
+use crate::fetch::{AllowedPorts, FetchErrorKind, HostAllowlist, check_host_literal};
+
+/// What a URL is checked against.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rules<'a> {
+    pub allow_private: bool,
+    pub ports: &'a AllowedPorts,
+    /// The client's hosts, if it is limited to some.
+    pub hosts: Option<&'a HostAllowlist>,
+}
 
 /// Refuses a URL the downloader must not request. IP literals in any notation the URL parser
 /// accepts (`2130706433`, `0x7f.1`, `[::ffff:127.0.0.1]`) are parsed to addresses by then, so
 /// the guard sees the address the client would connect to.
-pub(super) fn check(url: &Url, allow_private: bool) -> Result<(), FetchError> {
+pub(super) fn check(url: &Url, rules: Rules<'_>) -> Result<(), FetchError> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(FetchError::new(
             FetchErrorKind::InvalidUrl,
@@ -28,13 +37,29 @@ pub(super) fn check(url: &Url, allow_private: bool) -> Result<(), FetchError> {
             "URLs with credentials (user:password@) are not downloaded",
         ));
     }
-    if url.host().is_none() {
+    let Some(host) = url.host_str() else {
         return Err(FetchError::new(
             FetchErrorKind::InvalidUrl,
             format!("no host in {url}"),
         ));
+    };
+    // Every http(s) URL has a port, explicit or its scheme's.
+    let port = url.port_or_known_default().unwrap_or(0);
+    if !rules.ports.allows(port) {
+        return Err(FetchError::new(
+            FetchErrorKind::ForbiddenAddress,
+            format!("port {port} is not one downloads may use ({})", rules.ports),
+        ));
     }
-    check_host_literal(url, allow_private)
+    if let Some(hosts) = rules.hosts
+        && !hosts.allows(host)
+    {
+        return Err(FetchError::new(
+            FetchErrorKind::ForbiddenHost,
+            format!("{host} is not one of this client's hosts ({hosts})"),
+        ));
+    }
+    check_host_literal(url, rules.allow_private)
         .map(|_| ())
         .map_err(FetchError::forbidden_address)
 }
@@ -45,7 +70,7 @@ pub(super) fn redirect(
     from: &Url,
     status: u16,
     headers: &HeaderMap,
-    allow_private: bool,
+    rules: Rules<'_>,
 ) -> Result<Url, FetchError> {
     let location = headers.get(LOCATION).ok_or_else(|| {
         FetchError::status(status, None)
@@ -63,7 +88,7 @@ pub(super) fn redirect(
             format!("HTTP {status} redirect to an invalid URL: {e}"),
         )
     })?;
-    check(&to, allow_private)?;
+    check(&to, rules)?;
     Ok(to)
 }
 
@@ -81,7 +106,59 @@ mod tests {
 
     fn hop(to: &str, allow_private: bool) -> Result<Url, FetchError> {
         let from = Url::parse("https://img.example.com/a/b.jpg?x=1").unwrap();
-        redirect(&from, 302, &location(to), allow_private)
+        let rules = Rules {
+            allow_private,
+            ports: &AllowedPorts::Any,
+            hosts: None,
+        };
+        redirect(&from, 302, &location(to), rules)
+    }
+
+    #[test]
+    fn ports_and_hosts_outside_the_rules_are_refused_before_any_connection() {
+        let from = Url::parse("https://img.acme.example/a.jpg").unwrap();
+        let hosts = HostAllowlist::parse("img.acme.example,*.acme-cdn.example").unwrap();
+        let rules = Rules {
+            allow_private: false,
+            ports: &AllowedPorts::default(),
+            hosts: Some(&hosts),
+        };
+        assert!(check(&from, rules).is_ok());
+        assert!(
+            redirect(
+                &from,
+                302,
+                &location("https://x.acme-cdn.example/b.jpg"),
+                rules
+            )
+            .is_ok()
+        );
+        for (to, kind) in [
+            (
+                "https://img.acme.example:8443/a.jpg",
+                FetchErrorKind::ForbiddenAddress,
+            ),
+            (
+                "http://img.acme.example:22/",
+                FetchErrorKind::ForbiddenAddress,
+            ),
+            (
+                "https://img.other.example/a.jpg",
+                FetchErrorKind::ForbiddenHost,
+            ),
+            (
+                "https://acme-cdn.example/a.jpg",
+                FetchErrorKind::ForbiddenHost,
+            ),
+        ] {
+            let url = Url::parse(to).unwrap();
+            assert_eq!(check(&url, rules).unwrap_err().kind, kind, "{to}");
+            assert_eq!(
+                redirect(&from, 302, &location(to), rules).unwrap_err().kind,
+                kind,
+                "redirect to {to}"
+            );
+        }
     }
 
     #[test]
@@ -148,7 +225,12 @@ mod tests {
             FetchErrorKind::InvalidUrl
         );
         let from = Url::parse("https://img.example.com/").unwrap();
-        let missing = redirect(&from, 301, &HeaderMap::new(), false).unwrap_err();
+        let rules = Rules {
+            allow_private: false,
+            ports: &AllowedPorts::Any,
+            hosts: None,
+        };
+        let missing = redirect(&from, 301, &HeaderMap::new(), rules).unwrap_err();
         assert_eq!(
             (missing.kind, missing.http_status),
             (FetchErrorKind::HttpError, Some(301))

@@ -11,7 +11,7 @@ use super::Crawler;
 use super::fetch::{Settlement, download_key};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
 use crate::domain::UrlHash;
-use crate::domain::{BlobKey, ImageId, OfferId};
+use crate::domain::{BlobKey, ImageId, OfferKey};
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{DownloadedPhoto, PhotoStatus};
 use crate::ports::StoreError;
@@ -65,7 +65,7 @@ impl Crawler {
         }))
         .await?;
 
-        let mut crawls: HashMap<(&OfferId, &str), HashMap<UrlHash, PhotoStatus>> = HashMap::new();
+        let mut crawls: HashMap<(&OfferKey, &str), HashMap<UrlHash, PhotoStatus>> = HashMap::new();
         for (d, (f, _)) in done.iter().zip(&finished) {
             for waiter in &f.waiters {
                 crawls

@@ -99,7 +99,11 @@ impl Crawler {
         let deadline = self.settings.tiers[tier];
         let validator = record.validators.as_ref().map(Validators::validator);
         add(&self.metrics.download_attempts, 1);
-        let result = self.fetcher.fetch(&url, deadline, validator.as_ref()).await;
+        let hosts = self.settings.hosts_of(&task.client_id);
+        let result = self
+            .fetcher
+            .fetch(&url, deadline, validator.as_ref(), hosts)
+            .await;
         drop(slot);
         let now = self.now();
         let attempts = task.attempt + 1;

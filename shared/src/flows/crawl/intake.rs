@@ -12,9 +12,10 @@ use super::records::{
     self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, URL_KIND, UrlOutcome, UrlRecord,
     Waiter,
 };
-use crate::domain::{ClientId, Timestamp};
-use crate::domain::{NormalizedUrl, UrlHash};
-use crate::fetch::FetchErrorKind;
+use crate::domain::random::secure_hex;
+use crate::domain::{ClientId, OfferKey, Tenant, Timestamp};
+use crate::domain::{NormalizedUrl, UrlHash, redacted};
+use crate::fetch::{FetchErrorKind, HostAllowlist};
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use crate::ports::OutgoingMessage;
@@ -34,18 +35,29 @@ enum Joined {
 }
 
 impl Crawler {
-    /// Accepts an offer's URLs (the `POST /v1/crawl` body) as a new crawl. Returns the crawl's
-    /// state right after intake: `Done` when nothing had to be downloaded.
-    pub async fn intake(&self, request: CrawlRequest) -> Result<CrawlState, FlowError> {
-        self.intake_as(request, format!("{:016x}", fastrand::u64(..)))
-            .await
+    /// Accepts an offer's URLs (the `POST /v1/crawl` body) as a new crawl of the offer in
+    /// `tenant`'s namespace. Returns the crawl's state right after intake: `Done` when nothing
+    /// had to be downloaded.
+    pub async fn intake(
+        &self,
+        tenant: &Tenant,
+        request: CrawlRequest,
+    ) -> Result<CrawlState, FlowError> {
+        self.intake_as(tenant, request, secure_hex::<8>()).await
     }
 
-    /// [`intake`](Self::intake) of the intake queue's message `message_id`. The crawl id comes
-    /// from the message id, so the message delivered again (its intake failed or was cut short)
-    /// is the same crawl, and it sends again the downloads it started: their leases are
-    /// written before their tasks are sent, and a task that was never sent would otherwise
-    /// leave the URL waiting out its lease.
+    /// [`intake`](Self::intake) of a request from a trusted source (the intake queue, whose
+    /// writers IAM decides; the operator's `imgest crawl`): its `client_id` is believed.
+    pub async fn intake_trusted(&self, request: CrawlRequest) -> Result<CrawlState, FlowError> {
+        let tenant = self.trusted_tenant(&request.client_id);
+        self.intake(&tenant, request).await
+    }
+
+    /// [`intake_trusted`](Self::intake_trusted) of the intake queue's message `message_id`.
+    /// The crawl id comes from the message id, so the message delivered again (its intake
+    /// failed or was cut short) is the same crawl, and it sends again the downloads it
+    /// started: their leases are written before their tasks are sent, and a task that was
+    /// never sent would otherwise leave the URL waiting out its lease.
     pub async fn intake_message(
         &self,
         request: CrawlRequest,
@@ -53,11 +65,23 @@ impl Crawler {
     ) -> Result<CrawlState, FlowError> {
         let digest = Md5::digest(message_id.as_bytes());
         let crawl_id = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        self.intake_as(request, crawl_id).await
+        let tenant = self.trusted_tenant(&request.client_id);
+        self.intake_as(&tenant, request, crawl_id).await
+    }
+
+    /// The namespace of a trusted request's offer: its client's when identity is on, the
+    /// shared one in open mode (the same namespace the API uses).
+    pub fn trusted_tenant(&self, client: &ClientId) -> Tenant {
+        if self.service.policy().per_client_offers {
+            Tenant::Client(client.clone())
+        } else {
+            Tenant::Shared
+        }
     }
 
     async fn intake_as(
         &self,
+        tenant: &Tenant,
         request: CrawlRequest,
         crawl_id: String,
     ) -> Result<CrawlState, FlowError> {
@@ -71,17 +95,23 @@ impl Crawler {
         add(&self.metrics.offers_received, 1);
         add(&self.metrics.urls_received, request.urls.len() as u64);
         let now = self.now();
-        let parsed: Vec<(String, Option<NormalizedUrl>)> = request
+        let hosts = self.settings.hosts_of(&request.client_id);
+        let parsed: Vec<(String, Result<NormalizedUrl, FetchErrorKind>)> = request
             .urls
-            .into_iter()
+            .iter()
             .map(|raw| {
-                let url = NormalizedUrl::parse(&raw, &self.settings.normalization).ok();
-                (raw, url)
+                let url = NormalizedUrl::parse(raw, &self.settings.normalization)
+                    .map_err(|_| FetchErrorKind::InvalidUrl)
+                    .and_then(|url| self.egress_check(&url, hosts).map(|()| url));
+                // Stored and echoed without credentials, within the length cap.
+                (redacted(raw), url)
             })
             .collect();
         let fingerprint = fingerprint(&parsed);
         let records = self.service.ports().records.as_ref();
-        let offer_key = request.offer_id.as_str();
+        let offer = OfferKey::new(tenant.clone(), request.offer_id.clone());
+        let offer_key = offer.to_string();
+        let offer_key = offer_key.as_str();
 
         // Peeks (eventually consistent reads) are enough here: an outcome a second old is as
         // good as one read a second earlier, and the crawl's write below names the version
@@ -93,7 +123,7 @@ impl Crawler {
         {
             // The common case for offers that are re-sent whole: nothing to download or link.
             add(&self.metrics.offers_unchanged, 1);
-            self.send_result(&request.offer_id, &previous).await?;
+            self.send_result(&offer, &previous).await?;
             return Ok(CrawlState::Done);
         }
 
@@ -108,16 +138,16 @@ impl Crawler {
             settled_at: None,
             photos: parsed
                 .iter()
-                .map(|(raw, url)| CrawlPhoto {
-                    url: raw.clone(),
-                    url_hash: url.as_ref().map(NormalizedUrl::hash),
+                .map(|(shown, url)| CrawlPhoto {
+                    url: shown.clone(),
+                    url_hash: url.as_ref().ok().map(NormalizedUrl::hash),
                     status: match url {
-                        Some(url) => known
+                        Ok(url) => known
                             .as_ref()
                             .and_then(|k| k.get(&url.hash()).cloned())
                             .unwrap_or(PhotoStatus::Pending),
-                        None => PhotoStatus::Failed {
-                            error: PhotoError::new(FetchErrorKind::InvalidUrl, None, 0),
+                        Err(kind) => PhotoStatus::Failed {
+                            error: PhotoError::new(*kind, None, 0),
                         },
                     },
                 })
@@ -145,18 +175,18 @@ impl Crawler {
         }
         if let Some(known) = &known {
             add(&self.metrics.urls_from_cache, known.len() as u64);
-            self.finish_crawl(&request.offer_id, crawl).await?;
+            self.finish_crawl(&offer, crawl).await?;
             return Ok(CrawlState::Done);
         }
 
         let waiter = Waiter {
-            offer_id: request.offer_id.clone(),
+            offer_id: offer.clone(),
             crawl_id: crawl_id.clone(),
         };
         let mut seen = std::collections::HashSet::new();
         let urls: Vec<&NormalizedUrl> = parsed
             .iter()
-            .filter_map(|(_, url)| url.as_ref())
+            .filter_map(|(_, url)| url.as_ref().ok())
             .filter(|url| seen.insert(url.hash()))
             .collect();
         // Together: the fetch tasks of the URLs that start a download go out in one send. Every
@@ -176,7 +206,26 @@ impl Crawler {
                 settled.insert(url.hash(), status);
             }
         }
-        self.settle(&request.offer_id, &crawl_id, &settled).await
+        self.settle(&offer, &crawl_id, &settled).await
+    }
+
+    /// Whether the downloader may go to `url` at all for this client: its port, and the
+    /// client's host allowlist. A URL that may not is settled at intake, never queued (the
+    /// fetcher checks every redirect hop the same way).
+    fn egress_check(
+        &self,
+        url: &NormalizedUrl,
+        hosts: Option<&HostAllowlist>,
+    ) -> Result<(), FetchErrorKind> {
+        let fetch = url.fetch_url();
+        let port = fetch.port_or_known_default().unwrap_or(0);
+        if !self.settings.fetch_ports.allows(port) {
+            return Err(FetchErrorKind::ForbiddenAddress);
+        }
+        match (hosts, fetch.host_str()) {
+            (Some(hosts), Some(host)) if !hosts.allows(host) => Err(FetchErrorKind::ForbiddenHost),
+            _ => Ok(()),
+        }
     }
 
     fn is_unchanged(&self, previous: &CrawlRecord, fingerprint: &str, now: Timestamp) -> bool {
@@ -195,12 +244,12 @@ impl Crawler {
     /// to join or start); `None` at the first that does not.
     async fn settled_by_records(
         &self,
-        parsed: &[(String, Option<NormalizedUrl>)],
+        parsed: &[(String, Result<NormalizedUrl, FetchErrorKind>)],
         now: Timestamp,
     ) -> Result<Option<HashMap<UrlHash, PhotoStatus>>, FlowError> {
         let records = self.service.ports().records.as_ref();
         let mut known = HashMap::new();
-        for url in parsed.iter().filter_map(|(_, url)| url.as_ref()) {
+        for url in parsed.iter().filter_map(|(_, url)| url.as_ref().ok()) {
             let hash = url.hash();
             if known.contains_key(&hash) {
                 continue;
@@ -343,12 +392,12 @@ fn settled_status(record: &UrlRecord, now: Timestamp, url_ttl: Duration) -> Opti
     }
 }
 
-fn fingerprint(parsed: &[(String, Option<NormalizedUrl>)]) -> String {
+fn fingerprint(parsed: &[(String, Result<NormalizedUrl, FetchErrorKind>)]) -> String {
     let mut md5 = Md5::new();
-    for (raw, url) in parsed {
+    for (shown, url) in parsed {
         match url {
-            Some(url) => md5.update(url.key().as_bytes()),
-            None => md5.update(raw.as_bytes()),
+            Ok(url) => md5.update(url.key().as_bytes()),
+            Err(_) => md5.update(shown.as_bytes()),
         }
         md5.update(b"\n");
     }

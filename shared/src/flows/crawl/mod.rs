@@ -83,6 +83,7 @@ impl Crawler {
             max_body: service.pipeline().config().max_body,
             max_redirects: 5,
             user_agent: settings.user_agent.clone(),
+            ports: settings.fetch_ports.clone(),
         })
         .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self {

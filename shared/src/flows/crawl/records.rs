@@ -4,13 +4,14 @@
 //! - URL record (`url`, keyed by url hash): the last outcome of the URL, its validators for
 //!   conditional requests, the running download's lease (singleflight) and the crawls waiting
 //!   for it.
-//! - Crawl record (`crawl`, keyed by offer id): the offer's latest crawl, one status per URL.
+//! - Crawl record (`crawl`, keyed by the offer's key: its id within its client's namespace): the
+//!   offer's latest crawl, one status per URL.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::UrlHash;
-use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
+use crate::domain::{ClientId, ImageId, OfferKey, Timestamp};
 use crate::fetch::Validator;
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{CrawlState, PhotoError, PhotoStatus};
@@ -24,7 +25,8 @@ pub(super) const MAX_ROUNDS: u32 = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Waiter {
-    pub offer_id: OfferId,
+    /// The offer's key (its id within its client's namespace).
+    pub offer_id: OfferKey,
     pub crawl_id: String,
 }
 

@@ -9,7 +9,7 @@ use super::Crawler;
 use super::metrics::add;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
 use crate::domain::UrlHash;
-use crate::domain::{ImageId, OfferId};
+use crate::domain::{ImageId, OfferKey};
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
 use crate::ports::OutgoingMessage;
@@ -20,7 +20,7 @@ impl Crawler {
     /// changes nothing, and a crawl left settled but unfinished by a crash is finished.
     pub(super) async fn settle(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         crawl_id: &str,
         outcomes: &HashMap<UrlHash, PhotoStatus>,
     ) -> Result<CrawlState, FlowError> {
@@ -28,7 +28,7 @@ impl Crawler {
         let settled = self
             .update_record(
                 CRAWL_KIND,
-                offer.as_str(),
+                &offer.to_string(),
                 now,
                 |crawl: Option<CrawlRecord>| {
                     let Some(mut crawl) = crawl.filter(|c| c.crawl_id == crawl_id) else {
@@ -66,7 +66,7 @@ impl Crawler {
     /// Links the successful photos in the request's order, sends the result, marks the crawl done.
     pub(super) async fn finish_crawl(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         crawl: CrawlRecord,
     ) -> Result<(), FlowError> {
         let mut images: Vec<ImageId> = Vec::new();
@@ -85,7 +85,7 @@ impl Crawler {
         let now = self.now();
         self.update_record(
             CRAWL_KIND,
-            offer.as_str(),
+            &offer.to_string(),
             now,
             |current: Option<CrawlRecord>| {
                 Ok(match current {
@@ -108,7 +108,7 @@ impl Crawler {
 
     pub(super) async fn send_result(
         &self,
-        offer: &OfferId,
+        offer: &OfferKey,
         crawl: &CrawlRecord,
     ) -> Result<(), FlowError> {
         let result = result_of(offer, crawl, CrawlState::Done);
@@ -131,11 +131,11 @@ impl Crawler {
     /// Forgets that the offer's last crawl settled, after its photos were changed or deleted
     /// through the API: the next crawl that lists the same URLs links them again instead
     /// of settling at once as unchanged.
-    pub async fn forget_settled_crawl(&self, offer: &OfferId) -> Result<(), FlowError> {
+    pub async fn forget_settled_crawl(&self, offer: &OfferKey) -> Result<(), FlowError> {
         let now = self.now();
         self.update_record(
             CRAWL_KIND,
-            offer.as_str(),
+            &offer.to_string(),
             now,
             |crawl: Option<CrawlRecord>| {
                 Ok(match crawl {
@@ -152,12 +152,12 @@ impl Crawler {
 
     /// The offer's latest crawl, per URL (`GET /v1/offers/{id}/crawl`); `None` if the offer
     /// was never crawled (or its crawl expired).
-    pub async fn crawl_status(&self, offer: &OfferId) -> Result<Option<CrawlResult>, FlowError> {
+    pub async fn crawl_status(&self, offer: &OfferKey) -> Result<Option<CrawlResult>, FlowError> {
         let now = self.now();
         let crawl = records::read::<CrawlRecord>(
             self.service.ports().records.as_ref(),
             CRAWL_KIND,
-            offer.as_str(),
+            &offer.to_string(),
             now,
         )
         .await?;
@@ -166,10 +166,10 @@ impl Crawler {
     }
 }
 
-fn result_of(offer: &OfferId, crawl: &CrawlRecord, state: CrawlState) -> CrawlResult {
+fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlResult {
     CrawlResult {
         client_id: crawl.client_id.clone(),
-        offer_id: offer.clone(),
+        offer_id: offer.id().clone(),
         state,
         photos: crawl
             .photos
