@@ -10,14 +10,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_shared::app;
+use imgest_shared::auth::{LocalIssuer, TokenSpec};
 use imgest_shared::fetch::AllowedPorts;
 use imgest_shared::flows::crawl::Crawler;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::Backend;
+use imgest_shared::settings::{AuthSettings, Backend};
 use serde_json::{Value, json};
 
 use crate::commands::embedded_settings;
 
+/// The tour's own identity provider: the issuer and audience its tokens name.
+const DEMO_ISSUER: &str = "https://id.demo.invalid/";
+const DEMO_AUDIENCE: &str = "imgest";
 /// Written into the demo's data directory so a later run knows it may wipe it.
 const MARKER: &str = ".imgest-demo";
 const ORPHAN_TTL: Duration = Duration::from_secs(4);
@@ -50,9 +54,21 @@ const SAMPLES: [(&str, &[u8]); 6] = [
 struct Tour {
     client: reqwest::Client,
     base: String,
+    /// A seller's browser's token (`imgest:upload`).
+    seller: String,
+    /// The demo partner's backend's token (`imgest:offers`, client `demo-partner`).
+    partner: String,
 }
 
 impl Tour {
+    fn as_seller(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.bearer_auth(&self.seller)
+    }
+
+    fn as_partner(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.bearer_auth(&self.partner)
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value)> {
         let response = request.send().await.context("calling the API")?;
         let status = response.status().as_u16();
@@ -69,8 +85,7 @@ impl Tour {
         let started = Instant::now();
         let (status, json) = self
             .send(
-                self.client
-                    .post(format!("{}/v1/images", self.base))
+                self.as_seller(self.client.post(format!("{}/v1/images", self.base)))
                     .body(bytes),
             )
             .await?;
@@ -83,7 +98,10 @@ impl Tour {
     async fn link(&self, offer: &str, ids: &[&str]) -> Result<Value> {
         let url = format!("{}/v1/offers/{offer}/photos", self.base);
         let (status, json) = self
-            .send(self.client.put(url).json(&json!({ "image_ids": ids })))
+            .send(
+                self.as_partner(self.client.put(url))
+                    .json(&json!({ "image_ids": ids })),
+            )
             .await?;
         if status != 200 {
             bail!("linking {offer} failed: {status} {json}");
@@ -152,8 +170,7 @@ impl Tour {
         let started = Instant::now();
         let (status, accepted) = self
             .send(
-                self.client
-                    .post(format!("{}/v1/crawl", self.base))
+                self.as_partner(self.client.post(format!("{}/v1/crawl", self.base)))
                     .json(&body),
             )
             .await?;
@@ -192,8 +209,10 @@ impl Tour {
 
         let (_, photos) = self
             .send(
-                self.client
-                    .get(format!("{}/v1/offers/car-3/photos", self.base)),
+                self.as_partner(
+                    self.client
+                        .get(format!("{}/v1/offers/car-3/photos", self.base)),
+                ),
             )
             .await?;
         let order: Vec<String> = photos["photos"]
@@ -214,8 +233,7 @@ impl Tour {
         let started = Instant::now();
         let (status, again) = self
             .send(
-                self.client
-                    .post(format!("{}/v1/crawl", self.base))
+                self.as_partner(self.client.post(format!("{}/v1/crawl", self.base)))
                     .json(&body),
             )
             .await?;
@@ -246,8 +264,10 @@ impl Tour {
         loop {
             let (status, body) = self
                 .send(
-                    self.client
-                        .get(format!("{}/v1/offers/{offer}/crawl", self.base)),
+                    self.as_partner(
+                        self.client
+                            .get(format!("{}/v1/offers/{offer}/crawl", self.base)),
+                    ),
                 )
                 .await?;
             if status == 200 && body["state"] == "done" {
@@ -324,6 +344,26 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     crawl.fetch_tier = 0;
     crawl.retry_base = Duration::from_millis(100);
     crawl.retry_cap = Duration::from_millis(300);
+    // Identity as deployed: the tour is its own identity provider. It mints a signing key,
+    // writes its public half where the runner reads keys from, and signs its callers' tokens.
+    let issuer = LocalIssuer::es256(DEMO_ISSUER, DEMO_AUDIENCE)?;
+    let jwks_file = data_dir.join("jwks.json");
+    issuer.write_jwks(&jwks_file)?;
+    settings.auth = AuthSettings::Jwt {
+        jwks_file: jwks_file.clone(),
+        issuer: DEMO_ISSUER.to_owned(),
+        audience: DEMO_AUDIENCE.to_owned(),
+    };
+    let token = |sub: &str, scope: &str, client_id: Option<&str>| {
+        issuer.token(&TokenSpec {
+            sub,
+            scope,
+            client_id,
+            valid_for: Duration::from_secs(3600),
+        })
+    };
+    let seller = token("seller-42", "imgest:upload", None)?;
+    let partner = token("demo-backend", "imgest:offers", Some("demo-partner"))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let runner = LocalRunner::start(&settings, Some(listener), RunnerOptions::default()).await?;
     let service = Arc::clone(runner.service());
@@ -335,6 +375,8 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
             reqwest::Client::new()
         },
         base: base.clone(),
+        seller,
+        partner,
     };
     let files_dir = app::blobs_path(&data_dir);
 
@@ -351,6 +393,25 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     println!(
         "  API on {base}; orphan TTL shortened to {}s for the tour\n",
         ORPHAN_TTL.as_secs()
+    );
+
+    println!(
+        "0. Who may do what: every /v1 request carries a bearer token (the tour minted an ES256 key; its public half is {})",
+        jwks_file.display()
+    );
+    println!(
+        "   a seller's browser gets imgest:upload (upload photos); the partner's backend imgest:offers with client_id demo-partner (its offers and crawls)"
+    );
+    let (anonymous, _) = tour
+        .send(tour.client.get(format!("{base}/v1/offers/car-1/photos")))
+        .await?;
+    let (wrong_scope, refused) = tour
+        .send(tour.as_seller(tour.client.get(format!("{base}/v1/offers/car-1/photos"))))
+        .await?;
+    println!(
+        "   GET /v1/offers/car-1/photos without a token: {anonymous}; with the seller's token: {wrong_scope} {} ({})\n",
+        refused["error"]["kind"].as_str().unwrap_or("?"),
+        refused["error"]["message"].as_str().unwrap_or("?")
     );
 
     println!(
@@ -414,14 +475,14 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     println!("5. Delete car-1: DELETE /v1/offers/car-1");
     let files_before = count_files(&files_dir);
     let (status, _) = tour
-        .send(tour.client.delete(format!("{base}/v1/offers/car-1")))
+        .send(tour.as_partner(tour.client.delete(format!("{base}/v1/offers/car-1"))))
         .await?;
     println!(
         "   {status}; files before {files_before}, after {}",
         count_files(&files_dir)
     );
     let (_, ladybird) = tour
-        .send(tour.client.get(format!("{base}/v1/images/{}", id(2))))
+        .send(tour.as_seller(tour.client.get(format!("{base}/v1/images/{}", id(2)))))
         .await?;
     println!(
         "   ladybird is still linked by {} offer(s); dune and storm are now orphans, like the photos never linked\n",
@@ -442,7 +503,7 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     );
     for (name, image_id) in &ids {
         let (status, _) = tour
-            .send(tour.client.get(format!("{base}/v1/images/{image_id}")))
+            .send(tour.as_seller(tour.client.get(format!("{base}/v1/images/{image_id}"))))
             .await?;
         println!(
             "   {name:<28} {}",
@@ -454,7 +515,7 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
         );
     }
     let (_, car2) = tour
-        .send(tour.client.get(format!("{base}/v1/offers/car-2/photos")))
+        .send(tour.as_partner(tour.client.get(format!("{base}/v1/offers/car-2/photos"))))
         .await?;
     let thumb = car2["photos"][0]["variants"]["thumb"]["url"]
         .as_str()
@@ -491,11 +552,11 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     );
     println!("{crawl}");
     println!(
-        "The files live under {}/<shard>/<image_id>/<generation>/ (original, large.jpg, medium.jpg, thumb.jpg).",
-        files_dir.display()
+        "The files live under {dir}/public/<shard>/<image_id>/<generation>/ (large.jpg, medium.jpg, thumb.jpg: served) and {dir}/originals/… (never served).",
+        dir = files_dir.display()
     );
     println!(
-        "Next: `cargo run --release -- serve` and POST your own photos to http://127.0.0.1:8080/v1/images"
+        "Next: `cargo run --release -- serve` (open on 127.0.0.1 without IMGEST_JWKS_FILE) and POST your own photos to http://127.0.0.1:8080/v1/images"
     );
     Ok(())
 }

@@ -192,3 +192,33 @@ fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
     // Printed results are removed.
     assert!(stdout(&imgest(dir.path(), &["results"], &[])).is_empty());
 }
+
+#[test]
+fn serve_refuses_an_open_api_off_loopback_unless_told_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = imgest(dir.path(), &["serve"], &[("IMGEST_LISTEN", "0.0.0.0:0")]);
+    assert!(!out.status.success());
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(errors.contains("IMGEST_JWKS_FILE"), "{errors}");
+    assert!(errors.contains("IMGEST_AUTH=off"), "{errors}");
+
+    // Told so, it serves (and says it is open); stopped once it said it serves.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_imgest"))
+        .current_dir(dir.path())
+        .arg("serve")
+        .env("IMGEST_DATA_DIR", dir.path().join("data"))
+        .env("IMGEST_LISTEN", "0.0.0.0:0")
+        .env("IMGEST_AUTH", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(line.contains("imgest serving on"), "{line}");
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(logs.contains("the API is open"), "{logs}");
+}

@@ -488,3 +488,69 @@ async fn a_client_never_exceeds_its_rate_limit_in_any_window() {
         );
     }
 }
+
+#[tokio::test]
+async fn urls_off_the_clients_host_list_fail_as_forbidden_host_and_their_host_sees_nothing() {
+    // acme may download from 127.0.0.1 only; other clients from anywhere.
+    let app = CrawlApp::start(&[("IMGEST_CLIENT_HOSTS", "acme=127.0.0.1")]).await;
+    let refused = PartnerHost::start([("/b.jpg", Route::photo(photo("storm.jpg")))])
+        .await
+        .unwrap();
+    // The same machine by another name is another host.
+    let elsewhere = format!("http://localhost:{}/b.jpg", refused.addr().port());
+    let listed = PartnerHost::start([
+        ("/a.jpg", Route::photo(photo("dune.jpg"))),
+        ("/away", Route::redirect(elsewhere.clone())),
+    ])
+    .await
+    .unwrap();
+    let urls = vec![listed.url("/a.jpg"), elsewhere.clone(), listed.url("/away")];
+    let results = app.crawl_settled("acme", "listed", &urls).await;
+    let kinds: Vec<&str> = results.iter().map(kind).collect();
+    assert_eq!(kinds, ["", "forbidden_host", "forbidden_host"]);
+    assert_eq!(results[0]["status"], "ok");
+    assert_eq!(refused.requests(), 0, "no request reached the refused host");
+    // Another client is not limited to acme's list.
+    let other = app.crawl_settled("globex", "anywhere", &[elsewhere]).await;
+    assert_eq!(other[0]["status"], "ok", "{other:?}");
+    assert_eq!(refused.requests(), 1);
+}
+
+#[tokio::test]
+async fn urls_on_ports_downloads_may_not_use_fail_without_a_request() {
+    let app = CrawlApp::start(&[("IMGEST_FETCH_PORTS", "80,443")]).await;
+    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+        .await
+        .unwrap();
+    let results = app
+        .crawl_settled("acme", "ported", &[host.url("/a.jpg")])
+        .await;
+    assert_eq!(kind(&results[0]), "forbidden_address");
+    assert_eq!(host.requests(), 0);
+}
+
+#[tokio::test]
+async fn urls_with_credentials_or_past_the_length_cap_are_refused_and_never_echoed_whole() {
+    let app = CrawlApp::start(&[]).await;
+    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+        .await
+        .unwrap();
+    let secret = host.url("/a.jpg").replace("http://", "http://user:s3cr3t@");
+    let long = format!("{}?pad={}", host.url("/a.jpg"), "x".repeat(3000));
+    let results = app.crawl_settled("acme", "creds", &[secret, long]).await;
+    assert_eq!(kind(&results[0]), "invalid_url");
+    assert_eq!(kind(&results[1]), "invalid_url");
+    assert_eq!(host.requests(), 0);
+    let status = app.crawl_status("creds").await;
+    let echoed = status.json.to_string()
+        + &app
+            .results()
+            .await
+            .iter()
+            .map(Value::to_string)
+            .collect::<String>();
+    assert!(!echoed.contains("s3cr3t"), "{echoed}");
+    assert!(!echoed.contains("user:"), "{echoed}");
+    let stored = results[1]["url"].as_str().unwrap();
+    assert!(stored.len() <= 2048, "{} bytes", stored.len());
+}

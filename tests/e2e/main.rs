@@ -8,6 +8,8 @@ mod bad_input;
 mod concurrency;
 mod crawl;
 mod crawl_aws;
+mod identity;
+mod identity_aws;
 mod images;
 mod lifecycle;
 mod offers;

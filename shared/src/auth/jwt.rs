@@ -4,13 +4,13 @@
 //!
 //! Only RS256 and ES256 are accepted, each only with a key of its own family: never `none`,
 //! never an HMAC "signed" with a public key. `exp`, `iss`, `aud` and `sub` are required; `nbf`
-//! is checked when present. The file is looked at again at most once a second and re-read
+//! is checked when present. The file is read again at most once a second and its keys replaced
 //! when it changed (key rotation needs no restart); a changed file that does not parse keeps
 //! the keys already loaded, and says so in the log.
 
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
@@ -33,10 +33,10 @@ pub enum JwtSetupError {
     Jwks { path: PathBuf, reason: String },
 }
 
-/// The keys loaded from the file, and how the file looked when they were.
+/// The keys loaded from the file, and the file's bytes they came from.
 struct Loaded {
     keys: JwkSet,
-    stamp: Option<(SystemTime, u64)>,
+    text: String,
     checked_at: Instant,
 }
 
@@ -63,7 +63,7 @@ impl JwtVerifier {
         audience: impl Into<String>,
     ) -> Result<Self, JwtSetupError> {
         let path = path.into();
-        let (keys, stamp) = read_jwks(&path).map_err(|reason| JwtSetupError::Jwks {
+        let (keys, text) = read_jwks(&path).map_err(|reason| JwtSetupError::Jwks {
             path: path.clone(),
             reason,
         })?;
@@ -73,7 +73,7 @@ impl JwtVerifier {
             audience: audience.into(),
             loaded: RwLock::new(Loaded {
                 keys,
-                stamp,
+                text,
                 checked_at: Instant::now(),
             }),
         })
@@ -147,13 +147,15 @@ impl JwtVerifier {
             return;
         }
         loaded.checked_at = Instant::now();
-        if stamp(&self.path) == loaded.stamp {
+        // A key set is a few kilobytes: reading it once a second costs nothing, and compares
+        // what matters (a rename or a same-size rewrite changes no length or may keep a time).
+        if std::fs::read_to_string(&self.path).is_ok_and(|text| text == loaded.text) {
             return;
         }
         match read_jwks(&self.path) {
-            Ok((keys, stamp)) => {
+            Ok((keys, text)) => {
                 loaded.keys = keys;
-                loaded.stamp = stamp;
+                loaded.text = text;
             }
             Err(reason) => {
                 // Keep the keys in use: a half-written or broken file must not lock every
@@ -195,14 +197,8 @@ fn pick_key<'a>(keys: &'a JwkSet, kid: Option<&str>, alg: Algorithm) -> Option<&
     }
 }
 
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
-}
-
 /// Reads and parses a JWKS file; a set without one usable RS256 or ES256 key is refused.
-fn read_jwks(path: &Path) -> Result<(JwkSet, Option<(SystemTime, u64)>), String> {
-    let stamp = stamp(path);
+fn read_jwks(path: &Path) -> Result<(JwkSet, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
     let keys: JwkSet =
         serde_json::from_str(&text).map_err(|e| format!("not a JWKS (JSON Web Key Set): {e}"))?;
@@ -213,5 +209,5 @@ fn read_jwks(path: &Path) -> Result<(JwkSet, Option<(SystemTime, u64)>), String>
     if !usable {
         return Err("it holds no RSA or P-256 key (RS256 and ES256 are accepted)".into());
     }
-    Ok((keys, stamp))
+    Ok((keys, text))
 }

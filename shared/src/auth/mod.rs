@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::settings::AuthSettings;
 
 pub use self::caller::{Caller, Partner, Uploader};
-pub use self::issuer::{IssuerError, LocalIssuer, TokenSpec};
+pub use self::issuer::{IssuerError, LocalIssuer, TokenSpec, unix_now};
 pub use self::jwt::{JwtSetupError, JwtVerifier};
 
 /// The scope of sellers' browsers.

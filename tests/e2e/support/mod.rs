@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod crawl;
+pub mod identity;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,14 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     runner: LocalRunner,
     pub data_dir: tempfile::TempDir,
+}
+
+/// What a [`TestApp::call`] sends.
+pub enum Body {
+    None,
+    Json(Value),
+    /// Raw bytes with a content type.
+    Bytes(Vec<u8>, &'static str),
 }
 
 /// A response's status and JSON body (`Value::Null` when the body is empty).
@@ -128,6 +137,33 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
+    }
+
+    /// `method path` with `Authorization: Bearer token` (none without a token) and `body`
+    /// (JSON when it is a JSON value, else raw bytes).
+    pub async fn call(&self, method: &str, path: &str, token: Option<&str>, body: Body) -> Reply {
+        Self::reply(self.call_raw(method, path, token, body).await).await
+    }
+
+    /// [`call`](Self::call), answering the whole response (headers included).
+    pub async fn call_raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Body,
+    ) -> reqwest::Response {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.client.request(method, self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request = match body {
+            Body::None => request,
+            Body::Json(v) => request.json(&v),
+            Body::Bytes(b, content_type) => request.header("content-type", content_type).body(b),
+        };
+        request.send().await.unwrap()
     }
 
     async fn reply(response: reqwest::Response) -> Reply {
