@@ -446,7 +446,7 @@ async fn two_partners_both_hold_o1_and_neither_reads_changes_deletes_or_crawls_t
     let mine = app
         .call("GET", "/v1/offers/o1/photos", Some(&a), Body::None)
         .await;
-    assert_eq!(ids(&mine), [first.clone()]);
+    assert_eq!(ids(&mine), std::slice::from_ref(&first));
     assert_eq!(mine.json["offer_id"], "o1");
     let theirs = app
         .call("GET", "/v1/offers/o1/photos", Some(&b), Body::None)
@@ -462,7 +462,7 @@ async fn two_partners_both_hold_o1_and_neither_reads_changes_deletes_or_crawls_t
     let mine = app
         .call("GET", "/v1/offers/o1/photos", Some(&a), Body::None)
         .await;
-    assert_eq!(ids(&mine), [first.clone()]);
+    assert_eq!(ids(&mine), std::slice::from_ref(&first));
     // B cannot crawl for A, whatever the body says, nor read A's crawl.
     let crawl = app
         .call(

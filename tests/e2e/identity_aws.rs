@@ -17,6 +17,9 @@ use tower::ServiceExt;
 
 use crate::support::{TestApp, fixture};
 
+/// One request of the matrix: caller, method, path, body (bytes and content type), status.
+type Cell<'a> = (&'a str, &'a str, &'a str, Option<(&'a [u8], &'a str)>, u16);
+
 /// What the JWT authorizer puts in the request context for a caller (`None`: no authorizer
 /// passed it).
 fn claims(who: &str) -> Option<Value> {
@@ -169,7 +172,7 @@ async fn the_api_function_answers_each_caller_as_the_identity_model_says() {
     let image_path = format!("/v1/images/{image_id}");
     let upload_path = format!("/v1/uploads/{upload}");
     // (caller, method, path, body, expected status)
-    let cells: Vec<(&str, &str, &str, Option<(&[u8], &str)>, u16)> = vec![
+    let cells: Vec<Cell<'_>> = vec![
         ("anonymous", "GET", &image_path, None, 401),
         (
             "anonymous",
