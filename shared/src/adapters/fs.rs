@@ -462,6 +462,33 @@ mod tests {
         page.blobs.iter().map(|b| b.key.as_str()).collect()
     }
 
+    #[test]
+    fn files_of_the_layout_before_areas_move_to_their_areas_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let gen_dir = root.join("0c/0cc175b9c0f1b6a831c399e269772661/0badcafe");
+        fs::create_dir_all(&gen_dir).unwrap();
+        for file in ["original", "large.jpg", "thumb.jpg"] {
+            fs::write(gen_dir.join(file), file).unwrap();
+        }
+        fs::create_dir_all(root.join("incoming")).unwrap();
+        fs::write(root.join("incoming/x"), "waiting").unwrap();
+        assert_eq!(move_to_areas(root).unwrap(), 3);
+        let moved = |rel: &str| fs::read_to_string(root.join(rel)).unwrap();
+        assert_eq!(
+            moved("originals/0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/original"),
+            "original"
+        );
+        assert_eq!(
+            moved("public/0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/large.jpg"),
+            "large.jpg"
+        );
+        assert!(!root.join("0c").exists(), "the old shard is gone");
+        assert_eq!(moved("incoming/x"), "waiting", "other files stay");
+        assert_eq!(move_to_areas(root).unwrap(), 0, "once");
+        assert_eq!(move_to_areas(&root.join("missing")).unwrap(), 0);
+    }
+
     #[tokio::test]
     async fn temporary_and_foreign_files_are_never_listed() {
         let dir = tempfile::tempdir().unwrap();

@@ -128,3 +128,65 @@ pub struct Claims {
     pub scope: Option<String>,
     pub client_id: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_runner_is_open_only_on_loopback_or_when_told_so() {
+        let loopback: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let anywhere: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let unset = AuthSettings::Unset;
+        assert!(
+            Authenticator::for_runner(&unset, Some(loopback))
+                .unwrap()
+                .is_open()
+        );
+        assert!(Authenticator::for_runner(&unset, None).unwrap().is_open());
+        let refused = Authenticator::for_runner(&unset, Some(anywhere))
+            .err()
+            .unwrap();
+        assert!(
+            refused.to_string().contains("IMGEST_JWKS_FILE"),
+            "{refused}"
+        );
+        assert!(
+            Authenticator::for_runner(&AuthSettings::Off, Some(anywhere))
+                .unwrap()
+                .is_open()
+        );
+        assert!(matches!(
+            Authenticator::for_runner(&AuthSettings::Gateway, Some(loopback)),
+            Err(AuthSetupError::GatewayLocally)
+        ));
+        let missing = AuthSettings::Jwt {
+            jwks_file: "/nonexistent/jwks.json".into(),
+            issuer: "i".into(),
+            audience: "a".into(),
+        };
+        assert!(matches!(
+            Authenticator::for_runner(&missing, Some(loopback)),
+            Err(AuthSetupError::Jwt(_))
+        ));
+    }
+
+    #[test]
+    fn the_api_function_needs_to_be_told_who_checks_tokens() {
+        assert!(matches!(
+            Authenticator::for_lambda(&AuthSettings::Gateway),
+            Ok(Authenticator::Gateway)
+        ));
+        assert!(matches!(
+            Authenticator::for_lambda(&AuthSettings::Unset),
+            Err(AuthSetupError::UnsetOnLambda)
+        ));
+        assert!(
+            Authenticator::for_lambda(&AuthSettings::Off)
+                .unwrap()
+                .is_open()
+        );
+    }
+}
