@@ -98,11 +98,9 @@ fn write_variants(dir: &Path, file: &Path, processed: &Processed) -> Result<()> 
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    for v in &processed.variants {
-        let path = dir.join(format!("{stem}.{}.jpg", v.name));
-        std::fs::write(&path, &v.jpeg).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    processed
+        .write_variants(dir, &stem)
+        .map_err(|(path, e)| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 
 /// This process's peak resident set (Linux `VmHWM`), in KiB; `None` elsewhere.

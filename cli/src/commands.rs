@@ -124,11 +124,9 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
                         .file_stem()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    for v in &processed.variants {
-                        let path = dir.join(format!("{stem}.{}.jpg", v.name));
-                        std::fs::write(&path, &v.jpeg)
-                            .with_context(|| format!("writing {}", path.display()))?;
-                    }
+                    processed
+                        .write_variants(dir, &stem)
+                        .map_err(|(path, e)| anyhow::anyhow!("writing {}: {e}", path.display()))?;
                 }
             }
             Err(e) => {

@@ -4,15 +4,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_shared::adapters::dynamodb;
-use imgest_shared::auth::Authenticator;
 use imgest_shared::domain::{ImageId, ImageState};
 use imgest_shared::flows::crawl::Processing;
-use imgest_shared::{api, handlers};
+use imgest_shared::handlers;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -174,16 +172,7 @@ async fn the_api_function_answers_its_sample_events() {
     let Some(app) = TestApp::start_aws("api handler", &[]).await else {
         return;
     };
-    let crawler = Arc::new(app.crawler(Processing::Handoff, &[]));
-    let router = api::router(
-        api::ApiState::new(
-            app.service.clone(),
-            crawler,
-            "https://cdn.example.com",
-            Authenticator::Gateway,
-        ),
-        api::Edge::Lambda,
-    );
+    let router = app.api_function();
     let missing = lambda_http::request::from_str(&event("api-get-image.json", &[])).unwrap();
     let response = router.clone().oneshot(missing).await.unwrap();
     assert_eq!(response.status(), 404);

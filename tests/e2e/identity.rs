@@ -8,7 +8,7 @@ use imgest_shared::auth::unix_now;
 use serde_json::{Value, json};
 
 use crate::support::identity::{AUDIENCE, ISSUER, Identity};
-use crate::support::{Body, TestApp, fixture};
+use crate::support::{Body, TestApp, base64, fixture};
 
 /// The callers of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +272,7 @@ async fn bad_tokens_of_every_kind_are_unauthenticated_on_every_route() {
         id.signed(c)
     };
     let other_key = Identity::new();
-    let b64 = |s: &str| base64url(s.as_bytes());
+    let b64 = |s: &str| base64(s.as_bytes(), true);
     let unsigned = format!(
         "{}.{}.",
         b64(r#"{"alg":"none","typ":"JWT"}"#),
@@ -621,24 +621,8 @@ async fn a_rotated_jwks_file_is_read_again_without_a_restart() {
     );
 }
 
-/// Base64url without padding, as JWTs use.
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 /// HMAC-SHA256 of `message` under `key`, base64url.
 fn hmac_sha256_b64(key: &[u8], message: &[u8]) -> String {
     let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, key);
-    base64url(aws_lc_rs::hmac::sign(&key, message).as_ref())
+    base64(aws_lc_rs::hmac::sign(&key, message).as_ref(), true)
 }

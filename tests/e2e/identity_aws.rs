@@ -7,15 +7,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::sync::Arc;
 
-use imgest_shared::api::{self, Edge};
-use imgest_shared::auth::Authenticator;
-use imgest_shared::flows::crawl::Processing;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::support::{TestApp, fixture};
+use crate::support::{TestApp, base64, fixture};
 
 /// One request of the matrix: caller, method, path, body (bytes and content type), status.
 type Cell<'a> = (&'a str, &'a str, &'a str, Option<(&'a [u8], &'a str)>, u16);
@@ -71,29 +67,10 @@ fn event(who: &str, method: &str, path: &str, body: Option<(&[u8], &str)>) -> la
     }
     if let Some((bytes, content_type)) = body {
         e["headers"]["content-type"] = json!(content_type);
-        e["body"] = json!(base64(bytes));
+        e["body"] = json!(base64(bytes, false));
         e["isBase64Encoded"] = json!(true);
     }
     lambda_http::request::from_str(&e.to_string()).unwrap()
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[tokio::test]
@@ -116,16 +93,7 @@ async fn the_api_function_answers_each_caller_as_the_identity_model_says() {
     let Some(app) = TestApp::start_aws(test, &[("IMGEST_QUEUES", &queues)]).await else {
         return;
     };
-    let crawler = Arc::new(app.crawler(Processing::Handoff, &[]));
-    let router = api::router(
-        api::ApiState::new(
-            app.service.clone(),
-            crawler,
-            "https://cdn.example.com",
-            Authenticator::Gateway,
-        ),
-        Edge::Lambda,
-    );
+    let router = app.api_function();
     let send = |who: &str, method: &str, path: &str, body: Option<(&[u8], &str)>| {
         let request = event(who, method, path, body);
         let router = router.clone();

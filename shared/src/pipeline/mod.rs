@@ -104,6 +104,22 @@ pub struct Processed {
     pub variants: Vec<EncodedVariant>,
 }
 
+impl Processed {
+    /// Writes each variant to `{dir}/{stem}.{variant}.jpg` (the CLI's `process --out`, the
+    /// pipeline benchmark), naming the file that could not be written.
+    pub fn write_variants(
+        &self,
+        dir: &std::path::Path,
+        stem: &str,
+    ) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+        for v in &self.variants {
+            let path = dir.join(format!("{stem}.{}.jpg", v.name));
+            std::fs::write(&path, &v.jpeg).map_err(|e| (path, e))?;
+        }
+        Ok(())
+    }
+}
+
 /// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
 /// between photos (bounded, shared by its clones: see `scratch.rs`).
 #[derive(Debug, Clone)]

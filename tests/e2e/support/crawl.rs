@@ -14,7 +14,7 @@ use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::Settings;
 use serde_json::{Value, json};
 
-use super::Reply;
+use super::{Reply, reply};
 
 /// Tiers scaled for tests: a photo from 127.0.0.1 takes milliseconds, so these leave wide
 /// margins either side of the slow hosts' delays (see `SLOW_IN_TIER`).
@@ -168,15 +168,4 @@ impl CrawlApp {
     pub fn metrics(&self) -> CrawlMetricsSnapshot {
         self.crawler.metrics().snapshot()
     }
-}
-
-async fn reply(response: reqwest::Response) -> Reply {
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.unwrap();
-    let json = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    Reply { status, json }
 }

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use imgest_shared::api;
+use imgest_shared::auth::Authenticator;
 use imgest_shared::flows::Service;
 use imgest_shared::flows::crawl::{Crawler, Processing};
 use imgest_shared::flows::gc::GcReport;
@@ -27,6 +29,42 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     runner: LocalRunner,
     pub data_dir: tempfile::TempDir,
+}
+
+/// A response's status and JSON body.
+pub async fn reply(response: reqwest::Response) -> Reply {
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.unwrap();
+    let json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    Reply { status, json }
+}
+
+/// Base64 of `bytes`: URL-safe without padding (JWTs) or standard with padding (events).
+pub fn base64(bytes: &[u8], url_safe: bool) -> String {
+    let alphabet: &[u8; 64] = if url_safe {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    } else {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    };
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(alphabet[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else if !url_safe {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// What a [`TestApp::call`] sends.
@@ -167,14 +205,22 @@ impl TestApp {
     }
 
     async fn reply(response: reqwest::Response) -> Reply {
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.unwrap();
-        let json = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        Reply { status, json }
+        reply(response).await
+    }
+
+    /// The API router as the API function serves it (`Edge::Lambda`, claims from API
+    /// Gateway's request context) over this app's service, with file URLs on a CDN.
+    pub fn api_function(&self) -> axum::Router {
+        let crawler = Arc::new(self.crawler(Processing::Handoff, &[]));
+        api::router(
+            api::ApiState::new(
+                self.service.clone(),
+                crawler,
+                "https://cdn.example.com",
+                Authenticator::Gateway,
+            ),
+            api::Edge::Lambda,
+        )
     }
 
     /// `POST /v1/images` with a raw body.
