@@ -7,12 +7,14 @@
 # Usage:
 #   infra/setup.sh          # what building imgest needs
 #   infra/setup.sh tests    # that, plus what the test command needs
+#   infra/setup.sh fuzz     # that, plus what the fuzz targets need (infra/fuzz.sh runs it)
 #
 # What is needed, and why:
 #   cargo (rustup)          the Rust toolchain; rust-toolchain.toml names the version
 #   a C compiler (cc)       libjpeg-turbo, libwebp and SQLite are built from their C sources
 #   cmake, nasm             libjpeg-turbo's build (nasm assembles its x86-64 SIMD code)
 #   python3 with venv, curl (tests) moto, the AWS emulator, runs from a venv
+#   a C++ compiler (c++)    (fuzz) libFuzzer, which libfuzzer-sys builds from its C++ source
 #
 # A missing package is installed with apt-get, dnf, yum, zypper, apk, pacman or brew when this
 # runs as root, or sudo works without a password. Otherwise (or with IMGEST_SETUP=check) it
@@ -21,10 +23,12 @@
 set -euo pipefail
 
 want_tests=0
+want_fuzz=0
 case "${1:-}" in
     "") ;;
     tests) want_tests=1 ;;
-    *) echo "usage: infra/setup.sh [tests]" >&2; exit 2 ;;
+    fuzz) want_fuzz=1 ;;
+    *) echo "usage: infra/setup.sh [tests|fuzz]" >&2; exit 2 ;;
 esac
 
 say() { echo "setup: $*" >&2; }
@@ -51,6 +55,9 @@ if [ "$want_tests" = 1 ]; then
         missing+=(venv)
     fi
 fi
+if [ "$want_fuzz" = 1 ]; then
+    command -v c++ >/dev/null 2>&1 || missing+=(c++)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 # The package names of the missing tools for one package manager.
@@ -63,6 +70,10 @@ packages_for() {
             pacman:cc) echo base-devel ;;
             brew:cc) ;; # Xcode's command line tools provide cc
             *:cc) echo gcc ;;
+            apt-get:c++ | apk:c++) echo g++ ;;
+            pacman:c++) echo gcc ;;
+            brew:c++) ;; # Xcode's command line tools provide c++
+            *:c++) echo gcc-c++ ;;
             apt-get:venv) echo python3-venv ;;
             apk:venv) echo py3-virtualenv ;;
             *:venv) ;; # part of python3 elsewhere
@@ -116,7 +127,7 @@ if [ -n "$sudo" ]; then
 else
     sh -c "$command" >&2
 fi
-for tool in cc cmake nasm curl python3; do
+for tool in cc cmake nasm curl python3 c++; do
     case " ${missing[*]} " in
         *" $tool "*)
             command -v "$tool" >/dev/null 2>&1 || {

@@ -2,6 +2,7 @@
 //! figures; the scripts beside this crate (`bench/*.sh`) install what they compare against and
 //! drive them.
 
+mod burst;
 mod cost;
 mod crawl;
 mod pipeline;
@@ -41,6 +42,16 @@ enum Command {
         /// A smaller run (about a third of the time) for a quick look.
         #[arg(long)]
         quick: bool,
+    },
+    /// A burst of distinct 20-49 MP uploads (JPEG and PNG, 8- and 16-bit) at once against a
+    /// running `imgest serve`: how each was answered, and the time. Run it through
+    /// bench/burst.sh, which starts the server with a memory budget and reads its peak RSS.
+    Burst {
+        /// The server's base URL.
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 50)]
+        count: usize,
     },
     /// Time the production pipeline (MD5 + process) on local files: one JSON line per file.
     Pipeline {
@@ -93,6 +104,7 @@ fn main() -> ExitCode {
                 .await
             }
             Command::Crawl { quick } => crawl::run(quick).await,
+            Command::Burst { url, count } => burst::run(&url, count).await,
             Command::Pipeline { rounds, out, files } => pipeline::pipeline(rounds, out, files),
             Command::Md5 { mb, rounds } => pipeline::md5(mb, rounds),
         }

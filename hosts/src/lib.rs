@@ -25,6 +25,8 @@
 //! Routes are looked up by path and query exactly (`/a.jpg?w=1`), then by path alone; an
 //! unknown path is a 404. Dropping the host stops it accepting connections.
 
+#[cfg(feature = "hostile")]
+pub mod hostile;
 mod route;
 
 use std::collections::HashMap;

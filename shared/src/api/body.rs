@@ -11,22 +11,39 @@ use md5::{Digest, Md5};
 
 use super::ApiError;
 use crate::domain::ImageId;
+use crate::flows::Service;
+use crate::flows::budget::Reservation;
 use crate::flows::upload::UploadBody;
 
 /// An upload body with its content id.
 pub struct HashedBody {
     pub id: ImageId,
     pub body: UploadBody,
+    /// The body's room in the memory budget: keep it as long as the body.
+    pub memory: Option<Reservation>,
 }
 
-/// Reads the upload from a raw body, or from the `file` part of a multipart/form-data body.
-pub async fn read_upload(request: Request, limit: u64) -> Result<HashedBody, ApiError> {
+/// Reads the upload from a raw body, or from the `file` part of a multipart/form-data body,
+/// once the memory budget has room for it (its Content-Length, else the limit): the body's
+/// reservation is held by the returned body.
+pub async fn read_upload(
+    request: Request,
+    limit: u64,
+    service: &Service,
+) -> Result<HashedBody, ApiError> {
     let declared = content_length(request.headers())?;
     if let Some(len) = declared
         && len > limit
     {
         return Err(ApiError::too_large(Some(len), limit));
     }
+    let memory = service.reserve_body(declared.unwrap_or(limit)).await?;
+    let mut body = read_upload_body(request, limit).await?;
+    body.memory = Some(memory);
+    Ok(body)
+}
+
+async fn read_upload_body(request: Request, limit: u64) -> Result<HashedBody, ApiError> {
     if is_multipart(request.headers()) {
         let mut multipart = Multipart::from_request(request, &())
             .await
@@ -95,6 +112,7 @@ where
     Ok(HashedBody {
         id: ImageId::from_md5(hasher.finalize().into()),
         body,
+        memory: None,
     })
 }
 

@@ -253,6 +253,12 @@ mod tests {
                 height: 1,
                 limit: 0,
             },
+            PipelineError::OverBudget {
+                width: 1,
+                height: 1,
+                needed: 2,
+                budget: 1,
+            },
             PipelineError::UnsupportedFormat("x".into()),
             PipelineError::CorruptImage("x".into()),
             PipelineError::Watermark("x".into()),

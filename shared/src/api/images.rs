@@ -19,7 +19,8 @@ pub async fn upload(
 ) -> Result<(StatusCode, Json<ImageJson>), ApiError> {
     state.service.admit_upload(caller.owner.as_ref()).await?;
     let limit = state.service.pipeline().config().max_body;
-    let body = read_upload(request, limit).await?;
+    let body = read_upload(request, limit, &state.service).await?;
+    let _memory = body.memory;
     let outcome = state.service.upload(body.id, body.body).await?;
     let status = if outcome.deduplicated {
         StatusCode::OK

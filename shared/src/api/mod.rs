@@ -16,3 +16,8 @@ mod uploads;
 pub use error::ApiError;
 pub use json::{ImageJson, OfferJson, VariantJson};
 pub use router::{ApiState, Edge, router};
+
+// The JSON bodies the routes parse (the crawl's are in `flows::crawl::messages`), public for
+// the fuzz targets.
+pub use offers::SetPhotos;
+pub use uploads::CreateUpload;

@@ -10,13 +10,22 @@ use serde::Deserialize;
 use super::json::OfferJson;
 use super::{ApiError, ApiState};
 use crate::auth::Partner;
-use crate::domain::{ImageId, OfferId, OfferKey};
+use crate::domain::{IdError, ImageId, OfferId, OfferKey};
 use crate::flows::FlowError;
 
+/// The `PUT /v1/offers/{offer_id}/photos` body. Public (through [`crate::api`]) so that the
+/// fuzz targets parse a body as the route does: serde, then [`ids`](Self::ids).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetPhotos {
     image_ids: Vec<String>,
+}
+
+impl SetPhotos {
+    /// The photos' image ids, checked, in the body's order.
+    pub fn ids(&self) -> Result<Vec<ImageId>, IdError> {
+        self.image_ids.iter().map(|s| ImageId::parse(s)).collect()
+    }
 }
 
 /// The offer the path names, in the caller's namespace.
@@ -33,12 +42,7 @@ pub async fn put_photos(
 ) -> Result<Json<OfferJson>, ApiError> {
     let offer = offer_key(partner, &raw_offer)?;
     let Json(body) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
-    let ids = body
-        .image_ids
-        .iter()
-        .map(|s| ImageId::parse(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(FlowError::from)?;
+    let ids = body.ids().map_err(FlowError::from)?;
     let photos = state.service.set_offer_photos(&offer, &ids).await?;
     forget_crawl(&state, &offer).await?;
     Ok(Json(state.urls.offer(&photos)))

@@ -20,11 +20,13 @@ use crate::flows::FlowError;
 use crate::flows::presigned::UPLOAD_CONTENT_TYPE;
 use crate::ports::{UploadRecord, UploadState};
 
+/// The `POST /v1/uploads` body. Public (through [`crate::api`]) so that the fuzz targets parse
+/// a body as the route does.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUpload {
     /// The exact size of the body the client will PUT.
-    size: u64,
+    pub size: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -130,7 +132,8 @@ pub async fn put_body(
         ));
     }
     let limit = state.service.pipeline().config().max_body;
-    let body = read_upload(request, limit).await?;
+    let body = read_upload(request, limit, &state.service).await?;
+    let _memory = body.memory;
     let record = state
         .service
         .receive_upload_body(&id, caller.owner.as_ref(), body.body.into_bytes())

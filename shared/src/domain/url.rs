@@ -373,20 +373,34 @@ pub fn redacted(raw: &str) -> String {
 
 /// `raw` with anything that looks like userinfo (`…@` in the authority) cut out, for text that
 /// does not parse as a URL.
+///
+/// The authority is taken where a URL parser could see one, generously: after the first `:`
+/// (the scheme's) and any mix of slashes, backslashes, tabs and newlines (`http:u:p@h`,
+/// `http:/\\u:p@h` and `ht\ttp:/\n/u:p@h` all have credentials for WHATWG), up to the next `/`,
+/// `?` or `#` (not at a backslash, which ends it only for special schemes). A later `://`, in
+/// the path or the query, is not where the authority starts. What follows a cut can make a new
+/// authority (`x:/a@/b@c` becomes `x://b@c`), so cuts go on until none is left.
 fn without_userinfo(raw: &str) -> String {
-    let Some(scheme_end) = raw.find("://").map(|i| i + 3) else {
-        // No authority marker: an `@` anywhere may still be a secret's end.
-        return match raw.rfind('@') {
-            Some(at) => format!("…{}", &raw[at + 1..]),
-            None => raw.to_owned(),
-        };
-    };
-    let rest = &raw[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{}{}", &raw[..scheme_end], &rest[at + 1..]),
-        None => raw.to_owned(),
+    let mut text = raw.to_owned();
+    // Each cut removes an `@`: this ends.
+    while let Some(cut) = cut_userinfo(&text) {
+        text = cut;
     }
+    text
+}
+
+/// `raw` without its first userinfo-like part (see [`without_userinfo`]), if it has one.
+fn cut_userinfo(raw: &str) -> Option<String> {
+    let Some(colon) = raw.find(':') else {
+        // No scheme: an `@` anywhere may still be a secret's end.
+        return raw.rfind('@').map(|at| format!("…{}", &raw[at + 1..]));
+    };
+    let after_scheme = &raw[colon + 1..];
+    let rest = after_scheme.trim_start_matches(['/', '\\', '\t', '\n', '\r']);
+    let authority_start = raw.len() - rest.len();
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let at = rest[..authority_end].rfind('@')?;
+    Some(format!("{}{}", &raw[..authority_start], &rest[at + 1..]))
 }
 
 /// A parsed URL as error messages may quote it: truncated, and never with its credentials.
@@ -437,6 +451,40 @@ mod tests {
         let long = format!("https://img.example/{}", "é".repeat(3000));
         let shown = redacted(&long);
         assert!(shown.len() <= NormalizedUrl::MAX_LEN && shown.starts_with("https://img.example/"));
+    }
+
+    #[test]
+    fn credentials_are_cut_where_a_url_parser_would_read_them_even_when_it_fails() {
+        // Found by fuzzing (fuzz/fuzz_targets/url.rs): `http:s3cr3t@://` does not parse, and
+        // the authority was looked for after its `://`, past the credentials.
+        for raw in [
+            "http:s3cr3t@://",
+            "http:/s3cr3t@\0\0\0p://[0:0:0:0:0:F\u{1}\0\0\0\0\0\0\u{8}8:1p:/\0\0\0\0\0\0\0\u{15}\0\0\0\u{15}lexaa",
+            "http:\\\\user:s3cr3t@img.example:99999/a://b",
+            "http:/\\user:s3cr3t@img.example:99999/a.jpg",
+            "ht\ttp:/\n/user:s3cr3t@img.example:99999/a.jpg",
+            "foo://x\\user:s3cr3t@[::1/",
+        ] {
+            let shown = redacted(raw);
+            assert!(!shown.contains("s3cr3t"), "{raw:?} -> {shown:?}");
+            let error = NormalizedUrl::parse(raw, &NormalizationRules::default())
+                .unwrap_err()
+                .to_string();
+            assert!(!error.contains("s3cr3t"), "{raw:?} -> {error}");
+        }
+        // Credentials in a URL over the length cap, whose error quotes the raw text.
+        let long = format!("http:\\\\user:s3cr3t@img.example/{}://b", "a".repeat(3000));
+        let error = NormalizedUrl::parse(&long, &NormalizationRules::default()).unwrap_err();
+        assert!(matches!(error, UrlError::TooLong { .. }), "{error:?}");
+        assert!(!error.to_string().contains("s3cr3t"), "{error}");
+        // A cut that makes a new authority: `hh.example4:/` + `/br2@…`.
+        let shown = redacted("hh.example4:/%FFs3cr3t@/br2@%h.example/a.jhpt");
+        assert_eq!(shown, "hh.example4://%h.example/a.jhpt");
+        // What is not in an authority stays.
+        assert_eq!(
+            redacted("https://img.example:99999/a@b.jpg?x=a://b@c"),
+            "https://img.example:99999/a@b.jpg?x=a://b@c"
+        );
     }
 
     fn key(raw: &str) -> String {

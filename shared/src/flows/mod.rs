@@ -11,6 +11,7 @@
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
 //! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
 
+pub mod budget;
 pub mod crawl;
 mod error;
 pub mod gc;

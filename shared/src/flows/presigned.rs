@@ -112,8 +112,10 @@ impl Service {
             self.ports.blobs.delete(&[key]).await?;
             return Ok(record);
         }
-        let body = self.ports.blobs.get(&key).await?;
         let limit = self.pipeline.config().max_body;
+        // Held until the body is dropped, at the end of this call.
+        let _memory = self.reserve_body(record.size.min(limit)).await?;
+        let body = self.ports.blobs.get(&key).await?;
         let state = if body.len() as u64 > limit {
             failed(&FlowError::Image(PipelineError::TooLarge {
                 size: body.len() as u64,

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::Metrics;
+use super::budget::{MemoryBudget, Refusal, Reservation};
+use super::{FlowError, Metrics};
 use crate::domain::{BlobKey, ImageRecord, ImageState};
 use crate::pipeline::Pipeline;
 use crate::ports::{
@@ -35,6 +36,10 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
 }
 
+/// How long a body waits for room in the memory budget before it is refused as overloaded:
+/// long enough to ride out a burst, short enough that a client is not left hanging.
+pub const BODY_WAIT: Duration = Duration::from_secs(10);
+
 /// Lifecycle and limit settings the flows apply.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -52,6 +57,8 @@ pub struct Policy {
     pub per_client_offers: bool,
     /// Uploads per minute per token subject (`IMGEST_UPLOAD_RPM`).
     pub upload_rpm: u32,
+    /// The memory the process should stay within (`IMGEST_MEMORY_BUDGET`).
+    pub memory_budget: u64,
 }
 
 impl Policy {
@@ -66,6 +73,7 @@ impl Policy {
             upload_url_ttl: s.upload_url_ttl,
             per_client_offers: s.auth.per_client_offers(),
             upload_rpm: s.upload_rpm,
+            memory_budget: s.memory_budget,
         }
     }
 }
@@ -78,6 +86,8 @@ pub struct Service {
     pub(crate) process_slots: Arc<Semaphore>,
     /// Bounds new photos in memory (decoding or waiting to): each holds its whole body.
     pub(crate) admission: Arc<Semaphore>,
+    /// What bodies and decodes may hold (see `budget.rs`).
+    pub(crate) budget: MemoryBudget,
     pub(crate) metrics: Arc<Metrics>,
 }
 
@@ -88,11 +98,31 @@ impl Service {
         Self {
             ports,
             pipeline: Arc::new(pipeline),
-            policy,
             process_slots: Arc::new(Semaphore::new(slots)),
             admission: Arc::new(Semaphore::new(admitted)),
+            budget: MemoryBudget::new(policy.memory_budget),
             metrics: Arc::new(Metrics::default()),
+            policy,
         }
+    }
+
+    /// Holds room for a body of `len` bytes before it is read (an upload, an object read
+    /// back): waits up to [`BODY_WAIT`] for it, then refuses as overloaded (429, to retry).
+    pub async fn reserve_body(&self, len: u64) -> Result<Reservation, FlowError> {
+        match self.budget.body(len, BODY_WAIT).await {
+            Ok(reservation) => Ok(reservation),
+            Err(Refusal::Busy { .. }) => Err(FlowError::Overloaded),
+            Err(Refusal::NeverFits { needed, pool }) => {
+                Err(FlowError::Image(crate::pipeline::PipelineError::TooLarge {
+                    size: needed,
+                    limit: pool,
+                }))
+            }
+        }
+    }
+
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.budget
     }
 
     pub fn ports(&self) -> &Ports {

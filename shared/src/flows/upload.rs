@@ -18,10 +18,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::{Instrument, info, warn};
 
+use super::budget::{MemoryBudget, Refusal, Reservation};
 use super::service::Ports;
 use super::{FlowError, Metrics, Service};
 use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant};
-use crate::pipeline::Processed;
+use crate::pipeline::{Pipeline, PipelineError, Processed};
 use crate::ports::{Claim, ReadyImage, StoreError};
 
 /// What an upload returns: the record and whether the bytes were already known.
@@ -298,6 +299,7 @@ impl Service {
         let pipeline = Arc::clone(&self.pipeline);
         let slots = Arc::clone(&self.process_slots);
         let admission = Arc::clone(&self.admission);
+        let budget = self.budget.clone();
         let metrics = Arc::clone(&self.metrics);
         let orphan_ttl = self.policy.orphan_ttl;
         let task = tokio::spawn(async move {
@@ -306,15 +308,18 @@ impl Service {
                 guard.release().await;
                 return Err(FlowError::Overloaded);
             };
-            let processed = {
-                let _slot = slots
-                    .acquire_owned()
-                    .await
-                    .map_err(|e| FlowError::Internal(e.to_string()))?;
-                let body = body.clone();
-                tokio::task::spawn_blocking(move || pipeline.process(&body))
-                    .await
-                    .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))?
+            let processed = match reserve_memory(&pipeline, &budget, &body).await {
+                Ok(_memory) => {
+                    let _slot = slots
+                        .acquire_owned()
+                        .await
+                        .map_err(|e| FlowError::Internal(e.to_string()))?;
+                    let body = body.clone();
+                    tokio::task::spawn_blocking(move || pipeline.process(&body))
+                        .await
+                        .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))?
+                }
+                Err(e) => Err(e),
             };
             Metrics::add(&metrics.pipeline_runs, 1);
             let processed = match processed {
@@ -554,6 +559,38 @@ pub(crate) async fn delete_generation_files(
         }
     }
     Ok(deleted)
+}
+
+/// Reserves what decoding `body` will hold at its peak (its footprint, read from the header
+/// off the async threads), waiting for room; a photo larger than the whole decoding pool is
+/// refused (`too_many_pixels`, with the budget in the message).
+async fn reserve_memory(
+    pipeline: &Arc<Pipeline>,
+    budget: &MemoryBudget,
+    body: &Bytes,
+) -> Result<Reservation, PipelineError> {
+    let (pipeline, bytes) = (Arc::clone(pipeline), body.clone());
+    let footprint = tokio::task::spawn_blocking(move || pipeline.footprint(&bytes))
+        .await
+        .map_err(|e| PipelineError::CorruptImage(format!("the header check failed: {e}")))??;
+    budget
+        .work(footprint.bytes)
+        .await
+        .map_err(|refusal| match refusal {
+            Refusal::NeverFits { needed, pool } => PipelineError::OverBudget {
+                width: footprint.info.width,
+                height: footprint.info.height,
+                needed,
+                budget: pool,
+            },
+            // Only a body's reservation gives up waiting.
+            Refusal::Busy { needed } => PipelineError::OverBudget {
+                width: footprint.info.width,
+                height: footprint.info.height,
+                needed,
+                budget: budget.work_pool(),
+            },
+        })
 }
 
 #[cfg(test)]

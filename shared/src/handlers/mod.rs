@@ -18,8 +18,9 @@ pub mod ttl_cleanup;
 
 pub use batch::{BatchItemFailure, BatchResponse};
 
-/// `(message id, body)` of every message of an SQS batch.
-fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
+/// `(message id, body)` of every message of an SQS batch. Public so that the fuzz targets read
+/// an SQS event as the handlers do.
+pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
     event
         .records
         .into_iter()

@@ -66,9 +66,21 @@ fn decode_inner(
     planar: bool,
     scratch: &Scratch,
 ) -> Result<Decoded, PipelineError> {
+    detect::check_size(bytes, limits)?;
+    if detect::sniff(bytes)? == SourceFormat::Png {
+        let info = detect::inspect(bytes, limits)?;
+        let (stored, orientation) = super::png::decode(bytes, limits.max_alloc())?;
+        let image = oriented(stored, orientation);
+        return Ok(Decoded {
+            format: info.format,
+            width: image.width(),
+            height: image.height(),
+            pixels: Pixels::Rgb(image),
+        });
+    }
     let (info, mut decoder) = detect::open(bytes, limits)?;
     if info.format == SourceFormat::Jpeg {
-        check_jpeg_complete(bytes)?;
+        super::jpeg::read(bytes)?;
     }
     // A missing, unreadable or corrupt EXIF block means "no orientation", never a failure.
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
@@ -84,7 +96,7 @@ fn decode_inner(
         let (width, height) = upright(info.width, info.height, orientation);
         let min_scale = super::resize::min_scale(width, height, specs);
         let planes = match planar {
-            true => super::turbo::decode_scaled_yuv(bytes, min_scale, scratch),
+            true => super::turbo::decode_scaled_yuv(bytes, min_scale, scratch)?,
             false => None,
         };
         if let Some(stored) = planes {
@@ -95,7 +107,7 @@ fn decode_inner(
                 pixels: Pixels::Yuv(stored.oriented(orientation, &scratch.buffers)),
             });
         }
-        if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale, scratch) {
+        if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale, scratch)? {
             return Ok(Decoded {
                 format: info.format,
                 width,
@@ -157,66 +169,32 @@ fn oriented(image: RgbImage, orientation: Orientation) -> RgbImage {
 }
 
 /// 8-bit RGB; transparent pixels are composited over white, 16-bit samples rounded to 8 bits.
+/// 8-bit RGBA (what the GIF and WebP decoders give) becomes RGB in its own buffer.
 fn to_rgb_over_white(image: DynamicImage) -> RgbImage {
     match image {
         DynamicImage::ImageRgb8(rgb) => rgb,
-        other if other.color().has_alpha() => flatten_over_white(&other.into_rgba8()),
+        DynamicImage::ImageRgba8(rgba) => flatten_over_white(rgba),
+        other if other.color().has_alpha() => flatten_over_white(other.into_rgba8()),
         other => other.into_rgb8(),
     }
 }
 
-fn flatten_over_white(rgba: &RgbaImage) -> RgbImage {
-    let mut out = Vec::with_capacity(rgba.as_raw().len() / 4 * 3);
-    for px in rgba.as_raw().chunks_exact(4) {
-        let a = u32::from(px[3]);
-        for &c in &px[..3] {
-            // c*a + 255*(255-a), divided by 255 with rounding; always <= 255.
-            let v = (u32::from(c) * a + 255 * (255 - a) + 127) / 255;
-            out.push(u8::try_from(v).unwrap_or(u8::MAX));
-        }
-    }
-    RgbImage::from_raw(rgba.width(), rgba.height(), out)
-        .unwrap_or_else(|| RgbImage::new(rgba.width(), rgba.height()))
+/// RGBA to RGB over white, in the same buffer.
+pub(crate) fn flatten_over_white(rgba: RgbaImage) -> RgbImage {
+    let (width, height) = rgba.dimensions();
+    let mut buf = rgba.into_raw();
+    let pixels = buf.len() / 4;
+    super::png::to_rgb_in_place(&mut buf, pixels, png::ColorType::Rgba);
+    buf.truncate(pixels * 3);
+    RgbImage::from_raw(width, height, buf).unwrap_or_else(|| RgbImage::new(width, height))
 }
 
-/// Refuses a JPEG whose compressed data stops before the end-of-image marker (the decoder
-/// would otherwise fill the missing part with grey and report success).
-fn check_jpeg_complete(bytes: &[u8]) -> Result<(), PipelineError> {
-    let truncated =
-        || PipelineError::CorruptImage("truncated JPEG (no end-of-image marker)".into());
-    let scan = start_of_scan(bytes).ok_or_else(truncated)?;
-    // In entropy-coded data 0xFF is always followed by 0x00 or a restart marker, so FF D9 after
-    // the first scan is the end-of-image marker. Search from the end: that is where it is.
-    let rest = bytes.get(scan..).unwrap_or_default();
-    if rest.windows(2).rev().any(|w| w == [0xFF, 0xD9]) {
-        Ok(())
-    } else {
-        Err(truncated())
-    }
-}
-
-/// The offset of the first start-of-scan marker, walking the marker segments from the start.
-fn start_of_scan(bytes: &[u8]) -> Option<usize> {
-    let mut i = 2; // after SOI
-    loop {
-        if *bytes.get(i)? != 0xFF {
-            return None;
-        }
-        // Markers may be preceded by any number of 0xFF fill bytes.
-        while *bytes.get(i + 1)? == 0xFF {
-            i += 1;
-        }
-        let marker = *bytes.get(i + 1)?;
-        match marker {
-            0xDA => return Some(i),
-            // Standalone markers carry no length.
-            0x01 | 0xD0..=0xD8 => i += 2,
-            _ => {
-                let len = usize::from(u16::from_be_bytes([*bytes.get(i + 2)?, *bytes.get(i + 3)?]));
-                i = i.checked_add(2 + len)?;
-            }
-        }
-    }
+/// A colour sample of opacity `a` over white: `c*a + 255*(255-a)`, divided by 255 with
+/// rounding.
+pub(crate) fn over_white(c: u8, a: u8) -> u8 {
+    let (c, a) = (u32::from(c), u32::from(a));
+    let v = (c * a + 255 * (255 - a) + 127) / 255;
+    u8::try_from(v).unwrap_or(u8::MAX)
 }
 
 #[cfg(test)]
@@ -228,18 +206,7 @@ mod tests {
     fn alpha_is_composited_over_white() {
         let rgba =
             RgbaImage::from_raw(3, 1, vec![255, 0, 0, 255, 0, 0, 255, 128, 10, 20, 30, 0]).unwrap();
-        let rgb = flatten_over_white(&rgba);
+        let rgb = flatten_over_white(rgba);
         assert_eq!(rgb.as_raw(), &[255, 0, 0, 127, 127, 255, 255, 255, 255]);
-    }
-
-    #[test]
-    fn a_jpeg_without_its_end_marker_is_truncated() {
-        let good = [
-            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 1, 2, 0xFF, 0xDA, 0, 2, 9, 9, 0xFF, 0xD9,
-        ];
-        assert!(check_jpeg_complete(&good).is_ok());
-        assert!(check_jpeg_complete(&good[..14]).is_err());
-        assert!(check_jpeg_complete(&good[..7]).is_err());
-        assert!(check_jpeg_complete(&[0xFF, 0xD8]).is_err());
     }
 }

@@ -101,38 +101,56 @@ pub(crate) fn open<'a>(
     reader.limits(limits.for_header());
     let mut decoder = reader.into_decoder().map_err(PipelineError::from_decoder)?;
     let (width, height) = decoder.dimensions();
-    if width == 0 || height == 0 {
-        return Err(PipelineError::CorruptImage(format!(
-            "the header declares an empty {width}x{height} image"
-        )));
-    }
+    let info = checked(format, width, height, limits)?;
     let too_many = || PipelineError::TooManyPixels {
         width,
         height,
         limit: limits.max_pixels,
     };
-    if u64::from(width) * u64::from(height) > limits.max_pixels {
-        return Err(too_many());
-    }
     decoder
         .set_limits(limits.for_decoder())
         .map_err(|e| match e {
             image::ImageError::Limits(_) => too_many(),
             other => PipelineError::from_decoder(other),
         })?;
-    Ok((
-        SourceInfo {
-            format,
-            width,
-            height,
-        },
-        decoder,
-    ))
+    Ok((info, decoder))
 }
 
-/// Header facts only: what [`open`] checks, without keeping the decoder.
+/// Header facts only: what [`open`] checks, without keeping a decoder. A PNG's header is read
+/// by the `png` crate with its text and ICC chunks skipped (see `png.rs`).
 pub(crate) fn inspect(bytes: &[u8], limits: &Limits) -> Result<SourceInfo, PipelineError> {
-    open(bytes, limits).map(|(info, _)| info)
+    check_size(bytes, limits)?;
+    if sniff(bytes)? != SourceFormat::Png {
+        return open(bytes, limits).map(|(info, _)| info);
+    }
+    let (width, height) = super::png::dimensions(bytes)?;
+    checked(SourceFormat::Png, width, height, limits)
+}
+
+/// Refuses an empty image, or one over the pixel limit.
+fn checked(
+    format: SourceFormat,
+    width: u32,
+    height: u32,
+    limits: &Limits,
+) -> Result<SourceInfo, PipelineError> {
+    if width == 0 || height == 0 {
+        return Err(PipelineError::CorruptImage(format!(
+            "the header declares an empty {width}x{height} image"
+        )));
+    }
+    if u64::from(width) * u64::from(height) > limits.max_pixels {
+        return Err(PipelineError::TooManyPixels {
+            width,
+            height,
+            limit: limits.max_pixels,
+        });
+    }
+    Ok(SourceInfo {
+        format,
+        width,
+        height,
+    })
 }
 
 #[cfg(test)]

@@ -10,6 +10,17 @@ pub enum PipelineError {
     /// The header declares more than `max_pixels` pixels (checked before decoding).
     #[error("the image is {width}x{height} pixels, over the limit of {limit} pixels")]
     TooManyPixels { width: u32, height: u32, limit: u64 },
+    /// Decoding it would need more memory than the process has for one photo
+    /// (`IMGEST_MEMORY_BUDGET`), however long it waited.
+    #[error(
+        "the image is {width}x{height} pixels and needs {needed} bytes to process, over the {budget} bytes this server has for one photo (IMGEST_MEMORY_BUDGET)"
+    )]
+    OverBudget {
+        width: u32,
+        height: u32,
+        needed: u64,
+        budget: u64,
+    },
     /// Not JPEG, PNG, WebP or GIF (empty bodies, text, BMP, TIFF, ...), or a feature of one of
     /// them that the decoder does not support.
     #[error("unsupported image format: {0} (accepted: JPEG, PNG, WebP, GIF)")]
@@ -27,7 +38,7 @@ impl PipelineError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::TooLarge { .. } => "too_large",
-            Self::TooManyPixels { .. } => "too_many_pixels",
+            Self::TooManyPixels { .. } | Self::OverBudget { .. } => "too_many_pixels",
             Self::UnsupportedFormat(_) => "unsupported_format",
             Self::CorruptImage(_) => "corrupt_image",
             Self::Watermark(_) => "invalid_watermark",

@@ -11,8 +11,11 @@ mod decode;
 mod detect;
 mod encode;
 mod error;
+mod footprint;
+mod jpeg;
 #[cfg(feature = "turbojpeg")]
 mod planar;
+mod png;
 mod resize;
 mod scratch;
 #[cfg(test)]
@@ -28,6 +31,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use error::PipelineError;
+pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
 
 use crate::domain::{SourceFormat, VariantName, VariantSet};
@@ -159,6 +163,12 @@ impl Pipeline {
     /// size and the declared pixel count from the header, before any decoding.
     pub fn inspect(&self, bytes: &[u8]) -> Result<SourceInfo, PipelineError> {
         detect::inspect(bytes, &self.limits())
+    }
+
+    /// The most memory processing `bytes` will hold at once, estimated from the header (after
+    /// the checks of [`inspect`](Self::inspect)): what to reserve before [`process`](Self::process).
+    pub fn footprint(&self, bytes: &[u8]) -> Result<Footprint, PipelineError> {
+        footprint::estimate(bytes, &self.limits(), self.config.variants.specs())
     }
 
     /// [`inspect`](Self::inspect), then decodes once, applies the EXIF orientation, and makes

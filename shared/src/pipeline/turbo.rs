@@ -26,6 +26,7 @@ use turbojpeg::{
 };
 
 use super::PipelineError;
+use super::jpeg::MAX_SCANS;
 use super::planar::{Plane, Yuv};
 use super::scratch::{Buffers, Scratch};
 
@@ -38,45 +39,73 @@ const SCALES: [ScalingFactor; 3] = [
     ScalingFactor::ONE_HALF,
 ];
 
+/// What a decode through libjpeg-turbo gives: `Ok(None)` when it cannot or should not take
+/// this JPEG (CMYK, a header it cannot read, a layout it does not decode to): the caller then
+/// uses the general decoder. An error when it took the JPEG and the data is bad: not tried
+/// again elsewhere, as a second full-size decode of bad data is what a hostile file wants.
+type Decoded<T> = Result<Option<T>, PipelineError>;
+
 /// Decodes `bytes` (as stored: no EXIF orientation) to RGB, reduced by the largest DCT scale
 /// that keeps the result at least `min_scale` times the stored size on both axes.
-///
-/// `None` when libjpeg-turbo cannot or should not take this JPEG (CMYK, a header or data it
-/// refuses): the caller then uses the general decoder, which also words the error if the data
-/// is really broken.
-pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Option<RgbImage> {
+pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Decoded<RgbImage> {
     with_decompressor(scratch, |d| rgb_with(d, bytes, min_scale))
 }
 
 /// Runs `f` with a decompressor kept from an earlier photo (or a new one), and keeps it for the
-/// next photo if `f` succeeded (after a failure it is dropped, whatever state it is in).
+/// next photo if `f` decoded (after a failure it is dropped, whatever state it is in).
 fn with_decompressor<T>(
     scratch: &Scratch,
-    f: impl FnOnce(&mut Decompressor) -> Option<T>,
-) -> Option<T> {
-    let mut decompressor = match scratch.decompressors.take() {
-        Some(d) => d,
-        None => Decompressor::new().ok()?,
+    f: impl FnOnce(&mut Decompressor) -> Decoded<T>,
+) -> Decoded<T> {
+    let decompressor = scratch.decompressors.take().or_else(|| {
+        let mut d = Decompressor::new().ok()?;
+        // Refused by `jpeg::read` before this; kept as libjpeg-turbo's own guard too.
+        d.set_scan_limit(u32::try_from(MAX_SCANS).ok()?).ok()?;
+        Some(d)
+    });
+    let Some(mut decompressor) = decompressor else {
+        return Ok(None);
     };
     let out = f(&mut decompressor)?;
-    scratch.decompressors.put(decompressor);
-    Some(out)
+    if out.is_some() {
+        scratch.decompressors.put(decompressor);
+    }
+    Ok(out)
 }
 
-fn rgb_with(decompressor: &mut Decompressor, bytes: &[u8], min_scale: f64) -> Option<RgbImage> {
-    let header = decompressor.read_header(bytes).ok()?;
+/// libjpeg-turbo's verdict on a decode. Its warnings fail the call too, and all but one mean
+/// the pixels are not the photo (data missing, corrupt, or a bogus progression).
+fn decompressed(result: Result<(), turbojpeg::Error>) -> Result<(), PipelineError> {
+    match result {
+        Ok(()) => Ok(()),
+        // Stray bytes between segments (some cameras and editors write them): skipped, and the
+        // pixels are whole.
+        Err(e) if e.to_string().contains("extraneous bytes before marker") => Ok(()),
+        Err(e) => Err(PipelineError::CorruptImage(format!("libjpeg-turbo: {e}"))),
+    }
+}
+
+fn rgb_with(decompressor: &mut Decompressor, bytes: &[u8], min_scale: f64) -> Decoded<RgbImage> {
+    let Ok(header) = decompressor.read_header(bytes) else {
+        return Ok(None);
+    };
     // CMYK and YCCK need the Adobe inversion handling of the general decoder.
     if !matches!(
         header.colorspace,
         Colorspace::YCbCr | Colorspace::Gray | Colorspace::RGB
     ) {
-        return None;
+        return Ok(None);
     }
-    let (scaled, pruned) = prepare(decompressor, &header, bytes, min_scale)?;
+    let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, min_scale) else {
+        return Ok(None);
+    };
     let bytes = pruned.as_deref().unwrap_or(bytes);
-    let len = scaled.width.checked_mul(scaled.height)?.checked_mul(3)?;
+    let (Ok(width), Ok(height)) = (u32::try_from(scaled.width), u32::try_from(scaled.height))
+    else {
+        return Ok(None);
+    };
     // Not from the scratch: decoded RGB is freed, not kept (see `Pipeline::process`).
-    let mut pixels = vec![0u8; len];
+    let mut pixels = vec![0u8; scaled.width * scaled.height * 3];
     let output = Image {
         pixels: pixels.as_mut_slice(),
         width: scaled.width,
@@ -84,13 +113,8 @@ fn rgb_with(decompressor: &mut Decompressor, bytes: &[u8], min_scale: f64) -> Op
         height: scaled.height,
         format: PixelFormat::RGB,
     };
-    // Warnings (corrupt or missing data) count as failures: the general decoder decides.
-    decompressor.decompress(bytes, output).ok()?;
-    RgbImage::from_raw(
-        u32::try_from(scaled.width).ok()?,
-        u32::try_from(scaled.height).ok()?,
-        pixels,
-    )
+    decompressed(decompressor.decompress(bytes, output))?;
+    Ok(RgbImage::from_raw(width, height, pixels))
 }
 
 /// Sets the DCT scale for `min_scale` (see [`decode_scaled`]); the scaled header, and the
@@ -119,18 +143,21 @@ fn prepare(
 }
 
 /// [`decode_scaled`] to YCbCr planes, for JPEGs stored as YCbCr with 4:4:4, 4:2:2, 4:2:0 or
-/// 4:4:0 chroma: no chroma upsampling, no colour conversion. `None` for anything else (grey,
-/// RGB, CMYK, other subsamplings, lossless) or data libjpeg-turbo refuses.
-pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Option<Yuv> {
-    with_decompressor(scratch, |d| yuv_with(d, bytes, min_scale, &scratch.buffers))
+/// 4:4:0 chroma: no chroma upsampling, no colour conversion. `Ok(None)` for anything else
+/// (grey, RGB, CMYK, other subsamplings, lossless).
+pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Decoded<Yuv> {
+    with_decompressor(scratch, |d| {
+        yuv_with(d, bytes, min_scale, &scratch.buffers).transpose()
+    })
 }
 
+/// `None` when declined, else the planes or why the data is bad.
 fn yuv_with(
     decompressor: &mut Decompressor,
     bytes: &[u8],
     min_scale: f64,
     buffers: &Buffers,
-) -> Option<Yuv> {
+) -> Option<Result<Yuv, PipelineError>> {
     let header = decompressor.read_header(bytes).ok()?;
     if header.colorspace != Colorspace::YCbCr || header.is_lossless {
         return None;
@@ -168,8 +195,9 @@ fn yuv_with(
         height: scaled.height,
         subsamp: header.subsamp,
     };
-    // Warnings (corrupt or missing data) count as failures: the general decoder decides.
-    decompressor.decompress_to_yuv(bytes, output).ok()?;
+    if let Err(e) = decompressed(decompressor.decompress_to_yuv(bytes, output)) {
+        return Some(Err(e));
+    }
     // Each plane its own buffer; the luma plane keeps the decoder's.
     let chroma = |from: usize| {
         let mut plane = buffers.take_empty(chroma_len);
@@ -185,6 +213,7 @@ fn yuv_with(
         Plane::new(chroma_w, chroma_h, cb)?,
         Plane::new(chroma_w, chroma_h, cr)?,
     )
+    .map(Ok)
 }
 
 /// Natural (row-major) position of each zig-zag index in an 8x8 block.
@@ -193,17 +222,6 @@ const ZIGZAG: [u8; 64] = [
     13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
     52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
 ];
-
-/// A progressive JPEG's scan: where it is and which coefficients of which components it codes.
-struct Scan {
-    start: usize,
-    end: usize,
-    components: Vec<u8>,
-    ss: u8,
-    se: u8,
-    ah: u8,
-    al: u8,
-}
 
 /// The largest scale (output over stored size) at which the final AC refinement scans are left
 /// out (see the module's documentation): two thirds, with room for rounding.
@@ -230,7 +248,12 @@ pub(crate) fn without_unseen_scans(bytes: &[u8], scale: f64) -> Option<Vec<u8>> 
     if last_needed >= 63 {
         return None;
     }
-    let (first_scan, scans) = progressive_scans(bytes)?;
+    let structure = super::jpeg::read(bytes).ok()?;
+    if !structure.frame.progressive {
+        return None;
+    }
+    let scans = structure.scans;
+    let first_scan = scans.first()?.start;
     // (component, Ss, Se) bands whose coefficients were dropped.
     let mut dropped: Vec<(u8, u8, u8)> = Vec::new();
     let mut keep = Vec::with_capacity(scans.len());
@@ -264,78 +287,6 @@ pub(crate) fn without_unseen_scans(bytes: &[u8], scale: f64) -> Option<Vec<u8>> 
     }
     out.extend_from_slice(&[0xFF, 0xD9]);
     Some(out)
-}
-
-/// The offset of the first scan and every scan of a progressive (SOF2) JPEG, walking its
-/// marker segments; `None` for anything else or anything malformed.
-fn progressive_scans(bytes: &[u8]) -> Option<(usize, Vec<Scan>)> {
-    let mut scans = Vec::new();
-    let mut progressive = false;
-    let mut i = 2; // after SOI
-    loop {
-        if *bytes.get(i)? != 0xFF {
-            return None;
-        }
-        while *bytes.get(i + 1)? == 0xFF {
-            i += 1;
-        }
-        let marker = *bytes.get(i + 1)?;
-        match marker {
-            0xD9 => break,
-            0x01 | 0xD0..=0xD7 => {
-                i += 2;
-                continue;
-            }
-            _ => {}
-        }
-        let len = usize::from(u16::from_be_bytes([*bytes.get(i + 2)?, *bytes.get(i + 3)?]));
-        let segment = bytes.get(i + 4..i + 2 + len)?;
-        match marker {
-            0xC2 => progressive = true,
-            // Any other frame type: not for us.
-            0xC0 | 0xC1 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return None,
-            _ => {}
-        }
-        if marker != 0xDA {
-            i += 2 + len;
-            continue;
-        }
-        let n = usize::from(*segment.first()?);
-        let components = (0..n)
-            .map(|k| segment.get(1 + 2 * k).copied())
-            .collect::<Option<Vec<u8>>>()?;
-        let (ss, se, a) = (
-            *segment.get(1 + 2 * n)?,
-            *segment.get(2 + 2 * n)?,
-            *segment.get(3 + 2 * n)?,
-        );
-        let end = entropy_end(bytes, i + 2 + len)?;
-        scans.push(Scan {
-            start: i,
-            end,
-            components,
-            ss,
-            se,
-            ah: a >> 4,
-            al: a & 0x0F,
-        });
-        i = end;
-    }
-    let first = scans.first()?.start;
-    progressive.then_some((first, scans))
-}
-
-/// Where entropy-coded data starting at `from` ends: the next marker that is neither a stuffed
-/// zero (FF 00) nor a restart marker.
-fn entropy_end(bytes: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    loop {
-        i += bytes.get(i..)?.iter().position(|&b| b == 0xFF)?;
-        match *bytes.get(i + 1)? {
-            0x00 | 0xD0..=0xD7 | 0xFF => i += 1,
-            _ => return Some(i),
-        }
-    }
 }
 
 fn encode_failed(e: turbojpeg::Error) -> PipelineError {
@@ -458,7 +409,9 @@ mod tests {
     fn the_smallest_scale_that_is_still_large_enough_is_used() {
         let bytes = photo(); // 1500x1000
         let dims = |s| {
-            let img = decode_scaled(&bytes, s, &Scratch::default()).unwrap();
+            let img = decode_scaled(&bytes, s, &Scratch::default())
+                .unwrap()
+                .unwrap();
             (img.width(), img.height())
         };
         assert_eq!(dims(1.0), (1500, 1000));
@@ -470,17 +423,19 @@ mod tests {
     }
 
     #[test]
-    fn cmyk_and_garbage_are_left_to_the_general_decoder() {
+    fn cmyk_and_unreadable_headers_are_left_to_the_general_decoder_and_bad_data_refused() {
         let cmyk = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../tests/fixtures/cmyk.jpg"
         ))
         .unwrap();
         let scratch = Scratch::default();
-        assert!(decode_scaled(&cmyk, 1.0, &scratch).is_none());
-        assert!(decode_scaled(b"\xff\xd8\xff\xe0 not a jpeg", 1.0, &scratch).is_none());
+        assert!(decode_scaled(&cmyk, 1.0, &scratch).unwrap().is_none());
+        let garbage = b"\xff\xd8\xff\xe0 not a jpeg";
+        assert!(decode_scaled(garbage, 1.0, &scratch).unwrap().is_none());
         let bytes = photo();
-        assert!(decode_scaled(&bytes[..bytes.len() / 2], 1.0, &scratch).is_none());
+        let err = decode_scaled(&bytes[..bytes.len() / 2], 1.0, &scratch).unwrap_err();
+        assert_eq!(err.kind(), "corrupt_image");
     }
 
     fn progressive(width: usize, height: usize) -> Vec<u8> {
@@ -518,8 +473,8 @@ mod tests {
         // (one a component) go, and the rest still decodes.
         let half = without_unseen_scans(&jpeg, 0.5).unwrap();
         let (all, kept) = (
-            progressive_scans(&jpeg).unwrap().1,
-            progressive_scans(&half).unwrap().1,
+            super::super::jpeg::read(&jpeg).unwrap().scans,
+            super::super::jpeg::read(&half).unwrap().scans,
         );
         assert_eq!(kept.len(), all.len() - 3);
         assert!(kept.iter().all(|s| s.ss == 0 || s.ah == 0 || s.al > 0));
@@ -547,7 +502,13 @@ mod tests {
             / whole.len() as f64;
         assert!(diff < 8.0, "mean difference {diff}");
         let scratch = Scratch::default();
-        assert_eq!(decode_scaled(&jpeg, 0.2, &scratch).unwrap().as_raw(), &part);
+        assert_eq!(
+            decode_scaled(&jpeg, 0.2, &scratch)
+                .unwrap()
+                .unwrap()
+                .as_raw(),
+            &part
+        );
         // Baseline JPEGs are left alone.
         assert!(without_unseen_scans(&photo(), 0.1).is_none());
     }

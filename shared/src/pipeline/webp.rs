@@ -8,7 +8,7 @@ use image::{RgbImage, RgbaImage};
 
 /// Decodes `bytes` to RGB (alpha composited over white by `flatten`), as stored: no EXIF
 /// orientation. `None` when libwebp cannot or should not take it.
-pub(crate) fn decode(bytes: &[u8], flatten: fn(&RgbaImage) -> RgbImage) -> Option<RgbImage> {
+pub(crate) fn decode(bytes: &[u8], flatten: fn(RgbaImage) -> RgbImage) -> Option<RgbImage> {
     let features = webp::BitstreamFeatures::new(bytes)?;
     if features.has_animation() {
         return None;
@@ -17,7 +17,7 @@ pub(crate) fn decode(bytes: &[u8], flatten: fn(&RgbaImage) -> RgbImage) -> Optio
     let (width, height) = (decoded.width(), decoded.height());
     let pixels = decoded.to_vec();
     if decoded.is_alpha() {
-        RgbaImage::from_raw(width, height, pixels).map(|rgba| flatten(&rgba))
+        RgbaImage::from_raw(width, height, pixels).map(flatten)
     } else {
         RgbImage::from_raw(width, height, pixels)
     }

@@ -6,6 +6,7 @@
 //! - `parse`: one reader per kind of value, shared by both.
 
 mod crawl;
+mod memory;
 mod parse;
 
 use std::collections::HashMap;
@@ -115,6 +116,9 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// `IMGEST_UPLOAD_RPM` (120): uploads per minute per token subject.
     pub upload_rpm: u32,
+    /// `IMGEST_MEMORY_BUDGET`: the memory the process should stay within; photos in flight
+    /// (bodies and decodes) reserve from it (see `flows::budget`).
+    pub memory_budget: u64,
 }
 
 /// Who checks the API's callers.
@@ -175,6 +179,7 @@ impl Settings {
             Some(_) => vars.number("IMGEST_PROCESS_CONCURRENCY", 1, 1, 4096)?,
         };
         let watermark = watermark(&vars, &variants)?;
+        let max_body = vars.size("IMGEST_MAX_BODY", 20_000_000)?;
         Ok(Self {
             backend: backend(&vars)?,
             sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,
@@ -184,7 +189,7 @@ impl Settings {
                 .map(|u| u.trim_end_matches('/').to_owned()),
             variants,
             jpeg_quality: vars.number("IMGEST_JPEG_QUALITY", 82, 1, 100)?,
-            max_body: vars.size("IMGEST_MAX_BODY", 20_000_000)?,
+            max_body,
             max_pixels: vars.count("IMGEST_MAX_PIXELS", 50_000_000)?,
             max_photos_per_offer: vars.number("IMGEST_MAX_PHOTOS_PER_OFFER", 50, 1, 1000)?,
             orphan_ttl: vars.duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?,
@@ -198,6 +203,7 @@ impl Settings {
             crawl: CrawlSettings::parse(&vars)?,
             auth: auth(&vars)?,
             upload_rpm: vars.number("IMGEST_UPLOAD_RPM", 120, 1, 1_000_000)?,
+            memory_budget: memory::budget(&vars, max_body)?,
         })
     }
 

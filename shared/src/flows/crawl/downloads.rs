@@ -32,6 +32,9 @@ impl Crawler {
         photo: DownloadedPhoto,
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         let body = download_key(&photo.url_hash)?;
+        // Its size is not known before it is read: room for the largest body is held.
+        let limit = self.service.pipeline().config().max_body;
+        let _memory = self.service.reserve_body(limit).await?;
         let bytes = match self.service.ports().blobs.get(&body).await {
             Ok(bytes) => bytes,
             Err(StoreError::NotFound(_)) => return Ok(None),

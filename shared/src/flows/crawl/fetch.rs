@@ -469,7 +469,9 @@ fn status_of(outcome: &UrlOutcome) -> PhotoStatus {
 fn image_error_kind(e: &PipelineError) -> FetchErrorKind {
     match e {
         PipelineError::TooLarge { .. } => FetchErrorKind::TooLarge,
-        PipelineError::TooManyPixels { .. } => FetchErrorKind::TooManyPixels,
+        PipelineError::TooManyPixels { .. } | PipelineError::OverBudget { .. } => {
+            FetchErrorKind::TooManyPixels
+        }
         PipelineError::UnsupportedFormat(_) => FetchErrorKind::UnsupportedFormat,
         PipelineError::CorruptImage(_) | PipelineError::Watermark(_) => {
             FetchErrorKind::CorruptImage

@@ -1,0 +1,376 @@
+//! A JPEG's marker structure, read without decoding: its frame (size, components, sampling)
+//! and every scan (where it lies, which coefficients and bits it codes).
+//!
+//! A JPEG's decoding cost is not bounded by its size. Each scan of a progressive JPEG is a
+//! pass over every block of its components, and a refinement scan with nothing to refine is a
+//! few bytes: one megabyte can repeat one 30,000 times (libjpeg-turbo spent 16 CPU-seconds on
+//! such a file before giving up). [`read`] refuses, before any decoder sees the bytes, a JPEG
+//! with more than [`MAX_SCANS`] scans, and a progressive JPEG whose progression libjpeg would
+//! only warn about (a scan refining bits that no earlier scan coded, or coding them again),
+//! so every decoder makes at most `MAX_SCANS` passes. It also gives the memory estimate its
+//! frame (`footprint.rs`) and `turbo.rs` the scans a reduced output can do without.
+
+use super::PipelineError;
+
+/// The most scans accepted. A progressive JPEG as libjpeg, mozjpeg or a camera writes it has
+/// 10 or fewer (mozjpeg's optimised scripts up to a few more); a sequential one has at most
+/// one per component. Each scan is a pass over the image: this bounds decoding to 64 passes.
+pub(crate) const MAX_SCANS: usize = 64;
+
+/// Components in a frame: JPEG allows up to 4 in a scan and 255 in a frame; libjpeg and every
+/// decoder here take up to 4.
+const MAX_COMPONENTS: usize = 4;
+
+/// One component of the frame and its sampling factors (1..=4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Component {
+    pub id: u8,
+    pub h: u8,
+    pub v: u8,
+}
+
+/// The frame header (SOFn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub progressive: bool,
+    pub width: u16,
+    pub height: u16,
+    pub components: Vec<Component>,
+}
+
+/// One scan: its bytes (header and entropy-coded data) and what it codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Scan {
+    pub start: usize,
+    pub end: usize,
+    pub components: Vec<u8>,
+    pub ss: u8,
+    pub se: u8,
+    pub ah: u8,
+    pub al: u8,
+}
+
+/// What [`read`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Structure {
+    pub frame: Frame,
+    pub scans: Vec<Scan>,
+}
+
+fn corrupt(why: impl Into<String>) -> PipelineError {
+    PipelineError::CorruptImage(why.into())
+}
+
+fn truncated() -> PipelineError {
+    corrupt("truncated JPEG (no end-of-image marker)")
+}
+
+/// Walks the markers from the start of image to the end-of-image marker. Refuses a JPEG that
+/// stops before its end-of-image marker (decoders fill the missing part with grey and report
+/// success), has no frame before its first scan, more than [`MAX_SCANS`] scans, or an invalid
+/// progression. Stops at the end-of-image marker: what follows is not looked at.
+pub(crate) fn read(bytes: &[u8]) -> Result<Structure, PipelineError> {
+    if bytes.get(..2) != Some(&[0xFF, 0xD8]) {
+        return Err(corrupt("not a JPEG (no start-of-image marker)"));
+    }
+    let mut frame: Option<Frame> = None;
+    let mut scans: Vec<Scan> = Vec::new();
+    let mut progression = Progression::default();
+    let mut i = 2;
+    loop {
+        // libjpeg skips stray bytes before a marker (with a warning): so do we.
+        i += bytes
+            .get(i..)
+            .and_then(|rest| rest.iter().position(|&b| b == 0xFF))
+            .ok_or_else(truncated)?;
+        // Markers may be preceded by any number of 0xFF fill bytes.
+        while bytes.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        let marker = *bytes.get(i + 1).ok_or_else(truncated)?;
+        match marker {
+            0xD9 => break,
+            // Standalone markers carry no length.
+            0x00 | 0x01 | 0xD0..=0xD8 => {
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        let len = match (bytes.get(i + 2), bytes.get(i + 3)) {
+            (Some(&hi), Some(&lo)) => usize::from(u16::from_be_bytes([hi, lo])),
+            _ => return Err(truncated()),
+        };
+        if len < 2 {
+            return Err(corrupt(format!("a marker segment of length {len}")));
+        }
+        let segment = bytes.get(i + 4..i + 2 + len).ok_or_else(truncated)?;
+        match marker {
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF if frame.is_none() => {
+                frame = Some(parse_frame(marker, segment)?);
+            }
+            0xDA => {
+                let frame = frame
+                    .as_ref()
+                    .ok_or_else(|| corrupt("a scan before the frame header"))?;
+                if scans.len() == MAX_SCANS {
+                    return Err(corrupt(format!("the JPEG has more than {MAX_SCANS} scans")));
+                }
+                let end = entropy_end(bytes, i + 2 + len).ok_or_else(truncated)?;
+                let scan = parse_scan(segment, i, end)?;
+                if frame.progressive {
+                    progression.check(frame, &scan)?;
+                }
+                scans.push(scan);
+                i = end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 2 + len;
+    }
+    let frame = frame.ok_or_else(truncated)?;
+    if scans.is_empty() {
+        return Err(truncated());
+    }
+    Ok(Structure { frame, scans })
+}
+
+fn parse_frame(marker: u8, segment: &[u8]) -> Result<Frame, PipelineError> {
+    let bad = || corrupt("invalid frame header");
+    let height = u16::from_be_bytes([
+        *segment.get(1).ok_or_else(bad)?,
+        *segment.get(2).ok_or_else(bad)?,
+    ]);
+    let width = u16::from_be_bytes([
+        *segment.get(3).ok_or_else(bad)?,
+        *segment.get(4).ok_or_else(bad)?,
+    ]);
+    let n = usize::from(*segment.get(5).ok_or_else(bad)?);
+    if n == 0 || n > MAX_COMPONENTS {
+        return Err(corrupt(format!("a frame of {n} components")));
+    }
+    let components = (0..n)
+        .map(|k| {
+            let id = *segment.get(6 + 3 * k)?;
+            let sampling = *segment.get(7 + 3 * k)?;
+            let (h, v) = (sampling >> 4, sampling & 0x0F);
+            ((1..=4).contains(&h) && (1..=4).contains(&v)).then_some(Component { id, h, v })
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(bad)?;
+    Ok(Frame {
+        // SOF2 (Huffman) and SOF10 (arithmetic) are the progressive frames.
+        progressive: matches!(marker, 0xC2 | 0xCA),
+        width,
+        height,
+        components,
+    })
+}
+
+fn parse_scan(segment: &[u8], start: usize, end: usize) -> Result<Scan, PipelineError> {
+    let bad = || corrupt("invalid scan header");
+    let n = usize::from(*segment.first().ok_or_else(bad)?);
+    if n == 0 || n > MAX_COMPONENTS {
+        return Err(bad());
+    }
+    let components = (0..n)
+        .map(|k| segment.get(1 + 2 * k).copied())
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    let (ss, se, a) = (
+        *segment.get(1 + 2 * n).ok_or_else(bad)?,
+        *segment.get(2 + 2 * n).ok_or_else(bad)?,
+        *segment.get(3 + 2 * n).ok_or_else(bad)?,
+    );
+    Ok(Scan {
+        start,
+        end,
+        components,
+        ss,
+        se,
+        ah: a >> 4,
+        al: a & 0x0F,
+    })
+}
+
+/// Where entropy-coded data starting at `from` ends: the next marker that is neither a stuffed
+/// zero (FF 00) nor a restart marker.
+fn entropy_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    loop {
+        i += bytes.get(i..)?.iter().position(|&b| b == 0xFF)?;
+        match *bytes.get(i + 1)? {
+            0x00 | 0xD0..=0xD7 | 0xFF => i += 1,
+            _ => return Some(i),
+        }
+    }
+}
+
+/// Which bit each coefficient of each component is coded down to so far, as libjpeg tracks it
+/// (`coef_bits`): `None` until a scan first codes it.
+struct Progression {
+    bits: [[Option<u8>; 64]; MAX_COMPONENTS],
+}
+
+impl Default for Progression {
+    fn default() -> Self {
+        Self {
+            bits: [[None; 64]; MAX_COMPONENTS],
+        }
+    }
+}
+
+impl Progression {
+    /// libjpeg's checks of a progressive scan (`start_pass_phuff_decoder`), its warnings
+    /// included: a DC scan codes no AC coefficient, an AC scan one component and a band within
+    /// the block; a refinement scan codes exactly the next bit; every coefficient's first scan
+    /// starts at its top bit, and every later one continues where the previous stopped.
+    fn check(&mut self, frame: &Frame, scan: &Scan) -> Result<(), PipelineError> {
+        let bad = |why: &str| {
+            corrupt(format!(
+                "invalid progression (scan Ss={} Se={} Ah={} Al={}): {why}",
+                scan.ss, scan.se, scan.ah, scan.al
+            ))
+        };
+        let dc = scan.ss == 0;
+        if dc && scan.se != 0 {
+            return Err(bad("a DC scan with AC coefficients"));
+        }
+        if !dc && (scan.ss > scan.se || scan.se > 63 || scan.components.len() != 1) {
+            return Err(bad(
+                "an AC scan must code one component and a band of its block",
+            ));
+        }
+        if scan.ah != 0 && scan.al + 1 != scan.ah {
+            return Err(bad("a refinement must code exactly one more bit"));
+        }
+        if scan.al > 13 {
+            return Err(bad("a point transform beyond 13 bits"));
+        }
+        for id in &scan.components {
+            let index = frame
+                .components
+                .iter()
+                .position(|c| c.id == *id)
+                .ok_or_else(|| bad("a component the frame does not have"))?;
+            let bits = &mut self.bits[index];
+            if !dc && bits[0].is_none() {
+                return Err(bad("AC coefficients before the DC coefficient"));
+            }
+            for bit in &mut bits[usize::from(scan.ss)..=usize::from(scan.se)] {
+                if scan.ah != bit.unwrap_or(0) || (scan.ah == 0 && bit.is_some()) {
+                    return Err(bad("bits coded twice or out of order"));
+                }
+                *bit = Some(scan.al);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A scan as (components, Ss, Se, Ah, Al).
+    pub(crate) type ScanSpec = (&'static [u8], u8, u8, u8, u8);
+
+    /// A JPEG's markers around scans given as (components, Ss, Se, Ah, Al), each with a few
+    /// bytes of entropy-coded data: enough for [`read`], not for a decoder.
+    pub(crate) fn jpeg_with_scans(progressive: bool, scans: &[ScanSpec]) -> Vec<u8> {
+        let mut out = vec![0xFF, 0xD8];
+        let sof = if progressive { 0xC2 } else { 0xC0 };
+        out.extend_from_slice(&[0xFF, sof, 0, 17, 8, 0, 16, 0, 16, 3]);
+        out.extend_from_slice(&[1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]);
+        for (components, ss, se, ah, al) in scans {
+            let len = 6 + 2 * components.len() as u16;
+            out.extend_from_slice(&[0xFF, 0xDA]);
+            out.extend_from_slice(&len.to_be_bytes());
+            out.push(components.len() as u8);
+            for c in *components {
+                out.extend_from_slice(&[*c, 0]);
+            }
+            out.extend_from_slice(&[*ss, *se, (ah << 4) | al]);
+            out.extend_from_slice(&[0x12, 0xFF, 0x00, 0x34]);
+        }
+        out.extend_from_slice(&[0xFF, 0xD9]);
+        out
+    }
+
+    /// libjpeg's default progression for YCbCr (`jpeg_simple_progression`).
+    pub(crate) const STANDARD: &[ScanSpec] = &[
+        (&[1, 2, 3], 0, 0, 0, 1),
+        (&[1], 1, 5, 0, 2),
+        (&[3], 1, 63, 0, 1),
+        (&[2], 1, 63, 0, 1),
+        (&[1], 6, 63, 0, 2),
+        (&[1], 1, 63, 2, 1),
+        (&[1, 2, 3], 0, 0, 1, 0),
+        (&[3], 1, 63, 1, 0),
+        (&[2], 1, 63, 1, 0),
+        (&[1], 1, 63, 1, 0),
+    ];
+
+    #[test]
+    fn a_standard_progression_is_read_whole() {
+        let bytes = jpeg_with_scans(true, STANDARD);
+        let s = read(&bytes).unwrap();
+        assert_eq!(s.scans.len(), 10);
+        assert!(s.frame.progressive);
+        assert_eq!((s.frame.width, s.frame.height), (16, 16));
+        assert_eq!(s.frame.components[0], Component { id: 1, h: 2, v: 2 });
+        assert_eq!(s.scans[9].end, bytes.len() - 2);
+    }
+
+    #[test]
+    fn a_repeated_refinement_is_refused() {
+        let mut scans = STANDARD.to_vec();
+        scans.push((&[1], 1, 63, 1, 0));
+        let err = read(&jpeg_with_scans(true, &scans)).unwrap_err();
+        assert_eq!(err.kind(), "corrupt_image");
+        assert!(err.to_string().contains("invalid progression"), "{err}");
+    }
+
+    #[test]
+    fn bad_progressions_are_refused() {
+        let cases: &[&[ScanSpec]] = &[
+            &[(&[1], 1, 63, 0, 0)],                                // AC before DC
+            &[(&[1, 2, 3], 0, 5, 0, 0)],                           // DC scan with AC
+            &[(&[1, 2, 3], 0, 0, 0, 0), (&[1, 2], 1, 63, 0, 0)],   // AC of two components
+            &[(&[1, 2, 3], 0, 0, 0, 1), (&[1, 2, 3], 0, 0, 2, 1)], // refines a bit not coded
+            &[(&[1, 2, 3], 0, 0, 0, 0), (&[1, 2, 3], 0, 0, 0, 0)], // codes DC twice
+            &[(&[9], 0, 0, 0, 0)],                                 // unknown component
+        ];
+        for scans in cases {
+            let err = read(&jpeg_with_scans(true, scans)).unwrap_err();
+            assert!(
+                err.to_string().contains("invalid progression"),
+                "{scans:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn more_scans_than_the_limit_are_refused_even_in_a_sequential_jpeg() {
+        let scans = vec![(&[1u8][..], 0, 63, 0, 0); MAX_SCANS];
+        assert_eq!(
+            read(&jpeg_with_scans(false, &scans)).unwrap().scans.len(),
+            MAX_SCANS
+        );
+        let scans = vec![(&[1u8][..], 0, 63, 0, 0); MAX_SCANS + 1];
+        let err = read(&jpeg_with_scans(false, &scans)).unwrap_err();
+        assert!(err.to_string().contains("more than 64 scans"), "{err}");
+    }
+
+    #[test]
+    fn a_jpeg_without_its_end_marker_is_truncated() {
+        let good = jpeg_with_scans(false, &[(&[1, 2, 3], 0, 63, 0, 0)]);
+        assert!(read(&good).is_ok());
+        for cut in [good.len() - 2, good.len() - 5, 12, 2] {
+            let err = read(&good[..cut]).unwrap_err();
+            assert!(err.to_string().contains("truncated"), "{cut}: {err}");
+        }
+    }
+}
