@@ -10,9 +10,10 @@
 # target dir). cargo-fuzz's CLI is not used: its default build (AddressSanitizer) needs nightly.
 # Instead this builds as `cargo fuzz build --sanitizer none` does (cargo-fuzz 0.13): release,
 # for the host triple named explicitly (so the flags below reach neither build scripts nor proc
-# macros), with cargo-fuzz's RUSTFLAGS (below). No sanitizer at all: imgest is safe Rust (the
-# workspace forbids unsafe code), where a memory error is not possible for ASan to find, and
-# libjpeg-turbo and libwebp (C) would not be instrumented by cargo-fuzz's ASan either.
+# macros), with cargo-fuzz's RUSTFLAGS (below). No AddressSanitizer: imgest is safe Rust (the
+# workspace forbids unsafe code), so the memory errors ASan catches cannot come from its own
+# code, and libjpeg-turbo and libwebp (C, built by their crates' build scripts) would not be
+# instrumented by cargo-fuzz's ASan either.
 #
 # A finding is a panic (a failed assertion too), a hang (one input running over -timeout
 # seconds) or a memory blow-up (RSS over -rss_limit_mb). Then this exits 1 and names the
@@ -40,7 +41,9 @@ fi
 target=$1
 seconds=$2
 case " ${targets[*]} " in *" $target "*) ;; *) usage ;; esac
+# 0 would be no limit at all for libFuzzer.
 case "$seconds" in '' | *[!0-9]*) usage ;; esac
+[ "$seconds" -gt 0 ] || usage
 
 infra/setup.sh fuzz
 
