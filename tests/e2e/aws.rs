@@ -99,14 +99,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     let upload_id = ticket.json["upload_id"].as_str().unwrap().to_owned();
     let url = ticket.json["upload_url"].as_str().unwrap().to_owned();
     assert!(url.contains("X-Amz-Signature"), "a presigned S3 URL: {url}");
-    let put = app
-        .client
-        .put(&url)
-        .header("content-type", "application/octet-stream")
-        .body(photo.clone())
-        .send()
-        .await
-        .unwrap();
+    let put = app.put_upload(&url, photo.clone()).await;
     assert!(put.status().is_success(), "{}", put.status());
     assert_eq!(
         app.get(&format!("/v1/uploads/{upload_id}")).await.json["state"],
@@ -142,14 +135,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
             .is_empty()
     );
     // A second PUT to the used URL (still valid) is removed when its notification comes.
-    let again = app
-        .client
-        .put(&url)
-        .header("content-type", "application/octet-stream")
-        .body(photo.clone())
-        .send()
-        .await
-        .unwrap();
+    let again = app.put_upload(&url, photo.clone()).await;
     assert!(again.status().is_success(), "{}", again.status());
     assert!(app.files().await.iter().any(|f| f.starts_with("incoming/")));
     let response = handlers::process::handle(&crawler, sqs).await;

@@ -435,23 +435,15 @@ async fn two_partners_both_hold_o1_and_neither_reads_changes_deletes_or_crawls_t
     assert_eq!((read.status, read.kind()), (404, "offer_not_found"));
     // B's o1 is its own; A's is unchanged.
     assert_eq!(set(&b, vec![&second, &first]).await.status, 200);
-    let ids = |reply: &crate::support::Reply| -> Vec<String> {
-        reply.json["photos"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["image_id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let mine = app
         .call("GET", "/v1/offers/o1/photos", Some(&a), Body::None)
         .await;
-    assert_eq!(ids(&mine), std::slice::from_ref(&first));
+    assert_eq!(mine.photo_ids(), std::slice::from_ref(&first));
     assert_eq!(mine.json["offer_id"], "o1");
     let theirs = app
         .call("GET", "/v1/offers/o1/photos", Some(&b), Body::None)
         .await;
-    assert_eq!(ids(&theirs), [second.clone(), first.clone()]);
+    assert_eq!(theirs.photo_ids(), [second.clone(), first.clone()]);
     // B deletes its o1: A's stays.
     assert_eq!(
         app.call("DELETE", "/v1/offers/o1", Some(&b), Body::None)
@@ -462,7 +454,7 @@ async fn two_partners_both_hold_o1_and_neither_reads_changes_deletes_or_crawls_t
     let mine = app
         .call("GET", "/v1/offers/o1/photos", Some(&a), Body::None)
         .await;
-    assert_eq!(ids(&mine), std::slice::from_ref(&first));
+    assert_eq!(mine.photo_ids(), std::slice::from_ref(&first));
     // B cannot crawl for A, whatever the body says, nor read A's crawl.
     let crawl = app
         .call(
@@ -494,7 +486,7 @@ async fn two_partners_both_hold_o1_and_neither_reads_changes_deletes_or_crawls_t
     let mine = app
         .call("GET", "/v1/offers/o1/photos", Some(&a), Body::None)
         .await;
-    assert!(ids(&mine).is_empty(), "{}", mine.json);
+    assert!(mine.photo_ids().is_empty(), "{}", mine.json);
 }
 
 #[tokio::test]

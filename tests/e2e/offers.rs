@@ -12,15 +12,6 @@ async fn three_images(app: &TestApp) -> Vec<String> {
     ids
 }
 
-fn photo_ids(json: &serde_json::Value) -> Vec<String> {
-    json["photos"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["image_id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn an_offer_keeps_its_photos_in_the_order_given_and_can_be_reordered() {
     let app = TestApp::start().await;
@@ -30,7 +21,7 @@ async fn an_offer_keeps_its_photos_in_the_order_given_and_can_be_reordered() {
     let set = app.link("cars:1", &[a, b, c]).await;
     assert_eq!(set.status, 200, "{}", set.json);
     assert_eq!(set.json["offer_id"], "cars:1");
-    assert_eq!(photo_ids(&set.json), [a, b, c]);
+    assert_eq!(set.photo_ids(), [a, b, c]);
     assert!(
         set.json["photos"][0]["variants"]["thumb"]["url"]
             .as_str()
@@ -39,8 +30,8 @@ async fn an_offer_keeps_its_photos_in_the_order_given_and_can_be_reordered() {
     );
 
     let reordered = app.link("cars:1", &[c, a]).await;
-    assert_eq!(photo_ids(&reordered.json), [c, a]);
-    assert_eq!(photo_ids(&app.photos("cars:1").await.json), [c, a]);
+    assert_eq!(reordered.photo_ids(), [c, a]);
+    assert_eq!(app.photos("cars:1").await.photo_ids(), [c, a]);
 
     assert_eq!(app.get(&format!("/v1/images/{a}")).await.json["offers"], 1);
     assert_eq!(app.get(&format!("/v1/images/{b}")).await.json["offers"], 0);
@@ -62,7 +53,7 @@ async fn an_unknown_image_changes_nothing() {
             .contains(unknown)
     );
     assert_eq!(
-        photo_ids(&app.photos("o1").await.json),
+        app.photos("o1").await.photo_ids(),
         [ids[0].clone(), ids[1].clone()]
     );
     assert_eq!(
@@ -109,7 +100,7 @@ async fn deleting_an_offer_is_idempotent_and_touches_no_file() {
     let gone = app.photos("a").await;
     assert_eq!((gone.status, gone.kind()), (404, "offer_not_found"));
     assert_eq!(app.files().await, files_before);
-    assert_eq!(photo_ids(&app.photos("b").await.json), [ids[1].clone()]);
+    assert_eq!(app.photos("b").await.photo_ids(), [ids[1].clone()]);
     assert_eq!(
         app.get(&format!("/v1/images/{}", ids[1])).await.json["offers"],
         1

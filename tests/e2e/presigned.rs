@@ -46,14 +46,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path() {
         ticket.json["headers"]["content-type"], "application/octet-stream",
         "the URL is signed for a content type"
     );
-    let put = app
-        .client
-        .put(url)
-        .header("content-type", "application/octet-stream")
-        .body(photo.clone())
-        .send()
-        .await
-        .unwrap();
+    let put = app.put_upload(url, photo.clone()).await;
     assert_eq!(put.status().as_u16(), 200);
 
     let done = app.get(&format!("/v1/uploads/{upload_id}")).await;
@@ -114,14 +107,7 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
         .post_json("/v1/uploads", &serde_json::json!({"size": photo.len() + 1}))
         .await;
     let url = ticket.json["upload_url"].as_str().unwrap().to_owned();
-    let put = app
-        .client
-        .put(&url)
-        .header("content-type", "application/octet-stream")
-        .body(photo.clone())
-        .send()
-        .await
-        .unwrap();
+    let put = app.put_upload(&url, photo.clone()).await;
     assert_eq!(
         put.status().as_u16(),
         400,
@@ -147,26 +133,12 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
         .await;
     let id = ticket.json["upload_id"].as_str().unwrap().to_owned();
     let url = ticket.json["upload_url"].as_str().unwrap().to_owned();
-    let put = app
-        .client
-        .put(&url)
-        .header("content-type", "application/octet-stream")
-        .body(text.clone())
-        .send()
-        .await
-        .unwrap();
+    let put = app.put_upload(&url, text.clone()).await;
     assert_eq!(put.status().as_u16(), 200);
     let failed = app.get(&format!("/v1/uploads/{id}")).await;
     assert_eq!(failed.json["state"], "failed");
     assert_eq!(failed.json["error"]["kind"], "unsupported_format");
-    let again = app
-        .client
-        .put(&url)
-        .header("content-type", "application/octet-stream")
-        .body(text)
-        .send()
-        .await
-        .unwrap();
+    let again = app.put_upload(&url, text).await;
     assert_eq!(again.status().as_u16(), 409, "an upload URL is used once");
     assert!(app.files().await.is_empty(), "{:?}", app.files().await);
 }

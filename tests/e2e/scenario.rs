@@ -13,15 +13,6 @@ use crate::support::{TestApp, fixture};
 pub const SCENARIO_VARS: &[(&str, &str)] =
     &[("IMGEST_ORPHAN_TTL", "1h"), ("IMGEST_SWEEP_GRACE", "3h")];
 
-fn photo_ids(json: &serde_json::Value) -> Vec<String> {
-    json["photos"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["image_id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Runs the scenario; returns the ids of (kept, collected) images for backend-specific checks.
 pub async fn core_scenario(app: &TestApp) -> (Vec<String>, Vec<String>) {
     // Upload three photos; the same bytes again are a dedup hit that decodes nothing.
@@ -43,11 +34,11 @@ pub async fn core_scenario(app: &TestApp) -> (Vec<String>, Vec<String>) {
 
     // Link, reorder, share, delete.
     assert_eq!(
-        photo_ids(&app.link("o1", &[&a, &b]).await.json),
+        app.link("o1", &[&a, &b]).await.photo_ids(),
         [a.clone(), b.clone()]
     );
     assert_eq!(
-        photo_ids(&app.link("o1", &[&b, &a]).await.json),
+        app.link("o1", &[&b, &a]).await.photo_ids(),
         [b.clone(), a.clone()]
     );
     app.link("o2", &[&a]).await;
@@ -55,7 +46,7 @@ pub async fn core_scenario(app: &TestApp) -> (Vec<String>, Vec<String>) {
         .link("o2", &[&a, "0cc175b9c0f1b6a831c399e269772661"])
         .await;
     assert_eq!((unknown.status, unknown.kind()), (422, "unknown_image"));
-    assert_eq!(photo_ids(&app.photos("o2").await.json), vec![a.clone()]);
+    assert_eq!(app.photos("o2").await.photo_ids(), vec![a.clone()]);
     let files_before = app.files().await;
     assert_eq!(app.delete("/v1/offers/o1").await.status, 204);
     assert_eq!(app.delete("/v1/offers/o1").await.status, 204);

@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::{Instrument, info, warn};
 
-use super::budget::{MemoryBudget, Refusal, Reservation};
+use super::budget::{MemoryBudget, Reservation};
 use super::service::Ports;
 use super::{FlowError, Metrics, Service};
 use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant};
@@ -573,23 +573,15 @@ async fn reserve_memory(
     let footprint = tokio::task::spawn_blocking(move || pipeline.footprint(&bytes))
         .await
         .map_err(|e| PipelineError::CorruptImage(format!("the header check failed: {e}")))??;
+    // A wait without a time limit is refused only when the photo can never fit.
     budget
         .work(footprint.bytes)
         .await
-        .map_err(|refusal| match refusal {
-            Refusal::NeverFits { needed, pool } => PipelineError::OverBudget {
-                width: footprint.info.width,
-                height: footprint.info.height,
-                needed,
-                budget: pool,
-            },
-            // Only a body's reservation gives up waiting.
-            Refusal::Busy { needed } => PipelineError::OverBudget {
-                width: footprint.info.width,
-                height: footprint.info.height,
-                needed,
-                budget: budget.work_pool(),
-            },
+        .map_err(|_| PipelineError::OverBudget {
+            width: footprint.info.width,
+            height: footprint.info.height,
+            needed: footprint.bytes,
+            budget: budget.work_pool(),
         })
 }
 

@@ -26,6 +26,19 @@ pub(crate) struct Decoded {
     pub pixels: Pixels,
 }
 
+impl Decoded {
+    /// A photo decoded at its full size, as stored: turned upright.
+    fn full_size(format: SourceFormat, stored: RgbImage, orientation: Orientation) -> Self {
+        let image = oriented(stored, orientation);
+        Self {
+            format,
+            width: image.width(),
+            height: image.height(),
+            pixels: Pixels::Rgb(image),
+        }
+    }
+}
+
 /// Decoded pixels.
 pub(crate) enum Pixels {
     /// 8-bit RGB, alpha composited over white.
@@ -70,18 +83,14 @@ fn decode_inner(
     if detect::sniff(bytes)? == SourceFormat::Png {
         let info = detect::inspect(bytes, limits)?;
         let (stored, orientation) = super::png::decode(bytes, limits.max_alloc())?;
-        let image = oriented(stored, orientation);
-        return Ok(Decoded {
-            format: info.format,
-            width: image.width(),
-            height: image.height(),
-            pixels: Pixels::Rgb(image),
-        });
+        return Ok(Decoded::full_size(info.format, stored, orientation));
     }
     let (info, mut decoder) = detect::open(bytes, limits)?;
-    if info.format == SourceFormat::Jpeg {
-        super::jpeg::read(bytes)?;
-    }
+    // A JPEG's markers are checked before any decoder sees it (see `jpeg.rs`).
+    let scans = match info.format {
+        SourceFormat::Jpeg => super::jpeg::read(bytes)?.scans,
+        _ => Vec::new(),
+    };
     // A missing, unreadable or corrupt EXIF block means "no orientation", never a failure.
     let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
     if decoder.total_bytes() > limits.max_alloc() {
@@ -96,7 +105,7 @@ fn decode_inner(
         let (width, height) = upright(info.width, info.height, orientation);
         let min_scale = super::resize::min_scale(width, height, specs);
         let planes = match planar {
-            true => super::turbo::decode_scaled_yuv(bytes, min_scale, scratch)?,
+            true => super::turbo::decode_scaled_yuv(bytes, &scans, min_scale, scratch)?,
             false => None,
         };
         if let Some(stored) = planes {
@@ -107,7 +116,7 @@ fn decode_inner(
                 pixels: Pixels::Yuv(stored.oriented(orientation, &scratch.buffers)),
             });
         }
-        if let Some(stored) = super::turbo::decode_scaled(bytes, min_scale, scratch)? {
+        if let Some(stored) = super::turbo::decode_scaled(bytes, &scans, min_scale, scratch)? {
             return Ok(Decoded {
                 format: info.format,
                 width,
@@ -117,18 +126,12 @@ fn decode_inner(
         }
     }
     #[cfg(not(feature = "turbojpeg"))]
-    let _ = (specs, planar, scratch);
+    let _ = (specs, planar, scratch, scans);
     #[cfg(feature = "libwebp")]
     if info.format == SourceFormat::Webp
         && let Some(stored) = super::webp::decode(bytes, flatten_over_white)
     {
-        let image = oriented(stored, orientation);
-        return Ok(Decoded {
-            format: info.format,
-            width: image.width(),
-            height: image.height(),
-            pixels: Pixels::Rgb(image),
-        });
+        return Ok(Decoded::full_size(info.format, stored, orientation));
     }
     let image = DynamicImage::from_decoder(decoder).map_err(|e| match e {
         image::ImageError::Limits(_) => PipelineError::TooManyPixels {
@@ -138,13 +141,11 @@ fn decode_inner(
         },
         other => PipelineError::from_decoder(other),
     })?;
-    let image = oriented(to_rgb_over_white(image), orientation);
-    Ok(Decoded {
-        format: info.format,
-        width: image.width(),
-        height: image.height(),
-        pixels: Pixels::Rgb(image),
-    })
+    Ok(Decoded::full_size(
+        info.format,
+        to_rgb_over_white(image),
+        orientation,
+    ))
 }
 
 /// The size after `orientation`: the quarter turns swap the sides.

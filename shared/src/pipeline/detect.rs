@@ -2,6 +2,7 @@
 
 use std::io::Cursor;
 
+use image::metadata::Orientation;
 use image::{ImageDecoder, ImageFormat, ImageReader};
 
 use super::{PipelineError, SourceInfo};
@@ -120,11 +121,32 @@ pub(crate) fn open<'a>(
 /// by the `png` crate with its text and ICC chunks skipped (see `png.rs`).
 pub(crate) fn inspect(bytes: &[u8], limits: &Limits) -> Result<SourceInfo, PipelineError> {
     check_size(bytes, limits)?;
-    if sniff(bytes)? != SourceFormat::Png {
-        return open(bytes, limits).map(|(info, _)| info);
+    if sniff(bytes)? == SourceFormat::Png {
+        return png_header(bytes, limits).map(|(info, _)| info);
     }
-    let (width, height) = super::png::dimensions(bytes)?;
-    checked(SourceFormat::Png, width, height, limits)
+    open(bytes, limits).map(|(info, _)| info)
+}
+
+/// [`inspect`], and the EXIF orientation (none when absent or unreadable).
+pub(crate) fn inspect_oriented(
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<(SourceInfo, Orientation), PipelineError> {
+    check_size(bytes, limits)?;
+    if sniff(bytes)? == SourceFormat::Png {
+        return png_header(bytes, limits);
+    }
+    let (info, mut decoder) = open(bytes, limits)?;
+    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
+    Ok((info, orientation))
+}
+
+fn png_header(bytes: &[u8], limits: &Limits) -> Result<(SourceInfo, Orientation), PipelineError> {
+    let (width, height, orientation) = super::png::header(bytes)?;
+    Ok((
+        checked(SourceFormat::Png, width, height, limits)?,
+        orientation,
+    ))
 }
 
 /// Refuses an empty image, or one over the pixel limit.

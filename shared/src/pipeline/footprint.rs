@@ -8,7 +8,6 @@
 //! `bench/burst.sh`. Bytes kept between photos (the scratch's buffers, codec handles) are the
 //! process's own, not counted here.
 
-use image::ImageDecoder;
 use image::metadata::Orientation;
 
 use super::{PipelineError, SourceInfo, detect, jpeg, resize};
@@ -31,7 +30,7 @@ pub(crate) fn estimate(
     limits: &detect::Limits,
     specs: &[VariantSpec],
 ) -> Result<Footprint, PipelineError> {
-    let info = detect::inspect(bytes, limits)?;
+    let (info, orientation) = detect::inspect_oriented(bytes, limits)?;
     let (w, h) = (u64::from(info.width), u64::from(info.height));
     let pixels = w * h;
     // The decoded image (width, height, bytes) the variants are made from, and what decoding
@@ -42,7 +41,7 @@ pub(crate) fn estimate(
         SourceFormat::Png => (
             (info.width, info.height, pixels * 3),
             super::png::peak_bytes(info.width, info.height) - pixels * 3
-                + rotation_copy(orientation(bytes, limits), pixels * 3),
+                + rotation_copy(orientation, pixels * 3),
         ),
         // The first frame as RGBA, and the canvas it is drawn on when it is smaller than the
         // canvas, flattened in place.
@@ -50,7 +49,7 @@ pub(crate) fn estimate(
         // libwebp's output and our copy of it (RGBA), and a lossless image's own ARGB pixels.
         SourceFormat::Webp => (
             (info.width, info.height, pixels * 3),
-            pixels * 9 + rotation_copy(orientation(bytes, limits), pixels * 3),
+            pixels * 9 + rotation_copy(orientation, pixels * 3),
         ),
     };
     let (dw, dh, decoded_bytes) = decoded;
@@ -66,16 +65,6 @@ fn rotation_copy(orientation: Orientation, decoded: u64) -> u64 {
         0
     } else {
         decoded
-    }
-}
-
-fn orientation(bytes: &[u8], limits: &detect::Limits) -> Orientation {
-    match detect::sniff(bytes) {
-        Ok(SourceFormat::Png) => super::png::orientation(bytes),
-        _ => detect::open(bytes, limits)
-            .ok()
-            .and_then(|(_, mut d)| d.orientation().ok())
-            .unwrap_or(Orientation::NoTransforms),
     }
 }
 

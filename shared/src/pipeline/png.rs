@@ -37,18 +37,12 @@ pub(crate) fn peak_bytes(width: u32, height: u32) -> u64 {
 /// ICC chunks skipped, is the chunk bytes themselves (an eXIf block) and a few tables.
 const HEADER_ALLOC: usize = 16 << 20;
 
-/// The stored size from the header, reading (and inflating) nothing else.
-pub(crate) fn dimensions(bytes: &[u8]) -> Result<(u32, u32), PipelineError> {
+/// The stored size and the eXIf chunk's orientation (none if absent or unreadable), from the
+/// header, reading (and inflating) nothing else.
+pub(crate) fn header(bytes: &[u8]) -> Result<(u32, u32, Orientation), PipelineError> {
     let reader = decoder(bytes, HEADER_ALLOC).read_info().map_err(corrupt)?;
-    Ok(reader.info().size())
-}
-
-/// The orientation in the eXIf chunk, if any (none when the header cannot be read).
-pub(crate) fn orientation(bytes: &[u8]) -> Orientation {
-    decoder(bytes, HEADER_ALLOC)
-        .read_info()
-        .map(|reader| exif_orientation(reader.info()))
-        .unwrap_or(Orientation::NoTransforms)
+    let (width, height) = reader.info().size();
+    Ok((width, height, exif_orientation(reader.info())))
 }
 
 fn exif_orientation(info: &png::Info<'_>) -> Orientation {

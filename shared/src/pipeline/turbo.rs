@@ -26,7 +26,7 @@ use turbojpeg::{
 };
 
 use super::PipelineError;
-use super::jpeg::MAX_SCANS;
+use super::jpeg::{MAX_SCANS, Scan};
 use super::planar::{Plane, Yuv};
 use super::scratch::{Buffers, Scratch};
 
@@ -47,8 +47,16 @@ type Decoded<T> = Result<Option<T>, PipelineError>;
 
 /// Decodes `bytes` (as stored: no EXIF orientation) to RGB, reduced by the largest DCT scale
 /// that keeps the result at least `min_scale` times the stored size on both axes.
-pub(crate) fn decode_scaled(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Decoded<RgbImage> {
-    with_decompressor(scratch, |d| rgb_with(d, bytes, min_scale))
+///
+/// `scans` are the JPEG's scans as `jpeg::read` found them (for a progressive JPEG, which of
+/// them the output can do without).
+pub(crate) fn decode_scaled(
+    bytes: &[u8],
+    scans: &[Scan],
+    min_scale: f64,
+    scratch: &Scratch,
+) -> Decoded<RgbImage> {
+    with_decompressor(scratch, |d| rgb_with(d, bytes, scans, min_scale))
 }
 
 /// Runs `f` with a decompressor kept from an earlier photo (or a new one), and keeps it for the
@@ -85,7 +93,12 @@ fn decompressed(result: Result<(), turbojpeg::Error>) -> Result<(), PipelineErro
     }
 }
 
-fn rgb_with(decompressor: &mut Decompressor, bytes: &[u8], min_scale: f64) -> Decoded<RgbImage> {
+fn rgb_with(
+    decompressor: &mut Decompressor,
+    bytes: &[u8],
+    scans: &[Scan],
+    min_scale: f64,
+) -> Decoded<RgbImage> {
     let Ok(header) = decompressor.read_header(bytes) else {
         return Ok(None);
     };
@@ -96,7 +109,7 @@ fn rgb_with(decompressor: &mut Decompressor, bytes: &[u8], min_scale: f64) -> De
     ) {
         return Ok(None);
     }
-    let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, min_scale) else {
+    let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, scans, min_scale) else {
         return Ok(None);
     };
     let bytes = pruned.as_deref().unwrap_or(bytes);
@@ -123,6 +136,7 @@ fn prepare(
     decompressor: &mut Decompressor,
     header: &DecompressHeader,
     bytes: &[u8],
+    scans: &[Scan],
     min_scale: f64,
 ) -> Option<(DecompressHeader, Option<Vec<u8>>)> {
     let factor = if header.is_lossless {
@@ -135,7 +149,7 @@ fn prepare(
     };
     decompressor.set_scaling_factor(factor).ok()?;
     let pruned = if header.is_progressive {
-        without_unseen_scans(bytes, min_scale)
+        without_unseen_scans(bytes, scans, min_scale)
     } else {
         None
     };
@@ -145,9 +159,14 @@ fn prepare(
 /// [`decode_scaled`] to YCbCr planes, for JPEGs stored as YCbCr with 4:4:4, 4:2:2, 4:2:0 or
 /// 4:4:0 chroma: no chroma upsampling, no colour conversion. `Ok(None)` for anything else
 /// (grey, RGB, CMYK, other subsamplings, lossless).
-pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64, scratch: &Scratch) -> Decoded<Yuv> {
+pub(crate) fn decode_scaled_yuv(
+    bytes: &[u8],
+    scans: &[Scan],
+    min_scale: f64,
+    scratch: &Scratch,
+) -> Decoded<Yuv> {
     with_decompressor(scratch, |d| {
-        yuv_with(d, bytes, min_scale, &scratch.buffers).transpose()
+        yuv_with(d, bytes, scans, min_scale, &scratch.buffers).transpose()
     })
 }
 
@@ -155,6 +174,7 @@ pub(crate) fn decode_scaled_yuv(bytes: &[u8], min_scale: f64, scratch: &Scratch)
 fn yuv_with(
     decompressor: &mut Decompressor,
     bytes: &[u8],
+    scans: &[Scan],
     min_scale: f64,
     buffers: &Buffers,
 ) -> Option<Result<Yuv, PipelineError>> {
@@ -169,7 +189,7 @@ fn yuv_with(
         Subsamp::Sub1x2 => (1, 2),
         _ => return None,
     };
-    let (scaled, pruned) = prepare(decompressor, &header, bytes, min_scale)?;
+    let (scaled, pruned) = prepare(decompressor, &header, bytes, scans, min_scale)?;
     let bytes = pruned.as_deref().unwrap_or(bytes);
     let (width, height) = (
         u32::try_from(scaled.width).ok()?,
@@ -239,7 +259,7 @@ const DROP_LAST_BIT_SCALE: f64 = 0.7;
 /// every AC refinement scan that brings the last bit (`Ah` > 0, `Al` = 0). What is left ends with
 /// the end-of-image marker, as any progressive JPEG may: the decoder leaves missing
 /// coefficients (and bits) at zero.
-pub(crate) fn without_unseen_scans(bytes: &[u8], scale: f64) -> Option<Vec<u8>> {
+pub(crate) fn without_unseen_scans(bytes: &[u8], scans: &[Scan], scale: f64) -> Option<Vec<u8>> {
     let needed = (8.0 * scale).ceil().clamp(1.0, 8.0) as u8;
     let last_needed = ZIGZAG
         .iter()
@@ -248,16 +268,11 @@ pub(crate) fn without_unseen_scans(bytes: &[u8], scale: f64) -> Option<Vec<u8>> 
     if last_needed >= 63 {
         return None;
     }
-    let structure = super::jpeg::read(bytes).ok()?;
-    if !structure.frame.progressive {
-        return None;
-    }
-    let scans = structure.scans;
     let first_scan = scans.first()?.start;
     // (component, Ss, Se) bands whose coefficients were dropped.
     let mut dropped: Vec<(u8, u8, u8)> = Vec::new();
     let mut keep = Vec::with_capacity(scans.len());
-    for scan in &scans {
+    for scan in scans {
         let overlaps = scan.components.iter().any(|&c| {
             dropped
                 .iter()
@@ -395,6 +410,7 @@ pub(crate) fn encode_yuv(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::super::jpeg::read;
     use super::*;
 
     fn photo() -> Vec<u8> {
@@ -408,8 +424,9 @@ mod tests {
     #[test]
     fn the_smallest_scale_that_is_still_large_enough_is_used() {
         let bytes = photo(); // 1500x1000
+        let scans = read(&bytes).unwrap().scans;
         let dims = |s| {
-            let img = decode_scaled(&bytes, s, &Scratch::default())
+            let img = decode_scaled(&bytes, &scans, s, &Scratch::default())
                 .unwrap()
                 .unwrap();
             (img.width(), img.height())
@@ -430,11 +447,19 @@ mod tests {
         ))
         .unwrap();
         let scratch = Scratch::default();
-        assert!(decode_scaled(&cmyk, 1.0, &scratch).unwrap().is_none());
+        assert!(
+            decode_scaled(&cmyk, &read(&cmyk).unwrap().scans, 1.0, &scratch)
+                .unwrap()
+                .is_none()
+        );
         let garbage = b"\xff\xd8\xff\xe0 not a jpeg";
-        assert!(decode_scaled(garbage, 1.0, &scratch).unwrap().is_none());
+        assert!(
+            decode_scaled(garbage, &[], 1.0, &scratch)
+                .unwrap()
+                .is_none()
+        );
         let bytes = photo();
-        let err = decode_scaled(&bytes[..bytes.len() / 2], 1.0, &scratch).unwrap_err();
+        let err = decode_scaled(&bytes[..bytes.len() / 2], &[], 1.0, &scratch).unwrap_err();
         assert_eq!(err.kind(), "corrupt_image");
     }
 
@@ -467,15 +492,12 @@ mod tests {
     fn a_small_output_drops_the_high_frequency_scans_of_a_progressive_jpeg() {
         let jpeg = progressive(400, 300);
         // 6x6 coefficients, every bit: all of it.
-        assert!(without_unseen_scans(&jpeg, 0.75).is_none());
-        assert!(without_unseen_scans(&jpeg, 1.0).is_none());
+        assert!(without_unseen_scans(&jpeg, &read(&jpeg).unwrap().scans, 0.75).is_none());
+        assert!(without_unseen_scans(&jpeg, &read(&jpeg).unwrap().scans, 1.0).is_none());
         // 4x4 coefficients are in every band, but not their last bits: the final refinements
         // (one a component) go, and the rest still decodes.
-        let half = without_unseen_scans(&jpeg, 0.5).unwrap();
-        let (all, kept) = (
-            super::super::jpeg::read(&jpeg).unwrap().scans,
-            super::super::jpeg::read(&half).unwrap().scans,
-        );
+        let half = without_unseen_scans(&jpeg, &read(&jpeg).unwrap().scans, 0.5).unwrap();
+        let (all, kept) = (read(&jpeg).unwrap().scans, read(&half).unwrap().scans);
         assert_eq!(kept.len(), all.len() - 3);
         assert!(kept.iter().all(|s| s.ss == 0 || s.ah == 0 || s.al > 0));
         let diff = quarter(&half)
@@ -485,7 +507,7 @@ mod tests {
             .sum::<f64>()
             / (100.0 * 75.0 * 3.0);
         assert!(diff < 4.0, "mean difference {diff}");
-        let pruned = without_unseen_scans(&jpeg, 0.2).unwrap();
+        let pruned = without_unseen_scans(&jpeg, &read(&jpeg).unwrap().scans, 0.2).unwrap();
         assert!(
             pruned.len() < jpeg.len() * 3 / 4,
             "{} of {}",
@@ -503,14 +525,14 @@ mod tests {
         assert!(diff < 8.0, "mean difference {diff}");
         let scratch = Scratch::default();
         assert_eq!(
-            decode_scaled(&jpeg, 0.2, &scratch)
+            decode_scaled(&jpeg, &read(&jpeg).unwrap().scans, 0.2, &scratch)
                 .unwrap()
                 .unwrap()
                 .as_raw(),
             &part
         );
         // Baseline JPEGs are left alone.
-        assert!(without_unseen_scans(&photo(), 0.1).is_none());
+        assert!(without_unseen_scans(&photo(), &read(&photo()).unwrap().scans, 0.1).is_none());
     }
 
     #[test]

@@ -137,12 +137,7 @@ impl CrawlApp {
             .unwrap();
         let reply = reply(r).await;
         assert_eq!(reply.status, 200, "{}", reply.json);
-        reply.json["photos"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["image_id"].as_str().unwrap().to_owned())
-            .collect()
+        reply.photo_ids()
     }
 
     /// Takes every result message queued so far.

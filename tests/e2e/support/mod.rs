@@ -85,6 +85,16 @@ impl Reply {
     pub fn kind(&self) -> &str {
         self.json["error"]["kind"].as_str().unwrap_or("")
     }
+
+    /// An offer's photos (`{"photos": [{"image_id": …}, …]}`): the image ids in order.
+    pub fn photo_ids(&self) -> Vec<String> {
+        self.json["photos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["image_id"].as_str().unwrap().to_owned())
+            .collect()
+    }
 }
 
 pub fn fixture(name: &str) -> Vec<u8> {
@@ -246,6 +256,18 @@ impl TestApp {
             .await
             .unwrap();
         Self::reply(r).await
+    }
+
+    /// A presigned upload URL's PUT, as a browser sends it: with the content type it was
+    /// signed for.
+    pub async fn put_upload(&self, url: &str, body: Vec<u8>) -> reqwest::Response {
+        self.client
+            .put(url)
+            .header("content-type", "application/octet-stream")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
     }
 
     /// Uploads and returns the image id, asserting success.
