@@ -389,30 +389,22 @@ async fn two_partners_both_hold_o1_and_neither_reads_changes_deletes_or_crawls_t
         id.partner("backend-a", "acme"),
         id.partner("backend-b", "globex"),
     );
-    let first = app
-        .call(
-            "POST",
-            "/v1/images",
-            Some(&a),
-            Body::Bytes(fixture("photo.jpg"), "image/jpeg"),
-        )
-        .await
-        .json["image_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let second = app
-        .call(
-            "POST",
-            "/v1/images",
-            Some(&b),
-            Body::Bytes(fixture("small.png"), "image/png"),
-        )
-        .await
-        .json["image_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let upload = |token: &str, name: &str, content_type: &'static str| {
+        let (app, token, bytes) = (&app, token.to_owned(), fixture(name));
+        async move {
+            let reply = app
+                .call(
+                    "POST",
+                    "/v1/images",
+                    Some(&token),
+                    Body::Bytes(bytes, content_type),
+                )
+                .await;
+            reply.json["image_id"].as_str().unwrap().to_owned()
+        }
+    };
+    let first = upload(&a, "photo.jpg", "image/jpeg").await;
+    let second = upload(&b, "small.png", "image/png").await;
     let set = |token: &str, ids: Vec<&str>| {
         let token = token.to_owned();
         let ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();

@@ -180,32 +180,17 @@ mod tests {
     #[test]
     fn a_large_png_needs_about_four_bytes_a_pixel_whatever_its_depth() {
         let specs = VariantSet::default();
-        let specs = specs.specs();
-        let small = estimate(
-            &png(1000, 1000, png::ColorType::Rgba, png::BitDepth::Sixteen),
-            &LIMITS,
-            specs,
-        )
-        .unwrap()
-        .bytes;
+        let needs = |w, h, depth| {
+            let bytes = png(w, h, png::ColorType::Rgba, depth);
+            estimate(&bytes, &LIMITS, specs.specs()).unwrap().bytes
+        };
+        let small = needs(1000, 1000, png::BitDepth::Sixteen);
         assert!(
             (4_000_000..4_000_000 + 40_000_000).contains(&small),
             "{small}"
         );
-        let eight = estimate(
-            &png(4000, 3000, png::ColorType::Rgba, png::BitDepth::Eight),
-            &LIMITS,
-            specs,
-        )
-        .unwrap()
-        .bytes;
-        let sixteen = estimate(
-            &png(4000, 3000, png::ColorType::Rgba, png::BitDepth::Sixteen),
-            &LIMITS,
-            specs,
-        )
-        .unwrap()
-        .bytes;
+        let eight = needs(4000, 3000, png::BitDepth::Eight);
+        let sixteen = needs(4000, 3000, png::BitDepth::Sixteen);
         assert_eq!(eight, sixteen);
         assert!(eight > 48_000_000, "{eight}");
     }
