@@ -169,6 +169,7 @@ def main():
     p.add_argument("--vips-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--imgest", help="the imgest-bench binary (release build)")
     p.add_argument("--fallback", help="an imgest-bench binary built without turbojpeg (optional)")
+    p.add_argument("--before", help="an imgest-bench binary built from an earlier commit (optional)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--passes", type=int, default=2)
     p.add_argument("--core", default="0")
@@ -189,6 +190,8 @@ def main():
         "imgest": lambda f, out: pin + [args.imgest, "pipeline", "--rounds", str(args.rounds), "--out", out, f],
         "vips": lambda f, out: pin + [sys.executable, __file__, "--vips-worker", "--rounds", str(args.rounds), "--out", out, f],
     }
+    if args.before:
+        tools["before"] = lambda f, out: pin + [args.before, "pipeline", "--rounds", str(args.rounds), "--out", out, f]
     if args.fallback:
         tools["pure-rust"] = lambda f, out: pin + [args.fallback, "pipeline", "--rounds", str(args.rounds), "--out", out, f]
     for name in tools:
@@ -291,6 +294,12 @@ def print_totals(rows, tools):
         prog = ratios(t, lambda r: r["progressive"])
         if prog:
             print(f"  progressive JPEG: {len(prog)} photos, geomean ratio {geomean(prog):.3f}")
+    if "before" in tools:
+        after = [r["imgest"]["ms"] / r["before"]["ms"] for r in rows]
+        print(
+            f"imgest / before, side by side: geomean {geomean(after):.3f}, "
+            f"best {min(after):.2f}, worst {max(after):.2f}"
+        )
     for t in tools:
         s = [r[t]["ssim640"] for r in rows]
         print(f"SSIM of the 640 variant, {t}: mean {statistics.mean(s):.4f}, min {min(s):.4f}")

@@ -6,6 +6,7 @@
 # Usage:
 #   bench/pipeline.sh               # all photos, 5 timed rounds x 2 passes each
 #   bench/pipeline.sh --fallback    # also the pure-Rust build (no libjpeg-turbo)
+#   bench/pipeline.sh --before REV  # also imgest-bench built from commit REV, side by side
 #   bench/pipeline.sh FILE...       # these files instead of the photo set
 #
 # The first run installs libvips (PyPI) and the photos (Debian): see bench/tools.sh.
@@ -18,10 +19,14 @@ cd "$(dirname "$0")/.."
 source bench/tools.sh
 
 fallback=0
-if [ "${1:-}" = "--fallback" ]; then
-    fallback=1
-    shift
-fi
+before=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --fallback) fallback=1; shift ;;
+        --before) before="${2:?--before needs a commit}"; shift 2 ;;
+        *) break ;;
+    esac
+done
 
 bench_install
 args=()
@@ -30,6 +35,10 @@ if [ "$fallback" = 1 ]; then
     pure=$(bench_build imgest-bench --no-default-features)
     cp "$pure" "$pure-pure-rust"
     args+=(--fallback "$pure-pure-rust")
+fi
+if [ -n "$before" ]; then
+    _bench_say "building imgest-bench at $before (release)"
+    args+=(--before "$(bench_build_at "$before" imgest-bench)")
 fi
 _bench_say "building imgest-bench (release)"
 args+=(--imgest "$(bench_build imgest-bench)")

@@ -75,14 +75,31 @@ bench_install() {
     _bench_install_photos
 }
 
+bench_target_dir() {
+    cargo metadata --no-deps --format-version 1 |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'
+}
+
 # Builds the release binary of package $1 (imgest or imgest-bench; more arguments go to cargo)
 # and prints its path.
 bench_build() {
     local package=$1
     shift
     cargo build --release --quiet -p "$package" "$@"
-    local target_dir
-    target_dir=$(cargo metadata --no-deps --format-version 1 |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-    echo "$target_dir/release/$package"
+    echo "$(bench_target_dir)/release/$package"
+}
+
+# bench_build_at REV PACKAGE: PACKAGE built (release) from commit REV in a temporary worktree,
+# sharing this tree's target directory (only the workspace's own crates are built again);
+# prints the path of a copy named PACKAGE-before.
+bench_build_at() {
+    local rev=$1 package=$2 tree target_dir
+    target_dir=$(bench_target_dir)
+    tree=$(mktemp -d -t imgest-before.XXXXXX)
+    git worktree add --detach --quiet "$tree" "$rev"
+    CARGO_TARGET_DIR="$target_dir" cargo build --release --quiet \
+        --manifest-path "$tree/Cargo.toml" -p "$package"
+    git worktree remove --force "$tree"
+    cp "$target_dir/release/$package" "$target_dir/release/$package-before"
+    echo "$target_dir/release/$package-before"
 }

@@ -101,8 +101,12 @@ before=$(ls "$artifacts")
 # sanitizer's allocator hooks, so it is inert in this build: it is set for a sanitizer build,
 # and the RSS limit is what catches a blow-up here.
 status=0
-"$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
-    -artifact_prefix="$artifacts/" -print_final_stats=1 "${dict[@]}" "$corpus" || status=$?
+# The fuzzer's own CPU time (one process, one thread), apart from the build's.
+TIMEFORMAT="fuzz: $target: %U s user + %S s system CPU in %R s"
+time {
+    "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+        -artifact_prefix="$artifacts/" -print_final_stats=1 "${dict[@]}" "$corpus" || status=$?
+}
 found=$(comm -13 <(echo "$before") <(ls "$artifacts"))
 if [ -n "$found" ]; then
     echo "fuzz: $target found something; reproducer(s):" >&2

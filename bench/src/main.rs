@@ -5,6 +5,7 @@
 mod burst;
 mod cost;
 mod crawl;
+mod hostile;
 mod pipeline;
 
 use std::path::PathBuf;
@@ -52,6 +53,13 @@ enum Command {
         url: String,
         #[arg(long, default_value_t = 50)]
         count: usize,
+    },
+    /// Write the hostile corpus (photos built to cost far more than their size) into a
+    /// directory, a file each, with a line per file: name, expected answer, what it is.
+    /// bench/process.sh measures what each costs `imgest process`.
+    Hostile {
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Time the production pipeline (MD5 + process) on local files: one JSON line per file.
     Pipeline {
@@ -105,6 +113,7 @@ fn main() -> ExitCode {
             }
             Command::Crawl { quick } => crawl::run(quick).await,
             Command::Burst { url, count } => burst::run(&url, count).await,
+            Command::Hostile { out } => hostile::write(&out),
             Command::Pipeline { rounds, out, files } => pipeline::pipeline(rounds, out, files),
             Command::Md5 { mb, rounds } => pipeline::md5(mb, rounds),
         }

@@ -209,3 +209,95 @@ pub fn huge_canvas_webp() -> Vec<u8> {
     out.extend_from_slice(&body);
     out
 }
+
+/// One photo of the hostile corpus.
+pub struct Case {
+    /// What it is, for messages.
+    pub name: &'static str,
+    /// A file name for it.
+    pub file: &'static str,
+    pub bytes: Vec<u8>,
+    /// The error kind it is refused with (422), or `None` when it is taken (201).
+    pub refused: Option<&'static str>,
+}
+
+/// The hostile corpus: every kind of photo built to cost far more than its size, each under the
+/// 20 MB body limit, and how imgest answers it. The hostile-input test sends it to `imgest serve`;
+/// `bench/process.sh` measures what each costs `imgest process`.
+pub fn corpus() -> Vec<Case> {
+    let case = |name, file, bytes, refused| Case {
+        name,
+        file,
+        bytes,
+        refused,
+    };
+    let corrupt = Some("corrupt_image");
+    vec![
+        case(
+            "scan bomb, 1 MB",
+            "scan-bomb-1mb.jpg",
+            scan_bomb(1_000_000),
+            corrupt,
+        ),
+        case(
+            "scan bomb, at the body limit",
+            "scan-bomb-20mb.jpg",
+            scan_bomb(19_999_000),
+            corrupt,
+        ),
+        case(
+            "192 valid scans",
+            "192-scans.jpg",
+            jpeg(512, 512, true, Some(64)),
+            corrupt,
+        ),
+        case(
+            "49 MP progressive JPEG, 63 scans (the most taken)",
+            "63-scans-49mp.jpg",
+            jpeg(7000, 7000, true, Some(21)),
+            None,
+        ),
+        case(
+            "49 MP declared, 1 kB sent",
+            "declared-49mp.jpg",
+            declared_huge_jpeg(7000, 7000),
+            corrupt,
+        ),
+        case(
+            "49 MP 16-bit RGBA PNG",
+            "rgba16-49mp.png",
+            png(7000, 7000, true, true),
+            None,
+        ),
+        case(
+            "49 MP 8-bit RGBA PNG",
+            "rgba8-49mp.png",
+            png(7000, 7000, true, false),
+            None,
+        ),
+        case(
+            "1 GiB zTXt chunk",
+            "ztxt-1gib.png",
+            inflating_png(1 << 30, false),
+            None,
+        ),
+        case(
+            "1 GiB iCCP chunk",
+            "iccp-1gib.png",
+            inflating_png(1 << 30, true),
+            None,
+        ),
+        case(
+            "3000-frame GIF",
+            "3000-frames.gif",
+            many_frame_gif(200, 200, 3000),
+            None,
+        ),
+        case(
+            "268 MP WebP canvas",
+            "canvas-268mp.webp",
+            huge_canvas_webp(),
+            Some("too_many_pixels"),
+        ),
+    ]
+}

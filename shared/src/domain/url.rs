@@ -33,6 +33,10 @@ pub enum UrlError {
     /// The quoted URL has its credentials removed: error messages end up in logs.
     #[error("URLs with credentials (user:password@) are not accepted: {0:?}")]
     Credentials(String),
+    /// `a..b`, `.a`, `a..`: no DNS name has an empty label, and only one trailing dot is
+    /// dropped, so such a host would normalise differently each time.
+    #[error("URL host has an empty label: {0:?}")]
+    EmptyLabel(String),
     #[error("host rewrite {from:?} -> {to:?} does not give a valid host")]
     HostRewrite { from: String, to: String },
     #[error("url hash must be 32 lowercase hex characters (the MD5 of a URL key), got {0:?}")]
@@ -48,6 +52,7 @@ impl UrlError {
             | Self::Scheme { .. }
             | Self::NoHost(_)
             | Self::Credentials(_)
+            | Self::EmptyLabel(_)
             | Self::HostRewrite { .. }
             | Self::Hash(_) => "invalid_url",
         }
@@ -84,7 +89,8 @@ const TRACKING_PARAMS: [&str; 4] = ["fbclid", "gclid", "yclid", "_openstat"];
 ///   `https://h/` is `http://h/`), but `http://h:443/` keeps its port and its own key: plain
 ///   HTTP on 443 is a different server from TLS on 443.
 /// - Host: one trailing dot is dropped (`example.com.` is `example.com`), then the first
-///   [host rewrite](NormalizationRules::host_rewrites) whose `from` is the host applies.
+///   [host rewrite](NormalizationRules::host_rewrites) whose `from` is the host applies. A
+///   host with an empty label (`a..b`, `.a`, `a..`) is refused.
 /// - The fragment is dropped (it never reaches the server).
 /// - Query: tracking parameters are removed (`utm_*`, `fbclid`, `gclid`, `yclid`,
 ///   `_openstat` and [configured ones](NormalizationRules::extra_tracking_params), names
@@ -205,6 +211,9 @@ fn normalised_host(url: &Url, rules: &NormalizationRules) -> Result<Option<Strin
     };
     let trimmed = host.strip_suffix('.').filter(|h| !h.is_empty());
     let host = trimmed.unwrap_or(host);
+    if host.split('.').any(str::is_empty) {
+        return Err(UrlError::EmptyLabel(shown(url)));
+    }
     let rewrite = rules
         .host_rewrites
         .iter()
@@ -762,7 +771,15 @@ mod tests {
     #[test]
     fn a_trailing_dot_in_the_host_is_dropped() {
         assert_eq!(key("http://h.example./a"), key("http://h.example/a"));
-        assert_eq!(key("http://./a"), "//./a");
+    }
+
+    #[test]
+    fn a_host_with_an_empty_label_is_refused() {
+        for raw in ["http://./a", "http://a..b/x", "http://.a/x", "http://a../x"] {
+            let e = NormalizedUrl::parse(raw, &Default::default()).unwrap_err();
+            assert!(matches!(e, UrlError::EmptyLabel(_)), "{raw}: {e:?}");
+            assert_eq!(e.kind(), "invalid_url");
+        }
     }
 
     #[test]

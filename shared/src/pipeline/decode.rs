@@ -101,7 +101,11 @@ fn decode_inner(
         });
     }
     #[cfg(feature = "turbojpeg")]
-    if info.format == SourceFormat::Jpeg {
+    let decoder = if info.format == SourceFormat::Jpeg {
+        // The general decoder holds a copy of the whole file: not kept while libjpeg-turbo
+        // decodes (a progressive JPEG's coefficients are in memory then), made again only if
+        // libjpeg-turbo declines this JPEG.
+        drop(decoder);
         let (width, height) = upright(info.width, info.height, orientation);
         let min_scale = super::resize::min_scale(width, height, specs);
         let planes = match planar {
@@ -124,7 +128,10 @@ fn decode_inner(
                 pixels: Pixels::Rgb(oriented(stored, orientation)),
             });
         }
-    }
+        detect::open(bytes, limits)?.1
+    } else {
+        decoder
+    };
     #[cfg(not(feature = "turbojpeg"))]
     let _ = (specs, planar, scratch, scans);
     #[cfg(feature = "libwebp")]

@@ -116,10 +116,8 @@ fn jpeg_decode(
         info.width,
         specs,
     ));
-    let factor = [0.125, 0.25, 0.5]
-        .into_iter()
-        .find(|&f| f >= scale)
-        .unwrap_or(1.0);
+    let (num, denom) = jpeg::dct_scale(scale);
+    let factor = f64::from(num) / f64::from(denom);
     let sw = ((w as f64) * factor).ceil() as u64;
     let sh = ((h as f64) * factor).ceil() as u64;
     let decoded = sw * sh * 3;
@@ -193,6 +191,37 @@ mod tests {
         let sixteen = needs(4000, 3000, png::BitDepth::Sixteen);
         assert_eq!(eight, sixteen);
         assert!(eight > 48_000_000, "{eight}");
+    }
+
+    fn jpeg(width: u16, height: u16, progressive: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut e = jpeg_encoder::Encoder::new(&mut out, 90);
+        e.set_progressive(progressive);
+        e.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_2_0);
+        let rgb = vec![128u8; usize::from(width) * usize::from(height) * 3];
+        e.encode(&rgb, width, height, jpeg_encoder::ColorType::Rgb)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_progressive_jpeg_needs_its_whole_image_coefficients_a_baseline_one_does_not() {
+        let specs = VariantSet::default();
+        let needs = |progressive| {
+            estimate(&jpeg(4000, 3000, progressive), &LIMITS, specs.specs())
+                .unwrap()
+                .bytes
+        };
+        // 4:2:0: 1.5 blocks' worth of 64 two-byte coefficients per 64 pixels.
+        let coefficients = 4000 * 3000 * 3;
+        let (progressive, baseline) = (needs(true), needs(false));
+        if cfg!(feature = "turbojpeg") {
+            // Decoded at 3/8 for the 1280 variant: 1500x1125.
+            let decoded = 1500 * 1125 * 3;
+            assert!(progressive >= coefficients + decoded, "{progressive}");
+            assert!(baseline < coefficients, "{baseline}");
+        }
+        assert!(progressive > baseline, "{progressive} vs {baseline}");
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! only warn about (a scan refining bits that no earlier scan coded, or coding them again),
 //! so every decoder makes at most `MAX_SCANS` passes. It also gives the memory estimate its
 //! frame (`footprint.rs`) and `turbo.rs` the scans a reduced output can do without.
+//!
+//! [`dct_scale`] is the reduced size libjpeg-turbo is asked to decode at, here so that the
+//! decoder and the memory estimate (which is built without libjpeg-turbo too) agree on it.
 
 use super::PipelineError;
 
@@ -16,6 +19,24 @@ use super::PipelineError;
 /// 10 or fewer (mozjpeg's optimised scripts up to a few more); a sequential one has at most
 /// one per component. Each scan is a pass over the image: this bounds decoding to 64 passes.
 pub(crate) const MAX_SCANS: usize = 64;
+
+/// The reduced sizes decoded to, as fractions of the stored size, smallest first. 1/8, 1/4 and
+/// 1/2 have SIMD inverse DCTs in libjpeg-turbo. 3/8 runs a plain C 3x3 inverse DCT, cheaper
+/// than the 4x4 SIMD one on far fewer output pixels, and it is the scale of the common
+/// 4000-to-5000-pixel camera photo made into a 1280 variant: decoding at 3/8 rather than 1/2
+/// holds 44 % fewer pixels while a progressive JPEG's coefficients fill memory (measured in
+/// the note of the change that added it). Other multiples of 1/8 are not used: 3/4, with its
+/// C 6x6 inverse DCT, was slower than a full-size decode on 1920x1200 photos for a 1280 output.
+const DCT_SCALES: [(u8, u8); 4] = [(1, 8), (1, 4), (3, 8), (1, 2)];
+
+/// The smallest of the reduced sizes that keeps at least `min_scale` of the stored size on both
+/// axes, as (numerator, denominator); (1, 1) when none does.
+pub(crate) fn dct_scale(min_scale: f64) -> (u8, u8) {
+    DCT_SCALES
+        .into_iter()
+        .find(|&(n, d)| f64::from(n) / f64::from(d) >= min_scale)
+        .unwrap_or((1, 1))
+}
 
 /// Components in a frame: JPEG allows up to 4 in a scan and 255 in a frame; libjpeg and every
 /// decoder here take up to 4.
@@ -81,7 +102,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Structure, PipelineError> {
         // libjpeg skips stray bytes before a marker (with a warning): so do we.
         i += bytes
             .get(i..)
-            .and_then(|rest| rest.iter().position(|&b| b == 0xFF))
+            .and_then(|rest| memchr::memchr(0xFF, rest))
             .ok_or_else(truncated)?;
         // Markers may be preceded by any number of 0xFF fill bytes.
         while bytes.get(i + 1) == Some(&0xFF) {
@@ -199,7 +220,7 @@ fn parse_scan(segment: &[u8], start: usize, end: usize) -> Result<Scan, Pipeline
 fn entropy_end(bytes: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     loop {
-        i += bytes.get(i..)?.iter().position(|&b| b == 0xFF)?;
+        i += memchr::memchr(0xFF, bytes.get(i..)?)?;
         match *bytes.get(i + 1)? {
             0x00 | 0xD0..=0xD7 | 0xFF => i += 1,
             _ => return Some(i),

@@ -1,10 +1,11 @@
 //! JPEG through libjpeg-turbo (feature `turbojpeg`): DCT-scaled decoding and encoding, to and
 //! from RGB or YCbCr planes (see `planar.rs`).
 //!
-//! Decoding is most of a photo's time, and a JPEG can be decoded straight to 1/2, 1/4 or 1/8 of
-//! its size by running smaller inverse DCTs: far fewer pixels to reconstruct, colour-convert and
-//! resample. [`decode_scaled`] picks the smallest such size that is still at least as large as
-//! what the variants need, so the resampler always scales down, never up.
+//! Decoding is most of a photo's time, and a JPEG can be decoded straight to 1/2, 3/8, 1/4 or
+//! 1/8 of its size by running smaller inverse DCTs: far fewer pixels to reconstruct,
+//! colour-convert and resample. [`decode_scaled`] picks the smallest such size that is still at
+//! least as large as what the variants need (`jpeg::dct_scale`), so the resampler always scales
+//! down, never up.
 //!
 //! Progressive JPEGs are the slow case: DCT scaling saves no entropy decoding, and they carry
 //! several passes over the coefficients. When the output is small enough that only the lowest
@@ -26,18 +27,9 @@ use turbojpeg::{
 };
 
 use super::PipelineError;
-use super::jpeg::{MAX_SCANS, Scan};
+use super::jpeg::{MAX_SCANS, Scan, dct_scale};
 use super::planar::{Plane, Yuv};
 use super::scratch::{Buffers, Scratch};
-
-/// The reduced sizes decoded to: the scales with SIMD inverse DCTs in libjpeg-turbo, smallest
-/// first. (It also decodes to the other multiples of 1/8, but with plain C inverse DCTs: measured
-/// on 1920x1200 photos for a 1280 output, 3/4 was slower than a full-size decode.)
-const SCALES: [ScalingFactor; 3] = [
-    ScalingFactor::ONE_EIGHTH,
-    ScalingFactor::ONE_QUARTER,
-    ScalingFactor::ONE_HALF,
-];
 
 /// What a decode through libjpeg-turbo gives: `Ok(None)` when it cannot or should not take
 /// this JPEG (CMYK, a header it cannot read, a layout it does not decode to): the caller then
@@ -142,10 +134,8 @@ fn prepare(
     let factor = if header.is_lossless {
         ScalingFactor::ONE
     } else {
-        SCALES
-            .into_iter()
-            .find(|f| f.num() as f64 / f.denom() as f64 >= min_scale)
-            .unwrap_or(ScalingFactor::ONE)
+        let (num, denom) = dct_scale(min_scale);
+        ScalingFactor::new(num.into(), denom.into())
     };
     decompressor.set_scaling_factor(factor).ok()?;
     let pruned = if header.is_progressive {
@@ -289,7 +279,14 @@ pub(crate) fn without_unseen_scans(bytes: &[u8], scans: &[Scan], scale: f64) -> 
     if dropped.is_empty() {
         return None;
     }
-    let mut out = Vec::with_capacity(bytes.len() / 2);
+    // Sized exactly: it is held while the coefficients fill memory.
+    let dropped_len: usize = scans
+        .iter()
+        .zip(&keep)
+        .filter(|&(_, &keep)| !keep)
+        .map(|(scan, _)| scan.end.saturating_sub(scan.start))
+        .sum();
+    let mut out = Vec::with_capacity(bytes.len().saturating_sub(dropped_len) + 2);
     out.extend_from_slice(bytes.get(..first_scan)?);
     let mut previous_end = first_scan;
     for (scan, keep) in scans.iter().zip(keep) {
@@ -434,7 +431,10 @@ mod tests {
         assert_eq!(dims(1.0), (1500, 1000));
         assert_eq!(dims(0.86), (1500, 1000));
         assert_eq!(dims(0.5), (750, 500));
-        assert_eq!(dims(0.3), (750, 500));
+        assert_eq!(dims(0.38), (750, 500));
+        // 3/8, rounded up as libjpeg-turbo does.
+        assert_eq!(dims(0.375), (563, 375));
+        assert_eq!(dims(0.3), (563, 375));
         assert_eq!(dims(0.25), (375, 250));
         assert_eq!(dims(0.01), (188, 125));
     }
