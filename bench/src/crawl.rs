@@ -21,7 +21,6 @@
 //! times, checked with a sliding window of the rate window's length.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,6 +33,7 @@ use imgest_shared::ports::TaskQueue;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::Settings;
 
+use crate::data_dir::TempDir;
 use crate::init_logs;
 
 /// Production time / benchmark time for download latencies and tiers.
@@ -194,7 +194,7 @@ struct Bench {
 
 impl Bench {
     async fn start(design: &Design, tag: &str) -> Result<Self> {
-        let data_dir = TempDir::new(tag)?;
+        let data_dir = TempDir::new("crawl", tag)?;
         let overrides: Vec<String> = PACED_CLIENTS
             .iter()
             .chain(&BULK_CLIENTS)
@@ -325,27 +325,6 @@ async fn collect_results(
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A data directory removed when the benchmark is done with it.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!(
-            "imgest-bench-crawl-{}-{tag}-{:08x}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// One design's figures.
