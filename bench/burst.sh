@@ -19,7 +19,7 @@ data=$(mktemp -d)
 out=$(mktemp)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$data" "$out"' EXIT
 IMGEST_DATA_DIR="$data" IMGEST_LISTEN=127.0.0.1:0 IMGEST_MEMORY_BUDGET="$budget" \
-    RUST_LOG=warn "$imgest" serve >"$out" &
+    IMGEST_LOG=warn "$imgest" serve >"$out" &
 server=$!
 # The server prints its address once it listens.
 until grep -q "serving on" "$out"; do

@@ -28,7 +28,7 @@ impl Server {
             .env("IMGEST_DATA_DIR", dir.path().join("data"))
             .env("IMGEST_LISTEN", "127.0.0.1:0")
             .env("IMGEST_MEMORY_BUDGET", format!("{budget_mb}MiB"))
-            .env("RUST_LOG", "warn")
+            .env("IMGEST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
