@@ -186,14 +186,19 @@ def main():
     env["IMGEST_JPEG_QUALITY"] = str(QUALITY)
     env["VIPS_CONCURRENCY"] = "1"
     pin = ["taskset", "-c", args.core]
+    rounds = ["--rounds", str(args.rounds)]
+
+    def imgest_bench(binary):
+        return lambda f, out: pin + [binary, "pipeline", *rounds, "--out", out, f]
+
     tools = {
-        "imgest": lambda f, out: pin + [args.imgest, "pipeline", "--rounds", str(args.rounds), "--out", out, f],
-        "vips": lambda f, out: pin + [sys.executable, __file__, "--vips-worker", "--rounds", str(args.rounds), "--out", out, f],
+        "imgest": imgest_bench(args.imgest),
+        "vips": lambda f, out: pin + [sys.executable, __file__, "--vips-worker", *rounds, "--out", out, f],
     }
     if args.before:
-        tools["before"] = lambda f, out: pin + [args.before, "pipeline", "--rounds", str(args.rounds), "--out", out, f]
+        tools["before"] = imgest_bench(args.before)
     if args.fallback:
-        tools["pure-rust"] = lambda f, out: pin + [args.fallback, "pipeline", "--rounds", str(args.rounds), "--out", out, f]
+        tools["pure-rust"] = imgest_bench(args.fallback)
     for name in tools:
         os.makedirs(os.path.join(args.out, name), exist_ok=True)
 

@@ -35,6 +35,7 @@ use imgest_shared::settings::Settings;
 
 use crate::data_dir::TempDir;
 use crate::init_logs;
+use crate::photos::tiny_jpeg;
 
 /// Production time / benchmark time for download latencies and tiers.
 const TIME_SCALE: f64 = 10.0;
@@ -157,8 +158,7 @@ impl Host {
     }
 }
 
-/// Tiny distinct JPEGs: 16×16, a colour per photo and the photo's number in an APP15
-/// segment, so every body is a new image and decoding costs next to nothing.
+/// Tiny distinct JPEGs (`photos::tiny_jpeg`), numbered in order: every body is a new image.
 struct Photos {
     next: u64,
 }
@@ -167,13 +167,7 @@ impl Photos {
     fn next(&mut self) -> Result<Route> {
         let n = self.next;
         self.next += 1;
-        let colour = [(n % 251) as u8, (n / 251 % 251) as u8, (n * 7 % 253) as u8];
-        let pixels: Vec<u8> = colour.iter().copied().cycle().take(16 * 16 * 3).collect();
-        let mut jpeg = Vec::new();
-        let mut encoder = jpeg_encoder::Encoder::new(&mut jpeg, 80);
-        encoder.add_app_segment(15, format!("imgest-bench-{n}").into_bytes())?;
-        encoder.encode(&pixels, 16, 16, jpeg_encoder::ColorType::Rgb)?;
-        Ok(Route::photo(jpeg))
+        Ok(Route::photo(tiny_jpeg(n)?))
     }
 }
 

@@ -54,6 +54,7 @@ use imgest_shared::settings::Settings;
 
 use crate::data_dir::TempDir;
 use crate::init_logs;
+use crate::photos::tiny_jpeg;
 
 /// Known URLs: the pool that cases (a) and (b) draw their offers from.
 const POOL_URLS: usize = 1024;
@@ -128,7 +129,9 @@ pub async fn run(options: Options) -> Result<()> {
 
     let data_dir = TempDir::new("intake", "run")?;
     let client = ClientId::parse(CLIENT)?;
-    let jpegs: Vec<Vec<u8>> = (0..POOL_PHOTOS).map(tiny_jpeg).collect::<Result<_>>()?;
+    let jpegs: Vec<Vec<u8>> = (0..POOL_PHOTOS as u64)
+        .map(tiny_jpeg)
+        .collect::<Result<_>>()?;
     let photos =
         (0..POOL_URLS).map(|n| (pool_path(n), Route::photo(jpegs[n % POOL_PHOTOS].clone())));
     let host = PartnerHost::start(photos)
@@ -476,16 +479,4 @@ fn pick(rng: &mut fastrand::Rng, pool: &[String]) -> Vec<String> {
 
 fn pool_path(n: usize) -> String {
     format!("/pool/{n}.jpg")
-}
-
-/// A 16×16 JPEG of its own colour with its number in an APP15 segment: a distinct image per
-/// `n` that costs next to nothing to decode and resize.
-fn tiny_jpeg(n: usize) -> Result<Vec<u8>> {
-    let colour = [(n % 251) as u8, (n / 251 % 251) as u8, (n * 7 % 253) as u8];
-    let pixels: Vec<u8> = colour.iter().copied().cycle().take(16 * 16 * 3).collect();
-    let mut jpeg = Vec::new();
-    let mut encoder = jpeg_encoder::Encoder::new(&mut jpeg, 80);
-    encoder.add_app_segment(15, format!("imgest-bench-intake-{n}").into_bytes())?;
-    encoder.encode(&pixels, 16, 16, jpeg_encoder::ColorType::Rgb)?;
-    Ok(jpeg)
 }

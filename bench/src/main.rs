@@ -8,6 +8,7 @@ mod crawl;
 mod data_dir;
 mod hostile;
 mod intake;
+mod photos;
 mod pipeline;
 
 use std::path::PathBuf;

@@ -24,9 +24,10 @@ pub(crate) const MAX_SCANS: usize = 64;
 /// 1/2 have SIMD inverse DCTs in libjpeg-turbo. 3/8 runs a plain C 3x3 inverse DCT, cheaper
 /// than the 4x4 SIMD one on far fewer output pixels, and it is the scale of the common
 /// 4000-to-5000-pixel camera photo made into a 1280 variant: decoding at 3/8 rather than 1/2
-/// holds 44 % fewer pixels while a progressive JPEG's coefficients fill memory (measured in
-/// the note of the change that added it). Other multiples of 1/8 are not used: 3/4, with its
-/// C 6x6 inverse DCT, was slower than a full-size decode on 1920x1200 photos for a 1280 output.
+/// holds 44 % fewer pixels while a progressive JPEG's coefficients fill memory, at no cost in
+/// time (`bench/process.sh`, `bench/pipeline.sh`). Other multiples of 1/8 are not used: 3/4,
+/// with its C 6x6 inverse DCT, was slower than a full-size decode on 1920x1200 photos for a
+/// 1280 output.
 const DCT_SCALES: [(u8, u8); 4] = [(1, 8), (1, 4), (3, 8), (1, 2)];
 
 /// The smallest of the reduced sizes that keeps at least `min_scale` of the stored size on both
