@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the Lambda functions for arm64 (runtime provided.al2023) with cargo-lambda, which
-# cross-compiles with zig as the linker: no Docker, no cross toolchain. Not part of CI (a cold
-# build of the workspace takes about 10 minutes on 2 cores).
+# cross-compiles with zig as the linker: no Docker, no cross toolchain. The release profile is
+# the one that ships: stripped, no debug info (see Cargo.toml). infra/lambda-smoke.sh (part of
+# the test command) builds with `--sam` and runs what it built; a cold build takes about 15
+# minutes on 2 cores.
 #
 # Usage:
-#   infra/lambda-build.sh                 # every function: target/lambda/<function>/bootstrap
+#   infra/lambda-build.sh                 # every function: target/lambda-arm64/lambda/<function>/bootstrap
 #   infra/lambda-build.sh -p imgest-api   # other `cargo lambda build` arguments replace the
 #                                         # function list (e.g. -p imgest to try the toolchain)
 #   infra/lambda-build.sh --sam [ARGS]    # `sam build ARGS` with the same tools on PATH
@@ -14,8 +16,9 @@
 # Settings (environment):
 #   IMGEST_TOOLS_DIR  where tools are installed (default ~/.cache/imgest-tools); cargo-lambda
 #                     and zig go to the venv $IMGEST_TOOLS_DIR/lambda (about 15 s from PyPI)
-#   CARGO_TARGET_DIR  as for cargo (default: the workspace's target/). The build holds cargo's
-#                     lock on that directory: a separate one lets `cargo test` run meanwhile.
+#   IMGEST_LAMBDA_TARGET_DIR  the cargo target directory of the arm64 build (default
+#                     target/lambda-arm64): apart from the host's, so neither build evicts the
+#                     other and `cargo test` can run meanwhile (each holds its own lock).
 #
 # Needs rustup (the aarch64-unknown-linux-gnu standard library is added if missing). Verified
 # with cargo-lambda 1.9.2 and zig 0.17.1: aws-lc-sys (rustls' crypto) and rusqlite's bundled
@@ -49,6 +52,7 @@ install_tools() {
 
 infra/setup.sh
 install_tools
+export CARGO_TARGET_DIR="${IMGEST_LAMBDA_TARGET_DIR:-$PWD/target/lambda-arm64}"
 if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
     say "adding the rust target aarch64-unknown-linux-gnu"
     rustup target add aarch64-unknown-linux-gnu

@@ -8,6 +8,8 @@
 #   infra/setup.sh          # what building imgest needs
 #   infra/setup.sh tests    # that, plus what the test command needs
 #   infra/setup.sh fuzz     # that, plus what the fuzz targets need (infra/fuzz.sh runs it)
+#   infra/setup.sh lambda   # that, plus what running the arm64 Lambda bootstraps on this
+#                           # machine needs (infra/lambda-smoke.sh runs it; Linux only)
 #
 # What is needed, and why:
 #   cargo (rustup)          the Rust toolchain; rust-toolchain.toml names the version
@@ -15,6 +17,9 @@
 #   cmake, nasm             libjpeg-turbo's build (nasm assembles its x86-64 SIMD code)
 #   python3 with venv, curl (tests) moto, the AWS emulator, runs from a venv
 #   a C++ compiler (c++)    (fuzz) libFuzzer, which libfuzzer-sys builds from its C++ source
+#   qemu-aarch64-static     (lambda) runs an arm64 Linux program on another CPU (qemu-user)
+#   an arm64 glibc          (lambda) the bootstraps' C library and loader, for qemu to load
+#                           from /usr/aarch64-linux-gnu (Debian's libc6-arm64-cross)
 #
 # A missing package is installed with apt-get, dnf, yum, zypper, apk, pacman or brew when this
 # runs as root, or sudo works without a password. Otherwise (or with IMGEST_SETUP=check) it
@@ -24,11 +29,13 @@ set -euo pipefail
 
 want_tests=0
 want_fuzz=0
+want_lambda=0
 case "${1:-}" in
     "") ;;
     tests) want_tests=1 ;;
     fuzz) want_fuzz=1 ;;
-    *) echo "usage: infra/setup.sh [tests|fuzz]" >&2; exit 2 ;;
+    lambda) want_lambda=1 ;;
+    *) echo "usage: infra/setup.sh [tests|fuzz|lambda]" >&2; exit 2 ;;
 esac
 
 say() { echo "setup: $*" >&2; }
@@ -58,6 +65,10 @@ fi
 if [ "$want_fuzz" = 1 ]; then
     command -v c++ >/dev/null 2>&1 || missing+=(c++)
 fi
+if [ "$want_lambda" = 1 ]; then
+    command -v qemu-aarch64-static >/dev/null 2>&1 || missing+=(qemu-aarch64-static)
+    [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || missing+=(arm64-libc)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 # The package names of the missing tools for one package manager.
@@ -75,6 +86,12 @@ packages_for() {
             brew:c++) ;; # Xcode's command line tools provide c++
             *:c++) echo gcc-c++ ;;
             apt-get:venv) echo python3-venv ;;
+            apt-get:qemu-aarch64-static) echo qemu-user-static ;;
+            *:qemu-aarch64-static) echo qemu-user-static ;;
+            apt-get:arm64-libc) echo libc6-arm64-cross ;;
+                # Only Debian and Ubuntu package an arm64 glibc at that path.
+                say "no known package of an arm64 glibc under /usr/aarch64-linux-gnu for $manager: install one there by hand"
+                exit 1 ;;
             apk:venv) echo py3-virtualenv ;;
             *:venv) ;; # part of python3 elsewhere
             brew:python3) echo python ;;
@@ -127,7 +144,7 @@ if [ -n "$sudo" ]; then
 else
     sh -c "$command" >&2
 fi
-for tool in cc cmake nasm curl python3 c++; do
+for tool in cc cmake nasm curl python3 c++ qemu-aarch64-static; do
     case " ${missing[*]} " in
         *" $tool "*)
             command -v "$tool" >/dev/null 2>&1 || {

@@ -18,7 +18,7 @@ use crate::scenario::{SCENARIO_VARS, core_scenario};
 use crate::support::{TestApp, fixture};
 
 /// A sample event with its placeholders replaced.
-fn event(name: &str, replacements: &[(&str, &str)]) -> String {
+pub(crate) fn event(name: &str, replacements: &[(&str, &str)]) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../events")
         .join(name);

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
+pub(crate) const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
 
 /// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
 async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
@@ -48,7 +48,7 @@ async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
 
 /// Takes `n` messages from a queue as one event, receiving until they are all there
 /// (paced tasks carry delays of up to a second).
-async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
+pub(crate) async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
     let mut event = SqsEvent::default();
     for _ in 0..10 {
         event.records.extend(drain(sqs, url).await.records);
@@ -61,7 +61,7 @@ async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
 }
 
 /// A crawl request as the intake queue delivers it.
-fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
+pub(crate) fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
     let mut message = SqsMessage::default();
     message.message_id = Some(message_id.into());
     message.body = Some(request.to_string());
@@ -87,16 +87,16 @@ async fn fetch_then_process(
 }
 
 /// The AWS app with queues of its own, and a crawler handing downloads to the process queue.
-struct CrawlOnAws {
-    sqs: aws_sdk_sqs::Client,
-    urls: HashMap<&'static str, String>,
-    app: TestApp,
-    crawler: Crawler,
+pub(crate) struct CrawlOnAws {
+    pub sqs: aws_sdk_sqs::Client,
+    pub urls: HashMap<&'static str, String>,
+    pub app: TestApp,
+    pub crawler: Crawler,
 }
 
 impl CrawlOnAws {
     /// `None` (the test skips) without an emulator.
-    async fn start(name: &str) -> Option<Self> {
+    pub async fn start(name: &str) -> Option<Self> {
         let config = imgest_shared::testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();

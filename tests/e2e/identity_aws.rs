@@ -44,6 +44,12 @@ fn claims(who: &str) -> Option<Value> {
 
 /// An API Gateway (payload 2.0) event of `method path` with `body`, as `who`.
 fn event(who: &str, method: &str, path: &str, body: Option<(&[u8], &str)>) -> lambda_http::Request {
+    lambda_http::request::from_str(&api_event(who, method, path, body).to_string()).unwrap()
+}
+
+/// The JSON of an API Gateway (payload 2.0) event of `method path` with `body`, as `who` (a
+/// caller of [`claims`]).
+pub(crate) fn api_event(who: &str, method: &str, path: &str, body: Option<(&[u8], &str)>) -> Value {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../events/api-get-image.json");
     let mut e: Value = serde_json::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
     let route = format!("{method} {path}");
@@ -70,7 +76,7 @@ fn event(who: &str, method: &str, path: &str, body: Option<(&[u8], &str)>) -> la
         e["body"] = json!(base64(bytes, false));
         e["isBase64Encoded"] = json!(true);
     }
-    lambda_http::request::from_str(&e.to_string()).unwrap()
+    e
 }
 
 #[tokio::test]

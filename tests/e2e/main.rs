@@ -5,6 +5,7 @@ mod support;
 
 mod aws;
 mod bad_input;
+mod bootstraps;
 mod concurrency;
 mod crawl;
 mod crawl_aws;

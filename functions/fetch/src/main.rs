@@ -9,6 +9,9 @@ use lambda_runtime::{LambdaEvent, service_fn};
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_shared::telemetry::init("info");
     let crawler = imgest_shared::app::crawler_from_env().await?;
+    // The downloader (its TLS roots) is built in the init phase, with the CPU Lambda gives
+    // it, rather than during the first download; the other functions never build it.
+    crawler.downloader()?;
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<BatchResponse, lambda_runtime::Error>(fetch::handle(crawler, event.payload).await)

@@ -97,6 +97,10 @@ impl LocalRunner {
             )
             .map_err(|e| AppError::Startup(e.to_string()))?,
         );
+        // The download workers need it: built now, so a broken TLS setup stops the start.
+        crawler
+            .downloader()
+            .map_err(|e| AppError::Startup(e.to_string()))?;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
         // The download pools need the task queue the crawler sends to; on the AWS backend

@@ -29,6 +29,8 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     runner: LocalRunner,
     pub data_dir: tempfile::TempDir,
+    /// On the AWS adapters: the bucket and the table the app uses.
+    pub aws: Option<(String, String)>,
 }
 
 /// A response's status and JSON body.
@@ -155,7 +157,7 @@ impl TestApp {
             "IMGEST_DATA_DIR".into(),
             data_dir.path().display().to_string(),
         );
-        if let Some((bucket, table)) = aws {
+        if let Some((bucket, table)) = aws.clone() {
             map.insert("IMGEST_BACKEND".into(), "aws".into());
             map.insert("IMGEST_BUCKET".into(), bucket);
             map.insert("IMGEST_TABLE".into(), table);
@@ -180,6 +182,7 @@ impl TestApp {
             clock,
             runner,
             data_dir,
+            aws,
         }
     }
 

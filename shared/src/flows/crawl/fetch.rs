@@ -69,6 +69,7 @@ impl Crawler {
             add(&self.metrics.deferrals, 1);
             return self.queue_task(&task, wait).await;
         }
+        let downloader = self.downloader()?;
         // The host slot first: the permit is taken right before the request leaves, so the
         // limiter's clock and the host's agree to within a connect.
         let slot = self.hosts.acquire(&domain, now).await;
@@ -100,8 +101,7 @@ impl Crawler {
         let validator = record.validators.as_ref().map(Validators::validator);
         add(&self.metrics.download_attempts, 1);
         let hosts = self.settings.hosts_of(&task.client_id);
-        let result = self
-            .fetcher
+        let result = downloader
             .fetch(&url, deadline, validator.as_ref(), hosts)
             .await;
         drop(slot);

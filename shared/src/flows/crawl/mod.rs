@@ -26,7 +26,7 @@ mod records;
 mod sends;
 mod settle;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::fetch::{HostLimits, TierRouter};
@@ -62,7 +62,10 @@ pub enum Processing {
 pub struct Crawler {
     service: Arc<Service>,
     settings: CrawlSettings,
-    fetcher: Fetcher,
+    /// The downloader, built on first use: reading the system's TLS roots is most of a
+    /// function's start, and the API, intake and process functions never download.
+    downloader: OnceLock<Fetcher>,
+    fetch_config: FetchConfig,
     router: TierRouter,
     hosts: Arc<HostLimits>,
     pacer: Pacer,
@@ -78,18 +81,18 @@ impl Crawler {
         settings: CrawlSettings,
         processing: Processing,
     ) -> Result<Self, FlowError> {
-        let fetcher = Fetcher::new(FetchConfig {
+        let fetch_config = FetchConfig {
             allow_private: settings.allow_private_networks,
             max_body: service.pipeline().config().max_body,
             max_redirects: 5,
             user_agent: settings.user_agent.clone(),
             ports: settings.fetch_ports.clone(),
-        })
-        .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
+        };
         Ok(Self {
             router: TierRouter::new(settings.tiers.clone()),
             hosts: HostLimits::new(settings.domain_concurrency),
-            fetcher,
+            downloader: OnceLock::new(),
+            fetch_config,
             service,
             settings,
             pacer: Pacer::default(),
@@ -98,6 +101,19 @@ impl Crawler {
             processing,
             metrics: CrawlMetrics::default(),
         })
+    }
+
+    /// The downloader, built now if it was not yet. What downloads calls this at start (the
+    /// fetch function, the local runner), so its start pays for reading the TLS roots and a
+    /// broken TLS setup stops it there rather than at the first download.
+    pub fn downloader(&self) -> Result<&Fetcher, FlowError> {
+        if let Some(fetcher) = self.downloader.get() {
+            return Ok(fetcher);
+        }
+        let fetcher = Fetcher::new(self.fetch_config.clone())
+            .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
+        // Two first downloads at once may both have built one: the first stored is kept.
+        Ok(self.downloader.get_or_init(|| fetcher))
     }
 
     pub fn service(&self) -> &Arc<Service> {

@@ -1,0 +1,399 @@
+//! The Lambda bootstraps that SAM ships, run as Lambda runs them: each function's binary started
+//! against the Runtime API emulator (`imgest-runtime-api`) with the AWS side on the emulator
+//! the test command starts, fed the events its trigger delivers. Each test asserts on the
+//! function's answer and on what it wrote (read back through the AWS adapters).
+//!
+//! Ignored by a plain `cargo test`, as they need the built bootstraps: `infra/lambda-smoke.sh`
+//! (part of `infra/test.sh`) builds the arm64 ones with `sam build` and runs these under
+//! qemu-user. `IMGEST_BOOTSTRAPS` names the directory (SAM's `.aws-sam/build/<LogicalId>/` or
+//! cargo-lambda's `target/lambda/<binary>/` layout), `IMGEST_BOOTSTRAP_RUNNER` the command line
+//! to run them under (none: run directly, as the cold-start benchmark does on x86-64).
+//! Each function's start-to-first-answer is printed as a `cold start:` line.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use imgest_hosts::{PartnerHost, Route};
+use imgest_runtime_api::{Function, Launch, Outcome};
+use imgest_shared::domain::{
+    BlobKey, ClientId, Generation, ImageId, ImageState, OfferId, OfferKey, Tenant,
+};
+use serde_json::{Value, json};
+
+use crate::aws::event;
+use crate::crawl_aws::{CrawlOnAws, QUEUES, intake_event, take};
+use crate::identity_aws::api_event;
+use crate::support::{TestApp, fixture, sample};
+
+/// A function of `template.yaml`: its binary (cargo-lambda's layout) and its logical id
+/// (SAM's).
+#[derive(Clone, Copy)]
+struct Bootstrap {
+    binary: &'static str,
+    logical_id: &'static str,
+}
+
+const API: Bootstrap = Bootstrap::of("imgest-api", "ApiFunction");
+const INTAKE: Bootstrap = Bootstrap::of("imgest-intake", "IntakeFunction");
+const FETCH: Bootstrap = Bootstrap::of("imgest-fetch", "FetchFunction0");
+const PROCESS: Bootstrap = Bootstrap::of("imgest-process", "ProcessFunction");
+const TTL_CLEANUP: Bootstrap = Bootstrap::of("imgest-ttl-cleanup", "TtlCleanupFunction");
+const SCHEDULED_GC: Bootstrap = Bootstrap::of("imgest-scheduled-gc", "ScheduledGcFunction");
+
+impl Bootstrap {
+    const fn of(binary: &'static str, logical_id: &'static str) -> Self {
+        Self { binary, logical_id }
+    }
+
+    fn path(self) -> PathBuf {
+        let dir = std::env::var_os("IMGEST_BOOTSTRAPS")
+            .map(PathBuf::from)
+            .expect(
+                "IMGEST_BOOTSTRAPS: the directory of the built bootstraps (infra/lambda-smoke.sh)",
+            );
+        let candidates = [
+            dir.join(self.logical_id).join("bootstrap"),
+            dir.join(self.binary).join("bootstrap"),
+        ];
+        candidates
+            .iter()
+            .find(|p| p.is_file())
+            .cloned()
+            .unwrap_or_else(|| panic!("no bootstrap at {candidates:?}"))
+    }
+}
+
+/// The AWS side (bucket, table, queues on the emulator; the local runner on the same
+/// resources, to read back what the functions wrote) and the environment every function gets.
+struct Stack {
+    crawl: CrawlOnAws,
+    env: Vec<(String, String)>,
+}
+
+impl Stack {
+    async fn start(test: &str) -> Self {
+        let crawl = CrawlOnAws::start(test)
+            .await
+            .expect("the bootstraps' tests need the AWS emulator: run infra/lambda-smoke.sh");
+        let (bucket, table) = crawl.app.aws.clone().unwrap();
+        let queues = QUEUES
+            .iter()
+            .map(|n| format!("{n}={}", crawl.urls[n]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut env: Vec<(String, String)> = [
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", &bucket),
+            ("IMGEST_TABLE", &table),
+            ("IMGEST_QUEUES", &queues),
+            ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
+            ("IMGEST_AUTH", "gateway"),
+            ("IMGEST_PUBLIC_URL", "https://cdn.example.com"),
+            // The partner host of the crawl test is on 127.0.0.1.
+            ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+            ("IMGEST_FETCH_PORTS", "any"),
+            ("IMGEST_LOG", "info"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        // The emulator's endpoint and the fake credentials infra/moto.sh exported.
+        for var in [
+            "AWS_ENDPOINT_URL",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_REGION",
+            "AWS_EC2_METADATA_DISABLED",
+        ] {
+            if let Ok(value) = std::env::var(var) {
+                env.push((var.to_owned(), value));
+            }
+        }
+        Self { crawl, env }
+    }
+
+    async fn function(&self, bootstrap: Bootstrap, vars: &[(&str, &str)]) -> Function {
+        let runner = std::env::var("IMGEST_BOOTSTRAP_RUNNER").unwrap_or_default();
+        Launch::new(bootstrap.path(), bootstrap.binary)
+            .runner(runner.split_whitespace())
+            .envs(self.env.iter().cloned())
+            .envs(vars.iter().copied())
+            .start()
+            .await
+            .unwrap()
+    }
+}
+
+/// Invokes `function` and returns its answer, failing with its error report and log when it
+/// gives none; the first answer prints the function's cold start.
+async fn answer(function: &mut Function, event: &Value) -> Value {
+    let first = function.start_to_first_answer().is_none();
+    let outcome = match function.invoke(event.to_string()).await {
+        Ok(outcome) => outcome,
+        Err(e) => panic!("{e}"),
+    };
+    if first {
+        let secs = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
+        eprintln!(
+            "cold start: {} init {:.3} s, first answer {:.3} s",
+            function.name(),
+            secs(function.init_duration()),
+            secs(function.start_to_first_answer())
+        );
+    }
+    match outcome {
+        Outcome::Response(body) => serde_json::from_slice(&body).unwrap(),
+        Outcome::Error { error_type, body } => panic!(
+            "{} answered {error_type}: {}\n{}",
+            function.name(),
+            String::from_utf8_lossy(&body),
+            function.log()
+        ),
+    }
+}
+
+/// An API Gateway response's status and JSON body.
+fn http(response: &Value) -> (u64, Value) {
+    let body = response["body"].as_str().unwrap_or_default();
+    let json = serde_json::from_str(body).unwrap_or(Value::Null);
+    (response["statusCode"].as_u64().unwrap(), json)
+}
+
+/// Asserts a batch function reported no failed item.
+fn no_failures(function: &Function, response: &Value) {
+    assert_eq!(
+        response["batchItemFailures"],
+        json!([]),
+        "{}: {response}\n{}",
+        function.name(),
+        function.log()
+    );
+}
+
+/// A client's offer's photos, read from the table.
+async fn photos_of(app: &TestApp, client: &str, offer: &str) -> Vec<String> {
+    let key = OfferKey::new(
+        Tenant::Client(ClientId::parse(client).unwrap()),
+        OfferId::parse(offer).unwrap(),
+    );
+    let photos = app.service.ports().offers.photos(&key).await.unwrap();
+    photos
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_api_bootstrap_answers_health_an_upload_a_dedup_hit_and_an_offer() {
+    let stack = Stack::start("api bootstrap").await;
+    let app = &stack.crawl.app;
+    let mut api = stack.function(API, &[]).await;
+
+    let (status, health) =
+        http(&answer(&mut api, &api_event("anonymous", "GET", "/healthz", None)).await);
+    assert_eq!(status, 200, "{health}");
+
+    let photo = fixture("photo.jpg");
+    let upload = api_event(
+        "seller-a",
+        "POST",
+        "/v1/images",
+        Some((&photo, "image/jpeg")),
+    );
+    let (status, image) = http(&answer(&mut api, &upload).await);
+    assert_eq!(status, 201, "{image}");
+    let image_id = image["image_id"].as_str().unwrap().to_owned();
+    assert_eq!(image_id, ImageId::of_bytes(&photo).to_string());
+    assert!(
+        image["variants"]["large"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://cdn.example.com/"),
+        "{image}"
+    );
+    // The original and its three variants, decoded and encoded by this build.
+    assert_eq!(app.files_of(&image_id).await.len(), 4);
+
+    let (status, again) = http(&answer(&mut api, &upload).await);
+    assert_eq!(
+        (status, &again["deduplicated"]),
+        (200, &json!(true)),
+        "{again}"
+    );
+    assert_eq!(app.files_of(&image_id).await.len(), 4);
+
+    let photos = json!({ "image_ids": [image_id] }).to_string();
+    let link = api_event(
+        "partner-a",
+        "PUT",
+        "/v1/offers/car-1/photos",
+        Some((photos.as_bytes(), "application/json")),
+    );
+    let (status, linked) = http(&answer(&mut api, &link).await);
+    assert_eq!(status, 200, "{linked}");
+    assert_eq!(photos_of(app, "acme", "car-1").await, [image_id]);
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_intake_fetch_and_process_bootstraps_crawl_a_url_from_a_local_host() {
+    let stack = Stack::start("crawl bootstraps").await;
+    let CrawlOnAws { sqs, urls, app, .. } = &stack.crawl;
+    let photo = sample("dune.jpg");
+    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(photo.clone())))])
+        .await
+        .unwrap();
+    let mut intake = stack.function(INTAKE, &[]).await;
+    let mut fetch = stack.function(FETCH, &[("IMGEST_FETCH_TIER", "0")]).await;
+    let mut process = stack.function(PROCESS, &[]).await;
+
+    let request = json!({"client_id": "acme", "offer_id": "crawled", "urls": [host.url("/a.jpg")]});
+    let response = answer(
+        &mut intake,
+        &serde_json::to_value(intake_event("m-1", &request)).unwrap(),
+    )
+    .await;
+    no_failures(&intake, &response);
+
+    // A new host starts in the first tier: its queue holds the task.
+    let tasks = take(sqs, &urls["fetch-0"], 1).await;
+    let response = answer(&mut fetch, &serde_json::to_value(tasks).unwrap()).await;
+    no_failures(&fetch, &response);
+    assert_eq!(host.requests(), 1);
+    assert!(
+        app.files().await.iter().any(|f| f.starts_with("fetched/")),
+        "the download waits under fetched/"
+    );
+
+    let work = take(sqs, &urls["process"], 1).await;
+    let response = answer(&mut process, &serde_json::to_value(work).unwrap()).await;
+    no_failures(&process, &response);
+    let image_id = ImageId::of_bytes(&photo).to_string();
+    assert_eq!(
+        photos_of(app, "acme", "crawled").await,
+        vec![image_id.clone()]
+    );
+    assert_eq!(app.files_of(&image_id).await.len(), 4);
+    assert!(!app.files().await.iter().any(|f| f.starts_with("fetched/")));
+    // The crawl settled: its result is on the results queue.
+    let results = take(sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(result["offer_id"], "crawled", "{result}");
+    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+    assert_eq!(result["photos"][0]["image_id"], image_id.as_str());
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_process_bootstrap_processes_a_presigned_upload_from_its_s3_notification() {
+    let stack = Stack::start("process bootstrap").await;
+    let app = &stack.crawl.app;
+    let mut process = stack.function(PROCESS, &[]).await;
+    let photo = sample("storm.jpg");
+    let ticket = app
+        .post_json("/v1/uploads", &json!({"size": photo.len()}))
+        .await;
+    assert_eq!(ticket.status, 201, "{}", ticket.json);
+    let upload_id = ticket.json["upload_id"].as_str().unwrap().to_owned();
+    let put = app
+        .put_upload(ticket.json["upload_url"].as_str().unwrap(), photo.clone())
+        .await;
+    assert!(put.status().is_success(), "{}", put.status());
+
+    let (bucket, _) = app.aws.clone().unwrap();
+    let size = photo.len().to_string();
+    let notification = event(
+        "sqs-s3-object-created.json",
+        &[
+            ("fedcba9876543210fedcba9876543210", &upload_id),
+            ("imgest-files-example", &bucket),
+            ("12000000", &size),
+        ],
+    );
+    let response = answer(&mut process, &serde_json::from_str(&notification).unwrap()).await;
+    no_failures(&process, &response);
+    let done = app.get(&format!("/v1/uploads/{upload_id}")).await;
+    assert_eq!(done.json["state"], "done", "{}", done.json);
+    let image_id = ImageId::of_bytes(&photo).to_string();
+    assert_eq!(done.json["image"]["image_id"], image_id);
+    assert_eq!(app.files_of(&image_id).await.len(), 4);
+    assert!(!app.files().await.iter().any(|f| f.starts_with("incoming/")));
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_ttl_cleanup_bootstrap_deletes_the_files_of_a_ttl_removed_record() {
+    let stack = Stack::start("ttl-cleanup bootstrap").await;
+    let app = &stack.crawl.app;
+    let mut cleanup = stack.function(TTL_CLEANUP, &[]).await;
+    let kept = app.upload_ok(&fixture("photo.jpg")).await;
+    let removed = app.upload_ok(&fixture("small.png")).await;
+    let id = ImageId::parse(&removed).unwrap();
+    let images = &app.service.ports().images;
+    let record = images.get(&id).await.unwrap().unwrap();
+    let ImageState::Ready { variants, .. } = &record.state else {
+        panic!("not ready: {record:?}")
+    };
+
+    // DynamoDB's TTL deleter removes the expired record; the stream delivers its old image.
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+    let now = app.service.ports().clock.now();
+    assert!(
+        images
+            .delete_if_expired(&id, &record.generation, now)
+            .await
+            .unwrap()
+    );
+    let mut stream: Value = serde_json::from_str(&event("dynamodb-ttl-remove.json", &[])).unwrap();
+    stream["Records"][0]["dynamodb"]["Keys"]["pk"]["S"] = json!(format!("image#{removed}"));
+    let old = &mut stream["Records"][0]["dynamodb"]["OldImage"];
+    old["pk"]["S"] = json!(format!("image#{removed}"));
+    old["generation"]["S"] = json!(record.generation.to_string());
+    old["variants"]["S"] = json!(serde_json::to_string(variants).unwrap());
+    assert_eq!(app.files_of(&removed).await.len(), 4);
+
+    let response = answer(&mut cleanup, &stream).await;
+    no_failures(&cleanup, &response);
+    assert!(app.files_of(&removed).await.is_empty());
+    assert_eq!(app.files_of(&kept).await.len(), 4);
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_rest() {
+    let stack = Stack::start("scheduled-gc bootstrap").await;
+    let app = &stack.crawl.app;
+    // Every shard in one run, and no grace: the stray file is garbage at once.
+    let mut scheduled = stack
+        .function(
+            SCHEDULED_GC,
+            &[
+                ("IMGEST_SWEEP_SHARDS_PER_RUN", "256"),
+                ("IMGEST_SWEEP_GRACE", "0s"),
+            ],
+        )
+        .await;
+    let live = app.upload_ok(&fixture("photo.jpg")).await;
+    let stray_id = ImageId::of_bytes(b"never recorded");
+    let stray = BlobKey::original(&stray_id, &Generation::parse("00000002").unwrap());
+    app.service
+        .ports()
+        .blobs
+        .put(&stray, Bytes::from_static(b"y"), "application/octet-stream")
+        .await
+        .unwrap();
+
+    let schedule: Value = serde_json::from_str(&event("schedule.json", &[])).unwrap();
+    let report = answer(&mut scheduled, &schedule).await;
+    assert_eq!(report["sweep"]["shards"], 256, "{report}");
+    assert_eq!(report["sweep"]["files_deleted"], 1, "{report}");
+    assert_eq!(report["gc"]["images_deleted"], 0, "{report}");
+    assert!(app.files_of(stray_id.as_str()).await.is_empty());
+    // The unlinked photo is an orphan within its window: kept, files and all.
+    assert_eq!(app.files_of(&live).await.len(), 4);
+}
