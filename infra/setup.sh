@@ -89,6 +89,7 @@ packages_for() {
             apt-get:qemu-aarch64-static) echo qemu-user-static ;;
             *:qemu-aarch64-static) echo qemu-user-static ;;
             apt-get:arm64-libc) echo libc6-arm64-cross ;;
+            *:arm64-libc)
                 # Only Debian and Ubuntu package an arm64 glibc at that path.
                 say "no known package of an arm64 glibc under /usr/aarch64-linux-gnu for $manager: install one there by hand"
                 exit 1 ;;
