@@ -30,7 +30,7 @@ for f in "${functions[@]}"; do
     mkdir -p "$layout/$f"
     ln -sf "$target/release/$f" "$layout/$f/bootstrap"
 done
-cargo test --quiet -p imgest-e2e --test e2e --no-run
+cargo test --quiet --workspace --test e2e --no-run
 
 source infra/moto.sh
 moto_client_env
@@ -40,7 +40,7 @@ lines="$layout/cold-start.txt"
 : >"$lines"
 for round in $(seq "$rounds"); do
     _bench_say "round $round of $rounds"
-    cargo test --quiet -p imgest-e2e --test e2e bootstraps:: -- --ignored --nocapture \
+    cargo test --quiet --workspace --test e2e bootstraps:: -- --ignored --nocapture \
         --test-threads=1 2>&1 | grep -o 'cold start: .* s$' >>"$lines"
 done
 

@@ -71,5 +71,6 @@ export IMGEST_BOOTSTRAPS="$build_dir"
 export IMGEST_BOOTSTRAP_RUNNER="qemu-aarch64-static -L $ARM64_SYSROOT"
 
 started=$SECONDS
-cargo test -p imgest-e2e --test e2e bootstraps:: -- --ignored "$@"
+# --workspace: the same features as the test command's build, so its test binary is reused.
+cargo test --workspace --test e2e bootstraps:: -- --ignored "$@"
 say "built in ${build_seconds}s, tested in $((SECONDS - started))s"

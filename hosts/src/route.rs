@@ -53,6 +53,12 @@ pub enum Route {
     /// Declares the full `Content-Length`, sends the headers and the first `after` bytes, then
     /// (50 ms later) breaks the connection.
     Reset { bytes: Bytes, after: usize },
+    /// The inner route's response with these headers added (or replaced), e.g. a
+    /// `Content-MD5` that may or may not be the body's.
+    Headers {
+        headers: Vec<(String, String)>,
+        then: Box<Route>,
+    },
 }
 
 impl Route {
@@ -100,6 +106,20 @@ impl Route {
             bytes: bytes.into(),
             chunk: 1,
             per_chunk: per_byte,
+        }
+    }
+
+    /// `then`'s response with `headers` added.
+    pub fn with_headers<N: Into<String>, V: Into<String>>(
+        headers: impl IntoIterator<Item = (N, V)>,
+        then: Route,
+    ) -> Self {
+        Self::Headers {
+            headers: headers
+                .into_iter()
+                .map(|(n, v)| (n.into(), v.into()))
+                .collect(),
+            then: Box::new(then),
         }
     }
 
@@ -213,6 +233,18 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
                 ],
                 Body::from_stream(parts),
             )
+        }
+        Route::Headers { headers, then } => {
+            let mut response = render(*then, request);
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    response.headers_mut().insert(name, value);
+                }
+            }
+            response
         }
         Route::Delay(..) | Route::FailTimes { .. } => respond(
             500,

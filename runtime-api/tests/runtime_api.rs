@@ -64,6 +64,13 @@ async fn an_error_report_comes_back_with_its_type_and_the_function_goes_on() {
 }
 
 #[tokio::test]
+async fn an_answer_to_a_request_id_not_handed_out_is_refused_and_settles_nothing() {
+    let mut function = shell_runtime().start().await.unwrap();
+    let answer = answer(&mut function, "\"stray\"").await;
+    assert_eq!(answer["stray_status"], 400, "{answer}");
+}
+
+#[tokio::test]
 async fn a_process_that_dies_is_reported_with_its_status_and_last_output() {
     let mut function = shell_runtime().start().await.unwrap();
     let error = function.invoke(&b"\"exit\""[..]).await.unwrap_err();

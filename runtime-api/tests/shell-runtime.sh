@@ -1,7 +1,8 @@
 #!/bin/sh
 # A Lambda runtime in sh and curl, for the emulator's tests. For each event it answers
 # {"id", "arn", "deadline_ms", "home", "event"}, except for the events "fail" (an error
-# report), "exit" (the process exits 3 with a last word) and "big" (a 7 MB response). With
+# report), "exit" (the process exits 3 with a last word), "big" (a 7 MB response) and "stray"
+# (first answers a request id never handed out, then answers {"stray_status": HTTP status}). With
 # INIT=fail it reports an init error instead of polling.
 set -eu
 api="http://$AWS_LAMBDA_RUNTIME_API/2018-06-01/runtime"
@@ -22,6 +23,11 @@ while true; do
     '"exit"')
         echo "exiting as asked" >&2
         exit 3 ;;
+    '"stray"')
+        status=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -d '{"not":"mine"}' \
+            "$api/invocation/00000000-0000-4000-8000-ffffffffffff/response")
+        printf '{"stray_status":%s}' "$status" |
+            curl -sS -X POST --data-binary @- "$api/invocation/$id/response" >/dev/null ;;
     '"big"')
         head -c 7000000 /dev/zero | tr '\0' a |
             curl -sS -X POST --data-binary @- "$api/invocation/$id/response" >/dev/null || true ;;

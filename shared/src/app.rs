@@ -208,5 +208,5 @@ pub async fn crawler_from_env()
         Arc::new(service),
         settings.crawl,
         crate::flows::crawl::Processing::Handoff,
-    )?)
+    ))
 }

@@ -39,39 +39,55 @@ async fn the_core_scenario_passes_on_the_aws_adapters() {
     core_scenario(&app).await;
 }
 
+/// Two ready images, and the stream event of `removed`'s record once DynamoDB's TTL deleter
+/// has removed it (the clock moved past its expiry); `kept` keeps its record.
+pub(crate) struct TtlRemoval {
+    pub kept: String,
+    pub removed: String,
+    pub stream: Value,
+}
+
+pub(crate) async fn ttl_removal(app: &TestApp) -> TtlRemoval {
+    let kept = app.upload_ok(&fixture("photo.jpg")).await;
+    let removed = app.upload_ok(&fixture("small.png")).await;
+    let id = ImageId::parse(&removed).unwrap();
+    let images = &app.service.ports().images;
+    let record = images.get(&id).await.unwrap().unwrap();
+    let ImageState::Ready { variants, .. } = &record.state else {
+        panic!("not ready: {record:?}")
+    };
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+    let now = app.service.ports().clock.now();
+    assert!(
+        images
+            .delete_if_expired(&id, &record.generation, now)
+            .await
+            .unwrap()
+    );
+    let mut stream: Value = serde_json::from_str(&event("dynamodb-ttl-remove.json", &[])).unwrap();
+    stream["Records"][0]["dynamodb"]["Keys"]["pk"]["S"] = Value::from(format!("image#{removed}"));
+    let old = &mut stream["Records"][0]["dynamodb"]["OldImage"];
+    old["pk"]["S"] = Value::from(format!("image#{removed}"));
+    old["generation"]["S"] = Value::from(record.generation.to_string());
+    old["variants"]["S"] = Value::from(serde_json::to_string(variants).unwrap());
+    assert_eq!(app.files_of(&removed).await.len(), 4);
+    TtlRemoval {
+        kept,
+        removed,
+        stream,
+    }
+}
+
 #[tokio::test]
 async fn the_ttl_cleanup_function_deletes_the_files_of_a_ttl_removed_record() {
     let Some(app) = TestApp::start_aws("ttl-cleanup handler", &[]).await else {
         return;
     };
-    let kept = app.upload_ok(&fixture("photo.jpg")).await;
-    let removed = app.upload_ok(&fixture("small.png")).await;
-    let id = ImageId::parse(&removed).unwrap();
-    let record = app.service.ports().images.get(&id).await.unwrap().unwrap();
-    let ImageState::Ready { .. } = &record.state else {
-        panic!("ready")
-    };
-
-    // DynamoDB's TTL deleter removes the record; the stream delivers its old image.
-    app.advance_clock(Duration::from_secs(15 * 86_400));
-    assert!(
-        app.service
-            .ports()
-            .images
-            .delete_if_expired(&id, &record.generation, app.service.ports().clock.now())
-            .await
-            .unwrap()
-    );
-    let sample: Value = serde_json::from_str(&event("dynamodb-ttl-remove.json", &[])).unwrap();
-    let mut stream = sample.clone();
-    stream["Records"][0]["dynamodb"]["Keys"]["pk"]["S"] = Value::from(format!("image#{removed}"));
-    let old = &mut stream["Records"][0]["dynamodb"]["OldImage"];
-    old["pk"]["S"] = Value::from(format!("image#{removed}"));
-    old["generation"]["S"] = Value::from(record.generation.to_string());
-    if let ImageState::Ready { variants, .. } = &record.state {
-        old["variants"]["S"] = Value::from(serde_json::to_string(variants).unwrap());
-    }
-    assert_eq!(app.files_of(&removed).await.len(), 4);
+    let TtlRemoval {
+        kept,
+        removed,
+        stream,
+    } = ttl_removal(&app).await;
     let response =
         handlers::ttl_cleanup::handle(&app.service, dynamodb::removed_images(&stream)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");

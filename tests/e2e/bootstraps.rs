@@ -18,13 +18,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use imgest_hosts::{PartnerHost, Route};
 use imgest_runtime_api::{Function, Launch, Outcome};
-use imgest_shared::domain::{
-    BlobKey, ClientId, Generation, ImageId, ImageState, OfferId, OfferKey, Tenant,
-};
+use imgest_shared::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
 use serde_json::{Value, json};
 
-use crate::aws::event;
-use crate::crawl_aws::{CrawlOnAws, QUEUES, intake_event, take};
+use crate::aws::{TtlRemoval, event, ttl_removal};
+use crate::crawl_aws::{CrawlOnAws, intake_event, take};
 use crate::identity_aws::api_event;
 use crate::support::{TestApp, fixture, sample};
 
@@ -79,16 +77,11 @@ impl Stack {
             .await
             .expect("the bootstraps' tests need the AWS emulator: run infra/lambda-smoke.sh");
         let (bucket, table) = crawl.app.aws.clone().unwrap();
-        let queues = QUEUES
-            .iter()
-            .map(|n| format!("{n}={}", crawl.urls[n]))
-            .collect::<Vec<_>>()
-            .join(",");
         let mut env: Vec<(String, String)> = [
             ("IMGEST_BACKEND", "aws"),
             ("IMGEST_BUCKET", &bucket),
             ("IMGEST_TABLE", &table),
-            ("IMGEST_QUEUES", &queues),
+            ("IMGEST_QUEUES", &crawl.queues),
             ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
             ("IMGEST_AUTH", "gateway"),
             ("IMGEST_PUBLIC_URL", "https://cdn.example.com"),
@@ -331,31 +324,12 @@ async fn the_ttl_cleanup_bootstrap_deletes_the_files_of_a_ttl_removed_record() {
     let stack = Stack::start("ttl-cleanup bootstrap").await;
     let app = &stack.crawl.app;
     let mut cleanup = stack.function(TTL_CLEANUP, &[]).await;
-    let kept = app.upload_ok(&fixture("photo.jpg")).await;
-    let removed = app.upload_ok(&fixture("small.png")).await;
-    let id = ImageId::parse(&removed).unwrap();
-    let images = &app.service.ports().images;
-    let record = images.get(&id).await.unwrap().unwrap();
-    let ImageState::Ready { variants, .. } = &record.state else {
-        panic!("not ready: {record:?}")
-    };
-
-    // DynamoDB's TTL deleter removes the expired record; the stream delivers its old image.
-    app.advance_clock(Duration::from_secs(15 * 86_400));
-    let now = app.service.ports().clock.now();
-    assert!(
-        images
-            .delete_if_expired(&id, &record.generation, now)
-            .await
-            .unwrap()
-    );
-    let mut stream: Value = serde_json::from_str(&event("dynamodb-ttl-remove.json", &[])).unwrap();
-    stream["Records"][0]["dynamodb"]["Keys"]["pk"]["S"] = json!(format!("image#{removed}"));
-    let old = &mut stream["Records"][0]["dynamodb"]["OldImage"];
-    old["pk"]["S"] = json!(format!("image#{removed}"));
-    old["generation"]["S"] = json!(record.generation.to_string());
-    old["variants"]["S"] = json!(serde_json::to_string(variants).unwrap());
-    assert_eq!(app.files_of(&removed).await.len(), 4);
+    // DynamoDB's TTL deleter removed the expired record; the stream delivers its old image.
+    let TtlRemoval {
+        kept,
+        removed,
+        stream,
+    } = ttl_removal(app).await;
 
     let response = answer(&mut cleanup, &stream).await;
     no_failures(&cleanup, &response);

@@ -139,7 +139,10 @@ async fn http_failures_get_their_stable_kinds_and_permanent_ones_a_recheck_time(
     );
     assert_eq!(host.hits("/broken.jpg"), 3);
     assert!(results[0]["error"]["next_check_at"].is_string());
-    assert!(results[4]["error"].get("next_check_at").is_none());
+    assert!(
+        results[4]["error"]["next_check_at"].is_string(),
+        "transient failures through every retry get a recheck time too"
+    );
 
     // The next crawl within the recheck interval does not download permanent failures.
     let before = host.hits("/gone.jpg");
@@ -328,6 +331,43 @@ async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_
     assert_eq!(x["photos"][0]["status"], "ok");
     assert_eq!(x["photos"][0]["image_id"], y["photos"][0]["image_id"]);
     assert_eq!(host.hits("/shared.jpg"), 1);
+}
+
+#[tokio::test]
+async fn a_trusted_hosts_hash_header_naming_a_known_photo_saves_reading_the_body() {
+    let app = CrawlApp::start(&[("IMGEST_HASH_HEADERS", "127.0.0.1=etag")]).await;
+    let (known, unknown) = (photo("dune.jpg"), photo("storm.jpg"));
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(known.clone())),
+        // The same photo under another URL, dripping far slower than the last tier: only its
+        // header can settle it in time.
+        (
+            "/mirror.jpg",
+            Route::with_headers(
+                [("etag", format!("\"{}\"", id_of(&known)))],
+                Route::drip(known.clone(), Duration::from_millis(100)),
+            ),
+        ),
+        // A header naming an image imgest does not have: the body is read as usual.
+        ("/new.jpg", Route::photo(unknown.clone())),
+    ])
+    .await
+    .unwrap();
+    let first = app
+        .crawl_settled("acme", "original", &[host.url("/a.jpg")])
+        .await;
+    assert_eq!(first[0]["status"], "ok", "{first:?}");
+
+    let urls = [host.url("/mirror.jpg"), host.url("/new.jpg")];
+    let results = app.crawl_settled("acme", "mirrored", &urls).await;
+    assert!(results.iter().all(|r| r["status"] == "ok"), "{results:?}");
+    assert_eq!(
+        app.photo_ids("mirrored").await,
+        vec![id_of(&known), id_of(&unknown)]
+    );
+    let metrics = app.metrics();
+    assert_eq!(metrics.bodies_skipped, 1, "{metrics:?}");
+    assert_eq!(metrics.photos_new, 2, "{metrics:?}");
 }
 
 #[tokio::test]

@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-pub(crate) const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
+const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
 
 /// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
-async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
+pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
     let received = sqs
         .receive_message()
         .queue_url(url)
@@ -92,6 +92,8 @@ pub(crate) struct CrawlOnAws {
     pub urls: HashMap<&'static str, String>,
     pub app: TestApp,
     pub crawler: Crawler,
+    /// The app's `IMGEST_QUEUES` (each queue's name and URL), for processes of its own.
+    pub queues: String,
 }
 
 impl CrawlOnAws {
@@ -125,6 +127,7 @@ impl CrawlOnAws {
             urls,
             app,
             crawler,
+            queues,
         })
     }
 }
@@ -136,6 +139,7 @@ async fn a_crawl_goes_through_intake_fetch_process_and_results_on_aws() {
         urls,
         app,
         crawler,
+        ..
     }) = CrawlOnAws::start("crawl on aws").await
     else {
         return;
@@ -248,6 +252,7 @@ async fn an_intake_delivered_again_sends_its_downloads_again_and_other_crawls_jo
         urls,
         app,
         crawler,
+        ..
     }) = CrawlOnAws::start("intake delivered again").await
     else {
         return;

@@ -193,7 +193,7 @@ async fn drive(
         Arc::clone(&service),
         settings.crawl.clone(),
         Processing::Handoff,
-    )?;
+    );
     let client = ClientId::parse("bench").context("client id")?;
     let lambda = Lambda {
         sqs: &sqs,

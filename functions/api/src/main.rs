@@ -12,7 +12,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     let (settings, service) = imgest_shared::app::service_from_env().await?;
     let service = Arc::new(service);
     // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.
-    let crawler = Crawler::new(service.clone(), settings.crawl.clone(), Processing::Handoff)?;
+    let crawler = Crawler::new(service.clone(), settings.crawl.clone(), Processing::Handoff);
     // API Gateway's JWT authorizer checked the token; the claims come with the request.
     let auth = Authenticator::for_lambda(&settings.auth)?;
     let state = ApiState::new(

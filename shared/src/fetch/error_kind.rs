@@ -37,6 +37,9 @@ pub enum FetchErrorKind {
     /// (`IMGEST_CLIENT_HOSTS`).
     ForbiddenHost,
     InvalidUrl,
+    /// The host's circuit is open (most of its recent requests failed): not tried until a
+    /// probe after a cool-down succeeds.
+    HostUnavailable,
 }
 
 /// What the downloader does after a failure of a kind.
@@ -51,7 +54,7 @@ pub enum FailureClass {
 }
 
 impl FetchErrorKind {
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::NotFound,
         Self::Forbidden,
         Self::HttpError,
@@ -68,6 +71,7 @@ impl FetchErrorKind {
         Self::ForbiddenAddress,
         Self::ForbiddenHost,
         Self::InvalidUrl,
+        Self::HostUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,15 +92,18 @@ impl FetchErrorKind {
             Self::ForbiddenAddress => "forbidden_address",
             Self::ForbiddenHost => "forbidden_host",
             Self::InvalidUrl => "invalid_url",
+            Self::HostUnavailable => "host_unavailable",
         }
     }
 
     /// The one place failures are classified.
     pub fn class(self) -> FailureClass {
         match self {
-            Self::ServerError | Self::RateLimited | Self::Connection | Self::Dns => {
-                FailureClass::Transient
-            }
+            Self::ServerError
+            | Self::RateLimited
+            | Self::Connection
+            | Self::Dns
+            | Self::HostUnavailable => FailureClass::Transient,
             Self::Timeout => FailureClass::Slow,
             Self::NotFound
             | Self::Forbidden

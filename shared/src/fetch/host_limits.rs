@@ -1,7 +1,8 @@
-//! Politeness per domain: how many downloads may run at once (additive increase on success,
-//! multiplicative decrease on 429, so a host that pushes back gets fewer requests, not
-//! retries on top), and a failure score that decays with time, so a host that keeps failing
-//! is backed off instead of hammered.
+//! Politeness per domain in one process: how many downloads may run at once, and whether a
+//! host is backed off or its circuit open, from each host's [`HostHealth`]. The health is
+//! folded from this process's outcomes as they happen and replaced by the shared copy (every
+//! process's outcomes) whenever the crawl flows read it, so a 429 seen anywhere lowers the
+//! concurrency used everywhere.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,24 +10,16 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::host_health::{Admission, CircuitRules, HostEvent, HostHealth};
 use crate::domain::Timestamp;
 
-/// The failure score halves over this time.
-const SCORE_HALF_LIFE: Duration = Duration::from_secs(600);
-/// Below this score a host is not backed off.
-const SCORE_THRESHOLD: f64 = 5.0;
-/// The backoff for a score just over the threshold; doubles per point above it.
-const BACKOFF_BASE: Duration = Duration::from_secs(1);
-const BACKOFF_CAP: Duration = Duration::from_secs(900);
 /// Hosts remembered before idle ones are forgotten.
 const CAPACITY: usize = 100_000;
 
 #[derive(Debug)]
 struct HostState {
-    limit: f64,
+    health: HostHealth,
     in_flight: usize,
-    score: f64,
-    score_at: Timestamp,
 }
 
 /// Shared by every worker of a process.
@@ -34,6 +27,7 @@ struct HostState {
 pub struct HostLimits {
     initial: f64,
     max: f64,
+    circuit: CircuitRules,
     hosts: Mutex<HashMap<String, HostState>>,
     released: Notify,
 }
@@ -47,11 +41,12 @@ pub struct HostSlot {
 
 impl HostLimits {
     /// Each host starts with `initial` concurrent downloads and may grow to 4× that.
-    pub fn new(initial: usize) -> Arc<Self> {
+    pub fn new(initial: usize, circuit: CircuitRules) -> Arc<Self> {
         let initial = initial.max(1) as f64;
         Arc::new(Self {
             initial,
             max: initial * 4.0,
+            circuit,
             hosts: Mutex::new(HashMap::new()),
             released: Notify::new(),
         })
@@ -64,7 +59,7 @@ impl HostLimits {
             {
                 let mut hosts = self.lock();
                 let state = self.state(&mut hosts, host, now);
-                if (state.in_flight as f64) < state.limit.floor().max(1.0) {
+                if (state.in_flight as f64) < state.health.limit.floor().max(1.0) {
                     state.in_flight += 1;
                     return HostSlot {
                         limits: self.clone(),
@@ -76,55 +71,61 @@ impl HostLimits {
         }
     }
 
-    /// The host answered (not 429): one more concurrent download allowed, up to the cap, and
-    /// its failure score halves (a host that works again is not held off for long).
-    pub fn on_success(&self, host: &str, now: Timestamp) {
+    /// Folds a download's outcome into the host's health.
+    pub fn observe(&self, host: &str, event: HostEvent, now: Timestamp) {
         let mut hosts = self.lock();
         let state = self.state(&mut hosts, host, now);
-        state.score = decayed(state, now) / 2.0;
-        state.score_at = now;
-        // Additive increase of one slot per `limit` successes: one per round trip of a full
-        // window, as TCP does.
-        state.limit = (state.limit + 1.0 / state.limit.max(1.0)).min(self.max);
-    }
-
-    /// The host answered 429: half the concurrency.
-    pub fn on_rate_limited(&self, host: &str, now: Timestamp) {
-        let mut hosts = self.lock();
-        let state = self.state(&mut hosts, host, now);
-        state.limit = (state.limit / 2.0).max(1.0);
-        self.add_failure(state, now);
-    }
-
-    /// A failure the host is responsible for (5xx, connection, timeout).
-    pub fn on_failure(&self, host: &str, now: Timestamp) {
-        let mut hosts = self.lock();
-        let state = self.state(&mut hosts, host, now);
-        self.add_failure(state, now);
+        state.health.apply(event, now, self.max, &self.circuit);
+        if event == HostEvent::Answered {
+            // A grown limit may let a waiting download go.
+            self.released.notify_waiters();
+        }
     }
 
     /// How long to hold off new downloads from `host`, if its failure score is high.
     pub fn backoff(&self, host: &str, now: Timestamp) -> Option<Duration> {
-        let mut hosts = self.lock();
-        let state = hosts.get_mut(host)?;
-        let score = decayed(state, now);
-        (score >= SCORE_THRESHOLD).then(|| {
-            let steps = (score - SCORE_THRESHOLD).floor().min(20.0) as u32;
-            BACKOFF_BASE.saturating_mul(1 << steps).min(BACKOFF_CAP)
-        })
+        self.lock().get(host)?.health.backoff(now)
     }
 
-    /// The current concurrency limit of `host` (for statistics and tests).
+    /// What the host's circuit lets a download do now.
+    pub fn admission(&self, host: &str, now: Timestamp) -> Admission {
+        self.lock()
+            .get(host)
+            .map_or(Admission::Go, |s| s.health.admission(now))
+    }
+
+    /// The current concurrency limit of `host`.
     pub fn limit(&self, host: &str) -> usize {
         self.lock()
             .get(host)
-            .map_or(self.initial, |s| s.limit)
+            .map_or(self.initial, |s| s.health.limit)
             .floor() as usize
     }
 
-    fn add_failure(&self, state: &mut HostState, now: Timestamp) {
-        state.score = decayed(state, now) + 1.0;
-        state.score_at = now;
+    /// The host's health as this process knows it (a fresh one for a host never seen).
+    pub fn health(&self, host: &str, now: Timestamp) -> HostHealth {
+        self.lock()
+            .get(host)
+            .map_or_else(|| self.fresh(now), |s| s.health.clone())
+    }
+
+    /// A host never seen: the initial concurrency, nothing against it.
+    pub fn fresh(&self, now: Timestamp) -> HostHealth {
+        HostHealth::new(self.initial, now)
+    }
+
+    /// The concurrency cap and circuit rules every copy of a host's health is folded with.
+    pub fn rules(&self) -> (f64, &CircuitRules) {
+        (self.max, &self.circuit)
+    }
+
+    /// Replaces what this process knows of `host` by `health` (the shared copy); its running
+    /// downloads stay counted.
+    pub fn set_health(&self, host: &str, health: HostHealth, now: Timestamp) {
+        let mut hosts = self.lock();
+        self.state(&mut hosts, host, now).health = health;
+        drop(hosts);
+        self.released.notify_waiters();
     }
 
     fn state<'a>(
@@ -134,13 +135,16 @@ impl HostLimits {
         now: Timestamp,
     ) -> &'a mut HostState {
         if hosts.len() >= CAPACITY && !hosts.contains_key(host) {
-            hosts.retain(|_, s| s.in_flight > 0 || decayed(s, now) >= 0.5);
+            hosts.retain(|_, s| {
+                s.in_flight > 0
+                    || s.health
+                        .backoff(now.plus(Duration::from_secs(3600)))
+                        .is_some()
+            });
         }
         hosts.entry(host.to_owned()).or_insert_with(|| HostState {
-            limit: self.initial,
+            health: HostHealth::new(self.initial, now),
             in_flight: 0,
-            score: 0.0,
-            score_at: now,
         })
     }
 
@@ -152,13 +156,9 @@ impl HostLimits {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HostState>> {
+        // Limits stay usable after a panic elsewhere: worst case, one skewed sample.
         self.hosts.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-fn decayed(state: &HostState, now: Timestamp) -> f64 {
-    let age_ms = (now.as_millis() - state.score_at.as_millis()).max(0) as f64;
-    state.score * 0.5f64.powf(age_ms / SCORE_HALF_LIFE.as_millis() as f64)
 }
 
 impl Drop for HostSlot {
@@ -174,24 +174,16 @@ mod tests {
     const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
 
     #[tokio::test]
-    async fn a_429_halves_concurrency_and_successes_grow_it_back_slowly() {
-        let limits = HostLimits::new(8);
-        limits.on_rate_limited("h", T0);
+    async fn a_429_halves_one_hosts_concurrency_only() {
+        let limits = HostLimits::new(8, CircuitRules::default());
+        limits.observe("h", HostEvent::RateLimited, T0);
         assert_eq!(limits.limit("h"), 4);
-        limits.on_rate_limited("h", T0);
-        limits.on_rate_limited("h", T0);
-        limits.on_rate_limited("h", T0);
-        assert_eq!(limits.limit("h"), 1, "never below one");
-        for _ in 0..3 {
-            limits.on_success("h", T0);
-        }
-        assert_eq!(limits.limit("h"), 2);
         assert_eq!(limits.limit("other"), 8);
     }
 
     #[tokio::test]
     async fn slots_beyond_the_limit_wait_for_a_release() {
-        let limits = HostLimits::new(1);
+        let limits = HostLimits::new(1, CircuitRules::default());
         let first = limits.acquire("h", T0).await;
         let waiter = tokio::spawn({
             let limits = limits.clone();
@@ -206,19 +198,20 @@ mod tests {
         waiter.await.unwrap();
     }
 
-    #[test]
-    fn failing_hosts_are_backed_off_until_the_score_decays() {
-        let limits = HostLimits::new(4);
-        for _ in 0..4 {
-            limits.on_failure("h", T0);
+    #[tokio::test]
+    async fn a_shared_health_replaces_the_local_one_and_keeps_running_downloads_counted() {
+        let limits = HostLimits::new(2, CircuitRules::default());
+        let _one = limits.acquire("h", T0).await;
+        let mut shared = limits.health("h", T0);
+        shared.apply(HostEvent::RateLimited, T0, 8.0, &CircuitRules::default());
+        limits.set_health("h", shared, T0);
+        assert_eq!(limits.limit("h"), 1);
+        let second = limits.acquire("h", T0);
+        tokio::pin!(second);
+        tokio::select! {
+            biased;
+            _ = &mut second => panic!("the one slot is taken"),
+            () = std::future::ready(()) => {}
         }
-        assert_eq!(limits.backoff("h", T0), None);
-        limits.on_failure("h", T0);
-        assert_eq!(limits.backoff("h", T0), Some(BACKOFF_BASE));
-        limits.on_failure("h", T0);
-        limits.on_failure("h", T0);
-        assert_eq!(limits.backoff("h", T0), Some(BACKOFF_BASE * 4));
-        let later = T0.plus(SCORE_HALF_LIFE);
-        assert_eq!(limits.backoff("h", later), None);
     }
 }

@@ -6,10 +6,15 @@
 //! the fastest tier whose miss rate is low. So a host that needs 3 s stops paying a wasted
 //! 1 s attempt per photo after its first few, and a host that gets faster is noticed from its
 //! successes in the slower tier (they report how long they took), with no probing.
+//!
+//! [`RouteStats`] is the pure part, folded the same way by every process into a shared copy;
+//! [`TierRouter`] holds a process's copies (replaced by the shared ones when they are read).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use crate::domain::ClientId;
 
@@ -29,9 +34,52 @@ pub enum Observation {
     TimedOut { tier: usize },
 }
 
+/// One (client, host)'s statistics: per tier, the decaying share of downloads that would have
+/// missed its deadline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteStats {
+    pub miss_rate: Vec<f64>,
+}
+
+impl RouteStats {
+    /// The fastest tier whose miss rate is low (the last if none is); 0 with no statistics.
+    pub fn tier(&self, tiers: usize) -> usize {
+        if self.miss_rate.is_empty() {
+            return 0;
+        }
+        self.miss_rate
+            .iter()
+            .take(tiers)
+            .position(|rate| *rate < MAX_MISS_RATE)
+            .unwrap_or(tiers.saturating_sub(1))
+    }
+
+    /// Folds in one outcome.
+    pub fn observe(&mut self, tiers: &[Duration], observation: Observation) {
+        // A host's first outcome is all there is to go on: it sets the rates outright, so a
+        // slow host wastes one fast-tier attempt, not several.
+        let alpha = if self.miss_rate.is_empty() {
+            1.0
+        } else {
+            ALPHA
+        };
+        // Tiers added since the statistics were written start with no misses.
+        self.miss_rate.resize(tiers.len(), 0.0);
+        for (i, (rate, deadline)) in self.miss_rate.iter_mut().zip(tiers).enumerate() {
+            let missed = match observation {
+                Observation::Finished(elapsed) => elapsed > *deadline,
+                Observation::TimedOut { tier } if i <= tier => true,
+                // A timeout says nothing about the slower tiers.
+                Observation::TimedOut { .. } => continue,
+            };
+            *rate = (1.0 - alpha) * *rate + alpha * if missed { 1.0 } else { 0.0 };
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct HostStats {
-    miss_rate: Vec<f64>,
+    stats: RouteStats,
     last_seen: u64,
 }
 
@@ -59,46 +107,41 @@ impl TierRouter {
     /// The tier a new download from `domain` for `client` starts in.
     pub fn route(&self, client: &ClientId, domain: &str) -> usize {
         let inner = self.lock();
-        let Some(stats) = inner.hosts.get(&(client.clone(), domain.to_owned())) else {
-            return 0;
-        };
-        stats
-            .miss_rate
-            .iter()
-            .position(|rate| *rate < MAX_MISS_RATE)
-            .unwrap_or(self.tiers.len().saturating_sub(1))
+        inner
+            .hosts
+            .get(&(client.clone(), domain.to_owned()))
+            .map_or(0, |s| s.stats.tier(self.tiers.len()))
     }
 
     pub fn observe(&self, client: &ClientId, domain: &str, observation: Observation) {
+        let tiers = &self.tiers;
+        self.with(client, domain, |stats| stats.observe(tiers, observation));
+    }
+
+    /// Replaces this process's statistics of (`client`, `domain`) by `stats` (the shared copy).
+    pub fn set(&self, client: &ClientId, domain: &str, stats: RouteStats) {
+        self.with(client, domain, |s| *s = stats);
+    }
+
+    /// The timeout tiers' deadlines, fastest first.
+    pub fn tiers(&self) -> &[Duration] {
+        &self.tiers
+    }
+
+    fn with(&self, client: &ClientId, domain: &str, change: impl FnOnce(&mut RouteStats)) {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        if inner.hosts.len() >= CAPACITY {
+        let key = (client.clone(), domain.to_owned());
+        if inner.hosts.len() >= CAPACITY && !inner.hosts.contains_key(&key) {
             evict_oldest(&mut inner.hosts);
         }
-        // A host's first outcome is all there is to go on: it sets the rates outright, so a
-        // slow host wastes one fast-tier attempt, not several.
-        let first = !inner
-            .hosts
-            .contains_key(&(client.clone(), domain.to_owned()));
-        let alpha = if first { 1.0 } else { ALPHA };
-        let stats = inner
-            .hosts
-            .entry((client.clone(), domain.to_owned()))
-            .or_insert_with(|| HostStats {
-                miss_rate: vec![0.0; self.tiers.len()],
-                last_seen: tick,
-            });
-        stats.last_seen = tick;
-        for (i, (rate, deadline)) in stats.miss_rate.iter_mut().zip(&self.tiers).enumerate() {
-            let missed = match observation {
-                Observation::Finished(elapsed) => elapsed > *deadline,
-                Observation::TimedOut { tier } if i <= tier => true,
-                // A timeout says nothing about the slower tiers.
-                Observation::TimedOut { .. } => continue,
-            };
-            *rate = (1.0 - alpha) * *rate + alpha * if missed { 1.0 } else { 0.0 };
-        }
+        let entry = inner.hosts.entry(key).or_insert_with(|| HostStats {
+            stats: RouteStats::default(),
+            last_seen: tick,
+        });
+        entry.last_seen = tick;
+        change(&mut entry.stats);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

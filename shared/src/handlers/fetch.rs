@@ -1,6 +1,6 @@
 //! The `fetch` function (one per tier, each on its tier's queue): SQS messages that each carry
 //! one fetch task. Retries and tier moves are sent as new messages, so a message is done once
-//! its attempt is.
+//! its attempt is. What the batch taught about its hosts is shared before the invocation ends.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -10,11 +10,14 @@ use crate::flows::crawl::messages::FetchTask;
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let items = super::sqs_items(event);
-    run_batch(items, |body| async move {
+    let response = run_batch(items, |body| async move {
         let task: FetchTask = serde_json::from_str(&body)
             .map_err(|e| ItemError::Unusable(format!("not a fetch task: {e}")))?;
         crawler.run_fetch(task).await?;
         Ok(())
     })
-    .await
+    .await;
+    // The instance may be frozen until its next invocation: what it learned goes out now.
+    crawler.flush_learning().await;
+    response
 }

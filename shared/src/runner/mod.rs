@@ -89,14 +89,11 @@ impl LocalRunner {
             (None, None) => settings.public_base_url(),
         };
         let service = Arc::new(app::service(settings, &base_url, options.clock).await?);
-        let crawler = Arc::new(
-            Crawler::new(
-                Arc::clone(&service),
-                settings.crawl.clone(),
-                Processing::Inline,
-            )
-            .map_err(|e| AppError::Startup(e.to_string()))?,
-        );
+        let crawler = Arc::new(Crawler::new(
+            Arc::clone(&service),
+            settings.crawl.clone(),
+            Processing::Inline,
+        ));
         // The download workers need it: built now, so a broken TLS setup stops the start.
         crawler
             .downloader()
@@ -183,6 +180,8 @@ impl LocalRunner {
                 error!(error = %e, "a runner task stopped abnormally");
             }
         }
+        // What the downloads learned of their hosts outlives the process.
+        self.crawler.flush_learning().await;
     }
 }
 

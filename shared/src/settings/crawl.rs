@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::SettingsError;
 use super::parse::Vars;
 use crate::domain::{ClientId, NormalizationRules};
-use crate::fetch::{AllowedPorts, HostAllowlist};
+use crate::fetch::{AllowedPorts, CircuitRules, HashHeaders, HostAllowlist};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrawlSettings {
@@ -27,6 +27,18 @@ pub struct CrawlSettings {
     /// `IMGEST_RECHECK_BASE` (1h): a URL that failed permanently is downloaded again only
     /// after 1×, 2×, 4×… this (capped at 24 h).
     pub recheck_base: Duration,
+    /// `IMGEST_TRANSIENT_RECHECK_BASE` (10m): a URL whose downloads kept failing transiently
+    /// (through every retry, or past the last tier) is downloaded again only after 1×, 2×,
+    /// 4×… this (capped at 24 h), so re-sent feeds do not retry it at once.
+    pub transient_recheck_base: Duration,
+    /// `IMGEST_CIRCUIT_MIN_REQUESTS` (20), `IMGEST_CIRCUIT_FAILURE_PERCENT` (50),
+    /// `IMGEST_CIRCUIT_WINDOW` (60s), `IMGEST_CIRCUIT_COOL_DOWN` (30s): a host whose recent
+    /// requests (at least the minimum, counted over a decaying window) failed at least that
+    /// share gets no downloads (`host_unavailable`) until a probe after the cool-down succeeds.
+    pub circuit: CircuitRules,
+    /// `IMGEST_HASH_HEADERS` (`host=content-md5,…`): hosts trusted to send the body's MD5 in a
+    /// header; a response naming a known image is not downloaded.
+    pub hash_headers: HashHeaders,
     /// `IMGEST_CLIENT_RPM` (600) and `IMGEST_CLIENT_RPM_OVERRIDES` (`client=rpm,…`).
     pub client_rpm: u32,
     pub client_rpm_overrides: HashMap<ClientId, u32>,
@@ -170,6 +182,22 @@ impl CrawlSettings {
                 return Err(vars.bad(var, format!("{client} is listed twice")));
             }
         }
+        let hash_headers = match vars.get("IMGEST_HASH_HEADERS") {
+            None => HashHeaders::default(),
+            Some(v) => HashHeaders::parse(v).map_err(|e| {
+                vars.bad(
+                    "IMGEST_HASH_HEADERS",
+                    format!("{e} (expected host=header pairs, e.g. img.example=content-md5,cdn.example=etag)"),
+                )
+            })?,
+        };
+        let circuit = CircuitRules {
+            min_requests: vars.number("IMGEST_CIRCUIT_MIN_REQUESTS", 20, 1, 1_000_000)?,
+            failure_percent: vars.number("IMGEST_CIRCUIT_FAILURE_PERCENT", 50, 1, 100)?,
+            window: vars.positive_duration("IMGEST_CIRCUIT_WINDOW", Duration::from_secs(60))?,
+            cool_down: vars
+                .positive_duration("IMGEST_CIRCUIT_COOL_DOWN", Duration::from_secs(30))?,
+        };
         let retry_base = vars.positive_duration("IMGEST_RETRY_BASE", Duration::from_secs(1))?;
         let retry_cap = vars.positive_duration("IMGEST_RETRY_CAP", Duration::from_secs(3600))?;
         if retry_cap < retry_base {
@@ -187,6 +215,10 @@ impl CrawlSettings {
             max_attempts: vars.number("IMGEST_MAX_ATTEMPTS", 5, 1, 100)?,
             recheck_base: vars
                 .positive_duration("IMGEST_RECHECK_BASE", Duration::from_secs(3600))?,
+            transient_recheck_base: vars
+                .positive_duration("IMGEST_TRANSIENT_RECHECK_BASE", Duration::from_secs(600))?,
+            circuit,
+            hash_headers,
             client_rpm: vars.number("IMGEST_CLIENT_RPM", 600, 1, 1_000_000)?,
             client_rpm_overrides,
             rate_window: vars.positive_duration("IMGEST_RATE_WINDOW", Duration::from_secs(60))?,
@@ -239,6 +271,9 @@ mod tests {
         assert!(!s.allow_private_networks);
         assert_eq!(s.fetch_ports, AllowedPorts::Only(vec![80, 443]));
         assert!(s.client_hosts.is_empty());
+        assert_eq!(s.transient_recheck_base, Duration::from_secs(600));
+        assert_eq!(s.circuit, CircuitRules::default());
+        assert_eq!(s.hash_headers, HashHeaders::default());
     }
 
     #[test]
@@ -298,6 +333,11 @@ mod tests {
             ("IMGEST_CLIENT_HOSTS", "acme=a.example;acme=b.example"),
             ("IMGEST_CLIENT_HOSTS", "acme=a..example"),
             ("IMGEST_CLIENT_HOSTS", "ac me=a.example"),
+            ("IMGEST_CIRCUIT_FAILURE_PERCENT", "0"),
+            ("IMGEST_CIRCUIT_FAILURE_PERCENT", "101"),
+            ("IMGEST_CIRCUIT_COOL_DOWN", "0s"),
+            ("IMGEST_HASH_HEADERS", "img.example"),
+            ("IMGEST_HASH_HEADERS", "img.example=bad header"),
         ] {
             let err = parse(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");

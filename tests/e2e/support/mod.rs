@@ -340,7 +340,7 @@ impl TestApp {
         map.entry("IMGEST_FETCH_PORTS".into())
             .or_insert_with(|| "any".into());
         let settings = Settings::from_map(&map).unwrap().crawl;
-        Crawler::new(self.service.clone(), settings, processing).unwrap()
+        Crawler::new(self.service.clone(), settings, processing)
     }
 
     pub fn advance_clock(&self, by: Duration) {

@@ -15,6 +15,9 @@
 //!   hashed (MD5, the [`ImageId`]) as it streams.
 //! - **Conditional requests** (`headers`): a [`Validator`] from an earlier download is sent
 //!   as `If-None-Match` / `If-Modified-Since`; a 304 is [`Fetched::NotModified`].
+//! - **Dedup before the body** ([`Fetcher::fetch_unless_known`]): a trusted host's response
+//!   that names (by [`HashHeaders`]) an image imgest has is [`Fetched::Known`]; its body is
+//!   never read.
 //! - **TLS** (`tls`): rustls on the aws-lc-rs provider the AWS SDK already builds.
 //!
 //! Errors are [`FetchError`]s carrying a stable [`FetchErrorKind`]; the caller decides what a
@@ -38,7 +41,7 @@ pub use self::error::FetchError;
 pub use self::headers::Validator;
 pub use self::tls::{TlsSetupError, install_default_provider};
 use crate::domain::{ImageId, SourceFormat};
-use crate::fetch::{AllowedPorts, FetchErrorKind, HostAllowlist};
+use crate::fetch::{AllowedPorts, FetchErrorKind, HashHeaders, HostAllowlist};
 
 /// How downloads behave; one per [`Fetcher`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +91,28 @@ pub enum Fetched {
         validator: Validator,
         elapsed: Duration,
     },
+    /// A trusted host named the body's MD5 in a header, and it is a known image: the body
+    /// was not read.
+    Known {
+        image_id: ImageId,
+        final_url: Url,
+        validator: Validator,
+        elapsed: Duration,
+    },
+}
+
+/// Whether an image is known (asked before a body named by a trusted header is read).
+#[async_trait::async_trait]
+pub trait KnownImages: Send + Sync {
+    async fn is_known(&self, id: &ImageId) -> bool;
+}
+
+/// What makes a download skip a body it already has: the hosts trusted to name it, and who
+/// knows the images.
+#[derive(Clone, Copy)]
+pub struct BodyDedup<'a> {
+    pub trusted: &'a HashHeaders,
+    pub known: &'a dyn KnownImages,
 }
 
 impl Fetched {
@@ -95,14 +120,14 @@ impl Fetched {
     pub fn elapsed(&self) -> Duration {
         match self {
             Self::Body(download) => download.elapsed,
-            Self::NotModified { elapsed, .. } => *elapsed,
+            Self::NotModified { elapsed, .. } | Self::Known { elapsed, .. } => *elapsed,
         }
     }
 
     fn set_elapsed(&mut self, value: Duration) {
         match self {
             Self::Body(download) => download.elapsed = value,
-            Self::NotModified { elapsed, .. } => *elapsed = value,
+            Self::NotModified { elapsed, .. } | Self::Known { elapsed, .. } => *elapsed = value,
         }
     }
 }
@@ -169,8 +194,23 @@ impl Fetcher {
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
     ) -> Result<Fetched, FetchError> {
+        self.fetch_unless_known(url, deadline, validator, hosts, None)
+            .await
+    }
+
+    /// [`fetch`](Self::fetch), but a response whose trusted hash header names a known image
+    /// is [`Fetched::Known`], its body unread. The check is part of the deadline.
+    pub async fn fetch_unless_known(
+        &self,
+        url: &Url,
+        deadline: Duration,
+        validator: Option<&Validator>,
+        hosts: Option<&HostAllowlist>,
+        dedup: Option<BodyDedup<'_>>,
+    ) -> Result<Fetched, FetchError> {
         let started = Instant::now();
-        let outcome = tokio::time::timeout(deadline, self.follow(url, validator, hosts)).await;
+        let outcome =
+            tokio::time::timeout(deadline, self.follow(url, validator, hosts, dedup)).await;
         let elapsed = started.elapsed();
         match outcome {
             Ok(Ok(mut fetched)) => {
@@ -198,6 +238,7 @@ impl Fetcher {
         url: &Url,
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
+        dedup: Option<BodyDedup<'_>>,
     ) -> Result<Fetched, FetchError> {
         let rules = target::Rules {
             allow_private: self.config.allow_private,
@@ -237,6 +278,15 @@ impl Fetcher {
                 }
                 200..=299 => {
                     let validator = Validator::from_headers(response.headers());
+                    if let Some(image_id) = announced_known(dedup, &current, &response).await {
+                        // Dropping the response closes its connection without reading on.
+                        return Ok(Fetched::Known {
+                            image_id,
+                            final_url: current,
+                            validator,
+                            elapsed: Duration::ZERO,
+                        });
+                    }
                     let body = body::read(response, self.config.max_body).await?;
                     return Ok(Fetched::Body(Download {
                         bytes: body.bytes,
@@ -254,4 +304,17 @@ impl Fetcher {
             }
         }
     }
+}
+
+/// The image a trusted host's response names in its hash header, if it is known.
+async fn announced_known(
+    dedup: Option<BodyDedup<'_>>,
+    url: &Url,
+    response: &reqwest::Response,
+) -> Option<ImageId> {
+    let dedup = dedup?;
+    let id = dedup
+        .trusted
+        .announced(url.host_str()?, response.headers())?;
+    dedup.known.is_known(&id).await.then_some(id)
 }

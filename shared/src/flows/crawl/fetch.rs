@@ -7,15 +7,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::{debug, info};
 
+use super::learning::Admitted;
 use super::metrics::add;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
 use crate::domain::UrlHash;
 use crate::domain::{BlobKey, ImageId, Timestamp};
 use crate::fetch::backoff::{recheck_after, retry_delay};
-use crate::fetch::{Download, FetchError, Fetched};
+use crate::fetch::{BodyDedup, Download, FetchError, Fetched, HostEvent, KnownImages};
 use crate::fetch::{FailureClass, FetchErrorKind, Observation};
 use crate::flows::FlowError;
+use crate::flows::Service;
 use crate::flows::crawl::messages::{
     DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage,
 };
@@ -46,6 +48,12 @@ impl Crawler {
     /// storage, which the queue's redelivery retries; every partner-side failure is handled
     /// here (retried later, moved to the next tier, or recorded as the URL's outcome).
     pub async fn run_fetch(&self, task: FetchTask) -> Result<(), FlowError> {
+        let result = self.fetch_once(task).await;
+        self.flush_due_learning().await;
+        result
+    }
+
+    async fn fetch_once(&self, task: FetchTask) -> Result<(), FlowError> {
         let now = self.now();
         let records = self.service.ports().records.as_ref();
         let Some(record) =
@@ -65,7 +73,18 @@ impl Crawler {
         };
         let domain = super::host_of(&url).to_owned();
 
-        if let Some(wait) = self.hosts.backoff(&domain, now) {
+        let probe = match self.admit(&domain).await? {
+            Admitted::Go => false,
+            Admitted::Probe => true,
+            Admitted::Refused => {
+                add(&self.metrics.circuit_refusals, 1);
+                let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, task.attempt);
+                return self
+                    .finish_url(&task.url_hash, Settlement::Failed { error })
+                    .await;
+            }
+        };
+        if !probe && let Some(wait) = self.hosts.backoff(&domain, now) {
             add(&self.metrics.deferrals, 1);
             return self.queue_task(&task, wait).await;
         }
@@ -101,16 +120,30 @@ impl Crawler {
         let validator = record.validators.as_ref().map(Validators::validator);
         add(&self.metrics.download_attempts, 1);
         let hosts = self.settings.hosts_of(&task.client_id);
+        let known = LiveImages(&self.service);
+        let dedup = (!self.settings.hash_headers.is_empty()).then_some(BodyDedup {
+            trusted: &self.settings.hash_headers,
+            known: &known,
+        });
         let result = downloader
-            .fetch(&url, deadline, validator.as_ref(), hosts)
+            .fetch_unless_known(&url, deadline, validator.as_ref(), hosts, dedup)
             .await;
         drop(slot);
-        let now = self.now();
         let attempts = task.attempt + 1;
+        let event = match &result {
+            Ok(_) => Some(HostEvent::Answered),
+            Err(e) => host_event(e.kind, task.tier >= self.settings.last_tier()),
+        };
+        if let Some(event) = event {
+            self.learn_host(&domain, event);
+        }
+        if probe {
+            self.probe_result(&domain, event != Some(HostEvent::Failed))
+                .await?;
+        }
         match result {
             Ok(Fetched::Body(download)) => {
-                self.hosts.on_success(&domain, now);
-                self.router.observe(
+                self.learn_route(
                     &task.client_id,
                     &domain,
                     Observation::Finished(download.elapsed),
@@ -118,10 +151,23 @@ impl Crawler {
                 add(&self.metrics.downloads_ok, 1);
                 self.photo_downloaded(&task, download, attempts).await
             }
+            Ok(Fetched::Known {
+                image_id,
+                validator,
+                elapsed,
+                ..
+            }) => {
+                self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
+                add(&self.metrics.bodies_skipped, 1);
+                add(&self.metrics.photos_deduplicated, 1);
+                let settlement = Settlement::Ok {
+                    validators: Some(Validators::new(image_id.clone(), validator)),
+                    image_id,
+                };
+                self.finish_url(&task.url_hash, settlement).await
+            }
             Ok(Fetched::NotModified { elapsed, .. }) => {
-                self.hosts.on_success(&domain, now);
-                self.router
-                    .observe(&task.client_id, &domain, Observation::Finished(elapsed));
+                self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
                 add(&self.metrics.not_modified, 1);
                 match record.validators {
                     Some(v) => {
@@ -150,29 +196,15 @@ impl Crawler {
         e: FetchError,
         attempts: u32,
     ) -> Result<(), FlowError> {
-        let now = self.now();
         debug!(url_hash = %task.url_hash, kind = %e.kind, tier = task.tier, attempts, "download failed: {e}");
         if e.http_status.is_some() {
-            self.router
-                .observe(&task.client_id, domain, Observation::Finished(e.elapsed));
-        }
-        let last_tier = task.tier >= self.settings.last_tier();
-        match e.kind {
-            FetchErrorKind::RateLimited => self.hosts.on_rate_limited(domain, now),
-            FetchErrorKind::ServerError | FetchErrorKind::Connection => {
-                self.hosts.on_failure(domain, now)
-            }
-            // A timeout below the last tier says the host is slow for that tier (the next
-            // one takes it), not that it is failing.
-            FetchErrorKind::Timeout if last_tier => self.hosts.on_failure(domain, now),
-            FetchErrorKind::Timeout => {}
-            _ => self.hosts.on_success(domain, now),
+            self.learn_route(&task.client_id, domain, Observation::Finished(e.elapsed));
         }
         let error = PhotoError::new(e.kind, e.http_status, attempts);
         match e.kind.class() {
             FailureClass::Slow => {
                 add(&self.metrics.timeouts, 1);
-                self.router.observe(
+                self.learn_route(
                     &task.client_id,
                     domain,
                     Observation::TimedOut { tier: task.tier },
@@ -367,6 +399,7 @@ impl Crawler {
                 validators,
             } => {
                 record.permanent_failures = 0;
+                record.transient_failures = 0;
                 if validators.is_some() {
                     record.validators = validators.clone();
                 }
@@ -376,13 +409,26 @@ impl Crawler {
                 }
             }
             Settlement::Failed { error } => {
-                let recheck_at = (error.kind.class() == FailureClass::Permanent).then(|| {
-                    record.permanent_failures += 1;
-                    now.plus(recheck_after(
-                        record.permanent_failures,
-                        self.settings.recheck_base,
-                    ))
-                });
+                let recheck_at = match error.kind.class() {
+                    FailureClass::Permanent => {
+                        record.permanent_failures += 1;
+                        Some(recheck_after(
+                            record.permanent_failures,
+                            self.settings.recheck_base,
+                        ))
+                    }
+                    // The host's circuit decides when its URLs are tried again.
+                    _ if error.kind == FetchErrorKind::HostUnavailable => None,
+                    // Through every retry, or past the last tier: not again at once either.
+                    FailureClass::Transient | FailureClass::Slow => {
+                        record.transient_failures += 1;
+                        Some(recheck_after(
+                            record.transient_failures,
+                            self.settings.transient_recheck_base,
+                        ))
+                    }
+                }
+                .map(|after| now.plus(after));
                 UrlOutcome::Failed {
                     error: error.clone().with_next_check(recheck_at),
                     at: now,
@@ -476,5 +522,35 @@ fn image_error_kind(e: &PipelineError) -> FetchErrorKind {
         PipelineError::CorruptImage(_) | PipelineError::Watermark(_) => {
             FetchErrorKind::CorruptImage
         }
+    }
+}
+
+/// What a failed download says of its host's health: `None` for a timeout below the last
+/// tier (the host is slow for that tier, and the next takes it; it is not failing).
+fn host_event(kind: FetchErrorKind, last_tier: bool) -> Option<HostEvent> {
+    match kind {
+        FetchErrorKind::RateLimited => Some(HostEvent::RateLimited),
+        FetchErrorKind::ServerError | FetchErrorKind::Connection => Some(HostEvent::Failed),
+        FetchErrorKind::Timeout if last_tier => Some(HostEvent::Failed),
+        FetchErrorKind::Timeout => None,
+        _ => Some(HostEvent::Answered),
+    }
+}
+
+/// Images a body need not be read for: live records (an expired one not yet collected is
+/// revived by processing, as an upload would).
+struct LiveImages<'a>(&'a Service);
+
+#[async_trait::async_trait]
+impl KnownImages for LiveImages<'_> {
+    async fn is_known(&self, id: &ImageId) -> bool {
+        let ports = self.0.ports();
+        // Unknown bytes, the common case, are seen missing by a peek; a record the peek sees
+        // is read again consistently, since settling on it is not checked again.
+        match ports.images.peek(id).await {
+            Ok(Some(_)) => {}
+            _ => return false,
+        }
+        matches!(ports.images.get(id).await, Ok(Some(image)) if image.is_live(ports.clock.now()))
     }
 }

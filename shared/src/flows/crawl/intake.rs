@@ -1,5 +1,6 @@
 //! Intake: a crawl request becomes the offer's crawl record, immediate settlements from the
-//! URL records, joins of running downloads and new fetch tasks.
+//! URL records (and from hosts whose circuit is open), joins of running downloads and new
+//! fetch tasks in the tier the shared statistics predict.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use super::records::{
 use crate::domain::random::secure_hex;
 use crate::domain::{ClientId, OfferKey, Tenant, Timestamp};
 use crate::domain::{NormalizedUrl, UrlHash, redacted};
-use crate::fetch::{FetchErrorKind, HostAllowlist};
+use crate::fetch::{Admission, FetchErrorKind, HostAllowlist};
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use crate::ports::OutgoingMessage;
@@ -274,17 +275,27 @@ impl Crawler {
     ) -> Result<Joined, FlowError> {
         let url_ttl = self.reuse_window();
         let hash = url.hash();
+        // A host whose circuit is open gets no new downloads: its URLs settle at once.
+        let domain = super::host_of(url.fetch_url());
+        self.refresh_host(domain).await;
+        let host_down = self.hosts.admission(domain, now) == Admission::Refused;
         let started = self
             .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
                 let mut record = record.unwrap_or_default();
                 if let Some(status) = settled_status(&record, now, url_ttl) {
                     return Ok(Change::Keep(Some(Joined::Settled(status))));
                 }
+                let running = record.fetch.as_ref().is_some_and(|lease| now < lease.until);
+                if host_down && !running {
+                    let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, 0);
+                    return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Failed {
+                        error,
+                    }))));
+                }
                 let rejoined = record.waiters.contains(waiter);
                 if !rejoined {
                     record.waiters.push(waiter.clone());
                 }
-                let running = record.fetch.as_ref().is_some_and(|lease| now < lease.until);
                 if running && rejoined {
                     // This crawl's intake ran before and did not finish: the task it meant to
                     // send may never have left. Sending it again costs at most a second
@@ -302,6 +313,12 @@ impl Crawler {
             })
             .await?;
         match started {
+            Some(Joined::Settled(PhotoStatus::Failed { error }))
+                if error.kind == FetchErrorKind::HostUnavailable =>
+            {
+                add(&self.metrics.circuit_refusals, 1);
+                Ok(Joined::Settled(PhotoStatus::Failed { error }))
+            }
             Some(Joined::Settled(status)) => Ok(Joined::Settled(status)),
             Some(Joined::Waiting) => {
                 self.queue_first_download(url, client, now).await?;
@@ -324,7 +341,7 @@ impl Crawler {
     ) -> Result<(), FlowError> {
         let domain = super::host_of(url.fetch_url());
         let tier = if self.settings.tier_routing {
-            self.router.route(client, domain)
+            self.start_tier(client, domain).await
         } else {
             0
         };
@@ -374,8 +391,8 @@ impl Crawler {
     }
 }
 
-/// What a URL's record settles now: ok within the reuse window, or failed permanently and
-/// not yet due for a recheck.
+/// What a URL's record settles now: ok within the reuse window, or failed (permanently, or
+/// transiently through every retry) and not yet due for a recheck.
 fn settled_status(record: &UrlRecord, now: Timestamp, url_ttl: Duration) -> Option<PhotoStatus> {
     match &record.last {
         Some(UrlOutcome::Ok { image_id, at }) if now < at.plus(url_ttl) => Some(PhotoStatus::Ok {

@@ -27,6 +27,10 @@ pub struct CrawlMetrics {
     pub urls_failed: AtomicU64,
     pub photos_new: AtomicU64,
     pub photos_deduplicated: AtomicU64,
+    /// Bodies not read: a trusted hash header named a known image.
+    pub bodies_skipped: AtomicU64,
+    /// URLs settled as `host_unavailable` by an open circuit (at intake or before a download).
+    pub circuit_refusals: AtomicU64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -48,6 +52,8 @@ pub struct CrawlMetricsSnapshot {
     pub urls_failed: u64,
     pub photos_new: u64,
     pub photos_deduplicated: u64,
+    pub bodies_skipped: u64,
+    pub circuit_refusals: u64,
 }
 
 pub(super) fn add(counter: &AtomicU64, n: u64) {
@@ -75,6 +81,8 @@ impl CrawlMetrics {
             urls_failed: get(&self.urls_failed),
             photos_new: get(&self.photos_new),
             photos_deduplicated: get(&self.photos_deduplicated),
+            bodies_skipped: get(&self.bodies_skipped),
+            circuit_refusals: get(&self.circuit_refusals),
         }
     }
 }

@@ -5,7 +5,7 @@
 //!   joins downloads already running (singleflight) and queues the rest in the tier that the
 //!   host's statistics predict, paced at the client's rate.
 //! - [`run_fetch`](Crawler::run_fetch): one download attempt of a queued URL, within the
-//!   client's rate limit and the host's concurrency, then a photo (processed here, or handed
+//!   client's rate limit, the host's concurrency and its circuit, then a photo (processed here, or handed
 //!   to the process function on AWS), a retry, a move to the next tier, or a failure.
 //! - settling: a URL's outcome goes to every crawl waiting for it; when a crawl's last URL
 //!   settles, the offer's photos are set (the successful ones, in the request's order) and the result
@@ -19,6 +19,7 @@ mod fetch;
 mod gather;
 mod grants;
 mod intake;
+mod learning;
 pub mod messages;
 mod metrics;
 mod pacer;
@@ -34,6 +35,7 @@ use crate::flows::{FlowError, Service};
 use crate::settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
+pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
 pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
 use self::pacer::Pacer;
 
@@ -68,6 +70,7 @@ pub struct Crawler {
     fetch_config: FetchConfig,
     router: TierRouter,
     hosts: Arc<HostLimits>,
+    learning: learning::Learning,
     pacer: Pacer,
     grants: grants::GrantBatcher,
     sends: sends::SendBatcher,
@@ -76,11 +79,7 @@ pub struct Crawler {
 }
 
 impl Crawler {
-    pub fn new(
-        service: Arc<Service>,
-        settings: CrawlSettings,
-        processing: Processing,
-    ) -> Result<Self, FlowError> {
+    pub fn new(service: Arc<Service>, settings: CrawlSettings, processing: Processing) -> Self {
         let fetch_config = FetchConfig {
             allow_private: settings.allow_private_networks,
             max_body: service.pipeline().config().max_body,
@@ -88,9 +87,10 @@ impl Crawler {
             user_agent: settings.user_agent.clone(),
             ports: settings.fetch_ports.clone(),
         };
-        Ok(Self {
+        Self {
             router: TierRouter::new(settings.tiers.clone()),
-            hosts: HostLimits::new(settings.domain_concurrency),
+            hosts: HostLimits::new(settings.domain_concurrency, settings.circuit),
+            learning: learning::Learning::default(),
             downloader: OnceLock::new(),
             fetch_config,
             service,
@@ -100,7 +100,7 @@ impl Crawler {
             sends: sends::SendBatcher::default(),
             processing,
             metrics: CrawlMetrics::default(),
-        })
+        }
     }
 
     /// The downloader, built now if it was not yet. What downloads calls this at start (the

@@ -68,7 +68,8 @@ pub(super) enum UrlOutcome {
     Failed {
         error: PhotoError,
         at: Timestamp,
-        /// Set for permanent failures: the URL is not downloaded again before this.
+        /// The URL is not downloaded again before this (not set for `host_unavailable`: the
+        /// host's circuit decides).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recheck_at: Option<Timestamp>,
     },
@@ -90,6 +91,10 @@ pub(super) struct UrlRecord {
     /// Permanent failures in a row (the recheck interval doubles with each).
     #[serde(default)]
     pub permanent_failures: u32,
+    /// Crawls in a row whose downloads of the URL failed transiently (the recheck interval
+    /// doubles with each).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transient_failures: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch: Option<FetchLease>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -264,4 +269,8 @@ fn versioned<T: DeserializeOwned>(
 fn parse<T: DeserializeOwned>(kind: &str, key: &str, body: &str) -> Result<T, FlowError> {
     serde_json::from_str(body)
         .map_err(|e| StoreError::corrupt(format!("{kind} record {key} does not parse: {e}")).into())
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

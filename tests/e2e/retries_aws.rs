@@ -1,0 +1,164 @@
+//! Retries and tiers through the real queues (SQS and DynamoDB on the emulator): a download that
+//! settles in the second and third tier's functions, a 5xx retried through an SQS message
+//! delay, and a permanent failure re-checked on schedule from its DynamoDB record. Each
+//! function's handler gets the messages its queue holds, as Lambda would deliver them.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use bytes::Bytes;
+use imgest_hosts::{PartnerHost, Route};
+use imgest_shared::domain::ImageId;
+use imgest_shared::flows::crawl::{Crawler, Processing};
+use imgest_shared::handlers;
+use serde_json::{Value, json};
+
+use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
+use crate::support::sample;
+
+/// The one message of `event`, as JSON.
+fn only(event: &SqsEvent) -> Value {
+    assert_eq!(event.records.len(), 1, "{event:?}");
+    serde_json::from_str(event.records[0].body.as_deref().unwrap()).unwrap()
+}
+
+async fn intake(crawler: &Crawler, id: &str, request: &Value) {
+    let response = handlers::intake::handle(crawler, intake_event(id, request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+}
+
+async fn fetch(crawler: &Crawler, tasks: SqsEvent) {
+    let response = handlers::fetch::handle(crawler, tasks).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+}
+
+async fn process(crawler: &Crawler, work: SqsEvent) {
+    let response = handlers::process::handle(crawler, work).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+}
+
+#[tokio::test]
+async fn a_slow_download_settles_in_the_third_tiers_function() {
+    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start("retries: tiers").await else {
+        return;
+    };
+    let crawler = app.crawler(
+        Processing::Handoff,
+        &[("IMGEST_FETCH_TIERS", "200ms,600ms,5s")],
+    );
+    let bytes = Bytes::from(sample("dune.jpg"));
+    let host = PartnerHost::builder()
+        .route("/slow.jpg", Route::photo(bytes.clone()))
+        .latency(Duration::from_millis(1000))
+        .start()
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "slow", "urls": [host.url("/slow.jpg")]});
+    intake(&crawler, "m-1", &request).await;
+
+    // Cut in the first tier's function, then in the second's; each moves the task on, and
+    // the third tier's function settles it.
+    for (tier, queue) in ["fetch-0", "fetch-1", "fetch-2"].into_iter().enumerate() {
+        let tasks = take(&sqs, &urls[queue], 1).await;
+        assert_eq!(only(&tasks)["tier"], tier);
+        fetch(&crawler, tasks).await;
+    }
+    assert_eq!(host.requests(), 3);
+    process(&crawler, take(&sqs, &urls["process"], 1).await).await;
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+    let id = ImageId::of_bytes(&bytes).to_string();
+    assert_eq!(result["photos"][0]["image_id"], id.as_str());
+    let photos = app.get("/v1/offers/slow/photos").await;
+    assert_eq!(photos.json["photos"][0]["image_id"], id.as_str());
+}
+
+#[tokio::test]
+async fn a_5xx_then_200_is_retried_through_an_sqs_delay() {
+    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start("retries: 5xx").await else {
+        return;
+    };
+    let crawler = app.crawler(
+        Processing::Handoff,
+        &[("IMGEST_RETRY_BASE", "1s"), ("IMGEST_RETRY_CAP", "1s")],
+    );
+    let host = PartnerHost::start([(
+        "/flaky.jpg",
+        Route::fail_times(1, 503, Route::photo(Bytes::from(sample("storm.jpg")))),
+    )])
+    .await
+    .unwrap();
+    let request =
+        json!({"client_id": "acme", "offer_id": "flaky", "urls": [host.url("/flaky.jpg")]});
+    intake(&crawler, "m-1", &request).await;
+    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert_eq!(host.hits("/flaky.jpg"), 1);
+
+    // The retry is a new message on the same tier's queue, delayed by SQS.
+    let retry = take(&sqs, &urls["fetch-0"], 1).await;
+    assert_eq!(only(&retry)["attempt"], 1);
+    fetch(&crawler, retry).await;
+    assert_eq!(host.hits("/flaky.jpg"), 2);
+    process(&crawler, take(&sqs, &urls["process"], 1).await).await;
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+}
+
+#[tokio::test]
+async fn a_permanent_failure_is_rechecked_on_schedule_from_its_dynamodb_record() {
+    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start("retries: recheck").await
+    else {
+        return;
+    };
+    let crawler = app.crawler(Processing::Handoff, &[("IMGEST_RECHECK_BASE", "1h")]);
+    let host = PartnerHost::start([("/gone.jpg", Route::status(404))])
+        .await
+        .unwrap();
+    let url = host.url("/gone.jpg");
+    intake(
+        &crawler,
+        "m-1",
+        &json!({"client_id": "acme", "offer_id": "o-1", "urls": [url]}),
+    )
+    .await;
+    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(
+        result["photos"][0]["error"]["kind"], "not_found",
+        "{result}"
+    );
+    assert!(result["photos"][0]["error"]["next_check_at"].is_string());
+
+    // Within the hour another offer's crawl settles from the record: no task, no request.
+    intake(
+        &crawler,
+        "m-2",
+        &json!({"client_id": "acme", "offer_id": "o-2", "urls": [url]}),
+    )
+    .await;
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(
+        result["photos"][0]["error"]["kind"], "not_found",
+        "{result}"
+    );
+    assert!(drain(&sqs, &urls["fetch-0"]).await.records.is_empty());
+    assert_eq!(host.requests(), 1);
+
+    // Past the recheck time the URL is downloaded again.
+    app.advance_clock(Duration::from_secs(3601));
+    intake(
+        &crawler,
+        "m-3",
+        &json!({"client_id": "acme", "offer_id": "o-3", "urls": [url]}),
+    )
+    .await;
+    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert_eq!(host.requests(), 2);
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(
+        result["photos"][0]["error"]["kind"], "not_found",
+        "{result}"
+    );
+}
