@@ -167,6 +167,13 @@ pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Route) {
                 }
                 route = then;
             }
+            // The headers go on whatever the inner route settles to.
+            Route::Headers { headers, then } => {
+                let (more, inner) = settle(then, hit);
+                let headers = headers.clone();
+                let then = Box::new(inner);
+                return (wait.saturating_add(more), Route::Headers { headers, then });
+            }
             other => return (wait, other.clone()),
         }
     }

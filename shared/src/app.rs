@@ -70,11 +70,10 @@ async fn aws_ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         .delay_state_machine_arn
         .as_deref()
         .map(|arn| StepFunctionsDelay::new(aws_sdk_sfn::Client::new(&config), arn));
-    let messages = Arc::new(SqsSender::new(
-        aws_sdk_sqs::Client::new(&config),
-        aws.queues.clone(),
-        delay,
-    ));
+    let messages = Arc::new(
+        SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone(), delay)
+            .with_max_sqs_delay(aws.sqs_max_delay),
+    );
     Ports {
         blobs: blobs.clone(),
         images: records.clone(),
@@ -200,13 +199,14 @@ pub async fn service(
 }
 
 /// What the crawl functions (intake, fetch, process) start with: the service from the
-/// environment and the crawler over it, handing new photos to the process function.
-pub async fn crawler_from_env()
--> Result<crate::flows::crawl::Crawler, Box<dyn std::error::Error + Send + Sync>> {
+/// environment and the crawler over it, processing new photos as `processing` says.
+pub async fn crawler_from_env(
+    processing: crate::flows::crawl::Processing,
+) -> Result<crate::flows::crawl::Crawler, Box<dyn std::error::Error + Send + Sync>> {
     let (settings, service) = service_from_env().await?;
     Ok(crate::flows::crawl::Crawler::new(
         Arc::new(service),
         settings.crawl,
-        crate::flows::crawl::Processing::Handoff,
+        processing,
     ))
 }

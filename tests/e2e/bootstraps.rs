@@ -232,53 +232,106 @@ async fn the_api_bootstrap_answers_health_an_upload_a_dedup_hit_and_an_offer() {
     assert_eq!(photos_of(app, "acme", "car-1").await, [image_id]);
 }
 
+/// Sends a crawl request of `urls` for `offer` through the intake bootstrap, and the task it
+/// queued in the first tier through `fetch`.
+async fn crawl_through(
+    stack: &Stack,
+    intake: &mut Function,
+    fetch: &mut Function,
+    offer: &str,
+    url: String,
+) {
+    let CrawlOnAws { sqs, urls, .. } = &stack.crawl;
+    let request = json!({"client_id": "acme", "offer_id": offer, "urls": [url]});
+    let response = answer(
+        intake,
+        &serde_json::to_value(intake_event(offer, &request)).unwrap(),
+    )
+    .await;
+    no_failures(intake, &response);
+    // A new host starts in the first tier: its queue holds the task.
+    let tasks = take(sqs, &urls["fetch-0"], 1).await;
+    let response = answer(fetch, &serde_json::to_value(tasks).unwrap()).await;
+    no_failures(fetch, &response);
+}
+
+/// The crawl's result on the results queue: its offer and one photo, ok with `image_id`.
+async fn settled_ok(stack: &Stack, offer: &str, image_id: &str) {
+    let CrawlOnAws { sqs, urls, app, .. } = &stack.crawl;
+    let results = take(sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(result["offer_id"], offer, "{result}");
+    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+    assert_eq!(result["photos"][0]["image_id"], image_id);
+    assert_eq!(
+        photos_of(app, "acme", offer).await,
+        vec![image_id.to_owned()]
+    );
+    assert_eq!(app.files_of(image_id).await.len(), 4);
+    assert!(!app.files().await.iter().any(|f| f.starts_with("fetched/")));
+}
+
 #[tokio::test]
 #[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
 async fn the_intake_fetch_and_process_bootstraps_crawl_a_url_from_a_local_host() {
     let stack = Stack::start("crawl bootstraps").await;
     let CrawlOnAws { sqs, urls, app, .. } = &stack.crawl;
-    let photo = sample("dune.jpg");
-    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(photo.clone())))])
-        .await
-        .unwrap();
+    let (first, second) = (sample("storm.jpg"), sample("dune.jpg"));
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(Bytes::from(first.clone()))),
+        ("/b.jpg", Route::photo(Bytes::from(second.clone()))),
+    ])
+    .await
+    .unwrap();
     let mut intake = stack.function(INTAKE, &[]).await;
     let mut fetch = stack.function(FETCH, &[("IMGEST_FETCH_TIER", "0")]).await;
-    let mut process = stack.function(PROCESS, &[]).await;
 
-    let request = json!({"client_id": "acme", "offer_id": "crawled", "urls": [host.url("/a.jpg")]});
-    let response = answer(
+    // A photo the fetch function's memory holds is processed there: no hand-off.
+    crawl_through(
+        &stack,
         &mut intake,
-        &serde_json::to_value(intake_event("m-1", &request)).unwrap(),
+        &mut fetch,
+        "crawled",
+        host.url("/a.jpg"),
     )
     .await;
-    no_failures(&intake, &response);
-
-    // A new host starts in the first tier: its queue holds the task.
-    let tasks = take(sqs, &urls["fetch-0"], 1).await;
-    let response = answer(&mut fetch, &serde_json::to_value(tasks).unwrap()).await;
-    no_failures(&fetch, &response);
     assert_eq!(host.requests(), 1);
+    settled_ok(&stack, "crawled", &ImageId::of_bytes(&first).to_string()).await;
+
+    // One it does not (a fetch function with 8 MiB to work in) waits under fetched/ for the
+    // process function.
+    let mut small = stack
+        .function(
+            FETCH,
+            &[
+                ("IMGEST_FETCH_TIER", "0"),
+                ("IMGEST_MEMORY_BUDGET", "72MiB"),
+                ("IMGEST_MAX_BODY", "1MB"),
+            ],
+        )
+        .await;
+    crawl_through(
+        &stack,
+        &mut intake,
+        &mut small,
+        "handed-off",
+        host.url("/b.jpg"),
+    )
+    .await;
     assert!(
         app.files().await.iter().any(|f| f.starts_with("fetched/")),
         "the download waits under fetched/"
     );
-
+    let mut process = stack.function(PROCESS, &[]).await;
     let work = take(sqs, &urls["process"], 1).await;
     let response = answer(&mut process, &serde_json::to_value(work).unwrap()).await;
     no_failures(&process, &response);
-    let image_id = ImageId::of_bytes(&photo).to_string();
-    assert_eq!(
-        photos_of(app, "acme", "crawled").await,
-        vec![image_id.clone()]
-    );
-    assert_eq!(app.files_of(&image_id).await.len(), 4);
-    assert!(!app.files().await.iter().any(|f| f.starts_with("fetched/")));
-    // The crawl settled: its result is on the results queue.
-    let results = take(sqs, &urls["results"], 1).await;
-    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
-    assert_eq!(result["offer_id"], "crawled", "{result}");
-    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
-    assert_eq!(result["photos"][0]["image_id"], image_id.as_str());
+    settled_ok(
+        &stack,
+        "handed-off",
+        &ImageId::of_bytes(&second).to_string(),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -86,6 +86,15 @@ async fn fetch_then_process(
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
 
+/// `IMGEST_QUEUES` for these queues: each one's name and URL.
+fn queues_of(urls: &HashMap<&'static str, String>) -> String {
+    QUEUES
+        .iter()
+        .map(|n| format!("{n}={}", urls[n]))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The AWS app with queues of its own, and a crawler handing downloads to the process queue.
 pub(crate) struct CrawlOnAws {
     pub sqs: aws_sdk_sqs::Client,
@@ -99,6 +108,11 @@ pub(crate) struct CrawlOnAws {
 impl CrawlOnAws {
     /// `None` (the test skips) without an emulator.
     pub async fn start(name: &str) -> Option<Self> {
+        Self::start_with(name, &[]).await
+    }
+
+    /// [`start`](Self::start), with the app's settings `vars` besides its queues.
+    pub async fn start_with(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
         let config = imgest_shared::testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();
@@ -113,14 +127,10 @@ impl CrawlOnAws {
                 .unwrap();
             urls.insert(queue, url);
         }
-        let queues = QUEUES
-            .iter()
-            .map(|n| format!("{n}={}", urls[n]))
-            .collect::<Vec<_>>()
-            .join(",");
-        let app = TestApp::start_aws(name, &[("IMGEST_QUEUES", &queues)])
-            .await
-            .unwrap();
+        let queues = queues_of(&urls);
+        let mut vars = vars.to_vec();
+        vars.push(("IMGEST_QUEUES", &queues));
+        let app = TestApp::start_aws(name, &vars).await.unwrap();
         let crawler = app.crawler(Processing::Handoff, &[]);
         Some(Self {
             sqs,
@@ -300,4 +310,67 @@ async fn an_intake_delivered_again_sends_its_downloads_again_and_other_crawls_jo
         let photos = app.get(&format!("/v1/offers/{offer}/photos")).await;
         assert_eq!(photos.status, 200, "{offer}");
     }
+}
+
+#[tokio::test]
+async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off_one_that_does_not()
+{
+    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start("inline fetch").await else {
+        return;
+    };
+    let (fits, too_big) = (sample("storm.jpg"), sample("dune.jpg"));
+    let host = PartnerHost::start([
+        ("/fits.jpg", Route::photo(Bytes::from(fits.clone()))),
+        ("/big.jpg", Route::photo(Bytes::from(too_big.clone()))),
+    ])
+    .await
+    .unwrap();
+    let crawler = app.crawler(Processing::InlineWhenItFits, &[]);
+
+    // Processed where it was downloaded: nothing under fetched/, nothing for the process queue.
+    let request = json!({"client_id": "acme", "offer_id": "here", "urls": [host.url("/fits.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("m-1", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response = handlers::fetch::handle(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(crawler.metrics().snapshot().processed_here, 1);
+    let id = ImageId::of_bytes(&fits).to_string();
+    assert_eq!(app.files_of(&id).await.len(), 4);
+    assert!(!app.files().await.iter().any(|k| k.starts_with("fetched/")));
+    assert!(drain(&sqs, &urls["process"]).await.records.is_empty());
+    let result: Value = serde_json::from_str(
+        take(&sqs, &urls["results"], 1).await.records[0]
+            .body
+            .as_deref()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["photos"][0]["image_id"], id.as_str(), "{result}");
+
+    // A fetch function whose memory cannot hold the decode hands the photo off.
+    let small = TestApp::start_aws(
+        "inline fetch, small",
+        &[
+            ("IMGEST_QUEUES", &queues_of(&urls)),
+            ("IMGEST_MEMORY_BUDGET", "72MiB"),
+            ("IMGEST_MAX_BODY", "1MB"),
+        ],
+    )
+    .await
+    .unwrap();
+    let crawler = small.crawler(Processing::InlineWhenItFits, &[]);
+    let request = json!({"client_id": "acme", "offer_id": "there", "urls": [host.url("/big.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("m-2", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response = handlers::fetch::handle(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(crawler.metrics().snapshot().processed_here, 0);
+    assert!(
+        small
+            .files()
+            .await
+            .iter()
+            .any(|k| k.starts_with("fetched/"))
+    );
+    take(&sqs, &urls["process"], 1).await;
 }

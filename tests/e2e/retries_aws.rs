@@ -162,3 +162,65 @@ async fn a_permanent_failure_is_rechecked_on_schedule_from_its_dynamodb_record()
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_state_machine() {
+    const NAME: &str = "retries: long retry-after";
+    let Some(config) = imgest_shared::testing::aws::sdk_config(NAME).await else {
+        return;
+    };
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let arn = sfn
+        .create_state_machine()
+        .name(imgest_shared::testing::aws::unique_name(
+            "imgest-delayed-send",
+        ))
+        .definition(include_str!(
+            "../../infra/statemachine/delayed-send.asl.json"
+        ))
+        .role_arn("arn:aws:iam::123456789012:role/x")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    // SQS's limit shortened to a second: the host's 2 s is "longer than SQS allows".
+    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start_with(
+        NAME,
+        &[
+            ("IMGEST_DELAY_STATE_MACHINE_ARN", &arn),
+            ("IMGEST_SQS_MAX_DELAY", "1s"),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let crawler = app.crawler(Processing::Handoff, &[]);
+    let busy_once = Route::with_headers(
+        [("retry-after", "2")],
+        Route::fail_times(1, 429, Route::photo(Bytes::from(sample("ladybird.jpg")))),
+    );
+    let host = PartnerHost::start([("/busy.jpg", busy_once)])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "busy", "urls": [host.url("/busy.jpg")]});
+    intake(&crawler, "m-1", &request).await;
+    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert_eq!(host.hits("/busy.jpg"), 1);
+
+    // The retry waits in a state machine execution, which sends it to the tier's queue.
+    let retry = take(&sqs, &urls["fetch-0"], 1).await;
+    assert_eq!(only(&retry)["attempt"], 1);
+    let executions = sfn
+        .list_executions()
+        .state_machine_arn(&arn)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(executions.executions().len(), 1);
+    fetch(&crawler, retry).await;
+    assert_eq!(host.hits("/busy.jpg"), 2);
+    process(&crawler, take(&sqs, &urls["process"], 1).await).await;
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+}

@@ -189,10 +189,11 @@ async fn drive(
     }
     let service =
         Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(SystemClock)).await?);
+    // As deployed: the fetch function processes the photos its memory holds (all of these).
     let crawler = Crawler::new(
         Arc::clone(&service),
         settings.crawl.clone(),
-        Processing::Handoff,
+        Processing::InlineWhenItFits,
     );
     let client = ClientId::parse("bench").context("client id")?;
     let lambda = Lambda {
@@ -234,7 +235,7 @@ async fn drive(
     })
     .await?;
     tally.enter(&Scenario::New.stage("process"));
-    // The fetch function sent each new photo to the process queue.
+    // What the fetch function's memory could not hold (none of the samples) comes here.
     measured(
         tally,
         lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {

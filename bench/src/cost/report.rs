@@ -80,6 +80,8 @@ fn sizing(stage: &str) -> Sizing {
         STILL_LINKED | LAST_LINK => Sizing::Fixed(1769),
         // Sized for five large photos at once, not for these samples (template.yaml).
         "process" => Sizing::Fixed(512),
+        // It processes the new photos it downloads: sized as deployed, not by this process's RSS.
+        "fetch" => Sizing::Fixed(256),
         // (The results stage is the marketplace's: no invocations, so no Lambda cost.)
         _ => Sizing::Cheapest,
     }

@@ -1,14 +1,17 @@
 //! The `fetch` Lambda function: one download attempt per fetch task, from the queue of the
-//! tier in `IMGEST_FETCH_TIER` (one deployment of this binary per tier).
+//! tier in `IMGEST_FETCH_TIER` (one deployment of this binary per tier). A new photo is
+//! processed here when the function's memory holds its decode, else handed to the process
+//! function.
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use imgest_shared::flows::crawl::Processing;
 use imgest_shared::handlers::{BatchResponse, fetch};
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_shared::telemetry::init("info");
-    let crawler = imgest_shared::app::crawler_from_env().await?;
+    let crawler = imgest_shared::app::crawler_from_env(Processing::InlineWhenItFits).await?;
     // The downloader (its TLS roots) is built in the init phase, with the CPU Lambda gives
     // it, rather than during the first download; the other functions never build it.
     crawler.downloader()?;

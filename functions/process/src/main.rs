@@ -2,13 +2,14 @@
 //! fetch functions downloaded, via SQS.
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use imgest_shared::flows::crawl::Processing;
 use imgest_shared::handlers::{BatchResponse, process};
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_shared::telemetry::init("info");
-    let crawler = imgest_shared::app::crawler_from_env().await?;
+    let crawler = imgest_shared::app::crawler_from_env(Processing::Handoff).await?;
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<BatchResponse, lambda_runtime::Error>(process::handle(crawler, event.payload).await)

@@ -243,6 +243,15 @@ mod tests {
         HostHealth::new(8.0, T0)
     }
 
+    /// A host whose circuit opened at `T0` (ten failures of ten).
+    fn opened() -> HostHealth {
+        let mut h = health();
+        for _ in 0..10 {
+            h.apply(HostEvent::Failed, T0, 32.0, &rules());
+        }
+        h
+    }
+
     #[test]
     fn failing_hosts_are_backed_off_until_the_score_decays() {
         let mut h = health();
@@ -322,10 +331,7 @@ mod tests {
 
     #[test]
     fn one_probe_at_a_time_then_closed_or_open_for_twice_as_long() {
-        let mut h = health();
-        for _ in 0..10 {
-            h.apply(HostEvent::Failed, T0, 32.0, &rules());
-        }
+        let mut h = opened();
         let due = T0.plus(Duration::from_secs(30));
         let lease = Duration::from_secs(90);
         assert!(!h.claim_probe(T0, lease), "not before the cool-down");
@@ -353,10 +359,7 @@ mod tests {
 
     #[test]
     fn failed_probes_stop_doubling_the_cool_down_at_its_cap() {
-        let mut h = health();
-        for _ in 0..10 {
-            h.apply(HostEvent::Failed, T0, 32.0, &rules());
-        }
+        let mut h = opened();
         let mut now = T0;
         for _ in 0..12 {
             now = now.plus(Duration::from_secs(86_400));

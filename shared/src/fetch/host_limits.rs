@@ -56,19 +56,25 @@ impl HostLimits {
     pub async fn acquire(self: &Arc<Self>, host: &str, now: Timestamp) -> HostSlot {
         loop {
             let notified = self.released.notified();
-            {
-                let mut hosts = self.lock();
-                let state = self.state(&mut hosts, host, now);
-                if (state.in_flight as f64) < state.health.limit.floor().max(1.0) {
-                    state.in_flight += 1;
-                    return HostSlot {
-                        limits: self.clone(),
-                        host: host.to_owned(),
-                    };
-                }
+            if let Some(slot) = self.try_acquire(host, now) {
+                return slot;
             }
             notified.await;
         }
+    }
+
+    /// A free slot for `host` now, if there is one.
+    pub fn try_acquire(self: &Arc<Self>, host: &str, now: Timestamp) -> Option<HostSlot> {
+        let mut hosts = self.lock();
+        let state = self.state(&mut hosts, host, now);
+        if (state.in_flight as f64) < state.health.limit.floor().max(1.0) {
+            state.in_flight += 1;
+            return Some(HostSlot {
+                limits: self.clone(),
+                host: host.to_owned(),
+            });
+        }
+        None
     }
 
     /// Folds a download's outcome into the host's health.

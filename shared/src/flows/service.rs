@@ -121,6 +121,15 @@ impl Service {
         }
     }
 
+    /// Whether this process's decoding pool can ever hold `body`'s decode (its footprint, from
+    /// the header). A header that does not read says yes: processing it gives the error.
+    pub fn fits_in_memory(&self, body: &[u8]) -> bool {
+        match self.pipeline.footprint(body) {
+            Ok(footprint) => footprint.bytes <= self.budget.work_pool(),
+            Err(_) => true,
+        }
+    }
+
     pub fn budget(&self) -> &MemoryBudget {
         &self.budget
     }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::adapters::MAX_SQS_DELAY;
 use crate::domain::{VariantName, VariantSet};
 use crate::pipeline::WatermarkPosition;
 
@@ -65,6 +66,9 @@ pub struct AwsBackend {
     /// `IMGEST_DELAY_STATE_MACHINE_ARN`: the state machine that sends messages delayed
     /// beyond SQS's 15 minutes (unset: such messages are refused).
     pub delay_state_machine_arn: Option<String>,
+    /// `IMGEST_SQS_MAX_DELAY` (15m, at most 15m): longer delays go through the state machine.
+    /// Shorter only to exercise that path in tests.
+    pub sqs_max_delay: Duration,
     /// Where every AWS API is reached instead of the standard endpoints. Not a variable:
     /// `None` lets the AWS environment decide (`AWS_ENDPOINT_URL` included); benchmarks set it
     /// to put a request-counting proxy in front of an emulator.
@@ -263,6 +267,9 @@ fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
                 force_path_style: vars.flag("IMGEST_S3_FORCE_PATH_STYLE", false)?,
                 queues,
                 delay_state_machine_arn,
+                sqs_max_delay: vars
+                    .positive_duration("IMGEST_SQS_MAX_DELAY", MAX_SQS_DELAY)?
+                    .min(MAX_SQS_DELAY),
                 endpoint_url: None,
             }))
         }
@@ -442,6 +449,7 @@ mod tests {
                 force_path_style: false,
                 queues: HashMap::new(),
                 delay_state_machine_arn: None,
+                sqs_max_delay: MAX_SQS_DELAY,
                 endpoint_url: None,
             })
         );

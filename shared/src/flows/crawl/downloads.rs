@@ -20,7 +20,20 @@ use crate::ports::StoreError;
 pub struct ProcessedDownload {
     hash: UrlHash,
     settlement: Settlement,
-    body: BlobKey,
+    /// The body waiting under `fetched/`, deleted once settled (none for a photo processed
+    /// where it was downloaded).
+    body: Option<BlobKey>,
+}
+
+impl ProcessedDownload {
+    /// A photo processed where it was downloaded (nothing under `fetched/`).
+    pub(super) fn here(hash: UrlHash, settlement: Settlement) -> Self {
+        Self {
+            hash,
+            settlement,
+            body: None,
+        }
+    }
 }
 
 impl Crawler {
@@ -48,7 +61,7 @@ impl Crawler {
         Ok(Some(ProcessedDownload {
             hash: photo.url_hash,
             settlement,
-            body,
+            body: Some(body),
         }))
     }
 
@@ -90,8 +103,10 @@ impl Crawler {
             }
         }
         // Settled: the bodies are no longer needed (each original is kept under its image).
-        let bodies: Vec<BlobKey> = done.into_iter().map(|d| d.body).collect();
-        self.service.ports().blobs.delete(&bodies).await?;
+        let bodies: Vec<BlobKey> = done.into_iter().filter_map(|d| d.body).collect();
+        if !bodies.is_empty() {
+            self.service.ports().blobs.delete(&bodies).await?;
+        }
         Ok(())
     }
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::{debug, info};
 
+use super::downloads::ProcessedDownload;
+use super::gather::Expected;
 use super::learning::Admitted;
 use super::metrics::add;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
@@ -23,6 +25,15 @@ use crate::flows::crawl::messages::{
 };
 use crate::pipeline::PipelineError;
 use crate::ports::OutgoingMessage;
+
+/// When a photo processed by the downloading process is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// At once (the local pools: one task at a time).
+    Now,
+    /// With the rest of its batch (the fetch function).
+    WithBatch,
+}
 
 /// A URL's record with its outcome, ready to write; see [`Crawler::record_outcome`].
 pub(super) struct Finished {
@@ -48,28 +59,54 @@ impl Crawler {
     /// storage, which the queue's redelivery retries; every partner-side failure is handled
     /// here (retried later, moved to the next tier, or recorded as the URL's outcome).
     pub async fn run_fetch(&self, task: FetchTask) -> Result<(), FlowError> {
-        let result = self.fetch_once(task).await;
+        let result = self.fetch_once(task, None, Settle::Now).await;
+        self.flush_due_learning().await;
+        result.map(drop)
+    }
+
+    /// A place in the rate limiter's shared request for `task`, taken before the batch's
+    /// tasks run ([`run_announced_fetch`](Self::run_announced_fetch)): the batch then asks the
+    /// limiter once per client, however its tasks straggle on the way.
+    pub(crate) fn announce_fetch(&self, task: &FetchTask) -> Expected<'_> {
+        self.grants.expect(task.client_id.as_str())
+    }
+
+    /// [`run_fetch`](Self::run_fetch) of one task of a batch, whose place was announced. A
+    /// photo processed here is not settled yet: the batch settles its photos together
+    /// ([`settle_downloads`](Self::settle_downloads): one crawl write per offer, not per photo).
+    pub(crate) async fn run_batched_fetch(
+        &self,
+        task: FetchTask,
+        place: Option<&mut Expected<'_>>,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let result = self.fetch_once(task, place, Settle::WithBatch).await;
         self.flush_due_learning().await;
         result
     }
 
-    async fn fetch_once(&self, task: FetchTask) -> Result<(), FlowError> {
+    async fn fetch_once(
+        &self,
+        task: FetchTask,
+        mut place: Option<&mut Expected<'_>>,
+        settle: Settle,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
         let now = self.now();
         let records = self.service.ports().records.as_ref();
         let Some(record) =
             records::read::<UrlRecord>(records, URL_KIND, task.url_hash.as_str(), now).await?
         else {
-            return Ok(());
+            return Ok(None);
         };
         if record.fetch.is_none() {
             // Settled already (a redelivered task).
-            return Ok(());
+            return Ok(None);
         }
         let Ok(url) = url::Url::parse(&task.url) else {
             let error = PhotoError::new(FetchErrorKind::InvalidUrl, None, task.attempt);
             return self
                 .finish_url(&task.url_hash, Settlement::Failed { error })
-                .await;
+                .await
+                .map(|()| None);
         };
         let domain = super::host_of(&url).to_owned();
 
@@ -81,17 +118,27 @@ impl Crawler {
                 let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, task.attempt);
                 return self
                     .finish_url(&task.url_hash, Settlement::Failed { error })
-                    .await;
+                    .await
+                    .map(|()| None);
             }
         };
         if !probe && let Some(wait) = self.hosts.backoff(&domain, now) {
             add(&self.metrics.deferrals, 1);
-            return self.queue_task(&task, wait).await;
+            return self.queue_task(&task, wait).await.map(|()| None);
         }
         let downloader = self.downloader()?;
         // The host slot first: the permit is taken right before the request leaves, so the
         // limiter's clock and the host's agree to within a connect.
-        let slot = self.hosts.acquire(&domain, now).await;
+        let slot = match self.hosts.try_acquire(&domain, now) {
+            Some(slot) => slot,
+            None => {
+                // Waiting for the host may take a while: the batch's request does not wait too.
+                if let Some(place) = place.as_deref_mut() {
+                    place.give_up();
+                }
+                self.hosts.acquire(&domain, now).await
+            }
+        };
         // The limiter records a grant when it is made and the request reaches the host a
         // moment later; counting over a window 1 % longer keeps that moment inside it.
         let limit = grants::Limit {
@@ -101,7 +148,7 @@ impl Crawler {
         };
         let grant = self
             .grants
-            .acquire(task.client_id.as_str(), limit, || self.now())
+            .acquire(task.client_id.as_str(), limit, || self.now(), place)
             .await?;
         let now = self.now();
         if grant.granted == 0 {
@@ -112,7 +159,7 @@ impl Crawler {
                 .map_or(Duration::from_millis(100), |at| at.since(now));
             // A little jitter so deferred tasks do not all come back at the same instant.
             let jitter = wait.mul_f64(fastrand::f64() * 0.1);
-            return self.queue_task(&task, wait + jitter).await;
+            return self.queue_task(&task, wait + jitter).await.map(|()| None);
         }
 
         let tier = task.tier.min(self.settings.last_tier());
@@ -149,7 +196,8 @@ impl Crawler {
                     Observation::Finished(download.elapsed),
                 );
                 add(&self.metrics.downloads_ok, 1);
-                self.photo_downloaded(&task, download, attempts).await
+                self.photo_downloaded(&task, download, attempts, settle)
+                    .await
             }
             Ok(Fetched::Known {
                 image_id,
@@ -164,7 +212,9 @@ impl Crawler {
                     validators: Some(Validators::new(image_id.clone(), validator)),
                     image_id,
                 };
-                self.finish_url(&task.url_hash, settlement).await
+                self.finish_url(&task.url_hash, settlement)
+                    .await
+                    .map(|()| None)
             }
             Ok(Fetched::NotModified { elapsed, .. }) => {
                 self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
@@ -175,17 +225,23 @@ impl Crawler {
                             image_id: v.image_id.clone(),
                             validators: Some(v),
                         };
-                        self.finish_url(&task.url_hash, settlement).await
+                        self.finish_url(&task.url_hash, settlement)
+                            .await
+                            .map(|()| None)
                     }
                     // A 304 to a request without validators is the server's error.
                     None => {
                         let error = PhotoError::new(FetchErrorKind::HttpError, Some(304), attempts);
                         self.finish_url(&task.url_hash, Settlement::Failed { error })
                             .await
+                            .map(|()| None)
                     }
                 }
             }
-            Err(e) => self.download_failed(&task, &domain, e, attempts).await,
+            Err(e) => self
+                .download_failed(&task, &domain, e, attempts)
+                .await
+                .map(|()| None),
         }
     }
 
@@ -245,16 +301,33 @@ impl Crawler {
         task: &FetchTask,
         download: Download,
         attempts: u32,
-    ) -> Result<(), FlowError> {
+        settle: Settle,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
         let validators = Validators::new(download.image_id.clone(), download.validator.clone());
-        match self.processing {
-            Processing::Inline => {
-                let settlement = self
-                    .process_inline(download.image_id, download.bytes, validators, attempts)
-                    .await?;
-                self.finish_url(&task.url_hash, settlement).await
-            }
-            Processing::Handoff => self.hand_off(task, download, validators, attempts).await,
+        let here = match self.processing {
+            Processing::Inline => true,
+            Processing::InlineWhenItFits => self.service.fits_in_memory(&download.bytes),
+            Processing::Handoff => false,
+        };
+        if !here {
+            return self
+                .hand_off(task, download, validators, attempts)
+                .await
+                .map(|()| None);
+        }
+        add(&self.metrics.processed_here, 1);
+        let settlement = self
+            .process_inline(download.image_id, download.bytes, validators, attempts)
+            .await?;
+        match settle {
+            Settle::Now => self
+                .finish_url(&task.url_hash, settlement)
+                .await
+                .map(|()| None),
+            Settle::WithBatch => Ok(Some(ProcessedDownload::here(
+                task.url_hash.clone(),
+                settlement,
+            ))),
         }
     }
 

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::gather::{Gather, abandoned, same_kind};
+use super::gather::{Expected, Gather, abandoned, same_kind};
 use crate::domain::Timestamp;
 use crate::ports::{Grant, RateLimiter, StoreError};
 
@@ -36,9 +36,10 @@ impl GrantBatcher {
         client: &str,
         limit: Limit<'_>,
         now: impl Fn() -> Timestamp,
+        place: Option<&mut Expected<'_>>,
     ) -> Result<Grant, StoreError> {
         self.gather
-            .ask(client, (), |asks| async move {
+            .ask_expected(client, (), place, |asks| async move {
                 let wanted = u32::try_from(asks.len()).unwrap_or(u32::MAX);
                 let result = limit
                     .limiter
@@ -48,6 +49,14 @@ impl GrantBatcher {
             })
             .await
             .unwrap_or_else(|| Err(abandoned("rate-limit request")))
+    }
+}
+
+impl GrantBatcher {
+    /// Announces a download for `client` that will ask soon (one of a batch's): the shared
+    /// request waits for it, so a batch asks once per client however its downloads straggle.
+    pub fn expect(&self, client: &str) -> Expected<'_> {
+        self.gather.expect(client)
     }
 }
 
@@ -124,7 +133,7 @@ mod tests {
             window,
         };
         batcher
-            .acquire("shop", limit, || Timestamp::from_millis(1_000))
+            .acquire("shop", limit, || Timestamp::from_millis(1_000), None)
             .await
     }
 

@@ -18,7 +18,7 @@
 //!   conditional write of the host's record, and its result written at once.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -46,6 +46,9 @@ const PROBE_MARGIN: Duration = Duration::from_secs(60);
 pub(super) struct Learning {
     pending: Mutex<Pending>,
     read_at: Mutex<HashMap<String, Timestamp>>,
+    /// One read of a record at a time: the tasks of a batch that need the same host wait for
+    /// the one read and go on together (so they also ask the rate limiter together).
+    reading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -87,6 +90,15 @@ fn split_route_key(key: &str) -> Option<(ClientId, &str)> {
 impl Learning {
     fn pending(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lock that one reader of `kind/key` holds while it reads.
+    fn read_lock(&self, kind: &str, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        if reading.len() >= 100_000 {
+            reading.retain(|_, lock| Arc::strong_count(lock) > 1);
+        }
+        Arc::clone(reading.entry(format!("{kind}/{key}")).or_default())
     }
 
     /// Whether `kind/key` was read within [`FRESH_FOR`]; if not, it counts as read now.
@@ -134,8 +146,10 @@ impl Crawler {
     /// The tier a new download from `domain` for `client` starts in, from the shared
     /// statistics (read again when older than [`FRESH_FOR`]).
     pub async fn start_tier(&self, client: &ClientId, domain: &str) -> usize {
-        let now = self.now();
         let key = route_key(client, domain);
+        let lock = self.learning.read_lock(ROUTE_KIND, &key);
+        let _reading = lock.lock().await;
+        let now = self.now();
         if self.learning.needs_read(ROUTE_KIND, &key, now) {
             let records = self.service.ports().records.as_ref();
             match records::peek::<RouteStats>(records, ROUTE_KIND, &key, now).await {
@@ -156,6 +170,8 @@ impl Crawler {
     /// Makes this process's copy of `domain`'s health the shared one if it was not read
     /// within [`FRESH_FOR`].
     pub(super) async fn refresh_host(&self, domain: &str) {
+        let lock = self.learning.read_lock(HOST_KIND, domain);
+        let _reading = lock.lock().await;
         let now = self.now();
         if !self.learning.needs_read(HOST_KIND, domain, now) {
             return;

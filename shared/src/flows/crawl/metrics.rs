@@ -27,6 +27,8 @@ pub struct CrawlMetrics {
     pub urls_failed: AtomicU64,
     pub photos_new: AtomicU64,
     pub photos_deduplicated: AtomicU64,
+    /// New photos processed by the process that downloaded them (not handed off).
+    pub processed_here: AtomicU64,
     /// Bodies not read: a trusted hash header named a known image.
     pub bodies_skipped: AtomicU64,
     /// URLs settled as `host_unavailable` by an open circuit (at intake or before a download).
@@ -52,6 +54,7 @@ pub struct CrawlMetricsSnapshot {
     pub urls_failed: u64,
     pub photos_new: u64,
     pub photos_deduplicated: u64,
+    pub processed_here: u64,
     pub bodies_skipped: u64,
     pub circuit_refusals: u64,
 }
@@ -81,6 +84,7 @@ impl CrawlMetrics {
             urls_failed: get(&self.urls_failed),
             photos_new: get(&self.photos_new),
             photos_deduplicated: get(&self.photos_deduplicated),
+            processed_here: get(&self.processed_here),
             bodies_skipped: get(&self.bodies_skipped),
             circuit_refusals: get(&self.circuit_refusals),
         }

@@ -55,8 +55,12 @@ pub fn tier_queue(tier: usize) -> String {
 pub enum Processing {
     /// In the downloading process (the local runner: one process does everything).
     Inline,
-    /// Stored under `fetched/` and sent to the process function (AWS: resizing is CPU-bound and
-    /// stays out of the IO-bound fetch functions).
+    /// In the downloading process when its memory budget can hold the photo's decode, else
+    /// handed off (the fetch functions: a photo processed where it was downloaded costs one S3
+    /// PUT, one GET, one message and one invocation less).
+    InlineWhenItFits,
+    /// Stored under `fetched/` and sent to the process function, whose memory holds what the
+    /// fetch functions' does not.
     Handoff,
 }
 
