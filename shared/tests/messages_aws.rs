@@ -19,8 +19,6 @@ use imgest_shared::testing::{self, Fixture, SenderPorts};
 
 /// The logical name the tests send to.
 const QUEUE: &str = "jobs";
-/// The state machine definition the SAM template deploys.
-const DELAYED_SEND_ASL: &str = include_str!("../../infra/statemachine/delayed-send.asl.json");
 
 /// A fresh queue and a client for it.
 async fn fresh_queue(config: &SdkConfig) -> (aws_sdk_sqs::Client, String) {
@@ -184,15 +182,7 @@ async fn long_delays_go_through_the_step_functions_state_machine() {
     };
     let (sqs, url) = fresh_queue(&config).await;
     let sfn = aws_sdk_sfn::Client::new(&config);
-    let arn = sfn
-        .create_state_machine()
-        .name(aws::unique_name("imgest-delayed-send"))
-        .definition(DELAYED_SEND_ASL)
-        .role_arn("arn:aws:iam::123456789012:role/x")
-        .send()
-        .await
-        .unwrap()
-        .state_machine_arn;
+    let arn = aws::delayed_send_state_machine(&sfn).await;
     let sender = SqsSender::new(
         sqs.clone(),
         HashMap::from([(QUEUE.to_owned(), url.clone())]),
@@ -223,11 +213,5 @@ async fn long_delays_go_through_the_step_functions_state_machine() {
         arrived.duration_since(sent)
     );
     // Exactly one execution: the direct message did not go through Step Functions.
-    let executions = sfn
-        .list_executions()
-        .state_machine_arn(&arn)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(executions.executions().len(), 1);
+    assert_eq!(aws::executions(&sfn, &arn).await, 1);
 }

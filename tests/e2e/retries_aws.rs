@@ -170,19 +170,7 @@ async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_stat
         return;
     };
     let sfn = aws_sdk_sfn::Client::new(&config);
-    let arn = sfn
-        .create_state_machine()
-        .name(imgest_shared::testing::aws::unique_name(
-            "imgest-delayed-send",
-        ))
-        .definition(include_str!(
-            "../../infra/statemachine/delayed-send.asl.json"
-        ))
-        .role_arn("arn:aws:iam::123456789012:role/x")
-        .send()
-        .await
-        .unwrap()
-        .state_machine_arn;
+    let arn = imgest_shared::testing::aws::delayed_send_state_machine(&sfn).await;
     // SQS's limit shortened to a second: the host's 2 s is "longer than SQS allows".
     let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start_with(
         NAME,
@@ -211,13 +199,7 @@ async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_stat
     // The retry waits in a state machine execution, which sends it to the tier's queue.
     let retry = take(&sqs, &urls["fetch-0"], 1).await;
     assert_eq!(only(&retry)["attempt"], 1);
-    let executions = sfn
-        .list_executions()
-        .state_machine_arn(&arn)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(executions.executions().len(), 1);
+    assert_eq!(imgest_shared::testing::aws::executions(&sfn, &arn).await, 1);
     fetch(&crawler, retry).await;
     assert_eq!(host.hits("/busy.jpg"), 2);
     process(&crawler, take(&sqs, &urls["process"], 1).await).await;

@@ -46,6 +46,32 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
 }
 
+/// The delayed-send state machine the SAM template deploys, created on the emulator (which
+/// runs its executions: the wait, then the SQS send); its ARN.
+pub async fn delayed_send_state_machine(sfn: &aws_sdk_sfn::Client) -> String {
+    sfn.create_state_machine()
+        .name(unique_name("imgest-delayed-send"))
+        .definition(include_str!(
+            "../../../infra/statemachine/delayed-send.asl.json"
+        ))
+        .role_arn("arn:aws:iam::123456789012:role/x")
+        .send()
+        .await
+        .expect("the emulator creates the state machine")
+        .state_machine_arn
+}
+
+/// How many executions the state machine `arn` has had.
+pub async fn executions(sfn: &aws_sdk_sfn::Client, arn: &str) -> usize {
+    sfn.list_executions()
+        .state_machine_arn(arn)
+        .send()
+        .await
+        .expect("the emulator lists the executions")
+        .executions()
+        .len()
+}
+
 /// Reads an SQS queue back: long-polling `ReceiveMessage`, then `DeleteMessage` for the
 /// messages taken (and `ChangeMessageVisibility` to 0 for the ones put back).
 pub struct SqsQueueReader {
