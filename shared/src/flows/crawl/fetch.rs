@@ -374,17 +374,9 @@ impl Crawler {
         attempts: u32,
     ) -> Result<(), FlowError> {
         let ports = self.service.ports();
-        // Only a live record settles here: an expired one not yet collected goes through the
-        // process function, whose claim revives it (without decoding), as an upload would.
-        // New bytes, the common case here, are seen missing by a peek; a record the peek sees
-        // is read again consistently, since settling on it is not checked again.
-        let seen = match ports.images.peek(&download.image_id).await? {
-            Some(_) => ports.images.get(&download.image_id).await?,
-            None => None,
-        };
-        if let Some(image) = seen
-            && image.is_live(self.now())
-        {
+        // An expired record not yet collected goes through the process function, whose claim
+        // revives it (without decoding), as an upload would.
+        if is_live(&self.service, &download.image_id).await? {
             add(&self.metrics.photos_deduplicated, 1);
             let settlement = Settlement::Ok {
                 image_id: download.image_id,
@@ -610,20 +602,28 @@ fn host_event(kind: FetchErrorKind, last_tier: bool) -> Option<HostEvent> {
     }
 }
 
-/// Images a body need not be read for: live records (an expired one not yet collected is
-/// revived by processing, as an upload would).
+/// Whether `id` has a live record, so a download of it settles without processing. Unknown
+/// bytes, the common case, are seen missing by a peek; a record the peek sees is read again
+/// consistently, since settling on it is not checked again.
+async fn is_live(service: &Service, id: &ImageId) -> Result<bool, FlowError> {
+    let images = &service.ports().images;
+    if images.peek(id).await?.is_none() {
+        return Ok(false);
+    }
+    let now = service.ports().clock.now();
+    Ok(images
+        .get(id)
+        .await?
+        .is_some_and(|image| image.is_live(now)))
+}
+
+/// Images a body need not be read for: live records. A store error reads as unknown: the
+/// body is downloaded as usual.
 struct LiveImages<'a>(&'a Service);
 
 #[async_trait::async_trait]
 impl KnownImages for LiveImages<'_> {
     async fn is_known(&self, id: &ImageId) -> bool {
-        let ports = self.0.ports();
-        // Unknown bytes, the common case, are seen missing by a peek; a record the peek sees
-        // is read again consistently, since settling on it is not checked again.
-        match ports.images.peek(id).await {
-            Ok(Some(_)) => {}
-            _ => return false,
-        }
-        matches!(ports.images.get(id).await, Ok(Some(image)) if image.is_live(ports.clock.now()))
+        is_live(self.0, id).await.unwrap_or(false)
     }
 }

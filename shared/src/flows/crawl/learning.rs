@@ -45,11 +45,13 @@ const PROBE_MARGIN: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 pub(super) struct Learning {
     pending: Mutex<Pending>,
-    read_at: Mutex<HashMap<String, Timestamp>>,
-    /// One read of a record at a time: the tasks of a batch that need the same host wait for
-    /// the one read and go on together (so they also ask the rate limiter together).
-    reading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per record, when it was last read; held while it is read, so the tasks of a batch that
+    /// need the same host wait for the one read and go on together (and so also ask the rate
+    /// limiter together).
+    read_at: Mutex<HashMap<String, ReadAt>>,
 }
+
+type ReadAt = Arc<tokio::sync::Mutex<Option<Timestamp>>>;
 
 #[derive(Debug, Default)]
 struct Pending {
@@ -92,30 +94,25 @@ impl Learning {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The lock that one reader of `kind/key` holds while it reads.
-    fn read_lock(&self, kind: &str, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
-        if reading.len() >= 100_000 {
-            reading.retain(|_, lock| Arc::strong_count(lock) > 1);
-        }
-        Arc::clone(reading.entry(format!("{kind}/{key}")).or_default())
-    }
-
-    /// Whether `kind/key` was read within [`FRESH_FOR`]; if not, it counts as read now.
-    fn needs_read(&self, kind: &str, key: &str, now: Timestamp) -> bool {
+    /// When `kind/key` was last read, to hold while deciding to read it and reading it.
+    fn read_at(&self, kind: &str, key: &str) -> ReadAt {
         let mut read_at = self.read_at.lock().unwrap_or_else(PoisonError::into_inner);
-        let id = format!("{kind}/{key}");
-        match read_at.get(&id) {
-            Some(at) if now < at.plus(FRESH_FOR) => false,
-            _ => {
-                if read_at.len() >= 100_000 {
-                    read_at.retain(|_, at| now < at.plus(FRESH_FOR));
-                }
-                read_at.insert(id, now);
-                true
-            }
+        if read_at.len() >= 100_000 {
+            // Records nobody is reading now start over (read again at their next use).
+            read_at.retain(|_, at| Arc::strong_count(at) > 1);
         }
+        Arc::clone(read_at.entry(format!("{kind}/{key}")).or_default())
     }
+}
+
+/// Whether a record last read at `read_at` is to be read again at `now`; if so, it counts as
+/// read now.
+fn needs_read(read_at: &mut Option<Timestamp>, now: Timestamp) -> bool {
+    if read_at.is_some_and(|at| now < at.plus(FRESH_FOR)) {
+        return false;
+    }
+    *read_at = Some(now);
+    true
 }
 
 impl Crawler {
@@ -147,19 +144,13 @@ impl Crawler {
     /// statistics (read again when older than [`FRESH_FOR`]).
     pub async fn start_tier(&self, client: &ClientId, domain: &str) -> usize {
         let key = route_key(client, domain);
-        let lock = self.learning.read_lock(ROUTE_KIND, &key);
-        let _reading = lock.lock().await;
+        let read_at = self.learning.read_at(ROUTE_KIND, &key);
+        let mut read_at = read_at.lock().await;
         let now = self.now();
-        if self.learning.needs_read(ROUTE_KIND, &key, now) {
+        if needs_read(&mut read_at, now) {
             let records = self.service.ports().records.as_ref();
             match records::peek::<RouteStats>(records, ROUTE_KIND, &key, now).await {
-                Ok((Some(mut stats), _)) => {
-                    let pending = self.learning.pending();
-                    for observation in pending.routes.get(&key).map_or(&[][..], |b| &b.items) {
-                        stats.observe(self.router.tiers(), *observation);
-                    }
-                    self.router.set(client, domain, stats);
-                }
+                Ok((Some(shared), _)) => self.adopt_route(&key, shared),
                 Ok((None, _)) => {}
                 Err(e) => warn!(host = domain, error = %e, "cannot read a host's tier statistics"),
             }
@@ -170,10 +161,10 @@ impl Crawler {
     /// Makes this process's copy of `domain`'s health the shared one if it was not read
     /// within [`FRESH_FOR`].
     pub(super) async fn refresh_host(&self, domain: &str) {
-        let lock = self.learning.read_lock(HOST_KIND, domain);
-        let _reading = lock.lock().await;
+        let read_at = self.learning.read_at(HOST_KIND, domain);
+        let mut read_at = read_at.lock().await;
         let now = self.now();
-        if !self.learning.needs_read(HOST_KIND, domain, now) {
+        if !needs_read(&mut read_at, now) {
             return;
         }
         let records = self.service.ports().records.as_ref();
@@ -289,16 +280,22 @@ impl Crawler {
                 Ok(Change::Write(stats.clone(), stats))
             })
             .await?;
-        if let Some((client, domain)) = split_route_key(key) {
-            let mut stats = stats;
-            if let Some(batch) = self.learning.pending().routes.get(key) {
-                for observation in &batch.items {
-                    stats.observe(tiers, *observation);
-                }
-            }
-            self.router.set(&client, domain, stats);
-        }
+        self.adopt_route(key, stats);
         Ok(())
+    }
+
+    /// Makes `shared` this process's copy of a (client, host)'s statistics, with the
+    /// outcomes still pending here folded on top.
+    fn adopt_route(&self, key: &str, mut shared: RouteStats) {
+        let Some((client, domain)) = split_route_key(key) else {
+            return;
+        };
+        if let Some(batch) = self.learning.pending().routes.get(key) {
+            for observation in &batch.items {
+                shared.observe(self.router.tiers(), *observation);
+            }
+        }
+        self.router.set(&client, domain, shared);
     }
 
     async fn flush_host(
