@@ -30,7 +30,7 @@ pub(crate) fn embedded_settings(command: &str) -> Result<Settings> {
 }
 
 /// The service over the settings' backend (either), with the system clock.
-async fn service(settings: &Settings) -> Result<Service> {
+pub(crate) async fn service(settings: &Settings) -> Result<Service> {
     let context = match settings.data_dir() {
         Some(dir) => format!("opening the data directory {}", dir.display()),
         None => "connecting to the AWS backend".to_owned(),
@@ -55,6 +55,7 @@ pub async fn serve() -> Result<()> {
         .with_context(|| format!("binding {}", settings.listen))?;
     let options = RunnerOptions {
         gc_every: Some(settings.gc_interval),
+        backfill: true,
         ..RunnerOptions::default()
     };
     let runner = LocalRunner::start(&settings, Some(listener), options)
@@ -162,22 +163,58 @@ pub async fn gc() -> Result<()> {
     Ok(())
 }
 
+pub async fn audit(dry_run: bool) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = service(&settings).await?;
+    let r = service.audit(dry_run).await?;
+    println!(
+        "audit{}: {} images checked: {} with missing files ({} repaired, {} broken); {} offers counted: {} link counts too high, {} too low, {} corrected, {} left (changed in the last {}); {} links to images with no record",
+        if dry_run { " (dry run)" } else { "" },
+        r.images_checked,
+        r.images_missing_files,
+        r.images_repaired,
+        r.images_broken,
+        r.offers_counted,
+        r.link_counts_too_high,
+        r.link_counts_too_low,
+        r.link_counts_corrected,
+        r.link_counts_unsettled,
+        humantime::format_duration(imgest_shared::flows::audit::SETTLE),
+        r.links_to_missing_images,
+    );
+    if r.link_counts_too_low > 0 {
+        eprintln!(
+            "imgest: {} link counts were too low (a bug: please report it with the log)",
+            r.link_counts_too_low
+        );
+    }
+    if r.images_broken + r.links_to_missing_images > 0 {
+        anyhow::bail!("the audit found damage it cannot mend (see the log)");
+    }
+    Ok(())
+}
+
 pub async fn sweep(dry_run: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
     let service = service(&settings).await?;
     let r = service.sweep(dry_run).await?;
     println!(
-        "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes), {} deleted, {} unowned but younger than {}, {} unrecognised",
+        "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes: {} of no record, {} unlisted variants, {} previous generations, {} unrecognised), {} deleted, {} records stopped listing retired variants, {} not needed but younger than {}",
         if dry_run { " (dry run)" } else { "" },
         r.shards,
         r.files_scanned,
         r.garbage_files,
         r.garbage_bytes,
+        r.unowned_files,
+        r.unlisted_files,
+        r.previous_files,
+        r.unrecognised_files,
         r.files_deleted,
+        r.records_retired,
         r.young_unowned_files,
         humantime::format_duration(settings.sweep_grace),
-        r.unrecognised_files
     );
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! on embedded storage: SQLite and a directory); the other commands run one flow each. Wiring
 //! only: every behaviour lives in `imgest-shared`.
 
+mod backfill;
 mod commands;
 mod crawl;
 mod demo;
@@ -37,11 +38,26 @@ enum Command {
     },
     /// Delete expired orphan images (records first, then files).
     Gc,
-    /// Delete files that no record owns and that are older than IMGEST_SWEEP_GRACE.
+    /// Delete files that no record needs and that are older than IMGEST_SWEEP_GRACE: files of
+    /// no record, variants the configuration no longer makes, a re-processed image's previous
+    /// files, keys that are not image files.
     Sweep {
         /// Only report what would be deleted.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Check every image record against its files (repairing missing ones from the original)
+    /// and its link count against the offers (correcting it), and report what was found.
+    /// Example: `imgest audit --dry-run`
+    Audit {
+        /// Only report what would be repaired or corrected.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-process every stored photo under the configured variant set, hottest first.
+    Backfill {
+        #[command(subcommand)]
+        command: backfill::BackfillCommand,
     },
     /// Crawl a JSON-lines file of crawl requests (one `{"client_id", "offer_id", "urls"}` per
     /// line) with the download workers, show progress, and print a summary.
@@ -78,6 +94,8 @@ fn main() -> ExitCode {
             Command::Process { out, files } => commands::process(out, files).await,
             Command::Gc => commands::gc().await,
             Command::Sweep { dry_run } => commands::sweep(dry_run).await,
+            Command::Audit { dry_run } => commands::audit(dry_run).await,
+            Command::Backfill { command } => backfill::run(command).await,
             Command::Crawl { file } => crawl::crawl_file(file).await,
             Command::Results { max } => crawl::results(max).await,
             Command::Demo { data_dir } => demo::run(data_dir).await,

@@ -85,6 +85,7 @@ fn ready() -> ReadyImage {
         height: 20,
         original_bytes: 30,
         variants: Vec::new(),
+        variant_set: imgest_shared::domain::VariantSetVersion::of(&[b"none"]),
     }
 }
 

@@ -148,6 +148,7 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         height: 20,
         original_bytes: 30,
         variants: Vec::new(),
+        variant_set: imgest_shared::domain::VariantSetVersion::of(&[b"none"]),
     };
     let record = two
         .complete(&image, &generation, ready, BASE, ttl)

@@ -4,6 +4,7 @@
 mod support;
 
 mod aws;
+mod backfill;
 mod bad_input;
 mod bootstraps;
 mod concurrency;

@@ -126,6 +126,17 @@ impl Generation {
         Self(super::random::secure_hex::<4>())
     }
 
+    /// A random generation other than `old`: a takeover or a re-processing must never reuse
+    /// the keys of the generation it replaces.
+    pub fn random_other_than(old: &Generation) -> Self {
+        loop {
+            let g = Self::random();
+            if &g != old {
+                return g;
+            }
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Self, IdError> {
         if is_lower_hex(s, 8) {
             Ok(Self(s.to_owned()))

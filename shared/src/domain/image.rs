@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Generation, ImageId, Timestamp, VariantName};
+use super::{Generation, ImageId, Timestamp, VariantName, VariantSetVersion};
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -69,7 +69,18 @@ pub enum ImageState {
         height: u32,
         original_bytes: u64,
         variants: Vec<StoredVariant>,
+        /// The variant set the files were made with (`None`: written before versions were
+        /// recorded). Reads serve the variants listed, whatever the version.
+        variant_set: Option<VariantSetVersion>,
     },
+}
+
+/// The files of the generation a re-processed record replaced: kept for readers that still
+/// hold their URLs (a page rendered a moment ago, a CDN) until `kept_until`, then swept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousFiles {
+    pub generation: Generation,
+    pub kept_until: Timestamp,
 }
 
 /// An image record. Invariant: a `Ready` record's files all exist (files are written before the
@@ -87,9 +98,19 @@ pub struct ImageRecord {
     pub link_count: u32,
     /// When an unlinked image may be garbage-collected (`None` while any offer links it).
     pub expires_at: Option<Timestamp>,
+    /// The generation this one replaced, while its files are still kept.
+    pub previous: Option<PreviousFiles>,
 }
 
 impl ImageRecord {
+    /// The variant set version of a ready record's files.
+    pub fn variant_set(&self) -> Option<&VariantSetVersion> {
+        match &self.state {
+            ImageState::Ready { variant_set, .. } => variant_set.as_ref(),
+            ImageState::Processing { .. } => None,
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
         matches!(self.state, ImageState::Ready { .. })
     }
@@ -151,11 +172,13 @@ mod tests {
                 height: 1,
                 original_bytes: 1,
                 variants: Vec::new(),
+                variant_set: None,
             },
             created_at: last_update,
             last_update,
             link_count,
             expires_at,
+            previous: None,
         }
     }
 

@@ -14,8 +14,12 @@ pub use blob_key::{
     SHARD_COUNT, shard_prefixes,
 };
 pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
-pub use image::{ImageRecord, ImageState, SourceFormat, StoredVariant, refresh_granularity};
+pub use image::{
+    ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,
+};
 pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;
 pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, redacted};
-pub use variant::{FitMode, VariantName, VariantSet, VariantSpec, VariantSpecError};
+pub use variant::{
+    FitMode, VariantName, VariantSet, VariantSetVersion, VariantSpec, VariantSpecError,
+};

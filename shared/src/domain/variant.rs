@@ -198,6 +198,67 @@ impl fmt::Display for VariantSet {
     }
 }
 
+/// Which variant set a ready image's files were made with: a digest of the variant specs, the
+/// JPEG quality and the watermark (16 hex digits). A record of another version (or of none:
+/// written before versions were recorded) is what a backfill re-processes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct VariantSetVersion(String);
+
+impl VariantSetVersion {
+    /// The version of everything that shapes the files: `parts` in order (the set as
+    /// printed, the quality, the watermark's own digest...), each length-prefixed.
+    pub fn of(parts: &[&[u8]]) -> Self {
+        use md5::{Digest, Md5};
+        let mut md5 = Md5::new();
+        for part in parts {
+            md5.update((part.len() as u64).to_le_bytes());
+            md5.update(part);
+        }
+        Self(hex::encode(&md5.finalize()[..8]))
+    }
+
+    /// The version of files whose variant set was not recorded (written before versions were,
+    /// then some of their variants retired): never the version of a configuration.
+    pub fn unknown() -> Self {
+        Self::of(&[b"unknown"])
+    }
+
+    pub fn parse(s: &str) -> Result<Self, VariantSpecError> {
+        if s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(VariantSpecError {
+                spec: s.to_owned(),
+                reason: "a variant set version is 16 lowercase hex digits",
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for VariantSetVersion {
+    type Error = VariantSpecError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::parse(&s)
+    }
+}
+
+impl From<VariantSetVersion> for String {
+    fn from(v: VariantSetVersion) -> String {
+        v.0
+    }
+}
+
+impl fmt::Display for VariantSetVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +269,19 @@ mod tests {
         assert_eq!(set.specs().len(), 3);
         assert_eq!(set.to_string(), VariantSet::DEFAULT);
         assert_eq!(set.specs()[2].mode, FitMode::Cover);
+    }
+
+    #[test]
+    fn a_version_names_every_part_and_parses_back() {
+        let a = VariantSetVersion::of(&[b"large=fit:10x10", b"82"]);
+        assert_eq!(a, VariantSetVersion::of(&[b"large=fit:10x10", b"82"]));
+        assert_ne!(a, VariantSetVersion::of(&[b"large=fit:10x10", b"83"]));
+        // Length prefixes: moving a byte between parts is another version.
+        assert_ne!(a, VariantSetVersion::of(&[b"large=fit:10x108", b"2"]));
+        assert_eq!(VariantSetVersion::parse(a.as_str()), Ok(a));
+        for bad in ["", "0123", "0123456789ABCDEF", "0123456789abcdeg"] {
+            assert!(VariantSetVersion::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub struct Metrics {
     pub gc_images_deleted: AtomicU64,
     pub gc_files_deleted: AtomicU64,
     pub sweep_files_deleted: AtomicU64,
+    /// Of `pipeline_runs`: photos re-processed by a backfill.
+    pub backfill_runs: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -27,6 +29,7 @@ pub struct MetricsSnapshot {
     pub gc_images_deleted: u64,
     pub gc_files_deleted: u64,
     pub sweep_files_deleted: u64,
+    pub backfill_runs: u64,
 }
 
 impl Metrics {
@@ -45,6 +48,7 @@ impl Metrics {
             gc_images_deleted: get(&self.gc_images_deleted),
             gc_files_deleted: get(&self.gc_files_deleted),
             sweep_files_deleted: get(&self.sweep_files_deleted),
+            backfill_runs: get(&self.backfill_runs),
         }
     }
 }

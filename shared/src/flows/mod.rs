@@ -7,10 +7,14 @@
 //! - [`presigned`]: uploads too large for a request body: a presigned URL, then processing.
 //! - [`offers`]: setting, reading and deleting an offer's ordered photo list.
 //! - [`gc`]: collecting expired orphans, record first, then that generation's files.
-//! - [`sweep`]: garbage collection that starts from the files: files no record owns.
+//! - [`sweep`]: garbage collection that starts from the files: files no record needs.
+//! - [`backfill`]: re-processing stored photos under the configured variant set.
+//! - [`audit`]: records checked against their files and link counts against the offers.
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
 //! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
 
+pub mod audit;
+pub mod backfill;
 pub mod budget;
 pub mod crawl;
 mod error;

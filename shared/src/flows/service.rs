@@ -84,6 +84,8 @@ pub struct Service {
     pub(crate) policy: Policy,
     /// Bounds concurrent decodes to the cores we have: more only adds memory, not speed.
     pub(crate) process_slots: Arc<Semaphore>,
+    /// Bounds backfill's decodes to one fewer than `process_slots` (live work first).
+    pub(crate) backfill_slots: Arc<Semaphore>,
     /// Bounds new photos in memory (decoding or waiting to): each holds its whole body.
     pub(crate) admission: Arc<Semaphore>,
     /// What bodies and decodes may hold (see `budget.rs`).
@@ -99,6 +101,7 @@ impl Service {
             ports,
             pipeline: Arc::new(pipeline),
             process_slots: Arc::new(Semaphore::new(slots)),
+            backfill_slots: super::backfill::backfill_slots(slots),
             admission: Arc::new(Semaphore::new(admitted)),
             budget: MemoryBudget::new(policy.memory_budget),
             metrics: Arc::new(Metrics::default()),

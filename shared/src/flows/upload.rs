@@ -21,7 +21,9 @@ use tracing::{Instrument, info, warn};
 use super::budget::{MemoryBudget, Reservation};
 use super::service::Ports;
 use super::{FlowError, Metrics, Service};
-use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant};
+use crate::domain::{
+    BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant, VariantSetVersion,
+};
 use crate::pipeline::{Pipeline, PipelineError, Processed};
 use crate::ports::{Claim, ReadyImage, StoreError};
 
@@ -302,6 +304,7 @@ impl Service {
         let budget = self.budget.clone();
         let metrics = Arc::clone(&self.metrics);
         let orphan_ttl = self.policy.orphan_ttl;
+        let version = self.pipeline.version().clone();
         let task = tokio::spawn(async move {
             let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone(), record);
             let Ok(_admitted) = admission.try_acquire_owned() else {
@@ -330,7 +333,8 @@ impl Service {
                     return Err(FlowError::Image(e));
                 }
             };
-            let ready = write_files(&ports, &id, &generation, &body, processed, &metrics).await?;
+            let ready = write_files(&ports, &id, &generation, &body, processed, version, &metrics)
+                .await?;
             let now = ports.clock.now();
             let written = match record {
                 Record::Claimed => ports
@@ -404,12 +408,13 @@ async fn find_ours(
 }
 
 /// Writes the original and every variant (concurrently) and describes them for the record.
-async fn write_files(
+pub(crate) async fn write_files(
     ports: &Ports,
     id: &ImageId,
     generation: &Generation,
     original: &Bytes,
     processed: Processed,
+    variant_set: VariantSetVersion,
     metrics: &Metrics,
 ) -> Result<ReadyImage, FlowError> {
     let mut writes = Vec::with_capacity(processed.variants.len() + 1);
@@ -448,6 +453,7 @@ async fn write_files(
         height: processed.height,
         original_bytes: original.len() as u64,
         variants,
+        variant_set,
     })
 }
 
@@ -564,7 +570,7 @@ pub(crate) async fn delete_generation_files(
 /// Reserves what decoding `body` will hold at its peak (its footprint, read from the header
 /// off the async threads), waiting for room; a photo larger than the whole decoding pool is
 /// refused (`too_many_pixels`, with the budget in the message).
-async fn reserve_memory(
+pub(crate) async fn reserve_memory(
     pipeline: &Arc<Pipeline>,
     budget: &MemoryBudget,
     body: &Bytes,
@@ -730,6 +736,38 @@ mod tests {
             now: crate::domain::Timestamp,
         ) -> Result<bool, StoreError> {
             self.0.delete_if_expired(id, generation, now).await
+        }
+        async fn replace_files(
+            &self,
+            id: &ImageId,
+            expected: &Generation,
+            generation: &Generation,
+            ready: ReadyImage,
+            keep_previous_until: crate::domain::Timestamp,
+        ) -> Result<Option<ImageRecord>, StoreError> {
+            self.0
+                .replace_files(id, expected, generation, ready, keep_previous_until)
+                .await
+        }
+        async fn correct_link_count(
+            &self,
+            seen: &ImageRecord,
+            count: u32,
+            now: crate::domain::Timestamp,
+            orphan_ttl: Duration,
+        ) -> Result<bool, StoreError> {
+            self.0
+                .correct_link_count(seen, count, now, orphan_ttl)
+                .await
+        }
+        async fn scan(
+            &self,
+            segment: u32,
+            segments: u32,
+            cursor: Option<&str>,
+            limit: usize,
+        ) -> Result<crate::ports::ScanPage, StoreError> {
+            self.0.scan(segment, segments, cursor, limit).await
         }
     }
 

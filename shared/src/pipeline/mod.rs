@@ -34,7 +34,7 @@ pub use error::PipelineError;
 pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
 
-use crate::domain::{SourceFormat, VariantName, VariantSet};
+use crate::domain::{SourceFormat, VariantName, VariantSet, VariantSetVersion};
 use resize::Raster;
 use scratch::Scratch;
 
@@ -129,20 +129,37 @@ impl Processed {
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     config: PipelineConfig,
+    version: VariantSetVersion,
     scratch: Arc<Scratch>,
 }
 
 impl Pipeline {
     pub fn new(mut config: PipelineConfig) -> Self {
         config.jpeg_quality = config.jpeg_quality.clamp(1, 100);
+        let watermark = config
+            .watermark
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), Watermark::fingerprint);
+        let version = VariantSetVersion::of(&[
+            config.variants.to_string().as_bytes(),
+            &[config.jpeg_quality],
+            watermark.as_bytes(),
+        ]);
         Self {
             config,
+            version,
             scratch: Arc::default(),
         }
     }
 
     pub fn config(&self) -> &PipelineConfig {
         &self.config
+    }
+
+    /// The version of the files this pipeline makes: what a ready record says it was made
+    /// with, and what a backfill brings every record to.
+    pub fn version(&self) -> &VariantSetVersion {
+        &self.version
     }
 
     fn limits(&self) -> detect::Limits {

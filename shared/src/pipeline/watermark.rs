@@ -125,6 +125,23 @@ impl Watermark {
         })
     }
 
+    /// What the watermark contributes to the variant set's version: a digest of everything
+    /// that changes its pixels.
+    pub fn fingerprint(&self) -> String {
+        use md5::{Digest, Md5};
+        let mut md5 = Md5::new();
+        md5.update(self.width.to_le_bytes());
+        md5.update(self.height.to_le_bytes());
+        md5.update(&self.rgba);
+        md5.update(format!("{:?}", self.position).as_bytes());
+        md5.update(self.opacity.to_le_bytes());
+        for v in &self.variants {
+            md5.update(v.as_str().as_bytes());
+            md5.update(b",");
+        }
+        hex::encode(md5.finalize())
+    }
+
     pub fn position(&self) -> WatermarkPosition {
         self.position
     }

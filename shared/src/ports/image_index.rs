@@ -5,7 +5,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::StoreError;
-use crate::domain::{Generation, ImageId, ImageRecord, SourceFormat, StoredVariant, Timestamp};
+use crate::domain::{
+    Generation, ImageId, ImageRecord, SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
+};
 
 /// The outcome of claiming an image id. Dedup is a value, not an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +31,17 @@ pub struct ReadyImage {
     pub height: u32,
     pub original_bytes: u64,
     pub variants: Vec<StoredVariant>,
+    /// The variant set the files were made with.
+    pub variant_set: VariantSetVersion,
+}
+
+/// One page of a walk over every record ([`ImageIndex::scan`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScanPage {
+    pub records: Vec<ImageRecord>,
+    /// Where the next page starts; `None` when the segment is done. Opaque: saved as a
+    /// checkpoint and given back as it was.
+    pub next: Option<String>,
 }
 
 #[async_trait]
@@ -96,6 +109,47 @@ pub trait ImageIndex: Send + Sync {
     /// are expired, which ones are listed may follow when they became candidates rather than
     /// their latest expiry (DynamoDB's GC index; see its adapter).
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError>;
+
+    /// Points a ready record at other files, if it is still ready under `expected`: `ready`
+    /// under `generation`. Re-processing writes a new generation, and the one it replaces is
+    /// kept as the record's `previous` until `keep_previous_until`; retiring a variant keeps
+    /// the generation and lists fewer files (`previous` is then left as it was). Links, expiry
+    /// and `last_update` are kept. `None`, nothing written, if the record is gone, not ready or
+    /// of another generation.
+    async fn replace_files(
+        &self,
+        id: &ImageId,
+        expected: &Generation,
+        generation: &Generation,
+        ready: ReadyImage,
+        keep_previous_until: Timestamp,
+    ) -> Result<Option<ImageRecord>, StoreError>;
+
+    /// Sets a ready record's link count to `count` (the audit's correction: the number of
+    /// offers that list it), only if the record is still as `seen` (generation, count and
+    /// `last_update`: no link, unlink or use since it was read). A count of 0 makes it an
+    /// orphan expiring at `now + orphan_ttl`; any mark of a keyed link is removed, so a
+    /// change that is retried links again instead of re-using a link the correction undid.
+    /// Returns whether it was written.
+    async fn correct_link_count(
+        &self,
+        seen: &ImageRecord,
+        count: u32,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Walks every image record, in `segments` disjoint parts that may be walked at once: up to
+    /// about `limit` records of part `segment` from `cursor` (`None`: the start). A record
+    /// written or deleted during the walk may or may not be seen; every record present
+    /// throughout is seen exactly once.
+    async fn scan(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StoreError>;
 
     /// Deletes the record only if it is still `generation` and still expired at `now` (unlinked,
     /// not refreshed); returns whether it was deleted. The caller then deletes that

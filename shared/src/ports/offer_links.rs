@@ -18,6 +18,14 @@ pub enum LinkError {
     Store(#[from] StoreError),
 }
 
+/// One page of [`OfferLinks::scan_photo_lists`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhotoListPage {
+    pub lists: Vec<Vec<ImageId>>,
+    /// Where the next page starts (opaque); `None` when the segment is done.
+    pub next: Option<String>,
+}
+
 #[async_trait]
 pub trait OfferLinks: Send + Sync {
     /// Replaces the offer's ordered photo list (the ids are distinct). Every image must be live
@@ -50,6 +58,18 @@ pub trait OfferLinks: Send + Sync {
         let _ = key;
         self.set_photos(offer, images, now, orphan_ttl).await
     }
+
+    /// Walks every offer's photo list (the audit's recount of link counts), in `segments`
+    /// disjoint parts: up to about `limit` offers of part `segment` from `cursor` (`None`: the
+    /// start). An offer present throughout is seen exactly once; a store may put every offer
+    /// in part 0.
+    async fn scan_photo_lists(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<PhotoListPage, StoreError>;
 
     /// The offer's photo list in order, or `None` if the offer has none set.
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError>;

@@ -34,6 +34,8 @@ pub struct RunnerOptions {
     pub clock: Arc<dyn Clock>,
     /// Run GC this often (`None`: never; `imgest serve` runs it every `IMGEST_GC_INTERVAL`).
     pub gc_every: Option<Duration>,
+    /// Work on a running backfill (`imgest serve` does; commands that only crawl do not).
+    pub backfill: bool,
 }
 
 impl Default for RunnerOptions {
@@ -41,6 +43,7 @@ impl Default for RunnerOptions {
         Self {
             clock: Arc::new(SystemClock),
             gc_every: None,
+            backfill: false,
         }
     }
 }
@@ -114,6 +117,12 @@ impl LocalRunner {
             tasks.push(tokio::spawn(gc_every(
                 Arc::clone(&service),
                 every,
+                stopped.clone(),
+            )));
+        }
+        if options.backfill && queue.is_some() {
+            tasks.push(tokio::spawn(backfill_worker(
+                Arc::clone(&service),
                 stopped.clone(),
             )));
         }
@@ -192,6 +201,31 @@ impl Drop for LocalRunner {
         let _ = self.stop.send(true);
         for task in &self.tasks {
             task.abort();
+        }
+    }
+}
+
+/// Works on a running backfill, a batch at a time, until `stop` turns true; checks for one
+/// every second while none is running (or it is paused).
+async fn backfill_worker(service: Arc<Service>, mut stop: watch::Receiver<bool>) {
+    const BATCH: usize = 8;
+    while !*stop.borrow() {
+        let idle = match service.backfill_step(BATCH).await {
+            Ok(step) => step == Default::default(),
+            Err(e) => {
+                error!(error = %e, "backfill batch failed");
+                true
+            }
+        };
+        if idle {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
         }
     }
 }

@@ -6,8 +6,11 @@ use std::time::Duration;
 use super::{
     BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
 };
-use crate::domain::{Generation, ImageId, ImageRecord, ImageState, Timestamp, refresh_granularity};
-use crate::ports::{Claim, ImageIndex, StoreError};
+use crate::domain::{
+    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, Timestamp, VariantSetVersion,
+    refresh_granularity,
+};
+use crate::ports::{Claim, ImageIndex, ReadyImage, StoreError};
 
 contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     claim_new_then_in_progress_then_complete_then_existing,
@@ -21,6 +24,9 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     delete_if_expired_deletes_only_what_is_still_expired,
     create_ready_writes_only_where_no_record_is,
     concurrent_claims_of_a_new_id_make_exactly_one_new,
+    replace_files_moves_a_ready_record_and_keeps_the_old_files_listed,
+    replace_files_refuses_a_stale_generation_a_claim_or_nothing,
+    scan_sees_every_record_once_across_segments_and_pages,
 );
 
 async fn claim(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Claim {
@@ -93,6 +99,7 @@ pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<
             height: ready.height,
             original_bytes: ready.original_bytes,
             variants: ready.variants,
+            variant_set: Some(ready.variant_set),
         }
     );
     assert_eq!((record.created_at, record.last_update), (t0, t1));
@@ -514,4 +521,145 @@ pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIn
         claim_generation
     );
     assert!(!must_get(images, &claimed).await.is_ready());
+}
+
+/// What re-processing under another variant set gives: one variant more.
+fn reprocessed() -> ReadyImage {
+    let mut ready = sample_ready();
+    let mut extra = ready.variants[0].clone();
+    extra.name = crate::domain::VariantName::parse("huge").unwrap();
+    ready.variants.push(extra);
+    ready.variant_set = VariantSetVersion::of(&[b"another set"]);
+    ready
+}
+
+pub async fn replace_files_moves_a_ready_record_and_keeps_the_old_files_listed(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    let before = ready_image(images, BASE).await;
+    let new = other_generation(&before.generation);
+    let keep = BASE.plus(mins(30));
+    let after = images
+        .replace_files(&before.id, &before.generation, &new, reprocessed(), keep)
+        .await
+        .unwrap()
+        .expect("a ready record of the expected generation is replaced");
+    assert_eq!(after.generation, new);
+    assert_eq!(after.variant_set(), Some(&reprocessed().variant_set));
+    let ImageState::Ready { variants, .. } = &after.state else {
+        panic!("still ready");
+    };
+    assert_eq!(variants.len(), 3);
+    assert_eq!(
+        after.previous,
+        Some(PreviousFiles {
+            generation: before.generation.clone(),
+            kept_until: keep,
+        })
+    );
+    // Links, expiry and use are the record's own, not the files'.
+    assert_eq!(
+        (
+            after.link_count,
+            after.expires_at,
+            after.last_update,
+            after.created_at
+        ),
+        (
+            before.link_count,
+            before.expires_at,
+            before.last_update,
+            before.created_at
+        )
+    );
+    assert_eq!(must_get(images, &before.id).await, after);
+
+    // Retiring a variant keeps the generation, and the previous files stay listed.
+    let mut fewer = reprocessed();
+    fewer.variants.truncate(1);
+    let retired = images
+        .replace_files(&before.id, &new, &new, fewer, BASE.plus(mins(99)))
+        .await
+        .unwrap()
+        .expect("the same generation is replaced in place");
+    assert_eq!(retired.generation, new);
+    assert_eq!(retired.previous, after.previous);
+    let ImageState::Ready { variants, .. } = &retired.state else {
+        panic!("still ready");
+    };
+    assert_eq!(variants.len(), 1);
+}
+
+pub async fn replace_files_refuses_a_stale_generation_a_claim_or_nothing(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    let record = ready_image(images, BASE).await;
+    let stale = other_generation(&record.generation);
+    let new = Generation::random();
+    assert_eq!(
+        images
+            .replace_files(&record.id, &stale, &new, reprocessed(), BASE)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(must_get(images, &record.id).await, record);
+
+    let claimed = random_image_id();
+    let generation = claim_new(images, &claimed, BASE).await;
+    assert_eq!(
+        images
+            .replace_files(&claimed, &generation, &new, reprocessed(), BASE)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(!must_get(images, &claimed).await.is_ready());
+
+    let missing = random_image_id();
+    assert_eq!(
+        images
+            .replace_files(&missing, &generation, &new, reprocessed(), BASE)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(images.get(&missing).await.unwrap(), None);
+}
+
+pub async fn scan_sees_every_record_once_across_segments_and_pages(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let mut mine = Vec::new();
+    for _ in 0..6 {
+        mine.push(ready_image(images, BASE).await.id);
+    }
+    let claimed = random_image_id();
+    claim_new(images, &claimed, BASE).await;
+    mine.push(claimed);
+
+    let segments = 3;
+    let mut seen: Vec<ImageId> = Vec::new();
+    for segment in 0..segments {
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = images
+                .scan(segment, segments, cursor.as_deref(), 2)
+                .await
+                .unwrap();
+            seen.extend(page.records.into_iter().map(|r| r.id));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+    }
+    for id in &mine {
+        assert_eq!(
+            seen.iter().filter(|s| *s == id).count(),
+            1,
+            "{id} is seen once across the segments"
+        );
+    }
 }

@@ -227,7 +227,13 @@ pub(crate) fn sample_ready() -> ReadyImage {
                 bytes: 4_321,
             },
         ],
+        variant_set: sample_version(),
     }
+}
+
+/// The variant set version the checks' ready records are made with.
+pub(crate) fn sample_version() -> crate::domain::VariantSetVersion {
+    crate::domain::VariantSetVersion::of(&[b"large=fit:1280x1280,thumb=cover:200x200"])
 }
 
 /// Claims a fresh id and completes it at `now`: a ready, unlinked record expiring at

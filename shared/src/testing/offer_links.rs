@@ -16,6 +16,8 @@ contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
     a_keyed_change_run_again_links_each_image_once,
     delete_offer_is_idempotent,
     one_offer_id_in_two_namespaces_is_two_offers,
+    a_link_count_is_corrected_only_while_unchanged,
+    scan_photo_lists_sees_every_offer_once_in_order,
 );
 
 async fn set(offers: &dyn OfferLinks, offer: &OfferKey, ids: &[&ImageId], now: Timestamp) {
@@ -342,4 +344,110 @@ pub async fn one_offer_id_in_two_namespaces_is_two_offers(ports: LinkPorts) {
     );
     assert_eq!(links(images, &a).await.0, 1);
     assert_eq!(links(images, &b).await.0, 1);
+}
+
+pub async fn a_link_count_is_corrected_only_while_unchanged(ports: LinkPorts) {
+    let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
+    let x = ready_image(images, BASE).await.id;
+    let o = random_offer();
+    let t1 = BASE.plus(mins(1));
+    set(offers, &o, &[&x], t1).await;
+    let seen = must_get(images, &x).await;
+
+    // Too low (1 offer, count 1 → 3 by the correction itself), then back down to the truth.
+    let t2 = t1.plus(mins(30));
+    assert!(
+        images
+            .correct_link_count(&seen, 3, t2, ORPHAN_TTL)
+            .await
+            .unwrap()
+    );
+    assert_eq!(links(images, &x).await, (3, None, t1));
+    // A correction made on a stale read is refused.
+    assert!(
+        !images
+            .correct_link_count(&seen, 1, t2, ORPHAN_TTL)
+            .await
+            .unwrap()
+    );
+    let now_seen = must_get(images, &x).await;
+    assert!(
+        images
+            .correct_link_count(&now_seen, 1, t2, ORPHAN_TTL)
+            .await
+            .unwrap()
+    );
+    assert_eq!(links(images, &x).await, (1, None, t1));
+
+    // A link meanwhile moves `last_update`: the correction read before it is refused.
+    let read = must_get(images, &x).await;
+    let o2 = random_offer();
+    set(offers, &o2, &[&x], t2).await;
+    assert!(
+        !images
+            .correct_link_count(&read, 0, t2, ORPHAN_TTL)
+            .await
+            .unwrap()
+    );
+    assert_eq!(links(images, &x).await, (2, None, t2));
+
+    // Lowered to 0, the image is an orphan that expires.
+    let y = ready_image(images, BASE).await;
+    let mut linked = y.clone();
+    assert!(
+        images
+            .correct_link_count(&y, 1, t1, ORPHAN_TTL)
+            .await
+            .unwrap()
+    );
+    linked.link_count = 1;
+    assert!(
+        images
+            .correct_link_count(&linked, 0, t2, ORPHAN_TTL)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        links(images, &y.id).await,
+        (0, Some(t2.plus(ORPHAN_TTL)), BASE)
+    );
+}
+
+pub async fn scan_photo_lists_sees_every_offer_once_in_order(ports: LinkPorts) {
+    let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
+    let (a, b) = (
+        ready_image(images, BASE).await.id,
+        ready_image(images, BASE).await.id,
+    );
+    let mut mine = Vec::new();
+    for list in [vec![&a, &b], vec![&b, &a], vec![&b], vec![]] {
+        let offer = random_offer();
+        set(offers, &offer, &list, BASE).await;
+        mine.push(owned(&list));
+    }
+    let segments = 2;
+    let mut lists = Vec::new();
+    for segment in 0..segments {
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = offers
+                .scan_photo_lists(segment, segments, cursor.as_deref(), 2)
+                .await
+                .unwrap();
+            lists.extend(page.lists);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+    }
+    // Other checks' offers share the store: look only at lists of these two images.
+    let ours: Vec<&Vec<ImageId>> = lists
+        .iter()
+        .filter(|l| l.iter().any(|id| *id == a || *id == b))
+        .collect();
+    for list in mine.iter().filter(|l| !l.is_empty()) {
+        assert_eq!(ours.iter().filter(|l| **l == list).count(), 1, "{list:?}");
+    }
+    assert_eq!(ours.len(), 3);
 }

@@ -171,6 +171,7 @@ impl TestApp {
         let options = RunnerOptions {
             clock: clock.clone(),
             gc_every: None,
+            backfill: false,
         };
         let runner = LocalRunner::start(&settings, Some(listener), options)
             .await
@@ -341,6 +342,18 @@ impl TestApp {
             .or_insert_with(|| "any".into());
         let settings = Settings::from_map(&map).unwrap().crawl;
         Crawler::new(self.service.clone(), settings, processing)
+    }
+
+    /// A service over this app's storage whose pipeline makes `variants` instead (what a
+    /// redeploy with another IMGEST_VARIANTS runs).
+    pub fn service_with_variants(&self, variants: &str) -> Arc<Service> {
+        let mut config = self.service.pipeline().config().clone();
+        config.variants = variants.parse().unwrap();
+        Arc::new(Service::new(
+            self.service.ports().clone(),
+            imgest_shared::pipeline::Pipeline::new(config),
+            self.service.policy().clone(),
+        ))
     }
 
     pub fn advance_clock(&self, by: Duration) {

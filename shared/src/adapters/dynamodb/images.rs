@@ -9,6 +9,8 @@
 //! | `claim_expires_at` | N ms | processing only                                             |
 //! | `format`, `width`, `height`, `original_bytes` | S, N, N, N | ready only               |
 //! | `variants`         | S    | ready only: JSON array of `StoredVariant`                   |
+//! | `variant_set`      | S    | ready only: the variant set version of the files (absent on items written before versions) |
+//! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
 //! | `expires_at`       | N ms | ready and unlinked only                                     |
@@ -34,12 +36,14 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
+use super::offers::LINKED_BY;
 use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed, sdk_error};
 use crate::domain::{
-    Generation, ImageId, ImageRecord, ImageState, SourceFormat, StoredVariant, Timestamp,
+    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant,
+    Timestamp, VariantSetVersion,
 };
-use crate::ports::{Claim, ImageIndex, ReadyImage, StoreError};
+use crate::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 pub(super) const KIND: &str = "image";
 const GENERATION: &str = "generation";
@@ -52,6 +56,9 @@ const WIDTH: &str = "width";
 const HEIGHT: &str = "height";
 const ORIGINAL_BYTES: &str = "original_bytes";
 const VARIANTS: &str = "variants";
+const VARIANT_SET: &str = "variant_set";
+const PREVIOUS_GENERATION: &str = "previous_generation";
+const PREVIOUS_UNTIL: &str = "previous_until";
 const CREATED_AT: &str = "created_at";
 const LAST_UPDATE: &str = "last_update";
 pub(super) const LINK_COUNT: &str = "link_count";
@@ -86,7 +93,7 @@ pub(super) fn set_orphan_expiry(e: &mut Expr, id: &ImageId, expires_at: Timestam
 fn ready_attributes(
     id: &ImageId,
     ready: &ReadyImage,
-) -> Result<[(&'static str, AttributeValue); 6], StoreError> {
+) -> Result<[(&'static str, AttributeValue); 7], StoreError> {
     let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| {
         StoreError::corrupt(format!(
             "image {id}: original size {} is out of range",
@@ -102,6 +109,7 @@ fn ready_attributes(
         (HEIGHT, n(i64::from(ready.height))),
         (ORIGINAL_BYTES, n(original_bytes)),
         (VARIANTS, s(variants)),
+        (VARIANT_SET, s(ready.variant_set.as_str())),
     ])
 }
 
@@ -121,16 +129,6 @@ pub(super) fn remove_expiry(e: &mut Expr) {
 
 fn claim_ttl_secs(claim_expires_at: Timestamp) -> i64 {
     ttl_secs(claim_expires_at).saturating_add(CLAIM_TTL_GRACE)
-}
-
-/// A random generation other than `old` (a takeover must never reuse the old one's keys).
-fn fresh_generation(old: &Generation) -> Generation {
-    loop {
-        let g = Generation::random();
-        if &g != old {
-            return g;
-        }
-    }
 }
 
 /// An image item as an [`ImageRecord`]; a malformed item is a backend error.
@@ -155,6 +153,11 @@ pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
                 height: a.u32(HEIGHT)?,
                 original_bytes: a.u64(ORIGINAL_BYTES)?,
                 variants,
+                variant_set: a
+                    .opt_s(VARIANT_SET)?
+                    .map(VariantSetVersion::parse)
+                    .transpose()
+                    .map_err(|_| a.corrupt(VARIANT_SET, "is not a variant set version"))?,
             }
         }
         _ => return Err(a.corrupt(STATE, "is not processing or ready")),
@@ -167,6 +170,14 @@ pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
         last_update: a.time(LAST_UPDATE)?,
         link_count: a.u32(LINK_COUNT)?,
         expires_at: a.opt_time(EXPIRES_AT)?,
+        previous: match a.opt_s(PREVIOUS_GENERATION)? {
+            Some(g) => Some(PreviousFiles {
+                generation: Generation::parse(g)
+                    .map_err(|_| a.corrupt(PREVIOUS_GENERATION, "is invalid"))?,
+                kept_until: a.time(PREVIOUS_UNTIL)?,
+            }),
+            None => None,
+        },
     })
 }
 
@@ -402,7 +413,7 @@ impl DynamoStore {
         orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
         let id = &seen.id;
-        let generation = fresh_generation(&seen.generation);
+        let generation = Generation::random_other_than(&seen.generation);
         let claim_expires_at = now.plus(claim_ttl);
         let mut e = Expr::new();
         e.set(GENERATION, s(generation.as_str()))
@@ -702,6 +713,97 @@ impl ImageIndex for DynamoStore {
         }
         records.sort_by(|a, b| (expiry_of(a), &a.id).cmp(&(expiry_of(b), &b.id)));
         Ok(records)
+    }
+
+    async fn replace_files(
+        &self,
+        id: &ImageId,
+        expected: &Generation,
+        generation: &Generation,
+        ready: ReadyImage,
+        keep_previous_until: Timestamp,
+    ) -> Result<Option<ImageRecord>, StoreError> {
+        let mut e = Expr::new();
+        for (attr, value) in ready_attributes(id, &ready)? {
+            e.set(attr, value);
+        }
+        if generation != expected {
+            e.set(GENERATION, s(generation.as_str()))
+                .set(PREVIOUS_GENERATION, s(expected.as_str()))
+                .set(PREVIOUS_UNTIL, ms(keep_previous_until));
+        }
+        let condition = format!(
+            "{} AND {}",
+            e.eq(STATE, s(READY)),
+            e.eq(GENERATION, s(expected.as_str()))
+        );
+        let parts = e.finish();
+        let updated = self
+            .update(image_key(id), parts, Some(condition))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match updated {
+            Ok(out) => returned_record(out.attributes, id, "replacing the files of").map(Some),
+            Err(e) if is_condition_failed(&e) => Ok(None),
+            Err(e) => Err(sdk_error(&format!("replacing the files of image {id}"), e)),
+        }
+    }
+
+    async fn scan(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StoreError> {
+        let (items, next) = self
+            .scan_items(KIND, segment, segments, cursor, limit)
+            .await?;
+        Ok(ScanPage {
+            records: items
+                .iter()
+                .map(record_from_item)
+                .collect::<Result<_, _>>()?,
+            next,
+        })
+    }
+
+    async fn correct_link_count(
+        &self,
+        seen: &ImageRecord,
+        count: u32,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let id = &seen.id;
+        let mut e = Expr::new();
+        e.set(LINK_COUNT, n(i64::from(count))).remove(LINKED_BY);
+        if count == 0 {
+            set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
+        } else {
+            remove_expiry(&mut e);
+        }
+        let condition = format!(
+            "{} AND {} AND {} AND {}",
+            e.eq(STATE, s(READY)),
+            e.eq(GENERATION, s(seen.generation.as_str())),
+            e.eq(LINK_COUNT, n(i64::from(seen.link_count))),
+            e.eq(LAST_UPDATE, ms(seen.last_update)),
+        );
+        let parts = e.finish();
+        let updated = self
+            .update(image_key(id), parts, Some(condition))
+            .send()
+            .await;
+        match updated {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(
+                &format!("correcting the link count of image {id}"),
+                e,
+            )),
+        }
     }
 
     async fn delete_if_expired(

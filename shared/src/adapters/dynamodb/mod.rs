@@ -32,6 +32,7 @@ mod item;
 mod offers;
 mod rate_limits;
 mod records;
+mod scan;
 mod schema;
 mod stream;
 mod uploads;

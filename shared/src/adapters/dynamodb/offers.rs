@@ -46,10 +46,10 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 
 use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
-use super::item::{Attrs, Expr, ExprParts, Item, PK, key, ms, n, s};
+use super::item::{Attrs, Expr, ExprParts, Item, PK, id_of, key, ms, n, s};
 use super::{DynamoStore, backoff, build_error, error_code, is_condition_failed, sdk_error};
 use crate::domain::{ImageId, OfferKey, Timestamp};
-use crate::ports::{LinkError, OfferLinks, StoreError};
+use crate::ports::{LinkError, OfferLinks, PhotoListPage, StoreError};
 
 const KIND: &str = "offer";
 const PHOTOS: &str = "photos";
@@ -61,7 +61,7 @@ const LAST_UPDATE: &str = "last_update";
 const EXPIRES_AT: &str = "expires_at";
 /// On an image item: the keyed change whose link was its last link count change, if that was
 /// a link made before the offer's write (see [`DynamoStore::prelink`]).
-const LINKED_BY: &str = "linked_by";
+pub(super) const LINKED_BY: &str = "linked_by";
 
 /// Items per `TransactWriteItems` (the API's limit).
 const MAX_TX_ITEMS: usize = 100;
@@ -642,6 +642,33 @@ impl OfferLinks for DynamoStore {
         self.change_offer(offer, Some(&distinct(images)), now, orphan_ttl, Some(key))
             .await
             .map(drop)
+    }
+
+    async fn scan_photo_lists(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<PhotoListPage, StoreError> {
+        let (items, next) = self
+            .scan_items(KIND, segment, segments, cursor, limit)
+            .await?;
+        let mut lists = Vec::with_capacity(items.len());
+        for item in &items {
+            let what = format!("offer item {:?}", id_of(item, KIND).unwrap_or_default());
+            let a = Attrs::new(item, &what);
+            lists.push(
+                a.strings(PHOTOS)?
+                    .into_iter()
+                    .map(|id| {
+                        ImageId::parse(id)
+                            .map_err(|_| a.corrupt(PHOTOS, "holds an invalid image id"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        Ok(PhotoListPage { lists, next })
     }
 
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {

@@ -8,12 +8,14 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
 use crate::domain::{
-    Generation, ImageId, ImageRecord, ImageState, SourceFormat, StoredVariant, Timestamp,
+    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SHARD_COUNT, SourceFormat,
+    StoredVariant, Timestamp, VariantSetVersion,
 };
-use crate::ports::{Claim, ImageIndex, ReadyImage, StoreError};
+use crate::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
-                       original_bytes, variants, created_at, last_update, link_count, expires_at";
+                       original_bytes, variants, created_at, last_update, link_count, expires_at, \
+                       variant_set, previous_generation, previous_until";
 
 /// A row as stored, before it is checked into an [`ImageRecord`].
 struct RawImage {
@@ -30,6 +32,9 @@ struct RawImage {
     last_update: i64,
     link_count: i64,
     expires_at: Option<i64>,
+    variant_set: Option<String>,
+    previous_generation: Option<String>,
+    previous_until: Option<i64>,
 }
 
 impl RawImage {
@@ -49,6 +54,9 @@ impl RawImage {
             last_update: row.get(10)?,
             link_count: row.get(11)?,
             expires_at: row.get(12)?,
+            variant_set: row.get(13)?,
+            previous_generation: row.get(14)?,
+            previous_until: row.get(15)?,
         })
     }
 
@@ -90,9 +98,23 @@ impl RawImage {
                         .and_then(|b| u64::try_from(b).ok())
                         .ok_or_else(|| bad("invalid original_bytes"))?,
                     variants,
+                    variant_set: self
+                        .variant_set
+                        .as_deref()
+                        .map(VariantSetVersion::parse)
+                        .transpose()
+                        .map_err(|_| bad("invalid variant_set"))?,
                 }
             }
             _ => return Err(bad("unknown state")),
+        };
+        let previous = match (self.previous_generation.as_deref(), self.previous_until) {
+            (Some(g), Some(until)) => Some(PreviousFiles {
+                generation: Generation::parse(g).map_err(|_| bad("invalid previous_generation"))?,
+                kept_until: Timestamp::from_millis(until),
+            }),
+            (None, None) => None,
+            _ => return Err(bad("previous_generation without previous_until")),
         };
         Ok(ImageRecord {
             id,
@@ -102,6 +124,7 @@ impl RawImage {
             last_update: Timestamp::from_millis(self.last_update),
             link_count: u32::try_from(self.link_count).map_err(|_| bad("invalid link_count"))?,
             expires_at: self.expires_at.map(Timestamp::from_millis),
+            previous,
         })
     }
 }
@@ -162,16 +185,6 @@ fn millis(d: Duration, from: Timestamp) -> i64 {
     from.plus(d).as_millis()
 }
 
-/// A random generation other than `old` (a takeover must never reuse the old one's keys).
-fn fresh_generation(old: &Generation) -> Generation {
-    loop {
-        let g = Generation::random();
-        if &g != old {
-            return g;
-        }
-    }
-}
-
 fn claim_tx(
     conn: &mut Connection,
     id: &ImageId,
@@ -224,7 +237,7 @@ fn claim_tx(
                 ImageState::Processing { .. } => {
                     // The holder crashed: take over under a generation of our own, so its late
                     // writes never land on our keys and its `complete` is refused.
-                    let generation = fresh_generation(&record.generation);
+                    let generation = Generation::random_other_than(&record.generation);
                     tx.execute(
                     "UPDATE images SET generation = ?2, claim_expires_at = ?3, created_at = ?4, \
                      last_update = ?4, link_count = 0, expires_at = NULL \
@@ -268,8 +281,9 @@ fn create_ready_tx(
     let inserted = tx
         .execute(
             "INSERT INTO images (id, generation, state, claim_expires_at, format, width, height, \
-             original_bytes, variants, created_at, last_update, link_count, expires_at) \
-             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9) \
+             original_bytes, variants, created_at, last_update, link_count, expires_at, \
+             variant_set) \
+             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10) \
              ON CONFLICT (id) DO NOTHING",
             params![
                 id.as_str(),
@@ -281,6 +295,7 @@ fn create_ready_tx(
                 variants,
                 now.as_millis(),
                 millis(orphan_ttl, now),
+                ready.variant_set.as_str(),
             ],
         )
         .map_err(|e| sql_error("creating an image", e))?;
@@ -310,7 +325,7 @@ fn complete_tx(
         .execute(
             "UPDATE images SET state = 'ready', claim_expires_at = NULL, format = ?3, \
              width = ?4, height = ?5, original_bytes = ?6, variants = ?7, last_update = ?8, \
-             expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END \
+             expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END, variant_set = ?10 \
              WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
             params![
                 id.as_str(),
@@ -322,6 +337,7 @@ fn complete_tx(
                 variants,
                 now.as_millis(),
                 millis(orphan_ttl, now),
+                ready.variant_set.as_str(),
             ],
         )
         .map_err(|e| sql_error("completing an image", e))?;
@@ -334,6 +350,102 @@ fn complete_tx(
         .ok_or_else(|| StoreError::corrupt(format!("image {id} vanished while completing")))?;
     commit(tx)?;
     Ok(record)
+}
+
+fn replace_files_tx(
+    conn: &mut Connection,
+    id: &ImageId,
+    expected: &Generation,
+    generation: &Generation,
+    ready: &ReadyImage,
+    keep_previous_until: Timestamp,
+) -> Result<Option<ImageRecord>, StoreError> {
+    let (original_bytes, variants) = ready_columns(id, ready)?;
+    let tx = immediate(conn)?;
+    let Some(record) = select_one(&tx, id)?.filter(|r| r.is_ready() && &r.generation == expected)
+    else {
+        return Ok(None);
+    };
+    let previous = if generation == expected {
+        record.previous
+    } else {
+        Some(PreviousFiles {
+            generation: expected.clone(),
+            kept_until: keep_previous_until,
+        })
+    };
+    tx.execute(
+        "UPDATE images SET generation = ?2, format = ?3, width = ?4, height = ?5, \
+         original_bytes = ?6, variants = ?7, variant_set = ?8, previous_generation = ?9, \
+         previous_until = ?10 WHERE id = ?1",
+        params![
+            id.as_str(),
+            generation.as_str(),
+            ready.format.as_str(),
+            i64::from(ready.width),
+            i64::from(ready.height),
+            original_bytes,
+            variants,
+            ready.variant_set.as_str(),
+            previous.as_ref().map(|p| p.generation.as_str()),
+            previous.as_ref().map(|p| p.kept_until.as_millis()),
+        ],
+    )
+    .map_err(|e| sql_error("replacing an image's files", e))?;
+    let record = select_one(&tx, id)?
+        .ok_or_else(|| StoreError::corrupt(format!("image {id} vanished while replaced")))?;
+    commit(tx)?;
+    Ok(Some(record))
+}
+
+/// The ids of segment `segment` of `segments`: a range of shards, as `[low, high)` strings
+/// (`"g"` sorts after every hex id).
+fn segment_range(segment: u32, segments: u32) -> (String, String) {
+    let segments = segments.clamp(1, SHARD_COUNT as u32) as usize;
+    let segment = (segment as usize).min(segments - 1);
+    let bound = |i: usize| {
+        let shard = SHARD_COUNT * i / segments;
+        if shard >= SHARD_COUNT {
+            "g".to_owned()
+        } else {
+            format!("{shard:02x}")
+        }
+    };
+    (bound(segment), bound(segment + 1))
+}
+
+fn scan_records(
+    conn: &Connection,
+    segment: u32,
+    segments: u32,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<ScanPage, StoreError> {
+    let (low, high) = segment_range(segment, segments);
+    let sql = format!(
+        "SELECT {COLUMNS} FROM images WHERE id >= ?1 AND id < ?2 AND id > ?3 ORDER BY id LIMIT ?4"
+    );
+    let rows = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| {
+            stmt.query_map(
+                params![low, high, cursor.unwrap_or(""), sql_limit(limit.max(1))],
+                RawImage::from_row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(|e| sql_error("scanning images", e))?;
+    let full = rows.len() >= limit.max(1);
+    let records = rows
+        .into_iter()
+        .map(RawImage::into_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = if full {
+        records.last().map(|r| r.id.as_str().to_owned())
+    } else {
+        None
+    };
+    Ok(ScanPage { records, next })
 }
 
 fn expired_records(
@@ -453,6 +565,69 @@ impl ImageIndex for SqliteStore {
             return Ok(Vec::new());
         }
         self.run(move |conn| expired_records(conn, now, limit))
+            .await
+    }
+
+    async fn replace_files(
+        &self,
+        id: &ImageId,
+        expected: &Generation,
+        generation: &Generation,
+        ready: ReadyImage,
+        keep_previous_until: Timestamp,
+    ) -> Result<Option<ImageRecord>, StoreError> {
+        let (id, expected, generation) = (id.clone(), expected.clone(), generation.clone());
+        self.run(move |conn| {
+            replace_files_tx(
+                conn,
+                &id,
+                &expected,
+                &generation,
+                &ready,
+                keep_previous_until,
+            )
+        })
+        .await
+    }
+
+    async fn correct_link_count(
+        &self,
+        seen: &ImageRecord,
+        count: u32,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let seen = seen.clone();
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE images SET link_count = ?5, \
+                 expires_at = CASE WHEN ?5 = 0 THEN ?6 ELSE NULL END \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND link_count = ?3 \
+                 AND last_update = ?4",
+                params![
+                    seen.id.as_str(),
+                    seen.generation.as_str(),
+                    i64::from(seen.link_count),
+                    seen.last_update.as_millis(),
+                    i64::from(count),
+                    millis(orphan_ttl, now),
+                ],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| sql_error("correcting a link count", e))
+        })
+        .await
+    }
+
+    async fn scan(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StoreError> {
+        let cursor = cursor.map(str::to_owned);
+        self.run(move |conn| scan_records(conn, segment, segments, cursor.as_deref(), limit))
             .await
     }
 

@@ -10,7 +10,7 @@ use rusqlite::{Connection, params};
 use super::images::{commit, immediate, select_many};
 use super::{SqliteStore, sql_error};
 use crate::domain::{ImageId, OfferKey, Timestamp};
-use crate::ports::{LinkError, OfferLinks, StoreError};
+use crate::ports::{LinkError, OfferLinks, PhotoListPage, StoreError};
 
 /// The `(client_id, offer_id)` columns of an offer: `''` is the shared namespace.
 fn columns(offer: &OfferKey) -> (&str, &str) {
@@ -175,6 +175,66 @@ impl OfferLinks for SqliteStore {
         let (offer, images) = (offer.clone(), images.to_vec());
         self.run(move |conn| set_photos_tx(conn, &offer, &images, now, orphan_ttl))
             .await
+    }
+
+    async fn scan_photo_lists(
+        &self,
+        segment: u32,
+        _segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<PhotoListPage, StoreError> {
+        // One part: SQLite walks the offers in key order, cheaply, from the cursor.
+        if segment > 0 {
+            return Ok(PhotoListPage::default());
+        }
+        let (client, offer) = match cursor {
+            Some(c) => serde_json::from_str::<(String, String)>(c).map_err(|_| {
+                StoreError::corrupt(format!("sqlite: offer scan cursor {c:?} is not ours"))
+            })?,
+            None => (String::new(), String::new()),
+        };
+        let limit = limit.max(1);
+        self.run(move |conn| {
+            let rows = conn
+                .prepare_cached(
+                    "SELECT o.client_id, o.offer_id, p.image_id FROM                      (SELECT client_id, offer_id FROM offers                       WHERE (client_id, offer_id) > (?1, ?2)                       ORDER BY client_id, offer_id LIMIT ?3) o                      LEFT JOIN offer_photos p ON p.client_id = o.client_id AND p.offer_id = o.offer_id                      ORDER BY o.client_id, o.offer_id, p.position",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map(params![client, offer, super::sql_limit(limit)], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                        ))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .map_err(|e| sql_error("scanning offers", e))?;
+            let mut page = PhotoListPage::default();
+            let mut last: Option<(String, String)> = None;
+            let mut offers = 0;
+            for (client, offer, image) in rows {
+                if last.as_ref() != Some(&(client.clone(), offer.clone())) {
+                    page.lists.push(Vec::new());
+                    offers += 1;
+                    last = Some((client, offer));
+                }
+                if let (Some(image), Some(list)) = (image, page.lists.last_mut()) {
+                    list.push(ImageId::parse(&image).map_err(|_| {
+                        StoreError::corrupt(format!("sqlite: invalid image id {image:?} in an offer"))
+                    })?);
+                }
+            }
+            if offers >= limit {
+                page.next = last
+                    .map(|key| serde_json::to_string(&key))
+                    .transpose()
+                    .map_err(|e| StoreError::backend("encoding an offer scan cursor", e))?;
+            }
+            Ok(page)
+        })
+        .await
     }
 
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {

@@ -9,7 +9,7 @@ use super::sql_error;
 use crate::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -149,6 +149,14 @@ CREATE INDEX offer_photos_by_image ON offer_photos (image_id);
 ALTER TABLE uploads ADD COLUMN owner TEXT;
 ";
 
+/// Lifecycle: which variant set a ready image's files were made with, and the generation a
+/// re-processed image replaced while its files are kept.
+const V4: &str = "
+ALTER TABLE images ADD COLUMN variant_set TEXT;
+ALTER TABLE images ADD COLUMN previous_generation TEXT;
+ALTER TABLE images ADD COLUMN previous_until INTEGER;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -174,6 +182,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 3 {
         tx.execute_batch(V3)
             .map_err(|e| sql_error("moving offers to per-client keys", e))?;
+    }
+    if version < 4 {
+        tx.execute_batch(V4)
+            .map_err(|e| sql_error("recording variant set versions", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)

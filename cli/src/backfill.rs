@@ -1,0 +1,119 @@
+//! `imgest backfill`: re-processing every stored photo under the configured variant set.
+//! `start` and `resume` work in the foreground until the run is done or paused (by
+//! `imgest backfill pause` from another shell: the run reads its state before every batch);
+//! `imgest serve` works on a running backfill too.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Subcommand;
+use imgest_shared::flows::Service;
+use imgest_shared::flows::backfill::{BackfillStatus, RunState};
+use imgest_shared::settings::Settings;
+
+use crate::commands::{init_logs, service};
+
+#[derive(Subcommand)]
+pub enum BackfillCommand {
+    /// Start a run towards the configured variant set (IMGEST_VARIANTS, IMGEST_JPEG_QUALITY,
+    /// the watermark) and work on it until it is done or paused. Example:
+    /// `IMGEST_VARIANTS=large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,xl=fit:2048x2048 imgest backfill start`
+    Start,
+    /// Pause the run: no new batch starts; what is queued stays queued.
+    Pause,
+    /// Resume a paused run where it stopped, and work on it until it is done or paused.
+    Resume,
+    /// Show the run's progress: done / total, rate, failures by kind.
+    Status,
+}
+
+/// Tasks re-processed per batch; the state is read again between batches.
+const BATCH: usize = 8;
+
+pub async fn run(command: BackfillCommand) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = service(&settings).await?;
+    match command {
+        BackfillCommand::Start => {
+            let run = service.backfill_start().await?;
+            println!("backfill towards variant set {} started", run.target);
+            work(&service).await
+        }
+        BackfillCommand::Pause => {
+            service.backfill_pause().await?;
+            println!("backfill paused");
+            print_status(&service.backfill_status().await?, None);
+            Ok(())
+        }
+        BackfillCommand::Resume => {
+            service.backfill_resume().await?;
+            println!("backfill resumed");
+            work(&service).await
+        }
+        BackfillCommand::Status => {
+            print_status(&service.backfill_status().await?, None);
+            Ok(())
+        }
+    }
+}
+
+/// Works on the run until it is finished or paused, printing progress every few seconds.
+async fn work(service: &Service) -> Result<()> {
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    loop {
+        let step = service.backfill_step(BATCH).await?;
+        let status = service.backfill_status().await?;
+        let paused = status
+            .run
+            .as_ref()
+            .is_some_and(|r| r.state == RunState::Paused);
+        if status.finished || paused || last_print.elapsed() >= Duration::from_secs(2) {
+            print_status(&status, Some(started.elapsed()));
+            last_print = Instant::now();
+        }
+        if status.finished || paused {
+            return Ok(());
+        }
+        if step == Default::default() {
+            // Only tasks that wait for a retry are left.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+fn print_status(status: &BackfillStatus, elapsed: Option<Duration>) {
+    let Some(run) = &status.run else {
+        println!("no backfill has been started");
+        return;
+    };
+    let state = match (run.state, status.finished) {
+        (_, true) => "done",
+        (RunState::Paused, _) => "paused",
+        (RunState::Running, _) => "enumerating",
+        (RunState::Enumerated, _) => "processing",
+    };
+    let failed: u64 = status.failed.iter().map(|(_, n)| n).sum();
+    let mut line = format!(
+        "backfill {state}: {} of {} queued done, {} pending, {failed} failed, {} records scanned (pass {} of {})",
+        status.done,
+        run.queued,
+        status.pending,
+        run.scanned,
+        (run.pass + 1).min(imgest_shared::flows::backfill::PASSES.len()),
+        imgest_shared::flows::backfill::PASSES.len(),
+    );
+    if let Some(elapsed) = elapsed.filter(|e| !e.is_zero()) {
+        let rate = status.done as f64 / elapsed.as_secs_f64();
+        line.push_str(&format!(", {rate:.1} images/s"));
+        if rate > 0.0 && run.state == RunState::Enumerated {
+            let eta = status.pending as f64 / rate;
+            line.push_str(&format!(", about {eta:.0} s left"));
+        }
+    }
+    println!("{line}");
+    for (kind, n) in &status.failed {
+        println!("  {n} failed: {kind}");
+    }
+}

@@ -1,0 +1,483 @@
+//! Backfill: re-processing stored photos under the configured variant set (a new size, a new
+//! quality, a watermark), without hurting live work.
+//!
+//! - **Keyed by content.** A task is one image id on the `backfill` queue (a set: an id is
+//!   never queued twice), so an image is re-processed once however many offers link it. A
+//!   record already of the configured version is skipped, so a duplicate delivery or a resumed
+//!   run costs a read.
+//! - **Nothing breaks half-way.** The new files are written under a new generation, then the
+//!   record is pointed at them by a conditional write on the old generation (record after
+//!   files, as for uploads); the old generation's files stay readable until the sweep grace
+//!   has passed (the record's `previous`), then the sweeper deletes them. A record collected or
+//!   changed meanwhile wins: the new files are deleted again.
+//! - **Hot first.** Records are enumerated in passes over the whole index, each pass taking
+//!   colder images than the last ([`PASSES`]): images linked by many offers first, orphans
+//!   last.
+//! - **Kill switch.** The run's state is a checkpoint read before every batch: paused means no
+//!   new batch starts; tasks already queued stay queued and resume continues where it stopped.
+//! - **Live work first.** Backfill decodes at most one photo fewer at once than the process
+//!   may (`process_concurrency - 1`, at least one), so a live upload always finds a slot.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use tracing::{info, warn};
+
+use super::upload::{delete_generation_files, reserve_memory, write_files};
+use super::{FlowError, Metrics, Service};
+use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion};
+use crate::ports::{Delivery, QueueCounts, TaskQueue};
+
+/// The local task queue backfill tasks wait on.
+pub const BACKFILL_QUEUE: &str = "backfill";
+
+/// Where the run's state is saved.
+const STATE_CHECKPOINT: &str = "backfill.state";
+
+/// Records read per enumeration step.
+const SCAN_PAGE: usize = 500;
+
+/// How long a backfill task is leased before another worker may take it.
+const LEASE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Attempts before a task is dead-lettered.
+const MAX_ATTEMPTS: u32 = 3;
+
+/// The passes, hottest first: a record is enqueued in the first pass whose test it meets.
+pub const PASSES: [Pass; 4] = [
+    Pass::LinkedAtLeast(16),
+    Pass::LinkedAtLeast(4),
+    Pass::LinkedAtLeast(1),
+    Pass::Orphans,
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Images linked by at least this many offers.
+    LinkedAtLeast(u32),
+    /// Images no offer links (still in their orphan window).
+    Orphans,
+}
+
+impl Pass {
+    fn takes(self, record: &ImageRecord) -> bool {
+        match self {
+            Self::LinkedAtLeast(n) => record.link_count >= n,
+            Self::Orphans => true,
+        }
+    }
+}
+
+/// Whether a run is going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Running,
+    Paused,
+    /// Every pass enumerated; what is queued is being processed.
+    Enumerated,
+}
+
+/// A backfill run, saved as a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackfillRun {
+    /// The version every record is brought to.
+    pub target: VariantSetVersion,
+    pub state: RunState,
+    /// Whether enumeration had finished when the run was paused.
+    #[serde(default)]
+    pub enumerated: bool,
+    /// The pass being enumerated (an index into [`PASSES`]) and where its walk resumes.
+    pub pass: usize,
+    pub cursor: Option<String>,
+    pub started_at: Timestamp,
+    /// Records read so far (all passes) and tasks queued.
+    pub scanned: u64,
+    pub queued: u64,
+}
+
+/// What `backfill status` shows: the run, and its queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackfillStatus {
+    pub run: Option<BackfillRun>,
+    /// Tasks queued and not yet finished (waiting, delayed or being processed).
+    pub pending: u64,
+    /// Tasks queued and finished (re-processed, or found current or gone).
+    pub done: u64,
+    /// Tasks that failed every attempt, by error kind.
+    pub failed: Vec<(String, u64)>,
+    /// Whether the run has nothing left to do.
+    pub finished: bool,
+}
+
+/// What re-processing one image did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reprocessed {
+    /// New files written and the record pointed at them.
+    Done,
+    /// The record was already of the configured version.
+    Current,
+    /// No live record (collected, never ready), or it changed while we worked.
+    Gone,
+}
+
+/// What one call of [`Service::backfill_step`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StepReport {
+    pub scanned: u64,
+    pub queued: u64,
+    pub reprocessed: u64,
+    pub current: u64,
+    pub gone: u64,
+    pub failed: u64,
+}
+
+impl Service {
+    fn backfill_queue(&self) -> Result<&Arc<dyn TaskQueue>, FlowError> {
+        self.ports.queue.as_ref().ok_or_else(|| {
+            FlowError::Internal("backfill runs where the embedded task queue is".into())
+        })
+    }
+
+    async fn load_run(&self) -> Result<Option<BackfillRun>, FlowError> {
+        let Some(raw) = self
+            .ports
+            .checkpoints
+            .load_checkpoint(STATE_CHECKPOINT)
+            .await?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(&raw).map(Some).map_err(|e| {
+            FlowError::Internal(format!("the saved backfill state is unreadable: {e}"))
+        })
+    }
+
+    async fn save_run(&self, run: &BackfillRun) -> Result<(), FlowError> {
+        let raw = serde_json::to_string(run)
+            .map_err(|e| FlowError::Internal(format!("encoding the backfill state: {e}")))?;
+        self.ports
+            .checkpoints
+            .save_checkpoint(STATE_CHECKPOINT, &raw)
+            .await?;
+        Ok(())
+    }
+
+    /// Starts a run towards the configured variant set, from the first pass. A run already
+    /// going towards it is resumed instead (nothing is enumerated twice).
+    pub async fn backfill_start(&self) -> Result<BackfillRun, FlowError> {
+        self.backfill_queue()?;
+        let target = self.pipeline.version().clone();
+        if let Some(run) = self.load_run().await?
+            && run.target == target
+            && run.state != RunState::Enumerated
+        {
+            return self.backfill_resume().await;
+        }
+        let run = BackfillRun {
+            target,
+            state: RunState::Running,
+            enumerated: false,
+            pass: 0,
+            cursor: None,
+            started_at: self.ports.clock.now(),
+            scanned: 0,
+            queued: 0,
+        };
+        self.save_run(&run).await?;
+        info!(target = %run.target, "backfill started");
+        Ok(run)
+    }
+
+    /// Pauses the run: no new batch starts (each worker reads the state before its next one).
+    pub async fn backfill_pause(&self) -> Result<BackfillRun, FlowError> {
+        let mut run = self
+            .load_run()
+            .await?
+            .ok_or_else(|| FlowError::Internal("no backfill has been started".into()))?;
+        if run.state != RunState::Paused {
+            run.enumerated = run.state == RunState::Enumerated;
+            run.state = RunState::Paused;
+            self.save_run(&run).await?;
+            info!(target = %run.target, "backfill paused");
+        }
+        Ok(run)
+    }
+
+    /// Resumes a paused run where it stopped.
+    pub async fn backfill_resume(&self) -> Result<BackfillRun, FlowError> {
+        let mut run = self
+            .load_run()
+            .await?
+            .ok_or_else(|| FlowError::Internal("no backfill has been started".into()))?;
+        if run.target != *self.pipeline.version() {
+            return Err(FlowError::Internal(format!(
+                "the saved backfill targets variant set {} but this configuration is {}; \
+                 start a new one",
+                run.target,
+                self.pipeline.version()
+            )));
+        }
+        if run.state == RunState::Paused {
+            run.state = if run.enumerated {
+                RunState::Enumerated
+            } else {
+                RunState::Running
+            };
+            self.save_run(&run).await?;
+            info!(target = %run.target, "backfill resumed");
+        }
+        Ok(run)
+    }
+
+    pub async fn backfill_status(&self) -> Result<BackfillStatus, FlowError> {
+        let queue = self.backfill_queue()?;
+        let run = self.load_run().await?;
+        let counts: QueueCounts = queue.counts(BACKFILL_QUEUE, self.ports.clock.now()).await?;
+        let pending = counts.ready + counts.delayed + counts.in_flight;
+        let mut failed: Vec<(String, u64)> = Vec::new();
+        for letter in queue.dead_letters(BACKFILL_QUEUE, 10_000).await? {
+            let kind = letter
+                .reason
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            match failed.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => failed.push((kind, 1)),
+            }
+        }
+        let done = run
+            .as_ref()
+            .map_or(0, |r| r.queued.saturating_sub(pending + counts.dead));
+        let finished = run
+            .as_ref()
+            .is_some_and(|r| r.state == RunState::Enumerated && pending == 0);
+        Ok(BackfillStatus {
+            run,
+            pending,
+            done,
+            failed,
+            finished,
+        })
+    }
+
+    /// One batch of a running backfill: reads the state (the kill switch), enumerates one page
+    /// of records if enumeration is not over, then re-processes up to `max_tasks` queued images.
+    /// Does nothing while paused or when no run was started.
+    pub async fn backfill_step(&self, max_tasks: usize) -> Result<StepReport, FlowError> {
+        let queue = Arc::clone(self.backfill_queue()?);
+        let mut report = StepReport::default();
+        let Some(mut run) = self.load_run().await? else {
+            return Ok(report);
+        };
+        if run.state == RunState::Paused || run.target != *self.pipeline.version() {
+            return Ok(report);
+        }
+        if run.state == RunState::Running {
+            self.enumerate_page(&queue, &mut run, &mut report).await?;
+            // Saved after the tasks are queued: a crash queues a page again, never skips one.
+            // A pause saved meanwhile wins.
+            if let Some(saved) = self.load_run().await?
+                && saved.state == RunState::Paused
+            {
+                run.state = RunState::Paused;
+                run.enumerated = false;
+            }
+            self.save_run(&run).await?;
+            if run.state == RunState::Paused {
+                return Ok(report);
+            }
+        }
+        let now = self.ports.clock.now();
+        let deliveries = queue.receive(BACKFILL_QUEUE, now, max_tasks, LEASE).await?;
+        let tasks = deliveries.into_iter().map(|d| {
+            let queue = Arc::clone(&queue);
+            async move {
+                let outcome = self.run_task(&d).await;
+                (queue, d, outcome)
+            }
+        });
+        for (queue, delivery, outcome) in futures_util::future::join_all(tasks).await {
+            match outcome {
+                Ok(Reprocessed::Done) => report.reprocessed += 1,
+                Ok(Reprocessed::Current) => report.current += 1,
+                Ok(Reprocessed::Gone) => report.gone += 1,
+                Err(_) => report.failed += 1,
+            }
+            self.finish_task(&queue, &delivery, outcome).await?;
+        }
+        Ok(report)
+    }
+
+    async fn enumerate_page(
+        &self,
+        queue: &Arc<dyn TaskQueue>,
+        run: &mut BackfillRun,
+        report: &mut StepReport,
+    ) -> Result<(), FlowError> {
+        let Some(pass) = PASSES.get(run.pass).copied() else {
+            run.state = RunState::Enumerated;
+            return Ok(());
+        };
+        let page = self
+            .ports
+            .images
+            .scan(0, 1, run.cursor.as_deref(), SCAN_PAGE)
+            .await?;
+        let now = self.ports.clock.now();
+        // A record taken by an earlier (hotter) pass is not queued again.
+        let earlier = &PASSES[..run.pass];
+        for record in &page.records {
+            report.scanned += 1;
+            if !record.is_live(now)
+                || record.variant_set() == Some(&run.target)
+                || !pass.takes(record)
+                || earlier.iter().any(|p| p.takes(record))
+            {
+                continue;
+            }
+            queue
+                .enqueue(BACKFILL_QUEUE, record.id.as_str(), "", now)
+                .await?;
+            report.queued += 1;
+        }
+        run.scanned += report.scanned;
+        run.queued += report.queued;
+        run.cursor = page.next;
+        if run.cursor.is_none() {
+            run.pass += 1;
+            if run.pass >= PASSES.len() {
+                run.state = RunState::Enumerated;
+                info!(
+                    queued = run.queued,
+                    scanned = run.scanned,
+                    "backfill enumerated"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn run_task(&self, delivery: &Delivery) -> Result<Reprocessed, FlowError> {
+        let id = ImageId::parse(&delivery.key)?;
+        self.reprocess(&id).await
+    }
+
+    async fn finish_task(
+        &self,
+        queue: &Arc<dyn TaskQueue>,
+        delivery: &Delivery,
+        outcome: Result<Reprocessed, FlowError>,
+    ) -> Result<(), FlowError> {
+        match outcome {
+            Ok(_) => {
+                queue.ack(delivery).await?;
+            }
+            Err(e) if e.is_retryable() && delivery.attempts < MAX_ATTEMPTS => {
+                warn!(image_id = %delivery.key, error = %e, "backfill task failed; retried");
+                let at = self
+                    .ports
+                    .clock
+                    .now()
+                    .plus(std::time::Duration::from_secs(10 << delivery.attempts));
+                queue.retry(delivery, at).await?;
+            }
+            Err(e) => {
+                warn!(image_id = %delivery.key, error = %e, "backfill task failed");
+                let reason = format!("{}: {e}", e.kind());
+                queue
+                    .dead_letter(delivery, &reason, self.ports.clock.now())
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-processes one image from its original under the configured variant set: new files
+    /// under a new generation, then the record pointed at them (the old generation's files
+    /// kept for the sweep grace). Skips a record already of the configured version.
+    pub async fn reprocess(&self, id: &ImageId) -> Result<Reprocessed, FlowError> {
+        let now = self.ports.clock.now();
+        let Some(record) = self.ports.images.get(id).await?.filter(|r| r.is_live(now)) else {
+            return Ok(Reprocessed::Gone);
+        };
+        if record.variant_set() == Some(self.pipeline.version()) {
+            return Ok(Reprocessed::Current);
+        }
+        self.reprocess_record(&record).await
+    }
+
+    /// Re-processes a live record from its original, whatever its version (the audit's repair
+    /// of missing files does too).
+    pub(crate) async fn reprocess_record(
+        &self,
+        record: &ImageRecord,
+    ) -> Result<Reprocessed, FlowError> {
+        let id = &record.id;
+        let original = self
+            .ports
+            .blobs
+            .get(&BlobKey::original(id, &record.generation))
+            .await?;
+        let processed = {
+            let _backfill = self
+                .backfill_slots
+                .acquire()
+                .await
+                .map_err(|e| FlowError::Internal(e.to_string()))?;
+            let _memory = reserve_memory(&self.pipeline, &self.budget, &original).await?;
+            let _slot = self
+                .process_slots
+                .acquire()
+                .await
+                .map_err(|e| FlowError::Internal(e.to_string()))?;
+            let (pipeline, body) = (Arc::clone(&self.pipeline), original.clone());
+            let processed = tokio::task::spawn_blocking(move || pipeline.process(&body))
+                .await
+                .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))?;
+            Metrics::add(&self.metrics.pipeline_runs, 1);
+            Metrics::add(&self.metrics.backfill_runs, 1);
+            processed?
+        };
+        let generation = Generation::random_other_than(&record.generation);
+        let ready = write_files(
+            &self.ports,
+            id,
+            &generation,
+            &original,
+            processed,
+            self.pipeline.version().clone(),
+            &self.metrics,
+        )
+        .await?;
+        let keep = self.ports.clock.now().plus(self.policy.sweep_grace);
+        let replaced = self
+            .ports
+            .images
+            .replace_files(id, &record.generation, &generation, ready, keep)
+            .await;
+        match replaced {
+            Ok(Some(_)) => {
+                info!(image_id = %id, from = %record.generation, to = %generation, "re-processed");
+                Ok(Reprocessed::Done)
+            }
+            Ok(None) => {
+                if let Err(e) = delete_generation_files(&self.ports, id, &generation).await {
+                    warn!(image_id = %id, error = %e, "could not remove files of a re-processing that lost its record; the sweeper will");
+                }
+                Ok(Reprocessed::Gone)
+            }
+            // Unknown whether it was applied: the files stay (the sweeper collects them if not).
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// How many photos backfill may decode at once beside live work.
+pub(crate) fn backfill_slots(process_concurrency: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(process_concurrency.saturating_sub(1).max(1)))
+}

@@ -1,0 +1,227 @@
+//! Re-processing stored photos under a new variant set (backfill) and retiring a size dropped
+//! from the configuration (the sweep), on the embedded backend.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::time::Duration;
+
+use imgest_shared::domain::{BlobKey, ImageId, ImageRecord, ImageState};
+use imgest_shared::flows::Service;
+use imgest_shared::flows::backfill::RunState;
+
+use crate::support::TestApp;
+
+const WITH_TINY: &str = "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,tiny=fit:16x16";
+const WITHOUT_MEDIUM: &str = "large=fit:1280x1280,thumb=cover:200x200";
+
+/// Distinct small photos (their sizes differ, so their bytes do).
+fn photos(n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| imgest_hosts::hostile::jpeg(40 + i, 30, false, None))
+        .collect()
+}
+
+async fn record(service: &Service, id: &str) -> ImageRecord {
+    let id = ImageId::parse(id).unwrap();
+    service.ports().images.get(&id).await.unwrap().unwrap()
+}
+
+async fn variant_names(service: &Service, id: &str) -> Vec<String> {
+    let ImageState::Ready { variants, .. } = record(service, id).await.state else {
+        panic!("{id} is ready");
+    };
+    variants.iter().map(|v| v.name.to_string()).collect()
+}
+
+async fn is_current(service: &Service, id: &str) -> bool {
+    record(service, id).await.variant_set() == Some(service.pipeline().version())
+}
+
+#[tokio::test]
+async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_pause() {
+    let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    let mut ids = Vec::new();
+    for photo in photos(10) {
+        ids.push(app.upload_ok(&photo).await);
+    }
+    // Two hot images (linked), eight orphans.
+    assert_eq!(app.link("a", &[&ids[0], &ids[1]]).await.status, 200);
+    assert_eq!(app.link("b", &[&ids[1]]).await.status, 200);
+    let old_url = app.get(&format!("/v1/images/{}", ids[2])).await.json["variants"]["large"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decodes_before = app.service.metrics().snapshot().pipeline_runs;
+
+    let new = app.service_with_variants(WITH_TINY);
+    assert!(!is_current(&new, &ids[0]).await);
+    new.backfill_start().await.unwrap();
+    // Passes of 16 and 4 links find nothing; the pass of linked images takes the two hot ones.
+    for _ in 0..3 {
+        new.backfill_step(8).await.unwrap();
+    }
+    assert!(is_current(&new, &ids[0]).await && is_current(&new, &ids[1]).await);
+    for id in &ids[2..] {
+        assert!(!is_current(&new, id).await, "orphans come last");
+    }
+
+    // Paused: a batch does nothing, and the status says so.
+    new.backfill_pause().await.unwrap();
+    let step = new.backfill_step(8).await.unwrap();
+    assert_eq!(step, Default::default());
+    let status = new.backfill_status().await.unwrap();
+    assert_eq!(status.run.unwrap().state, RunState::Paused);
+    assert!(!status.finished);
+
+    new.backfill_resume().await.unwrap();
+    let mut steps = 0;
+    while !new.backfill_status().await.unwrap().finished {
+        new.backfill_step(3).await.unwrap();
+        steps += 1;
+        assert!(steps < 20, "the backfill finishes");
+    }
+    let status = new.backfill_status().await.unwrap();
+    assert_eq!((status.done, status.pending), (10, 0), "{status:?}");
+    assert!(status.failed.is_empty());
+    for id in &ids {
+        assert!(is_current(&new, id).await);
+        assert!(variant_names(&new, id).await.contains(&"tiny".to_owned()));
+    }
+    // Each image decoded once, however many offers link it.
+    let snapshot = new.metrics().snapshot();
+    assert_eq!(snapshot.backfill_runs, 10);
+    assert_eq!(
+        app.service.metrics().snapshot().pipeline_runs,
+        decodes_before
+    );
+
+    // A second run finds every record current and decodes nothing.
+    new.backfill_start().await.unwrap();
+    while !new.backfill_status().await.unwrap().finished {
+        new.backfill_step(8).await.unwrap();
+    }
+    assert_eq!(new.metrics().snapshot().backfill_runs, 10);
+
+    // The API serves the new size; the old URLs still work until the sweep grace has passed.
+    let image = app.get(&format!("/v1/images/{}", ids[2])).await;
+    assert!(
+        image.json["variants"]["tiny"]["url"].is_string(),
+        "{}",
+        image.json
+    );
+    assert_eq!(app.get_bytes(&old_url).await.0, 200);
+    assert_eq!(new.sweep(false).await.unwrap().files_deleted, 0);
+    app.advance_clock(Duration::from_secs(2 * 3600));
+    let swept = new.sweep(false).await.unwrap();
+    assert_eq!(swept.previous_files, 40, "{swept:?}");
+    assert_eq!(app.get_bytes(&old_url).await.0, 404);
+    for id in &ids {
+        assert_eq!(
+            app.files_of(id).await.len(),
+            5,
+            "an original and four variants"
+        );
+    }
+    assert_eq!(swept.files_deleted, swept.garbage_files);
+}
+
+#[tokio::test]
+async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
+    let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    let mut ids = Vec::new();
+    for photo in photos(3) {
+        ids.push(app.upload_ok(&photo).await);
+    }
+    assert_eq!(app.link("a", &[&ids[0]]).await.status, 200);
+    let before: Vec<Vec<String>> = {
+        let mut all = Vec::new();
+        for id in &ids {
+            all.push(app.files_of(id).await);
+        }
+        all
+    };
+    let new = app.service_with_variants(WITHOUT_MEDIUM);
+
+    // Young files are never deleted.
+    let young = new.sweep(true).await.unwrap();
+    assert_eq!((young.garbage_files, young.young_unowned_files), (0, 3));
+
+    app.advance_clock(Duration::from_secs(2 * 3600));
+    let dry = new.sweep(true).await.unwrap();
+    assert_eq!(
+        (
+            dry.unlisted_files,
+            dry.garbage_files,
+            dry.files_deleted,
+            dry.records_retired
+        ),
+        (3, 3, 0, 0),
+        "{dry:?}"
+    );
+    for (id, files) in ids.iter().zip(&before) {
+        assert_eq!(&app.files_of(id).await, files, "a dry run deletes nothing");
+    }
+
+    let report = new.sweep(false).await.unwrap();
+    assert_eq!(
+        (
+            report.records_retired,
+            report.unlisted_files,
+            report.files_deleted
+        ),
+        (3, 3, 3),
+        "{report:?}"
+    );
+    for (id, files) in ids.iter().zip(&before) {
+        let expected: Vec<String> = files
+            .iter()
+            .filter(|f| !f.ends_with("/medium.jpg"))
+            .cloned()
+            .collect();
+        assert_eq!(app.files_of(id).await, expected);
+        assert_eq!(variant_names(&new, id).await, ["large", "thumb"]);
+        let image = app.get(&format!("/v1/images/{id}")).await;
+        assert!(image.json["variants"]["medium"].is_null(), "{}", image.json);
+        for v in image.json["variants"].as_object().unwrap().values() {
+            assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
+        }
+    }
+    // The offer is untouched, and another sweep finds nothing.
+    assert_eq!(app.photos("a").await.photo_ids(), [ids[0].clone()]);
+    let again = new.sweep(false).await.unwrap();
+    assert_eq!((again.garbage_files, again.records_retired), (0, 0));
+}
+
+#[tokio::test]
+async fn the_sweeper_deletes_keys_it_does_not_recognise_after_the_grace() {
+    let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    let id = app.upload_ok(&photos(1)[0]).await;
+    let owned = app.files_of(&id).await;
+    let blobs = &app.service.ports().blobs;
+    let stray = [
+        // The layout before areas, and a file that is no image file key under a shard.
+        format!("{}/{id}/0badcafe/large.jpg", &id[..2]),
+        format!("public/{}/not-an-id/x.jpg", &id[..2]),
+    ];
+    for key in &stray {
+        blobs
+            .put(
+                &BlobKey::parse(key).unwrap(),
+                bytes::Bytes::from_static(b"x"),
+                "image/jpeg",
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(app.sweep().await.files_deleted, 0);
+    app.advance_clock(Duration::from_secs(2 * 3600));
+    let report = app.sweep().await;
+    assert_eq!(
+        (report.unrecognised_files, report.files_deleted),
+        (2, 2),
+        "{report:?}"
+    );
+    let files = app.files().await;
+    assert!(stray.iter().all(|k| !files.contains(k)));
+    assert_eq!(app.files_of(&id).await, owned);
+}
