@@ -16,6 +16,7 @@ mod identity_aws;
 mod images;
 mod learning_aws;
 mod lifecycle;
+mod model;
 mod offers;
 mod presigned;
 mod retries_aws;

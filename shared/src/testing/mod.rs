@@ -75,6 +75,7 @@ macro_rules! contract_suite {
 
 pub mod aws;
 pub mod blob_store;
+pub mod crashing;
 pub mod image_index;
 pub mod message_sender;
 pub mod offer_links;
