@@ -3,6 +3,7 @@
 
 mod support;
 
+mod audit;
 mod aws;
 mod backfill;
 mod bad_input;

@@ -20,7 +20,8 @@ use tokio::sync::watch;
 
 use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, OfferKey, Timestamp};
 use crate::ports::{
-    BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, ReadyImage, StoreError,
+    BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
+    ReadyImage, ScanPage, StoreError,
 };
 
 /// What happens to a process at its nth storage call (1-based).
@@ -319,6 +320,58 @@ impl ImageIndex for FaultyImages {
             )
             .await
     }
+
+    async fn replace_files(
+        &self,
+        id: &ImageId,
+        expected: &Generation,
+        generation: &Generation,
+        ready: ReadyImage,
+        keep_previous_until: Timestamp,
+    ) -> Result<Option<ImageRecord>, StoreError> {
+        self.faults
+            .call("images.replace_files", async {
+                let done = self
+                    .inner
+                    .replace_files(id, expected, generation, ready, keep_previous_until)
+                    .await;
+                if matches!(done, Ok(Some(_))) && generation != expected {
+                    lock(&self.faults.made_ready).push((id.clone(), generation.clone()));
+                }
+                done
+            })
+            .await
+    }
+
+    async fn correct_link_count(
+        &self,
+        seen: &ImageRecord,
+        count: u32,
+        now: Timestamp,
+        orphan_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        self.faults
+            .call(
+                "images.correct_link_count",
+                self.inner.correct_link_count(seen, count, now, orphan_ttl),
+            )
+            .await
+    }
+
+    async fn scan(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<ScanPage, StoreError> {
+        self.faults
+            .call(
+                "images.scan",
+                self.inner.scan(segment, segments, cursor, limit),
+            )
+            .await
+    }
 }
 
 /// An [`OfferLinks`] of one simulated process.
@@ -366,6 +419,22 @@ impl OfferLinks for FaultyOffers {
                 }
                 done
             })
+            .await
+    }
+
+    async fn scan_photo_lists(
+        &self,
+        segment: u32,
+        segments: u32,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<PhotoListPage, StoreError> {
+        self.faults
+            .call(
+                "offers.scan_photo_lists",
+                self.inner
+                    .scan_photo_lists(segment, segments, cursor, limit),
+            )
             .await
     }
 

@@ -117,6 +117,37 @@ pub fn sample(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading sample {}: {e}", path.display()))
 }
 
+/// A fresh bucket and table on the emulator, with their clients.
+pub struct AwsStorage {
+    pub s3: aws_sdk_s3::Client,
+    pub bucket: String,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub table: String,
+}
+
+impl AwsStorage {
+    pub async fn create(config: &aws_config::SdkConfig) -> Self {
+        let bucket = imgest_shared::testing::aws::unique_name("imgest-files");
+        let table = imgest_shared::testing::aws::unique_name("imgest-records");
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(config)
+                .force_path_style(true)
+                .build(),
+        );
+        s3.create_bucket().bucket(&bucket).send().await.unwrap();
+        let dynamodb = aws_sdk_dynamodb::Client::new(config);
+        imgest_shared::adapters::dynamodb::create_table(&dynamodb, &table)
+            .await
+            .unwrap();
+        Self {
+            s3,
+            bucket,
+            dynamodb,
+            table,
+        }
+    }
+}
+
 impl TestApp {
     pub async fn start() -> Self {
         Self::start_with(&[]).await
@@ -131,19 +162,8 @@ impl TestApp {
     /// emulator is configured and AWS tests are not required (see `testing::aws`).
     pub async fn start_aws(test: &str, vars: &[(&str, &str)]) -> Option<Self> {
         let config = imgest_shared::testing::aws::sdk_config(test).await?;
-        let bucket = imgest_shared::testing::aws::unique_name("imgest-files");
-        let table = imgest_shared::testing::aws::unique_name("imgest-records");
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&config)
-                .force_path_style(true)
-                .build(),
-        );
-        s3.create_bucket().bucket(&bucket).send().await.unwrap();
-        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-        imgest_shared::adapters::dynamodb::create_table(&dynamodb, &table)
-            .await
-            .unwrap();
-        Some(Self::start_on(vars, Some((bucket, table))).await)
+        let storage = AwsStorage::create(&config).await;
+        Some(Self::start_on(vars, Some((storage.bucket, storage.table))).await)
     }
 
     async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {

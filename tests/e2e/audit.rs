@@ -1,0 +1,109 @@
+//! The audit: records checked against their files, link counts against the offers.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use imgest_shared::domain::{BlobKey, ImageId, ImageRecord};
+use imgest_shared::flows::audit::SETTLE;
+
+use crate::support::TestApp;
+
+async fn record(app: &TestApp, id: &str) -> ImageRecord {
+    let id = ImageId::parse(id).unwrap();
+    app.service.ports().images.get(&id).await.unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn the_audit_mends_counts_and_files_it_can_and_reports_the_rest() {
+    let app = TestApp::start().await;
+    let ids: Vec<String> = {
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            ids.push(
+                app.upload_ok(&imgest_hosts::hostile::jpeg(40 + i, 30, false, None))
+                    .await,
+            );
+        }
+        ids
+    };
+    assert_eq!(app.link("a", &[&ids[0], &ids[3]]).await.status, 200);
+    let images = &app.service.ports().images;
+    let now = app.service.ports().clock.now();
+    let ttl = app.service.policy().orphan_ttl;
+    // A count too high (what a keyed crawl link may leave), one too low (a bug), a variant
+    // lost, an original lost.
+    let high = record(&app, &ids[0]).await;
+    assert!(images.correct_link_count(&high, 3, now, ttl).await.unwrap());
+    let low = record(&app, &ids[3]).await;
+    assert!(images.correct_link_count(&low, 0, now, ttl).await.unwrap());
+    let damaged = record(&app, &ids[1]).await;
+    let variant = BlobKey::variant(
+        &damaged.id,
+        &damaged.generation,
+        &imgest_shared::domain::VariantName::parse("medium").unwrap(),
+    );
+    let broken = record(&app, &ids[2]).await;
+    let blobs = &app.service.ports().blobs;
+    blobs
+        .delete(&[
+            variant.clone(),
+            BlobKey::original(&broken.id, &broken.generation),
+        ])
+        .await
+        .unwrap();
+
+    // Counts changed a moment ago are reported, not corrected.
+    let fresh = app.service.audit(true).await.unwrap();
+    assert_eq!(
+        (
+            fresh.images_checked,
+            fresh.images_missing_files,
+            fresh.images_broken,
+            fresh.images_repaired,
+            fresh.link_counts_too_high,
+            fresh.link_counts_too_low,
+            fresh.link_counts_unsettled,
+            fresh.link_counts_corrected,
+        ),
+        (4, 2, 1, 0, 1, 1, 2, 0),
+        "{fresh:?}"
+    );
+    assert!(
+        blobs.get(&variant).await.is_err(),
+        "a dry run mends nothing"
+    );
+
+    app.advance_clock(SETTLE + Duration::from_secs(1));
+    let report = app.service.audit(false).await.unwrap();
+    assert_eq!(
+        (
+            report.images_repaired,
+            report.images_broken,
+            report.link_counts_corrected,
+            report.links_to_missing_images
+        ),
+        (1, 1, 2, 0),
+        "{report:?}"
+    );
+    assert_eq!(record(&app, &ids[0]).await.link_count, 1);
+    assert_eq!(record(&app, &ids[3]).await.link_count, 1);
+    // The damaged image was rebuilt from its original, under a new generation.
+    let repaired = app.get(&format!("/v1/images/{}", ids[1])).await;
+    for v in repaired.json["variants"].as_object().unwrap().values() {
+        assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
+    }
+    assert_ne!(record(&app, &ids[1]).await.generation, damaged.generation);
+
+    // A second audit finds only what cannot be mended.
+    let again = app.service.audit(false).await.unwrap();
+    assert_eq!(
+        (
+            again.images_missing_files,
+            again.images_broken,
+            again.link_counts_too_high + again.link_counts_too_low
+        ),
+        (1, 1, 0),
+        "{again:?}"
+    );
+}
