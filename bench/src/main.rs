@@ -2,6 +2,7 @@
 //! figures; the scripts beside this crate (`bench/*.sh`) install what they compare against and
 //! drive them.
 
+mod backfill;
 mod burst;
 mod cost;
 mod crawl;
@@ -62,6 +63,16 @@ enum Command {
         /// A short run (4,000 URLs per case) to see it work.
         #[arg(long, conflicts_with = "urls")]
         quick: bool,
+    },
+    /// A backfill of a new size over a stored corpus, paused and resumed half-way, with live
+    /// uploads alone and beside it: their latencies side by side. Build with --release.
+    Backfill {
+        /// Photos in the corpus.
+        #[arg(long, default_value_t = 3000)]
+        images: usize,
+        /// Live uploads in each phase.
+        #[arg(long, default_value_t = 200)]
+        live: usize,
     },
     /// A burst of distinct 20-49 MP uploads (JPEG and PNG, 8- and 16-bit) at once against a
     /// running `imgest serve`: how each was answered, and the time. Run it through
@@ -141,6 +152,9 @@ fn main() -> ExitCode {
                     concurrency,
                 })
                 .await
+            }
+            Command::Backfill { images, live } => {
+                backfill::run(backfill::Options { images, live }).await
             }
             Command::Burst { url, count } => burst::run(&url, count).await,
             Command::Hostile { out } => hostile::write(&out),

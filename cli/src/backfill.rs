@@ -9,9 +9,8 @@ use anyhow::Result;
 use clap::Subcommand;
 use imgest_shared::flows::Service;
 use imgest_shared::flows::backfill::{BackfillStatus, RunState};
-use imgest_shared::settings::Settings;
 
-use crate::commands::{init_logs, service};
+use crate::commands::{embedded_settings, init_logs, service};
 
 #[derive(Subcommand)]
 pub enum BackfillCommand {
@@ -32,7 +31,7 @@ const BATCH: usize = 8;
 
 pub async fn run(command: BackfillCommand) -> Result<()> {
     init_logs("warn");
-    let settings = Settings::from_env()?;
+    let settings = embedded_settings("backfill")?;
     let service = service(&settings).await?;
     match command {
         BackfillCommand::Start => {
@@ -76,8 +75,8 @@ async fn work(service: &Service) -> Result<()> {
         if status.finished || paused {
             return Ok(());
         }
-        if step == Default::default() {
-            // Only tasks that wait for a retry are left.
+        if !step.did_work() {
+            // Live work comes first, or only tasks that wait for a retry are left.
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }

@@ -163,6 +163,44 @@ pub async fn gc() -> Result<()> {
     Ok(())
 }
 
+pub async fn queue(json: bool, dead_letters: usize) -> Result<()> {
+    init_logs("warn");
+    let settings = embedded_settings("queue")?;
+    let service = service(&settings).await?;
+    let overview = service.queue_overview(dead_letters).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&overview)?);
+        return Ok(());
+    }
+    println!(
+        "{:<10} {:<9} {:>4} {:>9} {:>9} {:>9} {:>9}",
+        "queue", "priority", "tier", "ready", "delayed", "in flight", "dead"
+    );
+    for q in &overview.queues {
+        let priority = serde_json::to_value(q.priority)?;
+        println!(
+            "{:<10} {:<9} {:>4} {:>9} {:>9} {:>9} {:>9}",
+            q.queue,
+            priority.as_str().unwrap_or_default(),
+            q.tier.map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            q.ready,
+            q.delayed,
+            q.in_flight,
+            q.dead
+        );
+    }
+    if !overview.dead_letters.is_empty() {
+        println!("newest dead letters:");
+        for d in &overview.dead_letters {
+            println!(
+                "  {} {} after {} attempts: {}",
+                d.queue, d.key, d.attempts, d.reason
+            );
+        }
+    }
+    Ok(())
+}
+
 pub async fn audit(dry_run: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;

@@ -54,6 +54,16 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Show the local task queue: each queue's tasks by state, priority and tier, and the
+    /// newest dead letters with their reasons. Example: `imgest queue --dead-letters 20`
+    Queue {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// How many of the newest dead letters to show.
+        #[arg(long, default_value_t = 10)]
+        dead_letters: usize,
+    },
     /// Re-process every stored photo under the configured variant set, hottest first.
     Backfill {
         #[command(subcommand)]
@@ -94,6 +104,7 @@ fn main() -> ExitCode {
             Command::Process { out, files } => commands::process(out, files).await,
             Command::Gc => commands::gc().await,
             Command::Sweep { dry_run } => commands::sweep(dry_run).await,
+            Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
             Command::Audit { dry_run } => commands::audit(dry_run).await,
             Command::Backfill { command } => backfill::run(command).await,
             Command::Crawl { file } => crawl::crawl_file(file).await,

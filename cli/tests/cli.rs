@@ -222,3 +222,82 @@ fn serve_refuses_an_open_api_off_loopback_unless_told_so() {
     let logs = String::from_utf8_lossy(&out.stderr);
     assert!(logs.contains("the API is open"), "{logs}");
 }
+
+#[test]
+fn backfill_audit_and_queue_work_on_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut settings = Settings::defaults();
+        settings.backend = Backend::Embedded {
+            data_dir: data.clone(),
+        };
+        let clock = Arc::new(ManualClock::starting_now());
+        let service = app::service(&settings, "http://127.0.0.1:8080", clock)
+            .await
+            .unwrap();
+        for name in ["storm.jpg", "dune.jpg"] {
+            let bytes = std::fs::read(samples().join(name)).unwrap();
+            service.upload_bytes(bytes.into()).await.unwrap();
+        }
+    });
+    let bigger = [(
+        "IMGEST_VARIANTS",
+        "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,tiny=fit:32x32",
+    )];
+    let out = imgest(dir.path(), &["backfill", "status"], &bigger);
+    assert!(
+        stdout(&out).contains("no backfill has been started"),
+        "{}",
+        stdout(&out)
+    );
+    let out = imgest(dir.path(), &["backfill", "start"], &bigger);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains("backfill done: 2 of 2 queued done, 0 pending, 0 failed"),
+        "{}",
+        stdout(&out)
+    );
+    // Under the old configuration, resuming is refused with the reason.
+    let out = imgest(dir.path(), &["backfill", "resume"], &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("start a new one"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = imgest(dir.path(), &["audit"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains("2 images checked: 0 with missing files"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = imgest(dir.path(), &["queue", "--json"], &[]);
+    assert!(out.status.success());
+    let overview: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let backfill = overview["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "backfill")
+        .unwrap();
+    assert_eq!(backfill["priority"], "backfill");
+    assert_eq!(backfill["ready"], 0);
+    let out = imgest(dir.path(), &["queue"], &[]);
+    assert!(stdout(&out).contains("fetch-0"), "{}", stdout(&out));
+}

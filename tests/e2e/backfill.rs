@@ -225,3 +225,57 @@ async fn the_sweeper_deletes_keys_it_does_not_recognise_after_the_grace() {
     assert!(stray.iter().all(|k| !files.contains(k)));
     assert_eq!(app.files_of(&id).await, owned);
 }
+
+#[tokio::test]
+async fn backfill_waits_while_live_work_is_due_and_the_queue_shows_both() {
+    let app = TestApp::start().await;
+    let id = app.upload_ok(&photos(1)[0]).await;
+    let queue = app.service.ports().queue.clone().unwrap();
+    let now = app.service.ports().clock.now();
+    // A downloaded photo waiting for processing (the runner's own workers poll the fetch
+    // queues, not this one, so it stays there until the test takes it).
+    queue
+        .enqueue("process", "a-photo", "{}", now)
+        .await
+        .unwrap();
+
+    let new = app.service_with_variants(WITH_TINY);
+    new.backfill_start().await.unwrap();
+    let mut step = Default::default();
+    for _ in 0..5 {
+        step = new.backfill_step(8).await.unwrap();
+    }
+    assert!(step.deferred, "{step:?}");
+    assert!(
+        !is_current(&new, &id).await,
+        "no backfill task starts before live work"
+    );
+    let overview = new.queue_overview(10).await.unwrap();
+    let row = |name: &str| {
+        overview
+            .queues
+            .iter()
+            .find(|q| q.queue == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!((row("process").ready, row("process").tier), (1, None));
+    assert_eq!((row("fetch-0").ready, row("fetch-0").tier), (0, Some(0)));
+    assert_eq!(row("backfill").ready, 1);
+
+    // The photo is taken: backfill goes on.
+    let taken = queue
+        .receive("process", now, 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    queue
+        .dead_letter(&taken[0], "http_404: gone", now)
+        .await
+        .unwrap();
+    let step = new.backfill_step(8).await.unwrap();
+    assert_eq!((step.deferred, step.reprocessed), (false, 1), "{step:?}");
+    assert!(is_current(&new, &id).await);
+    let overview = new.queue_overview(10).await.unwrap();
+    assert_eq!(overview.dead_letters.len(), 1);
+    assert_eq!(overview.dead_letters[0].reason, "http_404: gone");
+}

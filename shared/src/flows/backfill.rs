@@ -15,8 +15,10 @@
 //!   last.
 //! - **Kill switch.** The run's state is a checkpoint read before every batch: paused means no
 //!   new batch starts; tasks already queued stay queued and resume continues where it stopped.
-//! - **Live work first.** Backfill decodes at most one photo fewer at once than the process
-//!   may (`process_concurrency - 1`, at least one), so a live upload always finds a slot.
+//! - **Live work first.** No backfill task starts while live tasks (downloads, processing) are
+//!   due on the local queue, and backfill decodes at most one photo fewer at once than the
+//!   process may (`process_concurrency - 1`, at least one), so a live upload always finds a
+//!   slot.
 
 use std::sync::Arc;
 
@@ -132,6 +134,15 @@ pub struct StepReport {
     pub current: u64,
     pub gone: u64,
     pub failed: u64,
+    /// Live tasks were waiting: no backfill task was started.
+    pub deferred: bool,
+}
+
+impl StepReport {
+    /// Whether the step read, queued or finished anything (an idle worker waits a moment).
+    pub fn did_work(&self) -> bool {
+        self.scanned + self.queued + self.reprocessed + self.current + self.gone + self.failed > 0
+    }
 }
 
 impl Service {
@@ -291,6 +302,12 @@ impl Service {
             if run.state == RunState::Paused {
                 return Ok(report);
             }
+        }
+        // Live work first: no backfill task starts while a download or a processing task is
+        // due and waiting.
+        if self.live_backlog().await? > 0 {
+            report.deferred = true;
+            return Ok(report);
         }
         let now = self.ports.clock.now();
         let deliveries = queue.receive(BACKFILL_QUEUE, now, max_tasks, LEASE).await?;

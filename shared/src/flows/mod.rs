@@ -10,6 +10,7 @@
 //! - [`sweep`]: garbage collection that starts from the files: files no record needs.
 //! - [`backfill`]: re-processing stored photos under the configured variant set.
 //! - [`audit`]: records checked against their files and link counts against the offers.
+//! - [`queues`]: what the local task queue holds, and which work comes first.
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
 //! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
 
@@ -22,6 +23,7 @@ pub mod gc;
 mod metrics;
 pub mod offers;
 pub mod presigned;
+pub mod queues;
 mod service;
 pub mod sweep;
 pub mod upload;

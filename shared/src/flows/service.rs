@@ -59,6 +59,8 @@ pub struct Policy {
     pub upload_rpm: u32,
     /// The memory the process should stay within (`IMGEST_MEMORY_BUDGET`).
     pub memory_budget: u64,
+    /// How many download tiers there are (`IMGEST_FETCH_TIERS`): their queues are live work.
+    pub fetch_tiers: usize,
 }
 
 impl Policy {
@@ -74,6 +76,7 @@ impl Policy {
             per_client_offers: s.auth.per_client_offers(),
             upload_rpm: s.upload_rpm,
             memory_budget: s.memory_budget,
+            fetch_tiers: s.crawl.tiers.len(),
         }
     }
 }

@@ -211,7 +211,7 @@ async fn backfill_worker(service: Arc<Service>, mut stop: watch::Receiver<bool>)
     const BATCH: usize = 8;
     while !*stop.borrow() {
         let idle = match service.backfill_step(BATCH).await {
-            Ok(step) => step == Default::default(),
+            Ok(step) => !step.did_work(),
             Err(e) => {
                 error!(error = %e, "backfill batch failed");
                 true

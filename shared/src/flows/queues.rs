@@ -1,0 +1,125 @@
+//! What the local task queue holds: each queue's tasks by state, its priority and tier, and
+//! the dead letters with their reasons (`imgest queue`). Live work (downloads, processing)
+//! comes before backfill: a backfill batch waits while live tasks are due.
+
+use serde::Serialize;
+
+use super::backfill::BACKFILL_QUEUE;
+use super::crawl::{PROCESS_QUEUE, RESULTS_QUEUE, tier_queue};
+use super::{FlowError, Service};
+use crate::ports::{QueueCounts, TaskQueue};
+
+/// Which work a queue holds, in the order it is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    /// Downloads and processing a partner or a seller waits for.
+    Live,
+    /// Results waiting to be read by the marketplace (`imgest results`).
+    Results,
+    /// Re-processing of stored photos: served only while no live task is due.
+    Backfill,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueRow {
+    pub queue: String,
+    pub priority: Priority,
+    /// The download tier of a fetch queue.
+    pub tier: Option<usize>,
+    pub ready: u64,
+    pub delayed: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterRow {
+    pub queue: String,
+    pub key: String,
+    pub attempts: u32,
+    pub reason: String,
+    pub failed_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueOverview {
+    pub queues: Vec<QueueRow>,
+    /// The newest dead letters of every queue, newest first.
+    pub dead_letters: Vec<DeadLetterRow>,
+}
+
+impl Service {
+    fn task_queue(&self) -> Result<&std::sync::Arc<dyn TaskQueue>, FlowError> {
+        self.ports.queue.as_ref().ok_or_else(|| {
+            FlowError::Internal("the task queue is the embedded backend's (SQS on AWS)".into())
+        })
+    }
+
+    /// Every queue of this configuration, served first to last.
+    fn known_queues(&self) -> Vec<(String, Priority, Option<usize>)> {
+        let mut queues: Vec<_> = (0..self.policy.fetch_tiers)
+            .map(|tier| (tier_queue(tier), Priority::Live, Some(tier)))
+            .collect();
+        queues.push((PROCESS_QUEUE.to_owned(), Priority::Live, None));
+        queues.push((RESULTS_QUEUE.to_owned(), Priority::Results, None));
+        queues.push((BACKFILL_QUEUE.to_owned(), Priority::Backfill, None));
+        queues
+    }
+
+    /// Each queue's tasks by state, and up to `dead_letters` of the newest dead letters.
+    pub async fn queue_overview(&self, dead_letters: usize) -> Result<QueueOverview, FlowError> {
+        let queue = self.task_queue()?;
+        let now = self.ports.clock.now();
+        let mut overview = QueueOverview {
+            queues: Vec::new(),
+            dead_letters: Vec::new(),
+        };
+        for (name, priority, tier) in self.known_queues() {
+            let QueueCounts {
+                ready,
+                delayed,
+                in_flight,
+                dead,
+            } = queue.counts(&name, now).await?;
+            overview.queues.push(QueueRow {
+                queue: name.clone(),
+                priority,
+                tier,
+                ready,
+                delayed,
+                in_flight,
+                dead,
+            });
+            if dead_letters > 0 {
+                for letter in queue.dead_letters(&name, dead_letters).await? {
+                    overview.dead_letters.push(DeadLetterRow {
+                        queue: name.clone(),
+                        key: letter.key,
+                        attempts: letter.attempts,
+                        reason: letter.reason,
+                        failed_at_ms: letter.failed_at.as_millis(),
+                    });
+                }
+            }
+        }
+        overview
+            .dead_letters
+            .sort_by_key(|d| std::cmp::Reverse(d.failed_at_ms));
+        overview.dead_letters.truncate(dead_letters);
+        Ok(overview)
+    }
+
+    /// Live tasks due now and not yet taken: while there are any, backfill waits.
+    pub async fn live_backlog(&self) -> Result<u64, FlowError> {
+        let queue = self.task_queue()?;
+        let now = self.ports.clock.now();
+        let mut due = 0;
+        for (name, priority, _) in self.known_queues() {
+            if priority == Priority::Live {
+                due += queue.counts(&name, now).await?.ready;
+            }
+        }
+        Ok(due)
+    }
+}
