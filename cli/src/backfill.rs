@@ -103,13 +103,14 @@ fn print_status(status: &BackfillStatus, elapsed: Option<Duration>) {
         (run.pass + 1).min(imgest_shared::flows::backfill::PASSES.len()),
         imgest_shared::flows::backfill::PASSES.len(),
     );
-    if let Some(elapsed) = elapsed.filter(|e| !e.is_zero()) {
-        let rate = status.done as f64 / elapsed.as_secs_f64();
-        line.push_str(&format!(", {rate:.1} images/s"));
-        if rate > 0.0 && run.state == RunState::Enumerated {
-            let eta = status.pending as f64 / rate;
-            line.push_str(&format!(", about {eta:.0} s left"));
-        }
+    // This process's own rate while it works; the run's since it started otherwise.
+    let rate = match elapsed.filter(|e| !e.is_zero()) {
+        Some(elapsed) => status.done as f64 / elapsed.as_secs_f64(),
+        None => status.rate_per_second,
+    };
+    line.push_str(&format!(", {rate:.1} images/s"));
+    if let Some(eta) = status.eta_seconds.filter(|_| !status.finished) {
+        line.push_str(&format!(", about {eta} s left"));
     }
     println!("{line}");
     for (kind, n) in &status.failed {

@@ -74,6 +74,13 @@ async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_paus
     assert!(!status.finished);
 
     new.backfill_resume().await.unwrap();
+    // Progress: two done in the 10 s since the start, eight pending once all are queued.
+    app.advance_clock(Duration::from_secs(10));
+    new.backfill_step(0).await.unwrap();
+    let status = new.backfill_status().await.unwrap();
+    assert_eq!((status.done, status.pending), (2, 8), "{status:?}");
+    assert!((status.rate_per_second - 0.2).abs() < 1e-9, "{status:?}");
+    assert_eq!(status.eta_seconds, Some(40));
     let mut steps = 0;
     while !new.backfill_status().await.unwrap().finished {
         new.backfill_step(3).await.unwrap();

@@ -100,7 +100,7 @@ pub struct BackfillRun {
 }
 
 /// What `backfill status` shows: the run, and its queue.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BackfillStatus {
     pub run: Option<BackfillRun>,
     /// Tasks queued and not yet finished (waiting, delayed or being processed).
@@ -111,6 +111,11 @@ pub struct BackfillStatus {
     pub failed: Vec<(String, u64)>,
     /// Whether the run has nothing left to do.
     pub finished: bool,
+    /// Tasks done per second since the run started (pauses included).
+    pub rate_per_second: f64,
+    /// At that rate, how long the pending tasks take (`None` before any is done, or while
+    /// enumeration may still queue more).
+    pub eta_seconds: Option<u64>,
 }
 
 /// What re-processing one image did.
@@ -267,12 +272,27 @@ impl Service {
         let finished = run
             .as_ref()
             .is_some_and(|r| r.state == RunState::Enumerated && pending == 0);
+        let elapsed = run.as_ref().map_or(0.0, |r| {
+            self.ports.clock.now().since(r.started_at).as_secs_f64()
+        });
+        let rate_per_second = if elapsed > 0.0 {
+            done as f64 / elapsed
+        } else {
+            0.0
+        };
+        let enumerated = run
+            .as_ref()
+            .is_some_and(|r| r.state == RunState::Enumerated || r.enumerated);
+        let eta_seconds = (enumerated && rate_per_second > 0.0)
+            .then(|| (pending as f64 / rate_per_second).ceil() as u64);
         Ok(BackfillStatus {
             run,
             pending,
             done,
             failed,
             finished,
+            rate_per_second,
+            eta_seconds,
         })
     }
 
