@@ -26,6 +26,33 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Uploads sample photos into the data directory `data` as if an hour ago, with `orphan_ttl`
+/// if given.
+fn upload_samples(data: &Path, orphan_ttl: Option<Duration>, names: &[&str]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut settings = Settings::defaults();
+        settings.backend = Backend::Embedded {
+            data_dir: data.to_path_buf(),
+        };
+        if let Some(ttl) = orphan_ttl {
+            settings.orphan_ttl = ttl;
+        }
+        let clock = Arc::new(ManualClock::starting_now());
+        clock.advance_back(Duration::from_secs(3600));
+        let service = app::service(&settings, "http://127.0.0.1:8080", clock)
+            .await
+            .unwrap();
+        for name in names {
+            let bytes = std::fs::read(samples().join(name)).unwrap();
+            service.upload_bytes(bytes.into()).await.unwrap();
+        }
+    });
+}
+
 fn samples() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples")
 }
@@ -97,26 +124,12 @@ fn a_bad_setting_names_its_variable() {
 #[test]
 fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        // Uploaded an hour ago with a 2 s TTL: expired by now on the real clock.
-        let mut settings = Settings::defaults();
-        settings.backend = Backend::Embedded {
-            data_dir: data.clone(),
-        };
-        settings.orphan_ttl = Duration::from_secs(2);
-        let clock = Arc::new(ManualClock::starting_now());
-        clock.advance_back(Duration::from_secs(3600));
-        let service = app::service(&settings, "http://127.0.0.1:8080", clock)
-            .await
-            .unwrap();
-        let bytes = std::fs::read(samples().join("storm.jpg")).unwrap();
-        service.upload_bytes(bytes.into()).await.unwrap();
-    });
+    // Uploaded an hour ago with a 2 s TTL: expired by now on the real clock.
+    upload_samples(
+        &dir.path().join("data"),
+        Some(Duration::from_secs(2)),
+        &["storm.jpg"],
+    );
     let out = imgest(dir.path(), &["sweep", "--dry-run"], &[]);
     assert!(
         stdout(&out).contains("4 files scanned, 0 garbage"),
@@ -226,25 +239,7 @@ fn serve_refuses_an_open_api_off_loopback_unless_told_so() {
 #[test]
 fn backfill_audit_and_queue_work_on_the_data_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let mut settings = Settings::defaults();
-        settings.backend = Backend::Embedded {
-            data_dir: data.clone(),
-        };
-        let clock = Arc::new(ManualClock::starting_now());
-        let service = app::service(&settings, "http://127.0.0.1:8080", clock)
-            .await
-            .unwrap();
-        for name in ["storm.jpg", "dune.jpg"] {
-            let bytes = std::fs::read(samples().join(name)).unwrap();
-            service.upload_bytes(bytes.into()).await.unwrap();
-        }
-    });
+    upload_samples(&dir.path().join("data"), None, &["storm.jpg", "dune.jpg"]);
     let bigger = [(
         "IMGEST_VARIANTS",
         "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,tiny=fit:32x32",
