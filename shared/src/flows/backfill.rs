@@ -16,9 +16,9 @@
 //! - **Kill switch.** The run's state is a checkpoint read before every batch: paused means no
 //!   new batch starts; tasks already queued stay queued and resume continues where it stopped.
 //! - **Live work first.** No backfill task starts while live tasks (downloads, processing) are
-//!   due on the local queue, and backfill decodes at most one photo fewer at once than the
-//!   process may (`process_concurrency - 1`, at least one), so a live upload always finds a
-//!   slot.
+//!   due on the local queue, no backfill decode starts while a seller's new photo is being
+//!   processed, and backfill decodes at most one photo fewer at once than the process may
+//!   (`process_concurrency - 1`, at least one), so a live upload always finds a slot.
 
 use std::sync::Arc;
 
@@ -466,6 +466,7 @@ impl Service {
                 .acquire()
                 .await
                 .map_err(|e| FlowError::Internal(e.to_string()))?;
+            self.until_no_upload_is_processing().await;
             let _memory = reserve_memory(&self.pipeline, &self.budget, &original).await?;
             let _slot = self
                 .process_slots
@@ -513,6 +514,20 @@ impl Service {
         }
     }
 }
+
+impl Service {
+    /// Waits while a seller's new photo is being processed (or waits to be): a backfill decode
+    /// started now would share the cores with it. Polled: a backfill task may wait a few
+    /// milliseconds longer than it must, a live upload never waits for a backfill to start.
+    async fn until_no_upload_is_processing(&self) {
+        while self.admission.available_permits() < self.admitted {
+            tokio::time::sleep(UPLOAD_POLL).await;
+        }
+    }
+}
+
+/// How often a waiting backfill task looks whether live uploads are done.
+const UPLOAD_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// How many photos backfill may decode at once beside live work.
 pub(crate) fn backfill_slots(process_concurrency: usize) -> Arc<Semaphore> {

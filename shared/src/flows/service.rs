@@ -91,6 +91,8 @@ pub struct Service {
     pub(crate) backfill_slots: Arc<Semaphore>,
     /// Bounds new photos in memory (decoding or waiting to): each holds its whole body.
     pub(crate) admission: Arc<Semaphore>,
+    /// `admission`'s size: fewer permits available means a new photo is being uploaded.
+    pub(crate) admitted: usize,
     /// What bodies and decodes may hold (see `budget.rs`).
     pub(crate) budget: MemoryBudget,
     pub(crate) metrics: Arc<Metrics>,
@@ -106,6 +108,7 @@ impl Service {
             process_slots: Arc::new(Semaphore::new(slots)),
             backfill_slots: super::backfill::backfill_slots(slots),
             admission: Arc::new(Semaphore::new(admitted)),
+            admitted,
             budget: MemoryBudget::new(policy.memory_budget),
             metrics: Arc::new(Metrics::default()),
             policy,
