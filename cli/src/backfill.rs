@@ -63,6 +63,11 @@ async fn work(service: &Service) -> Result<()> {
     let mut last_print = Instant::now();
     loop {
         let step = service.backfill_step(BATCH).await?;
+        // The status costs store reads (counts, dead letters): read when the step found
+        // nothing to do, and for the progress line every 2 s.
+        if step.did_work() && last_print.elapsed() < Duration::from_secs(2) {
+            continue;
+        }
         let status = service.backfill_status().await?;
         let paused = status
             .run
@@ -90,8 +95,8 @@ fn print_status(status: &BackfillStatus, elapsed: Option<Duration>) {
     let state = match (run.state, status.finished) {
         (_, true) => "done",
         (RunState::Paused, _) => "paused",
+        (RunState::Running, _) if run.enumerated() => "processing",
         (RunState::Running, _) => "enumerating",
-        (RunState::Enumerated, _) => "processing",
     };
     let failed: u64 = status.failed.iter().map(|(_, n)| n).sum();
     let mut line = format!(

@@ -35,9 +35,7 @@ use imgest_shared::adapters::sqlite::QueueSender;
 use imgest_shared::adapters::{
     DynamoStore, FsBlobStore, LocalUploadUrls, S3BlobStore, SqliteStore,
 };
-use imgest_shared::domain::{
-    BlobKey, IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId, OfferKey,
-};
+use imgest_shared::domain::{IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId, OfferKey};
 use imgest_shared::flows::sweep::SweepReport;
 use imgest_shared::flows::{FlowError, Policy, Ports, Service};
 use imgest_shared::pipeline::{Pipeline, PipelineConfig};
@@ -640,7 +638,7 @@ impl History {
             if !record.is_ready() {
                 continue;
             }
-            for key in record_files(&record) {
+            for key in record.file_keys() {
                 if let Err(e) = self.base.blobs.get(&key).await {
                     return Err(self.fail(format!(
                         "invariant 1: {} (generation {}) needs {key}, which is missing: {e}",
@@ -667,7 +665,7 @@ impl History {
                     let part = blob.key.image_part().unwrap();
                     let owned = by_id.get(id).is_some_and(|r| {
                         r.generation == part.generation
-                            && (!r.is_ready() || record_files(r).contains(&blob.key))
+                            && (!r.is_ready() || r.file_keys().contains(&blob.key))
                     });
                     if !owned {
                         return Err(self.fail(format!(
@@ -756,19 +754,6 @@ impl History {
         }
         Ok(())
     }
-}
-
-/// The keys of every file a ready record owns.
-fn record_files(record: &ImageRecord) -> Vec<BlobKey> {
-    let mut keys = vec![BlobKey::original(&record.id, &record.generation)];
-    if let ImageState::Ready { variants, .. } = &record.state {
-        keys.extend(
-            variants
-                .iter()
-                .map(|v| BlobKey::variant(&record.id, &record.generation, &v.name)),
-        );
-    }
-    keys
 }
 
 /// One attempt of `op`, by the process whose ports `services` use.

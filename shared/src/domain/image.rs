@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Generation, ImageId, Timestamp, VariantName, VariantSetVersion};
+use super::{BlobKey, Generation, ImageId, Timestamp, VariantName, VariantSetVersion};
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -103,6 +103,20 @@ pub struct ImageRecord {
 }
 
 impl ImageRecord {
+    /// The keys of every file a ready record owns: its generation's original and the variants
+    /// it lists (a claim: the original only; it may have written any subset of its files).
+    pub fn file_keys(&self) -> Vec<BlobKey> {
+        let mut keys = vec![BlobKey::original(&self.id, &self.generation)];
+        if let ImageState::Ready { variants, .. } = &self.state {
+            keys.extend(
+                variants
+                    .iter()
+                    .map(|v| BlobKey::variant(&self.id, &self.generation, &v.name)),
+            );
+        }
+        keys
+    }
+
     /// The variant set version of a ready record's files.
     pub fn variant_set(&self) -> Option<&VariantSetVersion> {
         match &self.state {

@@ -158,7 +158,7 @@ impl Service {
                 }
             }
         }
-        let needed = super::service::record_files(record);
+        let needed = record.file_keys();
         let missing: Vec<&BlobKey> = needed.iter().filter(|k| !present.contains(k)).collect();
         if missing.is_empty() {
             return Ok(());

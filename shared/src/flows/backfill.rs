@@ -77,8 +77,6 @@ impl Pass {
 pub enum RunState {
     Running,
     Paused,
-    /// Every pass enumerated; what is queued is being processed.
-    Enumerated,
 }
 
 /// A backfill run, saved as a checkpoint.
@@ -87,9 +85,6 @@ pub struct BackfillRun {
     /// The version every record is brought to.
     pub target: VariantSetVersion,
     pub state: RunState,
-    /// Whether enumeration had finished when the run was paused.
-    #[serde(default)]
-    pub enumerated: bool,
     /// The pass being enumerated (an index into [`PASSES`]) and where its walk resumes.
     pub pass: usize,
     pub cursor: Option<String>,
@@ -97,6 +92,13 @@ pub struct BackfillRun {
     /// Records read so far (all passes) and tasks queued.
     pub scanned: u64,
     pub queued: u64,
+}
+
+impl BackfillRun {
+    /// Every pass walked: what is queued is all there is to do.
+    pub fn enumerated(&self) -> bool {
+        self.pass >= PASSES.len()
+    }
 }
 
 /// What `backfill status` shows: the run, and its queue.
@@ -151,12 +153,6 @@ impl StepReport {
 }
 
 impl Service {
-    fn backfill_queue(&self) -> Result<&Arc<dyn TaskQueue>, FlowError> {
-        self.ports.queue.as_ref().ok_or_else(|| {
-            FlowError::Internal("backfill runs where the embedded task queue is".into())
-        })
-    }
-
     async fn load_run(&self) -> Result<Option<BackfillRun>, FlowError> {
         let Some(raw) = self
             .ports
@@ -184,18 +180,17 @@ impl Service {
     /// Starts a run towards the configured variant set, from the first pass. A run already
     /// going towards it is resumed instead (nothing is enumerated twice).
     pub async fn backfill_start(&self) -> Result<BackfillRun, FlowError> {
-        self.backfill_queue()?;
+        self.task_queue()?;
         let target = self.pipeline.version().clone();
         if let Some(run) = self.load_run().await?
             && run.target == target
-            && run.state != RunState::Enumerated
+            && (run.state == RunState::Paused || !run.enumerated())
         {
             return self.backfill_resume().await;
         }
         let run = BackfillRun {
             target,
             state: RunState::Running,
-            enumerated: false,
             pass: 0,
             cursor: None,
             started_at: self.ports.clock.now(),
@@ -214,7 +209,6 @@ impl Service {
             .await?
             .ok_or_else(|| FlowError::Internal("no backfill has been started".into()))?;
         if run.state != RunState::Paused {
-            run.enumerated = run.state == RunState::Enumerated;
             run.state = RunState::Paused;
             self.save_run(&run).await?;
             info!(target = %run.target, "backfill paused");
@@ -237,11 +231,7 @@ impl Service {
             )));
         }
         if run.state == RunState::Paused {
-            run.state = if run.enumerated {
-                RunState::Enumerated
-            } else {
-                RunState::Running
-            };
+            run.state = RunState::Running;
             self.save_run(&run).await?;
             info!(target = %run.target, "backfill resumed");
         }
@@ -249,7 +239,7 @@ impl Service {
     }
 
     pub async fn backfill_status(&self) -> Result<BackfillStatus, FlowError> {
-        let queue = self.backfill_queue()?;
+        let queue = self.task_queue()?;
         let run = self.load_run().await?;
         let counts: QueueCounts = queue.counts(BACKFILL_QUEUE, self.ports.clock.now()).await?;
         let pending = counts.ready + counts.delayed + counts.in_flight;
@@ -271,7 +261,7 @@ impl Service {
             .map_or(0, |r| r.queued.saturating_sub(pending + counts.dead));
         let finished = run
             .as_ref()
-            .is_some_and(|r| r.state == RunState::Enumerated && pending == 0);
+            .is_some_and(|r| r.state == RunState::Running && r.enumerated() && pending == 0);
         let elapsed = run.as_ref().map_or(0.0, |r| {
             self.ports.clock.now().since(r.started_at).as_secs_f64()
         });
@@ -280,9 +270,7 @@ impl Service {
         } else {
             0.0
         };
-        let enumerated = run
-            .as_ref()
-            .is_some_and(|r| r.state == RunState::Enumerated || r.enumerated);
+        let enumerated = run.as_ref().is_some_and(BackfillRun::enumerated);
         let eta_seconds = (enumerated && rate_per_second > 0.0)
             .then(|| (pending as f64 / rate_per_second).ceil() as u64);
         Ok(BackfillStatus {
@@ -300,7 +288,7 @@ impl Service {
     /// of records if enumeration is not over, then re-processes up to `max_tasks` queued images.
     /// Does nothing while paused or when no run was started.
     pub async fn backfill_step(&self, max_tasks: usize) -> Result<StepReport, FlowError> {
-        let queue = Arc::clone(self.backfill_queue()?);
+        let queue = Arc::clone(self.task_queue()?);
         let mut report = StepReport::default();
         let Some(mut run) = self.load_run().await? else {
             return Ok(report);
@@ -308,7 +296,7 @@ impl Service {
         if run.state == RunState::Paused || run.target != *self.pipeline.version() {
             return Ok(report);
         }
-        if run.state == RunState::Running {
+        if !run.enumerated() {
             self.enumerate_page(&queue, &mut run, &mut report).await?;
             // Saved after the tasks are queued: a crash queues a page again, never skips one.
             // A pause saved meanwhile wins.
@@ -316,7 +304,6 @@ impl Service {
                 && saved.state == RunState::Paused
             {
                 run.state = RunState::Paused;
-                run.enumerated = false;
             }
             self.save_run(&run).await?;
             if run.state == RunState::Paused {
@@ -357,7 +344,6 @@ impl Service {
         report: &mut StepReport,
     ) -> Result<(), FlowError> {
         let Some(pass) = PASSES.get(run.pass).copied() else {
-            run.state = RunState::Enumerated;
             return Ok(());
         };
         let page = self
@@ -387,8 +373,7 @@ impl Service {
         run.cursor = page.next;
         if run.cursor.is_none() {
             run.pass += 1;
-            if run.pass >= PASSES.len() {
-                run.state = RunState::Enumerated;
+            if run.enumerated() {
                 info!(
                     queued = run.queued,
                     scanned = run.scanned,

@@ -6,7 +6,6 @@
 use serde::Serialize;
 use tracing::info;
 
-use super::service::record_files;
 use super::upload::delete_generation_files;
 use super::{FlowError, Metrics, Service};
 use crate::domain::{ImageRecord, ImageState};
@@ -59,7 +58,7 @@ impl Service {
         }
         let deleted = match old.state {
             ImageState::Ready { .. } => {
-                let keys = record_files(old);
+                let keys = old.file_keys();
                 self.ports.blobs.delete(&keys).await?;
                 keys.len() as u64
             }
@@ -92,7 +91,7 @@ impl Service {
         }
         let deleted = match record.state {
             ImageState::Ready { .. } => {
-                let keys = record_files(record);
+                let keys = record.file_keys();
                 self.ports.blobs.delete(&keys).await?;
                 keys.len() as u64
             }

@@ -50,7 +50,8 @@ pub struct QueueOverview {
 }
 
 impl Service {
-    fn task_queue(&self) -> Result<&std::sync::Arc<dyn TaskQueue>, FlowError> {
+    /// The embedded task queue (backfill and `imgest queue` run where it is).
+    pub(crate) fn task_queue(&self) -> Result<&std::sync::Arc<dyn TaskQueue>, FlowError> {
         self.ports.queue.as_ref().ok_or_else(|| {
             FlowError::Internal("the task queue is the embedded backend's (SQS on AWS)".into())
         })

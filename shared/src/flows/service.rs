@@ -7,7 +7,6 @@ use tokio::sync::Semaphore;
 
 use super::budget::{MemoryBudget, Refusal, Reservation};
 use super::{FlowError, Metrics};
-use crate::domain::{BlobKey, ImageRecord, ImageState};
 use crate::pipeline::Pipeline;
 use crate::ports::{
     BlobStore, Checkpoints, Clock, ImageIndex, MessageSender, OfferLinks, RateLimiter, Records,
@@ -158,17 +157,4 @@ impl Service {
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
-}
-
-/// The keys of every file a ready record owns (its generation's original and variants).
-pub(crate) fn record_files(record: &ImageRecord) -> Vec<BlobKey> {
-    let mut keys = vec![BlobKey::original(&record.id, &record.generation)];
-    if let ImageState::Ready { variants, .. } = &record.state {
-        keys.extend(
-            variants
-                .iter()
-                .map(|v| BlobKey::variant(&record.id, &record.generation, &v.name)),
-        );
-    }
-    keys
 }

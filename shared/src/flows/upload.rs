@@ -793,7 +793,7 @@ mod tests {
             assert!(!outcome.deduplicated);
             let record = service.ports.images.get(&outcome.record.id).await.unwrap();
             assert_eq!(record.as_ref(), Some(&outcome.record));
-            for key in crate::flows::service::record_files(&outcome.record) {
+            for key in outcome.record.file_keys() {
                 assert!(service.ports.blobs.get(&key).await.is_ok(), "{key} is kept");
             }
         }
