@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
-use super::upload::{delete_generation_files, reserve_memory, write_files};
+use super::upload::{decode, delete_generation_files, write_files};
 use super::{FlowError, Metrics, Service};
 use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion};
 use crate::ports::{Delivery, QueueCounts, TaskQueue};
@@ -452,16 +452,8 @@ impl Service {
                 .await
                 .map_err(|e| FlowError::Internal(e.to_string()))?;
             self.until_no_upload_is_processing().await;
-            let _memory = reserve_memory(&self.pipeline, &self.budget, &original).await?;
-            let _slot = self
-                .process_slots
-                .acquire()
-                .await
-                .map_err(|e| FlowError::Internal(e.to_string()))?;
-            let (pipeline, body) = (Arc::clone(&self.pipeline), original.clone());
-            let processed = tokio::task::spawn_blocking(move || pipeline.process(&body))
-                .await
-                .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))?;
+            let processed =
+                decode(&self.pipeline, &self.budget, &self.process_slots, &original).await?;
             Metrics::add(&self.metrics.pipeline_runs, 1);
             Metrics::add(&self.metrics.backfill_runs, 1);
             processed?

@@ -311,19 +311,7 @@ impl Service {
                 guard.release().await;
                 return Err(FlowError::Overloaded);
             };
-            let processed = match reserve_memory(&pipeline, &budget, &body).await {
-                Ok(_memory) => {
-                    let _slot = slots
-                        .acquire_owned()
-                        .await
-                        .map_err(|e| FlowError::Internal(e.to_string()))?;
-                    let body = body.clone();
-                    tokio::task::spawn_blocking(move || pipeline.process(&body))
-                        .await
-                        .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))?
-                }
-                Err(e) => Err(e),
-            };
+            let processed = decode(&pipeline, &budget, &slots, &body).await?;
             Metrics::add(&metrics.pipeline_runs, 1);
             let processed = match processed {
                 Ok(p) => p,
@@ -567,10 +555,32 @@ pub(crate) async fn delete_generation_files(
     Ok(deleted)
 }
 
+/// Decodes and resizes `body` once room for its footprint is reserved and a decoding slot is
+/// free (off the async threads). The outer error is the task's; the inner one the photo's.
+pub(crate) async fn decode(
+    pipeline: &Arc<Pipeline>,
+    budget: &MemoryBudget,
+    slots: &Arc<tokio::sync::Semaphore>,
+    body: &Bytes,
+) -> Result<Result<Processed, PipelineError>, FlowError> {
+    let _memory = match reserve_memory(pipeline, budget, body).await {
+        Ok(reservation) => reservation,
+        Err(e) => return Ok(Err(e)),
+    };
+    let _slot = slots
+        .acquire()
+        .await
+        .map_err(|e| FlowError::Internal(e.to_string()))?;
+    let (pipeline, body) = (Arc::clone(pipeline), body.clone());
+    tokio::task::spawn_blocking(move || pipeline.process(&body))
+        .await
+        .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))
+}
+
 /// Reserves what decoding `body` will hold at its peak (its footprint, read from the header
 /// off the async threads), waiting for room; a photo larger than the whole decoding pool is
 /// refused (`too_many_pixels`, with the budget in the message).
-pub(crate) async fn reserve_memory(
+async fn reserve_memory(
     pipeline: &Arc<Pipeline>,
     budget: &MemoryBudget,
     body: &Bytes,
