@@ -31,7 +31,7 @@ CARGO_LAMBDA_VERSION="1.9.2"
 ZIGLANG_VERSION="0.17.1"
 
 # The functions in template.yaml: one package (and binary) each.
-FUNCTIONS=(imgest-api imgest-intake imgest-fetch imgest-process imgest-ttl-cleanup imgest-scheduled-gc)
+FUNCTIONS=(imgest-api imgest-intake imgest-fetch imgest-process imgest-ttl-cleanup imgest-scheduled-gc imgest-backfill)
 
 tools="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}"
 venv="$tools/lambda"

@@ -2,7 +2,7 @@
 # The whole test suite: unit tests, the port contract suites on the embedded adapters and on the
 # AWS adapters (against moto, a local AWS emulator), the end-to-end tests (the runner on a
 # real socket, real SQLite, a real directory), then the Lambda functions as SAM ships them: the
-# six arm64 bootstraps built by `sam build` and run under qemu-user (infra/lambda-smoke.sh).
+# seven arm64 bootstraps built by `sam build` and run under qemu-user (infra/lambda-smoke.sh).
 #
 # Needs cargo, python3 and curl: infra/setup.sh installs the build tools that are missing
 # (cmake, nasm, a C compiler, python3's venv, qemu-user and an arm64 glibc), and the first run

@@ -1,7 +1,8 @@
 //! `imgest backfill`: re-processing every stored photo under the configured variant set.
 //! `start` and `resume` work in the foreground until the run is done or paused (by
 //! `imgest backfill pause` from another shell: the run reads its state before every batch);
-//! `imgest serve` works on a running backfill too.
+//! `imgest serve` works on a running backfill too. On AWS (`IMGEST_BACKEND=aws`) the commands
+//! only start, pause, resume and show the run: the `backfill` function does the work.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,9 @@ use clap::Subcommand;
 use imgest_shared::flows::Service;
 use imgest_shared::flows::backfill::{BackfillStatus, RunState};
 
-use crate::commands::{embedded_settings, init_logs, service};
+use imgest_shared::settings::{Backend, Settings};
+
+use crate::commands::{init_logs, service};
 
 #[derive(Subcommand)]
 pub enum BackfillCommand {
@@ -31,13 +34,14 @@ const BATCH: usize = 8;
 
 pub async fn run(command: BackfillCommand) -> Result<()> {
     init_logs("warn");
-    let settings = embedded_settings("backfill")?;
+    let settings = Settings::from_env()?;
+    let on_aws = matches!(settings.backend, Backend::Aws(_));
     let service = service(&settings).await?;
     match command {
         BackfillCommand::Start => {
             let run = service.backfill_start().await?;
             println!("backfill towards variant set {} started", run.target);
-            work(&service).await
+            work(&service, on_aws).await
         }
         BackfillCommand::Pause => {
             service.backfill_pause().await?;
@@ -48,7 +52,7 @@ pub async fn run(command: BackfillCommand) -> Result<()> {
         BackfillCommand::Resume => {
             service.backfill_resume().await?;
             println!("backfill resumed");
-            work(&service).await
+            work(&service, on_aws).await
         }
         BackfillCommand::Status => {
             print_status(&service.backfill_status().await?, None);
@@ -57,8 +61,16 @@ pub async fn run(command: BackfillCommand) -> Result<()> {
     }
 }
 
-/// Works on the run until it is finished or paused, printing progress every few seconds.
-async fn work(service: &Service) -> Result<()> {
+/// Works on the run until it is finished or paused, printing progress every few seconds. On
+/// AWS the `backfill` function works on it: this only says so.
+async fn work(service: &Service, on_aws: bool) -> Result<()> {
+    if on_aws {
+        println!(
+            "the backfill function enumerates it within a minute and re-processes its queue; \
+             `imgest backfill status` shows the progress"
+        );
+        return Ok(());
+    }
     let started = Instant::now();
     let mut last_print = Instant::now();
     loop {

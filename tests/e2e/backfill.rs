@@ -39,7 +39,9 @@ async fn is_current(service: &Service, id: &str) -> bool {
 
 #[tokio::test]
 async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_pause() {
-    let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    // No rate limit: tasks are due at once (the test's clock moves only when it says so).
+    let app =
+        TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h"), ("IMGEST_BACKFILL_RATE", "0")]).await;
     let mut ids = Vec::new();
     for photo in photos(10) {
         ids.push(app.upload_ok(&photo).await);
@@ -130,6 +132,33 @@ async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_paus
         );
     }
     assert_eq!(swept.files_deleted, swept.garbage_files);
+}
+
+#[tokio::test]
+async fn a_backfill_keeps_to_its_rate_limit() {
+    let app = TestApp::start_with(&[("IMGEST_BACKFILL_RATE", "2")]).await;
+    let mut ids = Vec::new();
+    for photo in photos(6) {
+        ids.push(app.upload_ok(&photo).await);
+    }
+    let new = app.service_with_variants(WITH_TINY);
+    new.backfill_start().await.unwrap();
+    // Three passes of linked images find nothing; the fourth queues the six orphans, due
+    // 0.5 s apart, and the first is due now.
+    let mut reprocessed = 0;
+    for _ in 0..4 {
+        reprocessed += new.backfill_step(8).await.unwrap().reprocessed;
+    }
+    assert_eq!(reprocessed, 1);
+    let status = new.backfill_status().await.unwrap();
+    assert_eq!((status.done, status.pending), (1, 5), "{status:?}");
+    app.advance_clock(Duration::from_millis(1000));
+    assert_eq!(new.backfill_step(8).await.unwrap().reprocessed, 2);
+    app.advance_clock(Duration::from_secs(10));
+    assert_eq!(new.backfill_step(8).await.unwrap().reprocessed, 3);
+    for id in &ids {
+        assert!(is_current(&new, id).await);
+    }
 }
 
 #[tokio::test]

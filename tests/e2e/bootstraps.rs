@@ -40,6 +40,7 @@ const FETCH: Bootstrap = Bootstrap::of("imgest-fetch", "FetchFunction0");
 const PROCESS: Bootstrap = Bootstrap::of("imgest-process", "ProcessFunction");
 const TTL_CLEANUP: Bootstrap = Bootstrap::of("imgest-ttl-cleanup", "TtlCleanupFunction");
 const SCHEDULED_GC: Bootstrap = Bootstrap::of("imgest-scheduled-gc", "ScheduledGcFunction");
+const BACKFILL: Bootstrap = Bootstrap::of("imgest-backfill", "BackfillFunction");
 
 impl Bootstrap {
     const fn of(binary: &'static str, logical_id: &'static str) -> Self {
@@ -423,4 +424,42 @@ async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_r
     assert!(app.files_of(stray_id.as_str()).await.is_empty());
     // The unlinked photo is an orphan within its window: kept, files and all.
     assert_eq!(app.files_of(&live).await.len(), 4);
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_backfill_bootstrap_enumerates_on_its_schedule_and_reprocesses_from_its_queue() {
+    const WITH_TINY: &str =
+        "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,tiny=fit:16x16";
+    let stack = Stack::start("backfill bootstrap").await;
+    let app = &stack.crawl.app;
+    let id = app.upload_ok(&fixture("photo.jpg")).await;
+    // The stack redeployed with a new size; the operator starts the run.
+    let new = app.service_with_variants(WITH_TINY);
+    new.backfill_start().await.unwrap();
+    let mut backfill = stack
+        .function(
+            BACKFILL,
+            &[
+                ("IMGEST_VARIANTS", WITH_TINY),
+                ("IMGEST_BACKFILL_RATE", "0"),
+            ],
+        )
+        .await;
+
+    let schedule: Value = serde_json::from_str(&event("schedule.json", &[])).unwrap();
+    let report = answer(&mut backfill, &schedule).await;
+    assert_eq!(report["queued"], 1, "{report}");
+    let tasks = take(&stack.crawl.sqs, &stack.crawl.urls["backfill"], 1).await;
+    let response = answer(&mut backfill, &serde_json::to_value(tasks).unwrap()).await;
+    no_failures(&backfill, &response);
+    let record = new
+        .ports()
+        .images
+        .get(&ImageId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.variant_set(), Some(new.pipeline().version()));
+    assert!(new.backfill_status().await.unwrap().finished);
 }

@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 5] = ["fetch-0", "fetch-1", "fetch-2", "results", "process"];
+const QUEUES: [&str; 6] = [
+    "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill",
+];
 
 /// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
 pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {

@@ -6,6 +6,7 @@ mod support;
 mod audit;
 mod aws;
 mod backfill;
+mod backfill_aws;
 mod bad_input;
 mod bootstraps;
 mod concurrency;

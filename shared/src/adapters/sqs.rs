@@ -12,11 +12,11 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 
 use super::s3::sdk_error;
 use super::sfn::StepFunctionsDelay;
-use crate::ports::{MessageSender, OutgoingMessage, StoreError};
+use crate::ports::{MessageSender, OutgoingMessage, QueueCounts, StoreError};
 
 /// SQS's maximum `DelaySeconds`.
 pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
@@ -166,6 +166,81 @@ impl MessageSender for SqsSender {
             }
         }
         Ok(())
+    }
+
+    /// From the queue's attributes; `dead` from its dead-letter queue's (named by its redrive
+    /// policy), 0 when it has none.
+    async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
+        let queue_url = self
+            .queues
+            .get(queue)
+            .ok_or_else(|| StoreError::NotFound(format!("unknown queue {queue:?}")))?;
+        let attributes = self.attributes(queue_url).await?;
+        let number = |name: QueueAttributeName| -> u64 {
+            attributes
+                .get(&name)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let mut counts = QueueCounts {
+            ready: number(QueueAttributeName::ApproximateNumberOfMessages),
+            delayed: number(QueueAttributeName::ApproximateNumberOfMessagesDelayed),
+            in_flight: number(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+            dead: 0,
+        };
+        let dead_letter_arn = attributes
+            .get(&QueueAttributeName::RedrivePolicy)
+            .and_then(|policy| serde_json::from_str::<serde_json::Value>(policy).ok())
+            .and_then(|policy| policy["deadLetterTargetArn"].as_str().map(str::to_owned));
+        if let Some(arn) = dead_letter_arn {
+            // arn:aws:sqs:{region}:{account}:{name}
+            let mut parts = arn.rsplitn(3, ':');
+            let (Some(name), Some(account)) = (parts.next(), parts.next()) else {
+                return Err(StoreError::Backend {
+                    message: format!(
+                        "queue {queue:?} names an unreadable dead-letter queue {arn:?}"
+                    ),
+                    source: None,
+                });
+            };
+            let url = self
+                .client
+                .get_queue_url()
+                .queue_name(name)
+                .queue_owner_aws_account_id(account)
+                .send()
+                .await
+                .map_err(|e| sdk_error(format!("finding the dead-letter queue {arn:?}"), e))?
+                .queue_url
+                .unwrap_or_default();
+            let dead = self.attributes(&url).await?;
+            counts.dead = dead
+                .get(&QueueAttributeName::ApproximateNumberOfMessages)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        }
+        Ok(counts)
+    }
+}
+
+impl SqsSender {
+    async fn attributes(
+        &self,
+        queue_url: &str,
+    ) -> Result<HashMap<QueueAttributeName, String>, StoreError> {
+        Ok(self
+            .client
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(QueueAttributeName::RedrivePolicy)
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("reading the attributes of queue {queue_url:?}"), e))?
+            .attributes
+            .unwrap_or_default())
     }
 }
 

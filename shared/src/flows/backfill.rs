@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use super::upload::{decode, delete_generation_files, write_files};
 use super::{FlowError, Metrics, Service};
 use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion};
-use crate::ports::{Delivery, QueueCounts, TaskQueue};
+use crate::ports::{Delivery, OutgoingMessage, QueueCounts, TaskQueue};
 
 /// The local task queue backfill tasks wait on.
 pub const BACKFILL_QUEUE: &str = "backfill";
@@ -37,8 +37,16 @@ pub const BACKFILL_QUEUE: &str = "backfill";
 /// Where the run's state is saved.
 const STATE_CHECKPOINT: &str = "backfill.state";
 
-/// Records read per enumeration step.
+/// Records read per segment in one round of enumeration, at most.
 const SCAN_PAGE: usize = 500;
+
+/// How far ahead of now tasks are queued at the rate limit: enumeration waits while the last
+/// task queued is due later than this, so a pause stops the work within it (on SQS too, where
+/// queued tasks cannot be recalled).
+const HORIZON: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a task that arrives while the run is paused is put back for (SQS's longest delay).
+const PARKED: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// How long a backfill task is leased before another worker may take it.
 const LEASE: std::time::Duration = std::time::Duration::from_secs(300);
@@ -85,13 +93,27 @@ pub struct BackfillRun {
     /// The version every record is brought to.
     pub target: VariantSetVersion,
     pub state: RunState,
-    /// The pass being enumerated (an index into [`PASSES`]) and where its walk resumes.
+    /// The pass being enumerated (an index into [`PASSES`]).
     pub pass: usize,
-    pub cursor: Option<String>,
+    /// Where each segment's walk of the pass resumes. Empty at the start of a pass (and in a
+    /// state saved before segments existed: that pass is walked again, which costs reads).
+    #[serde(default)]
+    pub segments: Vec<SegmentWalk>,
+    /// When the next task queued is due: tasks are spaced at the rate limit.
+    #[serde(default)]
+    pub next_due: Option<Timestamp>,
     pub started_at: Timestamp,
     /// Records read so far (all passes) and tasks queued.
     pub scanned: u64,
     pub queued: u64,
+}
+
+/// One segment's walk of the index in the current pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentWalk {
+    /// Where its next page starts (`None` before the first).
+    pub cursor: Option<String>,
+    pub done: bool,
 }
 
 impl BackfillRun {
@@ -180,7 +202,8 @@ impl Service {
     /// Starts a run towards the configured variant set, from the first pass. A run already
     /// going towards it is resumed instead (nothing is enumerated twice).
     pub async fn backfill_start(&self) -> Result<BackfillRun, FlowError> {
-        self.task_queue()?;
+        // The queue must exist before anything is enumerated onto it.
+        self.ports.messages.counts(BACKFILL_QUEUE).await?;
         let target = self.pipeline.version().clone();
         if let Some(run) = self.load_run().await?
             && run.target == target
@@ -192,7 +215,8 @@ impl Service {
             target,
             state: RunState::Running,
             pass: 0,
-            cursor: None,
+            segments: Vec::new(),
+            next_due: None,
             started_at: self.ports.clock.now(),
             scanned: 0,
             queued: 0,
@@ -239,12 +263,20 @@ impl Service {
     }
 
     pub async fn backfill_status(&self) -> Result<BackfillStatus, FlowError> {
-        let queue = self.task_queue()?;
         let run = self.load_run().await?;
-        let counts: QueueCounts = queue.counts(BACKFILL_QUEUE, self.ports.clock.now()).await?;
+        let counts: QueueCounts = self.ports.messages.counts(BACKFILL_QUEUE).await?;
         let pending = counts.ready + counts.delayed + counts.in_flight;
         let mut failed: Vec<(String, u64)> = Vec::new();
-        for letter in queue.dead_letters(BACKFILL_QUEUE, 10_000).await? {
+        // Locally the dead letters keep their reasons; SQS's dead-letter queue only a count.
+        let letters = match &self.ports.queue {
+            Some(queue) => queue.dead_letters(BACKFILL_QUEUE, 10_000).await?,
+            None if counts.dead > 0 => {
+                failed.push(("unknown (see the function's log)".to_owned(), counts.dead));
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        for letter in letters {
             let kind = letter
                 .reason
                 .split(':')
@@ -296,17 +328,9 @@ impl Service {
         if run.state == RunState::Paused || run.target != *self.pipeline.version() {
             return Ok(report);
         }
-        if !run.enumerated() {
-            self.enumerate_page(&queue, &mut run, &mut report).await?;
-            // Saved after the tasks are queued: a crash queues a page again, never skips one.
-            // A pause saved meanwhile wins.
-            if let Some(saved) = self.load_run().await?
-                && saved.state == RunState::Paused
-            {
-                run.state = RunState::Paused;
-            }
-            self.save_run(&run).await?;
-            if run.state == RunState::Paused {
+        if self.due_for_enumeration(&run) {
+            self.enumerate_round(&mut run, &mut report).await?;
+            if self.save_unless_paused(&mut run).await? == RunState::Paused {
                 return Ok(report);
             }
         }
@@ -337,42 +361,125 @@ impl Service {
         Ok(report)
     }
 
-    async fn enumerate_page(
+    /// Whether the run should queue more tasks now: enumeration is not over and the tasks
+    /// queued so far are due within [`HORIZON`] (so a pause stops the work within it).
+    fn due_for_enumeration(&self, run: &BackfillRun) -> bool {
+        let horizon = self.ports.clock.now().plus(HORIZON);
+        !run.enumerated() && run.next_due.is_none_or(|due| due <= horizon)
+    }
+
+    /// Saves the run after a round of enumeration; a pause saved meanwhile wins. Saved after
+    /// the tasks are queued: a crash queues a round again, never skips one.
+    async fn save_unless_paused(&self, run: &mut BackfillRun) -> Result<RunState, FlowError> {
+        if let Some(saved) = self.load_run().await?
+            && saved.state == RunState::Paused
+        {
+            run.state = RunState::Paused;
+        }
+        self.save_run(run).await?;
+        Ok(run.state)
+    }
+
+    /// Enumerates for up to `budget` on AWS (the `backfill` function's schedule): rounds of
+    /// one page per segment, each saved, until the queued tasks reach [`HORIZON`], the run is
+    /// paused or enumerated, or time is up. Tasks go to the `backfill` queue, due at the rate
+    /// limit.
+    pub async fn backfill_enumerate(
         &self,
-        queue: &Arc<dyn TaskQueue>,
+        budget: std::time::Duration,
+    ) -> Result<StepReport, FlowError> {
+        let started = std::time::Instant::now();
+        let mut report = StepReport::default();
+        let Some(mut run) = self.load_run().await? else {
+            return Ok(report);
+        };
+        if run.state == RunState::Paused || run.target != *self.pipeline.version() {
+            return Ok(report);
+        }
+        while started.elapsed() < budget && self.due_for_enumeration(&run) {
+            self.enumerate_round(&mut run, &mut report).await?;
+            if self.save_unless_paused(&mut run).await? == RunState::Paused {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// One round: a page of every segment not yet done, its records of this pass queued (each
+    /// due one rate interval after the last), then the walk moved on. Pages are bounded so
+    /// that a round queues at most [`HORIZON`] of work at the rate limit.
+    async fn enumerate_round(
+        &self,
         run: &mut BackfillRun,
         report: &mut StepReport,
     ) -> Result<(), FlowError> {
         let Some(pass) = PASSES.get(run.pass).copied() else {
             return Ok(());
         };
-        let page = self
-            .ports
-            .images
-            .scan(0, 1, run.cursor.as_deref(), SCAN_PAGE)
-            .await?;
+        if run.segments.is_empty() {
+            run.segments =
+                vec![SegmentWalk::default(); self.policy.backfill_segments.max(1) as usize];
+        }
+        let segments = u32::try_from(run.segments.len()).unwrap_or(u32::MAX);
+        let rate = u64::from(self.policy.backfill_rate);
+        let page_limit = if rate == 0 {
+            SCAN_PAGE
+        } else {
+            let per_round = rate.saturating_mul(HORIZON.as_secs()) / u64::from(segments);
+            usize::try_from(per_round)
+                .unwrap_or(SCAN_PAGE)
+                .clamp(1, SCAN_PAGE)
+        };
+        let scans = run
+            .segments
+            .iter()
+            .enumerate()
+            .filter(|(_, walk)| !walk.done)
+            .map(|(i, walk)| async move {
+                let segment = u32::try_from(i).unwrap_or(u32::MAX);
+                let page = self
+                    .ports
+                    .images
+                    .scan(segment, segments, walk.cursor.as_deref(), page_limit)
+                    .await;
+                (i, page)
+            });
+        let pages = futures_util::future::join_all(scans).await;
         let now = self.ports.clock.now();
         // A record taken by an earlier (hotter) pass is not queued again.
         let earlier = &PASSES[..run.pass];
-        for record in &page.records {
-            report.scanned += 1;
-            if !record.is_live(now)
-                || record.variant_set() == Some(&run.target)
-                || !pass.takes(record)
-                || earlier.iter().any(|p| p.takes(record))
-            {
-                continue;
+        let mut ids = Vec::new();
+        let mut walked = Vec::new();
+        for (i, page) in pages {
+            let page = page?;
+            for record in &page.records {
+                report.scanned += 1;
+                if record.is_live(now)
+                    && record.variant_set() != Some(&run.target)
+                    && pass.takes(record)
+                    && !earlier.iter().any(|p| p.takes(record))
+                {
+                    ids.push(record.id.clone());
+                }
             }
-            queue
-                .enqueue(BACKFILL_QUEUE, record.id.as_str(), "", now)
-                .await?;
-            report.queued += 1;
+            walked.push((i, page.next));
         }
+        let next_due = self
+            .queue_tasks(&ids, run.next_due.unwrap_or(now).max(now))
+            .await?;
+        run.next_due = Some(next_due);
+        report.queued += ids.len() as u64;
         run.scanned += report.scanned;
-        run.queued += report.queued;
-        run.cursor = page.next;
-        if run.cursor.is_none() {
+        run.queued += ids.len() as u64;
+        for (i, next) in walked {
+            if let Some(walk) = run.segments.get_mut(i) {
+                walk.done = next.is_none();
+                walk.cursor = next;
+            }
+        }
+        if run.segments.iter().all(|w| w.done) {
             run.pass += 1;
+            run.segments.clear();
             if run.enumerated() {
                 info!(
                     queued = run.queued,
@@ -382,6 +489,65 @@ impl Service {
             }
         }
         Ok(())
+    }
+
+    /// Queues one task per image, the first due at `first` and each next one a rate interval
+    /// later; returns when the next one would be due. Locally the queue is a set (an id queued
+    /// and not yet done is not queued again); on SQS a duplicate costs a read.
+    async fn queue_tasks(&self, ids: &[ImageId], first: Timestamp) -> Result<Timestamp, FlowError> {
+        let spacing = match self.policy.backfill_rate {
+            0 => std::time::Duration::ZERO,
+            rate => std::time::Duration::from_secs(1) / rate,
+        };
+        let now = self.ports.clock.now();
+        let mut due = first;
+        let mut messages = Vec::new();
+        for id in ids {
+            match &self.ports.queue {
+                Some(queue) => {
+                    queue.enqueue(BACKFILL_QUEUE, id.as_str(), "", due).await?;
+                }
+                None => messages.push(OutgoingMessage {
+                    body: id.as_str().to_owned(),
+                    delay: due.since(now),
+                }),
+            }
+            due = due.plus(spacing);
+        }
+        if !messages.is_empty() {
+            self.ports.messages.send(BACKFILL_QUEUE, &messages).await?;
+        }
+        Ok(due)
+    }
+
+    /// Re-processes the images of a batch from the `backfill` queue (the AWS function's SQS
+    /// trigger). While the run is paused the batch is put back on the queue, due in 15
+    /// minutes, and nothing is re-processed: paused work is never lost, nor dead-lettered.
+    pub async fn backfill_tasks(
+        &self,
+        ids: &[ImageId],
+    ) -> Result<Vec<Result<Reprocessed, FlowError>>, FlowError> {
+        if self
+            .load_run()
+            .await?
+            .is_some_and(|run| run.state == RunState::Paused)
+        {
+            let parked: Vec<OutgoingMessage> = ids
+                .iter()
+                .map(|id| OutgoingMessage {
+                    body: id.as_str().to_owned(),
+                    delay: PARKED,
+                })
+                .collect();
+            self.ports.messages.send(BACKFILL_QUEUE, &parked).await?;
+            info!(
+                tasks = ids.len(),
+                "backfill paused: tasks put back on the queue"
+            );
+            return Ok(Vec::new());
+        }
+        let runs = ids.iter().map(|id| self.reprocess(id));
+        Ok(futures_util::future::join_all(runs).await)
     }
 
     async fn run_task(&self, delivery: &Delivery) -> Result<Reprocessed, FlowError> {

@@ -60,6 +60,10 @@ pub struct Policy {
     pub memory_budget: u64,
     /// How many download tiers there are (`IMGEST_FETCH_TIERS`): their queues are live work.
     pub fetch_tiers: usize,
+    /// Photos a backfill re-processes per second at most (`IMGEST_BACKFILL_RATE`; 0: no limit).
+    pub backfill_rate: u32,
+    /// Parts of the index a backfill enumerates side by side (`IMGEST_BACKFILL_SEGMENTS`).
+    pub backfill_segments: u32,
 }
 
 impl Policy {
@@ -76,6 +80,8 @@ impl Policy {
             upload_rpm: s.upload_rpm,
             memory_budget: s.memory_budget,
             fetch_tiers: s.crawl.tiers.len(),
+            backfill_rate: s.backfill_rate,
+            backfill_segments: s.backfill_segments,
         }
     }
 }

@@ -6,9 +6,11 @@
 //! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS.
 //! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
 //!   and the photos the fetch functions downloaded.
+//! - [`backfill`]: the backfill's enumeration (scheduled) and its re-processing tasks (SQS).
 //! - [`ttl_cleanup`]: image records removed by DynamoDB's TTL (read from the table's stream).
 //! - [`scheduled_gc`]: the hourly GC pass and sweep batch.
 
+pub mod backfill;
 pub mod batch;
 pub mod fetch;
 pub mod intake;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{QueueCounts, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutgoingMessage {
@@ -19,4 +19,8 @@ pub trait MessageSender: Send + Sync {
     /// Sends the messages to the queue with this logical name (`StoreError::NotFound` for a
     /// name the sender does not know). Batches as the backend allows.
     async fn send(&self, queue: &str, messages: &[OutgoingMessage]) -> Result<(), StoreError>;
+
+    /// How many messages the queue holds, by state, and how many were dead-lettered
+    /// (approximate on SQS, as its attributes are).
+    async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError>;
 }

@@ -123,6 +123,12 @@ pub struct Settings {
     /// `IMGEST_MEMORY_BUDGET`: the memory the process should stay within; photos in flight
     /// (bodies and decodes) reserve from it (see `flows::budget`).
     pub memory_budget: u64,
+    /// `IMGEST_BACKFILL_RATE` (20): photos a backfill re-processes per second at most, in all
+    /// (0: no limit beyond its decode slots).
+    pub backfill_rate: u32,
+    /// `IMGEST_BACKFILL_SEGMENTS` (4): disjoint parts of the image index a backfill enumerates
+    /// side by side.
+    pub backfill_segments: u32,
 }
 
 /// Who checks the API's callers.
@@ -208,6 +214,8 @@ impl Settings {
             auth: auth(&vars)?,
             upload_rpm: vars.number("IMGEST_UPLOAD_RPM", 120, 1, 1_000_000)?,
             memory_budget: memory::budget(&vars, max_body)?,
+            backfill_rate: vars.number("IMGEST_BACKFILL_RATE", 20, 0, 100_000)?,
+            backfill_segments: vars.number("IMGEST_BACKFILL_SEGMENTS", 4, 1, 64)?,
         })
     }
 

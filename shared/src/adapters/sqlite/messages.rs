@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::ports::{Clock, MessageSender, OutgoingMessage, StoreError, TaskQueue};
+use crate::ports::{Clock, MessageSender, OutgoingMessage, QueueCounts, StoreError, TaskQueue};
 
 /// Sends messages as tasks of a [`TaskQueue`] (the `SqliteStore` locally).
 #[derive(Clone)]
@@ -51,6 +51,10 @@ impl MessageSender for QueueSender {
                 .await?;
         }
         Ok(())
+    }
+
+    async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
+        self.queue.counts(queue, self.clock.now()).await
     }
 }
 

@@ -57,6 +57,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
+    use crate::ports::QueueCounts;
 
     /// Records every send; fails sends to the queue named "down".
     #[derive(Default)]
@@ -78,6 +79,10 @@ mod tests {
                 sends.push((queue.to_owned(), bodies));
             }
             Ok(())
+        }
+
+        async fn counts(&self, _: &str) -> Result<QueueCounts, StoreError> {
+            Ok(QueueCounts::default())
         }
     }
 
