@@ -31,6 +31,8 @@ use crate::init_logs;
 pub struct Options {
     pub images: usize,
     pub live: usize,
+    /// `IMGEST_BACKFILL_RATE`.
+    pub rate: u32,
 }
 
 /// A distinct photo of about 0.2 MP for each `n` (its size differs).
@@ -121,6 +123,7 @@ pub async fn run(o: Options) -> Result<()> {
             "IMGEST_VARIANTS".to_owned(),
             format!("{old_variants},small=fit:160x160"),
         ),
+        ("IMGEST_BACKFILL_RATE".to_owned(), o.rate.to_string()),
     ]);
     let settings = Settings::from_map(&vars)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -175,7 +178,11 @@ pub async fn run(o: Options) -> Result<()> {
         }
     }
     println!(
-        "backfill: {done} tasks done in {took:.1?} ({:.0} photos/s), {decoded} decodes for {} photos, {stale} left on the old set",
+        "backfill (rate limit {}): {done} tasks done in {took:.1?} ({:.0} photos/s), {decoded} decodes for {} photos, {stale} left on the old set",
+        match o.rate {
+            0 => "none".to_owned(),
+            r => format!("{r}/s"),
+        },
         done as f64 / took.as_secs_f64(),
         o.images
     );

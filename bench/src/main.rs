@@ -73,6 +73,10 @@ enum Command {
         /// Live uploads in each phase.
         #[arg(long, default_value_t = 200)]
         live: usize,
+        /// The backfill's rate limit, photos/s (IMGEST_BACKFILL_RATE; 0: none, as fast as its
+        /// decode slots allow).
+        #[arg(long, default_value_t = 0)]
+        rate: u32,
     },
     /// A burst of distinct 20-49 MP uploads (JPEG and PNG, 8- and 16-bit) at once against a
     /// running `imgest serve`: how each was answered, and the time. Run it through
@@ -153,8 +157,8 @@ fn main() -> ExitCode {
                 })
                 .await
             }
-            Command::Backfill { images, live } => {
-                backfill::run(backfill::Options { images, live }).await
+            Command::Backfill { images, live, rate } => {
+                backfill::run(backfill::Options { images, live, rate }).await
             }
             Command::Burst { url, count } => burst::run(&url, count).await,
             Command::Hostile { out } => hostile::write(&out),

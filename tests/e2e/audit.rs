@@ -107,3 +107,43 @@ async fn the_audit_mends_counts_and_files_it_can_and_reports_the_rest() {
         "{again:?}"
     );
 }
+
+#[tokio::test]
+async fn the_scheduled_audit_covers_every_record_once_a_cycle_a_segment_a_run() {
+    let app = TestApp::start().await;
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        ids.push(
+            app.upload_ok(&imgest_hosts::hostile::jpeg(40 + i, 30, false, None))
+                .await,
+        );
+    }
+    assert_eq!(app.link("a", &[&ids[0], &ids[5]]).await.status, 200);
+    assert_eq!(app.link("b", &[&ids[5]]).await.status, 200);
+    let images = &app.service.ports().images;
+    let now = app.service.ports().clock.now();
+    let ttl = app.service.policy().orphan_ttl;
+    let high = record(&app, &ids[0]).await;
+    assert!(images.correct_link_count(&high, 4, now, ttl).await.unwrap());
+    let low = record(&app, &ids[5]).await;
+    assert!(images.correct_link_count(&low, 1, now, ttl).await.unwrap());
+    app.advance_clock(SETTLE + Duration::from_secs(1));
+
+    let mut segments = Vec::new();
+    let (mut checked, mut corrected, mut offers) = (0, 0, 0);
+    for _ in 0..4 {
+        let (segment, report) = app.service.audit_next_segment(4).await.unwrap();
+        segments.push(segment);
+        checked += report.images_checked;
+        corrected += report.link_counts_corrected;
+        offers += report.offers_counted;
+        assert_eq!(report.links_to_missing_images, 0, "{report:?}");
+    }
+    assert_eq!(segments, [0, 1, 2, 3]);
+    assert_eq!((checked, corrected), (8, 2));
+    assert_eq!(offers, 8, "every run reads every offer");
+    assert_eq!(record(&app, &ids[0]).await.link_count, 1);
+    assert_eq!(record(&app, &ids[5]).await.link_count, 2);
+    // The next run starts the next cycle.
+    assert_eq!(app.service.audit_next_segment(4).await.unwrap().0, 0);
+}

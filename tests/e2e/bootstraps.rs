@@ -403,6 +403,7 @@ async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_r
             &[
                 ("IMGEST_SWEEP_SHARDS_PER_RUN", "256"),
                 ("IMGEST_SWEEP_GRACE", "0s"),
+                ("IMGEST_AUDIT_SEGMENTS", "1"),
             ],
         )
         .await;
@@ -424,6 +425,16 @@ async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_r
     assert!(app.files_of(stray_id.as_str()).await.is_empty());
     // The unlinked photo is an orphan within its window: kept, files and all.
     assert_eq!(app.files_of(&live).await.len(), 4);
+
+    // The audit's schedule: one segment (here the only one) of the index.
+    let audit = answer(&mut scheduled, &json!({"job": "audit"})).await;
+    assert_eq!(
+        (audit["segment"].clone(), audit["segments"].clone()),
+        (json!(0), json!(1)),
+        "{audit}"
+    );
+    assert_eq!(audit["audit"]["images_checked"], 1, "{audit}");
+    assert_eq!(audit["audit"]["images_missing_files"], 0, "{audit}");
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! The `scheduled-gc` Lambda function, hourly: GC of expired records, then a batch of the
-//! sweep's shards.
+//! sweep's shards; on the audit's schedule, the audit of one segment of the index.
 
 use imgest_shared::handlers::scheduled_gc;
 use lambda_runtime::{LambdaEvent, service_fn};
@@ -9,10 +9,15 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_shared::telemetry::init("info");
     let (settings, service) = imgest_shared::app::service_from_env().await?;
     let (service, shards) = (&service, settings.sweep_shards_per_run);
+    let audit_segments = settings.audit_segments;
     lambda_runtime::run(service_fn(
-        move |_: LambdaEvent<serde_json::Value>| async move {
-            let report = scheduled_gc::handle(service, shards).await?;
-            Ok::<_, lambda_runtime::Error>(serde_json::to_value(report)?)
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let answer = if scheduled_gc::is_audit(&event.payload) {
+                serde_json::to_value(scheduled_gc::audit(service, audit_segments).await?)?
+            } else {
+                serde_json::to_value(scheduled_gc::handle(service, shards).await?)?
+            };
+            Ok::<_, lambda_runtime::Error>(answer)
         },
     ))
     .await

@@ -48,26 +48,116 @@ pub struct AuditReport {
     pub link_counts_unsettled: u64,
 }
 
+/// Which records an audit covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditScope {
+    /// Every record (`imgest audit`).
+    All,
+    /// One of `of` disjoint segments of the index (the scheduled audit on AWS, a segment a
+    /// run): its records' files and link counts. Offers are read whole every time, but only
+    /// this segment's images are counted, so memory stays within the segment's records.
+    Segment { segment: u32, of: u32 },
+}
+
+impl AuditScope {
+    fn scan(self) -> (u32, u32) {
+        match self {
+            Self::All => (0, 1),
+            Self::Segment { segment, of } => (segment, of),
+        }
+    }
+
+    /// Whether this part of the audit answers for an id no record has: each id belongs to
+    /// one segment by its first byte, so that across a cycle each is checked once.
+    fn answers_for(self, id: &ImageId) -> bool {
+        match self {
+            Self::All => true,
+            Self::Segment { segment, of } => {
+                let first =
+                    u32::from_str_radix(id.as_str().get(..2).unwrap_or("00"), 16).unwrap_or(0);
+                first % of.max(1) == segment
+            }
+        }
+    }
+}
+
+/// Where the scheduled audit resumes: the next segment.
+const NEXT_SEGMENT_CHECKPOINT: &str = "audit.next_segment";
+
+/// Records whose files are checked at once (each check lists two prefixes).
+const FILE_CHECKS_AT_ONCE: usize = 16;
+
 impl Service {
     /// Audits every record. With `dry_run`, only reports.
     pub async fn audit(&self, dry_run: bool) -> Result<AuditReport, FlowError> {
+        self.audit_scope(AuditScope::All, dry_run).await
+    }
+
+    /// The scheduled audit: the segment after the one the last run audited, of `segments`
+    /// (a full cycle takes `segments` runs). Returns the segment and what it found.
+    pub async fn audit_next_segment(&self, segments: u32) -> Result<(u32, AuditReport), FlowError> {
+        let segments = segments.max(1);
+        let segment = self
+            .ports
+            .checkpoints
+            .load_checkpoint(NEXT_SEGMENT_CHECKPOINT)
+            .await?
+            .and_then(|s| s.parse::<u32>().ok())
+            .unwrap_or(0)
+            % segments;
+        let report = self
+            .audit_scope(
+                AuditScope::Segment {
+                    segment,
+                    of: segments,
+                },
+                false,
+            )
+            .await?;
+        self.ports
+            .checkpoints
+            .save_checkpoint(
+                NEXT_SEGMENT_CHECKPOINT,
+                &((segment + 1) % segments).to_string(),
+            )
+            .await?;
+        Ok((segment, report))
+    }
+
+    /// Audits the records of `scope`. With `dry_run`, only reports.
+    pub async fn audit_scope(
+        &self,
+        scope: AuditScope,
+        dry_run: bool,
+    ) -> Result<AuditReport, FlowError> {
         let mut report = AuditReport::default();
         // Records first, offers second: a link or unlink after a record was read moves its
         // `last_update`, and the correction's condition then refuses.
         let mut records: HashMap<ImageId, ImageRecord> = HashMap::new();
+        let (segment, segments) = scope.scan();
         let mut cursor: Option<String> = None;
         loop {
             let page = self
                 .ports
                 .images
-                .scan(0, 1, cursor.as_deref(), PAGE)
+                .scan(segment, segments, cursor.as_deref(), PAGE)
                 .await?;
             let now = self.ports.clock.now();
-            for record in page.records.into_iter().filter(|r| r.is_live(now)) {
-                report.images_checked += 1;
-                self.audit_files(&record, dry_run, &mut report).await?;
-                records.insert(record.id.clone(), record);
+            let live: Vec<ImageRecord> = page
+                .records
+                .into_iter()
+                .filter(|r| r.is_live(now))
+                .collect();
+            report.images_checked += live.len() as u64;
+            for chunk in live.chunks(FILE_CHECKS_AT_ONCE) {
+                let checks = chunk.iter().map(|r| self.check_files(r));
+                for damage in futures_util::future::join_all(checks).await {
+                    if let Some(damage) = damage? {
+                        self.mend_files(damage, dry_run, &mut report).await?;
+                    }
+                }
             }
+            records.extend(live.into_iter().map(|r| (r.id.clone(), r)));
             match page.next {
                 Some(next) => cursor = Some(next),
                 None => break,
@@ -85,7 +175,9 @@ impl Service {
             for list in page.lists {
                 report.offers_counted += 1;
                 for id in list {
-                    *counts.entry(id).or_default() += 1;
+                    if records.contains_key(&id) || scope.answers_for(&id) {
+                        *counts.entry(id).or_default() += 1;
+                    }
                 }
             }
             match page.next {
@@ -93,7 +185,6 @@ impl Service {
                 None => break,
             }
         }
-
         let now = self.ports.clock.now();
         for (id, n) in &counts {
             if !records.contains_key(id) && self.ports.images.get(id).await?.is_none() {
@@ -135,13 +226,8 @@ impl Service {
         Ok(report)
     }
 
-    /// Checks that a live record's files are all there; repairs them from the original if not.
-    async fn audit_files(
-        &self,
-        record: &ImageRecord,
-        dry_run: bool,
-        report: &mut AuditReport,
-    ) -> Result<(), FlowError> {
+    /// Lists a live record's files: the damage, if any are missing.
+    async fn check_files(&self, record: &ImageRecord) -> Result<Option<FileDamage>, FlowError> {
         let mut present = Vec::new();
         for prefix in BlobKey::generation_prefixes(&record.id, &record.generation) {
             let mut cursor = None;
@@ -159,14 +245,28 @@ impl Service {
             }
         }
         let needed = record.file_keys();
-        let missing: Vec<&BlobKey> = needed.iter().filter(|k| !present.contains(k)).collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
+        let missing: Vec<BlobKey> = needed
+            .into_iter()
+            .filter(|k| !present.contains(k))
+            .collect();
+        Ok((!missing.is_empty()).then(|| FileDamage {
+            record: record.clone(),
+            missing,
+        }))
+    }
+
+    /// Repairs a record's missing files from its original, or reports it broken.
+    async fn mend_files(
+        &self,
+        damage: FileDamage,
+        dry_run: bool,
+        report: &mut AuditReport,
+    ) -> Result<(), FlowError> {
+        let FileDamage { record, missing } = damage;
         report.images_missing_files += 1;
         warn!(image_id = %record.id, missing = missing.len(), "a record's files are missing");
         let original = BlobKey::original(&record.id, &record.generation);
-        if missing.contains(&&original) {
+        if missing.contains(&original) {
             report.images_broken += 1;
             error!(image_id = %record.id, "a record's original is missing: it cannot be rebuilt");
             return Ok(());
@@ -174,7 +274,7 @@ impl Service {
         if dry_run {
             return Ok(());
         }
-        match self.reprocess_record(record).await {
+        match self.reprocess_record(&record).await {
             Ok(Reprocessed::Done) => report.images_repaired += 1,
             Ok(_) => {}
             Err(FlowError::Store(StoreError::NotFound(_))) => report.images_broken += 1,
@@ -182,4 +282,10 @@ impl Service {
         }
         Ok(())
     }
+}
+
+/// A live record some of whose files are missing.
+struct FileDamage {
+    record: ImageRecord,
+    missing: Vec<BlobKey>,
 }

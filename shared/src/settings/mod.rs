@@ -129,6 +129,9 @@ pub struct Settings {
     /// `IMGEST_BACKFILL_SEGMENTS` (4): disjoint parts of the image index a backfill enumerates
     /// side by side.
     pub backfill_segments: u32,
+    /// `IMGEST_AUDIT_SEGMENTS` (16): the scheduled audit covers one of this many segments of
+    /// the image index a run (AWS); a full cycle takes this many runs.
+    pub audit_segments: u32,
 }
 
 /// Who checks the API's callers.
@@ -216,6 +219,7 @@ impl Settings {
             memory_budget: memory::budget(&vars, max_body)?,
             backfill_rate: vars.number("IMGEST_BACKFILL_RATE", 20, 0, 100_000)?,
             backfill_segments: vars.number("IMGEST_BACKFILL_SEGMENTS", 4, 1, 64)?,
+            audit_segments: vars.number("IMGEST_AUDIT_SEGMENTS", 16, 1, 1024)?,
         })
     }
 
