@@ -28,6 +28,7 @@ use crate::ports::{UploadRecord, UploadState};
 #[schema(example = json!({"size": 48213}))]
 pub struct CreateUpload {
     /// The exact size of the body the client will PUT, in bytes (1 to `IMGEST_MAX_BODY`).
+    #[schema(minimum = 1)]
     pub size: u64,
 }
 
