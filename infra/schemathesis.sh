@@ -115,9 +115,10 @@ started=$SECONDS
 status=0
 # One worker: the runner has the other core, and schemathesis's generator is not reliably
 # thread-safe on every Python (CPython 3.11 fails in `ast.parse` with two workers).
-# POST /v1/crawl (operation crawl_offer) is left out: it would have the runner download
+# Run from the temporary directory: schemathesis keeps its state (.schemathesis/) in the
+# working directory. POST /v1/crawl (operation crawl_offer) is left out: it would have the runner download
 # whatever URLs are generated, from the network.
-"$venv/bin/schemathesis" --no-color run "$base/v1/openapi.json" \
+(cd "$work" && "$venv/bin/schemathesis" --no-color run "$base/v1/openapi.json" \
     --url "$base" \
     --header "Authorization: Bearer $token" \
     --exclude-operation-id crawl_offer \
@@ -126,7 +127,7 @@ status=0
     --workers 1 \
     --request-timeout 30 \
     --report-dir "$work/report" \
-    "${seed[@]}" || status=$?
+    "${seed[@]}") || status=$?
 say "finished in $((SECONDS - started))s (exit $status)"
 if [ "$status" != 0 ]; then
     say "the runner's log (last 40 lines):"
