@@ -1,12 +1,13 @@
 //! The operator commands: each parses settings, builds what it needs and calls a flow (or
 //! starts the local runner).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use imgest_shared::app;
+use imgest_shared::auth::{LocalIssuer, TokenSpec};
 use imgest_shared::flows::Service;
 use imgest_shared::ports::SystemClock;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
@@ -254,5 +255,15 @@ pub async fn sweep(dry_run: bool) -> Result<()> {
         r.young_unowned_files,
         humantime::format_duration(settings.sweep_grace),
     );
+    Ok(())
+}
+
+/// Writes a fresh key's JWKS to `jwks_file` and prints a token it signed (`imgest token`).
+pub fn token(jwks_file: &Path, issuer: &str, audience: &str, spec: &TokenSpec<'_>) -> Result<()> {
+    let signer = LocalIssuer::es256(issuer, audience)?;
+    signer
+        .write_jwks(jwks_file)
+        .with_context(|| format!("writing {}", jwks_file.display()))?;
+    println!("{}", signer.token(spec)?);
     Ok(())
 }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use imgest_shared::auth::TokenSpec;
 
 #[derive(Parser)]
 #[command(
@@ -78,6 +79,32 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         max: usize,
     },
+    /// Mint a bearer token for local testing: writes a fresh ES256 key's public JWKS to
+    /// --jwks-file (what IMGEST_JWKS_FILE names) and prints a token it signed. Each run makes
+    /// a new key, so earlier tokens stop verifying. In production the marketplace's identity
+    /// provider signs tokens. Example: `imgest token --jwks-file jwks.json --client-id acme`
+    Token {
+        /// Where to write the JWKS (overwritten).
+        #[arg(long)]
+        jwks_file: PathBuf,
+        /// The `iss` claim (IMGEST_JWT_ISSUER).
+        #[arg(long, default_value = "imgest-local")]
+        issuer: String,
+        /// The `aud` claim (IMGEST_JWT_AUDIENCE).
+        #[arg(long, default_value = "imgest")]
+        audience: String,
+        #[arg(long, default_value = "local-user")]
+        sub: String,
+        /// Space-separated scopes.
+        #[arg(long, default_value = "imgest:upload imgest:offers")]
+        scope: String,
+        /// The `client_id` claim (offers and crawls need one).
+        #[arg(long)]
+        client_id: Option<String>,
+        /// How long the token is valid, e.g. `1h`.
+        #[arg(long, default_value = "1h")]
+        valid_for: humantime::Duration,
+    },
     /// A guided tour of the main job on sample photos, in a fresh data directory.
     Demo {
         /// Where the tour stores its data (re-created if it holds an earlier tour).
@@ -109,6 +136,25 @@ fn main() -> ExitCode {
             Command::Backfill { command } => backfill::run(command).await,
             Command::Crawl { file } => crawl::crawl_file(file).await,
             Command::Results { max } => crawl::results(max).await,
+            Command::Token {
+                jwks_file,
+                issuer,
+                audience,
+                sub,
+                scope,
+                client_id,
+                valid_for,
+            } => commands::token(
+                &jwks_file,
+                &issuer,
+                &audience,
+                &TokenSpec {
+                    sub: &sub,
+                    scope: &scope,
+                    client_id: client_id.as_deref(),
+                    valid_for: valid_for.into(),
+                },
+            ),
             Command::Demo { data_dir } => demo::run(data_dir).await,
         }
     });

@@ -9,18 +9,21 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, ApiState};
+use super::{ApiError, ApiState, openapi};
 use crate::auth::{AuthError, Authenticator, Caller, Partner, Uploader, gateway};
 
-/// Authenticates every `/v1` request (the health check and the public files are open) and
-/// puts its [`Caller`] in the request's extensions. A token is only ever read from the
-/// `Authorization` header, never from the query string.
+/// Authenticates every `/v1` request but the OpenAPI document's (the health check, the
+/// document and the public files are open) and puts its [`Caller`] in the request's
+/// extensions. A token is only ever read from the `Authorization` header, never from the
+/// query string.
 pub(super) async fn authenticate(
     State(state): State<ApiState>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if !request.uri().path().starts_with("/v1/") {
+    let path = request.uri().path();
+    // Exactly the document's path: anything else under /v1 stays closed.
+    if !path.starts_with("/v1/") || path == openapi::PATH {
         return next.run(request).await;
     }
     let caller = match &state.auth {

@@ -6,8 +6,10 @@ use std::time::Duration;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 use tracing::error;
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::AuthError;
 use crate::flows::FlowError;
@@ -75,6 +77,48 @@ fn is_documented(status: StatusCode, kind: &str) -> bool {
     KINDS
         .iter()
         .any(|(s, kinds)| *s == status.as_u16() && kinds.contains(&kind))
+}
+
+/// The body of every error answer: `{"error": {"kind", "message", "request_id"?}}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"error": {"kind": "invalid_offer_id", "message": "offer id must be 1 to 128 characters of [A-Za-z0-9._:-], got \"a b\""}}))]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable and machine-readable: branch on this (each operation lists the kinds it answers).
+    #[schema(schema_with = kind_schema)]
+    pub kind: &'static str,
+    /// For people; may change. A 5xx answer's says only that the request failed, and its id.
+    pub message: String,
+    /// On 5xx answers only: the request's id (also in `X-Request-Id`), under which the server
+    /// logged what went wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl ErrorBody {
+    pub fn new(kind: &'static str, message: String, request_id: Option<String>) -> Self {
+        Self {
+            error: ErrorDetail {
+                kind,
+                message,
+                request_id,
+            },
+        }
+    }
+}
+
+/// `error.kind`'s schema: one of [`KINDS`].
+fn kind_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(
+            KINDS.iter().flat_map(|(_, kinds)| kinds.iter().copied()),
+        ))
 }
 
 #[derive(Debug)]
@@ -175,7 +219,7 @@ impl From<FlowError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({"error": {"kind": self.kind, "message": self.message}}));
+        let body = Json(ErrorBody::new(self.kind, self.message, None));
         let mut response = (self.status, body).into_response();
         let headers = response.headers_mut();
         if let Some(wait) = self.retry_after {

@@ -7,10 +7,31 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::body::bytes_body;
+use super::openapi::ErrorBody;
 use super::{ApiError, ApiState};
 use crate::domain::BlobKey;
 use crate::ports::StoreError;
 
+/// Get a public file (local runner only)
+///
+/// A variant's bytes, at the URL an image's `variants` give (on AWS a CDN serves them). Open
+/// to anyone; keys never change content.
+#[utoipa::path(
+    get,
+    path = "/files/{key}",
+    tag = "local runner",
+    operation_id = "get_file",
+    params(("key" = String, Path, description = "The file's key (it has slashes: `public/...`).",
+        example = "public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg")),
+    responses(
+        (status = 200, description = "The file.", content(
+            ("image/jpeg"),
+            ("application/octet-stream"),
+        )),
+        (status = 404, description = "`file_not_found` (originals and bodies waiting for processing are never served).", body = ErrorBody,
+            example = json!({"error": {"kind": "file_not_found", "message": "no file public/x"}})),
+    ),
+)]
 pub async fn get(
     State(state): State<ApiState>,
     Path(raw_key): Path<String>,

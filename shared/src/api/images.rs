@@ -7,11 +7,51 @@ use axum::http::StatusCode;
 
 use super::body::read_upload;
 use super::json::ImageJson;
+use super::openapi::{ErrorBody, UploadForm};
 use super::{ApiError, ApiState};
 use crate::auth::Uploader;
 use crate::domain::ImageId;
 use crate::flows::FlowError;
 
+/// Upload a photo
+///
+/// The body is the photo's bytes (JPEG, PNG, WebP or GIF; any `Content-Type` but
+/// `multipart/form-data`), or a `multipart/form-data` form whose part named `file` is the
+/// photo. The same bytes uploaded again answer the stored image (200, `deduplicated`)
+/// without processing them again. Counts against the caller's `IMGEST_UPLOAD_RPM`.
+#[utoipa::path(
+    post,
+    path = "/v1/images",
+    tag = "images",
+    operation_id = "upload_image",
+    security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
+    request_body(
+        description = "The photo: raw bytes, or a multipart form with a `file` part. At most `IMGEST_MAX_BODY` bytes.",
+        content(
+            ("application/octet-stream"),
+            ("image/jpeg"),
+            ("image/png"),
+            ("image/webp"),
+            ("image/gif"),
+            (inline(UploadForm) = "multipart/form-data"),
+        ),
+    ),
+    responses(
+        (status = 201, description = "A new photo, processed: its variants are ready.", body = ImageJson,
+            example = json!({"image_id": "3b5d5c3712955042212316173ccf37be", "deduplicated": false, "width": 4032, "height": 3024, "format": "jpeg",
+                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}}})),
+        (status = 200, description = "These bytes were uploaded before: the stored image (`deduplicated`: true).", body = ImageJson),
+        (status = 400, description = "`empty_body`, `invalid_request` (Content-Length is not a number), `invalid_multipart`, `missing_file` (no `file` part), `body_read_error`.", body = ErrorBody,
+            example = json!({"error": {"kind": "empty_body", "message": "the body is empty"}})),
+        (status = 413, description = "`too_large`: more than `IMGEST_MAX_BODY` bytes.", body = ErrorBody),
+        (status = 415, description = "`unsupported_format`: not a JPEG, PNG, WebP or GIF (or a feature of one imgest does not read).", body = ErrorBody),
+        (status = 422, description = "`corrupt_image`, `too_many_pixels`.", body = ErrorBody),
+        (status = 429, description = "`too_many_requests`: the caller's upload rate, or too many photos being processed; see `Retry-After`.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "`still_processing` (the same photo is being processed by another request), `storage_unavailable`, `conflict`: try again; see `Retry-After`.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    ),
+)]
 pub async fn upload(
     State(state): State<ApiState>,
     caller: Uploader,
@@ -37,6 +77,23 @@ pub async fn upload(
     ))
 }
 
+/// Get an image
+///
+/// The image's size, format, variants, and how many offers link it.
+#[utoipa::path(
+    get,
+    path = "/v1/images/{image_id}",
+    tag = "images",
+    operation_id = "get_image",
+    security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
+    params(("image_id" = String, Path, description = "The image's id: the lowercase hex MD5 of its original bytes.",
+        pattern = "^[0-9a-f]{32}$", example = "3b5d5c3712955042212316173ccf37be")),
+    responses(
+        (status = 200, description = "The image.", body = ImageJson),
+        (status = 400, description = "`invalid_image_id`.", body = ErrorBody),
+        (status = 404, description = "`image_not_found`: never uploaded, or expired.", body = ErrorBody),
+    ),
+)]
 pub async fn get(
     State(state): State<ApiState>,
     _: Uploader,

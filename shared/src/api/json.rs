@@ -1,41 +1,61 @@
-//! The JSON shapes the API returns.
+//! The JSON shapes the API returns. Each derives its OpenAPI schema (`ToSchema`) next to its
+//! serde derive, so the document (`api::openapi`) describes what is serialised.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::domain::{BlobKey, ImageRecord, ImageState};
 use crate::flows::offers::OfferPhotos;
 
-#[derive(Debug, Clone, Serialize)]
+/// One resized copy of a photo (a JPEG).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}))]
 pub struct VariantJson {
+    /// Where the file is served (public, immutable: cache it forever).
     pub url: String,
     pub width: u32,
     pub height: u32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// An image: its id, its size and format once processed, and its variants by name.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ImageJson {
+    #[schema(
+        pattern = "^[0-9a-f]{32}$",
+        example = "3b5d5c3712955042212316173ccf37be"
+    )]
     pub image_id: String,
+    /// On an upload: whether the same bytes were uploaded before (nothing was processed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deduplicated: Option<bool>,
+    /// 0 while the image is still being processed.
     pub width: u32,
+    /// 0 while the image is still being processed.
     pub height: u32,
+    /// The original's format; `unknown` while the image is still being processed.
+    #[schema(value_type = String, example = "jpeg")]
     pub format: &'static str,
+    /// By variant name (empty while the image is still being processed).
     pub variants: BTreeMap<String, VariantJson>,
     /// How many offers link the image (on `GET /v1/images/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offers: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// One photo of an offer, in the offer's order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct PhotoJson {
+    #[schema(pattern = "^[0-9a-f]{32}$")]
     pub image_id: String,
     pub variants: BTreeMap<String, VariantJson>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// An offer's photos.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct OfferJson {
+    #[schema(example = "car-1")]
     pub offer_id: String,
     pub photos: Vec<PhotoJson>,
 }

@@ -1,6 +1,7 @@
 //! The HTTP API: one axum router, served by the local runner and (through lambda_http) by the
-//! API Lambda function. JSON under `/v1`, every route behind a bearer token (`auth`); every
-//! error is `{"error": {"kind", "message"}}`.
+//! API Lambda function. JSON under `/v1`, every route behind a bearer token (`auth`) but the
+//! OpenAPI document (`openapi`, at `GET /v1/openapi.json`); every error is
+//! `{"error": {"kind", "message"}}` (5xx answers add `request_id`).
 
 mod auth;
 mod body;
@@ -10,11 +11,13 @@ mod files;
 mod images;
 mod json;
 mod offers;
+mod openapi;
 mod router;
 mod uploads;
 
 pub use error::ApiError;
 pub use json::{ImageJson, OfferJson, VariantJson};
+pub use openapi::{PATH as OPENAPI_PATH, document_json as openapi_json};
 pub use router::{ApiState, Edge, router};
 
 // The JSON bodies the routes parse (the crawl's are in `flows::crawl::messages`), public for

@@ -6,8 +6,10 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
+use utoipa::ToSchema;
 
 use super::json::OfferJson;
+use super::openapi::ErrorBody;
 use super::{ApiError, ApiState};
 use crate::auth::Partner;
 use crate::domain::{IdError, ImageId, OfferId, OfferKey};
@@ -15,9 +17,13 @@ use crate::flows::FlowError;
 
 /// The `PUT /v1/offers/{offer_id}/photos` body. Public (through [`crate::api`]) so that the
 /// fuzz targets parse a body as the route does: serde, then [`ids`](Self::ids).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"image_ids": ["3b5d5c3712955042212316173ccf37be"]}))]
 pub struct SetPhotos {
+    /// The offer's photos, in order: images uploaded before, each at most once (an empty
+    /// list unlinks them all).
+    #[schema(inline, value_type = Vec<String>)]
     image_ids: Vec<String>,
 }
 
@@ -34,6 +40,25 @@ fn offer_key(partner: Partner, raw: &str) -> Result<OfferKey, ApiError> {
     Ok(OfferKey::new(partner.tenant, id))
 }
 
+/// Set an offer's photos
+///
+/// Links the offer to these images, in this order, replacing what it linked (by hand or by
+/// its last crawl); images no offer links any more become orphans that GC deletes later.
+#[utoipa::path(
+    put,
+    path = "/v1/offers/{offer_id}/photos",
+    tag = "offers",
+    operation_id = "set_offer_photos",
+    security(("bearer" = ["imgest:offers"])),
+    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`, `_`, `:`, `-`).",
+        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    request_body = SetPhotos,
+    responses(
+        (status = 200, description = "The offer's photos now.", body = OfferJson),
+        (status = 400, description = "`invalid_offer_id`, `invalid_body` (not the JSON above), `invalid_image_id`.", body = ErrorBody),
+        (status = 422, description = "`unknown_image` (upload it first), `duplicate_image`, `too_many_photos`.", body = ErrorBody),
+    ),
+)]
 pub async fn put_photos(
     State(state): State<ApiState>,
     partner: Partner,
@@ -48,6 +73,23 @@ pub async fn put_photos(
     Ok(Json(state.urls.offer(&photos)))
 }
 
+/// Get an offer's photos
+#[utoipa::path(
+    get,
+    path = "/v1/offers/{offer_id}/photos",
+    tag = "offers",
+    operation_id = "get_offer_photos",
+    security(("bearer" = ["imgest:offers"])),
+    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`, `_`, `:`, `-`).",
+        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    responses(
+        (status = 200, description = "The offer's photos, in order.", body = OfferJson,
+            example = json!({"offer_id": "car-1", "photos": [{"image_id": "3b5d5c3712955042212316173ccf37be",
+                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}}}]})),
+        (status = 400, description = "`invalid_offer_id`.", body = ErrorBody),
+        (status = 404, description = "`offer_not_found`: the offer has no photos set.", body = ErrorBody),
+    ),
+)]
 pub async fn get_photos(
     State(state): State<ApiState>,
     partner: Partner,
@@ -58,6 +100,22 @@ pub async fn get_photos(
     Ok(Json(state.urls.offer(&photos)))
 }
 
+/// Delete an offer
+///
+/// Unlinks all its photos (and forgets its last crawl).
+#[utoipa::path(
+    delete,
+    path = "/v1/offers/{offer_id}",
+    tag = "offers",
+    operation_id = "delete_offer",
+    security(("bearer" = ["imgest:offers"])),
+    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`, `_`, `:`, `-`).",
+        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    responses(
+        (status = 204, description = "Deleted (or there was nothing to delete)."),
+        (status = 400, description = "`invalid_offer_id`.", body = ErrorBody),
+    ),
+)]
 pub async fn delete(
     State(state): State<ApiState>,
     partner: Partner,

@@ -9,13 +9,14 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
-use serde_json::json;
+use axum::routing::{MethodRouter, delete, get, post, put};
+use serde::Serialize;
 use tracing::{Instrument, error, info};
+use utoipa::ToSchema;
 
-use super::error::AnsweredKind;
+use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
-use super::{ApiError, auth, crawl, files, images, offers, uploads};
+use super::{ApiError, auth, crawl, files, images, offers, openapi, uploads};
 use crate::auth::Authenticator;
 use crate::domain::random::secure_hex;
 use crate::flows::Service;
@@ -59,44 +60,55 @@ pub enum Edge {
     LocalRunner,
 }
 
-/// The API router, as `edge` serves it. Who may call each route: `/healthz` and the local
-/// files anyone; every `/v1` route a caller the state's [`Authenticator`] accepts, and then
-/// what the route's extractor says: [`Uploader`](crate::auth::Uploader) (`imgest:upload` or
-/// `imgest:offers`) for images and uploads, [`Partner`](crate::auth::Partner)
-/// (`imgest:offers` with a `client_id`) for offers and crawls.
+/// The API router, as `edge` serves it. Who may call each route: `/healthz`, the OpenAPI
+/// document (`/v1/openapi.json`) and the local files anyone; every other `/v1` route a caller
+/// the state's [`Authenticator`] accepts, and then what the route's extractor says:
+/// [`Uploader`](crate::auth::Uploader) (`imgest:upload` or `imgest:offers`) for images and
+/// uploads, [`Partner`](crate::auth::Partner) (`imgest:offers` with a `client_id`) for offers
+/// and crawls.
 pub fn router(state: ApiState, edge: Edge) -> Router {
-    let mut router = Router::new()
-        .route("/healthz", get(healthz))
-        // Upload handlers enforce IMGEST_MAX_BODY themselves, while streaming.
-        .route(
-            "/v1/images",
-            post(images::upload).layer(DefaultBodyLimit::disable()),
-        )
-        .route("/v1/images/{image_id}", get(images::get))
-        .route(
-            "/v1/offers/{offer_id}/photos",
-            put(offers::put_photos).get(offers::get_photos),
-        )
-        .route(
-            "/v1/offers/{offer_id}",
-            axum::routing::delete(offers::delete),
-        )
-        .route("/v1/offers/{offer_id}/crawl", get(crawl::get))
-        .route("/v1/crawl", post(crawl::post))
-        .route("/v1/uploads", post(uploads::create))
-        .route("/v1/uploads/{upload_id}", get(uploads::get));
-    if edge == Edge::LocalRunner {
-        router = router.route("/files/{*key}", get(files::get)).route(
-            "/v1/uploads/{upload_id}/body",
-            put(uploads::put_body).layer(DefaultBodyLimit::disable()),
-        );
-    }
-    router
+    routes(edge)
+        .into_iter()
+        .fold(Router::new(), |router, (path, methods)| {
+            router.route(path, methods)
+        })
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), auth::authenticate))
         .layer(from_fn(request_span))
         .with_state(state)
+}
+
+/// Every route `edge` serves, by path. The one list the router is built from, so that the
+/// OpenAPI document's test finds every route here (see `openapi`'s tests).
+pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> {
+    let mut routes = vec![
+        ("/healthz", get(healthz)),
+        (openapi::PATH, get(openapi::document)),
+        // Upload handlers enforce IMGEST_MAX_BODY themselves, while streaming.
+        (
+            "/v1/images",
+            post(images::upload).layer(DefaultBodyLimit::disable()),
+        ),
+        ("/v1/images/{image_id}", get(images::get)),
+        (
+            "/v1/offers/{offer_id}/photos",
+            put(offers::put_photos).get(offers::get_photos),
+        ),
+        ("/v1/offers/{offer_id}", delete(offers::delete)),
+        ("/v1/offers/{offer_id}/crawl", get(crawl::get)),
+        ("/v1/crawl", post(crawl::post)),
+        ("/v1/uploads", post(uploads::create)),
+        ("/v1/uploads/{upload_id}", get(uploads::get)),
+    ];
+    if edge == Edge::LocalRunner {
+        routes.push(("/files/{*key}", get(files::get)));
+        routes.push((
+            "/v1/uploads/{upload_id}/body",
+            put(uploads::put_body).layer(DefaultBodyLimit::disable()),
+        ));
+    }
+    routes
 }
 
 /// Gives every request a fresh, unguessable id (a caller's own `x-request-id` is logged beside
@@ -122,11 +134,11 @@ async fn request_span(request: Request, next: Next) -> Response {
             .get::<AnsweredKind>()
             .map_or("internal", |k| k.0);
         span.in_scope(|| error!(status = status.as_u16(), kind, ms, "request failed"));
-        let body = json!({"error": {
-            "kind": kind,
-            "message": format!("the request failed on the server; its id is {id}"),
-            "request_id": id,
-        }});
+        let body = ErrorBody::new(
+            kind,
+            format!("the request failed on the server; its id is {id}"),
+            Some(id.clone()),
+        );
         let headers = std::mem::take(response.headers_mut());
         response = (status, axum::Json(body)).into_response();
         for name in [axum::http::header::RETRY_AFTER] {
@@ -143,8 +155,27 @@ async fn request_span(request: Request, next: Next) -> Response {
     response
 }
 
-async fn healthz() -> axum::Json<serde_json::Value> {
-    axum::Json(json!({"status": "ok"}))
+/// The health check's answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"status": "ok"}))]
+pub(super) struct Health {
+    /// Always `ok`: the process serves requests.
+    #[schema(value_type = String)]
+    status: &'static str,
+}
+
+/// Health check
+///
+/// Answers while the process serves requests (it checks no storage). No credential.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "meta",
+    operation_id = "healthz",
+    responses((status = 200, description = "Serving.", body = Health)),
+)]
+pub(super) async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health { status: "ok" })
 }
 
 async fn not_found(uri: Uri) -> ApiError {

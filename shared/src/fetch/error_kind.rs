@@ -2,9 +2,10 @@
 //! and how each one is treated (retried now, moved to a slower tier, or re-checked later).
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// A URL's failure, as named in results (`"kind"`). Stable: partners branch on these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FetchErrorKind {
     /// 404 or 410.

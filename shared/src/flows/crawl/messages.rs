@@ -3,6 +3,7 @@
 //! process queue) and the crawl result (the results queue and `GET /v1/offers/{id}/crawl`).
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::domain::UrlHash;
 use crate::domain::{ClientId, ImageId, OfferId, Timestamp};
@@ -10,10 +11,15 @@ use crate::fetch::{FetchErrorKind, Validator};
 
 /// An offer's photo URLs, in the offer's order. Ids are checked when parsed; URLs one by one later
 /// (a bad URL fails its photo, not the offer).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"client_id": "acme", "offer_id": "car-1", "urls": ["https://img.example.com/car-1/front.jpg"]}))]
 pub struct CrawlRequest {
+    /// The partner (on `POST /v1/crawl`: the token's `client_id`).
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,64}$")]
     pub client_id: ClientId,
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub offer_id: OfferId,
+    /// The offer's photo URLs (http or https), in the offer's order.
     pub urls: Vec<String>,
 }
 
@@ -49,15 +55,21 @@ pub struct ProcessMessage {
 }
 
 /// What happened to one URL of an offer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum PhotoStatus {
     Pending,
-    Ok { image_id: ImageId },
-    Failed { error: PhotoError },
+    Ok {
+        #[schema(value_type = String, pattern = "^[0-9a-f]{32}$")]
+        image_id: ImageId,
+    },
+    Failed {
+        error: PhotoError,
+    },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Why a URL's photo is not there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PhotoError {
     pub kind: FetchErrorKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +98,7 @@ impl PhotoError {
 }
 
 /// One photo of a result, in the request's order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PhotoResult {
     pub url: String,
     #[serde(flatten)]
@@ -94,7 +106,7 @@ pub struct PhotoResult {
 }
 
 /// `"pending"` while any URL is, then `"done"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CrawlState {
     Pending,
@@ -102,9 +114,11 @@ pub enum CrawlState {
 }
 
 /// The crawl of one offer: the results queue's message once done, and the crawl status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CrawlResult {
+    #[schema(value_type = String)]
     pub client_id: ClientId,
+    #[schema(value_type = String)]
     pub offer_id: OfferId,
     pub state: CrawlState,
     pub photos: Vec<PhotoResult>,
