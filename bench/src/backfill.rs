@@ -82,6 +82,7 @@ async fn work(service: Arc<Service>, images: usize) -> Result<(Duration, u64)> {
         // The status costs store reads: looked at as rarely as `imgest serve`'s worker would
         // need it (when idle), and every 16 batches for the pause.
         if step.did_work() && !steps.is_multiple_of(16) {
+            tokio::time::sleep(step.next_step_in(Duration::ZERO)).await;
             continue;
         }
         let status = service.backfill_status().await?;
@@ -106,9 +107,7 @@ async fn work(service: Arc<Service>, images: usize) -> Result<(Duration, u64)> {
                 "  paused at {before} of {images} done for 1 s: nothing done meanwhile; resumed"
             );
         }
-        if !step.did_work() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        tokio::time::sleep(step.next_step_in(Duration::from_millis(20))).await;
     }
 }
 

@@ -78,6 +78,7 @@ async fn work(service: &Service, on_aws: bool) -> Result<()> {
         // The status costs store reads (counts, dead letters): read when the step found
         // nothing to do, and for the progress line every 2 s.
         if step.did_work() && last_print.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(step.next_step_in(Duration::ZERO)).await;
             continue;
         }
         let status = service.backfill_status().await?;
@@ -92,10 +93,9 @@ async fn work(service: &Service, on_aws: bool) -> Result<()> {
         if status.finished || paused {
             return Ok(());
         }
-        if !step.did_work() {
-            // Live work comes first, or only tasks that wait for a retry are left.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        // Live work comes first, or only tasks that wait for a retry (or the rate limit) are
+        // left.
+        tokio::time::sleep(step.next_step_in(Duration::from_secs(1))).await;
     }
 }
 

@@ -165,12 +165,26 @@ pub struct StepReport {
     pub failed: u64,
     /// Live tasks were waiting: no backfill task was started.
     pub deferred: bool,
+    /// Fewer tasks were due than the step could take: how long the rate limit takes to make
+    /// a full batch due (0 when the batch was full, or there is no rate limit).
+    pub wait_ms: u64,
 }
 
 impl StepReport {
     /// Whether the step read, queued or finished anything (an idle worker waits a moment).
     pub fn did_work(&self) -> bool {
         self.scanned + self.queued + self.reprocessed + self.current + self.gone + self.failed > 0
+    }
+
+    /// How long a worker waits before its next step: `idle` when this one found nothing to
+    /// do, else what the rate limit asks ([`wait_ms`](Self::wait_ms)), so a rate-limited
+    /// backfill does not poll its queue for every task.
+    pub fn next_step_in(&self, idle: std::time::Duration) -> std::time::Duration {
+        if self.did_work() {
+            std::time::Duration::from_millis(self.wait_ms)
+        } else {
+            idle
+        }
     }
 }
 
@@ -342,6 +356,10 @@ impl Service {
         }
         let now = self.ports.clock.now();
         let deliveries = queue.receive(BACKFILL_QUEUE, now, max_tasks, LEASE).await?;
+        if deliveries.len() < max_tasks && self.policy.backfill_rate > 0 {
+            let batch_ms = max_tasks as u64 * 1000 / u64::from(self.policy.backfill_rate);
+            report.wait_ms = batch_ms.clamp(10, 1000);
+        }
         let tasks = deliveries.into_iter().map(|d| {
             let queue = Arc::clone(&queue);
             async move {

@@ -210,16 +210,17 @@ impl Drop for LocalRunner {
 async fn backfill_worker(service: Arc<Service>, mut stop: watch::Receiver<bool>) {
     const BATCH: usize = 8;
     while !*stop.borrow() {
-        let idle = match service.backfill_step(BATCH).await {
-            Ok(step) => !step.did_work(),
+        let idle = Duration::from_secs(1);
+        let wait = match service.backfill_step(BATCH).await {
+            Ok(step) => step.next_step_in(idle),
             Err(e) => {
                 error!(error = %e, "backfill batch failed");
-                true
+                idle
             }
         };
-        if idle {
+        if !wait.is_zero() {
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = tokio::time::sleep(wait) => {}
                 changed = stop.changed() => {
                     if changed.is_err() {
                         return;
