@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::openapi::ErrorBody;
+use super::openapi::{ErrorBody, OfferIdParam};
 use super::{ApiError, ApiState};
 use crate::auth::{AuthError, Partner};
 use crate::domain::{OfferId, OfferKey};
@@ -82,8 +82,7 @@ pub async fn post(
     tag = "crawls",
     operation_id = "get_crawl",
     security(("bearer" = ["imgest:offers"])),
-    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace.",
-        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    params(OfferIdParam),
     responses(
         (status = 200, description = "The crawl.", body = CrawlResult,
             example = json!({"client_id": "acme", "offer_id": "car-1", "state": "done", "photos": [

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::json::OfferJson;
-use super::openapi::ErrorBody;
+use super::openapi::{ErrorBody, OfferIdParam};
 use super::{ApiError, ApiState};
 use crate::auth::Partner;
 use crate::domain::{IdError, ImageId, OfferId, OfferKey};
@@ -50,8 +50,7 @@ fn offer_key(partner: Partner, raw: &str) -> Result<OfferKey, ApiError> {
     tag = "offers",
     operation_id = "set_offer_photos",
     security(("bearer" = ["imgest:offers"])),
-    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`, `_`, `:`, `-`).",
-        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    params(OfferIdParam),
     request_body = SetPhotos,
     responses(
         (status = 200, description = "The offer's photos now.", body = OfferJson),
@@ -80,8 +79,7 @@ pub async fn put_photos(
     tag = "offers",
     operation_id = "get_offer_photos",
     security(("bearer" = ["imgest:offers"])),
-    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`, `_`, `:`, `-`).",
-        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    params(OfferIdParam),
     responses(
         (status = 200, description = "The offer's photos, in order.", body = OfferJson,
             example = json!({"offer_id": "car-1", "photos": [{"image_id": "3b5d5c3712955042212316173ccf37be",
@@ -109,8 +107,7 @@ pub async fn get_photos(
     tag = "offers",
     operation_id = "delete_offer",
     security(("bearer" = ["imgest:offers"])),
-    params(("offer_id" = String, Path, description = "The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`, `_`, `:`, `-`).",
-        pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")),
+    params(OfferIdParam),
     responses(
         (status = 204, description = "Deleted (or there was nothing to delete)."),
         (status = 400, description = "`invalid_offer_id`.", body = ErrorBody),

@@ -245,6 +245,30 @@ fn retry_after() -> utoipa::openapi::Header {
         .build()
 }
 
+/// The `{offer_id}` of the offer and crawl routes, as the document describes it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read by the derive only: the handlers parse the path themselves.
+pub(super) struct OfferIdParam {
+    /// The offer's id, in the token's client's namespace (1 to 128 of letters, digits, `.`,
+    /// `_`, `:`, `-`).
+    #[param(pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "car-1")]
+    offer_id: String,
+}
+
+/// The `{upload_id}` of the upload routes, as the document describes it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Read by the derive only: the handlers parse the path themselves.
+pub(super) struct UploadIdParam {
+    /// The upload's id (from `POST /v1/uploads`).
+    #[param(
+        pattern = "^[0-9a-f]{32}$",
+        example = "9f86d081884c7d659a2feaa0c55ad015"
+    )]
+    upload_id: String,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::body::read_upload;
 use super::json::ImageJson;
-use super::openapi::ErrorBody;
+use super::openapi::{ErrorBody, UploadIdParam};
 use super::{ApiError, ApiState};
 use axum::http::header::CONTENT_TYPE;
 
@@ -183,8 +183,7 @@ pub async fn create(
     tag = "uploads",
     operation_id = "get_upload",
     security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
-    params(("upload_id" = String, Path, description = "The upload's id (from `POST /v1/uploads`).",
-        pattern = "^[0-9a-f]{32}$", example = "9f86d081884c7d659a2feaa0c55ad015")),
+    params(UploadIdParam),
     responses(
         (status = 200, description = "The upload.", body = UploadJson,
             example = json!({"upload_id": "9f86d081884c7d659a2feaa0c55ad015", "state": "pending"})),
@@ -216,8 +215,7 @@ pub async fn get(
     tags = ["uploads", "local runner"],
     operation_id = "put_upload_body",
     security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
-    params(("upload_id" = String, Path, description = "The upload's id (from `POST /v1/uploads`).",
-        pattern = "^[0-9a-f]{32}$", example = "9f86d081884c7d659a2feaa0c55ad015")),
+    params(UploadIdParam),
     request_body(content(("application/octet-stream")), description = "The photo's bytes."),
     responses(
         (status = 200, description = "The upload, `done` or `failed` (a body that is not a usable photo).", body = UploadJson),
