@@ -358,7 +358,7 @@ impl Stages<'_> {
 }
 
 /// The marketplace's crawl requests, one message per offer, sent ten at a time (what the
-/// README recommends: `SendMessageBatch`).
+/// deployment guide recommends: `SendMessageBatch`).
 async fn send_requests(
     sqs: &aws_sdk_sqs::Client,
     queue: &str,

@@ -15,9 +15,9 @@ use crate::auth::AuthError;
 use crate::flows::FlowError;
 use crate::pipeline::PipelineError;
 
-/// Every `error.kind` the API answers with, by status. The README's error table lists exactly
-/// these (a test compares them), and [`ApiError::new`] refuses, in debug builds, a kind that is
-/// not here.
+/// Every `error.kind` the API answers with, by status. The API guide's error table
+/// (`docs/api.md`) lists exactly these (a test compares them), and [`ApiError::new`] refuses,
+/// in debug builds, a kind that is not here.
 pub const KINDS: &[(u16, &[&str])] = &[
     (
         400,
@@ -139,7 +139,7 @@ impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         debug_assert!(
             is_documented(status, kind),
-            "{status} {kind} is not in api::error::KINDS (nor in the README's table)"
+            "{status} {kind} is not in api::error::KINDS (nor in docs/api.md's table)"
         );
         let retry_after = (status == StatusCode::SERVICE_UNAVAILABLE
             || status == StatusCode::TOO_MANY_REQUESTS)
@@ -377,12 +377,13 @@ mod tests {
         assert_eq!((internal.status.as_u16(), internal.kind), (500, "internal"));
     }
 
-    /// The README's error table (`| status | kinds |`), as (status, kinds) rows.
+    /// The API guide's error table (`| status | kinds |` in `docs/api.md`), as (status, kinds)
+    /// rows.
     fn readme_table() -> Vec<(u16, Vec<String>)> {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/api.md");
         let start = readme
             .find("| status | kinds |")
-            .unwrap_or_else(|| panic!("the README has no error table"));
+            .unwrap_or_else(|| panic!("docs/api.md has no error table"));
         readme[start..]
             .lines()
             .skip(2)
