@@ -6,6 +6,7 @@ mod backfill;
 mod commands;
 mod crawl;
 mod demo;
+mod dlq;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +65,12 @@ enum Command {
         /// How many of the newest dead letters to show.
         #[arg(long, default_value_t = 10)]
         dead_letters: usize,
+    },
+    /// List the messages a queue gave up on, or move them back onto it (both backends).
+    /// Example: `imgest dlq list --queue process`
+    Dlq {
+        #[command(subcommand)]
+        command: dlq::DlqCommand,
     },
     /// Re-process every stored photo under the configured variant set, hottest first.
     Backfill {
@@ -134,6 +141,7 @@ fn main() -> ExitCode {
             Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
             Command::Audit { dry_run } => commands::audit(dry_run).await,
             Command::Backfill { command } => backfill::run(command).await,
+            Command::Dlq { command } => dlq::run(command).await,
             Command::Crawl { file } => crawl::crawl_file(file).await,
             Command::Results { max } => crawl::results(max).await,
             Command::Token {

@@ -295,4 +295,28 @@ fn backfill_audit_and_queue_work_on_the_data_directory() {
     assert_eq!(backfill["ready"], 0);
     let out = imgest(dir.path(), &["queue"], &[]);
     assert!(stdout(&out).contains("fetch-0"), "{}", stdout(&out));
+
+    // No dead letters: the listing says so per queue, a redrive moves nothing, and an unknown
+    // queue is refused with the known ones named.
+    let out = imgest(dir.path(), &["dlq", "list", "--json"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let letters: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(letters["process"], serde_json::json!([]));
+    let out = imgest(dir.path(), &["dlq", "redrive", "--queue", "process"], &[]);
+    assert!(
+        stdout(&out).contains("process: 0 dead letter(s) moved back"),
+        "{}",
+        stdout(&out)
+    );
+    let out = imgest(dir.path(), &["dlq", "redrive", "--queue", "nope"], &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the queues are: fetch-0"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -12,6 +12,7 @@ mod bootstraps;
 mod concurrency;
 mod crawl;
 mod crawl_aws;
+mod dlq;
 mod give_up;
 mod identity;
 mod identity_aws;

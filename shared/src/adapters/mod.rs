@@ -10,6 +10,7 @@ pub mod s3;
 pub mod sfn;
 pub mod sqlite;
 pub mod sqs;
+mod sqs_dead_letters;
 
 pub use dynamodb::DynamoStore;
 pub use fs::FsBlobStore;

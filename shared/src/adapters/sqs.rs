@@ -16,7 +16,7 @@ use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 
 use super::s3::sdk_error;
 use super::sfn::StepFunctionsDelay;
-use crate::ports::{MessageSender, OutgoingMessage, QueueCounts, StoreError};
+use crate::ports::{DeadMessage, MessageSender, OutgoingMessage, QueueCounts, StoreError};
 
 /// SQS's maximum `DelaySeconds`.
 pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
@@ -32,7 +32,7 @@ const RESEND_BACKOFF: Duration = Duration::from_millis(100);
 /// Sends to SQS queues by logical name. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqsSender {
-    client: aws_sdk_sqs::Client,
+    pub(super) client: aws_sdk_sqs::Client,
     /// Logical queue name → queue URL.
     queues: HashMap<String, String>,
     delay: Option<StepFunctionsDelay>,
@@ -136,10 +136,7 @@ impl SqsSender {
 #[async_trait]
 impl MessageSender for SqsSender {
     async fn send(&self, queue: &str, messages: &[OutgoingMessage]) -> Result<(), StoreError> {
-        let queue_url = self
-            .queues
-            .get(queue)
-            .ok_or_else(|| StoreError::NotFound(format!("unknown queue {queue:?}")))?;
+        let queue_url = self.url(queue)?;
         let (direct, delayed): (Vec<&OutgoingMessage>, Vec<&OutgoingMessage>) =
             messages.iter().partition(|m| m.delay <= self.max_sqs_delay);
         // Refuse before sending anything rather than send half of the messages.
@@ -171,11 +168,7 @@ impl MessageSender for SqsSender {
     /// From the queue's attributes; `dead` from its dead-letter queue's (named by its redrive
     /// policy), 0 when it has none.
     async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
-        let queue_url = self
-            .queues
-            .get(queue)
-            .ok_or_else(|| StoreError::NotFound(format!("unknown queue {queue:?}")))?;
-        let attributes = self.attributes(queue_url).await?;
+        let attributes = self.attributes(self.url(queue)?).await?;
         let number = |name: QueueAttributeName| -> u64 {
             attributes
                 .get(&name)
@@ -188,43 +181,40 @@ impl MessageSender for SqsSender {
             in_flight: number(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
             dead: 0,
         };
-        let dead_letter_arn = attributes
-            .get(&QueueAttributeName::RedrivePolicy)
-            .and_then(|policy| serde_json::from_str::<serde_json::Value>(policy).ok())
-            .and_then(|policy| policy["deadLetterTargetArn"].as_str().map(str::to_owned));
-        if let Some(arn) = dead_letter_arn {
-            // arn:aws:sqs:{region}:{account}:{name}
-            let mut parts = arn.rsplitn(3, ':');
-            let (Some(name), Some(account)) = (parts.next(), parts.next()) else {
-                return Err(StoreError::Backend {
-                    message: format!(
-                        "queue {queue:?} names an unreadable dead-letter queue {arn:?}"
-                    ),
-                    source: None,
-                });
-            };
-            let url = self
-                .client
-                .get_queue_url()
-                .queue_name(name)
-                .queue_owner_aws_account_id(account)
-                .send()
-                .await
-                .map_err(|e| sdk_error(format!("finding the dead-letter queue {arn:?}"), e))?
-                .queue_url
-                .unwrap_or_default();
-            let dead = self.attributes(&url).await?;
-            counts.dead = dead
+        if let Some(dead) = self.dead_letter_queue(queue, &attributes).await? {
+            counts.dead = self
+                .attributes(&dead.url)
+                .await?
                 .get(&QueueAttributeName::ApproximateNumberOfMessages)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
         }
         Ok(counts)
     }
+
+    async fn dead_letters(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadMessage>, StoreError> {
+        self.list_dead_letters(queue, limit).await
+    }
+
+    async fn redrive(&self, queue: &str, max: usize) -> Result<u64, StoreError> {
+        self.redrive_dead_letters(queue, max).await
+    }
 }
 
 impl SqsSender {
-    async fn attributes(
+    /// The URL of a logical queue.
+    pub(super) fn url(&self, queue: &str) -> Result<&str, StoreError> {
+        self.queues
+            .get(queue)
+            .map(String::as_str)
+            .ok_or_else(|| StoreError::NotFound(format!("unknown queue {queue:?}")))
+    }
+
+    pub(super) async fn attributes(
         &self,
         queue_url: &str,
     ) -> Result<HashMap<QueueAttributeName, String>, StoreError> {
@@ -236,6 +226,7 @@ impl SqsSender {
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
             .attribute_names(QueueAttributeName::RedrivePolicy)
+            .attribute_names(QueueAttributeName::QueueArn)
             .send()
             .await
             .map_err(|e| sdk_error(format!("reading the attributes of queue {queue_url:?}"), e))?

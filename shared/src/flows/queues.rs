@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::backfill::BACKFILL_QUEUE;
 use super::crawl::{PROCESS_QUEUE, RESULTS_QUEUE, tier_queue};
 use super::{FlowError, Service};
-use crate::ports::{QueueCounts, TaskQueue};
+use crate::ports::{DeadMessage, QueueCounts, StoreError, TaskQueue};
 
 /// Which work a queue holds, in the order it is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -123,4 +123,48 @@ impl Service {
         }
         Ok(due)
     }
+
+    /// The queues whose dead letters `imgest dlq` handles: every queue of this configuration
+    /// that has a dead-letter list (the results queue is the marketplace's to read), and on
+    /// AWS the intake queue.
+    pub fn dead_letter_queues(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .known_queues()
+            .into_iter()
+            .filter(|(_, priority, _)| *priority != Priority::Results)
+            .map(|(name, _, _)| name)
+            .collect();
+        if self.ports.queue.is_none() {
+            names.insert(0, INTAKE_QUEUE.to_owned());
+        }
+        names
+    }
+
+    /// Up to `limit` dead letters of each of `queues`, by queue. A queue without a
+    /// dead-letter list (or not configured) is left out.
+    pub async fn dead_letters(
+        &self,
+        queues: &[String],
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<DeadMessage>)>, FlowError> {
+        let mut out = Vec::new();
+        for queue in queues {
+            match self.ports.messages.dead_letters(queue, limit).await {
+                Ok(letters) => out.push((queue.clone(), letters)),
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves up to `max` of `queue`'s dead letters back onto it; how many were moved.
+    pub async fn redrive(&self, queue: &str, max: usize) -> Result<u64, FlowError> {
+        let moved = self.ports.messages.redrive(queue, max).await?;
+        tracing::info!(queue, moved, "dead letters redriven");
+        Ok(moved)
+    }
 }
+
+/// The AWS intake queue's logical name (in `IMGEST_QUEUES`): partners' crawl requests.
+pub const INTAKE_QUEUE: &str = "intake";

@@ -17,7 +17,7 @@ pub use blob_store::{BlobMeta, BlobPage, BlobStore};
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
-pub use messages::{MessageSender, OutgoingMessage};
+pub use messages::{DeadMessage, MessageSender, OutgoingMessage};
 pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
 pub use records::{Records, StoredRecord};

@@ -89,4 +89,9 @@ pub trait TaskQueue: Send + Sync {
 
     /// The newest dead letters first.
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>, StoreError>;
+
+    /// Puts up to `max` dead letters (the oldest first) back on their queue, due at `now`,
+    /// with their attempts reset; returns how many. A dead letter whose key is queued again
+    /// meanwhile is dropped: the queued task supersedes it.
+    async fn redrive(&self, queue: &str, max: usize, now: Timestamp) -> Result<u64, StoreError>;
 }

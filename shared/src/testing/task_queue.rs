@@ -16,6 +16,7 @@ contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
     replacing_a_leased_task_voids_its_receipt,
     retry_ends_the_lease_and_reschedules,
     dead_letter_moves_the_task_with_its_reason,
+    redrive_puts_dead_letters_back_oldest_first,
     counts_sort_tasks_into_categories,
     queues_are_independent,
     concurrent_receivers_never_share_a_task,
@@ -246,6 +247,36 @@ pub async fn dead_letter_moves_the_task_with_its_reason(queue: Arc<dyn TaskQueue
 
     // The key can be queued again.
     assert_eq!(enqueue(q, &name, "k1", "p1", BASE).await, Enqueued::New);
+}
+
+pub async fn redrive_puts_dead_letters_back_oldest_first(queue: Arc<dyn TaskQueue>) {
+    let (q, name) = (queue.as_ref(), unique_name("redrive"));
+    for (i, key) in ["k1", "k2", "k3"].iter().enumerate() {
+        enqueue(q, &name, key, &format!("p{i}"), BASE).await;
+    }
+    let got = receive(q, &name, BASE, 3).await;
+    for (i, d) in got.iter().enumerate() {
+        let at = BASE.plus(secs(10 + i as u64));
+        assert!(q.dead_letter(d, "boom", at).await.unwrap());
+    }
+    // k3 is queued again meanwhile: its dead letter is superseded, not redriven.
+    enqueue(q, &name, "k3", "fresh", BASE.plus(mins(1))).await;
+    let now = BASE.plus(mins(5));
+    assert_eq!(q.redrive(&name, 1, now).await.unwrap(), 1, "the oldest");
+    // Earliest run-at first: k3 was due at its enqueue, k1 at the redrive.
+    assert_eq!(keys(&receive(q, &name, now, 10).await), ["k3", "k1"]);
+    assert_eq!(
+        q.redrive(&name, 10, now).await.unwrap(),
+        1,
+        "k2; k3's is dropped"
+    );
+    assert!(q.dead_letters(&name, 10).await.unwrap().is_empty());
+    let again = receive_one(q, &name, now).await;
+    assert_eq!(
+        (again.key.as_str(), again.payload.as_str(), again.attempts),
+        ("k2", "p1", 1)
+    );
+    assert_eq!(q.redrive(&name, 10, now).await.unwrap(), 0);
 }
 
 pub async fn counts_sort_tasks_into_categories(queue: Arc<dyn TaskQueue>) {

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::ports::{Clock, MessageSender, OutgoingMessage, QueueCounts, StoreError, TaskQueue};
+use crate::ports::{
+    Clock, DeadMessage, MessageSender, OutgoingMessage, QueueCounts, StoreError, TaskQueue,
+};
 
 /// Sends messages as tasks of a [`TaskQueue`] (the `SqliteStore` locally).
 #[derive(Clone)]
@@ -55,6 +57,30 @@ impl MessageSender for QueueSender {
 
     async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
         self.queue.counts(queue, self.clock.now()).await
+    }
+
+    async fn dead_letters(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadMessage>, StoreError> {
+        Ok(self
+            .queue
+            .dead_letters(queue, limit)
+            .await?
+            .into_iter()
+            .map(|letter| DeadMessage {
+                id: letter.key,
+                body: letter.payload,
+                reason: Some(letter.reason),
+                attempts: Some(letter.attempts),
+                sent_at_ms: Some(letter.failed_at.as_millis()),
+            })
+            .collect())
+    }
+
+    async fn redrive(&self, queue: &str, max: usize) -> Result<u64, StoreError> {
+        self.queue.redrive(queue, max, self.clock.now()).await
     }
 }
 

@@ -295,4 +295,46 @@ impl TaskQueue for SqliteStore {
         })
         .await
     }
+
+    async fn redrive(&self, queue: &str, max: usize, now: Timestamp) -> Result<u64, StoreError> {
+        let queue = queue.to_owned();
+        self.run(move |conn| redrive_tx(conn, &queue, max, now))
+            .await
+    }
+}
+
+fn redrive_tx(
+    conn: &mut Connection,
+    queue: &str,
+    max: usize,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    let tx = immediate(conn)?;
+    let letters: Vec<(i64, String, String)> = tx
+        .prepare_cached(
+            "SELECT seq, key, payload FROM dead_letters WHERE queue = ?1 \
+             ORDER BY failed_at, seq LIMIT ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(params![queue, sql_limit(max)], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect()
+        })
+        .map_err(|e| sql_error("reading dead letters", e))?;
+    let mut moved = 0;
+    for (seq, key, payload) in letters {
+        let order = next_seq(&tx)?;
+        moved += tx
+            .execute(
+                "INSERT INTO tasks (queue, key, payload, run_at, attempts, enqueued_seq) \
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5) ON CONFLICT (queue, key) DO NOTHING",
+                params![queue, key, payload, now.as_millis(), order],
+            )
+            .map_err(|e| sql_error("redriving a dead letter", e))? as u64;
+        tx.execute("DELETE FROM dead_letters WHERE seq = ?1", params![seq])
+            .map_err(|e| sql_error("removing a redriven dead letter", e))?;
+    }
+    commit(tx)?;
+    Ok(moved)
 }

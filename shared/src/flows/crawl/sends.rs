@@ -57,7 +57,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::ports::QueueCounts;
+    use crate::ports::{DeadMessage, QueueCounts};
 
     /// Records every send; fails sends to the queue named "down".
     #[derive(Default)]
@@ -83,6 +83,14 @@ mod tests {
 
         async fn counts(&self, _: &str) -> Result<QueueCounts, StoreError> {
             Ok(QueueCounts::default())
+        }
+
+        async fn dead_letters(&self, _: &str, _: usize) -> Result<Vec<DeadMessage>, StoreError> {
+            Ok(Vec::new())
+        }
+
+        async fn redrive(&self, _: &str, _: usize) -> Result<u64, StoreError> {
+            Ok(0)
         }
     }
 
