@@ -8,7 +8,7 @@ use imgest_shared::domain::ImageId;
 use imgest_shared::flows::backfill::RunState;
 use imgest_shared::handlers::backfill;
 
-use crate::crawl_aws::{CrawlOnAws, drain, take};
+use crate::crawl_aws::{CrawlOnAws, drain, take, with_dead_letter_queue};
 
 const WITH_TINY: &str = "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,tiny=fit:16x16";
 
@@ -98,33 +98,7 @@ async fn backfill_status_on_aws_counts_the_dead_letter_queue() {
     else {
         return;
     };
-    let dead = sqs
-        .create_queue()
-        .queue_name(imgest_shared::testing::aws::unique_name("backfill-dead"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let dead_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dead)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
-    sqs.set_queue_attributes()
-        .queue_url(&urls["backfill"])
-        .attributes(
-            aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy,
-            serde_json::json!({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 3}).to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let dead = with_dead_letter_queue(&sqs, &urls["backfill"], 3).await;
     sqs.send_message()
         .queue_url(&dead)
         .message_body("0123456789abcdef0123456789abcdef")

@@ -5,9 +5,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_sqs::types::QueueAttributeName;
-
-use crate::crawl_aws::{CrawlOnAws, drain};
+use crate::crawl_aws::{CrawlOnAws, drain, with_dead_letter_queue};
 use crate::support::TestApp;
 
 #[tokio::test]
@@ -66,33 +64,7 @@ async fn dead_letters_are_listed_and_redriven_on_aws() {
     let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start("dlq on aws").await else {
         return;
     };
-    let dead = sqs
-        .create_queue()
-        .queue_name(imgest_shared::testing::aws::unique_name("process-dead"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let dead_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dead)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
-    sqs.set_queue_attributes()
-        .queue_url(&urls["process"])
-        .attributes(
-            QueueAttributeName::RedrivePolicy,
-            serde_json::json!({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 1}).to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
+    with_dead_letter_queue(&sqs, &urls["process"], 1).await;
     for body in ["one", "two"] {
         sqs.send_message()
             .queue_url(&urls["process"])
