@@ -202,6 +202,39 @@ pub async fn queue(json: bool, dead_letters: usize) -> Result<()> {
     Ok(())
 }
 
+pub async fn stats(json: bool) -> Result<()> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = service(&settings).await?;
+    let stats = service.stats().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+        return Ok(());
+    }
+    println!(
+        "images: {} live ({} orphans, {} links from offers), {} being processed, {} expired awaiting GC",
+        stats.images, stats.orphans, stats.links, stats.processing, stats.expired
+    );
+    println!(
+        "files: {} variants ({} bytes), {} originals ({} bytes)",
+        stats.variant_files, stats.variant_bytes, stats.original_files, stats.original_bytes
+    );
+    println!(
+        "{:<10} {:>9} {:>9} {:>9} {:>9}",
+        "queue", "ready", "delayed", "in flight", "dead"
+    );
+    for (name, q) in &stats.queues {
+        println!(
+            "{name:<10} {:>9} {:>9} {:>9} {:>9}",
+            q.ready, q.delayed, q.in_flight, q.dead
+        );
+    }
+    for (kind, n) in &stats.failures_by_kind {
+        println!("dead letters of kind {kind}: {n}");
+    }
+    Ok(())
+}
+
 pub async fn audit(dry_run: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;

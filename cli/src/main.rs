@@ -66,6 +66,14 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         dead_letters: usize,
     },
+    /// What is stored and what is waiting: images, orphans, links, files and bytes, each
+    /// queue's messages by state, dead letters by kind (both backends; reads everything once).
+    /// Example: `imgest stats --json`
+    Stats {
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the messages a queue gave up on, or move them back onto it (both backends).
     /// Example: `imgest dlq list --queue process`
     Dlq {
@@ -142,6 +150,7 @@ fn main() -> ExitCode {
             Command::Audit { dry_run } => commands::audit(dry_run).await,
             Command::Backfill { command } => backfill::run(command).await,
             Command::Dlq { command } => dlq::run(command).await,
+            Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file } => crawl::crawl_file(file).await,
             Command::Results { max } => crawl::results(max).await,
             Command::Token {

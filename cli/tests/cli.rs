@@ -296,6 +296,28 @@ fn backfill_audit_and_queue_work_on_the_data_directory() {
     let out = imgest(dir.path(), &["queue"], &[]);
     assert!(stdout(&out).contains("fetch-0"), "{}", stdout(&out));
 
+    let out = imgest(dir.path(), &["stats", "--json"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (stats["images"].clone(), stats["orphans"].clone()),
+        (2.into(), 2.into()),
+        "{stats}"
+    );
+    assert!(stats["original_files"].as_u64().unwrap() >= 2, "{stats}");
+    assert!(stats["variant_bytes"].as_u64().unwrap() > 0, "{stats}");
+    assert_eq!(stats["queues"]["backfill"]["dead"], 0, "{stats}");
+    let out = imgest(dir.path(), &["stats"], &[]);
+    assert!(
+        stdout(&out).contains("images: 2 live (2 orphans"),
+        "{}",
+        stdout(&out)
+    );
+
     // No dead letters: the listing says so per queue, a redrive moves nothing, and an unknown
     // queue is refused with the known ones named.
     let out = imgest(dir.path(), &["dlq", "list", "--json"], &[]);

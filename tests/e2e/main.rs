@@ -24,3 +24,4 @@ mod offers;
 mod presigned;
 mod retries_aws;
 mod scenario;
+mod stats;

@@ -10,7 +10,8 @@
 //! - [`sweep`]: garbage collection that starts from the files: files no record needs.
 //! - [`backfill`]: re-processing stored photos under the configured variant set.
 //! - [`audit`]: records checked against their files and link counts against the offers.
-//! - [`queues`]: what the local task queue holds, and which work comes first.
+//! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
+//! - [`stats`]: what is stored and what is waiting, counted from the stores.
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
 //! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
 
@@ -25,6 +26,7 @@ pub mod offers;
 pub mod presigned;
 pub mod queues;
 mod service;
+pub mod stats;
 pub mod sweep;
 pub mod upload;
 
