@@ -152,11 +152,15 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-pub async fn gc() -> Result<()> {
+pub async fn gc(json: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
     let service = service(&settings).await?;
     let report = service.gc().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
     println!(
         "gc: {} expired records examined, {} images deleted ({} files), {} kept (re-used meanwhile)",
         report.examined, report.images_deleted, report.files_deleted, report.kept
@@ -235,11 +239,29 @@ pub async fn stats(json: bool) -> Result<()> {
     Ok(())
 }
 
-pub async fn audit(dry_run: bool) -> Result<()> {
+pub async fn audit(dry_run: bool, json: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
     let service = service(&settings).await?;
     let r = service.audit(dry_run).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print_audit(&r, dry_run);
+    }
+    if r.link_counts_too_low > 0 {
+        eprintln!(
+            "imgest: {} link counts were too low (a bug: please report it with the log)",
+            r.link_counts_too_low
+        );
+    }
+    if r.images_broken + r.links_to_missing_images > 0 {
+        anyhow::bail!("the audit found damage it cannot mend (see the log)");
+    }
+    Ok(())
+}
+
+fn print_audit(r: &imgest_shared::flows::audit::AuditReport, dry_run: bool) {
     println!(
         "audit{}: {} images checked: {} with missing files ({} repaired, {} broken); {} offers counted: {} link counts too high, {} too low, {} corrected, {} left (changed in the last {}); {} links to images with no record",
         if dry_run { " (dry run)" } else { "" },
@@ -255,23 +277,17 @@ pub async fn audit(dry_run: bool) -> Result<()> {
         humantime::format_duration(imgest_shared::flows::audit::SETTLE),
         r.links_to_missing_images,
     );
-    if r.link_counts_too_low > 0 {
-        eprintln!(
-            "imgest: {} link counts were too low (a bug: please report it with the log)",
-            r.link_counts_too_low
-        );
-    }
-    if r.images_broken + r.links_to_missing_images > 0 {
-        anyhow::bail!("the audit found damage it cannot mend (see the log)");
-    }
-    Ok(())
 }
 
-pub async fn sweep(dry_run: bool) -> Result<()> {
+pub async fn sweep(dry_run: bool, json: bool) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
     let service = service(&settings).await?;
     let r = service.sweep(dry_run).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
     println!(
         "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes: {} of no record, {} unlisted variants, {} previous generations, {} unrecognised), {} deleted, {} records stopped listing retired variants, {} not needed but younger than {}",
         if dry_run { " (dry run)" } else { "" },

@@ -39,7 +39,11 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Delete expired orphan images (records first, then files).
-    Gc,
+    Gc {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete files that no record needs and that are older than IMGEST_SWEEP_GRACE: files of
     /// no record, variants the configuration no longer makes, a re-processed image's previous
     /// files, keys that are not image files.
@@ -47,6 +51,9 @@ enum Command {
         /// Only report what would be deleted.
         #[arg(long)]
         dry_run: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Check every image record against its files (repairing missing ones from the original)
     /// and its link count against the offers (correcting it), and report what was found.
@@ -55,6 +62,9 @@ enum Command {
         /// Only report what would be repaired or corrected.
         #[arg(long)]
         dry_run: bool,
+        /// Print the report as JSON (the exit status still says whether damage was left).
+        #[arg(long)]
+        json: bool,
     },
     /// Show the local task queue: each queue's tasks by state, priority and tier, and the
     /// newest dead letters with their reasons. Example: `imgest queue --dead-letters 20`
@@ -144,10 +154,10 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve => commands::serve().await,
             Command::Process { out, files } => commands::process(out, files).await,
-            Command::Gc => commands::gc().await,
-            Command::Sweep { dry_run } => commands::sweep(dry_run).await,
+            Command::Gc { json } => commands::gc(json).await,
+            Command::Sweep { dry_run, json } => commands::sweep(dry_run, json).await,
             Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
-            Command::Audit { dry_run } => commands::audit(dry_run).await,
+            Command::Audit { dry_run, json } => commands::audit(dry_run, json).await,
             Command::Backfill { command } => backfill::run(command).await,
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,

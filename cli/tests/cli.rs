@@ -296,6 +296,17 @@ fn backfill_audit_and_queue_work_on_the_data_directory() {
     let out = imgest(dir.path(), &["queue"], &[]);
     assert!(stdout(&out).contains("fetch-0"), "{}", stdout(&out));
 
+    let out = imgest(dir.path(), &["audit", "--dry-run", "--json"], &[]);
+    assert!(out.status.success());
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["images_checked"], 2, "{audit}");
+    let out = imgest(dir.path(), &["gc", "--json"], &[]);
+    let gc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(gc["images_deleted"], 0, "{gc}");
+    let out = imgest(dir.path(), &["sweep", "--dry-run", "--json"], &[]);
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sweep["files_deleted"], 0, "{sweep}");
+
     let out = imgest(dir.path(), &["stats", "--json"], &[]);
     assert!(
         out.status.success(),
