@@ -11,7 +11,7 @@
 # installs moto, schemathesis, SAM, cargo-lambda and zig into venvs under
 # ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh, infra/schemathesis.sh,
 # infra/lambda-build.sh). The first run builds the arm64 functions too
-# (about 15 minutes on 2 cores, in target/lambda-arm64; later runs rebuild what changed).
+# (about 20 minutes on 2 cores, in target/lambda-arm64; later runs rebuild what changed).
 #
 # Usage:
 #   infra/test.sh              # everything
