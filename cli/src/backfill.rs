@@ -22,10 +22,13 @@ pub enum BackfillCommand {
     /// `IMGEST_VARIANTS=large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,xl=fit:2048x2048 imgest backfill start`
     Start,
     /// Pause the run: no new batch starts; what is queued stays queued.
+    /// Example: `imgest backfill pause`
     Pause,
     /// Resume a paused run where it stopped, and work on it until it is done or paused.
+    /// Example: `imgest backfill resume`
     Resume,
     /// Show the run's progress: done / total, rate, failures by kind.
+    /// Example: `IMGEST_BACKEND=aws imgest backfill status`
     Status,
 }
 

@@ -29,8 +29,10 @@ struct Cli {
 enum Command {
     /// Run the local runner: the HTTP API on IMGEST_LISTEN, storing under IMGEST_DATA_DIR,
     /// with the download workers; runs GC every IMGEST_GC_INTERVAL.
+    /// Example: `IMGEST_DATA_DIR=./data IMGEST_LISTEN=127.0.0.1:8080 imgest serve`
     Serve,
     /// Run the production pipeline on local files and print one line per file.
+    /// Example: `imgest process --out variants/ photo.jpg scan.png`
     Process {
         /// Write the variants here (as <file-stem>.<variant>.jpg).
         #[arg(long)]
@@ -38,7 +40,7 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Delete expired orphan images (records first, then files).
+    /// Delete expired orphan images (records first, then files). Example: `imgest gc --json`
     Gc {
         /// Print the report as JSON.
         #[arg(long)]
@@ -46,7 +48,7 @@ enum Command {
     },
     /// Delete files that no record needs and that are older than IMGEST_SWEEP_GRACE: files of
     /// no record, variants the configuration no longer makes, a re-processed image's previous
-    /// files, keys that are not image files.
+    /// files, keys that are not image files. Example: `imgest sweep --dry-run`
     Sweep {
         /// Only report what would be deleted.
         #[arg(long)]
@@ -91,14 +93,17 @@ enum Command {
         command: dlq::DlqCommand,
     },
     /// Re-process every stored photo under the configured variant set, hottest first.
+    /// Example: `imgest backfill status`
     Backfill {
         #[command(subcommand)]
         command: backfill::BackfillCommand,
     },
     /// Crawl a JSON-lines file of crawl requests (one `{"client_id", "offer_id", "urls"}` per
     /// line) with the download workers, show progress, and print a summary.
+    /// Example: `imgest crawl feed.jsonl`
     Crawl { file: PathBuf },
     /// Print (and remove) queued crawl results, one JSON object per line.
+    /// Example: `imgest results --max 100 > results.jsonl`
     Results {
         /// At most this many.
         #[arg(long, default_value_t = 1000)]
@@ -131,6 +136,7 @@ enum Command {
         valid_for: humantime::Duration,
     },
     /// A guided tour of the main job on sample photos, in a fresh data directory.
+    /// Example: `imgest demo --data-dir /tmp/imgest-tour`
     Demo {
         /// Where the tour stores its data (re-created if it holds an earlier tour).
         #[arg(long, default_value = "imgest-demo")]
