@@ -11,9 +11,9 @@ use clap::Subcommand;
 use imgest_shared::flows::Service;
 use imgest_shared::flows::backfill::{BackfillStatus, RunState};
 
-use imgest_shared::settings::{Backend, Settings};
+use imgest_shared::settings::Backend;
 
-use crate::commands::{init_logs, service};
+use crate::commands::operator_service;
 
 #[derive(Subcommand)]
 pub enum BackfillCommand {
@@ -36,10 +36,8 @@ pub enum BackfillCommand {
 const BATCH: usize = 8;
 
 pub async fn run(command: BackfillCommand) -> Result<()> {
-    init_logs("warn");
-    let settings = Settings::from_env()?;
+    let (settings, service) = operator_service().await?;
     let on_aws = matches!(settings.backend, Backend::Aws(_));
-    let service = service(&settings).await?;
     match command {
         BackfillCommand::Start => {
             let run = service.backfill_start().await?;

@@ -31,6 +31,15 @@ pub(crate) fn embedded_settings(command: &str) -> Result<Settings> {
 }
 
 /// The service over the settings' backend (either), with the system clock.
+/// What an operator command runs on: its logs set up (warnings and errors), the settings from
+/// the environment, and the service on their backend.
+pub(crate) async fn operator_service() -> Result<(Settings, Service)> {
+    init_logs("warn");
+    let settings = Settings::from_env()?;
+    let service = service(&settings).await?;
+    Ok((settings, service))
+}
+
 pub(crate) async fn service(settings: &Settings) -> Result<Service> {
     let context = match settings.data_dir() {
         Some(dir) => format!("opening the data directory {}", dir.display()),
@@ -153,9 +162,7 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
 }
 
 pub async fn gc(json: bool) -> Result<()> {
-    init_logs("warn");
-    let settings = Settings::from_env()?;
-    let service = service(&settings).await?;
+    let (_, service) = operator_service().await?;
     let report = service.gc().await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -207,9 +214,7 @@ pub async fn queue(json: bool, dead_letters: usize) -> Result<()> {
 }
 
 pub async fn stats(json: bool) -> Result<()> {
-    init_logs("warn");
-    let settings = Settings::from_env()?;
-    let service = service(&settings).await?;
+    let (_, service) = operator_service().await?;
     let stats = service.stats().await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
@@ -240,9 +245,7 @@ pub async fn stats(json: bool) -> Result<()> {
 }
 
 pub async fn audit(dry_run: bool, json: bool) -> Result<()> {
-    init_logs("warn");
-    let settings = Settings::from_env()?;
-    let service = service(&settings).await?;
+    let (_, service) = operator_service().await?;
     let r = service.audit(dry_run).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -280,9 +283,7 @@ fn print_audit(r: &imgest_shared::flows::audit::AuditReport, dry_run: bool) {
 }
 
 pub async fn sweep(dry_run: bool, json: bool) -> Result<()> {
-    init_logs("warn");
-    let settings = Settings::from_env()?;
-    let service = service(&settings).await?;
+    let (settings, service) = operator_service().await?;
     let r = service.sweep(dry_run).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);

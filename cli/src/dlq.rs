@@ -2,11 +2,9 @@
 //! the cause is fixed. Works on both backends: the local task queue's dead letters (with their
 //! reasons), or each SQS queue's dead-letter queue (found through its redrive policy).
 
+use crate::commands::operator_service;
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use imgest_shared::settings::Settings;
-
-use crate::commands::{init_logs, service};
 
 #[derive(Subcommand)]
 pub enum DlqCommand {
@@ -38,9 +36,7 @@ pub enum DlqCommand {
 }
 
 pub async fn run(command: DlqCommand) -> Result<()> {
-    init_logs("warn");
-    let settings = Settings::from_env()?;
-    let service = service(&settings).await?;
+    let (_, service) = operator_service().await?;
     let known = service.dead_letter_queues();
     let check = |queue: &String| -> Result<()> {
         if !known.contains(queue) {

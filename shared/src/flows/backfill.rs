@@ -280,28 +280,13 @@ impl Service {
         let run = self.load_run().await?;
         let counts: QueueCounts = self.ports.messages.counts(BACKFILL_QUEUE).await?;
         let pending = counts.ready + counts.delayed + counts.in_flight;
-        let mut failed: Vec<(String, u64)> = Vec::new();
-        // Locally the dead letters keep their reasons; SQS's dead-letter queue only a count.
-        let letters = match &self.ports.queue {
-            Some(queue) => queue.dead_letters(BACKFILL_QUEUE, 10_000).await?,
+        let failed = match self.failure_kinds(BACKFILL_QUEUE).await? {
+            Some(kinds) => kinds,
             None if counts.dead > 0 => {
-                failed.push(("unknown (see the function's log)".to_owned(), counts.dead));
-                Vec::new()
+                vec![("unknown (see the function's log)".to_owned(), counts.dead)]
             }
             None => Vec::new(),
         };
-        for letter in letters {
-            let kind = letter
-                .reason
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            match failed.iter_mut().find(|(k, _)| *k == kind) {
-                Some((_, n)) => *n += 1,
-                None => failed.push((kind, 1)),
-            }
-        }
         let done = run
             .as_ref()
             .map_or(0, |r| r.queued.saturating_sub(pending + counts.dead));

@@ -158,6 +158,27 @@ impl Service {
         Ok(out)
     }
 
+    /// `queue`'s dead letters by the kind of their failure (the reason's text before its
+    /// first `:`), in the order each kind first appears, newest letter first. `None` on AWS:
+    /// SQS keeps no reason (the function's log does).
+    pub(crate) async fn failure_kinds(
+        &self,
+        queue: &str,
+    ) -> Result<Option<Vec<(String, u64)>>, FlowError> {
+        let Some(tasks) = &self.ports.queue else {
+            return Ok(None);
+        };
+        let mut kinds: Vec<(String, u64)> = Vec::new();
+        for letter in tasks.dead_letters(queue, DEAD_LETTERS_READ).await? {
+            let kind = letter.reason.split(':').next().unwrap_or_default();
+            match kinds.iter_mut().find(|(k, _)| k == kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((kind.to_owned(), 1)),
+            }
+        }
+        Ok(Some(kinds))
+    }
+
     /// Moves up to `max` of `queue`'s dead letters back onto it; how many were moved.
     pub async fn redrive(&self, queue: &str, max: usize) -> Result<u64, FlowError> {
         let moved = self.ports.messages.redrive(queue, max).await?;
@@ -165,6 +186,9 @@ impl Service {
         Ok(moved)
     }
 }
+
+/// Dead letters read per queue to count failures by kind.
+const DEAD_LETTERS_READ: usize = 10_000;
 
 /// The AWS intake queue's logical name (in `IMGEST_QUEUES`): partners' crawl requests.
 pub const INTAKE_QUEUE: &str = "intake";

@@ -54,9 +54,6 @@ impl From<QueueCounts> for QueueStats {
     }
 }
 
-/// Dead letters read per queue for the failure kinds.
-const DEAD_LETTERS_READ: usize = 10_000;
-
 impl Service {
     pub async fn stats(&self) -> Result<Stats, FlowError> {
         let mut stats = Stats::default();
@@ -100,19 +97,8 @@ impl Service {
                 Err(StoreError::NotFound(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
-            let letters = match self
-                .ports
-                .messages
-                .dead_letters(&queue, DEAD_LETTERS_READ)
-                .await
-            {
-                Ok(letters) => letters,
-                Err(StoreError::NotFound(_)) => Vec::new(),
-                Err(e) => return Err(e.into()),
-            };
-            for reason in letters.iter().filter_map(|l| l.reason.as_deref()) {
-                let kind = reason.split(':').next().unwrap_or_default().to_owned();
-                *stats.failures_by_kind.entry(kind).or_default() += 1;
+            for (kind, n) in self.failure_kinds(&queue).await?.unwrap_or_default() {
+                *stats.failures_by_kind.entry(kind).or_default() += n;
             }
         }
         Ok(stats)
