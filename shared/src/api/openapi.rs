@@ -499,6 +499,17 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bytes, document_json().as_bytes());
+        // A body sent with it is never read: 64 MiB of it changes nothing (the answer is the
+        // one static document, whoever asks).
+        let hostile = Request::get(PATH)
+            .body(Body::from(vec![b'x'; 64 << 20]))
+            .unwrap();
+        let response = app.clone().oneshot(hostile).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(bytes, document_json().as_bytes());
 
         let doc = document();
         for (path, item) in doc["paths"].as_object().unwrap() {
