@@ -20,54 +20,16 @@ cd "$(dirname "$0")/.."
 # The release the run is written against (its CLI options and checks). Bump deliberately.
 SCHEMATHESIS_VERSION="4.32.5"
 
-venv="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}/schemathesis"
 say() { echo "schemathesis.sh: $*" >&2; }
 
-# As infra/moto.sh: the stamp is written last, so an interrupted install is redone whole.
-install() {
-    local stamp="$venv/.installed-schemathesis-$SCHEMATHESIS_VERSION"
-    [ -f "$stamp" ] && return 0
-    say "installing schemathesis==$SCHEMATHESIS_VERSION into $venv"
-    python3 -m venv --clear "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "schemathesis==$SCHEMATHESIS_VERSION"
-    touch "$stamp"
-}
+source infra/venv.sh
+source infra/runner.sh
+venv_install schemathesis "schemathesis==$SCHEMATHESIS_VERSION"
+runner_prepare schemathesis
 
-free_port() {
-    "$venv/bin/python" -c '
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
-}
-
-install
-cargo build --quiet -p imgest
-imgest="$PWD/target/debug/imgest"
-
-work="$(mktemp -d -t imgest-schemathesis.XXXXXX)"
-runner_pid=
-# Stops the runner this script started (and only that one).
-stop_runner() {
-    if [ -n "$runner_pid" ]; then
-        kill "$runner_pid" 2>/dev/null || true
-        wait "$runner_pid" 2>/dev/null || true
-        runner_pid=
-    fi
-}
-trap 'stop_runner; rm -rf "$work"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# One token that may call every route: both scopes and a client (offers and crawls need one).
-export IMGEST_JWKS_FILE="$work/jwks.json"
-export IMGEST_JWT_ISSUER="imgest-schemathesis"
-export IMGEST_JWT_AUDIENCE="imgest"
-token="$("$imgest" token --jwks-file "$IMGEST_JWKS_FILE" --issuer "$IMGEST_JWT_ISSUER" \
-    --audience "$IMGEST_JWT_AUDIENCE" --sub schemathesis --scope "imgest:upload imgest:offers" \
-    --client-id schemathesis --valid-for 1h)"
+# One token that may call every route: every scope, and a client (offers and crawls need one).
+runner_tokens "$work" imgest-schemathesis schemathesis "imgest:upload imgest:offers imgest:metrics" \
+    schemathesis
 
 export IMGEST_DATA_DIR="$work/data"
 # Generated uploads come faster than a seller's: the per-caller rate is not under test here
@@ -75,37 +37,7 @@ export IMGEST_DATA_DIR="$work/data"
 export IMGEST_UPLOAD_RPM=1000000
 export IMGEST_LOG="${IMGEST_LOG:-warn}"
 
-# Starts the runner on a free port and waits for /healthz (at most ~30 s, polling every 0.2 s);
-# fails early if it exits (another process took the port between the pick and the bind).
-start() {
-    port="$(free_port)"
-    IMGEST_LISTEN="127.0.0.1:$port" "$imgest" serve >"$work/serve.log" 2>&1 &
-    runner_pid=$!
-    local i
-    for i in $(seq 1 150); do
-        if curl -fs -o /dev/null --max-time 2 "http://127.0.0.1:$port/healthz"; then
-            return 0
-        fi
-        if ! kill -0 "$runner_pid" 2>/dev/null; then
-            wait "$runner_pid" 2>/dev/null || true
-            runner_pid=
-            return 1
-        fi
-        sleep 0.2
-    done
-    say "the runner did not answer on port $port within 30s"
-    return 1
-}
-for attempt in 1 2 3; do
-    start && break
-    say "the runner failed to start (attempt $attempt); its log:"
-    tail -n 20 "$work/serve.log" >&2 || true
-    [ "$attempt" = 3 ] && exit 1
-    stop_runner
-    rm -rf "$IMGEST_DATA_DIR"
-done
-
-base="http://127.0.0.1:$port"
+runner_start "$work/serve.log"
 say "fuzzing $base (runner pid $runner_pid)"
 seed=()
 if [ -n "${IMGEST_SCHEMATHESIS_SEED:-}" ]; then

@@ -16,6 +16,8 @@
 #   a C compiler (cc)       libjpeg-turbo, libwebp and SQLite are built from their C sources
 #   cmake, nasm             libjpeg-turbo's build (nasm assembles its x86-64 SIMD code)
 #   python3 with venv, curl (tests) moto, the AWS emulator, runs from a venv
+#   chromium, chromedriver  (tests) the page's browser test drives a headless Chromium through
+#                           its WebDriver (Debian's chromium and chromium-driver)
 #   a C++ compiler (c++)    (fuzz) libFuzzer, which libfuzzer-sys builds from its C++ source
 #   qemu-aarch64-static     (lambda) runs an arm64 Linux program on another CPU (qemu-user)
 #   an arm64 glibc          (lambda) the bootstraps' C library and loader, for qemu to load
@@ -61,6 +63,8 @@ if [ "$want_tests" = 1 ]; then
         # Debian and Ubuntu ship venv's ensurepip separately (python3-venv).
         missing+=(venv)
     fi
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromedriver)
 fi
 if [ "$want_fuzz" = 1 ]; then
     command -v c++ >/dev/null 2>&1 || missing+=(c++)
@@ -86,6 +90,9 @@ packages_for() {
             brew:c++) ;; # Xcode's command line tools provide c++
             *:c++) echo gcc-c++ ;;
             apt-get:venv) echo python3-venv ;;
+            apt-get:chromedriver) echo chromium-driver ;;
+            apk:chromedriver) echo chromium-chromedriver ;;
+            pacman:chromedriver) echo chromium ;;
             apt-get:qemu-aarch64-static) echo qemu-user-static ;;
             *:qemu-aarch64-static) echo qemu-user-static ;;
             apt-get:arm64-libc) echo libc6-arm64-cross ;;
@@ -145,7 +152,7 @@ if [ -n "$sudo" ]; then
 else
     sh -c "$command" >&2
 fi
-for tool in cc cmake nasm curl python3 c++ qemu-aarch64-static; do
+for tool in cc cmake nasm curl python3 c++ qemu-aarch64-static chromium chromedriver; do
     case " ${missing[*]} " in
         *" $tool "*)
             command -v "$tool" >/dev/null 2>&1 || {

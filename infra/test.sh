@@ -3,21 +3,24 @@
 # AWS adapters (against moto, a local AWS emulator), the end-to-end tests (the runner on a
 # real socket, real SQLite, a real directory), then the HTTP API fuzzed against its OpenAPI
 # document by schemathesis (infra/schemathesis.sh: no 5xx, and every answer as documented),
-# then the Lambda functions as SAM ships them: the seven arm64 bootstraps built by `sam build`
-# and run under qemu-user (infra/lambda-smoke.sh).
+# then the page in a headless Chromium (infra/browser-test.sh), then the Lambda functions as
+# SAM ships them: the seven arm64 bootstraps built by `sam build` and run under qemu-user
+# (infra/lambda-smoke.sh).
 #
 # Needs cargo, python3 and curl: infra/setup.sh installs the build tools that are missing
-# (cmake, nasm, a C compiler, python3's venv, qemu-user and an arm64 glibc), and the first run
-# installs moto, schemathesis, SAM, cargo-lambda and zig into venvs under
-# ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh, infra/schemathesis.sh,
-# infra/lambda-build.sh). The first run builds the arm64 functions too
-# (about 20 minutes on 2 cores, in target/lambda-arm64; later runs rebuild what changed).
+# (cmake, nasm, a C compiler, python3's venv, Chromium and its WebDriver, qemu-user and an
+# arm64 glibc), and the first run installs moto, schemathesis, selenium, SAM, cargo-lambda and
+# zig into venvs under ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh,
+# infra/schemathesis.sh, infra/browser-test.sh, infra/lambda-build.sh). The first run builds
+# the arm64 functions too (about 20 minutes on 2 cores, in target/lambda-arm64; later runs
+# rebuild what changed).
 #
 # Usage:
 #   infra/test.sh              # everything
 #   infra/test.sh ARGS         # ARGS go to `cargo test` (e.g. a test name filter)
 #   IMGEST_TEST_LAMBDA=0 infra/test.sh   # without the arm64 bootstraps (quicker; not Linux)
 #   IMGEST_TEST_SCHEMATHESIS=0 infra/test.sh   # without the schemathesis run
+#   IMGEST_TEST_BROWSER=0 infra/test.sh        # without the browser test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +40,10 @@ cargo test --workspace --all-targets "$@"
 
 if [ "${IMGEST_TEST_SCHEMATHESIS:-1}" != 0 ]; then
     infra/schemathesis.sh
+fi
+
+if [ "${IMGEST_TEST_BROWSER:-1}" != 0 ]; then
+    infra/browser-test.sh
 fi
 
 if [ "${IMGEST_TEST_LAMBDA:-1}" != 0 ]; then

@@ -10,12 +10,16 @@ use imgest_shared::app;
 use imgest_shared::domain::ImageId;
 use imgest_shared::pipeline::Processed;
 use imgest_shared::settings::Settings;
+use imgest_shared::telemetry::metrics::{self, Exporter};
 use serde_json::{Value, json};
 
 /// `pipeline`: for each file, `rounds` timed runs (after one untimed warm-up run) of what
 /// a new upload costs in CPU: MD5 of the bytes, then the whole pipeline. One JSON line a file.
 pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
     imgest_shared::telemetry::init("warn");
+    // The stages record at IMGEST_METRICS's level, into the local runner's exporter, so that
+    // bench/metrics.sh can compare the levels on the same binary.
+    metrics::install(Exporter::Prometheus)?;
     let settings = Settings::from_env()?;
     let pipeline = app::pipeline(&settings)?;
     if let Some(dir) = &out {
@@ -58,6 +62,7 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
             "ms_median": median(&mut ms),
             "variants": variants,
             "peak_rss_kb": peak_rss_kb(),
+            "metrics": metrics::current().as_str(),
         });
         println!("{line}");
     }

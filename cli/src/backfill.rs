@@ -14,6 +14,7 @@ use imgest_shared::flows::backfill::{BackfillStatus, RunState};
 use imgest_shared::settings::Backend;
 
 use crate::commands::operator_service;
+use crate::progress::Progress;
 
 #[derive(Subcommand)]
 pub enum BackfillCommand {
@@ -35,49 +36,64 @@ pub enum BackfillCommand {
 /// Tasks re-processed per batch; the state is read again between batches.
 const BATCH: usize = 8;
 
-pub async fn run(command: BackfillCommand) -> Result<()> {
+pub async fn run(command: BackfillCommand, json: bool) -> Result<()> {
     let (settings, service) = operator_service().await?;
     let on_aws = matches!(settings.backend, Backend::Aws(_));
-    match command {
+    let say = |line: &str| {
+        if !json {
+            println!("{line}");
+        }
+    };
+    let elapsed = match command {
         BackfillCommand::Start => {
             let run = service.backfill_start().await?;
-            println!("backfill towards variant set {} started", run.target);
-            work(&service, on_aws).await
+            say(&format!(
+                "backfill towards variant set {} started",
+                run.target
+            ));
+            work(&service, on_aws, json).await?
         }
         BackfillCommand::Pause => {
             service.backfill_pause().await?;
-            println!("backfill paused");
-            print_status(&service.backfill_status().await?, None);
-            Ok(())
+            say("backfill paused");
+            None
         }
         BackfillCommand::Resume => {
             service.backfill_resume().await?;
-            println!("backfill resumed");
-            work(&service, on_aws).await
+            say("backfill resumed");
+            work(&service, on_aws, json).await?
         }
-        BackfillCommand::Status => {
-            print_status(&service.backfill_status().await?, None);
-            Ok(())
-        }
+        BackfillCommand::Status => None,
+    };
+    let status = service.backfill_status().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print_status(&status, elapsed);
     }
+    Ok(())
 }
 
-/// Works on the run until it is finished or paused, printing progress every few seconds. On
-/// AWS the `backfill` function works on it: this only says so.
-async fn work(service: &Service, on_aws: bool) -> Result<()> {
+/// Works on the run until it is finished or paused, with a progress bar on a terminal (a
+/// status line every few seconds otherwise, unless printing JSON); returns how long it worked.
+/// On AWS the `backfill` function works on it: this only says so.
+async fn work(service: &Service, on_aws: bool, json: bool) -> Result<Option<Duration>> {
     if on_aws {
-        println!(
-            "the backfill function enumerates it within a minute and re-processes its queue; \
-             `imgest backfill status` shows the progress"
-        );
-        return Ok(());
+        if !json {
+            println!(
+                "the backfill function enumerates it within a minute and re-processes its queue; \
+                 `imgest backfill status` shows the progress"
+            );
+        }
+        return Ok(None);
     }
     let started = Instant::now();
+    let progress = Progress::new(0, "images");
     let mut last_print = Instant::now();
     loop {
         let step = service.backfill_step(BATCH).await?;
         // The status costs store reads (counts, dead letters): read when the step found
-        // nothing to do, and for the progress line every 2 s.
+        // nothing to do, and for the progress every 2 s.
         if step.did_work() && last_print.elapsed() < Duration::from_secs(2) {
             tokio::time::sleep(step.next_step_in(Duration::ZERO)).await;
             continue;
@@ -87,13 +103,19 @@ async fn work(service: &Service, on_aws: bool) -> Result<()> {
             .run
             .as_ref()
             .is_some_and(|r| r.state == RunState::Paused);
-        if status.finished || paused || last_print.elapsed() >= Duration::from_secs(2) {
-            print_status(&status, Some(started.elapsed()));
-            last_print = Instant::now();
+        if let Some(run) = &status.run {
+            progress.set(status.done, run.queued);
+            let failed: u64 = status.failed.iter().map(|(_, n)| n).sum();
+            progress.message(format!("{failed} failed, {} scanned", run.scanned));
         }
         if status.finished || paused {
-            return Ok(());
+            progress.finish();
+            return Ok(Some(started.elapsed()));
         }
+        if progress.is_hidden() && !json && last_print.elapsed() >= Duration::from_secs(2) {
+            print_status(&status, Some(started.elapsed()));
+        }
+        last_print = Instant::now();
         // Live work comes first, or only tasks that wait for a retry (or the rate limit) are
         // left.
         tokio::time::sleep(step.next_step_in(Duration::from_secs(1))).await;

@@ -12,6 +12,9 @@ use imgest_shared::flows::Service;
 use imgest_shared::ports::SystemClock;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::{Backend, Settings};
+use imgest_shared::telemetry::metrics;
+
+use crate::progress::Progress;
 use tracing::info;
 
 pub(crate) fn init_logs(default: &str) {
@@ -60,6 +63,7 @@ pub(crate) async fn runner_without_api(settings: &Settings) -> Result<LocalRunne
 pub async fn serve() -> Result<()> {
     init_logs("info");
     let settings = embedded_settings("serve")?;
+    let metrics = metrics::install(metrics::Exporter::Prometheus)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding {}", settings.listen))?;
@@ -75,7 +79,7 @@ pub async fn serve() -> Result<()> {
         .data_dir()
         .unwrap_or(std::path::Path::new(""))
         .display();
-    info!(addr = %runner.base_url(), %data_dir, "imgest serving");
+    info!(addr = %runner.base_url(), %data_dir, metrics = metrics.as_str(), "imgest serving");
     println!(
         "imgest serving on {} (data in {data_dir})",
         runner.base_url()
@@ -85,13 +89,14 @@ pub async fn serve() -> Result<()> {
     Ok(())
 }
 
-pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
+pub async fn process(out: Option<PathBuf>, json: bool, files: Vec<PathBuf>) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
     let pipeline = Arc::new(app::pipeline(&settings)?);
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
+    let progress = Progress::new(files.len() as u64, "files");
     let mut failures = 0;
     let mut times = Vec::new();
     for file in &files {
@@ -104,32 +109,11 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
         })
         .await?;
         let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let id = imgest_shared::domain::ImageId::of_bytes(&bytes);
         match result {
             Ok(processed) => {
                 times.push(ms);
-                let sizes: Vec<String> = processed
-                    .variants
-                    .iter()
-                    .map(|v| {
-                        format!(
-                            "{}={}x{} {}kB",
-                            v.name,
-                            v.width,
-                            v.height,
-                            v.jpeg.len() / 1000
-                        )
-                    })
-                    .collect();
-                println!(
-                    "{}  {}  {}x{} {}  {:.1} ms  {}",
-                    file.display(),
-                    imgest_shared::domain::ImageId::of_bytes(&bytes),
-                    processed.width,
-                    processed.height,
-                    processed.format.as_str(),
-                    ms,
-                    sizes.join(" ")
-                );
+                progress.println(&processed_line(file, &id, &processed, ms, json));
                 if let Some(dir) = &out {
                     let stem = file
                         .file_stem()
@@ -142,11 +126,20 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
             }
             Err(e) => {
                 failures += 1;
-                println!("{}  error {}: {e}  {:.1} ms", file.display(), e.kind(), ms);
+                let line = if json {
+                    serde_json::json!({"file": file.display().to_string(), "image_id": id.to_string(),
+                        "ms": ms, "error": {"kind": e.kind(), "message": e.to_string()}})
+                    .to_string()
+                } else {
+                    format!("{}  error {}: {e}  {:.1} ms", file.display(), e.kind(), ms)
+                };
+                progress.println(&line);
             }
         }
+        progress.inc();
     }
-    if !times.is_empty() {
+    progress.finish();
+    if !times.is_empty() && !json {
         times.sort_by(f64::total_cmp);
         println!(
             "{} processed, {} failed, median {:.1} ms",
@@ -159,6 +152,59 @@ pub async fn process(out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
         anyhow::bail!("{failures} of {} files failed", files.len());
     }
     Ok(())
+}
+
+/// One processed file, as `imgest process` prints it: a line, or a JSON object.
+fn processed_line(
+    file: &std::path::Path,
+    id: &imgest_shared::domain::ImageId,
+    processed: &imgest_shared::pipeline::Processed,
+    ms: f64,
+    json: bool,
+) -> String {
+    if json {
+        let variants: serde_json::Map<String, serde_json::Value> = processed
+            .variants
+            .iter()
+            .map(|v| {
+                let facts = serde_json::json!({"width": v.width, "height": v.height, "bytes": v.jpeg.len()});
+                (v.name.to_string(), facts)
+            })
+            .collect();
+        return serde_json::json!({
+            "file": file.display().to_string(),
+            "image_id": id.to_string(),
+            "format": processed.format.as_str(),
+            "width": processed.width,
+            "height": processed.height,
+            "ms": ms,
+            "variants": variants,
+        })
+        .to_string();
+    }
+    let sizes: Vec<String> = processed
+        .variants
+        .iter()
+        .map(|v| {
+            format!(
+                "{}={}x{} {}kB",
+                v.name,
+                v.width,
+                v.height,
+                v.jpeg.len() / 1000
+            )
+        })
+        .collect();
+    format!(
+        "{}  {}  {}x{} {}  {:.1} ms  {}",
+        file.display(),
+        id,
+        processed.width,
+        processed.height,
+        processed.format.as_str(),
+        ms,
+        sizes.join(" ")
+    )
 }
 
 pub async fn gc(json: bool) -> Result<()> {
@@ -284,7 +330,15 @@ fn print_audit(r: &imgest_shared::flows::audit::AuditReport, dry_run: bool) {
 
 pub async fn sweep(dry_run: bool, json: bool) -> Result<()> {
     let (settings, service) = operator_service().await?;
-    let r = service.sweep(dry_run).await?;
+    // Shard by shard, as `Service::sweep` does, to show the progress.
+    let progress = Progress::new(imgest_shared::domain::SHARD_COUNT as u64, "shards");
+    let mut r = imgest_shared::flows::sweep::SweepReport::default();
+    for shard in imgest_shared::domain::shard_prefixes() {
+        service.sweep_shard(&shard, dry_run, &mut r).await?;
+        progress.inc();
+        progress.message(format!("{} files scanned", r.files_scanned));
+    }
+    progress.finish();
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

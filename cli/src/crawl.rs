@@ -15,6 +15,7 @@ use imgest_shared::ports::SystemClock;
 use imgest_shared::runner::LocalRunner;
 
 use crate::commands::{embedded_settings, init_logs, runner_without_api};
+use crate::progress::Progress;
 
 /// How often progress is printed.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -23,7 +24,7 @@ const CHECK_EVERY: Duration = Duration::from_millis(100);
 /// How long a result message stays leased while `imgest results` prints it.
 const RESULT_LEASE: Duration = Duration::from_secs(30);
 
-pub async fn crawl_file(file: PathBuf) -> Result<()> {
+pub async fn crawl_file(file: PathBuf, json: bool) -> Result<()> {
     init_logs("warn");
     let settings = embedded_settings("crawl")?;
     let text =
@@ -69,6 +70,7 @@ pub async fn crawl_file(file: PathBuf) -> Result<()> {
         offers.len()
     );
 
+    let progress = Progress::new(offers.len() as u64, "offers");
     let mut last_progress = Instant::now();
     loop {
         let idle = queues_idle(&runner).await?;
@@ -77,15 +79,15 @@ pub async fn crawl_file(file: PathBuf) -> Result<()> {
         if idle && all_done(&crawler, &offers).await? {
             break;
         }
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            eprintln!(
-                "crawl: {settled}/{} offers settled, {} downloads ({} ok), {} retries, {} deferred",
-                offers.len(),
-                m.download_attempts,
-                m.downloads_ok,
-                m.retries,
-                m.deferrals
-            );
+        let counts = format!(
+            "{} downloads ({} ok), {} retries, {} deferred",
+            m.download_attempts, m.downloads_ok, m.retries, m.deferrals
+        );
+        progress.set(settled, offers.len() as u64);
+        progress.message(counts.clone());
+        // Without a terminal, a line now and then says the same.
+        if progress.is_hidden() && last_progress.elapsed() >= PROGRESS_EVERY {
+            eprintln!("crawl: {settled}/{} offers settled, {counts}", offers.len());
             last_progress = Instant::now();
         }
         if idle {
@@ -94,6 +96,7 @@ pub async fn crawl_file(file: PathBuf) -> Result<()> {
         }
         tokio::time::sleep(CHECK_EVERY).await;
     }
+    progress.finish();
     runner.stop().await;
 
     let mut ok = 0usize;
@@ -112,6 +115,25 @@ pub async fn crawl_file(file: PathBuf) -> Result<()> {
         }
     }
     let m = crawler.metrics().snapshot();
+    if json {
+        let summary = serde_json::json!({
+            "offers": offers.len(),
+            "refused_lines": refused,
+            "seconds": started.elapsed().as_secs_f64(),
+            "photos_ok": ok,
+            "photos_failed": failed,
+            "downloads": m.download_attempts,
+            "photos_new": m.photos_new,
+            "photos_already_stored": m.photos_deduplicated,
+            "urls_from_earlier_crawls": m.urls_from_cache,
+            "urls_joined": m.urls_joined,
+            "offers_unchanged": m.offers_unchanged,
+            "retries": m.retries,
+            "tier_moves": m.tier_moves,
+        });
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
     println!(
         "crawl: {} offers in {:.1} s: {ok} photos ok, {} failed{}",
         offers.len(),

@@ -7,6 +7,7 @@ mod commands;
 mod crawl;
 mod demo;
 mod dlq;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +38,9 @@ enum Command {
         /// Write the variants here (as <file-stem>.<variant>.jpg).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print one JSON object per file instead of lines and a summary.
+        #[arg(long)]
+        json: bool,
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -97,11 +101,19 @@ enum Command {
     Backfill {
         #[command(subcommand)]
         command: backfill::BackfillCommand,
+        /// Print the run's status as JSON (after the command, e.g. `backfill status --json`).
+        #[arg(long, global = true)]
+        json: bool,
     },
     /// Crawl a JSON-lines file of crawl requests (one `{"client_id", "offer_id", "urls"}` per
     /// line) with the download workers, show progress, and print a summary.
     /// Example: `imgest crawl feed.jsonl`
-    Crawl { file: PathBuf },
+    Crawl {
+        file: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print (and remove) queued crawl results, one JSON object per line.
     /// Example: `imgest results --max 100 > results.jsonl`
     Results {
@@ -159,15 +171,15 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve => commands::serve().await,
-            Command::Process { out, files } => commands::process(out, files).await,
+            Command::Process { out, json, files } => commands::process(out, json, files).await,
             Command::Gc { json } => commands::gc(json).await,
             Command::Sweep { dry_run, json } => commands::sweep(dry_run, json).await,
             Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
             Command::Audit { dry_run, json } => commands::audit(dry_run, json).await,
-            Command::Backfill { command } => backfill::run(command).await,
+            Command::Backfill { command, json } => backfill::run(command, json).await,
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
-            Command::Crawl { file } => crawl::crawl_file(file).await,
+            Command::Crawl { file, json } => crawl::crawl_file(file, json).await,
             Command::Results { max } => crawl::results(max).await,
             Command::Token {
                 jwks_file,

@@ -111,6 +111,24 @@ fn process_prints_a_line_per_file_and_writes_variants() {
     let out = imgest(dir.path(), &["process", bad.to_str().unwrap()], &[]);
     assert!(!out.status.success());
     assert!(stdout(&out).contains("unsupported_format"));
+
+    // For scripts: one JSON object per file, failures included, and the exit status.
+    let args = [
+        "process",
+        "--json",
+        dune.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ];
+    let out = imgest(dir.path(), &args, &[]);
+    assert!(!out.status.success());
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", stdout(&out));
+    assert_eq!(lines[0]["variants"]["large"]["width"], 1280);
+    assert_eq!(lines[0]["format"], "jpeg");
+    assert_eq!(lines[1]["error"]["kind"], "unsupported_format");
 }
 
 #[test]
@@ -204,6 +222,17 @@ fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
     assert!(lines.iter().any(|r| r["offer_id"] == "o1"));
     // Printed results are removed.
     assert!(stdout(&imgest(dir.path(), &["results"], &[])).is_empty());
+
+    // Crawled again, for scripts: the summary as JSON, and nothing downloaded again.
+    let out = imgest(dir.path(), &["crawl", "--json", "offers.jsonl"], &env);
+    assert!(out.status.success());
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["offers"], 2);
+    assert_eq!(summary["refused_lines"], 1);
+    assert_eq!(summary["photos_ok"], 2, "{summary}");
+    assert_eq!(summary["photos_failed"]["not_found"], 1, "{summary}");
+    assert_eq!(summary["downloads"], 0, "{summary}");
+    assert_eq!(host.hits("/a.jpg"), 1);
 }
 
 #[test]
@@ -250,6 +279,9 @@ fn backfill_audit_and_queue_work_on_the_data_directory() {
         "{}",
         stdout(&out)
     );
+    let out = imgest(dir.path(), &["backfill", "status", "--json"], &bigger);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status["run"].is_null(), "{status}");
     let out = imgest(dir.path(), &["backfill", "start"], &bigger);
     assert!(
         out.status.success(),
@@ -260,6 +292,13 @@ fn backfill_audit_and_queue_work_on_the_data_directory() {
         stdout(&out).contains("backfill done: 2 of 2 queued done, 0 pending, 0 failed"),
         "{}",
         stdout(&out)
+    );
+    let out = imgest(dir.path(), &["backfill", "status", "--json"], &bigger);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (status["done"].as_u64(), status["finished"].as_bool()),
+        (Some(2), Some(true)),
+        "{status}"
     );
     // Under the old configuration, resuming is refused with the reason.
     let out = imgest(dir.path(), &["backfill", "resume"], &[]);

@@ -18,7 +18,7 @@
 //!   DynamoDB, SQS, Step Functions).
 //! - [`app`]: builds the ports of the configured backend, once, and the service over them.
 //! - [`settings`]: typed configuration parsed once from the environment.
-//! - [`telemetry`]: JSON-lines logs.
+//! - [`telemetry`]: JSON-lines logs and the stages' metrics.
 //! - `testing` (feature `testing`): the contract suite each adapter of a port must pass.
 
 pub mod adapters;

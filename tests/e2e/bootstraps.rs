@@ -212,6 +212,14 @@ async fn the_api_bootstrap_answers_health_an_upload_a_dedup_hit_and_an_offer() {
     );
     // The original and its three variants, decoded and encoded by this build.
     assert_eq!(app.files_of(&image_id).await.len(), 4);
+    // The invocation's metrics left with it, as embedded-metric-format lines on stdout.
+    let decoded = metrics_line(&api, "decode").await;
+    assert_eq!(decoded["imgest_stage_total"], 1, "{decoded}");
+    assert_eq!(decoded["outcome"], "ok", "{decoded}");
+    assert!(
+        decoded["_aws"]["CloudWatchMetrics"][0]["Namespace"].is_string(),
+        "{decoded}"
+    );
 
     let (status, again) = http(&answer(&mut api, &upload).await);
     assert_eq!(
@@ -231,6 +239,27 @@ async fn the_api_bootstrap_answers_health_an_upload_a_dedup_hit_and_an_offer() {
     let (status, linked) = http(&answer(&mut api, &link).await);
     assert_eq!(status, 200, "{linked}");
     assert_eq!(photos_of(app, "acme", "car-1").await, [image_id]);
+}
+
+/// The function's latest embedded-metric-format line of `stage` (waiting, within a deadline,
+/// for its output to be read).
+async fn metrics_line(function: &Function, stage: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = function.log().lines().rev().find_map(|line| {
+            let value: Value = serde_json::from_str(line).ok()?;
+            (value.get("_aws").is_some() && value["stage"] == stage).then_some(value)
+        });
+        if let Some(value) = found {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no metrics line of {stage} in:\n{}",
+            function.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Sends a crawl request of `urls` for `offer` through the intake bootstrap, and the task it

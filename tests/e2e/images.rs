@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::support::{TestApp, fixture};
+use crate::support::{Body, TestApp, fixture};
 
 fn md5_hex(bytes: &[u8]) -> String {
     imgest_shared::domain::ImageId::of_bytes(bytes).to_string()
@@ -189,4 +189,72 @@ async fn unknown_and_malformed_image_ids_are_told_apart() {
     assert_eq!((route.status, route.kind()), (404, "route_not_found"));
     let health = app.get("/healthz").await;
     assert_eq!(health.status, 200);
+}
+
+#[tokio::test]
+async fn a_precheck_answers_the_stored_photos_refreshed_and_claims_nothing_for_the_others() {
+    let app = TestApp::start_with(&[("IMGEST_ORPHAN_TTL", "1h")]).await;
+    let stored = fixture("photo.jpg");
+    let stored_id = app.upload_ok(&stored).await;
+    let never_sent = md5_hex(b"bytes nobody uploaded");
+
+    // Near the end of the orphan's hour, a client that hashed its photos asks first.
+    app.advance_clock(std::time::Duration::from_secs(55 * 60));
+    let ids = [&stored_id, &never_sent, &stored_id];
+    let r = app
+        .post_json("/v1/images/known", &serde_json::json!({"image_ids": ids}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.json);
+    let known = r.json["known"].as_array().unwrap();
+    assert_eq!(known.len(), 1, "{}", r.json);
+    assert_eq!(known[0]["image_id"], stored_id.as_str());
+    assert_eq!(known[0]["deduplicated"], true);
+    assert!(
+        known[0]["variants"]["thumb"]["url"].is_string(),
+        "{}",
+        r.json
+    );
+
+    // Refreshed as a re-upload would be: past the first hour, GC keeps it.
+    app.advance_clock(std::time::Duration::from_secs(10 * 60));
+    assert_eq!(app.gc().await.images_deleted, 0);
+    assert_eq!(
+        app.get(&format!("/v1/images/{stored_id}")).await.status,
+        200
+    );
+    // The unknown id got no record, and nothing was decoded again.
+    let r = app.get(&format!("/v1/images/{never_sent}")).await;
+    assert_eq!(r.status, 404, "{}", r.json);
+    assert_eq!(app.service.metrics().snapshot().pipeline_runs, 1);
+}
+
+#[tokio::test]
+async fn a_hostile_precheck_is_refused_before_any_read() {
+    let app = TestApp::start().await;
+    let too_many: Vec<String> = (0..101).map(|i| md5_hex(&[i as u8, 1])).collect();
+    let r = app
+        .post_json(
+            "/v1/images/known",
+            &serde_json::json!({"image_ids": too_many}),
+        )
+        .await;
+    assert_eq!((r.status, r.kind()), (400, "invalid_body"), "{}", r.json);
+
+    let padded = format!(r#"{{"image_ids": []{}}}"#, " ".repeat(20 * 1024));
+    let body = Body::Bytes(padded.into_bytes(), "application/json");
+    let r = app.call("POST", "/v1/images/known", None, body).await;
+    assert_eq!((r.status, r.kind()), (413, "too_large"), "{}", r.json);
+
+    for body in [
+        serde_json::json!({"image_ids": ["not-an-md5"]}),
+        serde_json::json!({"image_ids": ["0cc175b9c0f1b6a831c399e269772661"], "offer": "x"}),
+        serde_json::json!(["0cc175b9c0f1b6a831c399e269772661"]),
+    ] {
+        let r = app.post_json("/v1/images/known", &body).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.json);
+    }
+    let r = app
+        .post_json("/v1/images/known", &serde_json::json!({"image_ids": ["Z"]}))
+        .await;
+    assert_eq!(r.kind(), "invalid_image_id", "{}", r.json);
 }

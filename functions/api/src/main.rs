@@ -8,7 +8,7 @@ use imgest_shared::flows::crawl::{Crawler, Processing};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    imgest_shared::telemetry::init("info");
+    imgest_shared::telemetry::init_lambda("info")?;
     let (settings, service) = imgest_shared::app::service_from_env().await?;
     let service = Arc::new(service);
     // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.

@@ -6,18 +6,20 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_shared::flows::crawl::Processing;
 use imgest_shared::handlers::{BatchResponse, fetch};
+use imgest_shared::telemetry::metrics::flushed;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init("info");
+    imgest_shared::telemetry::init_lambda("info")?;
     let crawler = imgest_shared::app::crawler_from_env(Processing::InlineWhenItFits).await?;
     // The downloader (its TLS roots) is built in the init phase, with the CPU Lambda gives
     // it, rather than during the first download; the other functions never build it.
     crawler.downloader()?;
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<BatchResponse, lambda_runtime::Error>(fetch::handle(crawler, event.payload).await)
+        let handled = fetch::handle(crawler, event.payload);
+        Ok::<BatchResponse, lambda_runtime::Error>(flushed(handled).await)
     }))
     .await
 }

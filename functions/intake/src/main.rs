@@ -3,15 +3,17 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_shared::flows::crawl::Processing;
 use imgest_shared::handlers::{BatchResponse, intake};
+use imgest_shared::telemetry::metrics::flushed;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init("info");
+    imgest_shared::telemetry::init_lambda("info")?;
     let crawler = imgest_shared::app::crawler_from_env(Processing::Handoff).await?;
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<BatchResponse, lambda_runtime::Error>(intake::handle(crawler, event.payload).await)
+        let handled = intake::handle(crawler, event.payload);
+        Ok::<BatchResponse, lambda_runtime::Error>(flushed(handled).await)
     }))
     .await
 }

@@ -2,22 +2,25 @@
 //! sweep's shards; on the audit's schedule, the audit of one segment of the index.
 
 use imgest_shared::handlers::scheduled_gc;
+use imgest_shared::telemetry::metrics::flushed;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init("info");
+    imgest_shared::telemetry::init_lambda("info")?;
     let (settings, service) = imgest_shared::app::service_from_env().await?;
     let (service, shards) = (&service, settings.sweep_shards_per_run);
     let audit_segments = settings.audit_segments;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
-            let answer = if scheduled_gc::is_audit(&event.payload) {
-                serde_json::to_value(scheduled_gc::audit(service, audit_segments).await?)?
-            } else {
-                serde_json::to_value(scheduled_gc::handle(service, shards).await?)?
-            };
-            Ok::<_, lambda_runtime::Error>(answer)
+            let answer = flushed(async {
+                Ok::<_, lambda_runtime::Error>(if scheduled_gc::is_audit(&event.payload) {
+                    serde_json::to_value(scheduled_gc::audit(service, audit_segments).await?)?
+                } else {
+                    serde_json::to_value(scheduled_gc::handle(service, shards).await?)?
+                })
+            });
+            answer.await
         },
     ))
     .await

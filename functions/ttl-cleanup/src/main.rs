@@ -3,17 +3,19 @@
 
 use imgest_shared::adapters::dynamodb;
 use imgest_shared::handlers::{BatchResponse, ttl_cleanup};
+use imgest_shared::telemetry::metrics::flushed;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init("info");
+    imgest_shared::telemetry::init_lambda("info")?;
     let (_, service) = imgest_shared::app::service_from_env().await?;
     let service = &service;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
             let removals = dynamodb::removed_images(&event.payload);
-            Ok::<BatchResponse, lambda_runtime::Error>(ttl_cleanup::handle(service, removals).await)
+            let handled = ttl_cleanup::handle(service, removals);
+            Ok::<BatchResponse, lambda_runtime::Error>(flushed(handled).await)
         },
     ))
     .await

@@ -9,8 +9,8 @@ use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, ApiState, openapi};
-use crate::auth::{AuthError, Authenticator, Caller, Partner, Uploader, gateway};
+use super::{ApiError, ApiState, metrics, openapi};
+use crate::auth::{AuthError, Authenticator, Caller, Observer, Partner, Uploader, gateway};
 
 /// Authenticates every `/v1` request but the OpenAPI document's (the health check, the
 /// document and the public files are open) and puts its [`Caller`] in the request's
@@ -22,8 +22,9 @@ pub(super) async fn authenticate(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    // Exactly the document's path: anything else under /v1 stays closed.
-    if !path.starts_with("/v1/") || path == openapi::PATH {
+    // Exactly the document's path: anything else under /v1 stays closed. The metrics are
+    // closed too.
+    if !(path.starts_with("/v1/") || path == metrics::PATH) || path == openapi::PATH {
         return next.run(request).await;
     }
     let caller = match &state.auth {
@@ -83,5 +84,13 @@ impl FromRequestParts<ApiState> for Partner {
 
     async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
         Ok(caller(parts)?.partner()?)
+    }
+}
+
+impl FromRequestParts<ApiState> for Observer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.observer()?)
     }
 }

@@ -47,6 +47,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
             "crawl_not_found",
             "file_not_found",
             "route_not_found",
+            "metrics_off",
         ],
     ),
     (405, &["method_not_allowed"]),

@@ -10,8 +10,10 @@ mod error;
 mod files;
 mod images;
 mod json;
+mod metrics;
 mod offers;
 mod openapi;
+mod page;
 mod router;
 mod uploads;
 

@@ -24,7 +24,7 @@ use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 pub(super) use super::error::ErrorBody;
-use super::{crawl, files, images, offers, router, uploads};
+use super::{crawl, files, images, metrics, offers, page, router, uploads};
 
 /// Where the document is served.
 pub const PATH: &str = "/v1/openapi.json";
@@ -55,6 +55,7 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         router::healthz,
         document,
         images::upload,
+        images::known,
         images::get,
         uploads::create,
         uploads::get,
@@ -65,6 +66,9 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         crawl::post,
         crawl::get,
         files::get,
+        metrics::get,
+        page::index,
+        page::asset,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Shared),
@@ -126,8 +130,9 @@ impl Modify for Shared {
                     .bearer_format("JWT")
                     .description(Some(
                         "A JWT from the marketplace's identity provider (RS256 or ES256), with `sub` and a space-separated `scope`. \
-Scopes: `imgest:upload` (sellers' browsers: upload photos, read images and their own uploads) and `imgest:offers` \
-(partners' backends: everything `imgest:upload` may do, and their own client's offers and crawls, which also needs a `client_id` claim). \
+Scopes: `imgest:upload` (sellers' browsers: upload photos, read images and their own uploads), `imgest:offers` \
+(partners' backends: everything `imgest:upload` may do, and their own client's offers and crawls, which also needs a `client_id` claim) \
+and `imgest:metrics` (the operator's scraper: the local runner's `/metrics`, and nothing else). \
 Each operation's security requirements list the scopes that allow it (alternatives). A missing or invalid token answers 401 \
 `unauthenticated`; a valid one without the scope (or, for offers and crawls, without `client_id`) 403 `forbidden`.",
                     ))

@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 
 use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
-use super::{ApiError, auth, crawl, files, images, offers, openapi, uploads};
+use super::{ApiError, auth, crawl, files, images, metrics, offers, openapi, page, uploads};
 use crate::auth::Authenticator;
 use crate::domain::random::secure_hex;
 use crate::flows::Service;
@@ -61,11 +61,12 @@ pub enum Edge {
 }
 
 /// The API router, as `edge` serves it. Who may call each route: `/healthz`, the OpenAPI
-/// document (`/v1/openapi.json`) and the local files anyone; every other `/v1` route a caller
+/// document (`/v1/openapi.json`), the local files and the local page anyone; every other `/v1` route a caller
 /// the state's [`Authenticator`] accepts, and then what the route's extractor says:
 /// [`Uploader`](crate::auth::Uploader) (`imgest:upload` or `imgest:offers`) for images and
 /// uploads, [`Partner`](crate::auth::Partner) (`imgest:offers` with a `client_id`) for offers
-/// and crawls.
+/// and crawls, [`Observer`](crate::auth::Observer) (`imgest:metrics`) for the local runner's
+/// `/metrics`.
 pub fn router(state: ApiState, edge: Edge) -> Router {
     routes(edge)
         .into_iter()
@@ -90,6 +91,10 @@ pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> 
             "/v1/images",
             post(images::upload).layer(DefaultBodyLimit::disable()),
         ),
+        (
+            "/v1/images/known",
+            post(images::known).layer(DefaultBodyLimit::max(images::KNOWN_MAX_BODY)),
+        ),
         ("/v1/images/{image_id}", get(images::get)),
         (
             "/v1/offers/{offer_id}/photos",
@@ -103,6 +108,9 @@ pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> 
     ];
     if edge == Edge::LocalRunner {
         routes.push(("/files/{*key}", get(files::get)));
+        routes.push((metrics::PATH, get(metrics::get)));
+        routes.push(("/", get(page::index)));
+        routes.push(("/page/{file}", get(page::asset)));
         routes.push((
             "/v1/uploads/{upload_id}/body",
             put(uploads::put_body).layer(DefaultBodyLimit::disable()),
@@ -152,6 +160,8 @@ async fn request_span(request: Request, next: Next) -> Response {
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    // On AWS, one request is one invocation: its metrics leave with it.
+    crate::telemetry::metrics::flush();
     response
 }
 

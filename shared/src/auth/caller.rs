@@ -1,6 +1,6 @@
 //! [`Caller`]: a request's identity, and the two decisions the routes make with it.
 
-use super::{AuthError, Claims, OFFERS_SCOPE, UPLOAD_SCOPE};
+use super::{AuthError, Claims, METRICS_SCOPE, OFFERS_SCOPE, UPLOAD_SCOPE};
 use crate::domain::{ClientId, Owner, Tenant};
 
 /// The longest `sub` accepted (identity providers use a few dozen characters).
@@ -18,6 +18,7 @@ enum Identity {
         owner: Owner,
         upload: bool,
         offers: bool,
+        metrics: bool,
         client: Option<ClientId>,
     },
 }
@@ -28,6 +29,11 @@ pub struct Uploader {
     /// Whose uploads these are (`None` in open mode: no owner, no per-caller limit).
     pub owner: Option<Owner>,
 }
+
+/// A caller that may read the metrics (which say nothing of any one tenant, but a lot about
+/// the business's volume).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observer;
 
 /// What an offer or crawl route knows of its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +78,7 @@ impl Caller {
             owner: Owner::of_subject(sub),
             upload: scopes.contains(&UPLOAD_SCOPE),
             offers: scopes.contains(&OFFERS_SCOPE),
+            metrics: scopes.contains(&METRICS_SCOPE),
             client,
         }))
     }
@@ -90,6 +97,16 @@ impl Caller {
             }),
             Identity::Token { .. } => Err(AuthError::Forbidden(format!(
                 "this route needs the {UPLOAD_SCOPE} or {OFFERS_SCOPE} scope"
+            ))),
+        }
+    }
+
+    /// May read the metrics: `imgest:metrics` (and no other scope grants it).
+    pub fn observer(&self) -> Result<Observer, AuthError> {
+        match &self.0 {
+            Identity::Open | Identity::Token { metrics: true, .. } => Ok(Observer),
+            Identity::Token { .. } => Err(AuthError::Forbidden(format!(
+                "this route needs the {METRICS_SCOPE} scope"
             ))),
         }
     }
@@ -156,6 +173,11 @@ mod tests {
         assert!(matches!(nothing.uploader(), Err(AuthError::Forbidden(_))));
         assert!(matches!(nothing.partner(), Err(AuthError::Forbidden(_))));
 
+        assert!(partner.observer().is_err() && seller.observer().is_err());
+        let scraper = caller("prometheus", "imgest:metrics", None).unwrap();
+        assert!(scraper.observer().is_ok());
+        assert!(scraper.uploader().is_err() && scraper.partner().is_err());
+
         // A scope is a whole word: no prefix or substring matches.
         let lookalike = caller("y", "imgest:uploads imgest:offersx", Some("acme")).unwrap();
         assert!(lookalike.uploader().is_err() && lookalike.partner().is_err());
@@ -166,6 +188,7 @@ mod tests {
         let open = Caller::open();
         assert_eq!(open.uploader().unwrap().owner, None);
         assert_eq!(open.partner().unwrap().tenant, Tenant::Shared);
+        assert!(open.observer().is_ok());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::settings::AuthSettings;
 
-pub use self::caller::{Caller, Partner, Uploader};
+pub use self::caller::{Caller, Observer, Partner, Uploader};
 pub use self::issuer::{IssuerError, LocalIssuer, TokenSpec, unix_now};
 pub use self::jwt::{JwtSetupError, JwtVerifier};
 
@@ -30,6 +30,8 @@ pub use self::jwt::{JwtSetupError, JwtVerifier};
 pub const UPLOAD_SCOPE: &str = "imgest:upload";
 /// The scope of partners' and the marketplace's backends.
 pub const OFFERS_SCOPE: &str = "imgest:offers";
+/// The scope of the operator's metrics scraper (the local runner's `/metrics`).
+pub const METRICS_SCOPE: &str = "imgest:metrics";
 
 /// Why a request may not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,7 @@ pub use image::{
 };
 pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;
-pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, redacted};
+pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, loggable, redacted};
 pub use variant::{
     FitMode, VariantName, VariantSet, VariantSetVersion, VariantSpec, VariantSpecError,
 };

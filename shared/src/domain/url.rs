@@ -380,6 +380,16 @@ pub fn redacted(raw: &str) -> String {
     clean[..end].to_owned()
 }
 
+/// How a URL appears in logs: [`redacted`], and without its query string or fragment, which
+/// may carry signatures or tokens.
+pub fn loggable(raw: &str) -> String {
+    let mut clean = redacted(raw);
+    if let Some(end) = clean.find(['?', '#']) {
+        clean.truncate(end);
+    }
+    clean
+}
+
 /// `raw` with anything that looks like userinfo (`…@` in the authority) cut out, for text that
 /// does not parse as a URL.
 ///
@@ -434,6 +444,24 @@ fn truncate(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logged_urls_carry_no_credentials_query_or_fragment() {
+        assert_eq!(
+            loggable("https://user:secret@img.example/a.jpg?sig=abc&exp=1#frag"),
+            "https://img.example/a.jpg"
+        );
+        assert_eq!(
+            loggable("https://img.example/a.jpg#x"),
+            "https://img.example/a.jpg"
+        );
+        assert_eq!(
+            loggable("https://img.example/a.jpg"),
+            "https://img.example/a.jpg"
+        );
+        let shown = loggable("not a url?token=secret");
+        assert!(!shown.contains("secret"), "{shown}");
+    }
 
     #[test]
     fn stored_urls_carry_no_credentials_and_have_a_length_cap() {

@@ -30,6 +30,7 @@ use super::upload::{decode, delete_generation_files, write_files};
 use super::{FlowError, Metrics, Service};
 use crate::domain::{BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion};
 use crate::ports::{Delivery, OutgoingMessage, QueueCounts, TaskQueue};
+use crate::telemetry::metrics::Stage;
 
 /// The local task queue backfill tasks wait on.
 pub const BACKFILL_QUEUE: &str = "backfill";
@@ -599,7 +600,9 @@ impl Service {
         if record.variant_set() == Some(self.pipeline.version()) {
             return Ok(Reprocessed::Current);
         }
-        self.reprocess_record(&record).await
+        Stage::Backfill
+            .time_async(self.reprocess_record(&record))
+            .await
     }
 
     /// Re-processes a live record from its original, whatever its version (the audit's repair

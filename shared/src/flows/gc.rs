@@ -9,6 +9,7 @@ use tracing::info;
 use super::upload::delete_generation_files;
 use super::{FlowError, Metrics, Service};
 use crate::domain::{ImageRecord, ImageState};
+use crate::telemetry::metrics::Stage;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct GcReport {
@@ -34,7 +35,10 @@ impl Service {
             let full = batch.len() == GC_BATCH;
             let before = report.images_deleted;
             for record in batch {
-                self.collect(&record, &mut report).await?;
+                let run = Stage::Gc.start();
+                let collected = self.collect(&record, &mut report).await;
+                run.finish(collected.is_ok());
+                collected?;
             }
             // A full batch in which nothing could be deleted would come back the same: stop.
             if !full || report.images_deleted == before {

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use super::{FlowError, Service};
 use crate::domain::{ImageId, ImageRecord, OfferId, OfferKey};
+use crate::telemetry::metrics::Stage;
 
 /// An offer's photos in order, with their records (for variant URLs).
 #[derive(Debug, Clone)]
@@ -48,20 +49,15 @@ impl Service {
         }
         let now = self.ports.clock.now();
         let ttl = self.policy.orphan_ttl;
-        match key {
-            Some(key) => {
-                self.ports
-                    .offers
-                    .set_photos_keyed(offer, images, key, now, ttl)
-                    .await?
-            }
-            None => {
-                self.ports
-                    .offers
-                    .set_photos(offer, images, now, ttl)
-                    .await?
-            }
-        }
+        let offers = self.ports.offers.as_ref();
+        Stage::Link
+            .time_async(async {
+                match key {
+                    Some(key) => offers.set_photos_keyed(offer, images, key, now, ttl).await,
+                    None => offers.set_photos(offer, images, now, ttl).await,
+                }
+            })
+            .await?;
         Ok(())
     }
 

@@ -27,6 +27,7 @@ use crate::domain::{
     Timestamp, VariantName, VariantSetVersion, shard_prefixes,
 };
 use crate::ports::{BlobMeta, ReadyImage};
+use crate::telemetry::metrics::Stage;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
@@ -164,14 +165,18 @@ impl Service {
         report: &mut SweepReport,
     ) -> Result<(), FlowError> {
         report.shards += 1;
-        for area in IMAGE_AREAS {
-            self.sweep_prefix(&format!("{area}{shard}/"), dry_run, report)
-                .await?;
-        }
-        // The layout before areas (`{shard}/{id}/...`): nothing of it is an image file now.
-        self.sweep_prefix(&format!("{shard}/"), dry_run, report)
-            .await?;
-        Ok(())
+        Stage::Sweep
+            .time_async(async {
+                for area in IMAGE_AREAS {
+                    self.sweep_prefix(&format!("{area}{shard}/"), dry_run, report)
+                        .await?;
+                }
+                // The layout before areas (`{shard}/{id}/...`): nothing of it is an image file
+                // now.
+                self.sweep_prefix(&format!("{shard}/"), dry_run, report)
+                    .await
+            })
+            .await
     }
 
     /// Sweeps the files under one prefix, page by page.

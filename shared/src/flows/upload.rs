@@ -26,6 +26,7 @@ use crate::domain::{
 };
 use crate::pipeline::{Pipeline, PipelineError, Processed};
 use crate::ports::{Claim, ReadyImage, StoreError};
+use crate::telemetry::metrics::Stage;
 
 /// What an upload returns: the record and whether the bytes were already known.
 #[derive(Debug, Clone)]
@@ -131,13 +132,7 @@ impl Service {
         // bounded because each round either returns or sees a claim end.
         let mut waited_rounds = 0u32;
         loop {
-            let now = self.ports.clock.now();
-            let claim = self
-                .ports
-                .images
-                .claim(&id, now, self.policy.claim_ttl, self.policy.orphan_ttl)
-                .await?;
-            match claim {
+            match self.claim(&id).await? {
                 Claim::Existing(record) => {
                     Metrics::add(&self.metrics.uploads_deduplicated, 1);
                     return Ok(UploadOutcome {
@@ -188,6 +183,46 @@ impl Service {
                 }
             }
         }
+    }
+
+    /// The images among `ids` that are stored, each refreshed as an upload of its bytes would
+    /// refresh it (its orphan expiry pushed back, an expired one not yet collected revived), in
+    /// the order of `ids`: a client that hashed its photos asks first and sends only the
+    /// others. Nothing is claimed: an id without a record stays without one.
+    pub async fn known_images(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, FlowError> {
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let ids: Vec<ImageId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+        let stored = self.ports.images.get_many(&ids).await?;
+        let refreshes = stored
+            .into_iter()
+            .filter(ImageRecord::is_ready)
+            .map(|record| self.refresh_known(record.id));
+        let refreshed = futures_util::future::try_join_all(refreshes).await?;
+        Ok(refreshed.into_iter().flatten().collect())
+    }
+
+    /// The claim an upload of `id`'s bytes would make, for an id that had a ready record a
+    /// moment ago.
+    async fn refresh_known(&self, id: ImageId) -> Result<Option<ImageRecord>, FlowError> {
+        match self.claim(&id).await? {
+            Claim::Existing(record) => Ok(Some(record)),
+            Claim::InProgress { .. } => Ok(None),
+            // Collected meanwhile: the claim just made is given back, and the client uploads.
+            Claim::New { generation } => {
+                self.ports.images.abandon(&id, &generation).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// What an upload of `id`'s bytes claims now (see [`ImageIndex::claim`](crate::ports::ImageIndex::claim)).
+    async fn claim(&self, id: &ImageId) -> Result<Claim, StoreError> {
+        let now = self.ports.clock.now();
+        let (claim_ttl, orphan_ttl) = (self.policy.claim_ttl, self.policy.orphan_ttl);
+        self.ports
+            .images
+            .claim(id, now, claim_ttl, orphan_ttl)
+            .await
     }
 
     /// Counts one upload against `owner`'s limit (`IMGEST_UPLOAD_RPM` per minute, shared by
@@ -321,7 +356,16 @@ impl Service {
                     return Err(FlowError::Image(e));
                 }
             };
-            let ready = write_files(&ports, &id, &generation, &body, processed, version, &metrics)
+            let ready = Stage::Store
+                .time_async(write_files(
+                    &ports,
+                    &id,
+                    &generation,
+                    &body,
+                    processed,
+                    version,
+                    &metrics,
+                ))
                 .await?;
             let now = ports.clock.now();
             let written = match record {

@@ -35,6 +35,7 @@ pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
 
 use crate::domain::{SourceFormat, VariantName, VariantSet, VariantSetVersion};
+use crate::telemetry::metrics::Stage;
 use resize::Raster;
 use scratch::Scratch;
 
@@ -199,14 +200,16 @@ impl Pipeline {
             .as_ref()
             .is_none_or(|w| !specs.iter().any(|s| w.applies_to(&s.name)));
         let scratch = &*self.scratch;
-        let decoded = decode::decode(bytes, &self.limits(), specs, planar, scratch)?;
+        let decoded =
+            Stage::Decode.time(|| decode::decode(bytes, &self.limits(), specs, planar, scratch))?;
         let full = (decoded.width, decoded.height);
         let quality = self.config.jpeg_quality;
         let mut variants = Vec::with_capacity(specs.len());
         // Every pixel buffer goes back to the scratch once encoded (on an error, it is freed).
         match decoded.pixels {
             decode::Pixels::Rgb(image) => {
-                let rendered = resize::render_all(&image, full, specs, scratch)?;
+                let rendered =
+                    Stage::Resize.time(|| resize::render_all(&image, full, specs, scratch))?;
                 for (spec, mut pixels) in specs.iter().zip(rendered) {
                     if let Some(watermark) = &self.config.watermark
                         && watermark.applies_to(&spec.name)
@@ -217,7 +220,8 @@ impl Pipeline {
                         name: spec.name.clone(),
                         width: pixels.width(),
                         height: pixels.height(),
-                        jpeg: encode::encode_jpeg(&pixels, quality, scratch)?,
+                        jpeg: Stage::Encode
+                            .time(|| encode::encode_jpeg(&pixels, quality, scratch))?,
                     });
                     if let Cow::Owned(pixels) = pixels {
                         pixels.recycle(&scratch.buffers);
@@ -229,13 +233,15 @@ impl Pipeline {
             }
             #[cfg(feature = "turbojpeg")]
             decode::Pixels::Yuv(planes) => {
-                let rendered = resize::render_all(&planes, full, specs, scratch)?;
+                let rendered =
+                    Stage::Resize.time(|| resize::render_all(&planes, full, specs, scratch))?;
                 for (spec, rendered) in specs.iter().zip(rendered) {
                     variants.push(EncodedVariant {
                         name: spec.name.clone(),
                         width: rendered.y.width,
                         height: rendered.y.height,
-                        jpeg: turbo::encode_yuv(&rendered, quality, scratch)?,
+                        jpeg: Stage::Encode
+                            .time(|| turbo::encode_yuv(&rendered, quality, scratch))?,
                     });
                     if let Cow::Owned(rendered) = rendered {
                         rendered.recycle(&scratch.buffers);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tracing::{debug, info};
+use tracing::{Instrument, debug, info};
 
 use super::downloads::ProcessedDownload;
 use super::gather::Expected;
@@ -13,8 +13,8 @@ use super::learning::Admitted;
 use super::metrics::add;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
-use crate::domain::UrlHash;
 use crate::domain::{BlobKey, ImageId, Timestamp};
+use crate::domain::{UrlHash, loggable};
 use crate::fetch::backoff::{recheck_after, retry_delay};
 use crate::fetch::{BodyDedup, Download, FetchError, Fetched, HostEvent, KnownImages};
 use crate::fetch::{FailureClass, FetchErrorKind, Observation};
@@ -25,6 +25,7 @@ use crate::flows::crawl::messages::{
 };
 use crate::pipeline::PipelineError;
 use crate::ports::OutgoingMessage;
+use crate::telemetry::metrics::Stage;
 
 /// When a photo processed by the downloading process is settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +60,11 @@ impl Crawler {
     /// storage, which the queue's redelivery retries; every partner-side failure is handled
     /// here (retried later, moved to the next tier, or recorded as the URL's outcome).
     pub async fn run_fetch(&self, task: FetchTask) -> Result<(), FlowError> {
-        let result = self.fetch_once(task, None, Settle::Now).await;
+        let span = fetch_span(&task);
+        let result = self
+            .fetch_once(task, None, Settle::Now)
+            .instrument(span)
+            .await;
         self.flush_due_learning().await;
         result.map(drop)
     }
@@ -79,7 +84,11 @@ impl Crawler {
         task: FetchTask,
         place: Option<&mut Expected<'_>>,
     ) -> Result<Option<ProcessedDownload>, FlowError> {
-        let result = self.fetch_once(task, place, Settle::WithBatch).await;
+        let span = fetch_span(&task);
+        let result = self
+            .fetch_once(task, place, Settle::WithBatch)
+            .instrument(span)
+            .await;
         self.flush_due_learning().await;
         result
     }
@@ -172,9 +181,11 @@ impl Crawler {
             trusted: &self.settings.hash_headers,
             known: &known,
         });
+        let run = Stage::Fetch(u8::try_from(tier).unwrap_or(u8::MAX)).start();
         let result = downloader
             .fetch_unless_known(&url, deadline, validator.as_ref(), hosts, dedup)
             .await;
+        run.finish(result.is_ok());
         drop(slot);
         let attempts = task.attempt + 1;
         let event = match &result {
@@ -605,6 +616,17 @@ fn host_event(kind: FetchErrorKind, last_tier: bool) -> Option<HostEvent> {
 /// Whether `id` has a live record, so a download of it settles without processing. Unknown
 /// bytes, the common case, are seen missing by a peek; a record the peek sees is read again
 /// consistently, since settling on it is not checked again.
+/// A download's logs name its URL (without its query) and the URL's hash, tier and attempt.
+fn fetch_span(task: &FetchTask) -> tracing::Span {
+    tracing::info_span!(
+        "fetch",
+        url = %loggable(&task.url),
+        url_hash = %task.url_hash,
+        tier = task.tier,
+        attempt = task.attempt,
+    )
+}
+
 async fn is_live(service: &Service, id: &ImageId) -> Result<bool, FlowError> {
     let images = &service.ports().images;
     if images.peek(id).await?.is_none() {

@@ -20,6 +20,8 @@ use crate::fetch::{Admission, FetchErrorKind, HostAllowlist};
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use crate::ports::OutgoingMessage;
+use crate::telemetry::metrics::Stage;
+use tracing::Instrument;
 
 /// A download's lease: others join it meanwhile; after it, the URL's next mention starts a new
 /// download (only if the task that held it was lost: running tasks settle long before).
@@ -80,7 +82,27 @@ impl Crawler {
         }
     }
 
+    /// One crawl request taken in: timed as the intake stage, and logged with its client,
+    /// offer and crawl.
     async fn intake_as(
+        &self,
+        tenant: &Tenant,
+        request: CrawlRequest,
+        crawl_id: String,
+    ) -> Result<CrawlState, FlowError> {
+        let span = tracing::info_span!(
+            "crawl",
+            client_id = %request.client_id,
+            offer_id = %request.offer_id,
+            crawl_id = %crawl_id,
+        );
+        Stage::Intake
+            .time_async(self.intake_unrecorded(tenant, request, crawl_id))
+            .instrument(span)
+            .await
+    }
+
+    async fn intake_unrecorded(
         &self,
         tenant: &Tenant,
         request: CrawlRequest,
@@ -339,12 +361,14 @@ impl Crawler {
         client: &ClientId,
         now: Timestamp,
     ) -> Result<(), FlowError> {
+        let run = Stage::Route.start();
         let domain = super::host_of(url.fetch_url());
         let tier = if self.settings.tier_routing {
             self.start_tier(client, domain).await
         } else {
             0
         };
+        run.finish(true);
         let rpm = self.settings.rpm_for(client);
         let at = self.pacer.slot(client, rpm, self.settings.rate_window, now);
         let task = FetchTask {

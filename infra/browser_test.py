@@ -1,0 +1,163 @@
+"""The page's browser test, driven by infra/browser-test.sh (read that first: it starts the
+runner and passes its address, a token and the runner's log).
+
+In headless Chromium, through its WebDriver: open the page with the token in the fragment, add
+two photos, move the second before the first, save the offer, reload, and find the saved order;
+then, in a fresh page, add the first photo again and find it marked known without having been
+sent (the runner's request log has exactly two uploads). Every wait is for a condition on the
+DOM, with a deadline. A screenshot of the reloaded offer is kept.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+OFFER = "browser-car"
+DEADLINE_S = 30
+
+
+def browser():
+    # Selenium Manager would look for drivers on the network: Debian's are used instead.
+    os.environ["SE_OFFLINE"] = "true"
+    options = Options()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        # This machine's network is closed: Chromium's own background calls would only fail.
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1100,900",
+    ]:
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+
+
+def wait_for(driver, what, condition):
+    """Waits until `condition(driver)` is truthy and returns it; fails saying `what`."""
+    try:
+        return WebDriverWait(driver, DEADLINE_S, poll_frequency=0.1).until(condition)
+    except TimeoutException:
+        status = driver.find_element(By.ID, "offer-status").text
+        sys.exit(f"browser test: timed out waiting for {what}; photos {photos(driver)}; status {status!r}")
+
+
+# The page re-renders its list as photos change: the list is read in one script, never
+# element by element (an element read a moment later may have been replaced).
+SNAPSHOT = """return Array.from(document.querySelectorAll('#photos li'),
+    li => [li.dataset.imageId || null, li.dataset.state, li.querySelector('img') !== null]);"""
+
+
+def photos(driver):
+    """The photo list: (image id, state, has a preview) per photo, in order."""
+    return [tuple(p) for p in driver.execute_script(SNAPSHOT)]
+
+
+def settled(driver, count, states):
+    """The photo list once it has `count` photos, each in one of `states` with its preview."""
+    now = photos(driver)
+    if len(now) == count and all(state in states and preview for _, state, preview in now):
+        return now
+    return None
+
+
+def uploads_logged(log):
+    """How many `POST /v1/images` requests the runner finished (its JSON request log)."""
+    count = 0
+    with open(log) as lines:
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            span = event.get("span") or {}
+            if (
+                event.get("fields", {}).get("message") == "request finished"
+                and span.get("method") == "POST"
+                and span.get("path") == "/v1/images"
+            ):
+                count += 1
+    return count
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit(f"browser test: {message}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--screenshot", required=True)
+    parser.add_argument("photos", nargs=2)
+    args = parser.parse_args()
+    files = [os.path.abspath(p) for p in args.photos]
+
+    driver = browser()
+    try:
+        driver.get(f"{args.base}/#token={args.token}")
+        identity = wait_for(
+            driver,
+            "the token to be read",
+            lambda d: "browser-test" in d.find_element(By.ID, "identity").text
+            and d.find_element(By.ID, "identity").text,
+        )
+        check("#token" not in driver.current_url, "the token stayed in the address bar")
+        print(f"browser test: {identity}")
+
+        driver.find_element(By.ID, "offer-id").send_keys(OFFER)
+        driver.find_element(By.ID, "files").send_keys("\n".join(files))
+        uploaded = wait_for(
+            driver, "two uploaded previews", lambda d: settled(d, 2, {"uploaded"})
+        )
+        first, second = uploaded[0][0], uploaded[1][0]
+        check(first and second and first != second, f"two distinct image ids: {uploaded}")
+
+        driver.find_element(By.CSS_SELECTOR, "button[aria-label='Move photo 2 left']").click()
+        check([p[0] for p in photos(driver)] == [second, first], "the photos were not reordered")
+        driver.find_element(By.ID, "save-offer").click()
+        wait_for(
+            driver,
+            "the offer to be saved",
+            lambda d: "Saved 2 photos" in d.find_element(By.ID, "offer-status").text,
+        )
+        check(f"offer={OFFER}" in driver.current_url, "the saved offer is not in the URL")
+
+        driver.refresh()
+        reloaded = wait_for(driver, "the saved offer", lambda d: settled(d, 2, {"linked"}))
+        check(
+            [p[0] for p in reloaded] == [second, first],
+            f"the order was not kept: {reloaded}, saved {[second, first]}",
+        )
+        driver.save_screenshot(args.screenshot)
+        print(f"browser test: order kept after a reload; screenshot {args.screenshot}")
+
+        # A fresh page (the token is kept for the tab): the stored photo is known, not sent.
+        driver.get(f"{args.base}/")
+        driver.find_element(By.ID, "files").send_keys(files[0])
+        known = wait_for(driver, "the photo to be known", lambda d: settled(d, 1, {"known"}))
+        check(known[0][0] == first, f"a different image: {known}")
+        sent = uploads_logged(args.log)
+        check(sent == 2, f"the page sent {sent} uploads; a known photo must not be sent")
+        print("browser test: a stored photo was known from its hash and not sent again")
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+// imgest's page: drop photos, see each one's preview, arrange them into an offer and save it,
+// look at an offer's crawl. Plain JS against the documented API (docs/api.md): what any client
+// does, in the order it should do it.
+"use strict";
+
+const TOKEN_KEY = "imgest-token";
+// The precheck takes at most this many ids at once (POST /v1/images/known).
+const PRECHECK_MAX = 100;
+// Uploads at once: each photo uploads on its own, a few side by side.
+const UPLOADS_AT_ONCE = 3;
+
+let token = null;
+// The photos in the offer's order: {id, name, state, thumb, error}. `state` is one of hashing,
+// checking, uploading, known (stored before: not sent), uploaded, linked (loaded with the
+// offer), failed.
+let photos = [];
+
+const $ = (id) => document.getElementById(id);
+
+// A seller's browser gets its token from the marketplace, which puts it in the page's URL
+// fragment (`#token=...`: a fragment never reaches a server or a log). It is kept for this
+// tab only and taken out of the address bar.
+function readToken() {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const fresh = fragment.get("token");
+  if (fresh) {
+    sessionStorage.setItem(TOKEN_KEY, fresh);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) {
+    $("identity").textContent = describeToken(token);
+  }
+}
+
+function describeToken(jwt) {
+  try {
+    const payload = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const claims = JSON.parse(atob(payload));
+    const client = claims.client_id ? `, client ${claims.client_id}` : "";
+    return `Signed in as ${claims.sub} (${claims.scope || "no scope"}${client}).`;
+  } catch (_) {
+    return "Using a token that is not a readable JWT.";
+  }
+}
+
+// One API call; resolves to the JSON answer, or throws an Error whose message is the answer's
+// error kind and message.
+async function call(method, path, body, contentType) {
+  const headers = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (contentType) headers["content-type"] = contentType;
+  const response = await fetch(path, { method, headers, body });
+  let json = null;
+  try {
+    json = await response.json();
+  } catch (_) {
+    // Not JSON: the status says enough.
+  }
+  if (!response.ok) {
+    const error = json && json.error;
+    throw new Error(error ? `${error.kind}: ${error.message}` : `HTTP ${response.status}`);
+  }
+  return json;
+}
+
+function thumbOf(image) {
+  const variants = image.variants || {};
+  const variant = variants.thumb || variants[Object.keys(variants)[0]];
+  return variant ? variant.url : null;
+}
+
+function offerId() {
+  return $("offer-id").value.trim();
+}
+
+function say(text) {
+  $("offer-status").textContent = text;
+}
+
+function render() {
+  const list = $("photos");
+  list.replaceChildren(
+    ...photos.map((photo, index) => {
+      const item = document.createElement("li");
+      item.className = "photo";
+      item.dataset.state = photo.state;
+      if (photo.id) item.dataset.imageId = photo.id;
+      if (photo.thumb) {
+        const img = document.createElement("img");
+        img.src = photo.thumb;
+        img.alt = photo.name || photo.id;
+        item.append(img);
+      } else {
+        const placeholder = document.createElement("div");
+        placeholder.className = "placeholder";
+        item.append(placeholder);
+      }
+      const label = document.createElement("p");
+      label.className = "state";
+      label.textContent = photo.error ? `${photo.state}: ${photo.error}` : photo.state;
+      item.append(label);
+      const buttons = document.createElement("div");
+      buttons.className = "buttons";
+      buttons.append(
+        button("←", `Move photo ${index + 1} left`, "left", index, index === 0),
+        button("→", `Move photo ${index + 1} right`, "right", index, index === photos.length - 1),
+        button("×", `Remove photo ${index + 1}`, "remove", index, false),
+      );
+      item.append(buttons);
+      return item;
+    }),
+  );
+}
+
+function button(text, label, action, index, disabled) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = text;
+  b.title = label;
+  b.setAttribute("aria-label", label);
+  b.dataset.action = action;
+  b.dataset.index = String(index);
+  b.disabled = disabled;
+  return b;
+}
+
+function arrange(event) {
+  const b = event.target.closest("button[data-action]");
+  if (!b) return;
+  const i = Number(b.dataset.index);
+  const swap = (a, c) => ([photos[a], photos[c]] = [photos[c], photos[a]]);
+  if (b.dataset.action === "left" && i > 0) swap(i, i - 1);
+  if (b.dataset.action === "right" && i < photos.length - 1) swap(i, i + 1);
+  if (b.dataset.action === "remove") photos.splice(i, 1);
+  render();
+}
+
+// Runs `work` on every item, at most `width` at once.
+async function pool(items, width, work) {
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(width, items.length) }, async () => {
+    while (next < items.length) await work(items[next++]);
+  });
+  await Promise.all(lanes);
+}
+
+// Hash each photo, ask which are stored (those are never sent again), upload the others.
+async function addFiles(files) {
+  const added = Array.from(files, (file) => ({ file, name: file.name, state: "hashing" }));
+  photos.push(...added);
+  render();
+  for (const photo of added) {
+    photo.id = SparkMD5.ArrayBuffer.hash(await photo.file.arrayBuffer());
+    photo.state = "checking";
+  }
+  // An offer lists an image once: the same photo added twice stays once.
+  photos = photos.filter((p, i) => !p.id || photos.findIndex((q) => q.id === p.id) === i);
+  const fresh = added.filter((p) => photos.includes(p));
+  render();
+
+  const known = new Map();
+  const ids = fresh.map((p) => p.id);
+  for (let start = 0; start < ids.length; start += PRECHECK_MAX) {
+    const body = JSON.stringify({ image_ids: ids.slice(start, start + PRECHECK_MAX) });
+    try {
+      const answer = await call("POST", "/v1/images/known", body, "application/json");
+      for (const image of answer.known) known.set(image.image_id, image);
+    } catch (e) {
+      // Without the precheck every photo is uploaded: the server deduplicates anyway.
+      say(`precheck failed (${e.message}); uploading every photo`);
+    }
+  }
+  await pool(fresh, UPLOADS_AT_ONCE, async (photo) => {
+    const image = known.get(photo.id);
+    if (image) {
+      Object.assign(photo, { state: "known", thumb: thumbOf(image) });
+    } else {
+      photo.state = "uploading";
+      render();
+      try {
+        const type = photo.file.type || "application/octet-stream";
+        const stored = await call("POST", "/v1/images", photo.file, type);
+        Object.assign(photo, {
+          id: stored.image_id,
+          state: stored.deduplicated ? "known" : "uploaded",
+          thumb: thumbOf(stored),
+        });
+      } catch (e) {
+        Object.assign(photo, { state: "failed", error: e.message });
+      }
+    }
+    delete photo.file;
+    render();
+  });
+}
+
+async function saveOffer(event) {
+  event.preventDefault();
+  const offer = offerId();
+  if (!offer) return say("Name the offer first.");
+  const waiting = photos.filter((p) => !["known", "uploaded", "linked"].includes(p.state));
+  if (waiting.some((p) => p.state !== "failed")) return say("Wait for the uploads to finish.");
+  const ids = photos.filter((p) => !waiting.includes(p)).map((p) => p.id);
+  try {
+    const body = JSON.stringify({ image_ids: ids });
+    const path = `/v1/offers/${encodeURIComponent(offer)}/photos`;
+    const saved = await call("PUT", path, body, "application/json");
+    showOffer(saved);
+    history.replaceState(null, "", `?offer=${encodeURIComponent(offer)}`);
+    say(`Saved ${saved.photos.length} photos to offer ${saved.offer_id}.`);
+  } catch (e) {
+    say(`Not saved: ${e.message}`);
+  }
+}
+
+function showOffer(offer) {
+  photos = offer.photos.map((p) => ({ id: p.image_id, state: "linked", thumb: thumbOf(p) }));
+  render();
+}
+
+async function loadOffer() {
+  const offer = offerId();
+  if (!offer) return say("Name the offer first.");
+  try {
+    showOffer(await call("GET", `/v1/offers/${encodeURIComponent(offer)}/photos`));
+    say(`Offer ${offer}: ${photos.length} photos.`);
+  } catch (e) {
+    say(`Offer ${offer}: ${e.message}`);
+  }
+}
+
+async function loadCrawl() {
+  const offer = offerId();
+  if (!offer) return say("Name the offer first.");
+  const section = $("crawl");
+  try {
+    const crawl = await call("GET", `/v1/offers/${encodeURIComponent(offer)}/crawl`);
+    $("crawl-state").textContent = `Crawl of ${crawl.offer_id}: ${crawl.state}.`;
+    $("crawl-rows").replaceChildren(
+      ...crawl.photos.map((p) => {
+        const row = document.createElement("tr");
+        row.dataset.status = p.status;
+        const detail = p.error
+          ? [p.error.kind, p.error.http_status && `HTTP ${p.error.http_status}`,
+            `${p.error.attempts} attempts`].filter(Boolean).join(", ")
+          : p.image_id || "";
+        for (const text of [p.url, p.status, detail]) {
+          const cell = document.createElement("td");
+          cell.textContent = text;
+          row.append(cell);
+        }
+        return row;
+      }),
+    );
+    section.hidden = false;
+  } catch (e) {
+    section.hidden = true;
+    say(`Crawl of ${offer}: ${e.message}`);
+  }
+}
+
+function wireDrop() {
+  const zone = $("drop");
+  zone.addEventListener("dragover", (e) => {
+    e.preventDefault();
+    zone.classList.add("over");
+  });
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (e) => {
+    e.preventDefault();
+    zone.classList.remove("over");
+    addFiles(e.dataTransfer.files);
+  });
+  $("files").addEventListener("change", (e) => {
+    addFiles(e.target.files);
+    e.target.value = "";
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  readToken();
+  wireDrop();
+  $("photos").addEventListener("click", arrange);
+  $("offer-form").addEventListener("submit", saveOffer);
+  $("load-offer").addEventListener("click", loadOffer);
+  $("load-crawl").addEventListener("click", loadCrawl);
+  const offer = new URLSearchParams(location.search).get("offer");
+  if (offer) {
+    $("offer-id").value = offer;
+    loadOffer();
+  }
+  render();
+});
