@@ -11,6 +11,7 @@ DOM, with a deadline. A screenshot of the reloaded offer is kept.
 import argparse
 import json
 import os
+import shutil
 import sys
 
 from selenium import webdriver
@@ -24,11 +25,20 @@ OFFER = "browser-car"
 DEADLINE_S = 30
 
 
+def installed(*names):
+    """The path of the first of `names` on PATH; fails naming them."""
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit(f"browser test: none of {', '.join(names)} is installed (infra/setup.sh tests)")
+
+
 def browser():
-    # Selenium Manager would look for drivers on the network: Debian's are used instead.
+    # Selenium Manager would look for drivers on the network: the system's are used instead.
     os.environ["SE_OFFLINE"] = "true"
     options = Options()
-    options.binary_location = "/usr/bin/chromium"
+    options.binary_location = installed("chromium", "chromium-browser")
     for flag in [
         "--headless=new",
         "--no-sandbox",
@@ -43,7 +53,7 @@ def browser():
         "--window-size=1100,900",
     ]:
         options.add_argument(flag)
-    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    return webdriver.Chrome(options=options, service=Service(installed("chromedriver")))
 
 
 def wait_for(driver, what, condition):
