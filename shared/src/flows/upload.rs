@@ -187,8 +187,9 @@ impl Service {
 
     /// The images among `ids` that are stored, each refreshed as an upload of its bytes would
     /// refresh it (its orphan expiry pushed back, an expired one not yet collected revived), in
-    /// the order of `ids`: a client that hashed its photos asks first and sends only the
-    /// others. Nothing is claimed: an id without a record stays without one.
+    /// the order of `ids` (each once): a client that hashed its photos asks first and sends only
+    /// the others. An id without a record stays without one: only ids with a ready record are
+    /// claimed, and a record collected in between gets the claim back at once.
     pub async fn known_images(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, FlowError> {
         let mut seen = std::collections::HashSet::with_capacity(ids.len());
         let ids: Vec<ImageId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();

@@ -613,9 +613,6 @@ fn host_event(kind: FetchErrorKind, last_tier: bool) -> Option<HostEvent> {
     }
 }
 
-/// Whether `id` has a live record, so a download of it settles without processing. Unknown
-/// bytes, the common case, are seen missing by a peek; a record the peek sees is read again
-/// consistently, since settling on it is not checked again.
 /// A download's logs name its URL (without its query) and the URL's hash, tier and attempt.
 fn fetch_span(task: &FetchTask) -> tracing::Span {
     tracing::info_span!(
@@ -627,6 +624,9 @@ fn fetch_span(task: &FetchTask) -> tracing::Span {
     )
 }
 
+/// Whether `id` has a live record, so a download of it settles without processing. Unknown
+/// bytes, the common case, are seen missing by a peek; a record the peek sees is read again
+/// consistently, since settling on it is not checked again.
 async fn is_live(service: &Service, id: &ImageId) -> Result<bool, FlowError> {
     let images = &service.ports().images;
     if images.peek(id).await?.is_none() {
