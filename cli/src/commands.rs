@@ -330,14 +330,13 @@ fn print_audit(r: &imgest_shared::flows::audit::AuditReport, dry_run: bool) {
 
 pub async fn sweep(dry_run: bool, json: bool) -> Result<()> {
     let (settings, service) = operator_service().await?;
-    // Shard by shard, as `Service::sweep` does, to show the progress.
     let progress = Progress::new(imgest_shared::domain::SHARD_COUNT as u64, "shards");
-    let mut r = imgest_shared::flows::sweep::SweepReport::default();
-    for shard in imgest_shared::domain::shard_prefixes() {
-        service.sweep_shard(&shard, dry_run, &mut r).await?;
-        progress.inc();
-        progress.message(format!("{} files scanned", r.files_scanned));
-    }
+    let r = service
+        .sweep_watched(dry_run, |so_far| {
+            progress.inc();
+            progress.message(format!("{} files scanned", so_far.files_scanned));
+        })
+        .await?;
     progress.finish();
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -113,9 +113,20 @@ const SWEEP_PAGE: usize = 1000;
 impl Service {
     /// Sweeps every shard. With `dry_run`, only counts.
     pub async fn sweep(&self, dry_run: bool) -> Result<SweepReport, FlowError> {
+        self.sweep_watched(dry_run, |_| {}).await
+    }
+
+    /// [`sweep`](Self::sweep), calling `after_shard` with the report so far after each of the
+    /// [`SHARD_COUNT`](crate::domain::SHARD_COUNT) shards (the CLI's progress bar).
+    pub async fn sweep_watched(
+        &self,
+        dry_run: bool,
+        mut after_shard: impl FnMut(&SweepReport),
+    ) -> Result<SweepReport, FlowError> {
         let mut report = SweepReport::default();
         for shard in shard_prefixes() {
             self.sweep_shard(&shard, dry_run, &mut report).await?;
+            after_shard(&report);
         }
         info!(?report, dry_run, "sweep finished");
         Ok(report)
