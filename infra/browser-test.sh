@@ -4,7 +4,8 @@
 # token the way a seller's browser gets one (`/#token=...`), and drives it through Chromium's
 # WebDriver with selenium (infra/browser_test.py): upload two photos, reorder them, save the
 # offer, reload, and find the order kept; then add a stored photo again and find it was not
-# sent. Asserts on the page's DOM; keeps a screenshot in target/browser-test/.
+# sent; save the offer with that photo only, and browse the stored images to find the other one
+# the only orphan. Asserts on the page's DOM; keeps a screenshot in target/browser-test/.
 #
 # Needs Chromium and its WebDriver (infra/setup.sh tests installs Debian's chromium and
 # chromium-driver), python3 with venv and the PyPI registry. The first run installs selenium
@@ -24,8 +25,10 @@ source infra/runner.sh
 venv_install selenium "selenium==$SELENIUM_VERSION"
 runner_prepare browser
 
-# A partner's token (it saves offers too), the one the page is opened with.
-runner_tokens "$work" imgest-browser-test browser-test "imgest:upload imgest:offers" browser-test
+# A partner's token that is also the operator's (it saves offers and browses every image), the
+# one the page is opened with.
+runner_tokens "$work" imgest-browser-test browser-test "imgest:upload imgest:offers imgest:operator" \
+    browser-test
 export IMGEST_DATA_DIR="$work/data"
 # The request log is how the test sees which photos the page sent.
 export IMGEST_LOG=info

@@ -4,8 +4,10 @@ runner and passes its address, a token and the runner's log).
 In headless Chromium, through its WebDriver: open the page with the token in the fragment, add
 two photos, move the second before the first, save the offer, reload, and find the saved order;
 then, in a fresh page, add the first photo again and find it marked known without having been
-sent (the runner's request log has exactly two uploads). Every wait is for a condition on the
-DOM, with a deadline. A screenshot of the reloaded offer is kept.
+sent (the runner's request log has exactly two uploads); save the offer with that one photo, and
+browse the stored images: the other one is now the only orphan. A screenshot of the reloaded
+offer is kept, and one of the stored images. Every wait is for a condition on the
+DOM, with a deadline.
 """
 
 import argparse
@@ -82,6 +84,28 @@ def settled(driver, count, states):
     if len(now) == count and all(state in states and preview for _, state, preview in now):
         return now
     return None
+
+
+BROWSED = """return Array.from(document.querySelectorAll('#images li'),
+    li => [li.dataset.imageId, li.dataset.offers, li.querySelector('img') !== null]);"""
+
+
+def browse(driver, orphans):
+    """Browses the stored images (or only the orphans): (image id, offers, has a preview) each."""
+    box = driver.find_element(By.ID, "orphans-only")
+    if box.is_selected() != orphans:
+        box.click()
+    before = driver.find_element(By.ID, "images-status").text
+    driver.find_element(By.ID, "browse-images").click()
+    what = "Orphans" if orphans else "Images"
+    wait_for(
+        driver,
+        f"{what.lower()} to be listed",
+        lambda d: (text := d.find_element(By.ID, "images-status").text) != before
+        and text.startswith(f"{what}: ")
+        and text.endswith("."),
+    )
+    return sorted(tuple(i) for i in driver.execute_script(BROWSED))
 
 
 def uploads_logged(log):
@@ -165,6 +189,24 @@ def main():
         sent = uploads_logged(args.log)
         check(sent == 2, f"the page sent {sent} uploads; a known photo must not be sent")
         print("browser test: a stored photo was known from its hash and not sent again")
+
+        # Saving the offer with only that photo leaves the other one linked by nothing.
+        driver.find_element(By.ID, "offer-id").send_keys(OFFER)
+        driver.find_element(By.ID, "save-offer").click()
+        wait_for(
+            driver,
+            "the offer to be saved with one photo",
+            lambda d: "Saved 1 photo to" in d.find_element(By.ID, "offer-status").text,
+        )
+        orphans = browse(driver, orphans=True)
+        check(orphans == [(second, "0", True)], f"the orphans: {orphans}, expected {second}")
+        everything = browse(driver, orphans=False)
+        expected = sorted([(first, "1", True), (second, "0", True)])
+        check(everything == expected, f"the stored images: {everything}, expected {expected}")
+        images_shot = args.screenshot.removesuffix(".png") + "-images.png"
+        driver.execute_script("document.getElementById('images-heading').scrollIntoView()")
+        driver.save_screenshot(images_shot)
+        print(f"browser test: browsing finds both images, the unlinked one the orphan; {images_shot}")
     finally:
         driver.quit()
 

@@ -28,7 +28,7 @@ venv_install schemathesis "schemathesis==$SCHEMATHESIS_VERSION"
 runner_prepare schemathesis
 
 # One token that may call every route: every scope, and a client (offers and crawls need one).
-runner_tokens "$work" imgest-schemathesis schemathesis "imgest:upload imgest:offers imgest:metrics" \
+runner_tokens "$work" imgest-schemathesis schemathesis "imgest:upload imgest:offers imgest:metrics imgest:operator" \
     schemathesis
 
 export IMGEST_DATA_DIR="$work/data"

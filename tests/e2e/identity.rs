@@ -84,6 +84,8 @@ fn expected(route: &str, who: Who) -> u16 {
             PartnerB => 404,
             _ => 403,
         },
+        // Only the operator's scope lists every client's images (see below).
+        "GET /v1/operator/images" => 403,
         "DELETE /v1/offers/o1" => {
             if partner {
                 204
@@ -201,6 +203,12 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
                     .await
                     .pair(),
             ),
+            (
+                "GET /v1/operator/images",
+                app.call("GET", "/v1/operator/images", t, Body::None)
+                    .await
+                    .pair(),
+            ),
         ];
         for (route, got) in checks {
             let want = expected(route, who);
@@ -243,7 +251,28 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
         assert_eq!(got.status, expected("DELETE /v1/offers/o1", who), "{who:?}");
         cells += 1;
     }
-    assert_eq!(cells, 10 * EVERYONE.len());
+    assert_eq!(cells, 11 * EVERYONE.len());
+
+    // The operator browses every client's images, and may do nothing else.
+    let operator = id.token("ops", "imgest:operator", None);
+    let browse = app
+        .call("GET", "/v1/operator/images", Some(&operator), Body::None)
+        .await;
+    assert_eq!(browse.status, 200, "{}", browse.json);
+    assert_eq!(browse.json["images"][0]["image_id"], image_id.as_str());
+    let upload = app
+        .call(
+            "POST",
+            "/v1/images",
+            Some(&operator),
+            Body::Bytes(photo.clone(), "image/jpeg"),
+        )
+        .await;
+    assert_eq!((upload.status, upload.kind()), (403, "forbidden"));
+    let offer = app
+        .call("GET", "/v1/offers/o1/photos", Some(&operator), Body::None)
+        .await;
+    assert_eq!(offer.status, 403, "{}", offer.json);
     // What stays open: the health check and the public files.
     assert_eq!(app.get("/healthz").await.status, 200);
     let variant = image.json["variants"]["large"]["url"].as_str().unwrap();

@@ -9,6 +9,7 @@ mod backfill;
 mod backfill_aws;
 mod bad_input;
 mod bootstraps;
+mod browse;
 mod concurrency;
 mod crawl;
 mod crawl_aws;

@@ -10,7 +10,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, ApiState, metrics, openapi};
-use crate::auth::{AuthError, Authenticator, Caller, Observer, Partner, Uploader, gateway};
+use crate::auth::{
+    AuthError, Authenticator, Caller, Observer, Operator, Partner, Uploader, gateway,
+};
 
 /// Authenticates every `/v1` request but the OpenAPI document's (the health check, the
 /// document and the public files are open) and puts its [`Caller`] in the request's
@@ -92,5 +94,13 @@ impl FromRequestParts<ApiState> for Observer {
 
     async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
         Ok(caller(parts)?.observer()?)
+    }
+}
+
+impl FromRequestParts<ApiState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.operator()?)
     }
 }

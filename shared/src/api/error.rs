@@ -34,6 +34,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
             "missing_file",
             "body_read_error",
             "size_mismatch",
+            "invalid_query",
         ],
     ),
     (401, &["unauthenticated"]),

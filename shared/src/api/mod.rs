@@ -5,6 +5,7 @@
 
 mod auth;
 mod body;
+mod browse;
 mod crawl;
 mod error;
 mod files;

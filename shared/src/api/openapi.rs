@@ -24,7 +24,7 @@ use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 pub(super) use super::error::ErrorBody;
-use super::{crawl, files, images, metrics, offers, page, router, uploads};
+use super::{browse, crawl, files, images, metrics, offers, page, router, uploads};
 
 /// Where the document is served.
 pub const PATH: &str = "/v1/openapi.json";
@@ -67,6 +67,7 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         crawl::get,
         files::get,
         metrics::get,
+        browse::list,
         page::index,
         page::asset,
     ),
@@ -131,8 +132,9 @@ impl Modify for Shared {
                     .description(Some(
                         "A JWT from the marketplace's identity provider (RS256 or ES256), with `sub` and a space-separated `scope`. \
 Scopes: `imgest:upload` (sellers' browsers: upload photos, read images and their own uploads), `imgest:offers` \
-(partners' backends: everything `imgest:upload` may do, and their own client's offers and crawls, which also needs a `client_id` claim) \
-and `imgest:metrics` (the operator's scraper: the local runner's `/metrics`, and nothing else). \
+(partners' backends: everything `imgest:upload` may do, and their own client's offers and crawls, which also needs a `client_id` claim), \
+`imgest:metrics` (the operator's scraper: the local runner's `/metrics`, and nothing else) \
+and `imgest:operator` (the operator: the local runner's browse of every client's images, and nothing else). \
 Each operation's security requirements list the scopes that allow it (alternatives). A missing or invalid token answers 401 \
 `unauthenticated`; a valid one without the scope (or, for offers and crawls, without `client_id`) 403 `forbidden`.",
                     ))

@@ -16,7 +16,9 @@ use utoipa::ToSchema;
 
 use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
-use super::{ApiError, auth, crawl, files, images, metrics, offers, openapi, page, uploads};
+use super::{
+    ApiError, auth, browse, crawl, files, images, metrics, offers, openapi, page, uploads,
+};
 use crate::auth::Authenticator;
 use crate::domain::random::secure_hex;
 use crate::flows::Service;
@@ -66,7 +68,8 @@ pub enum Edge {
 /// [`Uploader`](crate::auth::Uploader) (`imgest:upload` or `imgest:offers`) for images and
 /// uploads, [`Partner`](crate::auth::Partner) (`imgest:offers` with a `client_id`) for offers
 /// and crawls, [`Observer`](crate::auth::Observer) (`imgest:metrics`) for the local runner's
-/// `/metrics`.
+/// `/metrics`, [`Operator`](crate::auth::Operator) (`imgest:operator`) for its browse of every
+/// image.
 pub fn router(state: ApiState, edge: Edge) -> Router {
     routes(edge)
         .into_iter()
@@ -109,6 +112,7 @@ pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> 
     if edge == Edge::LocalRunner {
         routes.push(("/files/{*key}", get(files::get)));
         routes.push((metrics::PATH, get(metrics::get)));
+        routes.push(("/v1/operator/images", get(browse::list)));
         routes.push(("/", get(page::index)));
         routes.push(("/page/{file}", get(page::asset)));
         routes.push((

@@ -1,6 +1,6 @@
 //! [`Caller`]: a request's identity, and the two decisions the routes make with it.
 
-use super::{AuthError, Claims, METRICS_SCOPE, OFFERS_SCOPE, UPLOAD_SCOPE};
+use super::{AuthError, Claims, METRICS_SCOPE, OFFERS_SCOPE, OPERATOR_SCOPE, UPLOAD_SCOPE};
 use crate::domain::{ClientId, Owner, Tenant};
 
 /// The longest `sub` accepted (identity providers use a few dozen characters).
@@ -19,6 +19,7 @@ enum Identity {
         upload: bool,
         offers: bool,
         metrics: bool,
+        operator: bool,
         client: Option<ClientId>,
     },
 }
@@ -34,6 +35,11 @@ pub struct Uploader {
 /// the business's volume).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observer;
+
+/// A caller that may browse every client's images (images are shared by content across
+/// clients, so no seller or partner may).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operator;
 
 /// What an offer or crawl route knows of its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +85,7 @@ impl Caller {
             upload: scopes.contains(&UPLOAD_SCOPE),
             offers: scopes.contains(&OFFERS_SCOPE),
             metrics: scopes.contains(&METRICS_SCOPE),
+            operator: scopes.contains(&OPERATOR_SCOPE),
             client,
         }))
     }
@@ -107,6 +114,16 @@ impl Caller {
             Identity::Open | Identity::Token { metrics: true, .. } => Ok(Observer),
             Identity::Token { .. } => Err(AuthError::Forbidden(format!(
                 "this route needs the {METRICS_SCOPE} scope"
+            ))),
+        }
+    }
+
+    /// May browse every client's images: `imgest:operator` (and no other scope grants it).
+    pub fn operator(&self) -> Result<Operator, AuthError> {
+        match &self.0 {
+            Identity::Open | Identity::Token { operator: true, .. } => Ok(Operator),
+            Identity::Token { .. } => Err(AuthError::Forbidden(format!(
+                "this route needs the {OPERATOR_SCOPE} scope"
             ))),
         }
     }
@@ -177,6 +194,11 @@ mod tests {
         let scraper = caller("prometheus", "imgest:metrics", None).unwrap();
         assert!(scraper.observer().is_ok());
         assert!(scraper.uploader().is_err() && scraper.partner().is_err());
+        assert!(scraper.operator().is_err() && partner.operator().is_err());
+        let operator = caller("ops", "imgest:operator", None).unwrap();
+        assert!(operator.operator().is_ok());
+        assert!(operator.uploader().is_err() && operator.partner().is_err());
+        assert!(operator.observer().is_err());
 
         // A scope is a whole word: no prefix or substring matches.
         let lookalike = caller("y", "imgest:uploads imgest:offersx", Some("acme")).unwrap();
@@ -188,7 +210,7 @@ mod tests {
         let open = Caller::open();
         assert_eq!(open.uploader().unwrap().owner, None);
         assert_eq!(open.partner().unwrap().tenant, Tenant::Shared);
-        assert!(open.observer().is_ok());
+        assert!(open.observer().is_ok() && open.operator().is_ok());
     }
 
     #[test]

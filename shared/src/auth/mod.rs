@@ -10,7 +10,9 @@
 //!
 //! Scopes: `imgest:upload` (sellers' browsers: upload photos, read images and their own
 //! uploads) and `imgest:offers` (partners' and the marketplace's backends, with a `client_id`
-//! claim: that client's offers and crawls, and everything `imgest:upload` may do).
+//! claim: that client's offers and crawls, and everything `imgest:upload` may do); the
+//! operator's `imgest:metrics` (the local runner's metrics) and `imgest:operator` (browsing every
+//! client's images), each of which opens nothing else.
 
 mod caller;
 pub mod gateway;
@@ -22,7 +24,7 @@ use std::sync::Arc;
 
 use crate::settings::AuthSettings;
 
-pub use self::caller::{Caller, Observer, Partner, Uploader};
+pub use self::caller::{Caller, Observer, Operator, Partner, Uploader};
 pub use self::issuer::{IssuerError, LocalIssuer, TokenSpec, unix_now};
 pub use self::jwt::{JwtSetupError, JwtVerifier};
 
@@ -32,6 +34,9 @@ pub const UPLOAD_SCOPE: &str = "imgest:upload";
 pub const OFFERS_SCOPE: &str = "imgest:offers";
 /// The scope of the operator's metrics scraper (the local runner's `/metrics`).
 pub const METRICS_SCOPE: &str = "imgest:metrics";
+/// The scope of the operator's own browser: every client's images (the local runner's
+/// `GET /v1/operator/images`, the page's "Images" view).
+pub const OPERATOR_SCOPE: &str = "imgest:operator";
 
 /// Why a request may not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

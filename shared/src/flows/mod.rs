@@ -17,6 +17,7 @@
 
 pub mod audit;
 pub mod backfill;
+pub mod browse;
 pub mod budget;
 pub mod crawl;
 mod error;

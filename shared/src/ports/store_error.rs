@@ -1,6 +1,7 @@
 //! The error every storage port returns; backend errors are translated at the adapter boundary.
 
-/// A storage failure. `NotFound` is the only variant a flow branches on; the rest are reported.
+/// A storage failure. `NotFound` is the only variant a flow branches on (and `BadCursor`, for an
+/// API that takes a caller's cursor back); the rest are reported.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The key or record does not exist (S3 `NoSuchKey`, `io::ErrorKind::NotFound`, no row).
@@ -16,6 +17,10 @@ pub enum StoreError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A walk's cursor that this store did not give out (cursors are opaque: one that does not
+    /// parse is the caller's mistake, or a corrupt checkpoint).
+    #[error("not a cursor of this store: {0}")]
+    BadCursor(String),
     /// The backend failed in a way that retrying will not fix (corrupt data, bad configuration).
     #[error("storage failure: {message}")]
     Backend {
@@ -62,6 +67,7 @@ impl StoreError {
             Self::NotFound(_) => "not_found",
             Self::Conflict(_) => "conflict",
             Self::Unavailable { .. } => "storage_unavailable",
+            Self::BadCursor(_) => "bad_cursor",
             Self::Backend { .. } => "storage_error",
         }
     }

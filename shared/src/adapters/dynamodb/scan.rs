@@ -22,9 +22,8 @@ fn cursor_of(key: &Item) -> Option<String> {
 }
 
 fn key_of_cursor(cursor: &str) -> Result<Item, StoreError> {
-    let [pk, sk]: [String; 2] = serde_json::from_str(cursor).map_err(|_| {
-        StoreError::corrupt(format!("dynamodb: scan cursor {cursor:?} is not ours"))
-    })?;
+    let [pk, sk]: [String; 2] = serde_json::from_str(cursor)
+        .map_err(|_| StoreError::BadCursor(format!("dynamodb: scan cursor {cursor:?}")))?;
     Ok(HashMap::from([
         (PK.to_owned(), s(pk)),
         (SK.to_owned(), s(sk)),

@@ -1,5 +1,5 @@
 // imgest's page: drop photos, see each one's preview, arrange them into an offer and save it,
-// look at an offer's crawl. Plain JS against the documented API (docs/api.md): what any client
+// look at an offer's crawl, browse the stored images and the orphans (an operator's token). Plain JS against the documented API (docs/api.md): what any client
 // does, in the order it should do it.
 "use strict";
 
@@ -208,7 +208,8 @@ async function saveOffer(event) {
     const saved = await call("PUT", path, body, "application/json");
     showOffer(saved);
     history.replaceState(null, "", `?offer=${encodeURIComponent(offer)}`);
-    say(`Saved ${saved.photos.length} photos to offer ${saved.offer_id}.`);
+    const count = saved.photos.length;
+    say(`Saved ${count} photo${count === 1 ? "" : "s"} to offer ${saved.offer_id}.`);
   } catch (e) {
     say(`Not saved: ${e.message}`);
   }
@@ -260,6 +261,54 @@ async function loadCrawl() {
   }
 }
 
+// Where the next page of stored images starts (the last answer's `next_cursor`).
+let imagesCursor = null;
+
+// The first page of stored images (or orphans), or with `more` the next one.
+async function browseImages(event, more) {
+  if (event) event.preventDefault();
+  const orphans = $("orphans-only").checked;
+  const query = new URLSearchParams({ orphans: String(orphans), limit: "50" });
+  if (more && imagesCursor) query.set("cursor", imagesCursor);
+  const status = $("images-status");
+  try {
+    const page = await call("GET", `/v1/operator/images?${query}`);
+    const items = page.images.map(imageItem);
+    if (more) $("images").append(...items);
+    else $("images").replaceChildren(...items);
+    imagesCursor = page.next_cursor || null;
+    $("more-images").hidden = !imagesCursor;
+    const shown = $("images").children.length;
+    const what = orphans ? "Orphans" : "Images";
+    status.textContent = `${what}: ${shown}${imagesCursor ? " so far, and more to come" : ""}.`;
+  } catch (e) {
+    status.textContent = `Stored images: ${e.message}`;
+  }
+}
+
+function imageItem(image) {
+  const item = document.createElement("li");
+  item.className = "image";
+  item.dataset.imageId = image.image_id;
+  item.dataset.offers = String(image.offers);
+  const thumb = thumbOf(image);
+  const preview = document.createElement(thumb ? "img" : "div");
+  if (thumb) {
+    preview.src = thumb;
+    preview.alt = `Image ${image.image_id}`;
+  } else {
+    preview.className = "placeholder";
+  }
+  const id = document.createElement("p");
+  id.textContent = `${image.image_id} (${image.width}×${image.height} ${image.format})`;
+  const use = document.createElement("p");
+  use.textContent = image.offers > 0
+    ? `Linked by ${image.offers} offer${image.offers === 1 ? "" : "s"}.`
+    : `Orphan: collected after ${new Date(image.expires_at).toLocaleString()}.`;
+  item.append(preview, id, use);
+  return item;
+}
+
 function wireDrop() {
   const zone = $("drop");
   zone.addEventListener("dragover", (e) => {
@@ -285,6 +334,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("offer-form").addEventListener("submit", saveOffer);
   $("load-offer").addEventListener("click", loadOffer);
   $("load-crawl").addEventListener("click", loadCrawl);
+  $("images-form").addEventListener("submit", (e) => browseImages(e, false));
+  $("more-images").addEventListener("click", () => browseImages(null, true));
   const offer = new URLSearchParams(location.search).get("offer");
   if (offer) {
     $("offer-id").value = offer;

@@ -228,6 +228,7 @@ pub(super) fn same_kind(what: &str, e: &StoreError) -> StoreError {
     match e {
         StoreError::NotFound(_) => StoreError::NotFound(message),
         StoreError::Conflict(_) => StoreError::Conflict(message),
+        StoreError::BadCursor(_) => StoreError::BadCursor(message),
         StoreError::Unavailable { .. } => StoreError::Unavailable {
             message,
             source: None,
