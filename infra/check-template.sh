@@ -20,23 +20,11 @@ cd "$(dirname "$0")/.."
 CFN_LINT_VERSION="1.58.0"
 SAM_CLI_VERSION="1.170.0"
 
-venv="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}/sam"
 say() { echo "check-template: $*" >&2; }
+# shellcheck source=infra/venv.sh
+source infra/venv.sh
 
-# The stamp is written last, so an interrupted install is redone from scratch.
-install_tools() {
-    local stamp="$venv/.installed-cfn-lint-$CFN_LINT_VERSION-sam-$SAM_CLI_VERSION"
-    [ -f "$stamp" ] && return 0
-    say "installing cfn-lint==$CFN_LINT_VERSION and aws-sam-cli==$SAM_CLI_VERSION into $venv"
-    local started=$SECONDS
-    python3 -m venv --clear "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "cfn-lint==$CFN_LINT_VERSION" "aws-sam-cli==$SAM_CLI_VERSION"
-    touch "$stamp"
-    say "installed in $((SECONDS - started))s"
-}
-
-install_tools
+venv_install sam "cfn-lint==$CFN_LINT_VERSION" "aws-sam-cli==$SAM_CLI_VERSION"
 if [ "${1:-}" = "--install-only" ]; then
     exit 0
 fi

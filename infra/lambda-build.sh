@@ -33,25 +33,12 @@ ZIGLANG_VERSION="0.17.1"
 # The functions in template.yaml: one package (and binary) each.
 FUNCTIONS=(imgest-api imgest-intake imgest-fetch imgest-process imgest-ttl-cleanup imgest-scheduled-gc imgest-backfill)
 
-tools="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}"
-venv="$tools/lambda"
 say() { echo "lambda-build: $*" >&2; }
-
-# The stamp is written last, so an interrupted install is redone from scratch.
-install_tools() {
-    local stamp="$venv/.installed-cargo-lambda-$CARGO_LAMBDA_VERSION-zig-$ZIGLANG_VERSION"
-    [ -f "$stamp" ] && return 0
-    say "installing cargo-lambda==$CARGO_LAMBDA_VERSION and ziglang==$ZIGLANG_VERSION into $venv"
-    local started=$SECONDS
-    python3 -m venv --clear "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIGLANG_VERSION"
-    touch "$stamp"
-    say "installed in $((SECONDS - started))s"
-}
+# shellcheck source=infra/venv.sh
+source infra/venv.sh
 
 infra/setup.sh
-install_tools
+venv_install lambda "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIGLANG_VERSION"
 export CARGO_TARGET_DIR="${IMGEST_LAMBDA_TARGET_DIR:-$PWD/target/lambda-arm64}"
 if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
     say "adding the rust target aarch64-unknown-linux-gnu"
@@ -65,7 +52,7 @@ if [ "${1:-}" = "--sam" ]; then
     shift
     infra/check-template.sh --install-only
     export SAM_CLI_TELEMETRY=0
-    "$tools/sam/bin/sam" build --template template.yaml "$@"
+    "${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}/sam/bin/sam" build --template template.yaml "$@"
     say "sam build done in $((SECONDS - started))s"
     exit 0
 fi

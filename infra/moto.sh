@@ -20,24 +20,18 @@
 # Bump deliberately: emulator behaviour changes between releases.
 MOTO_VERSION="5.2.5"
 
-# Where the venv lives. Reused across runs: installing takes a minute, starting a second.
-_moto_venv="${IMGEST_TOOLS_DIR:-$HOME/.cache/imgest-tools}/moto"
 _moto_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=infra/venv.sh
+source "$_moto_dir/venv.sh"
 
 _moto_say() { echo "moto.sh: $*" >&2; }
 
-# Creates the venv and installs moto unless an earlier run finished doing so. The stamp file
-# is written last, so an interrupted install is redone from scratch, never half-used.
+# Installs moto into its venv (reused across runs: installing takes a minute, starting a
+# second) and sets `_moto_venv` to it.
 _moto_install() {
-    local stamp="$_moto_venv/.installed-moto-$MOTO_VERSION"
-    [ -f "$stamp" ] && return 0
-    _moto_say "installing moto[server]==$MOTO_VERSION into $_moto_venv"
-    local started=$SECONDS
-    python3 -m venv --clear "$_moto_venv" || return 1
-    "$_moto_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "moto[server]==$MOTO_VERSION" || return 1
-    touch "$stamp"
-    _moto_say "installed in $((SECONDS - started))s"
+    local venv # venv_install sets it: kept from the sourcing script's own
+    venv_install moto "moto[server]==$MOTO_VERSION" || return 1
+    _moto_venv=$venv
 }
 
 # A port nobody listens on right now (the OS picks it). Another process could take it before

@@ -2,7 +2,7 @@
 # installs the pinned PACKAGEs into their own venv, $IMGEST_TOOLS_DIR/NAME (default
 # ~/.cache/imgest-tools/NAME), once, and sets `venv` to it. The stamp names the packages and
 # is written last, so an interrupted install, or a change of a pin, installs again from
-# scratch.
+# scratch. Fails (status 1) if the install does, also where the caller does not `set -e`.
 venv_install() {
     local name=$1
     shift
@@ -11,7 +11,9 @@ venv_install() {
     stamp="$venv/.installed-$(echo "$*" | tr ' /' '_-')"
     [ -f "$stamp" ] && return 0
     echo "$name: installing $* into $venv" >&2
-    python3 -m venv --clear "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+    local started=$SECONDS
+    python3 -m venv --clear "$venv" || return 1
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" || return 1
     touch "$stamp"
+    echo "$name: installed in $((SECONDS - started))s" >&2
 }
