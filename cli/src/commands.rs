@@ -284,8 +284,28 @@ pub async fn stats(json: bool) -> Result<()> {
             q.ready, q.delayed, q.in_flight, q.dead
         );
     }
-    for (kind, n) in &stats.failures_by_kind {
+    for (kind, n) in &stats.dead_letters_by_kind {
         println!("dead letters of kind {kind}: {n}");
+    }
+    let failed: u64 = stats.crawl_failures_by_kind.values().sum();
+    println!(
+        "crawls (each offer's latest): {} offers, {} photos, {failed} failed",
+        stats.crawled_offers, stats.crawled_photos
+    );
+    for (kind, n) in &stats.crawl_failures_by_kind {
+        println!("crawl failures of kind {kind}: {n}");
+    }
+    for h in &stats.top_failing_hosts {
+        println!(
+            "failing host {}: {} of {} photos failed",
+            h.host, h.failed, h.photos
+        );
+    }
+    if stats.unreadable_crawl_records > 0 {
+        println!(
+            "crawl records that do not parse (left out, see the log): {}",
+            stats.unreadable_crawl_records
+        );
     }
     Ok(())
 }
