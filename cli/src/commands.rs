@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use imgest_shared::app;
 use imgest_shared::auth::{LocalIssuer, TokenSpec};
 use imgest_shared::flows::Service;
+use imgest_shared::flows::audit::AuditScope;
 use imgest_shared::ports::SystemClock;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::{Backend, Settings};
@@ -209,7 +210,14 @@ fn processed_line(
 
 pub async fn gc(json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
-    let report = service.gc().await?;
+    let progress = Progress::counter("expired records");
+    let report = service
+        .gc_watched(|so_far| {
+            progress.count(so_far.examined);
+            progress.message(format!("{} deleted", so_far.images_deleted));
+        })
+        .await?;
+    progress.finish();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -312,7 +320,17 @@ pub async fn stats(json: bool) -> Result<()> {
 
 pub async fn audit(dry_run: bool, json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
-    let r = service.audit(dry_run).await?;
+    let progress = Progress::counter("records");
+    let r = service
+        .audit_scope_watched(AuditScope::All, dry_run, |so_far| {
+            progress.count(so_far.images_checked + so_far.offers_counted);
+            progress.message(format!(
+                "{} images checked, {} offers counted",
+                so_far.images_checked, so_far.offers_counted
+            ));
+        })
+        .await?;
+    progress.finish();
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
