@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use imgest_shared::app;
 use imgest_shared::auth::{LocalIssuer, TokenSpec};
 use imgest_shared::flows::Service;
+use imgest_shared::flows::audit::AuditScope;
 use imgest_shared::ports::SystemClock;
 use imgest_shared::runner::{LocalRunner, RunnerOptions};
 use imgest_shared::settings::{Backend, Settings};
@@ -209,7 +210,14 @@ fn processed_line(
 
 pub async fn gc(json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
-    let report = service.gc().await?;
+    let progress = Progress::counter("expired records");
+    let report = service
+        .gc_watched(|so_far| {
+            progress.count(so_far.examined);
+            progress.message(format!("{} deleted", so_far.images_deleted));
+        })
+        .await?;
+    progress.finish();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -284,15 +292,45 @@ pub async fn stats(json: bool) -> Result<()> {
             q.ready, q.delayed, q.in_flight, q.dead
         );
     }
-    for (kind, n) in &stats.failures_by_kind {
+    for (kind, n) in &stats.dead_letters_by_kind {
         println!("dead letters of kind {kind}: {n}");
+    }
+    let failed: u64 = stats.crawl_failures_by_kind.values().sum();
+    println!(
+        "crawls (each offer's latest): {} offers, {} photos, {failed} failed",
+        stats.crawled_offers, stats.crawled_photos
+    );
+    for (kind, n) in &stats.crawl_failures_by_kind {
+        println!("crawl failures of kind {kind}: {n}");
+    }
+    for h in &stats.top_failing_hosts {
+        println!(
+            "failing host {}: {} of {} photos failed",
+            h.host, h.failed, h.photos
+        );
+    }
+    if stats.unreadable_crawl_records > 0 {
+        println!(
+            "crawl records that do not parse (left out, see the log): {}",
+            stats.unreadable_crawl_records
+        );
     }
     Ok(())
 }
 
 pub async fn audit(dry_run: bool, json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
-    let r = service.audit(dry_run).await?;
+    let progress = Progress::counter("records");
+    let r = service
+        .audit_scope_watched(AuditScope::All, dry_run, |so_far| {
+            progress.count(so_far.images_checked + so_far.offers_counted);
+            progress.message(format!(
+                "{} images checked, {} offers counted",
+                so_far.images_checked, so_far.offers_counted
+            ));
+        })
+        .await?;
+    progress.finish();
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

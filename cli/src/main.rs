@@ -82,9 +82,10 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         dead_letters: usize,
     },
-    /// What is stored and what is waiting: images, orphans, links, files and bytes, each
-    /// queue's messages by state, dead letters by kind (both backends; reads everything once).
-    /// Example: `imgest stats --json`
+    /// What is stored, what is waiting and what fails: images, orphans, links, files and bytes,
+    /// each queue's messages by state, dead letters by kind, and the offers' latest crawls:
+    /// failed photos by kind and the hosts with the most failures (both backends; reads
+    /// everything once). Example: `imgest stats --json`
     Stats {
         /// Print JSON instead of lines.
         #[arg(long)]

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// A bar counting `unit`s towards a total (which may grow, as a backfill's does).
+/// A bar counting `unit`s towards a total (which may grow, as a backfill's does), or a counter
+/// where there is no total.
 pub struct Progress(ProgressBar);
 
 impl Progress {
@@ -22,8 +23,26 @@ impl Progress {
         Self(bar)
     }
 
+    /// A spinner counting `unit`s, with their rate, where the total is not known beforehand
+    /// (a walk of the index).
+    pub fn counter(unit: &str) -> Self {
+        let bar = ProgressBar::new_spinner();
+        let template =
+            format!("{{elapsed_precise}} {{spinner}} {{pos}} {unit} ({{per_sec}}) {{msg}}");
+        if let Ok(style) = ProgressStyle::with_template(&template) {
+            bar.set_style(style.tick_chars("-\\|/ "));
+        }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Self(bar)
+    }
+
     pub fn set(&self, position: u64, total: u64) {
         self.0.set_length(total);
+        self.0.set_position(position);
+    }
+
+    /// Moves a [`counter`](Self::counter) to `position`.
+    pub fn count(&self, position: u64) {
         self.0.set_position(position);
     }
 

@@ -213,6 +213,40 @@ fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
         "one download for the URL of both offers"
     );
 
+    // Stats count the offers' latest crawls: the failure by its kind and under its host.
+    let out = imgest(dir.path(), &["stats", "--json"], &[]);
+    assert!(out.status.success());
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let partner = host.addr().to_string();
+    assert_eq!(
+        (
+            stats["crawled_offers"].clone(),
+            stats["crawled_photos"].clone()
+        ),
+        (2.into(), 3.into()),
+        "{stats}"
+    );
+    assert_eq!(
+        stats["crawl_failures_by_kind"],
+        serde_json::json!({"not_found": 1}),
+        "{stats}"
+    );
+    assert_eq!(
+        stats["top_failing_hosts"],
+        serde_json::json!([{"host": partner, "failed": 1, "photos": 3}]),
+        "{stats}"
+    );
+    assert_eq!(stats["unreadable_crawl_records"], 0, "{stats}");
+    let text = stdout(&imgest(dir.path(), &["stats"], &[]));
+    assert!(
+        text.contains("crawl failures of kind not_found: 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("failing host {partner}: 1 of 3 photos failed")),
+        "{text}"
+    );
+
     let out = imgest(dir.path(), &["results"], &[]);
     let lines: Vec<serde_json::Value> = stdout(&out)
         .lines()

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use imgest_shared::domain::{BlobKey, ImageId, ImageRecord};
-use imgest_shared::flows::audit::SETTLE;
+use imgest_shared::flows::audit::{AuditScope, SETTLE};
 
 use crate::support::TestApp;
 
@@ -96,7 +96,24 @@ async fn the_audit_mends_counts_and_files_it_can_and_reports_the_rest() {
     assert_ne!(record(&app, &ids[1]).await.generation, damaged.generation);
 
     // A second audit finds only what cannot be mended.
-    let again = app.service.audit(false).await.unwrap();
+    // Watched (as `imgest audit` draws its progress): told as records are checked and offers
+    // counted, and last with every record checked and every offer counted.
+    let mut so_far = Vec::new();
+    let again = app
+        .service
+        .audit_scope_watched(AuditScope::All, false, |r| so_far.push(*r))
+        .await
+        .unwrap();
+    let last = so_far.last().unwrap();
+    assert_eq!(
+        (last.images_checked, last.offers_counted),
+        (again.images_checked, again.offers_counted),
+        "{so_far:?}"
+    );
+    assert!(
+        so_far.is_sorted_by_key(|r| (r.images_checked, r.offers_counted)),
+        "{so_far:?}"
+    );
     assert_eq!(
         (
             again.images_missing_files,

@@ -27,8 +27,13 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
     assert_eq!(app.gc().await.images_deleted, 0);
 
     app.advance_clock(Duration::from_millis(200));
-    let report = app.gc().await;
+    // Watched (as `imgest gc` draws its progress): told after each record it examined.
+    let mut so_far = Vec::new();
+    let report = app.service.gc_watched(|r| so_far.push(*r)).await.unwrap();
     assert_eq!(report.images_deleted, 2, "{report:?}");
+    let examined: Vec<u64> = so_far.iter().map(|r| r.examined).collect();
+    assert_eq!(examined, (1..=report.examined).collect::<Vec<_>>());
+    assert_eq!(so_far.last(), Some(&report));
     for gone in [&only_a, &never_linked] {
         assert_eq!(app.get(&format!("/v1/images/{gone}")).await.status, 404);
         assert!(

@@ -130,6 +130,18 @@ impl Service {
         scope: AuditScope,
         dry_run: bool,
     ) -> Result<AuditReport, FlowError> {
+        self.audit_scope_watched(scope, dry_run, |_| {}).await
+    }
+
+    /// [`audit_scope`](Self::audit_scope), calling `progress` with the report so far after
+    /// each group of records whose files were checked and after each page of offers counted
+    /// (the CLI's progress).
+    pub async fn audit_scope_watched(
+        &self,
+        scope: AuditScope,
+        dry_run: bool,
+        mut progress: impl FnMut(&AuditReport),
+    ) -> Result<AuditReport, FlowError> {
         let mut report = AuditReport::default();
         // Records first, offers second: a link or unlink after a record was read moves its
         // `last_update`, and the correction's condition then refuses.
@@ -148,7 +160,6 @@ impl Service {
                 .into_iter()
                 .filter(|r| r.is_live(now))
                 .collect();
-            report.images_checked += live.len() as u64;
             for chunk in live.chunks(FILE_CHECKS_AT_ONCE) {
                 let checks = chunk.iter().map(|r| self.check_files(r));
                 for damage in futures_util::future::join_all(checks).await {
@@ -156,6 +167,8 @@ impl Service {
                         self.mend_files(damage, dry_run, &mut report).await?;
                     }
                 }
+                report.images_checked += chunk.len() as u64;
+                progress(&report);
             }
             records.extend(live.into_iter().map(|r| (r.id.clone(), r)));
             match page.next {
@@ -180,6 +193,7 @@ impl Service {
                     }
                 }
             }
+            progress(&report);
             match page.next {
                 Some(next) => cursor = Some(next),
                 None => break,

@@ -28,6 +28,15 @@ const GC_BATCH: usize = 200;
 impl Service {
     /// Collects every image expired now.
     pub async fn gc(&self) -> Result<GcReport, FlowError> {
+        self.gc_watched(|_| {}).await
+    }
+
+    /// [`gc`](Self::gc), calling `after_record` with the report so far after each expired
+    /// record it examined (the CLI's progress).
+    pub async fn gc_watched(
+        &self,
+        mut after_record: impl FnMut(&GcReport),
+    ) -> Result<GcReport, FlowError> {
         let mut report = GcReport::default();
         loop {
             let now = self.ports.clock.now();
@@ -39,6 +48,7 @@ impl Service {
                 let collected = self.collect(&record, &mut report).await;
                 run.finish(collected.is_ok());
                 collected?;
+                after_record(&report);
             }
             // A full batch in which nothing could be deleted would come back the same: stop.
             if !full || report.images_deleted == before {

@@ -20,7 +20,7 @@ pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
 pub use messages::{DeadMessage, MessageSender, OutgoingMessage};
 pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
-pub use records::{Records, StoredRecord};
+pub use records::{RecordPage, Records, StoredRecord};
 pub use store_error::StoreError;
 pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};
 pub use uploads::{UploadRecord, UploadRecords, UploadState, UploadUrls};

@@ -15,6 +15,15 @@ pub struct StoredRecord {
     pub version: u64,
 }
 
+/// One page of a walk of the records of one kind ([`Records::scan_records`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordPage {
+    /// Each record with its key.
+    pub records: Vec<(String, StoredRecord)>,
+    /// Where the next page starts; `None` once the walk is over.
+    pub next: Option<String>,
+}
+
 #[async_trait]
 pub trait Records: Send + Sync {
     /// The record of `kind` under `key`; `None` if there is none or it expired at or before
@@ -52,4 +61,20 @@ pub trait Records: Send + Sync {
         expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<u64, StoreError>;
+
+    /// One page of a walk of every live record of `kind`: start with `cursor` `None`, then
+    /// pass each page's `next` until it is `None`. A record present (and live) throughout the
+    /// walk is returned exactly once; one written, deleted or expiring during it may or may
+    /// not be. Records that expired at or before `now` are not returned. A page holds at most
+    /// `limit` records and may hold fewer, even none, and still have a next one (DynamoDB
+    /// filters after reading). A cursor that is not one this walk gave is an error.
+    ///
+    /// For occasional whole walks (`imgest stats`): on DynamoDB it is a table Scan.
+    async fn scan_records(
+        &self,
+        kind: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<RecordPage, StoreError>;
 }

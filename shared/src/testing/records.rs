@@ -1,10 +1,11 @@
 //! The `Records` contract.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{BASE, mins, secs, unique_name};
 use crate::domain::Timestamp;
-use crate::ports::{Records, StoreError, StoredRecord};
+use crate::ports::{RecordPage, Records, StoreError, StoredRecord};
 
 contract_suite!($ records_contract_tests, records, Arc<dyn Records>;
     an_absent_record_reads_as_none,
@@ -17,6 +18,9 @@ contract_suite!($ records_contract_tests, records, Arc<dyn Records>;
     bodies_of_any_length_read_back_as_written,
     a_peek_reads_what_was_written_and_never_an_expired_record,
     concurrent_writers_of_one_version_have_exactly_one_winner,
+    a_walk_returns_every_live_record_of_its_kind_once,
+    a_walk_sees_a_record_changed_during_it_once,
+    a_walk_refuses_a_cursor_it_did_not_give,
 );
 
 /// The kind the checks use (each check uses fresh keys).
@@ -44,6 +48,60 @@ fn record(body: &str, version: u64) -> Option<StoredRecord> {
         body: body.to_owned(),
         version,
     })
+}
+
+/// Pages of a walk a check follows at most: far more than any check's records need, even with
+/// the pages a DynamoDB scan of a table shared with other checks fills with their items.
+const MAX_PAGES: usize = 100_000;
+
+/// One page of a walk of `kind`, checked against `limit`.
+async fn page(
+    r: &dyn Records,
+    kind: &str,
+    cursor: Option<&str>,
+    limit: usize,
+    now: Timestamp,
+) -> RecordPage {
+    let page = r.scan_records(kind, cursor, limit, now).await.unwrap();
+    assert!(
+        page.records.len() <= limit,
+        "{} > {limit}",
+        page.records.len()
+    );
+    page
+}
+
+/// Every record a walk of `kind` at `now` returns, `limit` a page, in the order returned;
+/// `between` runs after the first page.
+async fn walk(
+    r: &dyn Records,
+    kind: &str,
+    limit: usize,
+    now: Timestamp,
+    between: impl AsyncFnOnce(),
+) -> Vec<(String, StoredRecord)> {
+    let first = page(r, kind, None, limit, now).await;
+    between().await;
+    let (mut seen, mut cursor) = (first.records, first.next);
+    for _ in 0..MAX_PAGES {
+        let Some(at) = cursor else {
+            return seen;
+        };
+        let next = page(r, kind, Some(&at), limit, now).await;
+        seen.extend(next.records);
+        cursor = next.next;
+    }
+    panic!("the walk of {kind} did not end within {MAX_PAGES} pages");
+}
+
+/// The walk's records by key, each key seen once.
+fn by_key(seen: Vec<(String, StoredRecord)>) -> BTreeMap<String, StoredRecord> {
+    let mut keys = BTreeMap::new();
+    for (key, record) in seen {
+        let again = keys.insert(key.clone(), record);
+        assert!(again.is_none(), "{key:?} was returned twice");
+    }
+    keys
 }
 
 fn assert_conflict(r: Result<u64, StoreError>) {
@@ -236,4 +294,106 @@ pub async fn concurrent_writers_of_one_version_have_exactly_one_winner(records: 
             .all(|r| matches!(r, Ok(_) | Err(StoreError::Conflict(_)))),
         "{results:?}"
     );
+}
+
+pub async fn a_walk_returns_every_live_record_of_its_kind_once(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    let (kind, other) = (unique_name("walked"), unique_name("not-walked"));
+    let now = BASE.plus(mins(1));
+    let write = async |kind: &str, key: &str, body: &str, expected: Option<u64>, expires_at| {
+        r.put_record(kind, key, body, expected, expires_at, BASE)
+            .await
+            .unwrap()
+    };
+    let long: String = (0..100)
+        .map(|i| format!("{{\"url\":\"https://photos.example/{i}.jpg\"}}"))
+        .collect();
+    let lives = BASE.plus(LIFETIME);
+    let mut expected = BTreeMap::new();
+    for i in 0..7 {
+        // Keys that sort apart from the order they are written in, one long body (stored
+        // deflated where an adapter does), and one record written twice.
+        let key = format!("{}-{i}", 7 - i);
+        let body = if i == 3 {
+            long.clone()
+        } else {
+            format!("{{\"n\":{i}}}")
+        };
+        let mut v = write(&kind, &key, &body, None, lives).await;
+        let mut body = body;
+        if i == 5 {
+            v = write(&kind, &key, "second", Some(v), lives).await;
+            body = "second".to_owned();
+        }
+        expected.insert(key, StoredRecord { body, version: v });
+    }
+    // Expired by `now`, or exactly at it; and records of another kind under the same keys.
+    for (key, expires_at) in [("expired-a", BASE.plus(secs(10))), ("expired-b", now)] {
+        write(&kind, key, "old", None, expires_at).await;
+    }
+    for key in expected.keys() {
+        write(&other, key, "other kind", None, lives).await;
+    }
+
+    for limit in [1, 2, 3, 1000] {
+        let seen = by_key(walk(r, &kind, limit, now, async || {}).await);
+        assert_eq!(seen, expected, "limit {limit}");
+    }
+    // Once they have expired, none.
+    assert!(walk(r, &kind, 3, lives, async || {}).await.is_empty());
+    // A kind with no records: an empty walk.
+    let none = unique_name("empty");
+    assert!(walk(r, &none, 3, now, async || {}).await.is_empty());
+}
+
+pub async fn a_walk_sees_a_record_changed_during_it_once(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    let kind = unique_name("changing");
+    let write = async |key: &str, body: &str, expected: Option<u64>| {
+        r.put_record(&kind, key, body, expected, BASE.plus(LIFETIME), BASE)
+            .await
+            .unwrap()
+    };
+    let mut versions = BTreeMap::new();
+    for i in 0..6 {
+        let key = format!("k{i}");
+        versions.insert(key.clone(), write(&key, "before", None).await);
+    }
+    let seen = by_key(
+        walk(r, &kind, 2, BASE, async || {
+            // Every record is replaced after the first page, and one is added.
+            for (key, v) in &versions {
+                write(key, "after", Some(*v)).await;
+            }
+            write("added", "new", None).await;
+        })
+        .await,
+    );
+    for key in versions.keys() {
+        let record = seen
+            .get(key)
+            .unwrap_or_else(|| panic!("{key} was not seen"));
+        assert!(
+            record.body == "before" || record.body == "after",
+            "{key}: {record:?}"
+        );
+    }
+    // The added record may or may not be seen; nothing else is.
+    assert!(
+        seen.keys()
+            .all(|k| versions.contains_key(k) || k == "added"),
+        "{seen:?}"
+    );
+}
+
+pub async fn a_walk_refuses_a_cursor_it_did_not_give(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    let kind = unique_name("cursor");
+    for cursor in ["not a cursor", "", "[1,2,3]"] {
+        let walked = r.scan_records(&kind, Some(cursor), 10, BASE).await;
+        assert!(
+            matches!(walked, Err(ref e) if !e.is_retryable()),
+            "{cursor:?}: {walked:?}"
+        );
+    }
 }

@@ -758,7 +758,7 @@ impl ImageIndex for DynamoStore {
         limit: usize,
     ) -> Result<ScanPage, StoreError> {
         let (items, next) = self
-            .scan_items(KIND, segment, segments, cursor, limit)
+            .scan_items(KIND, None, segment, segments, cursor, limit)
             .await?;
         Ok(ScanPage {
             records: items

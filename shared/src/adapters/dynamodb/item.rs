@@ -220,6 +220,12 @@ impl Expr {
         format!("{name} {op} {value}")
     }
 
+    /// `begins_with(attr, prefix)` (for conditions and filters).
+    pub(crate) fn begins_with(&mut self, attr: &str, prefix: &str) -> String {
+        let (name, value) = (self.name(attr), self.value(s(prefix)));
+        format!("begins_with({name}, {value})")
+    }
+
     pub(crate) fn exists(&mut self, attr: &str) -> String {
         format!("attribute_exists({})", self.name(attr))
     }
@@ -270,14 +276,16 @@ mod tests {
             .set_if_absent("gc_at", n(5))
             .remove("ttl");
         let cond = e.eq("state", s("processing"));
+        let prefix = e.begins_with("pk", "rec#crawl#");
         let parts = e.finish();
         assert_eq!(
             parts.update.as_deref(),
             Some("SET #n0 = :v0, #n1 = #n1 + :v1, #n2 = if_not_exists(#n2, :v2) REMOVE #n3")
         );
         assert_eq!(cond, "#n0 = :v3");
-        assert_eq!(parts.names.unwrap().len(), 4);
-        assert_eq!(parts.values.unwrap().len(), 4);
+        assert_eq!(prefix, "begins_with(#n4, :v4)");
+        assert_eq!(parts.names.unwrap().len(), 5);
+        assert_eq!(parts.values.unwrap().len(), 5);
         assert!(Expr::new().finish().update.is_none());
     }
 

@@ -652,7 +652,7 @@ impl OfferLinks for DynamoStore {
         limit: usize,
     ) -> Result<PhotoListPage, StoreError> {
         let (items, next) = self
-            .scan_items(KIND, segment, segments, cursor, limit)
+            .scan_items(KIND, None, segment, segments, cursor, limit)
             .await?;
         let mut lists = Vec::with_capacity(items.len());
         for item in &items {

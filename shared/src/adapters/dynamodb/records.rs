@@ -13,6 +13,10 @@
 //! milliseconds, so they keep increasing after the TTL deleter removed an item. The deleter
 //! waits an hour past expiry ([`TTL_GRACE`]) so that the version of a record that has just
 //! expired is still there to follow.
+//!
+//! A walk of one kind ([`Records::scan_records`]) is a Scan of the whole table filtered on
+//! `sk = rec` and the `pk` prefix `rec#{kind}#`: it reads (and is billed for) every item of
+//! every kind, so it is for occasional whole walks (`imgest stats`), not for lookups.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -27,7 +31,7 @@ use flate2::write::DeflateEncoder;
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
 use super::{DynamoStore, is_condition_failed, sdk_error};
 use crate::domain::Timestamp;
-use crate::ports::{Records, StoreError, StoredRecord};
+use crate::ports::{RecordPage, Records, StoreError, StoredRecord};
 
 const KIND: &str = "rec";
 const BODY: &str = "body";
@@ -47,12 +51,23 @@ const CREATE_ATTEMPTS: u32 = 3;
 /// The item key of a record. A kind is a name in the code (`url`, `crawl`); one with a `#`
 /// could alias another kind's keys (`a#b` + `c` and `a` + `b#c`), so it is refused.
 fn record_key(kind: &str, key_: &str) -> Result<Item, StoreError> {
+    check_kind(kind)?;
+    Ok(key(KIND, &format!("{kind}#{key_}")))
+}
+
+/// The `pk` prefix of the records of `kind`: `rec#{kind}#` (refused as in [`record_key`]).
+fn record_prefix(kind: &str) -> Result<String, StoreError> {
+    check_kind(kind)?;
+    Ok(format!("{KIND}#{kind}#"))
+}
+
+fn check_kind(kind: &str) -> Result<(), StoreError> {
     if kind.contains('#') {
         return Err(StoreError::corrupt(format!(
             "dynamodb: record kind {kind:?} contains '#'"
         )));
     }
-    Ok(key(KIND, &format!("{kind}#{key_}")))
+    Ok(())
 }
 
 /// One past `previous`, and never less than the clock in milliseconds (see the module doc).
@@ -250,6 +265,36 @@ impl Records for DynamoStore {
         }
         Err(conflict(kind, key, expected))
     }
+
+    async fn scan_records(
+        &self,
+        kind: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<RecordPage, StoreError> {
+        let prefix = record_prefix(kind)?;
+        let (items, next) = self
+            .scan_items(KIND, Some(&prefix), 0, 1, cursor, limit)
+            .await?;
+        let mut records = Vec::with_capacity(items.len());
+        for item in &items {
+            let key_ = match item.get(PK) {
+                Some(AttributeValue::S(pk)) => pk.strip_prefix(prefix.as_str()),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                StoreError::corrupt(format!(
+                    "dynamodb: a scan for {prefix}* returned item {:?}",
+                    item.get(PK)
+                ))
+            })?;
+            if let Some(record) = live(Some(raw_from_item(item, kind, key_)?), now) {
+                records.push((key_.to_owned(), record));
+            }
+        }
+        Ok(RecordPage { records, next })
+    }
 }
 
 #[cfg(test)]
@@ -282,6 +327,8 @@ mod tests {
         assert_eq!(key[PK], s("rec#url#image#abc"));
         assert_eq!(key["sk"], s("rec"));
         assert!(record_key("url#x", "y").is_err());
+        assert_eq!(record_prefix("url").unwrap(), "rec#url#");
+        assert!(record_prefix("url#x").is_err());
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! Walks of every item of one kind (the backfill's and the audit's enumerations): DynamoDB's
-//! parallel `Scan` filtered on the sort key, with its `LastEvaluatedKey` as an opaque cursor.
+//! Walks of every item of one kind (the backfill's and the audit's enumerations, the stats'
+//! walk of records): DynamoDB's parallel `Scan` filtered on the sort key (and, for records,
+//! whose kind is in the partition key, on the partition key's prefix), with its
+//! `LastEvaluatedKey` as an opaque cursor.
 
 use std::collections::HashMap;
 
@@ -31,13 +33,15 @@ fn key_of_cursor(cursor: &str) -> Result<Item, StoreError> {
 }
 
 impl DynamoStore {
-    /// One page of part `segment` of `segments` of a scan of the items of `kind`, read
-    /// consistently, and where the next page starts. `limit` counts the items read, of any
-    /// kind (the filter applies after the read), so a page may hold fewer, or none, and still
+    /// One page of part `segment` of `segments` of a scan of the items of `kind` (and, with
+    /// `pk_prefix`, only those whose `pk` begins with it), read consistently, and where the
+    /// next page starts. `limit` counts the items read, of any kind (the filter applies after
+    /// the read, and the read is billed whole), so a page may hold fewer, or none, and still
     /// have a next one.
     pub(super) async fn scan_items(
         &self,
         kind: &str,
+        pk_prefix: Option<&str>,
         segment: u32,
         segments: u32,
         cursor: Option<&str>,
@@ -47,7 +51,10 @@ impl DynamoStore {
         let segment = segment.min(segments - 1);
         let start = cursor.map(key_of_cursor).transpose()?;
         let mut e = Expr::new();
-        let filter = e.eq(SK, s(kind));
+        let mut filter = e.eq(SK, s(kind));
+        if let Some(prefix) = pk_prefix {
+            filter = format!("{filter} AND {}", e.begins_with(PK, prefix));
+        }
         let parts = e.finish();
         let out = self
             .client

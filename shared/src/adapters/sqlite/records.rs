@@ -5,6 +5,10 @@
 //! deletes it (a few at a time, so no write pays for a backlog). While the row is kept, the next
 //! version is derived from it; once it is gone, from the clock (see [`next_version`]), so a
 //! writer that read a version before the record expired can never match a newer record's.
+//!
+//! A walk of one kind ([`Records::scan_records`]) reads the primary key in key order, each page
+//! starting after the last key of the one before (carried in the cursor), so a record present
+//! throughout is read once however the rows around it change.
 
 use std::time::Duration;
 
@@ -12,9 +16,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::images::{commit, immediate};
-use super::{SqliteStore, sql_error};
+use super::{SqliteStore, sql_error, sql_limit};
 use crate::domain::Timestamp;
-use crate::ports::{Records, StoreError, StoredRecord};
+use crate::ports::{RecordPage, Records, StoreError, StoredRecord};
 
 /// How long an expired row is kept before it may be deleted.
 const DELETE_GRACE: Duration = Duration::from_secs(3600);
@@ -101,6 +105,72 @@ fn put_tx(
     Ok(version)
 }
 
+/// A walk's cursor: the kind and the last key read, as JSON (so a cursor of another kind's
+/// walk, or no cursor at all, is refused rather than silently starting somewhere else).
+fn cursor_of(kind: &str, last_key: &str) -> String {
+    serde_json::json!([kind, last_key]).to_string()
+}
+
+/// The key after which the page starts.
+fn key_of_cursor(kind: &str, cursor: &str) -> Result<String, StoreError> {
+    match serde_json::from_str::<[String; 2]>(cursor) {
+        Ok([of, key]) if of == kind => Ok(key),
+        _ => Err(StoreError::corrupt(format!(
+            "sqlite: {cursor:?} is not a cursor of a walk of {kind} records"
+        ))),
+    }
+}
+
+fn scan_page(
+    conn: &Connection,
+    kind: &str,
+    cursor: Option<&str>,
+    limit: usize,
+    now: Timestamp,
+) -> Result<RecordPage, StoreError> {
+    let after = cursor.map(|c| key_of_cursor(kind, c)).transpose()?;
+    let limit = limit.max(1);
+    // Two statements rather than `(?2 IS NULL OR key > ?2)`, which would keep SQLite from
+    // seeking the primary key to the cursor.
+    let sql = match after {
+        None => {
+            "SELECT key, body, version FROM records \
+             WHERE kind = ?1 AND expires_at > ?2 ORDER BY key LIMIT ?3"
+        }
+        Some(_) => {
+            "SELECT key, body, version FROM records \
+             WHERE kind = ?1 AND expires_at > ?2 AND key > ?4 ORDER BY key LIMIT ?3"
+        }
+    };
+    let rows: Vec<(String, String, i64)> = conn
+        .prepare_cached(sql)
+        .and_then(|mut st| {
+            let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
+            match &after {
+                None => st.query_map(params![kind, now.as_millis(), sql_limit(limit)], row),
+                Some(after) => {
+                    st.query_map(params![kind, now.as_millis(), sql_limit(limit), after], row)
+                }
+            }?
+            .collect()
+        })
+        .map_err(|e| sql_error("walking records", e))?;
+    // A full page may be the last one: the next then comes back empty, with no next.
+    let next = if rows.len() >= limit {
+        rows.last().map(|(key, _, _)| cursor_of(kind, key))
+    } else {
+        None
+    };
+    let records = rows
+        .into_iter()
+        .map(|(key, body, v)| {
+            let version = version_of(v, kind, &key)?;
+            Ok((key, StoredRecord { body, version }))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(RecordPage { records, next })
+}
+
 #[async_trait]
 impl Records for SqliteStore {
     async fn get_record(
@@ -145,6 +215,18 @@ impl Records for SqliteStore {
     ) -> Result<u64, StoreError> {
         let (kind, key, body) = (kind.to_owned(), key.to_owned(), body.to_owned());
         self.run(move |conn| put_tx(conn, &kind, &key, &body, expected, expires_at, now))
+            .await
+    }
+
+    async fn scan_records(
+        &self,
+        kind: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<RecordPage, StoreError> {
+        let (kind, cursor) = (kind.to_owned(), cursor.map(str::to_owned));
+        self.run(move |conn| scan_page(conn, &kind, cursor.as_deref(), limit, now))
             .await
     }
 }

@@ -38,6 +38,7 @@ pub use self::downloads::ProcessedDownload;
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
 pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
 use self::pacer::Pacer;
+pub(super) use self::records::for_each_latest_crawl;
 
 /// The queue results are sent to.
 pub const RESULTS_QUEUE: &str = "results";

@@ -9,10 +9,11 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tracing::warn;
 
 use crate::domain::UrlHash;
 use crate::domain::{ClientId, ImageId, OfferKey, Timestamp};
-use crate::fetch::Validator;
+use crate::fetch::{FetchErrorKind, Validator};
 use crate::flows::FlowError;
 use crate::flows::crawl::messages::{CrawlState, PhotoError, PhotoStatus};
 use crate::ports::{Records, StoreError, StoredRecord};
@@ -130,6 +131,71 @@ impl CrawlRecord {
         self.photos
             .iter()
             .all(|p| !matches!(p.status, PhotoStatus::Pending))
+    }
+}
+
+/// A photo of an offer's latest crawl, as [`for_each_latest_crawl`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::flows) struct CrawledPhoto<'a> {
+    /// The host of its URL (see [`host_of`](super::host_of)); `None` for a URL that does not
+    /// parse or names no host.
+    pub host: Option<&'a str>,
+    /// Why it failed, if it did.
+    pub failed: Option<FetchErrorKind>,
+}
+
+/// Walks every offer's latest crawl (the live crawl records), `page` records at a time, and
+/// calls `each` with each crawl's photos.
+///
+/// Returns how many records were left out because their body does not parse: each is logged
+/// and skipped, so that one damaged record does not hide what all the others say.
+pub(in crate::flows) async fn for_each_latest_crawl(
+    records: &dyn Records,
+    now: Timestamp,
+    page: usize,
+    mut each: impl FnMut(&[CrawledPhoto<'_>]),
+) -> Result<u64, FlowError> {
+    let mut unreadable = 0;
+    let mut cursor: Option<String> = None;
+    loop {
+        let walked = records
+            .scan_records(CRAWL_KIND, cursor.as_deref(), page, now)
+            .await?;
+        for (key, stored) in &walked.records {
+            let crawl: CrawlRecord = match parse(CRAWL_KIND, key, &stored.body) {
+                Ok(crawl) => crawl,
+                Err(e) => {
+                    unreadable += 1;
+                    warn!(offer = %key, error = %e, "a crawl record was left out of a walk");
+                    continue;
+                }
+            };
+            let urls: Vec<Option<url::Url>> = crawl
+                .photos
+                .iter()
+                .map(|p| url::Url::parse(&p.url).ok())
+                .collect();
+            let photos: Vec<CrawledPhoto<'_>> = crawl
+                .photos
+                .iter()
+                .zip(&urls)
+                .map(|(photo, url)| CrawledPhoto {
+                    host: url
+                        .as_ref()
+                        .filter(|u| u.host_str().is_some_and(|h| !h.is_empty()))
+                        .map(super::host_of),
+                    failed: match &photo.status {
+                        PhotoStatus::Failed { error } => Some(error.kind),
+                        PhotoStatus::Pending | PhotoStatus::Ok { .. } => None,
+                    },
+                })
+                .collect();
+            each(&photos);
+        }
+        match walked.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(unreadable),
+        }
     }
 }
 
@@ -273,4 +339,109 @@ fn parse<T: DeserializeOwned>(kind: &str, key: &str, body: &str) -> Result<T, Fl
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::adapters::SqliteStore;
+
+    const T: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+
+    fn crawl(photos: &[(&str, PhotoStatus)]) -> String {
+        serde_json::to_string(&CrawlRecord {
+            crawl_id: "c1".into(),
+            client_id: ClientId::parse("acme").unwrap(),
+            fingerprint: "f".into(),
+            state: CrawlState::Done,
+            started_at: T,
+            settled_at: Some(T),
+            photos: photos
+                .iter()
+                .map(|(url, status)| CrawlPhoto {
+                    url: (*url).to_owned(),
+                    url_hash: None,
+                    status: status.clone(),
+                })
+                .collect(),
+        })
+        .unwrap()
+    }
+
+    fn failed(kind: FetchErrorKind) -> PhotoStatus {
+        PhotoStatus::Failed {
+            error: PhotoError::new(kind, None, 1),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_walk_gives_each_live_crawls_photos_and_counts_the_records_that_do_not_parse() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let (lives, expired) = (
+            T.plus(Duration::from_secs(3600)),
+            T.plus(Duration::from_secs(1)),
+        );
+        let put = async |kind: &str, key: &str, body: &str, expires_at| {
+            store
+                .put_record(kind, key, body, None, expires_at, T)
+                .await
+                .unwrap();
+        };
+        let one = crawl(&[
+            (
+                "https://Photos.Example:8443/a.jpg",
+                failed(FetchErrorKind::NotFound),
+            ),
+            ("https://photos.example/b.jpg", PhotoStatus::Pending),
+            ("not a url", failed(FetchErrorKind::InvalidUrl)),
+            (
+                "mailto:someone@example.com",
+                failed(FetchErrorKind::InvalidUrl),
+            ),
+        ]);
+        put(CRAWL_KIND, "acme/o1", &one, lives).await;
+        put(CRAWL_KIND, "acme/o2", &crawl(&[]), lives).await;
+        put(CRAWL_KIND, "acme/broken", "{\"photos\": 3}", lives).await;
+        put(
+            CRAWL_KIND,
+            "acme/old",
+            &crawl(&[("https://old.example/x.jpg", PhotoStatus::Pending)]),
+            expired,
+        )
+        .await;
+        put(URL_KIND, "u1", "{}", lives).await;
+
+        let mut seen = Vec::new();
+        let now = T.plus(Duration::from_secs(2));
+        let unreadable = for_each_latest_crawl(&store, now, 1, |photos| {
+            seen.push(
+                photos
+                    .iter()
+                    .map(|p| (p.host.map(str::to_owned), p.failed))
+                    .collect::<Vec<_>>(),
+            );
+        })
+        .await
+        .unwrap();
+        assert_eq!(unreadable, 1);
+        assert_eq!(
+            seen,
+            [
+                vec![
+                    (
+                        Some("photos.example:8443".to_owned()),
+                        Some(FetchErrorKind::NotFound)
+                    ),
+                    (Some("photos.example".to_owned()), None),
+                    (None, Some(FetchErrorKind::InvalidUrl)),
+                    (None, Some(FetchErrorKind::InvalidUrl)),
+                ],
+                vec![],
+            ]
+        );
+    }
 }
