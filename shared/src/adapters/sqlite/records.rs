@@ -115,7 +115,7 @@ fn cursor_of(kind: &str, last_key: &str) -> String {
 fn key_of_cursor(kind: &str, cursor: &str) -> Result<String, StoreError> {
     match serde_json::from_str::<[String; 2]>(cursor) {
         Ok([of, key]) if of == kind => Ok(key),
-        _ => Err(StoreError::corrupt(format!(
+        _ => Err(StoreError::BadCursor(format!(
             "sqlite: {cursor:?} is not a cursor of a walk of {kind} records"
         ))),
     }
