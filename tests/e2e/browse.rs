@@ -118,17 +118,7 @@ async fn hostile_queries(app: &TestApp, aws: bool) {
         "/v1/operator/images?orphans=maybe",
         "/v1/operator/images?offset=3",
         long_cursor.as_str(),
-    ] {
-        let r = app.get(path).await;
-        assert_eq!(
-            (r.status, r.kind()),
-            (400, "invalid_query"),
-            "{path}: {}",
-            r.json
-        );
-    }
-    // Not a cursor this API gives out (URL-safe base64 of the store's position).
-    for path in [
+        // Not a cursor this API gives out (URL-safe base64 of the store's position).
         "/v1/operator/images?cursor=%FF%FE",
         "/v1/operator/images?cursor=a",
         "/v1/operator/images?cursor=_w",
