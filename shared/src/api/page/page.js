@@ -86,16 +86,7 @@ function render() {
       item.className = "photo";
       item.dataset.state = photo.state;
       if (photo.id) item.dataset.imageId = photo.id;
-      if (photo.thumb) {
-        const img = document.createElement("img");
-        img.src = photo.thumb;
-        img.alt = photo.name || photo.id;
-        item.append(img);
-      } else {
-        const placeholder = document.createElement("div");
-        placeholder.className = "placeholder";
-        item.append(placeholder);
-      }
+      item.append(preview(photo.thumb, photo.name || photo.id));
       const label = document.createElement("p");
       label.className = "state";
       label.textContent = photo.error ? `${photo.state}: ${photo.error}` : photo.state;
@@ -111,6 +102,19 @@ function render() {
       return item;
     }),
   );
+}
+
+// A photo's thumb, or a grey square while it has none.
+function preview(src, alt) {
+  if (!src) {
+    const placeholder = document.createElement("div");
+    placeholder.className = "placeholder";
+    return placeholder;
+  }
+  const img = document.createElement("img");
+  img.src = src;
+  img.alt = alt;
+  return img;
 }
 
 function button(text, label, action, index, disabled) {
@@ -291,21 +295,13 @@ function imageItem(image) {
   item.className = "image";
   item.dataset.imageId = image.image_id;
   item.dataset.offers = String(image.offers);
-  const thumb = thumbOf(image);
-  const preview = document.createElement(thumb ? "img" : "div");
-  if (thumb) {
-    preview.src = thumb;
-    preview.alt = `Image ${image.image_id}`;
-  } else {
-    preview.className = "placeholder";
-  }
   const id = document.createElement("p");
   id.textContent = `${image.image_id} (${image.width}×${image.height} ${image.format})`;
   const use = document.createElement("p");
   use.textContent = image.offers > 0
     ? `Linked by ${image.offers} offer${image.offers === 1 ? "" : "s"}.`
     : `Orphan: collected after ${new Date(image.expires_at).toLocaleString()}.`;
-  item.append(preview, id, use);
+  item.append(preview(thumbOf(image), `Image ${image.image_id}`), id, use);
   return item;
 }
 
