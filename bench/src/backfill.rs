@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use imgest_shared::flows::Service;
-use imgest_shared::flows::backfill::RunState;
-use imgest_shared::pipeline::{Pipeline, PipelineConfig};
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::Settings;
+use imgest_flows::Service;
+use imgest_flows::backfill::RunState;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_pipeline::{Pipeline, PipelineConfig};
+use imgest_settings::Settings;
 
 use crate::data_dir::TempDir;
 use crate::init_logs;
@@ -113,7 +113,7 @@ async fn work(service: Arc<Service>, images: usize) -> Result<(Duration, u64)> {
 
 pub async fn run(o: Options) -> Result<()> {
     init_logs("warn");
-    imgest_shared::fetch::install_default_provider();
+    imgest_download::install_default_provider();
     let dir = TempDir::new("backfill", "run")?;
     let old_variants = PipelineConfig::default().variants.to_string();
     let vars = std::collections::HashMap::from([
@@ -168,7 +168,7 @@ pub async fn run(o: Options) -> Result<()> {
 
     let mut stale = 0;
     for i in 0..o.images {
-        let id = imgest_shared::domain::ImageId::of_bytes(&photo(i));
+        let id = imgest_core::domain::ImageId::of_bytes(&photo(i));
         let record = service.ports().images.get(&id).await?;
         if record.and_then(|r| r.variant_set().cloned())
             != Some(service.pipeline().version().clone())

@@ -31,7 +31,7 @@ fn photo(i: usize) -> (&'static str, Vec<u8>) {
 }
 
 pub async fn run(url: &str, count: usize) -> anyhow::Result<()> {
-    imgest_shared::fetch::install_default_provider();
+    imgest_download::install_default_provider();
     let photos: Vec<_> = (0..count).map(photo).collect();
     let megapixels =
         |b: &[u8]| image_size(b).map_or(0.0, |(w, h)| f64::from(w) * f64::from(h) / 1e6);

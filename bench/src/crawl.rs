@@ -25,13 +25,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use imgest_core::domain::{ClientId, OfferId};
+use imgest_core::ports::TaskQueue;
+use imgest_flows::crawl::messages::CrawlRequest;
+use imgest_flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::domain::{ClientId, OfferId};
-use imgest_shared::flows::crawl::messages::CrawlRequest;
-use imgest_shared::flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
-use imgest_shared::ports::TaskQueue;
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::Settings;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::Settings;
 
 use crate::data_dir::TempDir;
 use crate::init_logs;
@@ -617,7 +617,7 @@ fn ms(d: Duration) -> String {
 
 pub async fn run(quick: bool) -> Result<()> {
     init_logs("error");
-    imgest_shared::fetch::install_default_provider();
+    imgest_download::install_default_provider();
     let sizes = if quick {
         Sizes {
             ticks: 20,

@@ -45,12 +45,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use imgest_core::domain::{ClientId, OfferId, OfferKey};
+use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
+use imgest_flows::crawl::{CrawlMetricsSnapshot, Crawler, tier_queue};
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::domain::{ClientId, OfferId, OfferKey};
-use imgest_shared::flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
-use imgest_shared::flows::crawl::{CrawlMetricsSnapshot, Crawler, tier_queue};
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::Settings;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::Settings;
 
 use crate::data_dir::TempDir;
 use crate::init_logs;
@@ -115,7 +115,7 @@ pub async fn run(options: Options) -> Result<()> {
     // As `imgest crawl`: warnings and errors only (the intake function logs at info, one
     // line per settled crawl; IMGEST_LOG=info measures that too).
     init_logs("warn");
-    imgest_shared::fetch::install_default_provider();
+    imgest_download::install_default_provider();
     ensure!(options.urls > 0, "--urls must be at least 1");
     ensure!(options.concurrency > 0, "--concurrency must be at least 1");
     let offers = options.urls.div_ceil(URLS_PER_OFFER);

@@ -116,7 +116,7 @@ enum Command {
 }
 
 pub(crate) fn init_logs(default: &str) {
-    imgest_shared::telemetry::init(default);
+    imgest_core::telemetry::init(default);
 }
 
 fn main() -> ExitCode {

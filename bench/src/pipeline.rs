@@ -6,22 +6,22 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use imgest_shared::app;
-use imgest_shared::domain::ImageId;
-use imgest_shared::pipeline::Processed;
-use imgest_shared::settings::Settings;
-use imgest_shared::telemetry::metrics::{self, Exporter};
+use imgest_core::domain::ImageId;
+use imgest_core::telemetry::metrics;
+use imgest_pipeline::Processed;
+use imgest_settings::Settings;
+
 use serde_json::{Value, json};
 
 /// `pipeline`: for each file, `rounds` timed runs (after one untimed warm-up run) of what
 /// a new upload costs in CPU: MD5 of the bytes, then the whole pipeline. One JSON line a file.
 pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
-    imgest_shared::telemetry::init("warn");
+    imgest_core::telemetry::init("warn");
     // The stages record at IMGEST_METRICS's level, into the local runner's exporter, so that
     // bench/metrics.sh can compare the levels on the same binary.
-    metrics::install(Exporter::Prometheus)?;
+    imgest_local::prometheus::install()?;
     let settings = Settings::from_env()?;
-    let pipeline = app::pipeline(&settings)?;
+    let pipeline = imgest_flows::configure::pipeline(&settings)?;
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

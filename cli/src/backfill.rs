@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Subcommand;
-use imgest_shared::flows::Service;
-use imgest_shared::flows::backfill::{BackfillStatus, RunState};
+use imgest_flows::Service;
+use imgest_flows::backfill::{BackfillStatus, RunState};
 
-use imgest_shared::settings::Backend;
+use imgest_settings::Backend;
 
 use crate::commands::operator_service;
 use crate::progress::Progress;
@@ -140,8 +140,8 @@ fn print_status(status: &BackfillStatus, elapsed: Option<Duration>) {
         run.queued,
         status.pending,
         run.scanned,
-        (run.pass + 1).min(imgest_shared::flows::backfill::PASSES.len()),
-        imgest_shared::flows::backfill::PASSES.len(),
+        (run.pass + 1).min(imgest_flows::backfill::PASSES.len()),
+        imgest_flows::backfill::PASSES.len(),
     );
     // This process's own rate while it works; the run's since it started otherwise.
     let rate = match elapsed.filter(|e| !e.is_zero()) {

@@ -6,20 +6,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use imgest_shared::app;
-use imgest_shared::auth::{LocalIssuer, TokenSpec};
-use imgest_shared::flows::Service;
-use imgest_shared::flows::audit::AuditScope;
-use imgest_shared::ports::SystemClock;
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::{Backend, Settings};
-use imgest_shared::telemetry::metrics;
+use imgest_core::ports::SystemClock;
+use imgest_flows::Service;
+use imgest_flows::audit::AuditScope;
+use imgest_http::auth::{LocalIssuer, TokenSpec};
+use imgest_local::app;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::{Backend, Settings};
 
 use crate::progress::Progress;
 use tracing::info;
 
 pub(crate) fn init_logs(default: &str) {
-    imgest_shared::telemetry::init(default);
+    imgest_core::telemetry::init(default);
 }
 
 /// The settings, which must name the embedded backend: `command` keeps its queues in the
@@ -64,7 +63,7 @@ pub(crate) async fn runner_without_api(settings: &Settings) -> Result<LocalRunne
 pub async fn serve() -> Result<()> {
     init_logs("info");
     let settings = embedded_settings("serve")?;
-    let metrics = metrics::install(metrics::Exporter::Prometheus)?;
+    let metrics = imgest_local::prometheus::install()?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding {}", settings.listen))?;
@@ -93,7 +92,7 @@ pub async fn serve() -> Result<()> {
 pub async fn process(out: Option<PathBuf>, json: bool, files: Vec<PathBuf>) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
-    let pipeline = Arc::new(app::pipeline(&settings)?);
+    let pipeline = Arc::new(imgest_flows::configure::pipeline(&settings)?);
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -110,7 +109,7 @@ pub async fn process(out: Option<PathBuf>, json: bool, files: Vec<PathBuf>) -> R
         })
         .await?;
         let ms = started.elapsed().as_secs_f64() * 1000.0;
-        let id = imgest_shared::domain::ImageId::of_bytes(&bytes);
+        let id = imgest_core::domain::ImageId::of_bytes(&bytes);
         match result {
             Ok(processed) => {
                 times.push(ms);
@@ -158,8 +157,8 @@ pub async fn process(out: Option<PathBuf>, json: bool, files: Vec<PathBuf>) -> R
 /// One processed file, as `imgest process` prints it: a line, or a JSON object.
 fn processed_line(
     file: &std::path::Path,
-    id: &imgest_shared::domain::ImageId,
-    processed: &imgest_shared::pipeline::Processed,
+    id: &imgest_core::domain::ImageId,
+    processed: &imgest_pipeline::Processed,
     ms: f64,
     json: bool,
 ) -> String {
@@ -348,7 +347,7 @@ pub async fn audit(dry_run: bool, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn print_audit(r: &imgest_shared::flows::audit::AuditReport, dry_run: bool) {
+fn print_audit(r: &imgest_flows::audit::AuditReport, dry_run: bool) {
     println!(
         "audit{}: {} images checked: {} with missing files ({} repaired, {} broken); {} offers counted: {} link counts too high, {} too low, {} corrected, {} left (changed in the last {}); {} links to images with no record",
         if dry_run { " (dry run)" } else { "" },
@@ -361,14 +360,14 @@ fn print_audit(r: &imgest_shared::flows::audit::AuditReport, dry_run: bool) {
         r.link_counts_too_low,
         r.link_counts_corrected,
         r.link_counts_unsettled,
-        humantime::format_duration(imgest_shared::flows::audit::SETTLE),
+        humantime::format_duration(imgest_flows::audit::SETTLE),
         r.links_to_missing_images,
     );
 }
 
 pub async fn sweep(dry_run: bool, json: bool) -> Result<()> {
     let (settings, service) = operator_service().await?;
-    let progress = Progress::new(imgest_shared::domain::SHARD_COUNT as u64, "shards");
+    let progress = Progress::new(imgest_core::domain::SHARD_COUNT as u64, "shards");
     let r = service
         .sweep_watched(dry_run, |so_far| {
             progress.inc();

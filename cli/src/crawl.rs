@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use imgest_shared::app;
-use imgest_shared::domain::OfferKey;
-use imgest_shared::flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
-use imgest_shared::flows::crawl::{Crawler, RESULTS_QUEUE, tier_queue};
-use imgest_shared::ports::SystemClock;
-use imgest_shared::runner::LocalRunner;
+use imgest_core::domain::OfferKey;
+use imgest_core::ports::SystemClock;
+use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
+use imgest_flows::crawl::{Crawler, RESULTS_QUEUE, tier_queue};
+use imgest_local::app;
+use imgest_local::runner::LocalRunner;
 
 use crate::commands::{embedded_settings, init_logs, runner_without_api};
 use crate::progress::Progress;

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use imgest_download::AllowedPorts;
+use imgest_flows::crawl::Crawler;
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::app;
-use imgest_shared::auth::{LocalIssuer, TokenSpec};
-use imgest_shared::fetch::AllowedPorts;
-use imgest_shared::flows::crawl::Crawler;
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::{AuthSettings, Backend};
+use imgest_http::auth::{LocalIssuer, TokenSpec};
+use imgest_local::app;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::{AuthSettings, Backend};
 use serde_json::{Value, json};
 
 use crate::commands::embedded_settings;
@@ -371,7 +371,7 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     let base = runner.base_url().to_owned();
     let tour = Tour {
         client: {
-            imgest_shared::fetch::install_default_provider();
+            imgest_download::install_default_provider();
             reqwest::Client::new()
         },
         base: base.clone(),

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use imgest_shared::auth::TokenSpec;
+use imgest_http::auth::TokenSpec;
 
 #[derive(Parser)]
 #[command(

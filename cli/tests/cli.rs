@@ -7,9 +7,9 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-use imgest_shared::app;
-use imgest_shared::ports::ManualClock;
-use imgest_shared::settings::{Backend, Settings};
+use imgest_core::ports::ManualClock;
+use imgest_local::app;
+use imgest_settings::{Backend, Settings};
 
 fn imgest(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_imgest"));

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 
 use std::time::Duration;
 
-use imgest_shared::auth::{LocalIssuer, TokenSpec};
+use imgest_http::auth::{LocalIssuer, TokenSpec};
 use reqwest::StatusCode;
 
 /// A running `imgest serve` on a free loopback port, killed when dropped.
@@ -63,7 +63,7 @@ fn photo() -> Vec<u8> {
 }
 
 fn client() -> reqwest::Client {
-    imgest_shared::fetch::install_default_provider();
+    imgest_download::install_default_provider();
     reqwest::Client::new()
 }
 

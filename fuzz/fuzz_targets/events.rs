@@ -18,12 +18,12 @@
 use std::cell::Cell;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_shared::adapters::dynamodb::removed_images;
-use imgest_shared::auth::{Caller, gateway};
-use imgest_shared::domain::{NormalizationRules, NormalizedUrl, redacted};
-use imgest_shared::flows::crawl::messages::{CrawlRequest, FetchTask};
-use imgest_shared::handlers::process::{Work, work_in};
-use imgest_shared::handlers::sqs_items;
+use imgest_aws::dynamodb::removed_images;
+use imgest_http::auth::{Caller, gateway};
+use imgest_core::domain::{NormalizationRules, NormalizedUrl, redacted};
+use imgest_flows::crawl::messages::{CrawlRequest, FetchTask};
+use imgest_lambda::process::{Work, work_in};
+use imgest_lambda::sqs_items;
 use libfuzzer_sys::fuzz_target;
 
 const KINDS: u8 = 6;

@@ -17,9 +17,9 @@
 
 use std::fmt::Debug;
 
-use imgest_shared::api::{CreateUpload, SetPhotos};
-use imgest_shared::domain::{NormalizationRules, NormalizedUrl, redacted};
-use imgest_shared::flows::crawl::messages::{CrawlRequest, CrawlResult, FetchTask, ProcessMessage};
+use imgest_http::{CreateUpload, SetPhotos};
+use imgest_core::domain::{NormalizationRules, NormalizedUrl, redacted};
+use imgest_flows::crawl::messages::{CrawlRequest, CrawlResult, FetchTask, ProcessMessage};
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

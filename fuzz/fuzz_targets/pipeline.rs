@@ -10,7 +10,7 @@
 
 use std::sync::LazyLock;
 
-use imgest_shared::pipeline::{Pipeline, PipelineConfig};
+use imgest_pipeline::{Pipeline, PipelineConfig};
 use libfuzzer_sys::fuzz_target;
 
 /// One pipeline for the whole run, as a function instance keeps one (its working memory is

@@ -13,7 +13,7 @@
 //!   an error message may show it, whether the whole text parses or not.
 #![no_main]
 
-use imgest_shared::domain::{NormalizationRules, NormalizedUrl, UrlHash, redacted};
+use imgest_core::domain::{NormalizationRules, NormalizedUrl, UrlHash, redacted};
 use libfuzzer_sys::fuzz_target;
 use url::{Position, Url};
 

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use imgest_shared::domain::{BlobKey, ImageId, ImageRecord};
-use imgest_shared::flows::audit::{AuditScope, SETTLE};
+use imgest_core::domain::{BlobKey, ImageId, ImageRecord};
+use imgest_flows::audit::{AuditScope, SETTLE};
 
 use crate::support::TestApp;
 
@@ -41,7 +41,7 @@ async fn the_audit_mends_counts_and_files_it_can_and_reports_the_rest() {
     let variant = BlobKey::variant(
         &damaged.id,
         &damaged.generation,
-        &imgest_shared::domain::VariantName::parse("medium").unwrap(),
+        &imgest_core::domain::VariantName::parse("medium").unwrap(),
     );
     let broken = record(&app, &ids[2]).await;
     let blobs = &app.service.ports().blobs;

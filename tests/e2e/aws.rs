@@ -7,10 +7,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_shared::adapters::dynamodb;
-use imgest_shared::domain::{ImageId, ImageState};
-use imgest_shared::flows::crawl::Processing;
-use imgest_shared::handlers;
+use imgest_aws::dynamodb;
+use imgest_core::domain::{ImageId, ImageState};
+use imgest_flows::crawl::Processing;
+use imgest_lambda as handlers;
 use serde_json::Value;
 use tower::ServiceExt;
 

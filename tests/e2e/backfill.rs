@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use imgest_shared::domain::{BlobKey, ImageId, ImageRecord, ImageState};
-use imgest_shared::flows::Service;
-use imgest_shared::flows::backfill::RunState;
+use imgest_core::domain::{BlobKey, ImageId, ImageRecord, ImageState};
+use imgest_flows::Service;
+use imgest_flows::backfill::RunState;
 
 use crate::support::TestApp;
 

@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use imgest_shared::domain::ImageId;
-use imgest_shared::flows::backfill::RunState;
-use imgest_shared::handlers::backfill;
+use imgest_core::domain::ImageId;
+use imgest_flows::backfill::RunState;
+use imgest_lambda::backfill;
 
 use crate::crawl_aws::{CrawlOnAws, drain, take, with_dead_letter_queue};
 

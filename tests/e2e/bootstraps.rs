@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
+use imgest_core::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_runtime_api::{Function, Launch, Outcome};
-use imgest_shared::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
 use serde_json::{Value, json};
 
 use crate::aws::{TtlRemoval, event, ttl_removal};

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use imgest_shared::domain::ImageId;
-use imgest_shared::ports::Claim;
+use imgest_core::domain::ImageId;
+use imgest_core::ports::Claim;
 
 use crate::support::{TestApp, fixture};
 

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use imgest_core::domain::ImageId;
 use imgest_hosts::{PartnerHost, Route, redirect_chain};
-use imgest_shared::domain::ImageId;
 use serde_json::Value;
 
 use crate::support::crawl::{CrawlApp, SLOW_IN_TIER};

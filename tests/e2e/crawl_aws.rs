@@ -10,10 +10,10 @@ use std::collections::HashMap;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use bytes::Bytes;
+use imgest_core::domain::ImageId;
+use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::domain::ImageId;
-use imgest_shared::flows::crawl::{Crawler, Processing};
-use imgest_shared::handlers;
+use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
@@ -72,7 +72,7 @@ pub(crate) async fn with_dead_letter_queue(
     use aws_sdk_sqs::types::QueueAttributeName;
     let dead = sqs
         .create_queue()
-        .queue_name(imgest_shared::testing::aws::unique_name("dead"))
+        .queue_name(imgest_testing::aws::unique_name("dead"))
         .send()
         .await
         .unwrap()
@@ -151,13 +151,13 @@ impl CrawlOnAws {
 
     /// [`start`](Self::start), with the app's settings `vars` besides its queues.
     pub async fn start_with(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
-        let config = imgest_shared::testing::aws::sdk_config(name).await?;
+        let config = imgest_testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();
         for queue in QUEUES {
             let url = sqs
                 .create_queue()
-                .queue_name(imgest_shared::testing::aws::unique_name(queue))
+                .queue_name(imgest_testing::aws::unique_name(queue))
                 .send()
                 .await
                 .unwrap()

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use imgest_shared::auth::unix_now;
+use imgest_http::auth::unix_now;
 use serde_json::{Value, json};
 
 use crate::support::identity::{AUDIENCE, ISSUER, Identity};
@@ -584,7 +584,7 @@ async fn only_variants_are_served_and_originals_and_incoming_bodies_never() {
         "incoming/0123456789abcdef0123456789abcdef",
         "fetched/0123456789abcdef0123456789abcdef",
     ] {
-        let key = imgest_shared::domain::BlobKey::parse(waiting).unwrap();
+        let key = imgest_core::domain::BlobKey::parse(waiting).unwrap();
         app.service
             .ports()
             .blobs

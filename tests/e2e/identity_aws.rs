@@ -83,13 +83,13 @@ pub(crate) fn api_event(who: &str, method: &str, path: &str, body: Option<(&[u8]
 async fn the_api_function_answers_each_caller_as_the_identity_model_says() {
     let test = "identity on the api function";
     // A crawl's result goes to the results queue: it must exist.
-    let Some(config) = imgest_shared::testing::aws::sdk_config(test).await else {
+    let Some(config) = imgest_testing::aws::sdk_config(test).await else {
         return;
     };
     let sqs = aws_sdk_sqs::Client::new(&config);
     let results = sqs
         .create_queue()
-        .queue_name(imgest_shared::testing::aws::unique_name("imgest-results"))
+        .queue_name(imgest_testing::aws::unique_name("imgest-results"))
         .send()
         .await
         .unwrap()

@@ -5,7 +5,7 @@
 use crate::support::{Body, TestApp, fixture};
 
 fn md5_hex(bytes: &[u8]) -> String {
-    imgest_shared::domain::ImageId::of_bytes(bytes).to_string()
+    imgest_core::domain::ImageId::of_bytes(bytes).to_string()
 }
 
 #[tokio::test]

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use imgest_flows::crawl::Processing;
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::flows::crawl::Processing;
-use imgest_shared::handlers;
+use imgest_lambda as handlers;
 use serde_json::json;
 
 use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
@@ -60,8 +60,8 @@ async fn a_slow_host_seen_by_a_fetch_instance_makes_another_intake_start_in_the_
     // Another client's statistics are its own.
     let other = app.crawler(Processing::Handoff, &TIERS);
     let domain = host.base_url().trim_start_matches("http://").to_owned();
-    let acme = imgest_shared::domain::ClientId::parse("acme").unwrap();
-    let tiny = imgest_shared::domain::ClientId::parse("tiny").unwrap();
+    let acme = imgest_core::domain::ClientId::parse("acme").unwrap();
+    let tiny = imgest_core::domain::ClientId::parse("tiny").unwrap();
     assert_eq!(other.start_tier(&acme, &domain).await, 1);
     assert_eq!(other.start_tier(&tiny, &domain).await, 0);
 }
@@ -91,7 +91,7 @@ async fn a_429_seen_by_one_fetch_instance_lowers_the_concurrency_another_uses() 
 
     // The other instance read the host's health before the 429; once its copy is older than
     // FRESH_FOR it reads the shared one again.
-    app.advance_clock(imgest_shared::flows::crawl::FRESH_FOR);
+    app.advance_clock(imgest_flows::crawl::FRESH_FOR);
     let fresh = app.crawler(Processing::Handoff, &vars);
     assert_eq!(fresh.host_concurrency(&domain).await, 4, "a new instance");
     assert_eq!(

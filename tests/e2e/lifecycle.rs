@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_shared::domain::{BlobKey, Generation, ImageId, ImageState};
+use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState};
 
 use crate::support::{TestApp, fixture};
 

@@ -31,17 +31,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fastrand::Rng;
-use imgest_shared::adapters::sqlite::QueueSender;
-use imgest_shared::adapters::{
-    DynamoStore, FsBlobStore, LocalUploadUrls, S3BlobStore, SqliteStore,
-};
-use imgest_shared::domain::{IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId, OfferKey};
-use imgest_shared::flows::sweep::SweepReport;
-use imgest_shared::flows::{FlowError, Policy, Ports, Service};
-use imgest_shared::pipeline::{Pipeline, PipelineConfig};
-use imgest_shared::ports::{BlobStore, Clock, ImageIndex, ManualClock, OfferLinks};
-use imgest_shared::settings::Settings;
-use imgest_shared::testing::crashing::{
+use imgest_aws::{DynamoStore, S3BlobStore};
+use imgest_core::domain::{IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId, OfferKey};
+use imgest_core::ports::{BlobStore, Clock, ImageIndex, ManualClock, OfferLinks};
+use imgest_embedded::sqlite::QueueSender;
+use imgest_embedded::{FsBlobStore, LocalUploadUrls, SqliteStore};
+use imgest_flows::sweep::SweepReport;
+use imgest_flows::{FlowError, Policy, Ports, Service};
+use imgest_pipeline::{Pipeline, PipelineConfig};
+use imgest_settings::Settings;
+use imgest_testing::crashing::{
     ClockedBlobs, Fault, Faults, FaultyBlobs, FaultyImages, FaultyOffers,
 };
 use tokio::task::JoinHandle;
@@ -412,11 +411,7 @@ impl History {
     /// A process about to work on `contents` would wait for an unexpired claim that is not its
     /// own (a dead process's, or a stopped one's): a real one waits until the claim expires,
     /// so the clock moves there first.
-    async fn unblock(
-        &mut self,
-        contents: &[usize],
-        own: Option<&imgest_shared::domain::Generation>,
-    ) {
+    async fn unblock(&mut self, contents: &[usize], own: Option<&imgest_core::domain::Generation>) {
         for &c in contents {
             let Some(record) = self.base.images.get(&self.ctx.ids[c]).await.unwrap() else {
                 continue;
@@ -617,7 +612,7 @@ impl History {
         self.check_all().await?;
         // 6, after an audit past its settle time: every count is exact, keyed links included.
         self.clock
-            .advance(imgest_shared::flows::audit::SETTLE + Duration::from_secs(1));
+            .advance(imgest_flows::audit::SETTLE + Duration::from_secs(1));
         self.log.push("clock + audit settle time".into());
         let op = self.push(Op::Audit);
         self.start(op, Fault::None).await?;
@@ -866,7 +861,7 @@ async fn random_histories_with_crashes_keep_the_storage_invariants_embedded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_histories_with_crashes_keep_the_storage_invariants_on_aws() {
-    let Some(config) = imgest_shared::testing::aws::sdk_config("model on aws").await else {
+    let Some(config) = imgest_testing::aws::sdk_config("model on aws").await else {
         return;
     };
     // A bucket and a table per history: the audit walks the whole table.

@@ -55,7 +55,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path() {
     let image = &done.json["image"];
     assert_eq!(
         image["image_id"],
-        imgest_shared::domain::ImageId::of_bytes(&photo).to_string()
+        imgest_core::domain::ImageId::of_bytes(&photo).to_string()
     );
     assert_eq!(
         (image["width"].as_u64(), image["height"].as_u64()),

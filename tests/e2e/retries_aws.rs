@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
+use imgest_core::domain::ImageId;
+use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::domain::ImageId;
-use imgest_shared::flows::crawl::{Crawler, Processing};
-use imgest_shared::handlers;
+use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
 use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
@@ -166,11 +166,11 @@ async fn a_permanent_failure_is_rechecked_on_schedule_from_its_dynamodb_record()
 #[tokio::test]
 async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_state_machine() {
     const NAME: &str = "retries: long retry-after";
-    let Some(config) = imgest_shared::testing::aws::sdk_config(NAME).await else {
+    let Some(config) = imgest_testing::aws::sdk_config(NAME).await else {
         return;
     };
     let sfn = aws_sdk_sfn::Client::new(&config);
-    let arn = imgest_shared::testing::aws::delayed_send_state_machine(&sfn).await;
+    let arn = imgest_testing::aws::delayed_send_state_machine(&sfn).await;
     // SQS's limit shortened to a second: the host's 2 s is "longer than SQS allows".
     let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start_with(
         NAME,
@@ -199,7 +199,7 @@ async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_stat
     // The retry waits in a state machine execution, which sends it to the tier's queue.
     let retry = take(&sqs, &urls["fetch-0"], 1).await;
     assert_eq!(only(&retry)["attempt"], 1);
-    assert_eq!(imgest_shared::testing::aws::executions(&sfn, &arn).await, 1);
+    assert_eq!(imgest_testing::aws::executions(&sfn, &arn).await, 1);
     fetch(&crawler, retry).await;
     assert_eq!(host.hits("/busy.jpg"), 2);
     process(&crawler, take(&sqs, &urls["process"], 1).await).await;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_shared::domain::{BlobKey, Generation, ImageId};
+use imgest_core::domain::{BlobKey, Generation, ImageId};
 
 use crate::support::{TestApp, fixture};
 

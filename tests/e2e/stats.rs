@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+use imgest_flows::stats::HostFailures;
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::flows::stats::HostFailures;
-use imgest_shared::handlers;
+use imgest_lambda as handlers;
 use serde_json::json;
 
 use crate::crawl_aws::{CrawlOnAws, intake_event, take};

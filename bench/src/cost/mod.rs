@@ -29,15 +29,15 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry,
 };
+use imgest_aws::dynamodb;
+use imgest_core::domain::{ClientId, OfferId, OfferKey};
+use imgest_core::ports::SystemClock;
+use imgest_flows::crawl::messages::CrawlRequest;
+use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
-use imgest_shared::adapters::dynamodb;
-use imgest_shared::app;
-use imgest_shared::domain::{ClientId, OfferId, OfferKey};
-use imgest_shared::flows::crawl::messages::CrawlRequest;
-use imgest_shared::flows::crawl::{Crawler, Processing};
-use imgest_shared::handlers::{self, BatchResponse};
-use imgest_shared::ports::SystemClock;
-use imgest_shared::settings::{Backend, Settings};
+use imgest_lambda::{self as handlers, BatchResponse};
+use imgest_local::app;
+use imgest_settings::{Backend, Settings};
 use serde_json::{Value, json};
 
 use proxy::{Run, Tally};
@@ -74,7 +74,7 @@ const QUEUES: [&str; 6] = [
 
 pub async fn run(options: Options) -> Result<()> {
     crate::init_logs("warn");
-    imgest_shared::fetch::install_default_provider();
+    imgest_download::install_default_provider();
     let upstream = std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -585,7 +585,7 @@ impl Resources {
         let bucket = format!("imgest-cost-{suffix}");
         let table = format!("imgest-cost-{suffix}");
         direct.s3.create_bucket().bucket(&bucket).send().await?;
-        imgest_shared::adapters::dynamodb::create_table(&direct.dynamodb, &table).await?;
+        imgest_aws::dynamodb::create_table(&direct.dynamodb, &table).await?;
         let mut queues = HashMap::new();
         for name in QUEUES {
             let url = direct

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use imgest_shared::api::{ApiState, Edge, router};
-use imgest_shared::auth::Authenticator;
-use imgest_shared::flows::crawl::{Crawler, Processing};
+use imgest_flows::crawl::{Crawler, Processing};
+use imgest_http::auth::Authenticator;
+use imgest_http::{ApiState, Edge, router};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    imgest_shared::telemetry::init_lambda("info")?;
-    let (settings, service) = imgest_shared::app::service_from_env().await?;
+    imgest_lambda::init("info")?;
+    let (settings, service) = imgest_lambda::service_from_env().await?;
     let service = Arc::new(service);
     // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.
     let crawler = Crawler::new(service.clone(), settings.crawl.clone(), Processing::Handoff);

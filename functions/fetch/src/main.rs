@@ -4,15 +4,15 @@
 //! function.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_shared::flows::crawl::Processing;
-use imgest_shared::handlers::{BatchResponse, fetch};
-use imgest_shared::telemetry::metrics::flushed;
+use imgest_flows::crawl::Processing;
+use imgest_lambda::cloudwatch::flushed;
+use imgest_lambda::{BatchResponse, fetch};
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init_lambda("info")?;
-    let crawler = imgest_shared::app::crawler_from_env(Processing::InlineWhenItFits).await?;
+    imgest_lambda::init("info")?;
+    let crawler = imgest_lambda::crawler_from_env(Processing::InlineWhenItFits).await?;
     // The downloader (its TLS roots) is built in the init phase, with the CPU Lambda gives
     // it, rather than during the first download; the other functions never build it.
     crawler.downloader()?;

@@ -1,15 +1,15 @@
 //! The `intake` Lambda function: crawl requests (an offer's photo URLs) from the intake queue.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_shared::flows::crawl::Processing;
-use imgest_shared::handlers::{BatchResponse, intake};
-use imgest_shared::telemetry::metrics::flushed;
+use imgest_flows::crawl::Processing;
+use imgest_lambda::cloudwatch::flushed;
+use imgest_lambda::{BatchResponse, intake};
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init_lambda("info")?;
-    let crawler = imgest_shared::app::crawler_from_env(Processing::Handoff).await?;
+    imgest_lambda::init("info")?;
+    let crawler = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let handled = intake::handle(crawler, event.payload);

@@ -1,14 +1,14 @@
 //! The `scheduled-gc` Lambda function, hourly: GC of expired records, then a batch of the
 //! sweep's shards; on the audit's schedule, the audit of one segment of the index.
 
-use imgest_shared::handlers::scheduled_gc;
-use imgest_shared::telemetry::metrics::flushed;
+use imgest_lambda::cloudwatch::flushed;
+use imgest_lambda::scheduled_gc;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    imgest_shared::telemetry::init_lambda("info")?;
-    let (settings, service) = imgest_shared::app::service_from_env().await?;
+    imgest_lambda::init("info")?;
+    let (settings, service) = imgest_lambda::service_from_env().await?;
     let (service, shards) = (&service, settings.sweep_shards_per_run);
     let audit_segments = settings.audit_segments;
     lambda_runtime::run(service_fn(

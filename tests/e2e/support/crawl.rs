@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use imgest_shared::flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
-use imgest_shared::ports::TaskQueue;
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::Settings;
+use imgest_core::ports::TaskQueue;
+use imgest_flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::Settings;
 use serde_json::{Value, json};
 
 use super::{Reply, reply};
@@ -41,7 +41,7 @@ impl CrawlApp {
     /// Private networks allowed (the hosts are on 127.0.0.1), quick retries, test tiers;
     /// `vars` override any of it.
     pub async fn start(vars: &[(&str, &str)]) -> Self {
-        imgest_shared::fetch::install_default_provider();
+        imgest_download::install_default_provider();
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = [
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),

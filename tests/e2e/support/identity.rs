@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use imgest_shared::auth::{LocalIssuer, TokenSpec};
+use imgest_http::auth::{LocalIssuer, TokenSpec};
 use serde_json::json;
 
 pub const ISSUER: &str = "https://id.marketplace.example/";

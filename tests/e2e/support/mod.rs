@@ -11,15 +11,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use imgest_shared::api;
-use imgest_shared::auth::Authenticator;
-use imgest_shared::flows::Service;
-use imgest_shared::flows::crawl::{Crawler, Processing};
-use imgest_shared::flows::gc::GcReport;
-use imgest_shared::flows::sweep::SweepReport;
-use imgest_shared::ports::ManualClock;
-use imgest_shared::runner::{LocalRunner, RunnerOptions};
-use imgest_shared::settings::Settings;
+use imgest_core::ports::ManualClock;
+use imgest_flows::Service;
+use imgest_flows::crawl::{Crawler, Processing};
+use imgest_flows::gc::GcReport;
+use imgest_flows::sweep::SweepReport;
+use imgest_http as api;
+use imgest_http::auth::Authenticator;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::Settings;
 use serde_json::Value;
 
 pub struct TestApp {
@@ -127,8 +127,8 @@ pub struct AwsStorage {
 
 impl AwsStorage {
     pub async fn create(config: &aws_config::SdkConfig) -> Self {
-        let bucket = imgest_shared::testing::aws::unique_name("imgest-files");
-        let table = imgest_shared::testing::aws::unique_name("imgest-records");
+        let bucket = imgest_testing::aws::unique_name("imgest-files");
+        let table = imgest_testing::aws::unique_name("imgest-records");
         let s3 = aws_sdk_s3::Client::from_conf(
             aws_sdk_s3::config::Builder::from(config)
                 .force_path_style(true)
@@ -136,7 +136,7 @@ impl AwsStorage {
         );
         s3.create_bucket().bucket(&bucket).send().await.unwrap();
         let dynamodb = aws_sdk_dynamodb::Client::new(config);
-        imgest_shared::adapters::dynamodb::create_table(&dynamodb, &table)
+        imgest_aws::dynamodb::create_table(&dynamodb, &table)
             .await
             .unwrap();
         Self {
@@ -161,13 +161,13 @@ impl TestApp {
     /// Starts on the AWS adapters (a fresh bucket and table on the emulator), or `None` when no
     /// emulator is configured and AWS tests are not required (see `testing::aws`).
     pub async fn start_aws(test: &str, vars: &[(&str, &str)]) -> Option<Self> {
-        let config = imgest_shared::testing::aws::sdk_config(test).await?;
+        let config = imgest_testing::aws::sdk_config(test).await?;
         let storage = AwsStorage::create(&config).await;
         Some(Self::start_on(vars, Some((storage.bucket, storage.table))).await)
     }
 
     async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {
-        imgest_shared::fetch::install_default_provider();
+        imgest_download::install_default_provider();
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = vars
             .iter()
@@ -371,7 +371,7 @@ impl TestApp {
         config.variants = variants.parse().unwrap();
         Arc::new(Service::new(
             self.service.ports().clone(),
-            imgest_shared::pipeline::Pipeline::new(config),
+            imgest_pipeline::Pipeline::new(config),
             self.service.policy().clone(),
         ))
     }

@@ -1,0 +1,236 @@
+//! [`DynamoStore`]: image records, offer links, presigned uploads, checkpoints, versioned
+//! records and rate limits in ONE DynamoDB table (single-table design; [`create_table`]
+//! creates it, the SAM template declares the same).
+//!
+//! Every item is keyed by `pk` (`"{kind}#{id}"`) and `sk` (the kind), so kinds never collide
+//! and new kinds can add sort keys later:
+//!
+//! | kind       | pk                   | sk           | attributes                                     |
+//! |------------|----------------------|--------------|------------------------------------------------|
+//! | image      | `image#{id}`         | `image`      | see the `images` module                        |
+//! | offer      | `offer#{id}`         | `offer`      | `photos` (L of S), `version` N, `updated_at` N |
+//! | upload     | `upload#{id}`        | `upload`     | see the `uploads` module                       |
+//! | checkpoint | `checkpoint#{name}`  | `checkpoint` | `value` S                                      |
+//! | record     | `rec#{kind}#{key}`   | `rec`        | see the `records` module                       |
+//! | rate limit | `ratelimit#{client}` | `ratelimit`  | see the `rate_limits` module                   |
+//!
+//! Only image items are ever `image#`: the GC function's stream filter and its handler select
+//! TTL deletions by that prefix, so the TTL deletions of other kinds never reach the GC flow.
+//!
+//! Timestamps are milliseconds since the epoch (N), except `ttl`, which is in SECONDS as
+//! DynamoDB's TTL deleter wants. The deleter lags hours to days, so every read treats a
+//! record by its own expiry fields (`ImageRecord::is_expired`), never by its presence.
+//!
+//! Errors are translated here, at the boundary: a lost condition becomes the flow's outcome
+//! (or `StoreError::Conflict`), throttling, 5xx, timeouts and dispatch failures become
+//! `StoreError::Unavailable` (retryable) and everything else `StoreError::Backend`, keeping
+//! the SDK error as the source.
+
+mod checkpoints;
+mod images;
+mod item;
+mod offers;
+mod rate_limits;
+mod records;
+mod scan;
+mod schema;
+mod stream;
+mod uploads;
+
+use std::fmt::Debug;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
+
+use imgest_core::ports::StoreError;
+
+pub use schema::{GC_INDEX, create_table};
+pub use stream::removed_images;
+
+/// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `Records` and
+/// `RateLimiter` on one DynamoDB table. Cheap to clone (the SDK client is a handle).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    /// A store on `table` (created by the SAM template, or by [`create_table`]).
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The item at `key`, read consistently (decisions follow every read here).
+    pub(crate) async fn get(
+        &self,
+        key: item::Item,
+        context: &str,
+    ) -> Result<Option<item::Item>, StoreError> {
+        self.read_item(key, context, true).await
+    }
+
+    /// The item at `key`; an eventually consistent read (`consistent: false`) costs half and
+    /// may miss the last second's writes.
+    pub(crate) async fn read_item(
+        &self,
+        key: item::Item,
+        context: &str,
+        consistent: bool,
+    ) -> Result<Option<item::Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(consistent)
+            .send()
+            .await
+            .map_err(|e| sdk_error(context, e))?;
+        Ok(out.item)
+    }
+
+    /// An `UpdateItem` of `key` with an expression's parts and an optional condition; callers
+    /// add return values and send.
+    pub(crate) fn update(
+        &self,
+        key: item::Item,
+        parts: item::ExprParts,
+        condition: Option<String>,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .set_update_expression(parts.update)
+            .set_condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+    }
+}
+
+/// Error codes a retry may fix (besides any 5xx status).
+const RETRYABLE_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "Throttling",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "LimitExceededException",
+    "ReplicatedWriteConflictException",
+];
+
+/// Whether the call failed only because its condition expression was false.
+pub(crate) fn is_condition_failed<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
+    e.as_service_error()
+        .and_then(ProvideErrorMetadata::code)
+        .is_some_and(|c| c == "ConditionalCheckFailedException")
+}
+
+/// The service error's code, if the service answered with one.
+pub(crate) fn error_code<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> Option<&str> {
+    e.as_service_error().and_then(ProvideErrorMetadata::code)
+}
+
+/// Translates an SDK error: retryable failures to `Unavailable`, the rest to `Backend`.
+pub(crate) fn sdk_error<E>(context: &str, e: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let retryable = match &e {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(s) => {
+            s.err().code().is_some_and(|c| RETRYABLE_CODES.contains(&c))
+                || s.raw().status().is_server_error()
+        }
+        _ => false,
+    };
+    let message = match error_code(&e) {
+        Some(code) => format!("dynamodb: {context}: {code}"),
+        None => format!("dynamodb: {context}"),
+    };
+    if retryable {
+        StoreError::unavailable(message, e)
+    } else {
+        StoreError::backend(message, e)
+    }
+}
+
+/// A request builder refused a missing required field: a bug here, not bad input.
+pub(crate) fn build_error(context: &str, e: BuildError) -> StoreError {
+    StoreError::backend(format!("dynamodb: building {context}"), e)
+}
+
+/// Sleeps before retry `attempt` (0-based) of a lost race: 10, 20, 40 … ms up to 640 ms,
+/// with jitter so racing writers spread out.
+pub(crate) async fn backoff(attempt: u32) {
+    let base = 10_u64 << attempt.min(6);
+    let jitter = fastrand::u64(..=base);
+    tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
+    use super::*;
+
+    fn service(code: &str, status: u16) -> SdkError<UpdateItemError, HttpResponse> {
+        let raw = HttpResponse::new(status.try_into().unwrap(), "".into());
+        SdkError::service_error(
+            UpdateItemError::generic(ErrorMetadata::builder().code(code).build()),
+            raw,
+        )
+    }
+
+    #[test]
+    fn errors_are_classified_at_the_boundary() {
+        assert!(is_condition_failed(&service(
+            "ConditionalCheckFailedException",
+            400
+        )));
+        assert!(!is_condition_failed(&service("ThrottlingException", 400)));
+        for (code, status) in [
+            ("ProvisionedThroughputExceededException", 400),
+            ("ThrottlingException", 400),
+            ("RequestLimitExceeded", 400),
+            ("TransactionConflictException", 400),
+            ("SomethingNew", 503),
+            ("InternalServerError", 500),
+        ] {
+            assert!(
+                matches!(
+                    sdk_error("x", service(code, status)),
+                    StoreError::Unavailable { .. }
+                ),
+                "{code}"
+            );
+        }
+        for code in ["ResourceNotFoundException", "ValidationException"] {
+            let e = sdk_error("x", service(code, 400));
+            assert!(matches!(e, StoreError::Backend { .. }), "{code}");
+            assert!(std::error::Error::source(&e).is_some(), "keeps the source");
+        }
+        let timeout: SdkError<UpdateItemError, HttpResponse> =
+            SdkError::timeout_error(std::io::Error::other("slow"));
+        assert!(sdk_error("x", timeout).is_retryable());
+    }
+}

@@ -1,0 +1,63 @@
+//! The ports on AWS: S3 ([`S3BlobStore`], presigned upload URLs), DynamoDB ([`DynamoStore`]),
+//! SQS with Step Functions for long delays ([`SqsSender`]), and [`ports`], which builds them all
+//! from an [`AwsBackend`](imgest_core::backend::AwsBackend).
+
+pub mod dynamodb;
+pub mod s3;
+pub mod sfn;
+pub mod sqs;
+mod sqs_dead_letters;
+
+pub use dynamodb::DynamoStore;
+pub use s3::S3BlobStore;
+pub use sfn::StepFunctionsDelay;
+pub use sqs::SqsSender;
+
+use std::sync::Arc;
+
+use imgest_core::Ports;
+use imgest_core::backend::AwsBackend;
+use imgest_core::ports::Clock;
+
+/// The ports on AWS: the clients configured from the standard AWS environment (region,
+/// credentials, `AWS_ENDPOINT_URL` for emulators) and the resources `aws` names.
+pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(url) = &aws.endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    let config = loader.load().await;
+    let s3_config = aws_sdk_s3::config::Builder::from(&config)
+        .force_path_style(aws.force_path_style)
+        .build();
+    let blobs = Arc::new(S3BlobStore::new(
+        aws_sdk_s3::Client::from_conf(s3_config),
+        &aws.bucket,
+    ));
+    let records = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&config),
+        &aws.table,
+    ));
+    let delay = aws
+        .delay_state_machine_arn
+        .as_deref()
+        .map(|arn| StepFunctionsDelay::new(aws_sdk_sfn::Client::new(&config), arn));
+    let messages = Arc::new(
+        SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone(), delay)
+            .with_max_sqs_delay(aws.sqs_max_delay),
+    );
+    Ports {
+        blobs: blobs.clone(),
+        images: records.clone(),
+        offers: records.clone(),
+        uploads: records.clone(),
+        upload_urls: blobs,
+        checkpoints: records.clone(),
+        records: records.clone(),
+        rate_limits: records,
+        messages,
+        // Lambda's SQS triggers receive on AWS; nothing here polls a queue.
+        queue: None,
+        clock,
+    }
+}

@@ -1,0 +1,456 @@
+//! [`S3BlobStore`]: the blob store port on one S3 bucket, and presigned upload URLs
+//! ([`UploadUrls`]) into the same bucket.
+//!
+//! S3 already has the semantics the port asks for: a `PutObject` is atomic (readers see the old
+//! object or the whole new one), `DeleteObject(s)` ignore missing keys and `ListObjectsV2` lists
+//! in UTF-8 byte order, which is key order for the ASCII keys a [`BlobKey`] allows. Objects
+//! whose key is not a valid [`BlobKey`] (put there by something else) are never listed, as the
+//! directory store skips foreign files.
+//!
+//! SDK errors are translated here, at the boundary, by [`sdk_error`] (shared by the other AWS
+//! adapters): a missing key is `NotFound`, throttling, server errors, timeouts and connection
+//! failures are `Unavailable` (retryable), anything else is `Backend`; the SDK error is kept as
+//! the source.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use bytes::Bytes;
+
+use imgest_core::domain::{BlobKey, Timestamp};
+use imgest_core::ports::{BlobMeta, BlobPage, BlobStore, StoreError, UploadUrls};
+
+/// `DeleteObjects` takes at most this many keys per call.
+const DELETE_BATCH: usize = 1000;
+/// Up to this many keys are deleted one `DeleteObject` each, concurrently: S3 bills `DELETE`
+/// requests at nothing, while a `DeleteObjects` is a `POST`. An image's files (an original and
+/// a few variants), an upload's `incoming/` body and a process batch's downloaded bodies (10)
+/// go this way; sweeps use batches.
+const SINGLE_DELETES: usize = 16;
+/// `ListObjectsV2` returns at most this many keys per call.
+const MAX_LIST_KEYS: usize = 1000;
+
+/// A blob store on an S3 bucket (the bucket must exist). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct S3BlobStore {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+}
+
+impl S3BlobStore {
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    pub fn client(&self) -> &aws_sdk_s3::Client {
+        &self.client
+    }
+
+    /// One `DeleteObjects` call (at most [`DELETE_BATCH`] keys), checking its per-key errors.
+    async fn delete_batch(&self, keys: &[BlobKey]) -> Result<(), StoreError> {
+        let objects = keys
+            .iter()
+            .map(|k| ObjectIdentifier::builder().key(k.as_str()).build())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            // Quiet: the answer lists only the keys that failed.
+            .quiet(true)
+            .build()
+            .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("deleting {} blobs", keys.len()), e))?;
+        // A missing key is not an error (S3 does not report one; be sure anyway).
+        let failed: Vec<_> = out
+            .errors()
+            .iter()
+            .filter(|e| e.code() != Some("NoSuchKey"))
+            .collect();
+        let Some(first) = failed.first() else {
+            return Ok(());
+        };
+        let code = first.code().unwrap_or("unknown");
+        let message = format!(
+            "deleting blobs: {} of {} keys failed, the first {:?} with {code}: {}",
+            failed.len(),
+            keys.len(),
+            first.key().unwrap_or(""),
+            first.message().unwrap_or(""),
+        );
+        Err(if is_retryable_code(code) {
+            StoreError::Unavailable {
+                message,
+                source: None,
+            }
+        } else {
+            StoreError::Backend {
+                message,
+                source: None,
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl BlobStore for S3BlobStore {
+    async fn put(&self, key: &BlobKey, body: Bytes, content_type: &str) -> Result<(), StoreError> {
+        let len = i64::try_from(body.len())
+            .map_err(|_| StoreError::corrupt(format!("blob {key} is too large to store")))?;
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key.as_str())
+            .content_length(len)
+            .body(ByteStream::from(body));
+        if !content_type.is_empty() {
+            req = req.content_type(content_type);
+        }
+        req.send()
+            .await
+            .map_err(|e| sdk_error(format!("writing blob {key}"), e))?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &BlobKey) -> Result<Bytes, StoreError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key.as_str())
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("reading blob {key}"), e))?;
+        // The body streams after the headers: a failure here is a broken connection.
+        let body =
+            out.body.collect().await.map_err(|e| {
+                StoreError::unavailable(format!("reading the body of blob {key}"), e)
+            })?;
+        Ok(body.into_bytes())
+    }
+
+    async fn delete(&self, keys: &[BlobKey]) -> Result<(), StoreError> {
+        if keys.len() <= SINGLE_DELETES {
+            let deletes = keys.iter().map(|k| async move {
+                self.client
+                    .delete_object()
+                    .bucket(&self.bucket)
+                    .key(k.as_str())
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error(format!("deleting blob {k}"), e))
+            });
+            // S3 answers a delete of a missing key with success, as the port asks.
+            for result in futures_util::future::join_all(deletes).await {
+                result?;
+            }
+            return Ok(());
+        }
+        for batch in keys.chunks(DELETE_BATCH) {
+            self.delete_batch(batch).await?;
+        }
+        Ok(())
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&BlobKey>,
+        limit: usize,
+    ) -> Result<BlobPage, StoreError> {
+        let limit = limit.clamp(1, MAX_LIST_KEYS);
+        let max_keys = i32::try_from(limit).unwrap_or(1000);
+        let context = || format!("listing blobs under {prefix:?}");
+        // Where S3 resumes: the cursor, or (after a page of nothing but foreign keys) the last
+        // key S3 returned, which need not be a valid `BlobKey`.
+        let mut start_after = after.map(|k| k.as_str().to_owned());
+        loop {
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_start_after(start_after.clone())
+                .max_keys(max_keys)
+                .send()
+                .await
+                .map_err(|e| sdk_error(context(), e))?;
+            let mut blobs = Vec::with_capacity(out.contents().len());
+            let mut last_raw = None;
+            for object in out.contents() {
+                let Some(raw) = object.key() else { continue };
+                last_raw = Some(raw);
+                let Some(key) = BlobKey::parse(raw) else {
+                    continue;
+                };
+                let size = object
+                    .size()
+                    .and_then(|s| u64::try_from(s).ok())
+                    .ok_or_else(|| {
+                        StoreError::corrupt(format!("{}: {raw} has no size", context()))
+                    })?;
+                let last_modified = object
+                    .last_modified()
+                    .and_then(|t| t.to_millis().ok())
+                    .ok_or_else(|| {
+                        StoreError::corrupt(format!(
+                            "{}: {raw} has no modification time",
+                            context()
+                        ))
+                    })?;
+                blobs.push(BlobMeta {
+                    key,
+                    size,
+                    last_modified: Timestamp::from_millis(last_modified),
+                });
+            }
+            let truncated = out.is_truncated().unwrap_or(false);
+            if !truncated {
+                return Ok(BlobPage { blobs, next: None });
+            }
+            if let Some(last) = blobs.last() {
+                // The next page starts after the last key returned; foreign keys between it
+                // and the end of this page are skipped again then.
+                let next = Some(last.key.clone());
+                return Ok(BlobPage { blobs, next });
+            }
+            // A full page of foreign keys only: read on rather than return an empty page with
+            // a cursor that cannot name where to resume.
+            match last_raw {
+                Some(raw) => start_after = Some(raw.to_owned()),
+                None => return Ok(BlobPage { blobs, next: None }),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl UploadUrls for S3BlobStore {
+    /// A presigned `PutObject` URL for exactly `size` bytes.
+    ///
+    /// The request is presigned with `Content-Length: size`, and the Rust SDK's presigner signs
+    /// it: the URL's `X-Amz-SignedHeaders` is `content-length;host` (checked by a unit test
+    /// below), so S3 refuses a PUT of any other length (`SignatureDoesNotMatch`). A plain
+    /// `PUT` of the body is all a client has to do: HTTP clients send `Content-Length` for a
+    /// body of known size. The processing side re-checks the size all the same (emulators do
+    /// not verify signatures, and a check that costs nothing should not rest on one layer).
+    async fn presign_put(
+        &self,
+        key: &BlobKey,
+        size: u64,
+        content_type: &str,
+        expires_in: Duration,
+    ) -> Result<String, StoreError> {
+        let length = i64::try_from(size)
+            .map_err(|_| StoreError::corrupt(format!("upload size {size} is out of range")))?;
+        let config = PresigningConfig::expires_in(expires_in).map_err(|e| {
+            StoreError::backend(
+                format!("presigning an upload to {key} for {expires_in:?}"),
+                e,
+            )
+        })?;
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key.as_str())
+            .content_length(length)
+            .content_type(content_type)
+            .presigned(config)
+            .await
+            .map_err(|e| sdk_error(format!("presigning an upload to {key}"), e))?;
+        Ok(presigned.uri().to_owned())
+    }
+}
+
+/// Error codes that mean "try again later" across S3, SQS, Step Functions and DynamoDB.
+fn is_retryable_code(code: &str) -> bool {
+    matches!(
+        code,
+        "SlowDown"
+            | "Throttling"
+            | "ThrottlingException"
+            | "ThrottledException"
+            | "RequestThrottled"
+            | "RequestThrottledException"
+            | "TooManyRequestsException"
+            | "RequestLimitExceeded"
+            | "BandwidthLimitExceeded"
+            | "ProvisionedThroughputExceededException"
+            | "TransactionInProgressException"
+            | "PriorRequestNotComplete"
+            | "RequestTimeout"
+            | "RequestTimeoutException"
+            | "InternalError"
+            | "InternalFailure"
+            | "InternalServerError"
+            | "ServiceUnavailable"
+            | "ServiceUnavailableException"
+            | "ExecutionLimitExceeded"
+    )
+}
+
+/// Translates an AWS SDK error at the adapter boundary, keeping it as the source:
+///
+/// - `NoSuchKey`, or any other 404 but a missing bucket → [`StoreError::NotFound`];
+/// - throttling and server errors (429, 5xx, the codes AWS uses for them), timeouts, failed
+///   connections and unreadable responses → [`StoreError::Unavailable`] (retryable);
+/// - anything else (access denied, a missing bucket or queue, a bad request) →
+///   [`StoreError::Backend`]: retrying will not fix it.
+pub(crate) fn sdk_error<E>(context: impl Into<String>, err: SdkError<E, HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
+{
+    let context = context.into();
+    let message = format!("{context}: {}", DisplayErrorContext(&err));
+    let retryable = match &err {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(failure) => !failure.is_user(),
+        SdkError::ConstructionFailure(_) => false,
+        SdkError::ServiceError(service) => {
+            let status = service.raw().status().as_u16();
+            let code = err.code().unwrap_or("");
+            if code == "NoSuchKey" || (status == 404 && code != "NoSuchBucket") {
+                return StoreError::NotFound(message);
+            }
+            status == 429 || status >= 500 || is_retryable_code(code)
+        }
+        // `SdkError` is non-exhaustive: a new kind is reported, not retried.
+        _ => false,
+    };
+    if retryable {
+        StoreError::Unavailable {
+            message,
+            source: Some(Box::new(err)),
+        }
+    } else {
+        StoreError::Backend {
+            message,
+            source: Some(Box::new(err)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+
+    use super::*;
+
+    fn offline_store() -> S3BlobStore {
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("eu-west-1"))
+            .credentials_provider(Credentials::new(
+                "AKIDEXAMPLE",
+                "secret",
+                None,
+                None,
+                "test",
+            ))
+            .build();
+        S3BlobStore::new(aws_sdk_s3::Client::from_conf(config), "imgest-bucket")
+    }
+
+    fn query_param(url: &str, name: &str) -> Option<String> {
+        let url = url::Url::parse(url).unwrap();
+        url.query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+
+    /// Presigning needs no network: what the URL binds is checked offline.
+    #[tokio::test]
+    async fn presigned_put_urls_bind_the_content_length_and_type() {
+        let store = offline_store();
+        let key = BlobKey::parse("incoming/0123456789abcdef0123456789abcdef").unwrap();
+        let url = store
+            .presign_put(
+                &key,
+                1_234_567,
+                "application/octet-stream",
+                Duration::from_secs(900),
+            )
+            .await
+            .unwrap();
+        assert!(url.contains("imgest-bucket"), "{url}");
+        assert!(
+            url.contains("incoming/0123456789abcdef0123456789abcdef"),
+            "{url}"
+        );
+        assert_eq!(
+            query_param(&url, "X-Amz-SignedHeaders").as_deref(),
+            Some("content-length;content-type;host"),
+            "{url}"
+        );
+        assert_eq!(query_param(&url, "X-Amz-Expires").as_deref(), Some("900"));
+        // Longer than SigV4 allows (7 days) is refused, not silently shortened.
+        assert!(
+            store
+                .presign_put(
+                    &key,
+                    1,
+                    "application/octet-stream",
+                    Duration::from_secs(8 * 24 * 3600)
+                )
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_retryable_and_keeps_the_sdk_error() {
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("eu-west-1"))
+            .credentials_provider(Credentials::new(
+                "AKIDEXAMPLE",
+                "secret",
+                None,
+                None,
+                "test",
+            ))
+            // Nothing listens on the discard port; the SDK's own retries are off.
+            .endpoint_url("http://127.0.0.1:9")
+            .force_path_style(true)
+            .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+            .build();
+        let store = S3BlobStore::new(aws_sdk_s3::Client::from_conf(config), "b");
+        let err = store
+            .get(&BlobKey::parse("a/b").unwrap())
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable(), "{err:?}");
+        assert!(StdError::source(&err).is_some());
+    }
+
+    #[test]
+    fn throttling_and_server_codes_are_retryable() {
+        assert!(is_retryable_code("SlowDown"));
+        assert!(is_retryable_code("ThrottlingException"));
+        assert!(!is_retryable_code("AccessDenied"));
+        assert!(!is_retryable_code("NoSuchBucket"));
+    }
+}

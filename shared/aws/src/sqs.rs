@@ -1,0 +1,359 @@
+//! [`SqsSender`]: the message sender port on SQS.
+//!
+//! Messages due within SQS's maximum delivery delay (15 minutes) are sent with
+//! `SendMessageBatch`, ten (and at most 256 KiB) per call, with `DelaySeconds` rounded up so a
+//! message is never delivered early. Entries SQS reports as failed by its own fault are sent
+//! again a few times before the call gives up with `Unavailable`; an entry refused as the
+//! sender's fault (too large, invalid characters) fails at once with `Backend`. Messages
+//! delayed longer go through Step Functions ([`StepFunctionsDelay`]): one execution per
+//! message that waits, then sends it.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+
+use super::s3::sdk_error;
+use super::sfn::StepFunctionsDelay;
+use imgest_core::backend::MAX_SQS_DELAY;
+use imgest_core::ports::{DeadMessage, MessageSender, OutgoingMessage, QueueCounts, StoreError};
+
+/// `SendMessageBatch` takes at most this many entries...
+const BATCH_ENTRIES: usize = 10;
+/// ...and at most this many bytes of bodies in all.
+const BATCH_BYTES: usize = 256 * 1024;
+/// Sends of one batch's failed entries, the first included.
+const BATCH_ATTEMPTS: u32 = 4;
+/// The wait before the first resend of failed entries (doubled each time, plus jitter).
+const RESEND_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Sends to SQS queues by logical name. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SqsSender {
+    pub(super) client: aws_sdk_sqs::Client,
+    /// Logical queue name → queue URL.
+    queues: HashMap<String, String>,
+    delay: Option<StepFunctionsDelay>,
+    /// Messages delayed longer than this go through Step Functions.
+    max_sqs_delay: Duration,
+}
+
+impl SqsSender {
+    /// A sender to the queues in `queues` (logical name → queue URL). Without `delay`,
+    /// messages delayed beyond SQS's 15 minutes are refused.
+    pub fn new(
+        client: aws_sdk_sqs::Client,
+        queues: HashMap<String, String>,
+        delay: Option<StepFunctionsDelay>,
+    ) -> Self {
+        Self {
+            client,
+            queues,
+            delay,
+            max_sqs_delay: MAX_SQS_DELAY,
+        }
+    }
+
+    /// Sends messages delayed longer than `max` through Step Functions (default and upper
+    /// bound: [`MAX_SQS_DELAY`]; tests use a small one).
+    pub fn with_max_sqs_delay(mut self, max: Duration) -> Self {
+        self.max_sqs_delay = max.min(MAX_SQS_DELAY);
+        self
+    }
+
+    pub fn max_sqs_delay(&self) -> Duration {
+        self.max_sqs_delay
+    }
+
+    /// One `SendMessageBatch`, resending the entries that failed on SQS's side.
+    async fn send_batch(
+        &self,
+        queue: &str,
+        queue_url: &str,
+        batch: &[&OutgoingMessage],
+    ) -> Result<(), StoreError> {
+        let mut pending: Vec<usize> = (0..batch.len()).collect();
+        let mut backoff = RESEND_BACKOFF;
+        let mut last_failure = String::new();
+        for attempt in 1..=BATCH_ATTEMPTS {
+            let entries = pending
+                .iter()
+                .map(|&i| {
+                    SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(&batch[i].body)
+                        .delay_seconds(delay_seconds(batch[i].delay))
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::backend("building a SendMessageBatch request", e))?;
+            let out = self
+                .client
+                .send_message_batch()
+                .queue_url(queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| sdk_error(format!("sending to queue {queue:?}"), e))?;
+            if let Some(refused) = out.failed().iter().find(|f| f.sender_fault()) {
+                return Err(StoreError::Backend {
+                    message: format!(
+                        "sending to queue {queue:?}: SQS refused a message: {}: {}",
+                        refused.code(),
+                        refused.message().unwrap_or("")
+                    ),
+                    source: None,
+                });
+            }
+            let sent: HashSet<&str> = out.successful().iter().map(|s| s.id()).collect();
+            pending.retain(|i| !sent.contains(i.to_string().as_str()));
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if let Some(failed) = out.failed().first() {
+                last_failure = format!("{}: {}", failed.code(), failed.message().unwrap_or(""));
+            }
+            if attempt < BATCH_ATTEMPTS {
+                let half = u64::try_from(backoff.as_millis() / 2).unwrap_or(0);
+                let jitter = Duration::from_millis(fastrand::u64(..=half));
+                tokio::time::sleep(backoff + jitter).await;
+                backoff *= 2;
+            }
+        }
+        Err(StoreError::Unavailable {
+            message: format!(
+                "sending to queue {queue:?}: {} of {} messages still failed after {BATCH_ATTEMPTS} attempts (last: {last_failure})",
+                pending.len(),
+                batch.len()
+            ),
+            source: None,
+        })
+    }
+}
+
+#[async_trait]
+impl MessageSender for SqsSender {
+    async fn send(&self, queue: &str, messages: &[OutgoingMessage]) -> Result<(), StoreError> {
+        let queue_url = self.url(queue)?;
+        let (direct, delayed): (Vec<&OutgoingMessage>, Vec<&OutgoingMessage>) =
+            messages.iter().partition(|m| m.delay <= self.max_sqs_delay);
+        // Refuse before sending anything rather than send half of the messages.
+        let step_functions = match (&self.delay, delayed.is_empty()) {
+            (_, true) => None,
+            (Some(sfn), false) => Some(sfn),
+            (None, false) => {
+                return Err(StoreError::Backend {
+                    message: format!(
+                        "sending to queue {queue:?}: a message is delayed beyond {}s and no Step Functions state machine is configured for long delays",
+                        self.max_sqs_delay.as_secs()
+                    ),
+                    source: None,
+                });
+            }
+        };
+        for batch in batches(&direct) {
+            self.send_batch(queue, queue_url, batch).await?;
+        }
+        if let Some(sfn) = step_functions {
+            for message in delayed {
+                sfn.start(queue_url, &message.body, ceil_secs(message.delay))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// From the queue's attributes; `dead` from its dead-letter queue's (named by its redrive
+    /// policy), 0 when it has none.
+    async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
+        let attributes = self.attributes(self.url(queue)?).await?;
+        let number = |name: QueueAttributeName| -> u64 {
+            attributes
+                .get(&name)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let mut counts = QueueCounts {
+            ready: number(QueueAttributeName::ApproximateNumberOfMessages),
+            delayed: number(QueueAttributeName::ApproximateNumberOfMessagesDelayed),
+            in_flight: number(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+            dead: 0,
+        };
+        if let Some(dead) = self.dead_letter_queue(queue, &attributes).await? {
+            counts.dead = self
+                .attributes(&dead.url)
+                .await?
+                .get(&QueueAttributeName::ApproximateNumberOfMessages)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        }
+        Ok(counts)
+    }
+
+    async fn dead_letters(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadMessage>, StoreError> {
+        self.list_dead_letters(queue, limit).await
+    }
+
+    async fn redrive(&self, queue: &str, max: usize) -> Result<u64, StoreError> {
+        self.redrive_dead_letters(queue, max).await
+    }
+}
+
+impl SqsSender {
+    /// The URL of a logical queue.
+    pub(super) fn url(&self, queue: &str) -> Result<&str, StoreError> {
+        self.queues
+            .get(queue)
+            .map(String::as_str)
+            .ok_or_else(|| StoreError::NotFound(format!("unknown queue {queue:?}")))
+    }
+
+    pub(super) async fn attributes(
+        &self,
+        queue_url: &str,
+    ) -> Result<HashMap<QueueAttributeName, String>, StoreError> {
+        Ok(self
+            .client
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(QueueAttributeName::RedrivePolicy)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("reading the attributes of queue {queue_url:?}"), e))?
+            .attributes
+            .unwrap_or_default())
+    }
+}
+
+/// Whole seconds, rounded up: a message is never delivered before its delay.
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// SQS's `DelaySeconds` for a delay within [`MAX_SQS_DELAY`].
+fn delay_seconds(d: Duration) -> i32 {
+    i32::try_from(ceil_secs(d.min(MAX_SQS_DELAY))).unwrap_or(900)
+}
+
+/// Consecutive runs of at most [`BATCH_ENTRIES`] messages and (unless one message alone is
+/// larger) [`BATCH_BYTES`] of bodies.
+fn batches<'a>(messages: &'a [&'a OutgoingMessage]) -> Vec<&'a [&'a OutgoingMessage]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, m) in messages.iter().enumerate() {
+        let len = m.body.len();
+        if i > start && (i - start == BATCH_ENTRIES || bytes + len > BATCH_BYTES) {
+            out.push(&messages[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += len;
+    }
+    if start < messages.len() {
+        out.push(&messages[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+
+    fn msg(len: usize) -> OutgoingMessage {
+        OutgoingMessage {
+            body: "x".repeat(len),
+            delay: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn delays_round_up_to_whole_seconds() {
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_millis(2000)), 2);
+        assert_eq!(ceil_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(delay_seconds(Duration::from_secs(900)), 900);
+        assert_eq!(delay_seconds(Duration::from_secs(5000)), 900);
+    }
+
+    #[test]
+    fn batches_hold_ten_messages_and_256_kib_at_most() {
+        let small: Vec<_> = (0..23).map(|_| msg(10)).collect();
+        let refs: Vec<_> = small.iter().collect();
+        let sizes: Vec<_> = batches(&refs).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [10, 10, 3]);
+
+        let big: Vec<_> = [100_000, 100_000, 100_000, 300_000, 10]
+            .into_iter()
+            .map(msg)
+            .collect();
+        let refs: Vec<_> = big.iter().collect();
+        let sizes: Vec<_> = batches(&refs).iter().map(|b| b.len()).collect();
+        // Two 100 kB bodies fit, a third does not; an oversized body goes alone (SQS decides).
+        assert_eq!(sizes, [2, 1, 1, 1]);
+
+        assert!(batches(&[]).is_empty());
+    }
+
+    /// A client that is never reached by these tests (no endpoint answers at port 9).
+    fn offline_sender() -> SqsSender {
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new("eu-west-1"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        let client = aws_sdk_sqs::Client::from_conf(config);
+        let queues = HashMap::from([(
+            "jobs".to_owned(),
+            "http://127.0.0.1:9/123456789012/jobs".to_owned(),
+        )]);
+        SqsSender::new(client, queues, None)
+    }
+
+    #[tokio::test]
+    async fn unknown_queues_and_long_delays_without_step_functions_are_refused_up_front() {
+        let sender = offline_sender();
+        let messages = [msg(3)];
+        assert!(matches!(
+            sender.send("nope", &messages).await,
+            Err(StoreError::NotFound(_))
+        ));
+        let late = [
+            msg(3),
+            OutgoingMessage {
+                body: "late".into(),
+                delay: Duration::from_secs(901),
+            },
+        ];
+        match sender.send("jobs", &late).await {
+            Err(StoreError::Backend { message, .. }) => {
+                assert!(message.contains("Step Functions"), "{message}");
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+        // Nothing to send is nothing to do.
+        sender.send("jobs", &[]).await.unwrap();
+    }
+
+    #[test]
+    fn the_threshold_never_exceeds_what_sqs_allows() {
+        let sender = offline_sender();
+        assert_eq!(sender.max_sqs_delay(), MAX_SQS_DELAY);
+        let sender = sender.with_max_sqs_delay(Duration::from_secs(3600));
+        assert_eq!(sender.max_sqs_delay(), MAX_SQS_DELAY);
+        let sender = sender.with_max_sqs_delay(Duration::from_secs(1));
+        assert_eq!(sender.max_sqs_delay(), Duration::from_secs(1));
+    }
+}

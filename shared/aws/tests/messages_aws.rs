@@ -1,0 +1,218 @@
+//! `SqsSender` on the emulator: the `MessageSender` contract (one test per check, each on a
+//! fresh queue of its own), batched sends with per-message delays on SQS, and delays past the
+//! SQS threshold through the delayed-send state machine
+//! (`infra/statemachine/delayed-send.asl.json`) on Step Functions.
+//!
+//! Messages are awaited with long-polling `ReceiveMessage` calls until a deadline, never with
+//! sleeps. Without an emulator the tests say they skipped (unless `IMGEST_TEST_AWS=1` or `CI`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_config::SdkConfig;
+use imgest_aws::{SqsSender, StepFunctionsDelay};
+use imgest_core::ports::{MessageSender, OutgoingMessage, StoreError};
+use imgest_testing as testing;
+use imgest_testing::aws::{self, SqsQueueReader};
+use imgest_testing::{Fixture, SenderPorts};
+
+/// The logical name the tests send to.
+const QUEUE: &str = "jobs";
+
+/// A fresh queue and a client for it.
+async fn fresh_queue(config: &SdkConfig) -> (aws_sdk_sqs::Client, String) {
+    let sqs = aws_sdk_sqs::Client::new(config);
+    let url = sqs
+        .create_queue()
+        .queue_name(aws::unique_name("imgest-test"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    (sqs, url)
+}
+
+/// A sender to a fresh queue (named [`QUEUE`]) that can be read back, or `None` when AWS
+/// tests are skipped.
+async fn sqs_sender_ports(test: &str) -> Option<SenderPorts> {
+    let config = aws::sdk_config(test).await?;
+    let (sqs, url) = fresh_queue(&config).await;
+    let sender = SqsSender::new(
+        sqs.clone(),
+        HashMap::from([(QUEUE.to_owned(), url.clone())]),
+        None,
+    );
+    Some(SenderPorts {
+        sender: Arc::new(sender),
+        queue: QUEUE.to_owned(),
+        reader: Arc::new(SqsQueueReader::new(sqs, url)),
+        unknown_queue: Some("unknown".to_owned()),
+    })
+}
+
+/// The contract's factory: each test gets a fresh queue of its own.
+async fn sqs_sender(test: &str) -> Option<Fixture<SenderPorts>> {
+    Some(Fixture::new(sqs_sender_ports(test).await?))
+}
+
+imgest_testing::message_sender_contract_tests!(sqs_sender, super::sqs_sender);
+
+/// The whole suite on one queue, twice: checks must not trip over each other's messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_suite_twice_on_one_queue() {
+    let Some(ports) = sqs_sender_ports("the_whole_suite_twice_on_one_queue").await else {
+        return;
+    };
+    testing::message_sender::contract(ports.clone()).await;
+    testing::message_sender::contract(ports).await;
+}
+
+fn message(body: &str, delay: Duration) -> OutgoingMessage {
+    OutgoingMessage {
+        body: body.to_owned(),
+        delay,
+    }
+}
+
+/// Receives (and deletes) messages until `want` arrived or `within` passed; each body with the
+/// time it was received, in order of arrival.
+async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    want: usize,
+    within: Duration,
+) -> Vec<(String, Instant)> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    while got.len() < want {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        // Long polling: the call returns as soon as a message is there, or after the wait.
+        let wait = i32::try_from(left.as_secs().clamp(1, 5)).unwrap();
+        let out = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(wait)
+            .send()
+            .await
+            .unwrap();
+        let now = Instant::now();
+        for m in out.messages() {
+            got.push((m.body().unwrap_or_default().to_owned(), now));
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    got
+}
+
+fn bodies(got: &[(String, Instant)]) -> BTreeSet<&str> {
+    got.iter().map(|(b, _)| b.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_arrive_and_a_delayed_one_arrives_later() {
+    let Some(config) = aws::sdk_config("messages_arrive_and_a_delayed_one_arrives_later").await
+    else {
+        return;
+    };
+    let (sqs, url) = fresh_queue(&config).await;
+    let sender = SqsSender::new(
+        sqs.clone(),
+        HashMap::from([(QUEUE.to_owned(), url.clone())]),
+        None,
+    );
+    let sent = Instant::now();
+    sender
+        .send(
+            QUEUE,
+            &[
+                message("now-1", Duration::ZERO),
+                message("later", Duration::from_secs(2)),
+                message("now-2", Duration::ZERO),
+            ],
+        )
+        .await
+        .unwrap();
+    let got = receive(&sqs, &url, 3, Duration::from_secs(30)).await;
+    assert_eq!(bodies(&got), BTreeSet::from(["later", "now-1", "now-2"]));
+    let (_, later_at) = got.iter().find(|(b, _)| b == "later").unwrap();
+    assert!(
+        later_at.duration_since(sent) >= Duration::from_millis(1500),
+        "the delayed message came after {:?}",
+        later_at.duration_since(sent)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_queue_names_are_not_found_and_missing_queues_are_failures() {
+    let Some(config) =
+        aws::sdk_config("unknown_queue_names_are_not_found_and_missing_queues_are_failures").await
+    else {
+        return;
+    };
+    let (sqs, url) = fresh_queue(&config).await;
+    sqs.delete_queue().queue_url(&url).send().await.unwrap();
+    let sender = SqsSender::new(sqs, HashMap::from([(QUEUE.to_owned(), url)]), None);
+    let batch = [message("x", Duration::ZERO)];
+    assert!(matches!(
+        sender.send("other", &batch).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // A configured queue that does not exist is a configuration error, not a missing record.
+    let err = sender.send(QUEUE, &batch).await.unwrap_err();
+    assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_delays_go_through_the_step_functions_state_machine() {
+    let Some(config) =
+        aws::sdk_config("long_delays_go_through_the_step_functions_state_machine").await
+    else {
+        return;
+    };
+    let (sqs, url) = fresh_queue(&config).await;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let arn = aws::delayed_send_state_machine(&sfn).await;
+    let sender = SqsSender::new(
+        sqs.clone(),
+        HashMap::from([(QUEUE.to_owned(), url.clone())]),
+        Some(StepFunctionsDelay::new(sfn.clone(), arn.clone())),
+    )
+    .with_max_sqs_delay(Duration::from_secs(1));
+
+    let sent = Instant::now();
+    sender
+        .send(
+            QUEUE,
+            &[
+                message("direct", Duration::ZERO),
+                message("via-step-functions", Duration::from_secs(2)),
+            ],
+        )
+        .await
+        .unwrap();
+    let got = receive(&sqs, &url, 2, Duration::from_secs(60)).await;
+    assert_eq!(
+        bodies(&got),
+        BTreeSet::from(["direct", "via-step-functions"])
+    );
+    let (_, arrived) = got.iter().find(|(b, _)| b == "via-step-functions").unwrap();
+    assert!(
+        arrived.duration_since(sent) >= Duration::from_millis(1500),
+        "the delayed message came after {:?}",
+        arrived.duration_since(sent)
+    );
+    // Exactly one execution: the direct message did not go through Step Functions.
+    assert_eq!(aws::executions(&sfn, &arn).await, 1);
+}

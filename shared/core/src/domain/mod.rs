@@ -1,0 +1,27 @@
+//! Domain types: parsed once at the edge, so nothing past it handles raw strings.
+
+mod blob_key;
+mod ids;
+mod image;
+pub mod random;
+mod sniff;
+mod tenancy;
+mod time;
+mod url;
+mod variant;
+
+pub use blob_key::{
+    BlobKey, IMAGE_AREAS, INCOMING_PREFIX, ImageBlobKey, ORIGINALS_PREFIX, PUBLIC_PREFIX,
+    SHARD_COUNT, shard_prefixes,
+};
+pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
+pub use image::{
+    ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,
+};
+pub use sniff::NotSupported;
+pub use tenancy::{OfferKey, Owner, Tenant};
+pub use time::Timestamp;
+pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, loggable, redacted};
+pub use variant::{
+    FitMode, VariantName, VariantSet, VariantSetVersion, VariantSpec, VariantSpecError,
+};

@@ -1,0 +1,17 @@
+//! imgest's core: what every other crate builds on, with no storage, network or codec in it.
+//!
+//! - [`domain`]: ids, hashes, normalised URLs, variant specs, image records, file keys, time.
+//! - [`ports`]: the capabilities flows need (`BlobStore`, `ImageIndex`, `OfferLinks`,
+//!   `Documents`, `RateLimiter`, `MessageSender`, `TaskQueue`, `Clock`, …), and [`Ports`], one
+//!   handle of each, which an adapter crate builds.
+//! - [`backend`]: where records, files and queues live (the embedded default or AWS).
+//! - [`telemetry`]: JSON-lines logs, and the stages' and flows' metrics through the `metrics`
+//!   facade (the exporters are installed by the binaries' crates).
+
+pub mod backend;
+pub mod budget;
+pub mod domain;
+pub mod ports;
+pub mod telemetry;
+
+pub use ports::Ports;

@@ -1,0 +1,49 @@
+//! Ports: the small capabilities the flows need, each implemented by an embedded adapter
+//! (SQLite, a directory) and an AWS one. Built once at start-up as `Arc<dyn Port>`.
+
+mod blob_store;
+mod checkpoints;
+mod clock;
+mod image_index;
+mod messages;
+mod offer_links;
+mod rate_limiter;
+mod records;
+mod store_error;
+mod task_queue;
+mod uploads;
+
+pub use blob_store::{BlobMeta, BlobPage, BlobStore};
+pub use checkpoints::Checkpoints;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
+pub use messages::{DeadMessage, MessageSender, OutgoingMessage};
+pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
+pub use rate_limiter::{Grant, RateLimiter};
+pub use records::{RecordPage, Records, StoredRecord};
+pub use store_error::StoreError;
+pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};
+pub use uploads::{UploadRecord, UploadRecords, UploadState, UploadUrls};
+
+use std::sync::Arc;
+
+/// The ports, built once at start-up for one backend.
+#[derive(Clone)]
+pub struct Ports {
+    pub blobs: Arc<dyn BlobStore>,
+    pub images: Arc<dyn ImageIndex>,
+    pub offers: Arc<dyn OfferLinks>,
+    pub uploads: Arc<dyn UploadRecords>,
+    pub upload_urls: Arc<dyn UploadUrls>,
+    pub checkpoints: Arc<dyn Checkpoints>,
+    /// Versioned records (the crawls' URL and crawl records).
+    pub records: Arc<dyn Records>,
+    /// Per-client request budgets shared by every worker.
+    pub rate_limits: Arc<dyn RateLimiter>,
+    /// Messages to named queues (SQS on AWS, the task queue locally).
+    pub messages: Arc<dyn MessageSender>,
+    /// The queue `messages` sends into, for the local workers that receive from it; `None` on
+    /// AWS, where Lambda's SQS triggers receive.
+    pub queue: Option<Arc<dyn TaskQueue>>,
+    pub clock: Arc<dyn Clock>,
+}

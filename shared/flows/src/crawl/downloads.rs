@@ -1,0 +1,112 @@
+//! The process function's part of a crawl's download (AWS): the bodies the fetch functions left
+//! under `fetched/` are processed one by one, then their URLs are settled together, so that a
+//! batch holding several photos of one offer updates that offer's crawl once, not once per
+//! photo.
+
+use std::collections::HashMap;
+
+use futures_util::future::try_join_all;
+
+use super::Crawler;
+use super::fetch::{Settlement, download_key};
+use super::records::{self, URL_KIND, UrlRecord, Validators};
+use crate::FlowError;
+use crate::crawl::messages::{DownloadedPhoto, PhotoStatus};
+use imgest_core::domain::UrlHash;
+use imgest_core::domain::{BlobKey, ImageId, OfferKey};
+use imgest_core::ports::StoreError;
+
+/// A processed download whose URL is still to be settled.
+pub struct ProcessedDownload {
+    hash: UrlHash,
+    settlement: Settlement,
+    /// The body waiting under `fetched/`, deleted once settled (none for a photo processed
+    /// where it was downloaded).
+    body: Option<BlobKey>,
+}
+
+impl ProcessedDownload {
+    /// A photo processed where it was downloaded (nothing under `fetched/`).
+    pub(super) fn here(hash: UrlHash, settlement: Settlement) -> Self {
+        Self {
+            hash,
+            settlement,
+            body: None,
+        }
+    }
+}
+
+impl Crawler {
+    /// Processes the body waiting under `fetched/{url_hash}` (a photo, or a failure for a body
+    /// that is none); `None` if the body is gone (a redelivered message: processed and settled
+    /// before). Settle the result with [`settle_downloads`](Self::settle_downloads).
+    pub async fn process_download(
+        &self,
+        photo: DownloadedPhoto,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let body = download_key(&photo.url_hash)?;
+        // Its size is not known before it is read: room for the largest body is held.
+        let limit = self.service.pipeline().config().max_body;
+        let _memory = self.service.reserve_body(limit).await?;
+        let bytes = match self.service.ports().blobs.get(&body).await {
+            Ok(bytes) => bytes,
+            Err(StoreError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let image_id = ImageId::of_bytes(&bytes);
+        let validators = Validators::new(image_id.clone(), photo.validator);
+        let settlement = self
+            .process_inline(image_id, bytes, validators, photo.attempts)
+            .await?;
+        Ok(Some(ProcessedDownload {
+            hash: photo.url_hash,
+            settlement,
+            body: Some(body),
+        }))
+    }
+
+    /// Records each URL's outcome, settles every waiting crawl with all of its URLs' outcomes
+    /// at once, and deletes the bodies. As for one URL, the crawls are told before the URL
+    /// records are written (conditionally on the versions read); a URL whose record changed
+    /// meanwhile is settled again on its own. Idempotent.
+    pub async fn settle_downloads(&self, done: Vec<ProcessedDownload>) -> Result<(), FlowError> {
+        let records = self.service.ports().records.as_ref();
+        let now = self.now();
+        let finished = try_join_all(done.iter().map(|d| async move {
+            // A peek: the write below names its version, and a URL whose write conflicts is
+            // settled again on its own, reading consistently.
+            let (record, version) =
+                records::peek::<UrlRecord>(records, URL_KIND, d.hash.as_str(), now).await?;
+            Ok::<_, FlowError>((self.record_outcome(record, &d.settlement, now), version))
+        }))
+        .await?;
+
+        let mut crawls: HashMap<(&OfferKey, &str), HashMap<UrlHash, PhotoStatus>> = HashMap::new();
+        for (d, (f, _)) in done.iter().zip(&finished) {
+            for waiter in &f.waiters {
+                crawls
+                    .entry((&waiter.offer_id, waiter.crawl_id.as_str()))
+                    .or_default()
+                    .insert(d.hash.clone(), f.status.clone());
+            }
+        }
+        try_join_all(
+            crawls
+                .iter()
+                .map(|((offer, crawl_id), outcomes)| self.settle(offer, crawl_id, outcomes)),
+        )
+        .await?;
+
+        for (d, (f, version)) in done.iter().zip(&finished) {
+            if !self.write_finished(&d.hash, f, *version, now).await? {
+                self.finish_url(&d.hash, d.settlement.clone()).await?;
+            }
+        }
+        // Settled: the bodies are no longer needed (each original is kept under its image).
+        let bodies: Vec<BlobKey> = done.into_iter().filter_map(|d| d.body).collect();
+        if !bodies.is_empty() {
+            self.service.ports().blobs.delete(&bodies).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,649 @@
+//! One fetch task: a download attempt of a URL, then its outcome (a photo, a retry later, a
+//! move to the next tier, or a failure) recorded and passed to the waiting crawls.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{Instrument, debug, info};
+
+use super::downloads::ProcessedDownload;
+use super::gather::Expected;
+use super::learning::Admitted;
+use super::metrics::add;
+use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
+use super::{Crawler, Processing, grants};
+use crate::FlowError;
+use crate::Service;
+use crate::crawl::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
+use imgest_core::domain::{BlobKey, ImageId, Timestamp};
+use imgest_core::domain::{UrlHash, loggable};
+use imgest_core::ports::OutgoingMessage;
+use imgest_core::telemetry::metrics::Stage;
+use imgest_download::backoff::{recheck_after, retry_delay};
+use imgest_download::{BodyDedup, Download, FetchError, Fetched, HostEvent, KnownImages};
+use imgest_download::{FailureClass, FetchErrorKind, Observation};
+use imgest_pipeline::PipelineError;
+
+/// When a photo processed by the downloading process is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// At once (the local pools: one task at a time).
+    Now,
+    /// With the rest of its batch (the fetch function).
+    WithBatch,
+}
+
+/// A URL's record with its outcome, ready to write; see [`Crawler::record_outcome`].
+pub(super) struct Finished {
+    pub record: UrlRecord,
+    pub status: PhotoStatus,
+    pub waiters: Vec<Waiter>,
+}
+
+/// How a URL ended, before it is written down.
+#[derive(Clone)]
+pub(super) enum Settlement {
+    Ok {
+        image_id: ImageId,
+        validators: Option<Validators>,
+    },
+    Failed {
+        error: PhotoError,
+    },
+}
+
+impl Crawler {
+    /// Runs one fetch task (a tier queue's message). `Err` only for failures of imgest's own
+    /// storage, which the queue's redelivery retries; every partner-side failure is handled
+    /// here (retried later, moved to the next tier, or recorded as the URL's outcome).
+    pub async fn run_fetch(&self, task: FetchTask) -> Result<(), FlowError> {
+        let span = fetch_span(&task);
+        let result = self
+            .fetch_once(task, None, Settle::Now)
+            .instrument(span)
+            .await;
+        self.flush_due_learning().await;
+        result.map(drop)
+    }
+
+    /// A place in the rate limiter's shared request for `task`, taken before the batch's
+    /// tasks run ([`run_announced_fetch`](Self::run_announced_fetch)): the batch then asks the
+    /// limiter once per client, however its tasks straggle on the way.
+    pub fn announce_fetch(&self, task: &FetchTask) -> Expected<'_> {
+        self.grants.expect(task.client_id.as_str())
+    }
+
+    /// [`run_fetch`](Self::run_fetch) of one task of a batch, whose place was announced. A
+    /// photo processed here is not settled yet: the batch settles its photos together
+    /// ([`settle_downloads`](Self::settle_downloads): one crawl write per offer, not per photo).
+    pub async fn run_batched_fetch(
+        &self,
+        task: FetchTask,
+        place: Option<&mut Expected<'_>>,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let span = fetch_span(&task);
+        let result = self
+            .fetch_once(task, place, Settle::WithBatch)
+            .instrument(span)
+            .await;
+        self.flush_due_learning().await;
+        result
+    }
+
+    async fn fetch_once(
+        &self,
+        task: FetchTask,
+        mut place: Option<&mut Expected<'_>>,
+        settle: Settle,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let now = self.now();
+        let records = self.service.ports().records.as_ref();
+        let Some(record) =
+            records::read::<UrlRecord>(records, URL_KIND, task.url_hash.as_str(), now).await?
+        else {
+            return Ok(None);
+        };
+        if record.fetch.is_none() {
+            // Settled already (a redelivered task).
+            return Ok(None);
+        }
+        let Ok(url) = url::Url::parse(&task.url) else {
+            let error = PhotoError::new(FetchErrorKind::InvalidUrl, None, task.attempt);
+            return self
+                .finish_url(&task.url_hash, Settlement::Failed { error })
+                .await
+                .map(|()| None);
+        };
+        let domain = super::host_of(&url).to_owned();
+
+        let probe = match self.admit(&domain).await? {
+            Admitted::Go => false,
+            Admitted::Probe => true,
+            Admitted::Refused => {
+                add(&self.metrics.circuit_refusals, 1);
+                let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, task.attempt);
+                return self
+                    .finish_url(&task.url_hash, Settlement::Failed { error })
+                    .await
+                    .map(|()| None);
+            }
+        };
+        if !probe && let Some(wait) = self.hosts.backoff(&domain, now) {
+            add(&self.metrics.deferrals, 1);
+            return self.queue_task(&task, wait).await.map(|()| None);
+        }
+        let downloader = self.downloader()?;
+        // The host slot first: the permit is taken right before the request leaves, so the
+        // limiter's clock and the host's agree to within a connect.
+        let slot = match self.hosts.try_acquire(&domain, now) {
+            Some(slot) => slot,
+            None => {
+                // Waiting for the host may take a while: the batch's request does not wait too.
+                if let Some(place) = place.as_deref_mut() {
+                    place.give_up();
+                }
+                self.hosts.acquire(&domain, now).await
+            }
+        };
+        // The limiter records a grant when it is made and the request reaches the host a
+        // moment later; counting over a window 1 % longer keeps that moment inside it.
+        let limit = grants::Limit {
+            limiter: self.service.ports().rate_limits.as_ref(),
+            limit: self.settings.rpm_for(&task.client_id),
+            window: self.settings.rate_window + self.settings.rate_window / 100,
+        };
+        let grant = self
+            .grants
+            .acquire(task.client_id.as_str(), limit, || self.now(), place)
+            .await?;
+        let now = self.now();
+        if grant.granted == 0 {
+            drop(slot);
+            add(&self.metrics.deferrals, 1);
+            let wait = grant
+                .retry_at
+                .map_or(Duration::from_millis(100), |at| at.since(now));
+            // A little jitter so deferred tasks do not all come back at the same instant.
+            let jitter = wait.mul_f64(fastrand::f64() * 0.1);
+            return self.queue_task(&task, wait + jitter).await.map(|()| None);
+        }
+
+        let tier = task.tier.min(self.settings.last_tier());
+        let deadline = self.settings.tiers[tier];
+        let validator = record.validators.as_ref().map(Validators::validator);
+        add(&self.metrics.download_attempts, 1);
+        let hosts = self.settings.hosts_of(&task.client_id);
+        let known = LiveImages(&self.service);
+        let dedup = (!self.settings.hash_headers.is_empty()).then_some(BodyDedup {
+            trusted: &self.settings.hash_headers,
+            known: &known,
+        });
+        let run = Stage::Fetch(u8::try_from(tier).unwrap_or(u8::MAX)).start();
+        let result = downloader
+            .fetch_unless_known(&url, deadline, validator.as_ref(), hosts, dedup)
+            .await;
+        run.finish(result.is_ok());
+        drop(slot);
+        let attempts = task.attempt + 1;
+        let event = match &result {
+            Ok(_) => Some(HostEvent::Answered),
+            Err(e) => host_event(e.kind, task.tier >= self.settings.last_tier()),
+        };
+        if let Some(event) = event {
+            self.learn_host(&domain, event);
+        }
+        if probe {
+            self.probe_result(&domain, event != Some(HostEvent::Failed))
+                .await?;
+        }
+        match result {
+            Ok(Fetched::Body(download)) => {
+                self.learn_route(
+                    &task.client_id,
+                    &domain,
+                    Observation::Finished(download.elapsed),
+                );
+                add(&self.metrics.downloads_ok, 1);
+                self.photo_downloaded(&task, download, attempts, settle)
+                    .await
+            }
+            Ok(Fetched::Known {
+                image_id,
+                validator,
+                elapsed,
+                ..
+            }) => {
+                self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
+                add(&self.metrics.bodies_skipped, 1);
+                add(&self.metrics.photos_deduplicated, 1);
+                let settlement = Settlement::Ok {
+                    validators: Some(Validators::new(image_id.clone(), validator)),
+                    image_id,
+                };
+                self.finish_url(&task.url_hash, settlement)
+                    .await
+                    .map(|()| None)
+            }
+            Ok(Fetched::NotModified { elapsed, .. }) => {
+                self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
+                add(&self.metrics.not_modified, 1);
+                match record.validators {
+                    Some(v) => {
+                        let settlement = Settlement::Ok {
+                            image_id: v.image_id.clone(),
+                            validators: Some(v),
+                        };
+                        self.finish_url(&task.url_hash, settlement)
+                            .await
+                            .map(|()| None)
+                    }
+                    // A 304 to a request without validators is the server's error.
+                    None => {
+                        let error = PhotoError::new(FetchErrorKind::HttpError, Some(304), attempts);
+                        self.finish_url(&task.url_hash, Settlement::Failed { error })
+                            .await
+                            .map(|()| None)
+                    }
+                }
+            }
+            Err(e) => self
+                .download_failed(&task, &domain, e, attempts)
+                .await
+                .map(|()| None),
+        }
+    }
+
+    async fn download_failed(
+        &self,
+        task: &FetchTask,
+        domain: &str,
+        e: FetchError,
+        attempts: u32,
+    ) -> Result<(), FlowError> {
+        debug!(url_hash = %task.url_hash, kind = %e.kind, tier = task.tier, attempts, "download failed: {e}");
+        if e.http_status.is_some() {
+            self.learn_route(&task.client_id, domain, Observation::Finished(e.elapsed));
+        }
+        let error = PhotoError::new(e.kind, e.http_status, attempts);
+        match e.kind.class() {
+            FailureClass::Slow => {
+                add(&self.metrics.timeouts, 1);
+                self.learn_route(
+                    &task.client_id,
+                    domain,
+                    Observation::TimedOut { tier: task.tier },
+                );
+                if task.tier < self.settings.last_tier() {
+                    add(&self.metrics.tier_moves, 1);
+                    let next = FetchTask {
+                        tier: task.tier + 1,
+                        attempt: attempts,
+                        ..task.clone()
+                    };
+                    return self.queue_task(&next, Duration::ZERO).await;
+                }
+            }
+            FailureClass::Transient if attempts < self.settings.max_attempts => {
+                add(&self.metrics.retries, 1);
+                let delay = retry_delay(
+                    attempts,
+                    self.settings.retry_base,
+                    self.settings.retry_cap,
+                    e.retry_after,
+                    fastrand::f64(),
+                );
+                let next = FetchTask {
+                    attempt: attempts,
+                    ..task.clone()
+                };
+                return self.queue_task(&next, delay).await;
+            }
+            FailureClass::Transient | FailureClass::Permanent => {}
+        }
+        self.finish_url(&task.url_hash, Settlement::Failed { error })
+            .await
+    }
+
+    async fn photo_downloaded(
+        &self,
+        task: &FetchTask,
+        download: Download,
+        attempts: u32,
+        settle: Settle,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let validators = Validators::new(download.image_id.clone(), download.validator.clone());
+        let here = match self.processing {
+            Processing::Inline => true,
+            Processing::InlineWhenItFits => self.service.fits_in_memory(&download.bytes),
+            Processing::Handoff => false,
+        };
+        if !here {
+            return self
+                .hand_off(task, download, validators, attempts)
+                .await
+                .map(|()| None);
+        }
+        add(&self.metrics.processed_here, 1);
+        let settlement = self
+            .process_inline(download.image_id, download.bytes, validators, attempts)
+            .await?;
+        match settle {
+            Settle::Now => self
+                .finish_url(&task.url_hash, settlement)
+                .await
+                .map(|()| None),
+            Settle::WithBatch => Ok(Some(ProcessedDownload::here(
+                task.url_hash.clone(),
+                settlement,
+            ))),
+        }
+    }
+
+    pub(super) async fn process_inline(
+        &self,
+        image_id: ImageId,
+        bytes: Bytes,
+        validators: Validators,
+        attempts: u32,
+    ) -> Result<Settlement, FlowError> {
+        match self.service.store_fetched(image_id, bytes).await {
+            Ok(outcome) => {
+                let counter = if outcome.deduplicated {
+                    &self.metrics.photos_deduplicated
+                } else {
+                    &self.metrics.photos_new
+                };
+                add(counter, 1);
+                Ok(Settlement::Ok {
+                    image_id: outcome.record.id,
+                    validators: Some(validators),
+                })
+            }
+            Err(FlowError::Image(e)) => Ok(Settlement::Failed {
+                error: PhotoError::new(image_error_kind(&e), None, attempts),
+            }),
+            Err(FlowError::EmptyBody) => Ok(Settlement::Failed {
+                error: PhotoError::new(FetchErrorKind::UnsupportedFormat, None, attempts),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// AWS: a known photo settles at once; a new one is stored under `fetched/{url_hash}` and
+    /// sent to the process function, which calls [`process_download`](Self::process_download)
+    /// and [`settle_downloads`](Self::settle_downloads).
+    /// A redelivered task downloads again (SQS redelivers only what failed, and duplicates are
+    /// rare): the photo is still processed and settled once.
+    async fn hand_off(
+        &self,
+        task: &FetchTask,
+        download: Download,
+        validators: Validators,
+        attempts: u32,
+    ) -> Result<(), FlowError> {
+        let ports = self.service.ports();
+        // An expired record not yet collected goes through the process function, whose claim
+        // revives it (without decoding), as an upload would.
+        if is_live(&self.service, &download.image_id).await? {
+            add(&self.metrics.photos_deduplicated, 1);
+            let settlement = Settlement::Ok {
+                image_id: download.image_id,
+                validators: Some(validators),
+            };
+            return self.finish_url(&task.url_hash, settlement).await;
+        }
+        ports
+            .blobs
+            .put(
+                &download_key(&task.url_hash)?,
+                download.bytes,
+                "application/octet-stream",
+            )
+            .await?;
+        let message = ProcessMessage {
+            downloaded: DownloadedPhoto {
+                url_hash: task.url_hash.clone(),
+                attempts,
+                validator: validators.validator(),
+            },
+        };
+        let body = serde_json::to_string(&message)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a process message: {e}")))?;
+        self.sends
+            .send(
+                ports.messages.as_ref(),
+                super::PROCESS_QUEUE,
+                OutgoingMessage {
+                    body,
+                    delay: Duration::ZERO,
+                },
+            )
+            .await?;
+        add(&self.metrics.photos_new, 1);
+        info!(url_hash = %task.url_hash, "download handed to the process function");
+        Ok(())
+    }
+
+    /// Records the URL's outcome, ends its download, and settles every waiting crawl.
+    ///
+    /// One write: the waiting crawls are settled first and removed in the write that records
+    /// the outcome. A crawl that joins meanwhile makes that write conflict and is settled in
+    /// the next round; settling twice changes nothing, and a crash before the write leaves
+    /// the download running, so the redelivered task settles everyone again.
+    pub(super) async fn finish_url(
+        &self,
+        hash: &UrlHash,
+        settlement: Settlement,
+    ) -> Result<(), FlowError> {
+        let records = self.service.ports().records.as_ref();
+        for round in 0..records::MAX_ROUNDS {
+            let now = self.now();
+            let (record, version) = records::read_to_write::<UrlRecord>(
+                records,
+                URL_KIND,
+                hash.as_str(),
+                now,
+                round > 0,
+            )
+            .await?;
+            let finished = self.record_outcome(record, &settlement, now);
+            self.settle_waiters(hash, &finished.waiters, &finished.status)
+                .await?;
+            if self.write_finished(hash, &finished, version, now).await? {
+                return Ok(());
+            }
+            tokio::task::yield_now().await;
+        }
+        Err(records::too_many_rounds(URL_KIND, hash.as_str()))
+    }
+
+    /// The URL's record with `settlement` recorded and its download ended, and the crawls that
+    /// waited for it (taken off the record: they are told before it is written).
+    pub(super) fn record_outcome(
+        &self,
+        record: Option<UrlRecord>,
+        settlement: &Settlement,
+        now: Timestamp,
+    ) -> Finished {
+        let mut record = record.unwrap_or_default();
+        let outcome = match settlement {
+            Settlement::Ok {
+                image_id,
+                validators,
+            } => {
+                record.permanent_failures = 0;
+                record.transient_failures = 0;
+                if validators.is_some() {
+                    record.validators = validators.clone();
+                }
+                UrlOutcome::Ok {
+                    image_id: image_id.clone(),
+                    at: now,
+                }
+            }
+            Settlement::Failed { error } => {
+                let recheck_at = match error.kind.class() {
+                    FailureClass::Permanent => {
+                        record.permanent_failures += 1;
+                        Some(recheck_after(
+                            record.permanent_failures,
+                            self.settings.recheck_base,
+                        ))
+                    }
+                    // The host's circuit decides when its URLs are tried again.
+                    _ if error.kind == FetchErrorKind::HostUnavailable => None,
+                    // Through every retry, or past the last tier: not again at once either.
+                    FailureClass::Transient | FailureClass::Slow => {
+                        record.transient_failures += 1;
+                        Some(recheck_after(
+                            record.transient_failures,
+                            self.settings.transient_recheck_base,
+                        ))
+                    }
+                }
+                .map(|after| now.plus(after));
+                UrlOutcome::Failed {
+                    error: error.clone().with_next_check(recheck_at),
+                    at: now,
+                    recheck_at,
+                }
+            }
+        };
+        let status = status_of(&outcome);
+        record.last = Some(outcome);
+        record.fetch = None;
+        let waiters = std::mem::take(&mut record.waiters);
+        Finished {
+            record,
+            status,
+            waiters,
+        }
+    }
+
+    /// Writes a finished URL's record if it is still at `version`; `false` if it changed (a
+    /// crawl joined meanwhile, and has not been told).
+    pub(super) async fn write_finished(
+        &self,
+        hash: &UrlHash,
+        finished: &Finished,
+        version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<bool, FlowError> {
+        let records = self.service.ports().records.as_ref();
+        let expires_at = self.retention(now);
+        let written = records::put(
+            records,
+            URL_KIND,
+            hash.as_str(),
+            &finished.record,
+            version,
+            expires_at,
+            now,
+        )
+        .await?;
+        if written && let PhotoStatus::Failed { error } = &finished.status {
+            add(&self.metrics.urls_failed, 1);
+            info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
+        }
+        Ok(written)
+    }
+
+    /// Settles each waiting crawl with the URL's `status`.
+    async fn settle_waiters(
+        &self,
+        hash: &UrlHash,
+        waiters: &[Waiter],
+        status: &PhotoStatus,
+    ) -> Result<(), FlowError> {
+        if waiters.is_empty() {
+            return Ok(());
+        }
+        let outcome: HashMap<UrlHash, PhotoStatus> = [(hash.clone(), status.clone())].into();
+        for waiter in waiters {
+            self.settle(&waiter.offer_id, &waiter.crawl_id, &outcome)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a downloaded body waits for the process function.
+pub(super) fn download_key(hash: &UrlHash) -> Result<BlobKey, FlowError> {
+    BlobKey::fetched(hash.as_str())
+        .ok_or_else(|| FlowError::Internal(format!("URL hash {hash} makes no storage key")))
+}
+
+fn status_of(outcome: &UrlOutcome) -> PhotoStatus {
+    match outcome {
+        UrlOutcome::Ok { image_id, .. } => PhotoStatus::Ok {
+            image_id: image_id.clone(),
+        },
+        UrlOutcome::Failed { error, .. } => PhotoStatus::Failed {
+            error: error.clone(),
+        },
+    }
+}
+
+/// The fetch error kind of a body the pipeline refused.
+fn image_error_kind(e: &PipelineError) -> FetchErrorKind {
+    match e {
+        PipelineError::TooLarge { .. } => FetchErrorKind::TooLarge,
+        PipelineError::TooManyPixels { .. } | PipelineError::OverBudget { .. } => {
+            FetchErrorKind::TooManyPixels
+        }
+        PipelineError::UnsupportedFormat(_) => FetchErrorKind::UnsupportedFormat,
+        PipelineError::CorruptImage(_) | PipelineError::Watermark(_) => {
+            FetchErrorKind::CorruptImage
+        }
+    }
+}
+
+/// What a failed download says of its host's health: `None` for a timeout below the last
+/// tier (the host is slow for that tier, and the next takes it; it is not failing).
+fn host_event(kind: FetchErrorKind, last_tier: bool) -> Option<HostEvent> {
+    match kind {
+        FetchErrorKind::RateLimited => Some(HostEvent::RateLimited),
+        FetchErrorKind::ServerError | FetchErrorKind::Connection => Some(HostEvent::Failed),
+        FetchErrorKind::Timeout if last_tier => Some(HostEvent::Failed),
+        FetchErrorKind::Timeout => None,
+        _ => Some(HostEvent::Answered),
+    }
+}
+
+/// A download's logs name its URL (without its query) and the URL's hash, tier and attempt.
+fn fetch_span(task: &FetchTask) -> tracing::Span {
+    tracing::info_span!(
+        "fetch",
+        url = %loggable(&task.url),
+        url_hash = %task.url_hash,
+        tier = task.tier,
+        attempt = task.attempt,
+    )
+}
+
+/// Whether `id` has a live record, so a download of it settles without processing. Unknown
+/// bytes, the common case, are seen missing by a peek; a record the peek sees is read again
+/// consistently, since settling on it is not checked again.
+async fn is_live(service: &Service, id: &ImageId) -> Result<bool, FlowError> {
+    let images = &service.ports().images;
+    if images.peek(id).await?.is_none() {
+        return Ok(false);
+    }
+    let now = service.ports().clock.now();
+    Ok(images
+        .get(id)
+        .await?
+        .is_some_and(|image| image.is_live(now)))
+}
+
+/// Images a body need not be read for: live records. A store error reads as unknown: the
+/// body is downloaded as usual.
+struct LiveImages<'a>(&'a Service);
+
+#[async_trait::async_trait]
+impl KnownImages for LiveImages<'_> {
+    async fn is_known(&self, id: &ImageId) -> bool {
+        is_live(self.0, id).await.unwrap_or(false)
+    }
+}

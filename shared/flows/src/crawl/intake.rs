@@ -1,0 +1,446 @@
+//! Intake: a crawl request becomes the offer's crawl record, immediate settlements from the
+//! URL records (and from hosts whose circuit is open), joins of running downloads and new
+//! fetch tasks in the tier the shared statistics predict.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use md5::{Digest, Md5};
+
+use super::Crawler;
+use super::metrics::add;
+use super::records::{
+    self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, URL_KIND, UrlOutcome, UrlRecord,
+    Waiter,
+};
+use crate::FlowError;
+use crate::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
+use imgest_core::domain::random::secure_hex;
+use imgest_core::domain::{ClientId, OfferKey, Tenant, Timestamp};
+use imgest_core::domain::{NormalizedUrl, UrlHash, redacted};
+use imgest_core::ports::OutgoingMessage;
+use imgest_core::telemetry::metrics::Stage;
+use imgest_download::{Admission, FetchErrorKind, HostAllowlist};
+use tracing::Instrument;
+
+/// A download's lease: others join it meanwhile; after it, the URL's next mention starts a new
+/// download (only if the task that held it was lost: running tasks settle long before).
+const FETCH_LEASE: Duration = Duration::from_secs(6 * 3600);
+/// How long a settled crawl (and a URL's record) outlives `IMGEST_URL_TTL`.
+pub(super) const RETENTION_MARGIN: Duration = Duration::from_secs(86_400);
+
+/// What joining a URL gave.
+enum Joined {
+    /// The URL's record settles it now.
+    Settled(PhotoStatus),
+    /// A download is running (or was just queued); the crawl waits for it.
+    Waiting,
+}
+
+impl Crawler {
+    /// Accepts an offer's URLs (the `POST /v1/crawl` body) as a new crawl of the offer in
+    /// `tenant`'s namespace. Returns the crawl's state right after intake: `Done` when nothing
+    /// had to be downloaded.
+    pub async fn intake(
+        &self,
+        tenant: &Tenant,
+        request: CrawlRequest,
+    ) -> Result<CrawlState, FlowError> {
+        self.intake_as(tenant, request, secure_hex::<8>()).await
+    }
+
+    /// [`intake`](Self::intake) of a request from a trusted source (the intake queue, whose
+    /// writers IAM decides; the operator's `imgest crawl`): its `client_id` is believed.
+    pub async fn intake_trusted(&self, request: CrawlRequest) -> Result<CrawlState, FlowError> {
+        let tenant = self.trusted_tenant(&request.client_id);
+        self.intake(&tenant, request).await
+    }
+
+    /// [`intake_trusted`](Self::intake_trusted) of the intake queue's message `message_id`.
+    /// The crawl id comes from the message id, so the message delivered again (its intake
+    /// failed or was cut short) is the same crawl, and it sends again the downloads it
+    /// started: their leases are written before their tasks are sent, and a task that was
+    /// never sent would otherwise leave the URL waiting out its lease.
+    pub async fn intake_message(
+        &self,
+        request: CrawlRequest,
+        message_id: &str,
+    ) -> Result<CrawlState, FlowError> {
+        let digest = Md5::digest(message_id.as_bytes());
+        let crawl_id = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let tenant = self.trusted_tenant(&request.client_id);
+        self.intake_as(&tenant, request, crawl_id).await
+    }
+
+    /// The namespace of a trusted request's offer: its client's when identity is on, the
+    /// shared one in open mode (the same namespace the API uses).
+    pub fn trusted_tenant(&self, client: &ClientId) -> Tenant {
+        if self.service.policy().per_client_offers {
+            Tenant::Client(client.clone())
+        } else {
+            Tenant::Shared
+        }
+    }
+
+    /// One crawl request taken in: timed as the intake stage, and logged with its client,
+    /// offer and crawl.
+    async fn intake_as(
+        &self,
+        tenant: &Tenant,
+        request: CrawlRequest,
+        crawl_id: String,
+    ) -> Result<CrawlState, FlowError> {
+        let span = tracing::info_span!(
+            "crawl",
+            client_id = %request.client_id,
+            offer_id = %request.offer_id,
+            crawl_id = %crawl_id,
+        );
+        Stage::Intake
+            .time_async(self.intake_unrecorded(tenant, request, crawl_id))
+            .instrument(span)
+            .await
+    }
+
+    async fn intake_unrecorded(
+        &self,
+        tenant: &Tenant,
+        request: CrawlRequest,
+        crawl_id: String,
+    ) -> Result<CrawlState, FlowError> {
+        let limit = self.service.policy().max_photos_per_offer;
+        if request.urls.len() > limit {
+            return Err(FlowError::TooManyPhotos {
+                count: request.urls.len(),
+                limit,
+            });
+        }
+        add(&self.metrics.offers_received, 1);
+        add(&self.metrics.urls_received, request.urls.len() as u64);
+        let now = self.now();
+        let hosts = self.settings.hosts_of(&request.client_id);
+        let parsed: Vec<(String, Result<NormalizedUrl, FetchErrorKind>)> = request
+            .urls
+            .iter()
+            .map(|raw| {
+                let url = NormalizedUrl::parse(raw, &self.settings.normalization)
+                    .map_err(|_| FetchErrorKind::InvalidUrl)
+                    .and_then(|url| self.egress_check(&url, hosts).map(|()| url));
+                // Stored and echoed without credentials, within the length cap.
+                (redacted(raw), url)
+            })
+            .collect();
+        let fingerprint = fingerprint(&parsed);
+        let records = self.service.ports().records.as_ref();
+        let offer = OfferKey::new(tenant.clone(), request.offer_id.clone());
+        let offer_key = offer.to_string();
+        let offer_key = offer_key.as_str();
+
+        // Peeks (eventually consistent reads) are enough here: an outcome a second old is as
+        // good as one read a second earlier, and the crawl's write below names the version
+        // peeked, so a stale peek only costs a conflict and a consistent read.
+        let (previous, previous_version) =
+            records::peek::<CrawlRecord>(records, CRAWL_KIND, offer_key, now).await?;
+        if let Some(previous) = previous
+            && self.is_unchanged(&previous, &fingerprint, now)
+        {
+            // The common case for offers that are re-sent whole: nothing to download or link.
+            add(&self.metrics.offers_unchanged, 1);
+            self.send_result(&offer, &previous).await?;
+            return Ok(CrawlState::Done);
+        }
+
+        // Offers whose URLs are all known settle here, in the crawl's first write.
+        let known = self.settled_by_records(&parsed, now).await?;
+        let crawl = CrawlRecord {
+            crawl_id,
+            client_id: request.client_id.clone(),
+            fingerprint,
+            state: CrawlState::Pending,
+            started_at: now,
+            settled_at: None,
+            photos: parsed
+                .iter()
+                .map(|(shown, url)| CrawlPhoto {
+                    url: shown.clone(),
+                    url_hash: url.as_ref().ok().map(NormalizedUrl::hash),
+                    status: match url {
+                        Ok(url) => known
+                            .as_ref()
+                            .and_then(|k| k.get(&url.hash()).cloned())
+                            .unwrap_or(PhotoStatus::Pending),
+                        Err(kind) => PhotoStatus::Failed {
+                            error: PhotoError::new(*kind, None, 0),
+                        },
+                    },
+                })
+                .collect(),
+        };
+        let crawl_id = crawl.crawl_id.clone();
+        // A newer crawl of the offer replaces a running one: its URLs' outcomes still arrive,
+        // but only for the crawl id they were asked for.
+        let expires_at = self.retention(now);
+        let written = records::put(
+            records,
+            CRAWL_KIND,
+            offer_key,
+            &crawl,
+            previous_version,
+            expires_at,
+            now,
+        )
+        .await?;
+        if !written {
+            self.update_record(CRAWL_KIND, offer_key, now, |_: Option<CrawlRecord>| {
+                Ok(Change::Write(crawl.clone(), ()))
+            })
+            .await?;
+        }
+        if let Some(known) = &known {
+            add(&self.metrics.urls_from_cache, known.len() as u64);
+            self.finish_crawl(&offer, crawl).await?;
+            return Ok(CrawlState::Done);
+        }
+
+        let waiter = Waiter {
+            offer_id: offer.clone(),
+            crawl_id: crawl_id.clone(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        let urls: Vec<&NormalizedUrl> = parsed
+            .iter()
+            .filter_map(|(_, url)| url.as_ref().ok())
+            .filter(|url| seen.insert(url.hash()))
+            .collect();
+        // Together: the fetch tasks of the URLs that start a download go out in one send. Every
+        // join runs to its end even if another fails: one may be gathering the send that other
+        // intakes' tasks wait for.
+        let joined = futures_util::future::join_all(
+            urls.iter()
+                .map(|url| self.join(url, &request.client_id, &waiter, now)),
+        )
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+        let mut settled = HashMap::new();
+        for (url, joined) in urls.iter().zip(joined) {
+            if let Joined::Settled(status) = joined {
+                add(&self.metrics.urls_from_cache, 1);
+                settled.insert(url.hash(), status);
+            }
+        }
+        self.settle(&offer, &crawl_id, &settled).await
+    }
+
+    /// Whether the downloader may go to `url` at all for this client: its port, and the
+    /// client's host allowlist. A URL that may not is settled at intake, never queued (the
+    /// fetcher checks every redirect hop the same way).
+    fn egress_check(
+        &self,
+        url: &NormalizedUrl,
+        hosts: Option<&HostAllowlist>,
+    ) -> Result<(), FetchErrorKind> {
+        let fetch = url.fetch_url();
+        let port = fetch.port_or_known_default().unwrap_or(0);
+        if !self.settings.fetch_ports.allows(port) {
+            return Err(FetchErrorKind::ForbiddenAddress);
+        }
+        match (hosts, fetch.host_str()) {
+            (Some(hosts), Some(host)) if !hosts.allows(host) => Err(FetchErrorKind::ForbiddenHost),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_unchanged(&self, previous: &CrawlRecord, fingerprint: &str, now: Timestamp) -> bool {
+        previous.state == CrawlState::Done
+            && previous.fingerprint == fingerprint
+            && previous
+                .settled_at
+                .is_some_and(|at| now < at.plus(self.reuse_window()))
+            && previous
+                .photos
+                .iter()
+                .all(|p| matches!(p.status, PhotoStatus::Ok { .. }))
+    }
+
+    /// Every valid URL's status, when their records settle them all now (read only: nothing
+    /// to join or start); `None` at the first that does not.
+    async fn settled_by_records(
+        &self,
+        parsed: &[(String, Result<NormalizedUrl, FetchErrorKind>)],
+        now: Timestamp,
+    ) -> Result<Option<HashMap<UrlHash, PhotoStatus>>, FlowError> {
+        let records = self.service.ports().records.as_ref();
+        let mut known = HashMap::new();
+        for url in parsed.iter().filter_map(|(_, url)| url.as_ref().ok()) {
+            let hash = url.hash();
+            if known.contains_key(&hash) {
+                continue;
+            }
+            let (record, _) =
+                records::peek::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+            match record.and_then(|r| settled_status(&r, now, self.reuse_window())) {
+                Some(status) => known.insert(hash, status),
+                None => return Ok(None),
+            };
+        }
+        Ok(Some(known))
+    }
+
+    /// Settles `url` from its record, joins its running download, or starts one.
+    async fn join(
+        &self,
+        url: &NormalizedUrl,
+        client: &ClientId,
+        waiter: &Waiter,
+        now: Timestamp,
+    ) -> Result<Joined, FlowError> {
+        let url_ttl = self.reuse_window();
+        let hash = url.hash();
+        // A host whose circuit is open gets no new downloads: its URLs settle at once.
+        let domain = super::host_of(url.fetch_url());
+        self.refresh_host(domain).await;
+        let host_down = self.hosts.admission(domain, now) == Admission::Refused;
+        let started = self
+            .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
+                let mut record = record.unwrap_or_default();
+                if let Some(status) = settled_status(&record, now, url_ttl) {
+                    return Ok(Change::Keep(Some(Joined::Settled(status))));
+                }
+                let running = record.fetch.as_ref().is_some_and(|lease| now < lease.until);
+                if host_down && !running {
+                    let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, 0);
+                    return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Failed {
+                        error,
+                    }))));
+                }
+                let rejoined = record.waiters.contains(waiter);
+                if !rejoined {
+                    record.waiters.push(waiter.clone());
+                }
+                if running && rejoined {
+                    // This crawl's intake ran before and did not finish: the task it meant to
+                    // send may never have left. Sending it again costs at most a second
+                    // download; not sending it may leave the URL waiting out the lease.
+                    return Ok(Change::Keep(Some(Joined::Waiting)));
+                }
+                if running {
+                    return Ok(Change::Write(record, None));
+                }
+                record.fetch = Some(FetchLease {
+                    client_id: client.clone(),
+                    until: now.plus(FETCH_LEASE),
+                });
+                Ok(Change::Write(record, Some(Joined::Waiting)))
+            })
+            .await?;
+        match started {
+            Some(Joined::Settled(PhotoStatus::Failed { error }))
+                if error.kind == FetchErrorKind::HostUnavailable =>
+            {
+                add(&self.metrics.circuit_refusals, 1);
+                Ok(Joined::Settled(PhotoStatus::Failed { error }))
+            }
+            Some(Joined::Settled(status)) => Ok(Joined::Settled(status)),
+            Some(Joined::Waiting) => {
+                self.queue_first_download(url, client, now).await?;
+                Ok(Joined::Waiting)
+            }
+            None => {
+                add(&self.metrics.urls_joined, 1);
+                Ok(Joined::Waiting)
+            }
+        }
+    }
+
+    /// Queues a URL's first download in the tier its host's statistics predict, at the
+    /// client's next paced slot.
+    async fn queue_first_download(
+        &self,
+        url: &NormalizedUrl,
+        client: &ClientId,
+        now: Timestamp,
+    ) -> Result<(), FlowError> {
+        let run = Stage::Route.start();
+        let domain = super::host_of(url.fetch_url());
+        let tier = if self.settings.tier_routing {
+            self.start_tier(client, domain).await
+        } else {
+            0
+        };
+        run.finish(true);
+        let rpm = self.settings.rpm_for(client);
+        let at = self.pacer.slot(client, rpm, self.settings.rate_window, now);
+        let task = FetchTask {
+            url_hash: url.hash(),
+            url: url.fetch_url().to_string(),
+            client_id: client.clone(),
+            tier,
+            attempt: 0,
+        };
+        add(&self.metrics.downloads_queued, 1);
+        self.queue_task(&task, at.since(now)).await
+    }
+
+    pub(super) async fn queue_task(
+        &self,
+        task: &FetchTask,
+        delay: Duration,
+    ) -> Result<(), FlowError> {
+        let body = serde_json::to_string(task)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a fetch task: {e}")))?;
+        self.sends
+            .send(
+                self.service.ports().messages.as_ref(),
+                &super::tier_queue(task.tier),
+                OutgoingMessage { body, delay },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// How long a URL's photo is reused without a download: `IMGEST_URL_TTL`, but never
+    /// longer than `IMGEST_ORPHAN_TTL`. A download (or dedup hit) keeps the image at least that
+    /// long, so the reused image always still exists.
+    fn reuse_window(&self) -> Duration {
+        self.settings.url_ttl.min(self.service.policy().orphan_ttl)
+    }
+
+    pub(super) fn now(&self) -> Timestamp {
+        self.service.ports().clock.now()
+    }
+
+    pub(super) fn retention(&self, now: Timestamp) -> Timestamp {
+        now.plus(self.settings.url_ttl).plus(RETENTION_MARGIN)
+    }
+}
+
+/// What a URL's record settles now: ok within the reuse window, or failed (permanently, or
+/// transiently through every retry) and not yet due for a recheck.
+fn settled_status(record: &UrlRecord, now: Timestamp, url_ttl: Duration) -> Option<PhotoStatus> {
+    match &record.last {
+        Some(UrlOutcome::Ok { image_id, at }) if now < at.plus(url_ttl) => Some(PhotoStatus::Ok {
+            image_id: image_id.clone(),
+        }),
+        Some(UrlOutcome::Failed {
+            error,
+            recheck_at: Some(recheck_at),
+            ..
+        }) if now < *recheck_at => Some(PhotoStatus::Failed {
+            error: error.clone(),
+        }),
+        _ => None,
+    }
+}
+
+fn fingerprint(parsed: &[(String, Result<NormalizedUrl, FetchErrorKind>)]) -> String {
+    let mut md5 = Md5::new();
+    for (shown, url) in parsed {
+        match url {
+            Ok(url) => md5.update(url.key().as_bytes()),
+            Err(_) => md5.update(shown.as_bytes()),
+        }
+        md5.update(b"\n");
+    }
+    hex::encode(md5.finalize())
+}

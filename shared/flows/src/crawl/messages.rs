@@ -1,0 +1,187 @@
+//! The crawl's wire formats: the crawl request (`POST /v1/crawl` and the intake queue), the
+//! fetch task (one per URL download, on the tier queues), the downloaded photo (AWS: on the
+//! process queue) and the crawl result (the results queue and `GET /v1/offers/{id}/crawl`).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use imgest_core::domain::UrlHash;
+use imgest_core::domain::{ClientId, ImageId, OfferId, Timestamp};
+use imgest_download::{FetchErrorKind, Validator};
+
+/// An offer's photo URLs, in the offer's order. Ids are checked when parsed; URLs one by one later
+/// (a bad URL fails its photo, not the offer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"client_id": "acme", "offer_id": "car-1", "urls": ["https://img.example.com/car-1/front.jpg"]}))]
+pub struct CrawlRequest {
+    /// The partner (on `POST /v1/crawl`: the token's `client_id`).
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,64}$")]
+    pub client_id: ClientId,
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._:-]{1,128}$")]
+    pub offer_id: OfferId,
+    /// The offer's photo URLs (http or https), in the offer's order.
+    pub urls: Vec<String>,
+}
+
+/// One URL to download (or keep trying to), in a tier's lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchTask {
+    pub url_hash: UrlHash,
+    pub url: String,
+    /// Whose budget the download spends (the client whose crawl asked for it first).
+    pub client_id: ClientId,
+    pub tier: usize,
+    /// Downloads tried so far for this crawl of the URL (0 for the first).
+    pub attempt: u32,
+}
+
+/// A downloaded photo waiting under `fetched/{url_hash}` for the process function (AWS): the
+/// fetch function sends it to the process queue, as `{"downloaded": {...}}`, with what settling
+/// the URL needs besides the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownloadedPhoto {
+    pub url_hash: UrlHash,
+    /// Downloads tried for this crawl of the URL, this one included.
+    pub attempts: u32,
+    /// What the host said identifies this version (`etag`, `last_modified`).
+    #[serde(flatten)]
+    pub validator: Validator,
+}
+
+/// A process queue message that is not a storage notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMessage {
+    pub downloaded: DownloadedPhoto,
+}
+
+/// What happened to one URL of an offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum PhotoStatus {
+    Pending,
+    Ok {
+        #[schema(value_type = String, pattern = "^[0-9a-f]{32}$")]
+        image_id: ImageId,
+    },
+    Failed {
+        error: PhotoError,
+    },
+}
+
+/// Why a URL's photo is not there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PhotoError {
+    pub kind: FetchErrorKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    pub attempts: u32,
+    /// When a URL that failed permanently will next be downloaded (RFC 3339), if it is
+    /// mentioned again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_at: Option<String>,
+}
+
+impl PhotoError {
+    pub fn new(kind: FetchErrorKind, http_status: Option<u16>, attempts: u32) -> Self {
+        Self {
+            kind,
+            http_status,
+            attempts,
+            next_check_at: None,
+        }
+    }
+
+    pub fn with_next_check(mut self, at: Option<Timestamp>) -> Self {
+        self.next_check_at = at.map(rfc3339);
+        self
+    }
+}
+
+/// One photo of a result, in the request's order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PhotoResult {
+    pub url: String,
+    #[serde(flatten)]
+    pub status: PhotoStatus,
+}
+
+/// `"pending"` while any URL is, then `"done"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CrawlState {
+    Pending,
+    Done,
+}
+
+/// The crawl of one offer: the results queue's message once done, and the crawl status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CrawlResult {
+    #[schema(value_type = String)]
+    pub client_id: ClientId,
+    #[schema(value_type = String)]
+    pub offer_id: OfferId,
+    pub state: CrawlState,
+    pub photos: Vec<PhotoResult>,
+}
+
+pub(crate) fn rfc3339(at: Timestamp) -> String {
+    humantime::format_rfc3339_seconds(at.to_system()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_have_the_documented_shape() {
+        let result = CrawlResult {
+            client_id: ClientId::parse("acme").unwrap(),
+            offer_id: OfferId::parse("o1").unwrap(),
+            state: CrawlState::Done,
+            photos: vec![
+                PhotoResult {
+                    url: "https://img.example/a.jpg".into(),
+                    status: PhotoStatus::Ok {
+                        image_id: ImageId::of_bytes(b"a"),
+                    },
+                },
+                PhotoResult {
+                    url: "https://img.example/b.jpg".into(),
+                    status: PhotoStatus::Failed {
+                        error: PhotoError::new(FetchErrorKind::NotFound, Some(404), 1)
+                            .with_next_check(Some(Timestamp::from_millis(1_700_000_000_000))),
+                    },
+                },
+            ],
+        };
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "client_id": "acme",
+                "offer_id": "o1",
+                "state": "done",
+                "photos": [
+                    {"url": "https://img.example/a.jpg", "status": "ok",
+                     "image_id": "0cc175b9c0f1b6a831c399e269772661"},
+                    {"url": "https://img.example/b.jpg", "status": "failed",
+                     "error": {"kind": "not_found", "http_status": 404, "attempts": 1,
+                               "next_check_at": "2023-11-14T22:13:20Z"}}
+                ]
+            })
+        );
+        let back: CrawlResult = serde_json::from_value(json).unwrap();
+        assert_eq!(back, result);
+    }
+
+    #[test]
+    fn requests_with_bad_ids_are_refused_when_parsed() {
+        let bad = r#"{"client_id": "a b", "offer_id": "o1", "urls": []}"#;
+        assert!(serde_json::from_str::<CrawlRequest>(bad).is_err());
+        let ok = r#"{"client_id": "acme", "offer_id": "o1", "urls": ["http://x/a.jpg"]}"#;
+        assert_eq!(
+            serde_json::from_str::<CrawlRequest>(ok).unwrap().urls.len(),
+            1
+        );
+    }
+}

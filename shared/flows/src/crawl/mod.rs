@@ -1,0 +1,163 @@
+//! Crawls: an offer's photo URLs in, the offer's photos (and a result message) out.
+//!
+//! - [`intake`](Crawler::intake): records the offer's crawl, settles every URL it can at once
+//!   (downloaded within `IMGEST_URL_TTL`, or failed permanently and not due for a recheck),
+//!   joins downloads already running (singleflight) and queues the rest in the tier that the
+//!   host's statistics predict, paced at the client's rate.
+//! - [`run_fetch`](Crawler::run_fetch): one download attempt of a queued URL, within the
+//!   client's rate limit, the host's concurrency and its circuit, then a photo (processed here, or handed
+//!   to the process function on AWS), a retry, a move to the next tier, or a failure.
+//! - settling: a URL's outcome goes to every crawl waiting for it; when a crawl's last URL
+//!   settles, the offer's photos are set (the successful ones, in the request's order) and the result
+//!   is sent to the results queue.
+//!
+//! Every step is idempotent: queues deliver at least once, and a crash anywhere is repaired
+//! by the redelivery of the task that was running.
+
+mod downloads;
+mod fetch;
+mod gather;
+mod grants;
+mod intake;
+mod learning;
+pub mod messages;
+mod metrics;
+mod pacer;
+mod records;
+mod sends;
+mod settle;
+
+use std::sync::{Arc, OnceLock};
+
+use crate::{FlowError, Service};
+use imgest_download::{FetchConfig, Fetcher};
+use imgest_download::{HostLimits, TierRouter};
+use imgest_settings::CrawlSettings;
+
+pub use self::downloads::ProcessedDownload;
+pub use self::gather::Expected;
+pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
+pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
+use self::pacer::Pacer;
+pub(super) use self::records::for_each_latest_crawl;
+
+/// The queue results are sent to.
+pub const RESULTS_QUEUE: &str = "results";
+
+/// The queue downloaded photos are sent to (AWS: the process function's).
+pub const PROCESS_QUEUE: &str = "process";
+
+/// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
+pub fn tier_queue(tier: usize) -> String {
+    format!("fetch-{tier}")
+}
+
+/// Where a downloaded body that is not a known photo gets decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processing {
+    /// In the downloading process (the local runner: one process does everything).
+    Inline,
+    /// In the downloading process when its memory budget can hold the photo's decode, else
+    /// handed off (the fetch functions: a photo processed where it was downloaded costs one S3
+    /// PUT, one GET, one message and one invocation less).
+    InlineWhenItFits,
+    /// Stored under `fetched/` and sent to the process function, whose memory holds what the
+    /// fetch functions' does not.
+    Handoff,
+}
+
+/// The crawl flows, with the state a process shares between its workers.
+pub struct Crawler {
+    service: Arc<Service>,
+    settings: CrawlSettings,
+    /// The downloader, built on first use: reading the system's TLS roots is most of a
+    /// function's start, and the API, intake and process functions never download.
+    downloader: OnceLock<Fetcher>,
+    fetch_config: FetchConfig,
+    router: TierRouter,
+    hosts: Arc<HostLimits>,
+    learning: learning::Learning,
+    pacer: Pacer,
+    grants: grants::GrantBatcher,
+    sends: sends::SendBatcher,
+    processing: Processing,
+    metrics: CrawlMetrics,
+}
+
+impl Crawler {
+    pub fn new(service: Arc<Service>, settings: CrawlSettings, processing: Processing) -> Self {
+        let fetch_config = FetchConfig {
+            allow_private: settings.allow_private_networks,
+            max_body: service.pipeline().config().max_body,
+            max_redirects: 5,
+            user_agent: settings.user_agent.clone(),
+            ports: settings.fetch_ports.clone(),
+        };
+        Self {
+            router: TierRouter::new(settings.tiers.clone()),
+            hosts: HostLimits::new(settings.domain_concurrency, settings.circuit),
+            learning: learning::Learning::default(),
+            downloader: OnceLock::new(),
+            fetch_config,
+            service,
+            settings,
+            pacer: Pacer::default(),
+            grants: grants::GrantBatcher::default(),
+            sends: sends::SendBatcher::default(),
+            processing,
+            metrics: CrawlMetrics::default(),
+        }
+    }
+
+    /// The downloader, built now if it was not yet. What downloads calls this at start (the
+    /// fetch function, the local runner), so its start pays for reading the TLS roots and a
+    /// broken TLS setup stops it there rather than at the first download.
+    pub fn downloader(&self) -> Result<&Fetcher, FlowError> {
+        if let Some(fetcher) = self.downloader.get() {
+            return Ok(fetcher);
+        }
+        let fetcher = Fetcher::new(self.fetch_config.clone())
+            .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
+        // Two first downloads at once may both have built one: the first stored is kept.
+        Ok(self.downloader.get_or_init(|| fetcher))
+    }
+
+    pub fn service(&self) -> &Arc<Service> {
+        &self.service
+    }
+
+    pub fn settings(&self) -> &CrawlSettings {
+        &self.settings
+    }
+
+    pub fn metrics(&self) -> &CrawlMetrics {
+        &self.metrics
+    }
+
+    pub fn hosts(&self) -> &HostLimits {
+        &self.hosts
+    }
+}
+
+/// The host a URL's statistics and politeness limits are kept for: its host and explicit
+/// port (two servers on one name but different ports are different hosts).
+pub(crate) fn host_of(url: &url::Url) -> &str {
+    &url[url::Position::BeforeHost..url::Position::AfterPort]
+}
+
+impl Crawler {
+    /// [`records::update`] of a crawl or URL record, kept for `IMGEST_URL_TTL` and a margin.
+    async fn update_record<T, R>(
+        &self,
+        kind: &str,
+        key: &str,
+        now: imgest_core::domain::Timestamp,
+        decide: impl FnMut(Option<T>) -> Result<records::Change<T, R>, FlowError>,
+    ) -> Result<R, FlowError>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let records = self.service.ports().records.as_ref();
+        records::update(records, kind, key, now, self.retention(now), decide).await
+    }
+}

@@ -1,0 +1,183 @@
+//! Settling: a URL's outcome reaches the crawls that wait for it; a crawl whose last URL
+//! settles links the offer's photos and sends its result.
+
+use std::collections::HashMap;
+
+use tracing::info;
+
+use super::Crawler;
+use super::metrics::add;
+use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
+use crate::FlowError;
+use crate::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
+use imgest_core::domain::UrlHash;
+use imgest_core::domain::{ImageId, OfferKey};
+use imgest_core::ports::OutgoingMessage;
+
+impl Crawler {
+    /// Applies `outcomes` to the offer's crawl `crawl_id` (ignored if a newer crawl replaced
+    /// it), and finishes the crawl if nothing is pending any more. Idempotent: settling again
+    /// changes nothing, and a crawl left settled but unfinished by a crash is finished.
+    pub(super) async fn settle(
+        &self,
+        offer: &OfferKey,
+        crawl_id: &str,
+        outcomes: &HashMap<UrlHash, PhotoStatus>,
+    ) -> Result<CrawlState, FlowError> {
+        let now = self.now();
+        let settled = self
+            .update_record(
+                CRAWL_KIND,
+                &offer.to_string(),
+                now,
+                |crawl: Option<CrawlRecord>| {
+                    let Some(mut crawl) = crawl.filter(|c| c.crawl_id == crawl_id) else {
+                        return Ok(Change::Keep(None));
+                    };
+                    let mut changed = false;
+                    for photo in &mut crawl.photos {
+                        let outcome = photo.url_hash.as_ref().and_then(|h| outcomes.get(h));
+                        if let Some(outcome) = outcome
+                            && photo.status == PhotoStatus::Pending
+                        {
+                            photo.status = outcome.clone();
+                            changed = true;
+                        }
+                    }
+                    let finish = (crawl.state == CrawlState::Pending && crawl.is_settled())
+                        .then(|| crawl.clone());
+                    Ok(if changed {
+                        Change::Write(crawl, finish)
+                    } else {
+                        Change::Keep(finish)
+                    })
+                },
+            )
+            .await?;
+        match settled {
+            Some(crawl) => {
+                self.finish_crawl(offer, crawl).await?;
+                Ok(CrawlState::Done)
+            }
+            None => Ok(CrawlState::Pending),
+        }
+    }
+
+    /// Links the successful photos in the request's order, sends the result, marks the crawl done.
+    pub(super) async fn finish_crawl(
+        &self,
+        offer: &OfferKey,
+        crawl: CrawlRecord,
+    ) -> Result<(), FlowError> {
+        let mut images: Vec<ImageId> = Vec::new();
+        for photo in &crawl.photos {
+            if let PhotoStatus::Ok { image_id } = &photo.status
+                && !images.contains(image_id)
+            {
+                images.push(image_id.clone());
+            }
+        }
+        // Keyed by the crawl: a finish cut short and run again links each photo once.
+        self.service
+            .link_offer_photos(offer, &images, Some(&crawl.crawl_id))
+            .await?;
+        self.send_result(offer, &crawl).await?;
+        let now = self.now();
+        self.update_record(
+            CRAWL_KIND,
+            &offer.to_string(),
+            now,
+            |current: Option<CrawlRecord>| {
+                Ok(match current {
+                    Some(mut c)
+                        if c.crawl_id == crawl.crawl_id && c.state == CrawlState::Pending =>
+                    {
+                        c.state = CrawlState::Done;
+                        c.settled_at = Some(now);
+                        Change::Write(c, ())
+                    }
+                    _ => Change::Keep(()),
+                })
+            },
+        )
+        .await?;
+        add(&self.metrics.offers_settled, 1);
+        info!(offer_id = %offer, photos = images.len(), urls = crawl.photos.len(), "crawl settled");
+        Ok(())
+    }
+
+    pub(super) async fn send_result(
+        &self,
+        offer: &OfferKey,
+        crawl: &CrawlRecord,
+    ) -> Result<(), FlowError> {
+        let result = result_of(offer, crawl, CrawlState::Done);
+        let body = serde_json::to_string(&result)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a crawl result: {e}")))?;
+        self.service
+            .ports()
+            .messages
+            .send(
+                super::RESULTS_QUEUE,
+                &[OutgoingMessage {
+                    body,
+                    delay: std::time::Duration::ZERO,
+                }],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Forgets that the offer's last crawl settled, after its photos were changed or deleted
+    /// through the API: the next crawl that lists the same URLs links them again instead
+    /// of settling at once as unchanged.
+    pub async fn forget_settled_crawl(&self, offer: &OfferKey) -> Result<(), FlowError> {
+        let now = self.now();
+        self.update_record(
+            CRAWL_KIND,
+            &offer.to_string(),
+            now,
+            |crawl: Option<CrawlRecord>| {
+                Ok(match crawl {
+                    Some(mut c) if !c.fingerprint.is_empty() && c.state == CrawlState::Done => {
+                        c.fingerprint.clear();
+                        Change::Write(c, ())
+                    }
+                    _ => Change::Keep(()),
+                })
+            },
+        )
+        .await
+    }
+
+    /// The offer's latest crawl, per URL (`GET /v1/offers/{id}/crawl`); `None` if the offer
+    /// was never crawled (or its crawl expired).
+    pub async fn crawl_status(&self, offer: &OfferKey) -> Result<Option<CrawlResult>, FlowError> {
+        let now = self.now();
+        let crawl = records::read::<CrawlRecord>(
+            self.service.ports().records.as_ref(),
+            CRAWL_KIND,
+            &offer.to_string(),
+            now,
+        )
+        .await?;
+        // `done` only once the offer's photos are linked, not as soon as the last URL settles.
+        Ok(crawl.map(|c| result_of(offer, &c, c.state)))
+    }
+}
+
+fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlResult {
+    CrawlResult {
+        client_id: crawl.client_id.clone(),
+        offer_id: offer.id().clone(),
+        state,
+        photos: crawl
+            .photos
+            .iter()
+            .map(|p| PhotoResult {
+                url: p.url.clone(),
+                status: p.status.clone(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,90 @@
+//! The flows' error: every failure a caller can see, with a stable kind and a retry class.
+
+use imgest_core::domain::{IdError, ImageId, OfferId, UploadId};
+use imgest_core::ports::StoreError;
+use imgest_pipeline::PipelineError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("the body is empty")]
+    EmptyBody,
+    #[error(transparent)]
+    InvalidId(#[from] IdError),
+    #[error(transparent)]
+    Image(#[from] PipelineError),
+    #[error("image {0} does not exist (never uploaded, or expired)")]
+    ImageNotFound(ImageId),
+    #[error("offer {0} has no photos set")]
+    OfferNotFound(OfferId),
+    #[error("image {0} is unknown: upload it first")]
+    UnknownImage(ImageId),
+    #[error("image {0} is listed more than once")]
+    DuplicateImage(ImageId),
+    #[error("{count} photos is more than the limit of {limit} per offer")]
+    TooManyPhotos { count: usize, limit: usize },
+    #[error("too many new photos are being processed; try again shortly")]
+    Overloaded,
+    #[error("too many uploads from this caller; try again in {}s", retry_after.as_secs().max(1))]
+    RateLimited { retry_after: std::time::Duration },
+    #[error("the same photo is still being processed by another request; try again")]
+    StillProcessing(ImageId),
+    #[error("upload {0} does not exist (or expired)")]
+    UploadNotFound(UploadId),
+    #[error("upload {0}'s URL has expired; create a new upload")]
+    UploadExpired(UploadId),
+    #[error("upload {0} already received its body")]
+    UploadAlreadyReceived(UploadId),
+    #[error("the upload declared {declared} bytes but {received} arrived")]
+    SizeMismatch { declared: u64, received: u64 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl FlowError {
+    /// The stable, machine-readable kind (the API's `error.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::EmptyBody => "empty_body",
+            Self::InvalidId(IdError::ImageId(_)) => "invalid_image_id",
+            Self::InvalidId(IdError::OfferId(_)) => "invalid_offer_id",
+            Self::InvalidId(IdError::UploadId(_)) => "invalid_upload_id",
+            Self::InvalidId(IdError::ClientId(_)) => "invalid_client_id",
+            Self::InvalidId(IdError::Generation(_)) => "invalid_id",
+            Self::UploadNotFound(_) => "upload_not_found",
+            Self::UploadExpired(_) => "upload_expired",
+            Self::UploadAlreadyReceived(_) => "upload_already_received",
+            Self::SizeMismatch { .. } => "size_mismatch",
+            Self::Image(e) => e.kind(),
+            Self::ImageNotFound(_) => "image_not_found",
+            Self::OfferNotFound(_) => "offer_not_found",
+            Self::UnknownImage(_) => "unknown_image",
+            Self::DuplicateImage(_) => "duplicate_image",
+            Self::TooManyPhotos { .. } => "too_many_photos",
+            Self::Overloaded | Self::RateLimited { .. } => "too_many_requests",
+            Self::StillProcessing(_) => "still_processing",
+            Self::Store(e) => e.kind(),
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// Whether the same request may succeed later. Bad input never does.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::StillProcessing(_) | Self::Overloaded | Self::RateLimited { .. } => true,
+            Self::Store(e) => e.is_retryable(),
+            Self::Image(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+impl From<imgest_core::ports::LinkError> for FlowError {
+    fn from(e: imgest_core::ports::LinkError) -> Self {
+        match e {
+            imgest_core::ports::LinkError::UnknownImage(id) => Self::UnknownImage(id),
+            imgest_core::ports::LinkError::Store(e) => Self::Store(e),
+        }
+    }
+}

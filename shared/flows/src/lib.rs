@@ -1,0 +1,36 @@
+//! Flows: the use cases, written once over the ports and shared by every entry point (HTTP API,
+//! CLI, Lambda handlers, the local runner). Each is a method of [`Service`] (the ports, the
+//! pipeline and the lifecycle policy) or of [`crawl::Crawler`].
+//!
+//! - [`upload`]: content-addressed upload with claim-based dedup, and the store of a crawled
+//!   photo (no claim).
+//! - [`presigned`]: uploads too large for a request body: a presigned URL, then processing.
+//! - [`offers`]: setting, reading and deleting an offer's ordered photo list.
+//! - [`gc`]: collecting expired orphans, record first, then that generation's files.
+//! - [`sweep`]: garbage collection that starts from the files: files no record needs.
+//! - [`backfill`]: re-processing stored photos under the configured variant set.
+//! - [`audit`]: records checked against their files and link counts against the offers.
+//! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
+//! - [`stats`]: what is stored and what is waiting, counted from the stores.
+//! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
+//! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
+
+pub mod audit;
+pub mod backfill;
+pub mod browse;
+pub mod configure;
+pub mod crawl;
+mod error;
+pub mod gc;
+mod metrics;
+pub mod offers;
+pub mod presigned;
+pub mod queues;
+mod service;
+pub mod stats;
+pub mod sweep;
+pub mod upload;
+
+pub use error::FlowError;
+pub use metrics::{Metrics, MetricsSnapshot};
+pub use service::{Policy, Ports, Service};

@@ -1,0 +1,142 @@
+//! The service: the ports, the pipeline and the lifecycle policy that every flow runs over.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::{FlowError, Metrics};
+pub use imgest_core::Ports;
+use imgest_core::budget::{MemoryBudget, Refusal, Reservation};
+use imgest_pipeline::Pipeline;
+use imgest_settings::Settings;
+
+/// How long a body waits for room in the memory budget before it is refused as overloaded:
+/// long enough to ride out a burst, short enough that a client is not left hanging.
+pub const BODY_WAIT: Duration = Duration::from_secs(10);
+
+/// Lifecycle and limit settings the flows apply.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub orphan_ttl: Duration,
+    pub claim_ttl: Duration,
+    pub sweep_grace: Duration,
+    pub max_photos_per_offer: usize,
+    pub process_concurrency: usize,
+    /// New photos allowed to wait for a decode slot; beyond that uploads are refused (429).
+    pub max_pending_uploads: usize,
+    /// How long a presigned upload URL (and its record) stays valid.
+    pub upload_url_ttl: Duration,
+    /// Offers live in their clients' namespaces (identity on), not in one shared one: what
+    /// trusted paths (the intake queue, `imgest crawl`) take a request's client for.
+    pub per_client_offers: bool,
+    /// Uploads per minute per token subject (`IMGEST_UPLOAD_RPM`).
+    pub upload_rpm: u32,
+    /// The memory the process should stay within (`IMGEST_MEMORY_BUDGET`).
+    pub memory_budget: u64,
+    /// How many download tiers there are (`IMGEST_FETCH_TIERS`): their queues are live work.
+    pub fetch_tiers: usize,
+    /// Photos a backfill re-processes per second at most (`IMGEST_BACKFILL_RATE`; 0: no limit).
+    pub backfill_rate: u32,
+    /// Parts of the index a backfill enumerates side by side (`IMGEST_BACKFILL_SEGMENTS`).
+    pub backfill_segments: u32,
+}
+
+impl Policy {
+    pub fn from_settings(s: &Settings) -> Self {
+        Self {
+            orphan_ttl: s.orphan_ttl,
+            claim_ttl: s.claim_ttl,
+            sweep_grace: s.sweep_grace,
+            max_photos_per_offer: s.max_photos_per_offer,
+            process_concurrency: s.process_concurrency,
+            max_pending_uploads: s.max_pending_uploads,
+            upload_url_ttl: s.upload_url_ttl,
+            per_client_offers: s.auth.per_client_offers(),
+            upload_rpm: s.upload_rpm,
+            memory_budget: s.memory_budget,
+            fetch_tiers: s.crawl.tiers.len(),
+            backfill_rate: s.backfill_rate,
+            backfill_segments: s.backfill_segments,
+        }
+    }
+}
+
+pub struct Service {
+    pub(crate) ports: Ports,
+    pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) policy: Policy,
+    /// Bounds concurrent decodes to the cores we have: more only adds memory, not speed.
+    pub(crate) process_slots: Arc<Semaphore>,
+    /// Bounds backfill's decodes to one fewer than `process_slots` (live work first).
+    pub(crate) backfill_slots: Arc<Semaphore>,
+    /// Bounds new photos in memory (decoding or waiting to): each holds its whole body.
+    pub(crate) admission: Arc<Semaphore>,
+    /// `admission`'s size: fewer permits available means a new photo is being uploaded.
+    pub(crate) admitted: usize,
+    /// What bodies and decodes may hold (see `budget.rs`).
+    pub(crate) budget: MemoryBudget,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Service {
+    pub fn new(ports: Ports, pipeline: Pipeline, policy: Policy) -> Self {
+        let slots = policy.process_concurrency.max(1);
+        let admitted = slots + policy.max_pending_uploads;
+        Self {
+            ports,
+            pipeline: Arc::new(pipeline),
+            process_slots: Arc::new(Semaphore::new(slots)),
+            backfill_slots: super::backfill::backfill_slots(slots),
+            admission: Arc::new(Semaphore::new(admitted)),
+            admitted,
+            budget: MemoryBudget::new(policy.memory_budget),
+            metrics: Arc::new(Metrics::default()),
+            policy,
+        }
+    }
+
+    /// Holds room for a body of `len` bytes before it is read (an upload, an object read
+    /// back): waits up to [`BODY_WAIT`] for it, then refuses as overloaded (429, to retry).
+    pub async fn reserve_body(&self, len: u64) -> Result<Reservation, FlowError> {
+        match self.budget.body(len, BODY_WAIT).await {
+            Ok(reservation) => Ok(reservation),
+            Err(Refusal::Busy { .. }) => Err(FlowError::Overloaded),
+            Err(Refusal::NeverFits { needed, pool }) => {
+                Err(FlowError::Image(imgest_pipeline::PipelineError::TooLarge {
+                    size: needed,
+                    limit: pool,
+                }))
+            }
+        }
+    }
+
+    /// Whether this process's decoding pool can ever hold `body`'s decode (its footprint, from
+    /// the header). A header that does not read says yes: processing it gives the error.
+    pub fn fits_in_memory(&self, body: &[u8]) -> bool {
+        match self.pipeline.footprint(body) {
+            Ok(footprint) => footprint.bytes <= self.budget.work_pool(),
+            Err(_) => true,
+        }
+    }
+
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.budget
+    }
+
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}

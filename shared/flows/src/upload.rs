@@ -1,0 +1,871 @@
+//! Upload: the same bytes are decoded, resized and written once, however many callers send them.
+//!
+//! The image id is the MD5 of the body (computed while the body streams in). A claim — a
+//! conditional write in the image index — decides who processes new content; everyone else
+//! gets the existing record (a dedup hit costs one read, plus one conditional write when the
+//! record was last refreshed longer ago than the refresh granularity; no decoding) or waits
+//! for the claimant. Files are written before the record becomes ready, so a ready record never
+//! points at a missing file; a failed or cancelled processing run removes its claim and files.
+//!
+//! A dedup hit is the common case and should cost what hashing costs: so the body is kept as
+//! the chunks it arrived in (joined only for new content), and only its magic bytes are checked
+//! before the claim; the header is parsed after the claim, for new content only (the bytes of a
+//! ready record passed that check when they first came).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{Instrument, info, warn};
+
+use super::service::Ports;
+use super::{FlowError, Metrics, Service};
+use imgest_core::budget::{MemoryBudget, Reservation};
+use imgest_core::domain::{
+    BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant, VariantSetVersion,
+};
+use imgest_core::ports::{Claim, ReadyImage, StoreError};
+use imgest_core::telemetry::metrics::Stage;
+use imgest_pipeline::{Pipeline, PipelineError, Processed};
+
+/// What an upload returns: the record and whether the bytes were already known.
+#[derive(Debug, Clone)]
+pub struct UploadOutcome {
+    pub record: ImageRecord,
+    pub deduplicated: bool,
+}
+
+/// An upload body as it arrived: its chunks, not joined until the content turns out to be new.
+#[derive(Debug, Clone, Default)]
+pub struct UploadBody {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl UploadBody {
+    pub fn push(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        if !chunk.is_empty() {
+            self.chunks.push(chunk);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first `n` bytes (fewer if the body is shorter), copied only if they span chunks.
+    fn head(&self, n: usize) -> std::borrow::Cow<'_, [u8]> {
+        match self.chunks.first() {
+            Some(first) if first.len() >= n || self.chunks.len() == 1 => {
+                std::borrow::Cow::Borrowed(&first[..n.min(first.len())])
+            }
+            _ => std::borrow::Cow::Owned(
+                self.chunks
+                    .iter()
+                    .flat_map(|c| c.iter().copied())
+                    .take(n)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The whole body in one buffer (no copy when it arrived in one chunk).
+    pub fn into_bytes(self) -> Bytes {
+        match self.chunks.len() {
+            0 => Bytes::new(),
+            1 => self.chunks.into_iter().next().unwrap_or_default(),
+            _ => {
+                let mut joined = bytes::BytesMut::with_capacity(self.len);
+                for chunk in &self.chunks {
+                    joined.extend_from_slice(chunk);
+                }
+                joined.freeze()
+            }
+        }
+    }
+}
+
+impl From<Bytes> for UploadBody {
+    fn from(bytes: Bytes) -> Self {
+        let mut body = Self::default();
+        body.push(bytes);
+        body
+    }
+}
+
+/// Enough leading bytes to tell every accepted format from its magic bytes.
+const MAGIC_LEN: usize = 16;
+/// The window `IMGEST_UPLOAD_RPM` counts in.
+const UPLOAD_RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// How often a caller waiting for another caller's claim looks again (doubling, capped).
+const WAIT_FIRST_POLL: Duration = Duration::from_millis(10);
+const WAIT_MAX_POLL: Duration = Duration::from_millis(250);
+
+impl Service {
+    /// Uploads `body`, whose MD5 the caller computed while receiving it.
+    pub async fn upload(
+        &self,
+        id: ImageId,
+        body: impl Into<UploadBody>,
+    ) -> Result<UploadOutcome, FlowError> {
+        let body = body.into();
+        if body.is_empty() {
+            return Err(FlowError::EmptyBody);
+        }
+        // Size and magic bytes first: a body that is no image of an accepted format never
+        // creates a claim. The header is read below, once the content is known to be new.
+        self.pipeline
+            .check_format(body.len(), &body.head(MAGIC_LEN))
+            .inspect_err(|_| {
+                Metrics::add(&self.metrics.pipeline_rejections, 1);
+            })?;
+        let mut body = Some(body);
+        let mut joined = Bytes::new();
+
+        // A waiter re-claims when the claimant gave up (abandoned or expired claim); the loop is
+        // bounded because each round either returns or sees a claim end.
+        let mut waited_rounds = 0u32;
+        loop {
+            match self.claim(&id).await? {
+                Claim::Existing(record) => {
+                    Metrics::add(&self.metrics.uploads_deduplicated, 1);
+                    return Ok(UploadOutcome {
+                        record,
+                        deduplicated: true,
+                    });
+                }
+                Claim::New { generation } => {
+                    if let Some(parts) = body.take() {
+                        joined = parts.into_bytes();
+                    }
+                    // Header checks (declared size against the pixel limit) before any decoding;
+                    // a refused body gives its claim back at once.
+                    if let Err(e) = self.pipeline.inspect(&joined) {
+                        Metrics::add(&self.metrics.pipeline_rejections, 1);
+                        if let Err(abandon) = self.ports.images.abandon(&id, &generation).await {
+                            warn!(image_id = %id, error = %abandon, "could not remove a refused claim; it expires by itself");
+                        }
+                        return Err(e.into());
+                    }
+                    match self
+                        .process_and_store(id.clone(), generation, joined.clone(), Record::Claimed)
+                        .await?
+                    {
+                        Some(record) => {
+                            Metrics::add(&self.metrics.uploads_new, 1);
+                            return Ok(UploadOutcome {
+                                record,
+                                deduplicated: false,
+                            });
+                        }
+                        // Our claim was taken over while we worked: the other worker's record wins.
+                        None => continue,
+                    }
+                }
+                Claim::InProgress { .. } => {
+                    waited_rounds += 1;
+                    if waited_rounds > 3 {
+                        return Err(FlowError::StillProcessing(id));
+                    }
+                    if let Some(record) = self.wait_for_claim(&id).await? {
+                        Metrics::add(&self.metrics.uploads_deduplicated, 1);
+                        return Ok(UploadOutcome {
+                            record,
+                            deduplicated: true,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The images among `ids` that are stored, each refreshed as an upload of its bytes would
+    /// refresh it (its orphan expiry pushed back, an expired one not yet collected revived), in
+    /// the order of `ids` (each once): a client that hashed its photos asks first and sends only
+    /// the others. An id without a record stays without one: only ids with a ready record are
+    /// claimed, and a record collected in between gets the claim back at once.
+    pub async fn known_images(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, FlowError> {
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let ids: Vec<ImageId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+        let stored = self.ports.images.get_many(&ids).await?;
+        let refreshes = stored
+            .into_iter()
+            .filter(ImageRecord::is_ready)
+            .map(|record| self.refresh_known(record.id));
+        let refreshed = futures_util::future::try_join_all(refreshes).await?;
+        Ok(refreshed.into_iter().flatten().collect())
+    }
+
+    /// The claim an upload of `id`'s bytes would make, for an id that had a ready record a
+    /// moment ago.
+    async fn refresh_known(&self, id: ImageId) -> Result<Option<ImageRecord>, FlowError> {
+        match self.claim(&id).await? {
+            Claim::Existing(record) => Ok(Some(record)),
+            Claim::InProgress { .. } => Ok(None),
+            // Collected meanwhile: the claim just made is given back, and the client uploads.
+            Claim::New { generation } => {
+                self.ports.images.abandon(&id, &generation).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// What an upload of `id`'s bytes claims now (see [`ImageIndex::claim`](imgest_core::ports::ImageIndex::claim)).
+    async fn claim(&self, id: &ImageId) -> Result<Claim, StoreError> {
+        let now = self.ports.clock.now();
+        let (claim_ttl, orphan_ttl) = (self.policy.claim_ttl, self.policy.orphan_ttl);
+        self.ports
+            .images
+            .claim(id, now, claim_ttl, orphan_ttl)
+            .await
+    }
+
+    /// Counts one upload against `owner`'s limit (`IMGEST_UPLOAD_RPM` per minute, shared by
+    /// every process through the rate limiter); `RateLimited` past it. Open mode (`None`) has
+    /// no per-caller limit.
+    pub async fn admit_upload(&self, owner: Option<&Owner>) -> Result<(), FlowError> {
+        let Some(owner) = owner else {
+            return Ok(());
+        };
+        let now = self.ports.clock.now();
+        // `/` is in no client id, so these budgets never mix with the crawls' per-client ones.
+        let grant = self
+            .ports
+            .rate_limits
+            .acquire(
+                &format!("upload/{owner}"),
+                1,
+                self.policy.upload_rpm,
+                UPLOAD_RATE_WINDOW,
+                now,
+            )
+            .await?;
+        if grant.granted == 0 {
+            let retry_after = grant
+                .retry_at
+                .map_or(UPLOAD_RATE_WINDOW, |at| at.since(now));
+            return Err(FlowError::RateLimited { retry_after });
+        }
+        Ok(())
+    }
+
+    /// Uploads bytes whose id is not known yet (the CLI's `process`, tests).
+    pub async fn upload_bytes(&self, body: Bytes) -> Result<UploadOutcome, FlowError> {
+        let id = ImageId::of_bytes(&body);
+        self.upload(id, body).await
+    }
+
+    /// Stores bytes that an offer links a moment later (a crawled photo), whose MD5 the caller
+    /// computed: like [`upload`](Self::upload), but new bytes are processed without a claim and
+    /// their record is written once, after the files
+    /// ([`create_ready`](imgest_core::ports::ImageIndex::create_ready)). The claim is what makes
+    /// concurrent uploads of the same new bytes wait for one of them; a crawled URL is already
+    /// downloaded once however many offers list it, so the same new bytes arrive at the same
+    /// moment only under two URLs. Then both are processed, one record wins and the other run
+    /// deletes its files. Known bytes (any record) go the claim's way, decoding nothing.
+    pub async fn store_fetched(
+        &self,
+        id: ImageId,
+        body: Bytes,
+    ) -> Result<UploadOutcome, FlowError> {
+        if body.is_empty() {
+            return Err(FlowError::EmptyBody);
+        }
+        // A peek: new bytes are stored with a conditional write, and a record seen is claimed.
+        if self.ports.images.peek(&id).await?.is_some() {
+            return self.upload(id, body).await;
+        }
+        let checked = self
+            .pipeline
+            .check_format(body.len(), &body[..MAGIC_LEN.min(body.len())])
+            .and_then(|_| self.pipeline.inspect(&body).map(drop));
+        if let Err(e) = checked {
+            Metrics::add(&self.metrics.pipeline_rejections, 1);
+            return Err(e.into());
+        }
+        let generation = Generation::random();
+        match self
+            .process_and_store(id.clone(), generation, body.clone(), Record::New)
+            .await?
+        {
+            Some(record) => {
+                Metrics::add(&self.metrics.uploads_new, 1);
+                Ok(UploadOutcome {
+                    record,
+                    deduplicated: false,
+                })
+            }
+            // Stored meanwhile (the same bytes under another URL, or uploaded): theirs wins.
+            None => self.upload(id, body).await,
+        }
+    }
+
+    /// Waits until another caller's claim on `id` ends. Returns the ready record, or `None` when
+    /// the claim ended without one (failed, or expired: the caller claims again).
+    async fn wait_for_claim(&self, id: &ImageId) -> Result<Option<ImageRecord>, FlowError> {
+        let mut poll = WAIT_FIRST_POLL;
+        loop {
+            tokio::time::sleep(poll).await;
+            poll = (poll * 2).min(WAIT_MAX_POLL);
+            let now = self.ports.clock.now();
+            match self.ports.images.get(id).await? {
+                Some(record) if record.is_ready() => return Ok(Some(record)),
+                Some(record) if !record.is_expired(now) => continue,
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// Runs the pipeline and writes files under `generation`, then the record: the completion
+    /// of our claim, or a new record. Returns `None` if the claim was lost meanwhile, or if a
+    /// record appeared meanwhile. Runs as its own task, so a client that disconnects does not
+    /// cancel it half-way; the guard cleans up on any failure, panic included.
+    async fn process_and_store(
+        &self,
+        id: ImageId,
+        generation: Generation,
+        body: Bytes,
+        record: Record,
+    ) -> Result<Option<ImageRecord>, FlowError> {
+        let ports = self.ports.clone();
+        let pipeline = Arc::clone(&self.pipeline);
+        let slots = Arc::clone(&self.process_slots);
+        let admission = Arc::clone(&self.admission);
+        let budget = self.budget.clone();
+        let metrics = Arc::clone(&self.metrics);
+        let orphan_ttl = self.policy.orphan_ttl;
+        let version = self.pipeline.version().clone();
+        let task = tokio::spawn(async move {
+            let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone(), record);
+            let Ok(_admitted) = admission.try_acquire_owned() else {
+                guard.release().await;
+                return Err(FlowError::Overloaded);
+            };
+            let processed = decode(&pipeline, &budget, &slots, &body).await?;
+            Metrics::add(&metrics.pipeline_runs, 1);
+            let processed = match processed {
+                Ok(p) => p,
+                Err(e) => {
+                    Metrics::add(&metrics.pipeline_rejections, 1);
+                    guard.release().await;
+                    return Err(FlowError::Image(e));
+                }
+            };
+            let ready = Stage::Store
+                .time_async(write_files(
+                    &ports,
+                    &id,
+                    &generation,
+                    &body,
+                    processed,
+                    version,
+                    &metrics,
+                ))
+                .await?;
+            let now = ports.clock.now();
+            let written = match record {
+                Record::Claimed => ports
+                    .images
+                    .complete(&id, &generation, ready, now, orphan_ttl)
+                    .await
+                    .map(Some),
+                Record::New => {
+                    ports
+                        .images
+                        .create_ready(&id, &generation, ready, now, orphan_ttl)
+                        .await
+                }
+            };
+            // Refused, or failed: the write may still be ours (applied, its answer lost, and
+            // refused when the SDK tried again). Only the record read back tells.
+            let failure = match written {
+                Ok(Some(record)) => return Ok(Some(stored(&mut guard, record))),
+                Ok(None) => Ok(None),
+                Err(StoreError::Conflict(reason)) => Ok(Some(reason)),
+                Err(e) => Err(e),
+            };
+            match (find_ours(&ports, &id, &generation).await, failure) {
+                (Ok(Some(record)), _) => Ok(Some(stored(&mut guard, record))),
+                (Ok(None), Ok(lost_claim)) => {
+                    match lost_claim {
+                        Some(reason) => {
+                            warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
+                        }
+                        None => {
+                            info!(image_id = %id, generation = %generation, "the same bytes were stored meanwhile");
+                        }
+                    }
+                    guard.release_files_only().await;
+                    Ok(None)
+                }
+                // Not ours: the guard removes the files (and the claim) as it drops.
+                (Ok(None), Err(e)) => Err(FlowError::Store(e)),
+                // Unknown: the files stay. A file without a record is garbage the sweeper
+                // collects; a record without its files is a broken image.
+                (Err(read), failure) => {
+                    guard.disarm();
+                    Err(FlowError::Store(failure.err().unwrap_or(read)))
+                }
+            }
+        }
+        .instrument(tracing::Span::current()));
+        task.await
+            .map_err(|e| FlowError::Internal(format!("upload task failed: {e}")))?
+    }
+}
+
+/// A record of ours is written: the files are its now.
+fn stored(guard: &mut ClaimGuard, record: ImageRecord) -> ImageRecord {
+    guard.disarm();
+    info!(image_id = %record.id, generation = %record.generation, "image processed");
+    record
+}
+
+/// The ready record of `id` if it is `generation`'s (a write of ours that went through).
+async fn find_ours(
+    ports: &Ports,
+    id: &ImageId,
+    generation: &Generation,
+) -> Result<Option<ImageRecord>, StoreError> {
+    Ok(ports
+        .images
+        .get(id)
+        .await?
+        .filter(|r| &r.generation == generation && r.is_ready()))
+}
+
+/// Writes the original and every variant (concurrently) and describes them for the record.
+pub(crate) async fn write_files(
+    ports: &Ports,
+    id: &ImageId,
+    generation: &Generation,
+    original: &Bytes,
+    processed: Processed,
+    variant_set: VariantSetVersion,
+    metrics: &Metrics,
+) -> Result<ReadyImage, FlowError> {
+    let mut writes = Vec::with_capacity(processed.variants.len() + 1);
+    let mut variants = Vec::with_capacity(processed.variants.len());
+    writes.push((
+        BlobKey::original(id, generation),
+        original.clone(),
+        processed.format.mime(),
+    ));
+    for v in processed.variants {
+        variants.push(StoredVariant {
+            name: v.name.clone(),
+            width: v.width,
+            height: v.height,
+            bytes: v.jpeg.len() as u64,
+        });
+        writes.push((
+            BlobKey::variant(id, generation, &v.name),
+            Bytes::from(v.jpeg),
+            "image/jpeg",
+        ));
+    }
+    let results = futures_util::future::join_all(
+        writes
+            .iter()
+            .map(|(key, body, content_type)| ports.blobs.put(key, body.clone(), content_type)),
+    )
+    .await;
+    for r in results {
+        r?;
+    }
+    Metrics::add(&metrics.files_written, writes.len() as u64);
+    Ok(ReadyImage {
+        format: processed.format,
+        width: processed.width,
+        height: processed.height,
+        original_bytes: original.len() as u64,
+        variants,
+        variant_set,
+    })
+}
+
+/// Which record the files of a processing run end up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Record {
+    /// The caller's claim, completed.
+    Claimed,
+    /// A record created once the files are written (no claim: see [`Service::store_fetched`]).
+    New,
+}
+
+/// Partial work of a processing run: unless disarmed, dropping it removes the generation's files
+/// and the claim if there is one (in a background task, so cancellation and panics are covered
+/// too).
+struct ClaimGuard {
+    ports: Ports,
+    id: ImageId,
+    generation: Generation,
+    claimed: bool,
+    armed: bool,
+}
+
+impl ClaimGuard {
+    fn new(ports: Ports, id: ImageId, generation: Generation, record: Record) -> Self {
+        Self {
+            ports,
+            id,
+            generation,
+            claimed: record == Record::Claimed,
+            armed: true,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Cleans up now (files, then the claim if any) and disarms.
+    async fn release(&mut self) {
+        self.armed = false;
+        cleanup(
+            self.ports.clone(),
+            self.id.clone(),
+            self.generation.clone(),
+            self.claimed,
+        )
+        .await;
+    }
+
+    /// Removes our generation's files but leaves the (no longer ours) claim alone.
+    async fn release_files_only(&mut self) {
+        self.armed = false;
+        cleanup(
+            self.ports.clone(),
+            self.id.clone(),
+            self.generation.clone(),
+            false,
+        )
+        .await;
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if self.armed
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            handle.spawn(cleanup(
+                self.ports.clone(),
+                self.id.clone(),
+                self.generation.clone(),
+                self.claimed,
+            ));
+        }
+    }
+}
+
+/// Best effort: what it cannot delete, the sweeper deletes after its grace period.
+async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_claim: bool) {
+    if let Err(e) = delete_generation_files(&ports, &id, &generation).await {
+        warn!(image_id = %id, generation = %generation, error = %e, "could not remove files of a failed upload; the sweeper will");
+    }
+    if abandon_claim && let Err(e) = ports.images.abandon(&id, &generation).await {
+        warn!(image_id = %id, generation = %generation, error = %e, "could not remove a failed claim; it expires by itself");
+    }
+}
+
+/// Deletes every file under one generation of an image, found by listing its prefixes.
+pub(crate) async fn delete_generation_files(
+    ports: &Ports,
+    id: &ImageId,
+    generation: &Generation,
+) -> Result<u64, StoreError> {
+    let mut deleted = 0;
+    for prefix in BlobKey::generation_prefixes(id, generation) {
+        loop {
+            // Always from the start: the previous page is gone once deleted.
+            let page = ports.blobs.list(&prefix, None, 1000).await?;
+            if page.blobs.is_empty() {
+                break;
+            }
+            let keys: Vec<BlobKey> = page.blobs.into_iter().map(|b| b.key).collect();
+            ports.blobs.delete(&keys).await?;
+            deleted += keys.len() as u64;
+            if page.next.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(deleted)
+}
+
+/// Decodes and resizes `body` once room for its footprint is reserved and a decoding slot is
+/// free (off the async threads). The outer error is the task's; the inner one the photo's.
+pub(crate) async fn decode(
+    pipeline: &Arc<Pipeline>,
+    budget: &MemoryBudget,
+    slots: &Arc<tokio::sync::Semaphore>,
+    body: &Bytes,
+) -> Result<Result<Processed, PipelineError>, FlowError> {
+    let _memory = match reserve_memory(pipeline, budget, body).await {
+        Ok(reservation) => reservation,
+        Err(e) => return Ok(Err(e)),
+    };
+    let _slot = slots
+        .acquire()
+        .await
+        .map_err(|e| FlowError::Internal(e.to_string()))?;
+    let (pipeline, body) = (Arc::clone(pipeline), body.clone());
+    tokio::task::spawn_blocking(move || pipeline.process(&body))
+        .await
+        .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))
+}
+
+/// Reserves what decoding `body` will hold at its peak (its footprint, read from the header
+/// off the async threads), waiting for room; a photo larger than the whole decoding pool is
+/// refused (`too_many_pixels`, with the budget in the message).
+async fn reserve_memory(
+    pipeline: &Arc<Pipeline>,
+    budget: &MemoryBudget,
+    body: &Bytes,
+) -> Result<Reservation, PipelineError> {
+    let (pipeline, bytes) = (Arc::clone(pipeline), body.clone());
+    let footprint = tokio::task::spawn_blocking(move || pipeline.footprint(&bytes))
+        .await
+        .map_err(|e| PipelineError::CorruptImage(format!("the header check failed: {e}")))??;
+    // A wait without a time limit is refused only when the photo can never fit.
+    budget
+        .work(footprint.bytes)
+        .await
+        .map_err(|_| PipelineError::OverBudget {
+            width: footprint.info.width,
+            height: footprint.info.height,
+            needed: footprint.bytes,
+            budget: budget.work_pool(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+    use imgest_core::ports::SystemClock;
+    use imgest_embedded::{FsBlobStore, SqliteStore};
+    use imgest_pipeline::{Pipeline, PipelineConfig};
+    use imgest_settings::Settings;
+
+    fn service(dir: &std::path::Path, max_pending_uploads: usize) -> Service {
+        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        service_with(dir, max_pending_uploads, store.clone(), store)
+    }
+
+    fn service_with(
+        dir: &std::path::Path,
+        max_pending_uploads: usize,
+        store: Arc<SqliteStore>,
+        images: Arc<dyn imgest_core::ports::ImageIndex>,
+    ) -> Service {
+        let ports = Ports {
+            blobs: Arc::new(FsBlobStore::new(dir)),
+            images,
+            offers: store.clone(),
+            uploads: store.clone(),
+            upload_urls: Arc::new(imgest_embedded::LocalUploadUrls::new(
+                "http://127.0.0.1:8080",
+            )),
+            checkpoints: store.clone(),
+            records: store.clone(),
+            rate_limits: store.clone(),
+            messages: Arc::new(imgest_embedded::sqlite::QueueSender::new(
+                store.clone(),
+                Arc::new(SystemClock),
+            )),
+            queue: Some(store),
+            clock: Arc::new(SystemClock),
+        };
+        let mut policy = Policy::from_settings(&Settings::defaults());
+        policy.process_concurrency = 1;
+        policy.max_pending_uploads = max_pending_uploads;
+        Service::new(ports, Pipeline::new(PipelineConfig::default()), policy)
+    }
+
+    fn photo() -> Bytes {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/photo.jpg"
+        );
+        Bytes::from(std::fs::read(path).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_new_photo_beyond_the_admission_limit_is_refused_and_leaves_no_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path(), 0);
+        // Every admission permit is taken, as if a photo were being decoded.
+        let held = Arc::clone(&service.admission)
+            .acquire_owned()
+            .await
+            .unwrap();
+        let err = service.upload_bytes(photo()).await.unwrap_err();
+        assert!(matches!(err, FlowError::Overloaded), "{err:?}");
+        assert_eq!(err.kind(), "too_many_requests");
+        assert!(err.is_retryable());
+        let id = ImageId::of_bytes(&photo());
+        assert_eq!(
+            service.ports.images.get(&id).await.unwrap(),
+            None,
+            "the claim was released"
+        );
+
+        drop(held);
+        let outcome = service.upload_bytes(photo()).await.unwrap();
+        assert!(!outcome.deduplicated);
+    }
+
+    /// An image index whose record writes are applied and then answered with an error, as
+    /// when a timeout hides a write that went through.
+    struct AnswerLost(Arc<SqliteStore>);
+
+    fn lost() -> StoreError {
+        StoreError::Unavailable {
+            message: "the answer was lost".into(),
+            source: None,
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl imgest_core::ports::ImageIndex for AnswerLost {
+        async fn claim(
+            &self,
+            id: &ImageId,
+            now: imgest_core::domain::Timestamp,
+            claim_ttl: Duration,
+            orphan_ttl: Duration,
+        ) -> Result<Claim, StoreError> {
+            self.0.claim(id, now, claim_ttl, orphan_ttl).await
+        }
+        async fn complete(
+            &self,
+            id: &ImageId,
+            generation: &Generation,
+            ready: ReadyImage,
+            now: imgest_core::domain::Timestamp,
+            orphan_ttl: Duration,
+        ) -> Result<ImageRecord, StoreError> {
+            self.0
+                .complete(id, generation, ready, now, orphan_ttl)
+                .await?;
+            Err(lost())
+        }
+        async fn create_ready(
+            &self,
+            id: &ImageId,
+            generation: &Generation,
+            ready: ReadyImage,
+            now: imgest_core::domain::Timestamp,
+            orphan_ttl: Duration,
+        ) -> Result<Option<ImageRecord>, StoreError> {
+            self.0
+                .create_ready(id, generation, ready, now, orphan_ttl)
+                .await?;
+            Err(lost())
+        }
+        async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
+            self.0.abandon(id, generation).await
+        }
+        async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
+            self.0.get(id).await
+        }
+        async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
+            self.0.get_many(ids).await
+        }
+        async fn expired(
+            &self,
+            now: imgest_core::domain::Timestamp,
+            limit: usize,
+        ) -> Result<Vec<ImageRecord>, StoreError> {
+            self.0.expired(now, limit).await
+        }
+        async fn delete_if_expired(
+            &self,
+            id: &ImageId,
+            generation: &Generation,
+            now: imgest_core::domain::Timestamp,
+        ) -> Result<bool, StoreError> {
+            self.0.delete_if_expired(id, generation, now).await
+        }
+        async fn replace_files(
+            &self,
+            id: &ImageId,
+            expected: &Generation,
+            generation: &Generation,
+            ready: ReadyImage,
+            keep_previous_until: imgest_core::domain::Timestamp,
+        ) -> Result<Option<ImageRecord>, StoreError> {
+            self.0
+                .replace_files(id, expected, generation, ready, keep_previous_until)
+                .await
+        }
+        async fn correct_link_count(
+            &self,
+            seen: &ImageRecord,
+            count: u32,
+            now: imgest_core::domain::Timestamp,
+            orphan_ttl: Duration,
+        ) -> Result<bool, StoreError> {
+            self.0
+                .correct_link_count(seen, count, now, orphan_ttl)
+                .await
+        }
+        async fn scan(
+            &self,
+            segment: u32,
+            segments: u32,
+            cursor: Option<&str>,
+            limit: usize,
+        ) -> Result<imgest_core::ports::ScanPage, StoreError> {
+            self.0.scan(segment, segments, cursor, limit).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_written_whose_answer_was_lost_keeps_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+        let service = service_with(dir.path(), 8, store.clone(), Arc::new(AnswerLost(store)));
+        let png = Bytes::from(
+            std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../tests/fixtures/small.png"
+            ))
+            .unwrap(),
+        );
+        // A crawled photo (created without a claim) and an upload (a claim, completed).
+        let fetched = service
+            .store_fetched(ImageId::of_bytes(&photo()), photo())
+            .await
+            .unwrap();
+        let uploaded = service.upload_bytes(png).await.unwrap();
+        for outcome in [fetched, uploaded] {
+            assert!(!outcome.deduplicated);
+            let record = service.ports.images.get(&outcome.record.id).await.unwrap();
+            assert_eq!(record.as_ref(), Some(&outcome.record));
+            for key in outcome.record.file_keys() {
+                assert!(service.ports.blobs.get(&key).await.is_ok(), "{key} is kept");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dedup_hit_is_admitted_even_when_decoding_is_saturated() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path(), 0);
+        service.upload_bytes(photo()).await.unwrap();
+        let _held = Arc::clone(&service.admission)
+            .acquire_owned()
+            .await
+            .unwrap();
+        assert!(service.upload_bytes(photo()).await.unwrap().deduplicated);
+    }
+}

@@ -1,0 +1,106 @@
+//! Identity at the API's edge: the middleware that turns a `/v1` request's credential into a
+//! [`Caller`] (or a 401), and the extractors a route names to say who may call it
+//! ([`Uploader`], [`Partner`]: a 403 for a caller without the scope). The decisions themselves
+//! are [`Caller`]'s, the same for the local runner and the API function.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::{
+    AuthError, Authenticator, Caller, Observer, Operator, Partner, Uploader, gateway,
+};
+use crate::{ApiError, ApiState, metrics, openapi};
+
+/// Authenticates every `/v1` request but the OpenAPI document's (the health check, the
+/// document and the public files are open) and puts its [`Caller`] in the request's
+/// extensions. A token is only ever read from the `Authorization` header, never from the
+/// query string.
+pub(crate) async fn authenticate(
+    State(state): State<ApiState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    // Exactly the document's path: anything else under /v1 stays closed. The metrics are
+    // closed too.
+    if !(path.starts_with("/v1/") || path == metrics::PATH) || path == openapi::PATH {
+        return next.run(request).await;
+    }
+    let caller = match &state.auth {
+        Authenticator::Open => Ok(Caller::open()),
+        Authenticator::Jwt(verifier) => bearer(&request)
+            .and_then(|token| verifier.verify(token))
+            .and_then(|claims| Caller::from_claims(&claims)),
+        Authenticator::Gateway => {
+            gateway::claims(request.extensions()).and_then(|claims| Caller::from_claims(&claims))
+        }
+    };
+    match caller {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(request: &Request) -> Result<&str, AuthError> {
+    let missing = || AuthError::Unauthenticated("no bearer token (Authorization: Bearer …)".into());
+    let value = request
+        .headers()
+        .get(AUTHORIZATION)
+        .ok_or_else(missing)?
+        .to_str()
+        .map_err(|_| missing())?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(missing)?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(missing());
+    }
+    Ok(token.trim())
+}
+
+/// The caller the middleware authenticated; a route outside `/v1` has none, and a route
+/// that asks for one there is refused (closed by default).
+fn caller(parts: &Parts) -> Result<&Caller, ApiError> {
+    parts.extensions.get::<Caller>().ok_or_else(|| {
+        ApiError::from(AuthError::Unauthenticated(
+            "this route needs a credential".into(),
+        ))
+    })
+}
+
+impl FromRequestParts<ApiState> for Uploader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.uploader()?)
+    }
+}
+
+impl FromRequestParts<ApiState> for Partner {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.partner()?)
+    }
+}
+
+impl FromRequestParts<ApiState> for Observer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.observer()?)
+    }
+}
+
+impl FromRequestParts<ApiState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.operator()?)
+    }
+}

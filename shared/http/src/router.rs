@@ -1,0 +1,209 @@
+//! Routes and shared state.
+
+use std::sync::Arc;
+
+use axum::Router;
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post, put};
+use serde::Serialize;
+use tracing::{Instrument, error, info};
+use utoipa::ToSchema;
+
+use super::error::{AnsweredKind, ErrorBody};
+use super::json::FileUrls;
+use super::{
+    ApiError, auth, browse, crawl, files, images, metrics, offers, openapi, page, uploads,
+};
+use crate::auth::Authenticator;
+use imgest_core::domain::random::secure_hex;
+use imgest_flows::Service;
+use imgest_flows::crawl::Crawler;
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub service: Arc<Service>,
+    /// The crawl routes' flows (`POST /v1/crawl`, `GET /v1/offers/{id}/crawl`).
+    pub crawler: Arc<Crawler>,
+    pub urls: FileUrls,
+    /// Who checks callers of the `/v1` routes.
+    pub auth: Authenticator,
+}
+
+impl ApiState {
+    /// `files_url` is the URL that file keys are appended to.
+    pub fn new(
+        service: Arc<Service>,
+        crawler: Arc<Crawler>,
+        files_url: &str,
+        auth: Authenticator,
+    ) -> Self {
+        Self {
+            service,
+            crawler,
+            urls: FileUrls::new(files_url),
+            auth,
+        }
+    }
+}
+
+/// Who serves the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    /// The API function behind API Gateway: files are served by the bucket's CDN, presigned
+    /// uploads go to S3.
+    Lambda,
+    /// The local runner, which also serves its files (`GET /files/{key}`) and is the target of
+    /// its presigned uploads (`PUT /v1/uploads/{id}/body`).
+    LocalRunner,
+}
+
+/// The API router, as `edge` serves it. Who may call each route: `/healthz`, the OpenAPI
+/// document (`/v1/openapi.json`), the local files and the local page anyone; every other `/v1` route a caller
+/// the state's [`Authenticator`] accepts, and then what the route's extractor says:
+/// [`Uploader`](crate::auth::Uploader) (`imgest:upload` or `imgest:offers`) for images and
+/// uploads, [`Partner`](crate::auth::Partner) (`imgest:offers` with a `client_id`) for offers
+/// and crawls, [`Observer`](crate::auth::Observer) (`imgest:metrics`) for the local runner's
+/// `/metrics`, [`Operator`](crate::auth::Operator) (`imgest:operator`) for its browse of every
+/// image.
+pub fn router(state: ApiState, edge: Edge) -> Router {
+    routes(edge)
+        .into_iter()
+        .fold(Router::new(), |router, (path, methods)| {
+            router.route(path, methods)
+        })
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(from_fn(request_span))
+        .with_state(state)
+}
+
+/// Every route `edge` serves, by path. The one list the router is built from, so that the
+/// OpenAPI document's test finds every route here (see `openapi`'s tests).
+pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> {
+    let mut routes = vec![
+        ("/healthz", get(healthz)),
+        (openapi::PATH, get(openapi::document)),
+        // Upload handlers enforce IMGEST_MAX_BODY themselves, while streaming.
+        (
+            "/v1/images",
+            post(images::upload).layer(DefaultBodyLimit::disable()),
+        ),
+        (
+            "/v1/images/known",
+            post(images::known).layer(DefaultBodyLimit::max(images::KNOWN_MAX_BODY)),
+        ),
+        ("/v1/images/{image_id}", get(images::get)),
+        (
+            "/v1/offers/{offer_id}/photos",
+            put(offers::put_photos).get(offers::get_photos),
+        ),
+        ("/v1/offers/{offer_id}", delete(offers::delete)),
+        ("/v1/offers/{offer_id}/crawl", get(crawl::get)),
+        ("/v1/crawl", post(crawl::post)),
+        ("/v1/uploads", post(uploads::create)),
+        ("/v1/uploads/{upload_id}", get(uploads::get)),
+    ];
+    if edge == Edge::LocalRunner {
+        routes.push(("/files/{*key}", get(files::get)));
+        routes.push((metrics::PATH, get(metrics::get)));
+        routes.push(("/v1/operator/images", get(browse::list)));
+        routes.push(("/", get(page::index)));
+        routes.push(("/page/{file}", get(page::asset)));
+        routes.push((
+            "/v1/uploads/{upload_id}/body",
+            put(uploads::put_body).layer(DefaultBodyLimit::disable()),
+        ));
+    }
+    routes
+}
+
+/// Gives every request a fresh, unguessable id (a caller's own `x-request-id` is logged beside
+/// it), logs within a span carrying it, logs the outcome, and answers with the id. A 5xx
+/// answer's body says only its kind and the id: the details are in the log, under that id.
+async fn request_span(request: Request, next: Next) -> Response {
+    let id = secure_hex::<8>();
+    let theirs = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or_default()
+        .to_owned();
+    let span = tracing::info_span!("request", request_id = %id, client_request_id = %theirs, method = %request.method(), path = %request.uri().path());
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    let status = response.status();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if status.is_server_error() {
+        let kind = response
+            .extensions()
+            .get::<AnsweredKind>()
+            .map_or("internal", |k| k.0);
+        span.in_scope(|| error!(status = status.as_u16(), kind, ms, "request failed"));
+        let body = ErrorBody::new(
+            kind,
+            format!("the request failed on the server; its id is {id}"),
+            Some(id.clone()),
+        );
+        let headers = std::mem::take(response.headers_mut());
+        response = (status, axum::Json(body)).into_response();
+        for name in [axum::http::header::RETRY_AFTER] {
+            if let Some(value) = headers.get(&name) {
+                response.headers_mut().insert(name, value.clone());
+            }
+        }
+    } else {
+        span.in_scope(|| info!(status = status.as_u16(), ms, "request finished"));
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    // On AWS, one request is one invocation: its metrics leave with it.
+    imgest_core::telemetry::metrics::flush();
+    response
+}
+
+/// The health check's answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"status": "ok"}))]
+pub(super) struct Health {
+    /// Always `ok`: the process serves requests.
+    #[schema(value_type = String)]
+    status: &'static str,
+}
+
+/// Health check
+///
+/// Answers while the process serves requests (it checks no storage). No credential.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "meta",
+    operation_id = "healthz",
+    responses((status = 200, description = "Serving.", body = Health)),
+)]
+pub(super) async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health { status: "ok" })
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "route_not_found",
+        format!("no route for {}", uri.path()),
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}

@@ -1,0 +1,38 @@
+//! The `fetch` function (one per tier, each on its tier's queue): SQS messages that each carry
+//! one fetch task. Retries and tier moves are sent as new messages, so a message is done once
+//! its attempt is. The batch asks the rate limiter once per client, settles the photos it
+//! processed together (one crawl write per offer), and shares what it learned about its hosts
+//! before the invocation ends.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+
+use super::batch::{BatchResponse, ItemError, run_batch_then};
+use imgest_flows::crawl::Crawler;
+use imgest_flows::crawl::messages::FetchTask;
+
+pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
+    // Every task's place in the rate limiter's shared request is announced before any runs:
+    // the batch asks the limiter once per client, however its tasks straggle on the way.
+    let items = super::sqs_items(event)
+        .into_iter()
+        .map(|(id, body)| {
+            let task = serde_json::from_str::<FetchTask>(&body)
+                .map_err(|e| ItemError::Unusable(format!("not a fetch task: {e}")));
+            let place = task.as_ref().ok().map(|t| crawler.announce_fetch(t));
+            (id, (task, place))
+        })
+        .collect();
+    // Photos processed here are settled together, as the process function settles its batch.
+    let response =
+        run_batch_then(
+            items,
+            |(task, mut place)| async move {
+                Ok(crawler.run_batched_fetch(task?, place.as_mut()).await?)
+            },
+            |processed| async move { Ok(crawler.settle_downloads(processed).await?) },
+        )
+        .await;
+    // The instance may be frozen until its next invocation: what it learned goes out now.
+    crawler.flush_learning().await;
+    response
+}

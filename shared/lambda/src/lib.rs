@@ -1,0 +1,79 @@
+//! What the Lambda functions share: their handlers as library functions (each takes the service
+//! or the crawler and the event and returns the response, so they are tested with the sample
+//! events in `events/` and no Lambda runtime), the service on AWS built from the environment
+//! ([`service_from_env`]), and the telemetry ([`init`]: JSON logs, and metrics as CloudWatch
+//! embedded-metric-format lines, [`cloudwatch`]). The function binaries only wire them to
+//! `lambda_runtime`.
+//!
+//! - [`batch`]: partial batch failures, shared by the SQS and stream handlers.
+//! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS.
+//! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
+//!   and the photos the fetch functions downloaded.
+//! - [`backfill`]: the backfill's enumeration (scheduled) and its re-processing tasks (SQS).
+//! - [`ttl_cleanup`]: image records removed by DynamoDB's TTL (read from the table's stream).
+//! - [`scheduled_gc`]: the hourly GC pass and sweep batch.
+
+pub mod backfill;
+pub mod batch;
+pub mod cloudwatch;
+pub mod fetch;
+pub mod intake;
+pub mod process;
+pub mod scheduled_gc;
+pub mod ttl_cleanup;
+
+pub use batch::{BatchItemFailure, BatchResponse};
+
+use std::sync::Arc;
+
+use imgest_core::backend::Backend;
+use imgest_core::ports::SystemClock;
+use imgest_core::telemetry::metrics::{MetricsError, MetricsLevel};
+use imgest_flows::Service;
+use imgest_flows::crawl::{Crawler, Processing};
+use imgest_settings::Settings;
+
+/// A Lambda function's start-up failed (it reports this as its init error).
+pub type InitError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A Lambda function's telemetry: the JSON logs and, unless `IMGEST_METRICS=off`, the stages'
+/// metrics as CloudWatch embedded-metric-format lines, which the function writes after each
+/// invocation ([`cloudwatch::flushed`]).
+pub fn init(default_log: &str) -> Result<MetricsLevel, MetricsError> {
+    imgest_core::telemetry::init(default_log);
+    cloudwatch::install()
+}
+
+/// What every Lambda function starts with: settings from the environment and the service on
+/// AWS (the backend they must name), with the system clock.
+pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
+    let settings = Settings::from_env()?;
+    let Backend::Aws(aws) = &settings.backend else {
+        return Err("the Lambda functions run on AWS: set IMGEST_BACKEND=aws".into());
+    };
+    let ports = imgest_aws::ports(aws, Arc::new(SystemClock)).await;
+    let service = imgest_flows::configure::service(ports, &settings)?;
+    Ok((settings, service))
+}
+
+/// What the crawl functions (intake, fetch, process) start with: the service from the
+/// environment and the crawler over it, processing new photos as `processing` says.
+pub async fn crawler_from_env(processing: Processing) -> Result<Crawler, InitError> {
+    let (settings, service) = service_from_env().await?;
+    Ok(Crawler::new(Arc::new(service), settings.crawl, processing))
+}
+
+/// `(message id, body)` of every message of an SQS batch. Public so that the fuzz targets read
+/// an SQS event as the handlers do.
+pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
+    event
+        .records
+        .into_iter()
+        .map(|m| {
+            (
+                m.message_id.clone().unwrap_or_default(),
+                m.body.unwrap_or_default(),
+            )
+        })
+        .collect()
+}

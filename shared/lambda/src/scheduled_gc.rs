@@ -1,0 +1,49 @@
+//! The `scheduled-gc` function, hourly: first collect expired records through the GC index
+//! (DynamoDB's TTL deleter lags hours to days), then sweep the next batch of shards from the
+//! saved checkpoint. On its second schedule (the event `{"job": "audit"}`) it audits the next
+//! segment of the index instead (see `flows::audit`).
+
+use serde::Serialize;
+
+use imgest_flows::audit::AuditReport;
+use imgest_flows::gc::GcReport;
+use imgest_flows::sweep::SweepReport;
+use imgest_flows::{FlowError, Service};
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ScheduledReport {
+    pub gc: GcReport,
+    pub sweep: SweepReport,
+}
+
+pub async fn handle(
+    service: &Service,
+    shards_per_run: usize,
+) -> Result<ScheduledReport, FlowError> {
+    let gc = service.gc().await?;
+    let sweep = service.sweep_batch(shards_per_run, false).await?;
+    Ok(ScheduledReport { gc, sweep })
+}
+
+/// Which job an event asks for: the audit's schedule sends `{"job": "audit"}`; anything else
+/// (the GC schedule's own event) is GC and sweep.
+pub fn is_audit(event: &serde_json::Value) -> bool {
+    event["job"] == "audit"
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct AuditRun {
+    pub segment: u32,
+    pub segments: u32,
+    pub audit: AuditReport,
+}
+
+/// Audits the segment after the last one audited, of `segments`.
+pub async fn audit(service: &Service, segments: u32) -> Result<AuditRun, FlowError> {
+    let (segment, audit) = service.audit_next_segment(segments).await?;
+    Ok(AuditRun {
+        segment,
+        segments,
+        audit,
+    })
+}

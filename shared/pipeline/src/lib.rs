@@ -1,0 +1,260 @@
+//! The photo pipeline: bytes in, JPEG variants out (sniff, limit, decode once, orient, resize, watermark, encode).
+//!
+//! Pixels are RGB, except for a YCbCr JPEG when nothing needs RGB (no watermark on its
+//! variants) and libjpeg-turbo is built in: then they stay YCbCr planes throughout (`planar.rs`).
+//!
+//! [`Pipeline::process`] is synchronous and CPU-bound: async callers run it in
+//! `spawn_blocking`. Everything that can be wrong with the bytes comes back as a
+//! [`PipelineError`]; nothing panics on bad input.
+
+mod decode;
+mod detect;
+mod encode;
+mod error;
+mod footprint;
+mod jpeg;
+#[cfg(feature = "turbojpeg")]
+mod planar;
+mod png;
+mod resize;
+mod scratch;
+#[cfg(test)]
+mod tests;
+#[cfg(feature = "turbojpeg")]
+mod turbo;
+mod watermark;
+#[cfg(feature = "libwebp")]
+mod webp;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+pub use error::PipelineError;
+pub use footprint::Footprint;
+pub use watermark::{Watermark, WatermarkPosition};
+
+use imgest_core::domain::{SourceFormat, VariantName, VariantSet, VariantSetVersion};
+use imgest_core::telemetry::metrics::Stage;
+use resize::Raster;
+use scratch::Scratch;
+
+/// What the pipeline makes and what it accepts.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    pub variants: VariantSet,
+    /// JPEG quality, 1..=100 (values outside are clamped).
+    pub jpeg_quality: u8,
+    /// Largest accepted body, in bytes.
+    pub max_body: u64,
+    /// Largest accepted decoded image, in pixels (width × height, from the header).
+    pub max_pixels: u64,
+    pub watermark: Option<Watermark>,
+}
+
+impl PipelineConfig {
+    pub const DEFAULT_JPEG_QUALITY: u8 = 82;
+    pub const DEFAULT_MAX_BODY: u64 = 20_000_000;
+    pub const DEFAULT_MAX_PIXELS: u64 = 50_000_000;
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            variants: VariantSet::default(),
+            jpeg_quality: Self::DEFAULT_JPEG_QUALITY,
+            max_body: Self::DEFAULT_MAX_BODY,
+            max_pixels: Self::DEFAULT_MAX_PIXELS,
+            watermark: None,
+        }
+    }
+}
+
+/// Format and stored dimensions read from the header only (no pixel decoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceInfo {
+    pub format: SourceFormat,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// One variant, JPEG-encoded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EncodedVariant {
+    pub name: VariantName,
+    pub width: u32,
+    pub height: u32,
+    pub jpeg: Vec<u8>,
+}
+
+impl fmt::Debug for EncodedVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncodedVariant")
+            .field("name", &self.name)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("jpeg_bytes", &self.jpeg.len())
+            .finish()
+    }
+}
+
+/// A processed photo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Processed {
+    pub format: SourceFormat,
+    /// Width and height after EXIF orientation.
+    pub width: u32,
+    pub height: u32,
+    /// In the [`VariantSet`]'s order.
+    pub variants: Vec<EncodedVariant>,
+}
+
+impl Processed {
+    /// Writes each variant to `{dir}/{stem}.{variant}.jpg` (the CLI's `process --out`, the
+    /// pipeline benchmark), naming the file that could not be written.
+    pub fn write_variants(
+        &self,
+        dir: &std::path::Path,
+        stem: &str,
+    ) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+        for v in &self.variants {
+            let path = dir.join(format!("{stem}.{}.jpg", v.name));
+            std::fs::write(&path, &v.jpeg).map_err(|e| (path, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
+/// between photos (bounded, shared by its clones: see `scratch.rs`).
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    config: PipelineConfig,
+    version: VariantSetVersion,
+    scratch: Arc<Scratch>,
+}
+
+impl Pipeline {
+    pub fn new(mut config: PipelineConfig) -> Self {
+        config.jpeg_quality = config.jpeg_quality.clamp(1, 100);
+        let watermark = config
+            .watermark
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), Watermark::fingerprint);
+        let version = VariantSetVersion::of(&[
+            config.variants.to_string().as_bytes(),
+            &[config.jpeg_quality],
+            watermark.as_bytes(),
+        ]);
+        Self {
+            config,
+            version,
+            scratch: Arc::default(),
+        }
+    }
+
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// The version of the files this pipeline makes: what a ready record says it was made
+    /// with, and what a backfill brings every record to.
+    pub fn version(&self) -> &VariantSetVersion {
+        &self.version
+    }
+
+    fn limits(&self) -> detect::Limits {
+        detect::Limits {
+            max_body: self.config.max_body,
+            max_pixels: self.config.max_pixels,
+        }
+    }
+
+    /// The cheap checks only: a body of `len` bytes within the size limit, whose first bytes
+    /// (`head`, 16 are enough) are the magic bytes of an accepted format.
+    pub fn check_format(&self, len: usize, head: &[u8]) -> Result<SourceFormat, PipelineError> {
+        detect::check_len(len, &self.limits())?;
+        detect::sniff(head)
+    }
+
+    /// Sniffs the format from the bytes (never from a name or Content-Type), checks the body
+    /// size and the declared pixel count from the header, before any decoding.
+    pub fn inspect(&self, bytes: &[u8]) -> Result<SourceInfo, PipelineError> {
+        detect::inspect(bytes, &self.limits())
+    }
+
+    /// The most memory processing `bytes` will hold at once, estimated from the header (after
+    /// the checks of [`inspect`](Self::inspect)): what to reserve before [`process`](Self::process).
+    pub fn footprint(&self, bytes: &[u8]) -> Result<Footprint, PipelineError> {
+        footprint::estimate(bytes, &self.limits(), self.config.variants.specs())
+    }
+
+    /// [`inspect`](Self::inspect), then decodes once, applies the EXIF orientation, and makes
+    /// and encodes every variant from the one decoded image.
+    pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
+        let specs = self.config.variants.specs();
+        // The watermark is blended in RGB: with one, every variant is made in RGB.
+        let planar = self
+            .config
+            .watermark
+            .as_ref()
+            .is_none_or(|w| !specs.iter().any(|s| w.applies_to(&s.name)));
+        let scratch = &*self.scratch;
+        let decoded =
+            Stage::Decode.time(|| decode::decode(bytes, &self.limits(), specs, planar, scratch))?;
+        let full = (decoded.width, decoded.height);
+        let quality = self.config.jpeg_quality;
+        let mut variants = Vec::with_capacity(specs.len());
+        // Every pixel buffer goes back to the scratch once encoded (on an error, it is freed).
+        match decoded.pixels {
+            decode::Pixels::Rgb(image) => {
+                let rendered =
+                    Stage::Resize.time(|| resize::render_all(&image, full, specs, scratch))?;
+                for (spec, mut pixels) in specs.iter().zip(rendered) {
+                    if let Some(watermark) = &self.config.watermark
+                        && watermark.applies_to(&spec.name)
+                    {
+                        watermark.apply(pixels.to_mut())?;
+                    }
+                    variants.push(EncodedVariant {
+                        name: spec.name.clone(),
+                        width: pixels.width(),
+                        height: pixels.height(),
+                        jpeg: Stage::Encode
+                            .time(|| encode::encode_jpeg(&pixels, quality, scratch))?,
+                    });
+                    if let Cow::Owned(pixels) = pixels {
+                        pixels.recycle(&scratch.buffers);
+                    }
+                }
+                // Not kept: the general decoders allocate their own, so the scratch would only
+                // fill up with buffers nothing takes.
+                drop(image);
+            }
+            #[cfg(feature = "turbojpeg")]
+            decode::Pixels::Yuv(planes) => {
+                let rendered =
+                    Stage::Resize.time(|| resize::render_all(&planes, full, specs, scratch))?;
+                for (spec, rendered) in specs.iter().zip(rendered) {
+                    variants.push(EncodedVariant {
+                        name: spec.name.clone(),
+                        width: rendered.y.width,
+                        height: rendered.y.height,
+                        jpeg: Stage::Encode
+                            .time(|| turbo::encode_yuv(&rendered, quality, scratch))?,
+                    });
+                    if let Cow::Owned(rendered) = rendered {
+                        rendered.recycle(&scratch.buffers);
+                    }
+                }
+                planes.recycle(&scratch.buffers);
+            }
+        }
+        Ok(Processed {
+            format: decoded.format,
+            width: decoded.width,
+            height: decoded.height,
+            variants,
+        })
+    }
+}

@@ -1,0 +1,601 @@
+//! The pipeline end to end on the fixture corpus (`tests/fixtures/`, see its README).
+#![allow(clippy::unwrap_used)]
+
+use std::io::Cursor;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use image::{ImageFormat, Rgb, RgbImage};
+
+use super::*;
+use imgest_core::domain::FitMode;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn pipeline() -> Pipeline {
+    Pipeline::new(PipelineConfig::default())
+}
+
+fn variant<'a>(p: &'a Processed, name: &str) -> &'a EncodedVariant {
+    p.variants.iter().find(|v| v.name.as_str() == name).unwrap()
+}
+
+fn pixels(v: &EncodedVariant) -> RgbImage {
+    let img = image::load_from_memory_with_format(&v.jpeg, ImageFormat::Jpeg)
+        .unwrap()
+        .into_rgb8();
+    assert_eq!((img.width(), img.height()), (v.width, v.height));
+    img
+}
+
+#[track_caller]
+fn assert_colour(img: &RgbImage, x: u32, y: u32, want: [u8; 3]) {
+    let got = img.get_pixel(x, y).0;
+    let close = got.iter().zip(want).all(|(&g, w)| g.abs_diff(w) <= 12);
+    assert!(close, "pixel ({x},{y}) is {got:?}, expected about {want:?}");
+}
+
+#[test]
+fn the_pipeline_is_shareable_across_threads() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<Pipeline>();
+    check::<PipelineError>();
+}
+
+#[test]
+fn working_memory_kept_between_photos_changes_no_result() {
+    // Photos of every kind and size in turn, then again on several threads at once, through one
+    // pipeline: each result is what a fresh pipeline makes of it. Failures in between too.
+    let names = [
+        "photo.jpg",
+        "small.png",
+        "rotated-exif6.jpg",
+        "truncated.jpg",
+        "photo.webp",
+        "cmyk.jpg",
+        "rgba16.png",
+        "photo.jpg",
+    ];
+    let fresh: Vec<_> = names
+        .iter()
+        .map(|n| pipeline().process(&fixture(n)))
+        .collect();
+    let shared = std::sync::Arc::new(pipeline());
+    for (name, want) in names.iter().zip(&fresh) {
+        assert_eq!(&shared.process(&fixture(name)), want, "{name}");
+    }
+    std::thread::scope(|s| {
+        for offset in 0..3 {
+            let (shared, fresh) = (&shared, &fresh);
+            s.spawn(move || {
+                for i in 0..names.len() {
+                    let k = (i + offset) % names.len();
+                    let got = shared.process(&fixture(names[k]));
+                    assert_eq!(&got, &fresh[k], "{}", names[k]);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn empty_text_and_other_formats_are_unsupported() {
+    for name in ["empty.jpg", "text.jpg", "bitmap-named.jpg"] {
+        let bytes = fixture(name);
+        for err in [
+            pipeline().inspect(&bytes).unwrap_err(),
+            pipeline().process(&bytes).unwrap_err(),
+        ] {
+            assert!(
+                matches!(err, PipelineError::UnsupportedFormat(_)),
+                "{name}: {err:?}"
+            );
+            assert_eq!(err.kind(), "unsupported_format");
+            assert!(!err.is_retryable());
+        }
+    }
+}
+
+#[test]
+fn a_truncated_jpeg_is_corrupt() {
+    let bytes = fixture("truncated.jpg");
+    // The header is intact, so inspecting succeeds; decoding does not.
+    assert_eq!(pipeline().inspect(&bytes).unwrap().width, 1500);
+    let err = pipeline().process(&bytes).unwrap_err();
+    assert!(matches!(err, PipelineError::CorruptImage(_)), "{err:?}");
+    assert_eq!(err.kind(), "corrupt_image");
+}
+
+#[test]
+fn truncated_pngs_gifs_and_webps_are_corrupt() {
+    // A GIF is cut inside its first frame (the later frames are never read): its first image
+    // descriptor is at byte 52 and the frame's data ends before byte 131.
+    for (name, cuts) in [
+        ("small.png", &[30, 150, 276][..]),
+        ("rgba16.png", &[30, 80, 118]),
+        ("photo.webp", &[30, 4000, 8049]),
+        ("animated.gif", &[30, 70, 100]),
+    ] {
+        let bytes = fixture(name);
+        for &cut in cuts {
+            let err = pipeline().process(&bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(err, PipelineError::CorruptImage(_)),
+                "{name} cut at {cut}: {err:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_decompression_bomb_is_refused_from_its_header_quickly() {
+    for (name, side) in [("huge-declared.png", 30_000), ("huge-declared.jpg", 65_000)] {
+        let bytes = fixture(name);
+        let started = Instant::now();
+        let want = PipelineError::TooManyPixels {
+            width: side,
+            height: side,
+            limit: 50_000_000,
+        };
+        assert_eq!(pipeline().inspect(&bytes).unwrap_err(), want, "{name}");
+        assert_eq!(pipeline().process(&bytes).unwrap_err(), want, "{name}");
+        assert_eq!(want.kind(), "too_many_pixels");
+        assert!(started.elapsed() < Duration::from_secs(1), "{name}");
+    }
+}
+
+#[test]
+fn a_pixel_limit_applies_to_ordinary_photos_too() {
+    let p = Pipeline::new(PipelineConfig {
+        max_pixels: 1_000_000,
+        ..PipelineConfig::default()
+    });
+    let err = p.process(&fixture("photo.jpg")).unwrap_err();
+    assert_eq!(
+        err,
+        PipelineError::TooManyPixels {
+            width: 1500,
+            height: 1000,
+            limit: 1_000_000
+        }
+    );
+}
+
+#[test]
+fn a_body_over_the_limit_is_too_large_before_anything_else() {
+    let p = Pipeline::new(PipelineConfig {
+        max_body: 1000,
+        ..PipelineConfig::default()
+    });
+    let photo = fixture("photo.jpg");
+    let want = PipelineError::TooLarge {
+        size: photo.len() as u64,
+        limit: 1000,
+    };
+    assert_eq!(p.inspect(&photo).unwrap_err(), want);
+    assert_eq!(p.process(&photo).unwrap_err(), want);
+    assert_eq!(want.kind(), "too_large");
+    // Even bytes that are not an image at all.
+    let err = p.process(&vec![b'x'; 1001]).unwrap_err();
+    assert_eq!(err.kind(), "too_large");
+}
+
+#[test]
+fn a_garbage_exif_block_does_not_fail_the_photo() {
+    let p = pipeline().process(&fixture("corrupt-exif.jpg")).unwrap();
+    assert_eq!((p.width, p.height), (64, 48));
+    assert_eq!(variant(&p, "large").width, 64);
+}
+
+#[test]
+fn a_cmyk_jpeg_keeps_its_colours() {
+    let p = pipeline().process(&fixture("cmyk.jpg")).unwrap();
+    assert_eq!(p.format, SourceFormat::Jpeg);
+    let img = pixels(variant(&p, "large"));
+    assert_colour(&img, 10, 32, [255, 0, 0]);
+    assert_colour(&img, 54, 32, [0, 255, 255]);
+}
+
+#[test]
+fn an_animated_gif_gives_its_first_frame() {
+    let p = pipeline().process(&fixture("animated.gif")).unwrap();
+    assert_eq!((p.format, p.width, p.height), (SourceFormat::Gif, 40, 30));
+    let img = pixels(variant(&p, "large"));
+    assert_colour(&img, 20, 15, [255, 0, 0]);
+}
+
+#[test]
+fn sixteen_bit_alpha_is_reduced_and_composited_over_white() {
+    let p = pipeline().process(&fixture("rgba16.png")).unwrap();
+    assert_eq!((p.format, p.width, p.height), (SourceFormat::Png, 32, 32));
+    let img = pixels(variant(&p, "large"));
+    assert_colour(&img, 4, 16, [255, 0, 0]);
+    assert_colour(&img, 20, 16, [127, 127, 255]);
+    assert_colour(&img, 29, 16, [255, 255, 255]);
+}
+
+#[test]
+fn webp_lossy_and_lossless_with_alpha_decode() {
+    let p = pipeline().process(&fixture("photo.webp")).unwrap();
+    assert_eq!(
+        (p.format, p.width, p.height),
+        (SourceFormat::Webp, 400, 250)
+    );
+    assert_eq!(
+        (variant(&p, "thumb").width, variant(&p, "thumb").height),
+        (200, 200)
+    );
+    let p = pipeline().process(&fixture("alpha.webp")).unwrap();
+    let img = pixels(variant(&p, "large"));
+    assert_colour(&img, 5, 20, [0, 200, 0]);
+    assert_colour(&img, 34, 20, [255, 255, 255]);
+}
+
+#[test]
+fn exif_orientation_6_is_applied() {
+    let bytes = fixture("rotated-exif6.jpg");
+    // The header reports the stored size; processing reports the upright one.
+    let info = pipeline().inspect(&bytes).unwrap();
+    assert_eq!((info.width, info.height), (300, 200));
+    let p = pipeline().process(&bytes).unwrap();
+    assert_eq!((p.width, p.height), (200, 300));
+    let large = variant(&p, "large");
+    assert_eq!((large.width, large.height), (200, 300));
+    // The red square stored top-left is displayed top-right.
+    let img = pixels(large);
+    assert_colour(&img, 190, 10, [255, 0, 0]);
+    assert_colour(&img, 10, 10, [0, 0, 255]);
+    assert_colour(&img, 190, 290, [0, 0, 255]);
+    // Fresh pixels, no metadata: the orientation tag is not carried over.
+    assert!(!large.jpeg.windows(4).any(|w| w == b"Exif"));
+}
+
+#[test]
+fn a_small_source_is_never_upscaled() {
+    let p = pipeline().process(&fixture("small.png")).unwrap();
+    assert_eq!((p.width, p.height), (120, 80));
+    for name in ["large", "medium"] {
+        let v = variant(&p, name);
+        assert_eq!((v.width, v.height), (120, 80), "{name}");
+    }
+    // Cover: the largest centre square, 80x80 from x=20, not a 200x200 upscale.
+    let thumb = variant(&p, "thumb");
+    assert_eq!((thumb.width, thumb.height), (80, 80));
+    let img = pixels(thumb);
+    let red_at = |x: u32| i32::from(img.get_pixel(x, 40).0[0]);
+    // The fixture's red channel is x * 255 / 119: 43 at x=20, 212 at x=99.
+    assert!((red_at(0) - 43).abs() <= 8, "{}", red_at(0));
+    assert!((red_at(79) - 212).abs() <= 8, "{}", red_at(79));
+}
+
+#[test]
+fn a_photo_gets_every_variant_in_order() {
+    let photo = fixture("photo.jpg");
+    let info = pipeline().inspect(&photo).unwrap();
+    assert_eq!(
+        info,
+        SourceInfo {
+            format: SourceFormat::Jpeg,
+            width: 1500,
+            height: 1000
+        }
+    );
+    let p = pipeline().process(&photo).unwrap();
+    assert_eq!(
+        (p.format, p.width, p.height),
+        (SourceFormat::Jpeg, 1500, 1000)
+    );
+    let names: Vec<_> = p.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["large", "medium", "thumb"]);
+    let dims = |n| (variant(&p, n).width, variant(&p, n).height);
+    assert_eq!(dims("large"), (1280, 853));
+    assert_eq!(dims("medium"), (640, 427));
+    assert_eq!(dims("thumb"), (200, 200));
+    for v in &p.variants {
+        pixels(v);
+        assert!(v.jpeg.len() < photo.len(), "{v:?}");
+    }
+}
+
+#[test]
+fn the_watermark_changes_only_the_configured_variants() {
+    let photo = fixture("photo.jpg");
+    let plain = pipeline().process(&photo).unwrap();
+    let thumb = VariantName::parse("thumb").unwrap();
+    let wm = Watermark::from_png(
+        &fixture("watermark.png"),
+        WatermarkPosition::BottomRight,
+        1.0,
+        vec![thumb],
+    )
+    .unwrap();
+    assert_eq!(wm.dimensions(), (64, 32));
+    let marked = Pipeline::new(PipelineConfig {
+        watermark: Some(wm),
+        ..PipelineConfig::default()
+    })
+    .process(&photo)
+    .unwrap();
+    // With a watermark the photo goes through RGB rather than YCbCr planes (with libjpeg-turbo):
+    // the same pictures, up to rounding.
+    for name in ["large", "medium"] {
+        let diff = mean_difference(
+            &pixels(variant(&plain, name)),
+            &pixels(variant(&marked, name)),
+        );
+        assert!(diff < 1.5, "{name}: mean difference {diff:.2}");
+    }
+    assert_ne!(variant(&plain, "thumb"), variant(&marked, "thumb"));
+    let (before, after) = (
+        pixels(variant(&plain, "thumb")),
+        pixels(variant(&marked, "thumb")),
+    );
+    // The 64x32 logo is scaled to 50x25 (a quarter of 200) at a 4-pixel margin: its magenta
+    // box is in the bottom-right corner; the top-left corner is untouched.
+    assert_colour(&after, 190, 185, [220, 0, 160]);
+    let diff = |x, y| {
+        let (a, b): (&Rgb<u8>, &Rgb<u8>) = (before.get_pixel(x, y), after.get_pixel(x, y));
+        a.0.iter()
+            .zip(b.0)
+            .map(|(&p, q)| p.abs_diff(q))
+            .max()
+            .unwrap_or(0)
+    };
+    assert!(diff(190, 185) > 40);
+    assert!(diff(20, 20) <= 2);
+}
+
+#[test]
+fn a_half_opaque_watermark_blends() {
+    let small = fixture("small.png");
+    let wm = |opacity| {
+        Watermark::from_png(
+            &fixture("watermark.png"),
+            WatermarkPosition::TopLeft,
+            opacity,
+            vec![VariantName::parse("large").unwrap()],
+        )
+        .unwrap()
+    };
+    let run = |opacity| {
+        let p = Pipeline::new(PipelineConfig {
+            watermark: Some(wm(opacity)),
+            ..PipelineConfig::default()
+        })
+        .process(&small)
+        .unwrap();
+        pixels(variant(&p, "large"))
+    };
+    let (none, half, full) = (run(0.0), run(0.5), run(1.0));
+    // The 120x80 image: the logo is scaled to 30x15 at a 2-pixel margin; (16, 5) is inside
+    // its magenta box, above the white bar. Half opacity lands between the photo and the logo.
+    // Red: about 34 in the photo there, 220 in the logo.
+    let r = |img: &RgbImage| i32::from(img.get_pixel(16, 5).0[0]);
+    assert!(r(&none) < 60, "{}", r(&none));
+    assert!(r(&full) > 190, "{}", r(&full));
+    assert!(
+        (r(&half) - (r(&none) + r(&full)) / 2).abs() <= 15,
+        "{}",
+        r(&half)
+    );
+}
+
+/// Encodes an in-memory image of `w`x`h` as PNG.
+fn png_of(w: u32, h: u32) -> Vec<u8> {
+    let img = RgbImage::from_fn(w, h, |x, y| Rgb([(x % 256) as u8, (y % 256) as u8, 99]));
+    let mut out = Vec::new();
+    img.write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+        .unwrap();
+    out
+}
+
+#[test]
+fn odd_sizes_never_panic_and_stay_inside_their_boxes() {
+    let set = VariantSet::from_str(
+        "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,\
+         strip=cover:300x7,dot=fit:1x1,tall=cover:1x50",
+    )
+    .unwrap();
+    let p = Pipeline::new(PipelineConfig {
+        variants: set.clone(),
+        ..PipelineConfig::default()
+    });
+    for (w, h) in [
+        (1, 1),
+        (1, 5000),
+        (5000, 1),
+        (3, 2),
+        (2, 3),
+        (1281, 1),
+        (1, 1281),
+        (199, 201),
+        (201, 199),
+        (641, 639),
+        (1280, 1281),
+        (7, 300),
+        (2, 2),
+    ] {
+        let out = p.process(&png_of(w, h)).unwrap();
+        assert_eq!((out.width, out.height), (w, h));
+        for (v, spec) in out.variants.iter().zip(set.specs()) {
+            assert_eq!(v.name, spec.name);
+            let what = format!("{w}x{h} -> {spec}: {}x{}", v.width, v.height);
+            assert!(v.width >= 1 && v.height >= 1, "{what}");
+            assert!(v.width <= spec.width && v.height <= spec.height, "{what}");
+            assert!(v.width <= w && v.height <= h, "{what}");
+            if spec.mode == FitMode::Cover && w >= spec.width && h >= spec.height {
+                assert_eq!((v.width, v.height), (spec.width, spec.height), "{what}");
+            }
+            pixels(v);
+        }
+    }
+}
+
+#[test]
+fn jpeg_quality_is_clamped_and_used() {
+    let photo = fixture("photo.jpg");
+    let size = |q| {
+        let p = Pipeline::new(PipelineConfig {
+            jpeg_quality: q,
+            ..PipelineConfig::default()
+        });
+        (
+            p.config().jpeg_quality,
+            variant(&p.process(&photo).unwrap(), "medium").jpeg.len(),
+        )
+    };
+    let (q0, low) = size(0);
+    let (q100, high) = size(200);
+    assert_eq!((q0, q100), (1, 100));
+    assert!(low < high);
+}
+
+/// Mean absolute difference of two same-sized images, per sample.
+fn mean_difference(a: &RgbImage, b: &RgbImage) -> f64 {
+    assert_eq!(a.dimensions(), b.dimensions());
+    let sum: f64 = a
+        .as_raw()
+        .iter()
+        .zip(b.as_raw())
+        .map(|(&x, &y)| f64::from(x.abs_diff(y)))
+        .sum();
+    sum / a.as_raw().len() as f64
+}
+
+/// The variants of `bytes` made through RGB (as with a watermark), decoded.
+#[cfg(feature = "turbojpeg")]
+fn through_rgb(bytes: &[u8]) -> Vec<RgbImage> {
+    let pipeline = pipeline();
+    let specs = pipeline.config().variants.specs();
+    let scratch = scratch::Scratch::default();
+    let decoded = decode::decode(bytes, &pipeline.limits(), specs, false, &scratch).unwrap();
+    let decode::Pixels::Rgb(image) = &decoded.pixels else {
+        panic!("not RGB");
+    };
+    resize::render_all(image, (decoded.width, decoded.height), specs, &scratch)
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let jpeg =
+                encode::encode_jpeg(v, PipelineConfig::DEFAULT_JPEG_QUALITY, &scratch).unwrap();
+            image::load_from_memory(&jpeg).unwrap().into_rgb8()
+        })
+        .collect()
+}
+
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn a_ycbcr_jpeg_stays_planar_and_matches_the_rgb_path() {
+    for name in ["photo.jpg", "rotated-exif6.jpg"] {
+        let bytes = fixture(name);
+        let specs = pipeline().config().variants.specs().to_vec();
+        let scratch = scratch::Scratch::default();
+        let decoded = decode::decode(&bytes, &pipeline().limits(), &specs, true, &scratch).unwrap();
+        assert!(matches!(decoded.pixels, decode::Pixels::Yuv(_)), "{name}");
+        let p = pipeline().process(&bytes).unwrap();
+        for (v, rgb) in p.variants.iter().zip(through_rgb(&bytes)) {
+            let planar = pixels(v);
+            let diff = mean_difference(&planar, &rgb);
+            assert!(diff < 1.5, "{name} {}: mean difference {diff:.2}", v.name);
+        }
+    }
+}
+
+/// A 64x48 JPEG at `subsamp`: red left half, blue right half, a white top-left 16x16 square.
+#[cfg(feature = "turbojpeg")]
+fn halves(subsamp: turbojpeg::Subsamp) -> Vec<u8> {
+    let img = RgbImage::from_fn(64, 48, |x, y| match (x, y) {
+        (0..16, 0..16) => Rgb([255, 255, 255]),
+        (0..32, _) => Rgb([220, 20, 20]),
+        _ => Rgb([20, 20, 220]),
+    });
+    let mut c = turbojpeg::Compressor::new().unwrap();
+    c.set_quality(95).unwrap();
+    c.set_subsamp(subsamp).unwrap();
+    c.compress_to_vec(turbojpeg::Image {
+        pixels: img.as_raw().as_slice(),
+        width: 64,
+        pitch: 64 * 3,
+        height: 48,
+        format: turbojpeg::PixelFormat::RGB,
+    })
+    .unwrap()
+}
+
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn every_chroma_subsampling_gives_the_same_variants() {
+    use turbojpeg::Subsamp;
+    let config = PipelineConfig {
+        variants: VariantSet::from_str("large=fit:40x40,odd=fit:21x21,thumb=cover:9x9").unwrap(),
+        ..PipelineConfig::default()
+    };
+    for subsamp in [
+        Subsamp::None,
+        Subsamp::Sub2x1,
+        Subsamp::Sub2x2,
+        Subsamp::Sub1x2,
+    ] {
+        let p = Pipeline::new(config.clone())
+            .process(&halves(subsamp))
+            .unwrap();
+        let dims: Vec<_> = p.variants.iter().map(|v| (v.width, v.height)).collect();
+        assert_eq!(dims, [(40, 30), (21, 16), (9, 9)], "{subsamp:?}");
+        let large = pixels(&p.variants[0]);
+        assert_colour(&large, 3, 3, [255, 255, 255]);
+        assert_colour(&large, 8, 25, [220, 20, 20]);
+        assert_colour(&large, 36, 25, [20, 20, 220]);
+        // Away from the edges, where Lanczos rings.
+        let odd = pixels(&p.variants[1]);
+        assert_colour(&odd, 5, 13, [220, 20, 20]);
+        assert_colour(&odd, 16, 13, [20, 20, 220]);
+        // Cover: the centre 48x48 square, red then blue.
+        // (At 9x9, every pixel is near an edge: only which colour it is.)
+        let thumb = pixels(&p.variants[2]);
+        let [r, _, b] = thumb.get_pixel(1, 7).0;
+        assert!(r > 180 && b < 60, "{subsamp:?}: {r}, {b}");
+        let [r, _, b] = thumb.get_pixel(7, 7).0;
+        assert!(r < 60 && b > 180, "{subsamp:?}: {r}, {b}");
+    }
+}
+
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn a_watermark_on_any_variant_keeps_the_photo_in_rgb() {
+    // Covered end to end by the watermark tests; here the choice itself.
+    let bytes = fixture("photo.jpg");
+    let specs = pipeline().config().variants.specs().to_vec();
+    let scratch = scratch::Scratch::default();
+    let rgb = decode::decode(&bytes, &pipeline().limits(), &specs, false, &scratch).unwrap();
+    assert!(matches!(rgb.pixels, decode::Pixels::Rgb(_)));
+    // Grey JPEGs have no chroma planes: RGB too.
+    let grey = image::GrayImage::from_fn(32, 32, |x, _| image::Luma([x as u8 * 8]));
+    let mut jpeg = Vec::new();
+    grey.write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
+        .unwrap();
+    let decoded = decode::decode(&jpeg, &pipeline().limits(), &specs, true, &scratch).unwrap();
+    assert!(matches!(decoded.pixels, decode::Pixels::Rgb(_)));
+}
+
+#[cfg(feature = "libwebp")]
+#[test]
+fn libwebp_decodes_like_the_pure_rust_decoder() {
+    for name in ["photo.webp", "alpha.webp"] {
+        let bytes = fixture(name);
+        let ours = webp::decode(&bytes, |rgba| {
+            image::DynamicImage::ImageRgba8(rgba.clone()).into_rgb8()
+        })
+        .unwrap();
+        let theirs = image::load_from_memory_with_format(&bytes, ImageFormat::WebP)
+            .unwrap()
+            .into_rgb8();
+        let diff = mean_difference(&ours, &theirs);
+        assert!(diff < 1.0, "{name}: mean difference {diff:.2}");
+    }
+    assert!(webp::decode(b"RIFF\x10\0\0\0WEBPVP8 garbage", |_| RgbImage::new(1, 1)).is_none());
+    let bytes = fixture("photo.webp");
+    assert!(webp::decode(&bytes[..bytes.len() / 2], |_| RgbImage::new(1, 1)).is_none());
+}

@@ -1,0 +1,549 @@
+//! Typed settings, parsed once at start-up from `IMGEST_*` environment variables. A bad value
+//! names its variable; nothing deeper in the code reads the environment.
+//!
+//! - [`Settings`]: everything, with [`Backend`] (where records and files live) and
+//!   [`CrawlSettings`] (the crawl flows and their downloads).
+//! - `parse`: one reader per kind of value, shared by both.
+
+mod crawl;
+mod memory;
+mod parse;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use imgest_core::backend::MAX_SQS_DELAY;
+pub use imgest_core::backend::{AwsBackend, Backend};
+use imgest_core::domain::{VariantName, VariantSet};
+use imgest_pipeline::WatermarkPosition;
+
+pub use self::crawl::CrawlSettings;
+use self::parse::Vars;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{var}={value:?}: {reason}")]
+pub struct SettingsError {
+    pub var: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+/// Where the watermark comes from; the file is read when the pipeline is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatermarkSettings {
+    pub path: PathBuf,
+    pub position: WatermarkPosition,
+    pub opacity: f32,
+    pub variants: Vec<VariantName>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `IMGEST_BACKEND`: `embedded` (with `IMGEST_DATA_DIR`) or `aws`.
+    pub backend: Backend,
+    /// `IMGEST_SWEEP_SHARDS_PER_RUN`: shards one scheduled sweep covers (of 256).
+    pub sweep_shards_per_run: usize,
+    /// `IMGEST_LISTEN`: the local runner's address.
+    pub listen: SocketAddr,
+    /// `IMGEST_PUBLIC_URL`: the base of the file URLs the API returns (default: `http://{listen}`).
+    pub public_url: Option<String>,
+    /// `IMGEST_VARIANTS`
+    pub variants: VariantSet,
+    /// `IMGEST_JPEG_QUALITY` (1–100)
+    pub jpeg_quality: u8,
+    /// `IMGEST_MAX_BODY` (bytes; suffixes kB, MB, GB, KiB, MiB, GiB accepted)
+    pub max_body: u64,
+    /// `IMGEST_MAX_PIXELS` (decoded width × height; suffixes K, M accepted)
+    pub max_pixels: u64,
+    /// `IMGEST_MAX_PHOTOS_PER_OFFER`
+    pub max_photos_per_offer: usize,
+    /// `IMGEST_ORPHAN_TTL`: how long an unlinked image is kept after its last use.
+    pub orphan_ttl: Duration,
+    /// `IMGEST_SWEEP_GRACE`: the sweeper deletes unrecorded files only when older than this.
+    pub sweep_grace: Duration,
+    /// `IMGEST_CLAIM_TTL`: how long a processing claim holds before another worker takes over.
+    pub claim_ttl: Duration,
+    /// `IMGEST_GC_INTERVAL`: how often `serve` runs GC.
+    pub gc_interval: Duration,
+    /// `IMGEST_PROCESS_CONCURRENCY`: photos decoded at once (default: the number of cores).
+    pub process_concurrency: usize,
+    /// `IMGEST_MAX_PENDING_UPLOADS`: new photos that may wait for a decode slot (each holds its
+    /// body in memory); more are refused with 429.
+    pub max_pending_uploads: usize,
+    /// `IMGEST_UPLOAD_URL_TTL`: how long a presigned upload URL stays valid.
+    pub upload_url_ttl: Duration,
+    /// `IMGEST_WATERMARK` (a PNG path) with `IMGEST_WATERMARK_POSITION`,
+    /// `IMGEST_WATERMARK_OPACITY` and `IMGEST_WATERMARK_VARIANTS`.
+    pub watermark: Option<WatermarkSettings>,
+    /// The crawl flows' settings.
+    pub crawl: CrawlSettings,
+    /// `IMGEST_AUTH`, `IMGEST_JWKS_FILE`, `IMGEST_JWT_ISSUER`, `IMGEST_JWT_AUDIENCE`: who
+    /// checks callers.
+    pub auth: AuthSettings,
+    /// `IMGEST_UPLOAD_RPM` (120): uploads per minute per token subject.
+    pub upload_rpm: u32,
+    /// `IMGEST_MEMORY_BUDGET`: the memory the process should stay within; photos in flight
+    /// (bodies and decodes) reserve from it (see `flows::budget`).
+    pub memory_budget: u64,
+    /// `IMGEST_BACKFILL_RATE` (20): photos a backfill re-processes per second at most, in all
+    /// (0: no limit beyond its decode slots).
+    pub backfill_rate: u32,
+    /// `IMGEST_BACKFILL_SEGMENTS` (4): disjoint parts of the image index a backfill enumerates
+    /// side by side.
+    pub backfill_segments: u32,
+    /// `IMGEST_AUDIT_SEGMENTS` (16): the scheduled audit covers one of this many segments of
+    /// the image index a run (AWS); a full cycle takes this many runs.
+    pub audit_segments: u32,
+}
+
+/// Who checks the API's callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthSettings {
+    /// Nothing set: `serve` runs open on a loopback address only (and says so); on any other
+    /// address it refuses to start. The functions refuse to start.
+    Unset,
+    /// `IMGEST_AUTH=off`: open on any address, every caller may do everything.
+    Off,
+    /// `IMGEST_JWKS_FILE` (or `IMGEST_AUTH=jwt`): bearer tokens checked against the keys of a
+    /// JWKS file, with `IMGEST_JWT_ISSUER` and `IMGEST_JWT_AUDIENCE` (both required).
+    Jwt {
+        jwks_file: PathBuf,
+        issuer: String,
+        audience: String,
+    },
+    /// `IMGEST_AUTH=gateway`: API Gateway's JWT authorizer checked the token; the API function
+    /// reads its claims from the request context.
+    Gateway,
+}
+
+impl AuthSettings {
+    /// Whether offers live in their clients' namespaces (identity on) or in one shared one
+    /// (open mode). Trusted paths (the intake queue, `imgest crawl`) follow this too.
+    pub fn per_client_offers(&self) -> bool {
+        matches!(self, Self::Jwt { .. } | Self::Gateway)
+    }
+}
+
+impl Settings {
+    pub fn from_env() -> Result<Self, SettingsError> {
+        let vars: HashMap<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("IMGEST_"))
+            .collect();
+        Self::from_map(&vars)
+    }
+
+    /// Parses settings from a map of variables (tests and `from_env` share this).
+    pub fn from_map(map: &HashMap<String, String>) -> Result<Self, SettingsError> {
+        let vars = Vars::new(map);
+        let listen = match vars.get("IMGEST_LISTEN") {
+            None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+            Some(v) => v
+                .parse()
+                .map_err(|e| vars.bad("IMGEST_LISTEN", format!("{e} (expected IP:PORT)")))?,
+        };
+        let variants = match vars.get("IMGEST_VARIANTS") {
+            None => VariantSet::default(),
+            Some(v) => {
+                VariantSet::from_str(v).map_err(|e| vars.bad("IMGEST_VARIANTS", e.to_string()))?
+            }
+        };
+        let process_concurrency = match vars.get("IMGEST_PROCESS_CONCURRENCY") {
+            None => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            Some(_) => vars.number("IMGEST_PROCESS_CONCURRENCY", 1, 1, 4096)?,
+        };
+        let watermark = watermark(&vars, &variants)?;
+        let max_body = vars.size("IMGEST_MAX_BODY", 20_000_000)?;
+        Ok(Self {
+            backend: backend(&vars)?,
+            sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,
+            listen,
+            public_url: vars
+                .get("IMGEST_PUBLIC_URL")
+                .map(|u| u.trim_end_matches('/').to_owned()),
+            variants,
+            jpeg_quality: vars.number("IMGEST_JPEG_QUALITY", 82, 1, 100)?,
+            max_body,
+            max_pixels: vars.count("IMGEST_MAX_PIXELS", 50_000_000)?,
+            max_photos_per_offer: vars.number("IMGEST_MAX_PHOTOS_PER_OFFER", 50, 1, 1000)?,
+            orphan_ttl: vars.duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?,
+            sweep_grace: vars.duration("IMGEST_SWEEP_GRACE", Duration::from_secs(86_400))?,
+            claim_ttl: vars.duration("IMGEST_CLAIM_TTL", Duration::from_secs(120))?,
+            gc_interval: vars.duration("IMGEST_GC_INTERVAL", Duration::from_secs(3600))?,
+            upload_url_ttl: vars.duration("IMGEST_UPLOAD_URL_TTL", Duration::from_secs(900))?,
+            process_concurrency,
+            max_pending_uploads: vars.number("IMGEST_MAX_PENDING_UPLOADS", 64, 0, 1_000_000)?,
+            watermark,
+            crawl: CrawlSettings::parse(&vars)?,
+            auth: auth(&vars)?,
+            upload_rpm: vars.number("IMGEST_UPLOAD_RPM", 120, 1, 1_000_000)?,
+            memory_budget: memory::budget(&vars, max_body)?,
+            backfill_rate: vars.number("IMGEST_BACKFILL_RATE", 20, 0, 100_000)?,
+            backfill_segments: vars.number("IMGEST_BACKFILL_SEGMENTS", 4, 1, 64)?,
+            audit_segments: vars.number("IMGEST_AUDIT_SEGMENTS", 16, 1, 1024)?,
+        })
+    }
+
+    /// The defaults, as if no variable were set.
+    pub fn defaults() -> Self {
+        match Self::from_map(&HashMap::new()) {
+            Ok(s) => s,
+            // Every default is a literal that parses; the unit test below pins it.
+            Err(e) => unreachable!("defaults must parse: {e}"),
+        }
+    }
+
+    /// The embedded store's directory, or `None` on AWS.
+    pub fn data_dir(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Embedded { data_dir } => Some(data_dir),
+            Backend::Aws(_) => None,
+        }
+    }
+
+    /// Where the service is reached: `IMGEST_PUBLIC_URL`, else the local runner's address, or
+    /// on AWS the bucket's regional URL (which serves nothing while the bucket blocks public
+    /// access: production sets a CDN here).
+    pub fn public_base_url(&self) -> String {
+        match (&self.public_url, &self.backend) {
+            (Some(url), _) => url.clone(),
+            (None, Backend::Aws(aws)) => format!("https://{}.s3.amazonaws.com", aws.bucket),
+            (None, Backend::Embedded { .. }) => format!("http://{}", self.listen),
+        }
+    }
+}
+
+fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
+    match vars.get("IMGEST_BACKEND").unwrap_or("embedded") {
+        "embedded" => Ok(Backend::Embedded {
+            data_dir: PathBuf::from(vars.get("IMGEST_DATA_DIR").unwrap_or("./imgest-data")),
+        }),
+        "aws" => {
+            let needed_by = "IMGEST_BACKEND=aws";
+            let queues = match vars.get("IMGEST_QUEUES") {
+                None => HashMap::new(),
+                Some(v) => parse_queues(v).map_err(|reason| vars.bad("IMGEST_QUEUES", reason))?,
+            };
+            let delay_state_machine_arn = match vars.get("IMGEST_DELAY_STATE_MACHINE_ARN") {
+                None => None,
+                Some(v) if v.starts_with("arn:") => Some(v.to_owned()),
+                Some(_) => {
+                    return Err(vars.bad(
+                        "IMGEST_DELAY_STATE_MACHINE_ARN",
+                        "expected a state machine ARN (arn:aws:states:…)",
+                    ));
+                }
+            };
+            Ok(Backend::Aws(AwsBackend {
+                bucket: vars.required("IMGEST_BUCKET", needed_by)?.to_owned(),
+                table: vars.required("IMGEST_TABLE", needed_by)?.to_owned(),
+                force_path_style: vars.flag("IMGEST_S3_FORCE_PATH_STYLE", false)?,
+                queues,
+                delay_state_machine_arn,
+                sqs_max_delay: vars
+                    .positive_duration("IMGEST_SQS_MAX_DELAY", MAX_SQS_DELAY)?
+                    .min(MAX_SQS_DELAY),
+                endpoint_url: None,
+            }))
+        }
+        _ => Err(vars.bad("IMGEST_BACKEND", "expected embedded or aws")),
+    }
+}
+
+fn auth(vars: &Vars<'_>) -> Result<AuthSettings, SettingsError> {
+    let jwks = vars.get("IMGEST_JWKS_FILE");
+    let jwt = |jwks_file: &str| -> Result<AuthSettings, SettingsError> {
+        let needed_by = "IMGEST_JWKS_FILE is set";
+        Ok(AuthSettings::Jwt {
+            jwks_file: PathBuf::from(jwks_file),
+            issuer: vars.required("IMGEST_JWT_ISSUER", needed_by)?.to_owned(),
+            audience: vars.required("IMGEST_JWT_AUDIENCE", needed_by)?.to_owned(),
+        })
+    };
+    match (vars.get("IMGEST_AUTH"), jwks) {
+        (None, None) => Ok(AuthSettings::Unset),
+        (None | Some("jwt"), Some(file)) => jwt(file),
+        (Some("jwt"), None) => Err(vars.bad(
+            "IMGEST_JWKS_FILE",
+            "required when IMGEST_AUTH=jwt (a JWKS file with the token issuer's public keys)",
+        )),
+        (Some("off"), None) => Ok(AuthSettings::Off),
+        (Some("gateway"), None) => Ok(AuthSettings::Gateway),
+        (Some("off" | "gateway"), Some(_)) => Err(vars.bad(
+            "IMGEST_AUTH",
+            "IMGEST_JWKS_FILE is set too: say which (jwt checks tokens against that file)",
+        )),
+        (Some(_), _) => Err(vars.bad("IMGEST_AUTH", "expected jwt, gateway or off")),
+    }
+}
+
+fn watermark(
+    vars: &Vars<'_>,
+    variants: &VariantSet,
+) -> Result<Option<WatermarkSettings>, SettingsError> {
+    let Some(path) = vars.get("IMGEST_WATERMARK") else {
+        return Ok(None);
+    };
+    let position = match vars.get("IMGEST_WATERMARK_POSITION") {
+        None => WatermarkPosition::BottomRight,
+        Some(v) => WatermarkPosition::from_str(v).map_err(|_| {
+            vars.bad(
+                "IMGEST_WATERMARK_POSITION",
+                "expected top-left, top-right, bottom-left, bottom-right or center",
+            )
+        })?,
+    };
+    let opacity = match vars.get("IMGEST_WATERMARK_OPACITY") {
+        None => 0.5,
+        Some(v) => v
+            .parse::<f32>()
+            .ok()
+            .filter(|o| (0.0..=1.0).contains(o))
+            .ok_or_else(|| vars.bad("IMGEST_WATERMARK_OPACITY", "expected 0.0 to 1.0"))?,
+    };
+    let var = "IMGEST_WATERMARK_VARIANTS";
+    let mut marked = Vec::new();
+    for name in vars
+        .get(var)
+        .unwrap_or("large,medium")
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        let name = VariantName::parse(name).map_err(|e| vars.bad(var, e.to_string()))?;
+        if variants.get(&name).is_none() {
+            return Err(vars.bad(
+                var,
+                format!("{name} is not one of IMGEST_VARIANTS ({variants})"),
+            ));
+        }
+        marked.push(name);
+    }
+    Ok(Some(WatermarkSettings {
+        path: PathBuf::from(path),
+        position,
+        opacity,
+        variants: marked,
+    }))
+}
+
+/// `name=url,name=url` (blank entries ignored): logical queue names and their SQS URLs.
+fn parse_queues(v: &str) -> Result<HashMap<String, String>, String> {
+    let mut queues = HashMap::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, url)) = entry.split_once('=') else {
+            return Err(format!("{entry:?} is not name=url"));
+        };
+        let (name, url) = (name.trim(), url.trim());
+        if name.is_empty() {
+            return Err(format!("{entry:?} has no queue name"));
+        }
+        match url::Url::parse(url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            _ => return Err(format!("{url:?} (queue {name}) is not an http(s) URL")),
+        }
+        if queues.insert(name.to_owned(), url.to_owned()).is_some() {
+            return Err(format!("queue {name} is listed twice"));
+        }
+    }
+    Ok(queues)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        Settings::from_map(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let s = Settings::defaults();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.jpeg_quality, 82);
+        assert_eq!(s.max_body, 20_000_000);
+        assert_eq!(s.max_pixels, 50_000_000);
+        assert_eq!(s.max_photos_per_offer, 50);
+        assert_eq!(s.orphan_ttl, Duration::from_secs(14 * 86_400));
+        assert_eq!(s.sweep_grace, Duration::from_secs(86_400));
+        assert_eq!(s.variants.to_string(), VariantSet::DEFAULT);
+        assert_eq!(s.public_base_url(), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn values_parse_with_units() {
+        let s = with(&[
+            ("IMGEST_MAX_BODY", "5MiB"),
+            ("IMGEST_MAX_PIXELS", "2M"),
+            ("IMGEST_ORPHAN_TTL", "2s"),
+        ])
+        .unwrap();
+        assert_eq!(s.max_body, 5 << 20);
+        assert_eq!(s.max_pixels, 2_000_000);
+        assert_eq!(s.orphan_ttl, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_bad_value_names_its_variable() {
+        for (var, value) in [
+            ("IMGEST_LISTEN", "nowhere"),
+            ("IMGEST_JPEG_QUALITY", "0"),
+            ("IMGEST_MAX_BODY", "lots"),
+            ("IMGEST_ORPHAN_TTL", "fortnight"),
+            ("IMGEST_VARIANTS", "big"),
+        ] {
+            let err = with(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var);
+            assert!(err.to_string().starts_with(var), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_aws_backend_needs_a_bucket_and_a_table() {
+        let err = with(&[("IMGEST_BACKEND", "aws"), ("IMGEST_TABLE", "t")]).unwrap_err();
+        assert_eq!(err.var, "IMGEST_BUCKET");
+        let s = with(&[
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", "b"),
+            ("IMGEST_TABLE", "t"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.backend,
+            Backend::Aws(AwsBackend {
+                bucket: "b".into(),
+                table: "t".into(),
+                force_path_style: false,
+                queues: HashMap::new(),
+                delay_state_machine_arn: None,
+                sqs_max_delay: MAX_SQS_DELAY,
+                endpoint_url: None,
+            })
+        );
+        assert_eq!(s.public_base_url(), "https://b.s3.amazonaws.com");
+        assert_eq!(
+            with(&[("IMGEST_BACKEND", "gcp")]).unwrap_err().var,
+            "IMGEST_BACKEND"
+        );
+    }
+
+    #[test]
+    fn queues_map_logical_names_to_sqs_urls() {
+        let aws = [
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", "b"),
+            ("IMGEST_TABLE", "t"),
+        ];
+        let with_aws = |extra: &[(&str, &str)]| {
+            let mut vars = aws.to_vec();
+            vars.extend_from_slice(extra);
+            with(&vars)
+        };
+        let s = with_aws(&[
+            (
+                "IMGEST_QUEUES",
+                " results=https://sqs.eu-west-1.amazonaws.com/1/results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
+            ),
+            (
+                "IMGEST_DELAY_STATE_MACHINE_ARN",
+                "arn:aws:states:eu-west-1:1:stateMachine:delayed-send",
+            ),
+        ])
+        .unwrap();
+        let Backend::Aws(AwsBackend {
+            queues,
+            delay_state_machine_arn,
+            ..
+        }) = s.backend
+        else {
+            panic!("the aws backend");
+        };
+        assert_eq!(queues.len(), 2);
+        assert_eq!(
+            queues["results"],
+            "https://sqs.eu-west-1.amazonaws.com/1/results"
+        );
+        assert_eq!(queues["fetch-0"], "http://127.0.0.1:5000/1/f0");
+        assert_eq!(
+            delay_state_machine_arn.as_deref(),
+            Some("arn:aws:states:eu-west-1:1:stateMachine:delayed-send")
+        );
+        // Absent or empty: no queues and no long delays.
+        for extra in [&[][..], &[("IMGEST_QUEUES", " ")][..]] {
+            let s = with_aws(extra).unwrap();
+            assert!(matches!(
+                s.backend,
+                Backend::Aws(AwsBackend { ref queues, delay_state_machine_arn: None, .. })
+                    if queues.is_empty()
+            ));
+        }
+        for (var, value) in [
+            ("IMGEST_QUEUES", "results"),
+            ("IMGEST_QUEUES", "=https://sqs/1/q"),
+            ("IMGEST_QUEUES", "results=sqs/1/q"),
+            ("IMGEST_QUEUES", "a=https://x/1/a,a=https://x/1/b"),
+            ("IMGEST_DELAY_STATE_MACHINE_ARN", "delayed-send"),
+        ] {
+            let err = with_aws(&[(var, value)]).unwrap_err();
+            assert_eq!(err.var, var, "{value}");
+        }
+    }
+
+    #[test]
+    fn auth_is_unset_off_jwt_or_gateway() {
+        assert_eq!(Settings::defaults().auth, AuthSettings::Unset);
+        assert_eq!(Settings::defaults().upload_rpm, 120);
+        assert_eq!(
+            with(&[("IMGEST_AUTH", "off")]).unwrap().auth,
+            AuthSettings::Off
+        );
+        assert_eq!(
+            with(&[("IMGEST_AUTH", "gateway")]).unwrap().auth,
+            AuthSettings::Gateway
+        );
+        let jwt = with(&[
+            ("IMGEST_JWKS_FILE", "/etc/imgest/jwks.json"),
+            ("IMGEST_JWT_ISSUER", "https://id.example"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
+        ])
+        .unwrap();
+        assert!(jwt.auth.per_client_offers());
+        assert!(!AuthSettings::Off.per_client_offers());
+        for (pairs, var) in [
+            (&[("IMGEST_JWKS_FILE", "j.json")][..], "IMGEST_JWT_ISSUER"),
+            (
+                &[("IMGEST_JWKS_FILE", "j.json"), ("IMGEST_JWT_ISSUER", "i")][..],
+                "IMGEST_JWT_AUDIENCE",
+            ),
+            (&[("IMGEST_AUTH", "jwt")][..], "IMGEST_JWKS_FILE"),
+            (
+                &[("IMGEST_AUTH", "off"), ("IMGEST_JWKS_FILE", "j.json")][..],
+                "IMGEST_AUTH",
+            ),
+            (&[("IMGEST_AUTH", "maybe")][..], "IMGEST_AUTH"),
+            (&[("IMGEST_UPLOAD_RPM", "0")][..], "IMGEST_UPLOAD_RPM"),
+        ] {
+            assert_eq!(with(pairs).unwrap_err().var, var, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn watermark_variants_must_exist() {
+        let err = with(&[
+            ("IMGEST_WATERMARK", "wm.png"),
+            ("IMGEST_WATERMARK_VARIANTS", "huge"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.var, "IMGEST_WATERMARK_VARIANTS");
+    }
+}

@@ -1,0 +1,54 @@
+//! `IMGEST_MEMORY_BUDGET`: how much memory the process should stay within, and its default.
+
+use super::SettingsError;
+use super::parse::{Vars, parse_size};
+use imgest_core::budget::BASE;
+
+/// Bodies get a quarter of what is left after [`BASE`]: the budget must hold at least this many
+/// of the largest body.
+const BODIES_PER_BUDGET: u64 = 4;
+
+/// The budget: `IMGEST_MEMORY_BUDGET` if set; on Lambda the function's memory (Lambda sets
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, in MiB); else a quarter of the machine's memory (or of
+/// the cgroup's limit, if lower), at least 256 MiB. Refused when too small for one body of
+/// `max_body` bytes.
+pub(super) fn budget(vars: &Vars<'_>, max_body: u64) -> Result<u64, SettingsError> {
+    let budget = match vars.get("IMGEST_MEMORY_BUDGET") {
+        Some(_) => vars.size("IMGEST_MEMORY_BUDGET", 0)?,
+        None => match vars.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE") {
+            Some(mib) => mib.parse::<u64>().ok().map(|m| m << 20).ok_or_else(|| {
+                vars.bad("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "expected MiB, e.g. 512")
+            })?,
+            None => machine_memory().map_or(1 << 30, |m| m / 4).max(256 << 20),
+        },
+    };
+    let least = BASE + BODIES_PER_BUDGET * max_body;
+    if budget < least {
+        return Err(vars.bad(
+            "IMGEST_MEMORY_BUDGET",
+            format!(
+                "{budget} bytes is too small: it must hold 64 MiB for the process and four bodies \
+                 of IMGEST_MAX_BODY ({max_body} bytes), at least {least} bytes"
+            ),
+        ));
+    }
+    Ok(budget)
+}
+
+/// The memory this process may use: the machine's (`MemTotal`), or its cgroup's limit if lower.
+fn machine_memory() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb = line
+                .trim_start_matches("MemTotal:")
+                .trim()
+                .trim_end_matches("kB");
+            kb.trim().parse::<u64>().ok().map(|k| k * 1024)
+        })?;
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|v| parse_size(v.trim()));
+    Some(cgroup.map_or(total, |c| c.min(total)))
+}

@@ -1,0 +1,399 @@
+//! The `Records` contract.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{BASE, mins, secs, unique_name};
+use imgest_core::domain::Timestamp;
+use imgest_core::ports::{RecordPage, Records, StoreError, StoredRecord};
+
+contract_suite!($ records_contract_tests, records, Arc<dyn Records>;
+    an_absent_record_reads_as_none,
+    put_without_a_version_creates_the_record,
+    put_with_the_current_version_replaces_and_moves_the_version_on,
+    put_with_a_stale_version_conflicts_and_changes_nothing,
+    put_without_a_version_over_a_record_conflicts,
+    an_expired_record_is_absent_and_can_be_created_again,
+    kinds_are_separate_namespaces,
+    bodies_of_any_length_read_back_as_written,
+    a_peek_reads_what_was_written_and_never_an_expired_record,
+    concurrent_writers_of_one_version_have_exactly_one_winner,
+    a_walk_returns_every_live_record_of_its_kind_once,
+    a_walk_sees_a_record_changed_during_it_once,
+    a_walk_refuses_a_cursor_it_did_not_give,
+);
+
+/// The kind the checks use (each check uses fresh keys).
+const KIND: &str = "contract";
+/// Records written by the checks expire this long after `BASE`, unless a check says otherwise.
+const LIFETIME: std::time::Duration = mins(60);
+
+async fn get(r: &dyn Records, kind: &str, key: &str, now: Timestamp) -> Option<StoredRecord> {
+    r.get_record(kind, key, now).await.unwrap()
+}
+
+async fn put(
+    r: &dyn Records,
+    key: &str,
+    body: &str,
+    expected: Option<u64>,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    r.put_record(KIND, key, body, expected, BASE.plus(LIFETIME), now)
+        .await
+}
+
+fn record(body: &str, version: u64) -> Option<StoredRecord> {
+    Some(StoredRecord {
+        body: body.to_owned(),
+        version,
+    })
+}
+
+/// Pages of a walk a check follows at most: far more than any check's records need, even with
+/// the pages a DynamoDB scan of a table shared with other checks fills with their items.
+const MAX_PAGES: usize = 100_000;
+
+/// One page of a walk of `kind`, checked against `limit`.
+async fn page(
+    r: &dyn Records,
+    kind: &str,
+    cursor: Option<&str>,
+    limit: usize,
+    now: Timestamp,
+) -> RecordPage {
+    let page = r.scan_records(kind, cursor, limit, now).await.unwrap();
+    assert!(
+        page.records.len() <= limit,
+        "{} > {limit}",
+        page.records.len()
+    );
+    page
+}
+
+/// Every record a walk of `kind` at `now` returns, `limit` a page, in the order returned;
+/// `between` runs after the first page.
+async fn walk(
+    r: &dyn Records,
+    kind: &str,
+    limit: usize,
+    now: Timestamp,
+    between: impl AsyncFnOnce(),
+) -> Vec<(String, StoredRecord)> {
+    let first = page(r, kind, None, limit, now).await;
+    between().await;
+    let (mut seen, mut cursor) = (first.records, first.next);
+    for _ in 0..MAX_PAGES {
+        let Some(at) = cursor else {
+            return seen;
+        };
+        let next = page(r, kind, Some(&at), limit, now).await;
+        seen.extend(next.records);
+        cursor = next.next;
+    }
+    panic!("the walk of {kind} did not end within {MAX_PAGES} pages");
+}
+
+/// The walk's records by key, each key seen once.
+fn by_key(seen: Vec<(String, StoredRecord)>) -> BTreeMap<String, StoredRecord> {
+    let mut keys = BTreeMap::new();
+    for (key, record) in seen {
+        let again = keys.insert(key.clone(), record);
+        assert!(again.is_none(), "{key:?} was returned twice");
+    }
+    keys
+}
+
+fn assert_conflict(r: Result<u64, StoreError>) {
+    assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+}
+
+pub async fn an_absent_record_reads_as_none(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    assert_eq!(get(r, KIND, &unique_name("absent"), BASE).await, None);
+}
+
+pub async fn put_without_a_version_creates_the_record(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("create"));
+    let v = put(r, &key, r#"{"n":1}"#, None, BASE).await.unwrap();
+    assert_eq!(get(r, KIND, &key, BASE).await, record(r#"{"n":1}"#, v));
+    // Read back just before it expires, too.
+    let last = BASE.plus(LIFETIME).minus(secs(1));
+    assert_eq!(get(r, KIND, &key, last).await, record(r#"{"n":1}"#, v));
+}
+
+/// A peek may lag the last writes on a live service (not on SQLite or the emulator, whose
+/// reads are all consistent), but it reads the same record the same way, expiry included.
+pub async fn a_peek_reads_what_was_written_and_never_an_expired_record(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("peek"));
+    assert_eq!(r.peek_record(KIND, &key, BASE).await.unwrap(), None);
+    let long = "x".repeat(2000);
+    let v = put(r, &key, &long, None, BASE).await.unwrap();
+    assert_eq!(
+        r.peek_record(KIND, &key, BASE).await.unwrap(),
+        record(&long, v)
+    );
+    let expired = BASE.plus(LIFETIME);
+    assert_eq!(r.peek_record(KIND, &key, expired).await.unwrap(), None);
+}
+
+pub async fn put_with_the_current_version_replaces_and_moves_the_version_on(
+    records: Arc<dyn Records>,
+) {
+    let (r, key) = (records.as_ref(), unique_name("replace"));
+    let v1 = put(r, &key, "one", None, BASE).await.unwrap();
+    let v2 = put(r, &key, "two", Some(v1), BASE).await.unwrap();
+    assert!(v2 > v1, "{v2} > {v1}");
+    assert_eq!(get(r, KIND, &key, BASE).await, record("two", v2));
+    let later = BASE.plus(secs(5));
+    let v3 = put(r, &key, "three", Some(v2), later).await.unwrap();
+    assert!(v3 > v2, "{v3} > {v2}");
+    assert_eq!(get(r, KIND, &key, later).await, record("three", v3));
+}
+
+/// Adapters may store long bodies differently (compressed); what is read is what was written,
+/// across changes between short and long.
+pub async fn bodies_of_any_length_read_back_as_written(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("lengths"));
+    let long: String = (0..400)
+        .map(|i| format!("{{\"url\":\"https://photos.example/{i}/é.jpg\"}}"))
+        .collect();
+    let v1 = put(r, &key, "short", None, BASE).await.unwrap();
+    let v2 = put(r, &key, &long, Some(v1), BASE).await.unwrap();
+    assert_eq!(get(r, KIND, &key, BASE).await, record(&long, v2));
+    let v3 = put(r, &key, "short again", Some(v2), BASE).await.unwrap();
+    assert_eq!(get(r, KIND, &key, BASE).await, record("short again", v3));
+}
+
+pub async fn put_with_a_stale_version_conflicts_and_changes_nothing(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("stale"));
+    let v1 = put(r, &key, "one", None, BASE).await.unwrap();
+    let v2 = put(r, &key, "two", Some(v1), BASE).await.unwrap();
+    assert_conflict(put(r, &key, "stale", Some(v1), BASE).await);
+    assert_conflict(put(r, &key, "made up", Some(v2 + 1000), BASE).await);
+    assert_eq!(get(r, KIND, &key, BASE).await, record("two", v2));
+    // A version of a record that was never written is stale too.
+    assert_conflict(put(r, &unique_name("never"), "x", Some(v1), BASE).await);
+}
+
+pub async fn put_without_a_version_over_a_record_conflicts(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("exists"));
+    let v = put(r, &key, "first", None, BASE).await.unwrap();
+    assert_conflict(put(r, &key, "second", None, BASE.plus(secs(1))).await);
+    assert_eq!(
+        get(r, KIND, &key, BASE.plus(secs(1))).await,
+        record("first", v)
+    );
+}
+
+pub async fn an_expired_record_is_absent_and_can_be_created_again(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("expiry"));
+    let expires_at = BASE.plus(secs(10));
+    let v1 = r
+        .put_record(KIND, &key, "old", None, expires_at, BASE)
+        .await
+        .unwrap();
+    let before = expires_at.minus(std::time::Duration::from_millis(1));
+    assert_eq!(get(r, KIND, &key, before).await, record("old", v1));
+    // Expired at `expires_at` itself.
+    assert_eq!(get(r, KIND, &key, expires_at).await, None);
+    let after = BASE.plus(secs(20));
+    assert_eq!(get(r, KIND, &key, after).await, None);
+    // Its version no longer counts: a writer that read it before it expired conflicts.
+    assert_conflict(
+        r.put_record(KIND, &key, "late", Some(v1), after.plus(LIFETIME), after)
+            .await,
+    );
+    let v2 = r
+        .put_record(KIND, &key, "new", None, after.plus(LIFETIME), after)
+        .await
+        .unwrap();
+    assert!(v2 > v1, "a recreated record's version {v2} follows {v1}");
+    assert_eq!(get(r, KIND, &key, after).await, record("new", v2));
+    assert_conflict(
+        r.put_record(KIND, &key, "again", None, after.plus(LIFETIME), after)
+            .await,
+    );
+}
+
+pub async fn kinds_are_separate_namespaces(records: Arc<dyn Records>) {
+    let (r, key) = (records.as_ref(), unique_name("kinds"));
+    let (one, two) = (unique_name("kind-a"), unique_name("kind-b"));
+    let expires = BASE.plus(LIFETIME);
+    let v1 = r
+        .put_record(&one, &key, "in one", None, expires, BASE)
+        .await
+        .unwrap();
+    assert_eq!(get(r, &two, &key, BASE).await, None);
+    let v2 = r
+        .put_record(&two, &key, "in two", None, expires, BASE)
+        .await
+        .unwrap();
+    assert_eq!(get(r, &one, &key, BASE).await, record("in one", v1));
+    assert_eq!(get(r, &two, &key, BASE).await, record("in two", v2));
+    // Writing one kind's record leaves the other's alone.
+    let v3 = r
+        .put_record(&two, &key, "two again", Some(v2), expires, BASE)
+        .await
+        .unwrap();
+    assert_eq!(get(r, &one, &key, BASE).await, record("in one", v1));
+    assert_eq!(get(r, &two, &key, BASE).await, record("two again", v3));
+}
+
+pub async fn concurrent_writers_of_one_version_have_exactly_one_winner(records: Arc<dyn Records>) {
+    const WRITERS: usize = 12;
+    let key = unique_name("race");
+    let v1 = put(records.as_ref(), &key, "start", None, BASE)
+        .await
+        .unwrap();
+    let writes = (0..WRITERS).map(|i| {
+        let (records, key) = (records.clone(), key.clone());
+        async move {
+            put(
+                records.as_ref(),
+                &key,
+                &format!("writer {i}"),
+                Some(v1),
+                BASE,
+            )
+            .await
+        }
+    });
+    let results = futures_util::future::join_all(writes).await;
+    let winners: Vec<(usize, u64)> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r {
+            Ok(v) => Some((i, *v)),
+            Err(StoreError::Conflict(_)) => None,
+            Err(e) => panic!("writer {i}: {e}"),
+        })
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let (i, v) = winners[0];
+    assert_eq!(
+        get(records.as_ref(), KIND, &key, BASE).await,
+        record(&format!("writer {i}"), v)
+    );
+
+    // Racing creators of a new record: one wins too.
+    let key = unique_name("race-new");
+    let creates = (0..WRITERS).map(|i| {
+        let (records, key) = (records.clone(), key.clone());
+        async move { put(records.as_ref(), &key, &format!("creator {i}"), None, BASE).await }
+    });
+    let results = futures_util::future::join_all(creates).await;
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .all(|r| matches!(r, Ok(_) | Err(StoreError::Conflict(_)))),
+        "{results:?}"
+    );
+}
+
+pub async fn a_walk_returns_every_live_record_of_its_kind_once(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    let (kind, other) = (unique_name("walked"), unique_name("not-walked"));
+    let now = BASE.plus(mins(1));
+    let write = async |kind: &str, key: &str, body: &str, expected: Option<u64>, expires_at| {
+        r.put_record(kind, key, body, expected, expires_at, BASE)
+            .await
+            .unwrap()
+    };
+    let long: String = (0..100)
+        .map(|i| format!("{{\"url\":\"https://photos.example/{i}.jpg\"}}"))
+        .collect();
+    let lives = BASE.plus(LIFETIME);
+    let mut expected = BTreeMap::new();
+    for i in 0..7 {
+        // Keys that sort apart from the order they are written in, one long body (stored
+        // deflated where an adapter does), and one record written twice.
+        let key = format!("{}-{i}", 7 - i);
+        let body = if i == 3 {
+            long.clone()
+        } else {
+            format!("{{\"n\":{i}}}")
+        };
+        let mut v = write(&kind, &key, &body, None, lives).await;
+        let mut body = body;
+        if i == 5 {
+            v = write(&kind, &key, "second", Some(v), lives).await;
+            body = "second".to_owned();
+        }
+        expected.insert(key, StoredRecord { body, version: v });
+    }
+    // Expired by `now`, or exactly at it; and records of another kind under the same keys.
+    for (key, expires_at) in [("expired-a", BASE.plus(secs(10))), ("expired-b", now)] {
+        write(&kind, key, "old", None, expires_at).await;
+    }
+    for key in expected.keys() {
+        write(&other, key, "other kind", None, lives).await;
+    }
+
+    for limit in [1, 2, 3, 1000] {
+        let seen = by_key(walk(r, &kind, limit, now, async || {}).await);
+        assert_eq!(seen, expected, "limit {limit}");
+    }
+    // Once they have expired, none.
+    assert!(walk(r, &kind, 3, lives, async || {}).await.is_empty());
+    // A kind with no records: an empty walk.
+    let none = unique_name("empty");
+    assert!(walk(r, &none, 3, now, async || {}).await.is_empty());
+}
+
+pub async fn a_walk_sees_a_record_changed_during_it_once(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    let kind = unique_name("changing");
+    let write = async |key: &str, body: &str, expected: Option<u64>| {
+        r.put_record(&kind, key, body, expected, BASE.plus(LIFETIME), BASE)
+            .await
+            .unwrap()
+    };
+    let mut versions = BTreeMap::new();
+    for i in 0..6 {
+        let key = format!("k{i}");
+        versions.insert(key.clone(), write(&key, "before", None).await);
+    }
+    let seen = by_key(
+        walk(r, &kind, 2, BASE, async || {
+            // Every record is replaced after the first page, and one is added.
+            for (key, v) in &versions {
+                write(key, "after", Some(*v)).await;
+            }
+            write("added", "new", None).await;
+        })
+        .await,
+    );
+    for key in versions.keys() {
+        let record = seen
+            .get(key)
+            .unwrap_or_else(|| panic!("{key} was not seen"));
+        assert!(
+            record.body == "before" || record.body == "after",
+            "{key}: {record:?}"
+        );
+    }
+    // The added record may or may not be seen; nothing else is.
+    assert!(
+        seen.keys()
+            .all(|k| versions.contains_key(k) || k == "added"),
+        "{seen:?}"
+    );
+}
+
+pub async fn a_walk_refuses_a_cursor_it_did_not_give(records: Arc<dyn Records>) {
+    let r = records.as_ref();
+    let kind = unique_name("cursor");
+    for cursor in ["not a cursor", "", "[1,2,3]"] {
+        let walked = r.scan_records(&kind, Some(cursor), 10, BASE).await;
+        assert!(
+            matches!(walked, Err(ref e) if !e.is_retryable()),
+            "{cursor:?}: {walked:?}"
+        );
+    }
+}
