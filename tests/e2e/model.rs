@@ -94,7 +94,7 @@ fn base_ports(
         uploads: scratch.clone(),
         upload_urls: Arc::new(LocalUploadUrls::new("http://127.0.0.1:9")),
         checkpoints: scratch.clone(),
-        records: scratch.clone(),
+        documents: scratch.clone(),
         rate_limits: scratch.clone(),
         messages: Arc::new(QueueSender::new(scratch.clone(), clock.clone())),
         queue: Some(scratch),

@@ -53,7 +53,7 @@ pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         uploads: records.clone(),
         upload_urls: blobs,
         checkpoints: records.clone(),
-        records: records.clone(),
+        documents: records.clone(),
         rate_limits: records,
         messages,
         // Lambda's SQS triggers receive on AWS; nothing here polls a queue.

@@ -14,7 +14,7 @@ use imgest_aws::DynamoStore;
 use imgest_aws::dynamodb::create_table;
 use imgest_core::domain::{ImageId, ImageRecord, SourceFormat, Timestamp, UploadId};
 use imgest_core::ports::{
-    Checkpoints, Claim, ImageIndex, OfferLinks, RateLimiter, ReadyImage, Records, StoreError,
+    Checkpoints, Claim, Documents, ImageIndex, OfferLinks, RateLimiter, ReadyImage, StoreError,
     UploadRecord, UploadRecords, UploadState,
 };
 use imgest_testing as testing;
@@ -45,7 +45,7 @@ async fn dynamodb_links(test: &str) -> Option<Fixture<LinkPorts>> {
     Some(Fixture::new(LinkPorts::of(store(test).await?)))
 }
 
-async fn dynamodb_records(test: &str) -> Option<Fixture<Arc<dyn Records>>> {
+async fn dynamodb_documents(test: &str) -> Option<Fixture<Arc<dyn Documents>>> {
     Some(Fixture::new(store(test).await?))
 }
 
@@ -59,7 +59,7 @@ async fn dynamodb_uploads(test: &str) -> Option<Fixture<UploadPorts>> {
 
 imgest_testing::image_index_contract_tests!(image_index, super::dynamodb_images);
 imgest_testing::offer_links_contract_tests!(offer_links, super::dynamodb_links);
-imgest_testing::records_contract_tests!(records, super::dynamodb_records);
+imgest_testing::documents_contract_tests!(documents, super::dynamodb_documents);
 imgest_testing::rate_limiter_contract_tests!(rate_limiter, super::dynamodb_rate_limits);
 imgest_testing::uploads_contract_tests!(uploads, super::dynamodb_uploads);
 
@@ -73,7 +73,7 @@ async fn every_suite_on_one_shared_table() {
     for _ in 0..2 {
         testing::image_index::contract(store.clone()).await;
         testing::offer_links::contract(LinkPorts::of(store.clone())).await;
-        testing::records::contract(store.clone()).await;
+        testing::documents::contract(store.clone()).await;
         testing::rate_limiter::contract(store.clone()).await;
         testing::uploads::contract(UploadPorts::of(store.clone())).await;
     }
@@ -704,7 +704,7 @@ async fn record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates() {
     let key = testing::unique_name("url");
     let expires_at = Timestamp::from_millis(1_700_000_060_500);
     let version = store
-        .put_record("url", &key, "{}", None, expires_at, BASE)
+        .put_document("url", &key, "{}", None, expires_at, BASE)
         .await
         .unwrap();
     let item = raw_item(&client, &table, &format!("rec#url#{key}"), "rec").await;
@@ -720,7 +720,7 @@ async fn record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates() {
     // A kind that could alias another kind's keys is refused.
     assert!(matches!(
         store
-            .put_record("url#x", &key, "{}", None, expires_at, BASE)
+            .put_document("url#x", &key, "{}", None, expires_at, BASE)
             .await,
         Err(StoreError::Backend { .. })
     ));

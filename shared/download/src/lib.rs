@@ -1,7 +1,7 @@
-//! Fetching photo URLs: one download done safely, and the policies that decide when and where
+//! Downloading photo URLs: one download done safely, and the policies that decide when and where
 //! downloads run. The crawl flows in [`imgest_flows::crawl`] put them together.
 //!
-//! - [`Fetcher`]: one download of one photo URL (deadline, address guard, redirects, limits,
+//! - [`Downloader`]: one download of one photo URL (deadline, address guard, redirects, limits,
 //!   signature, MD5, conditional requests).
 //! - [`check_ip`] and [`check_host_literal`]: which addresses a download may connect to, so a
 //!   crawl cannot point imgest at its own network, loopback or a cloud metadata service (SSRF).
@@ -9,7 +9,7 @@
 //! - [`HashHeaders`]: hosts trusted to name a body's MD5 before it is read.
 //! - [`FetchErrorKind`]: the stable error kinds, and the one place they are classified.
 //! - [`backoff`]: retry delays (full jitter, `Retry-After`) and the recheck schedule.
-//! - [`TierRouter`]: which timeout tier a host's downloads start in.
+//! - [`TierChooser`]: which timeout tier a host's downloads start in.
 //! - [`HostHealth`]: a host's concurrency (AIMD on 429), failure backoff and circuit breaker;
 //!   [`HostLimits`] holds a process's copies and its running downloads.
 //!
@@ -18,24 +18,24 @@
 
 mod address_guard;
 pub mod backoff;
+mod downloader;
 mod egress;
 mod error_kind;
-mod fetcher;
 mod hash_headers;
 mod host_health;
 mod host_limits;
-mod tier_router;
+mod tier_chooser;
 
 pub use self::address_guard::{
     AddressClass, ForbiddenAddress, check_host_literal, check_ip, classify,
 };
+pub use self::downloader::{
+    BodyDedup, Download, DownloadConfig, DownloadError, Downloaded, Downloader,
+    DownloaderSetupError, KnownImages, TlsSetupError, Validator, install_default_provider,
+};
 pub use self::egress::{AllowedPorts, HostAllowlist};
 pub use self::error_kind::{FailureClass, FetchErrorKind};
-pub use self::fetcher::{
-    BodyDedup, Download, FetchConfig, FetchError, Fetched, Fetcher, FetcherSetupError, KnownImages,
-    TlsSetupError, Validator, install_default_provider,
-};
 pub use self::hash_headers::HashHeaders;
 pub use self::host_health::{Admission, Circuit, CircuitRules, HostEvent, HostHealth};
 pub use self::host_limits::{HostLimits, HostSlot};
-pub use self::tier_router::{Observation, RouteStats, TierRouter};
+pub use self::tier_chooser::{Observation, TierChooser, TierStats};

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use imgest_core::domain::{ImageId, SourceFormat};
 use imgest_download::{
-    AllowedPorts, FetchConfig, FetchError, FetchErrorKind, Fetched, Fetcher, HostAllowlist,
-    Validator,
+    AllowedPorts, DownloadConfig, DownloadError, Downloaded, Downloader, FetchErrorKind,
+    HostAllowlist, Validator,
 };
 use imgest_hosts::{PartnerHost, Route, etag_of, redirect_chain};
 use url::Url;
@@ -22,12 +22,12 @@ fn photo() -> Bytes {
     Bytes::from_static(PHOTO)
 }
 
-/// A fetcher that may use any port (the hosts listen on random ones).
-fn fetcher(allow_private: bool) -> Fetcher {
-    Fetcher::new(FetchConfig {
+/// A downloader that may use any port (the hosts listen on random ones).
+fn downloader(allow_private: bool) -> Downloader {
+    Downloader::new(DownloadConfig {
         allow_private,
         ports: AllowedPorts::Any,
-        ..FetchConfig::default()
+        ..DownloadConfig::default()
     })
     .unwrap()
 }
@@ -42,24 +42,24 @@ async fn host(routes: Vec<(&str, Route)>) -> PartnerHost {
 
 /// Fetches with the guard lifted (the hosts are on loopback); expects a body.
 async fn fetch_ok(host: &PartnerHost, path: &str) -> imgest_download::Download {
-    match fetcher(true)
-        .fetch(&url(&host.url(path)), DEADLINE, None, None)
+    match downloader(true)
+        .download(&url(&host.url(path)), DEADLINE, None, None)
         .await
     {
-        Ok(Fetched::Body(download)) => download,
+        Ok(Downloaded::Body(download)) => download,
         other => panic!("{path}: expected a body, got {other:?}"),
     }
 }
 
-async fn fetch_err(fetcher: &Fetcher, raw: &str, deadline: Duration) -> FetchError {
-    match fetcher.fetch(&url(raw), deadline, None, None).await {
+async fn download_err(downloader: &Downloader, raw: &str, deadline: Duration) -> DownloadError {
+    match downloader.download(&url(raw), deadline, None, None).await {
         Err(e) => e,
         Ok(ok) => panic!("{raw}: expected an error, got {ok:?}"),
     }
 }
 
-async fn kind_of(host: &PartnerHost, path: &str) -> FetchError {
-    fetch_err(&fetcher(true), &host.url(path), DEADLINE).await
+async fn kind_of(host: &PartnerHost, path: &str) -> DownloadError {
+    download_err(&downloader(true), &host.url(path), DEADLINE).await
 }
 
 #[tokio::test]
@@ -83,8 +83,8 @@ async fn a_host_slower_than_the_deadline_times_out() {
         Route::delay(Duration::from_secs(3), Route::photo(photo())),
     )])
     .await;
-    let e = fetch_err(
-        &fetcher(true),
+    let e = download_err(
+        &downloader(true),
         &host.url("/slow.jpg"),
         Duration::from_millis(300),
     )
@@ -101,8 +101,8 @@ async fn a_host_that_drips_is_cut_at_the_deadline() {
         Route::drip(photo(), Duration::from_millis(20)),
     )])
     .await;
-    let e = fetch_err(
-        &fetcher(true),
+    let e = download_err(
+        &downloader(true),
         &host.url("/drip.jpg"),
         Duration::from_millis(500),
     )
@@ -234,7 +234,7 @@ async fn five_redirects_are_followed_and_a_sixth_is_too_many() {
 async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let port = host.addr().port();
-    let guarded = fetcher(false);
+    let guarded = downloader(false);
     for raw in [
         format!("http://127.0.0.1:{port}/a.jpg"),
         format!("http://2130706433:{port}/a.jpg"),
@@ -243,19 +243,19 @@ async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
         format!("http://[::ffff:127.0.0.1]:{port}/a.jpg"),
         format!("http://[::1]:{port}/a.jpg"),
     ] {
-        let e = fetch_err(&guarded, &raw, DEADLINE).await;
+        let e = download_err(&guarded, &raw, DEADLINE).await;
         assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{raw}: {e}");
     }
     assert_eq!(host.requests(), 0);
     // The same notations reach the host once private networks are allowed.
-    let open = fetcher(true);
+    let open = downloader(true);
     for raw in [
         format!("http://2130706433:{port}/a.jpg"),
         format!("http://0x7f.1:{port}/a.jpg"),
     ] {
         assert!(matches!(
-            open.fetch(&url(&raw), DEADLINE, None, None).await,
-            Ok(Fetched::Body(_))
+            open.download(&url(&raw), DEADLINE, None, None).await,
+            Ok(Downloaded::Body(_))
         ));
     }
     assert_eq!(host.requests(), 2);
@@ -265,13 +265,15 @@ async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
 async fn a_name_that_resolves_to_loopback_is_refused_by_the_resolver() {
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let raw = format!("http://localhost:{}/a.jpg", host.addr().port());
-    let e = fetch_err(&fetcher(false), &raw, DEADLINE).await;
+    let e = download_err(&downloader(false), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
     assert_eq!(host.requests(), 0);
     // With the guard lifted the resolved address is used (tried in order, IPv6 first or not).
     assert!(matches!(
-        fetcher(true).fetch(&url(&raw), DEADLINE, None, None).await,
-        Ok(Fetched::Body(_))
+        downloader(true)
+            .download(&url(&raw), DEADLINE, None, None)
+            .await,
+        Ok(Downloaded::Body(_))
     ));
     assert_eq!(host.requests(), 1);
 }
@@ -313,8 +315,8 @@ async fn redirects_to_forbidden_addresses_are_refused_at_the_hop() {
 #[tokio::test]
 async fn a_name_that_does_not_resolve_is_a_dns_error() {
     // `.invalid` never resolves (RFC 2606).
-    let e = fetch_err(
-        &fetcher(false),
+    let e = download_err(
+        &downloader(false),
         "http://photos.imgest.invalid/a.jpg",
         DEADLINE,
     )
@@ -348,11 +350,11 @@ async fn an_html_page_or_an_empty_body_is_an_unsupported_format() {
 #[tokio::test]
 async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
     let limit = u64::try_from(PHOTO.len()).unwrap() - 1;
-    let small = Fetcher::new(FetchConfig {
+    let small = Downloader::new(DownloadConfig {
         allow_private: true,
         max_body: limit,
         ports: AllowedPorts::Any,
-        ..FetchConfig::default()
+        ..DownloadConfig::default()
     })
     .unwrap();
     let host = host(vec![
@@ -365,21 +367,21 @@ async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
         ("/declared.jpg", "Content-Length"),
         ("/chunked.jpg", "passed the limit"),
     ] {
-        let e = fetch_err(&small, &host.url(path), DEADLINE).await;
+        let e = download_err(&small, &host.url(path), DEADLINE).await;
         assert_eq!(e.kind, FetchErrorKind::TooLarge, "{path}: {e}");
         assert!(e.message.contains(how), "{path}: {e}");
     }
     // A body of exactly the limit is fine, chunked too.
-    let exact = Fetcher::new(FetchConfig {
+    let exact = Downloader::new(DownloadConfig {
         max_body: limit + 1,
         ..small.config().clone()
     })
     .unwrap();
     for path in ["/declared.jpg", "/chunked.jpg"] {
         let got = exact
-            .fetch(&url(&host.url(path)), DEADLINE, None, None)
+            .download(&url(&host.url(path)), DEADLINE, None, None)
             .await;
-        assert!(matches!(got, Ok(Fetched::Body(_))), "{path}: {got:?}");
+        assert!(matches!(got, Ok(Downloaded::Body(_))), "{path}: {got:?}");
     }
 }
 
@@ -405,8 +407,8 @@ async fn a_refused_connection_is_a_connection_error() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let e = fetch_err(
-        &fetcher(true),
+    let e = download_err(
+        &downloader(true),
         &format!("http://127.0.0.1:{port}/a.jpg"),
         DEADLINE,
     )
@@ -418,13 +420,13 @@ async fn a_refused_connection_is_a_connection_error() {
 #[tokio::test]
 async fn a_second_download_with_the_validator_is_not_modified() {
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
-    let fetcher = fetcher(true);
+    let downloader = downloader(true);
     let first = fetch_ok(&host, "/a.jpg").await;
-    let again = fetcher
-        .fetch(&first.final_url, DEADLINE, Some(&first.validator), None)
+    let again = downloader
+        .download(&first.final_url, DEADLINE, Some(&first.validator), None)
         .await
         .unwrap();
-    let Fetched::NotModified {
+    let Downloaded::NotModified {
         final_url,
         validator,
         ..
@@ -439,22 +441,22 @@ async fn a_second_download_with_the_validator_is_not_modified() {
         etag: None,
         last_modified: first.validator.last_modified.clone(),
     };
-    let again = fetcher
-        .fetch(&first.final_url, DEADLINE, Some(&by_date), None)
+    let again = downloader
+        .download(&first.final_url, DEADLINE, Some(&by_date), None)
         .await;
     assert!(
-        matches!(again, Ok(Fetched::NotModified { .. })),
+        matches!(again, Ok(Downloaded::NotModified { .. })),
         "{again:?}"
     );
-    let plain = fetcher
-        .fetch(
+    let plain = downloader
+        .download(
             &first.final_url,
             DEADLINE,
             Some(&Validator::default()),
             None,
         )
         .await;
-    assert!(matches!(plain, Ok(Fetched::Body(_))), "{plain:?}");
+    assert!(matches!(plain, Ok(Downloaded::Body(_))), "{plain:?}");
     assert_eq!(host.hits("/a.jpg"), 4);
 }
 
@@ -462,7 +464,7 @@ async fn a_second_download_with_the_validator_is_not_modified() {
 async fn urls_with_credentials_are_refused_without_quoting_them() {
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let raw = format!("http://partner:s3cret@{}/a.jpg", host.addr());
-    let e = fetch_err(&fetcher(true), &raw, DEADLINE).await;
+    let e = download_err(&downloader(true), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::InvalidUrl);
     assert!(!e.to_string().contains("s3cret"), "{e}");
     assert_eq!(host.requests(), 0);
@@ -473,19 +475,19 @@ async fn https_to_a_plain_http_server_fails_its_handshake_as_a_connection_error(
     // Exercises the TLS stack (rustls on aws-lc-rs) as far as a loopback test can.
     let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
     let raw = format!("https://{}/a.jpg", host.addr());
-    let e = fetch_err(&fetcher(true), &raw, DEADLINE).await;
+    let e = download_err(&downloader(true), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::Connection, "{e}");
 }
 
 #[tokio::test]
 async fn a_port_that_is_not_allowed_is_refused_without_a_connection() {
     let photo_host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
-    let web_only = Fetcher::new(FetchConfig {
+    let web_only = Downloader::new(DownloadConfig {
         allow_private: true,
-        ..FetchConfig::default()
+        ..DownloadConfig::default()
     })
     .unwrap();
-    let e = fetch_err(&web_only, &photo_host.url("/a.jpg"), DEADLINE).await;
+    let e = download_err(&web_only, &photo_host.url("/a.jpg"), DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
     assert_eq!(photo_host.requests(), 0);
 
@@ -493,13 +495,13 @@ async fn a_port_that_is_not_allowed_is_refused_without_a_connection() {
     let other = host(vec![("/b.jpg", Route::photo(photo()))]).await;
     let hop = host(vec![("/r", Route::redirect(other.url("/b.jpg")))]).await;
     let hop_port = url(&hop.url("/")).port().unwrap();
-    let listed = Fetcher::new(FetchConfig {
+    let listed = Downloader::new(DownloadConfig {
         allow_private: true,
         ports: AllowedPorts::Only(vec![hop_port]),
-        ..FetchConfig::default()
+        ..DownloadConfig::default()
     })
     .unwrap();
-    let e = fetch_err(&listed, &hop.url("/r"), DEADLINE).await;
+    let e = download_err(&listed, &hop.url("/r"), DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
     assert_eq!(hop.hits("/r"), 1);
     assert_eq!(other.requests(), 0, "no request reached the refused port");
@@ -516,20 +518,20 @@ async fn a_host_off_the_clients_list_is_refused_also_after_a_redirect_without_a_
     ])
     .await;
     let only_loopback_literal = HostAllowlist::parse("127.0.0.1").unwrap();
-    let fetcher = fetcher(true);
-    let fetched = fetcher
-        .fetch(
+    let downloader = downloader(true);
+    let fetched = downloader
+        .download(
             &url(&listed.url("/a.jpg")),
             DEADLINE,
             None,
             Some(&only_loopback_literal),
         )
         .await;
-    assert!(matches!(fetched, Ok(Fetched::Body(_))), "{fetched:?}");
+    assert!(matches!(fetched, Ok(Downloaded::Body(_))), "{fetched:?}");
     // Asked for directly, and reached by a redirect from a listed host.
     for refused_url in [elsewhere, listed.url("/away")] {
-        let e = fetcher
-            .fetch(
+        let e = downloader
+            .download(
                 &url(&refused_url),
                 DEADLINE,
                 None,

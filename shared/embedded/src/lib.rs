@@ -76,7 +76,7 @@ pub async fn ports(
         uploads: store.clone(),
         upload_urls: Arc::new(LocalUploadUrls::new(public_url.trim_end_matches('/'))),
         checkpoints: store.clone(),
-        records: store.clone(),
+        documents: store.clone(),
         rate_limits: store.clone(),
         // Messages become tasks of the same file's queue, which the local workers receive.
         messages: Arc::new(QueueSender::new(store.clone(), clock.clone())),

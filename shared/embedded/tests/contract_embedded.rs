@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use imgest_core::ports::{
-    BlobStore, Claim, Clock, ImageIndex, OfferLinks, RateLimiter, Records, SystemClock, TaskQueue,
+    BlobStore, Claim, Clock, Documents, ImageIndex, OfferLinks, RateLimiter, SystemClock, TaskQueue,
 };
 use imgest_embedded::sqlite::QueueSender;
 use imgest_embedded::{FsBlobStore, SqliteStore};
@@ -44,7 +44,7 @@ async fn sqlite_queue(_test: &str) -> Option<Fixture<Arc<dyn TaskQueue>>> {
     Some(Fixture::with_guard(store, dir))
 }
 
-async fn sqlite_records(_test: &str) -> Option<Fixture<Arc<dyn Records>>> {
+async fn sqlite_documents(_test: &str) -> Option<Fixture<Arc<dyn Documents>>> {
     let (store, dir) = sqlite_file();
     Some(Fixture::with_guard(store, dir))
 }
@@ -84,7 +84,7 @@ imgest_testing::blob_store_contract_tests!(fs_blob_store, super::fs_blob_store);
 imgest_testing::image_index_contract_tests!(sqlite_image_index, super::sqlite_images);
 imgest_testing::offer_links_contract_tests!(sqlite_offer_links, super::sqlite_links);
 imgest_testing::task_queue_contract_tests!(sqlite_task_queue, super::sqlite_queue);
-imgest_testing::records_contract_tests!(sqlite_records, super::sqlite_records);
+imgest_testing::documents_contract_tests!(sqlite_documents, super::sqlite_documents);
 imgest_testing::rate_limiter_contract_tests!(sqlite_rate_limiter, super::sqlite_rate_limits);
 imgest_testing::uploads_contract_tests!(sqlite_uploads, super::sqlite_uploads);
 imgest_testing::message_sender_contract_tests!(sqlite_queue_sender, super::queue_sender);
@@ -101,7 +101,7 @@ async fn every_sqlite_suite(store: Arc<SqliteStore>, messages: SenderPorts) {
     testing::image_index::contract(store.clone()).await;
     testing::offer_links::contract(LinkPorts::of(store.clone())).await;
     testing::task_queue::contract(store.clone()).await;
-    testing::records::contract(store.clone()).await;
+    testing::documents::contract(store.clone()).await;
     testing::rate_limiter::contract(store.clone()).await;
     testing::uploads::contract(UploadPorts::of(store)).await;
     testing::message_sender::contract(messages).await;
@@ -204,11 +204,11 @@ async fn two_stores_on_one_file_share_records_and_rate_limits() {
 
     let key = testing::unique_name("shared");
     let v1 = one
-        .put_record("url", &key, "a", None, BASE.plus(hour), BASE)
+        .put_document("url", &key, "a", None, BASE.plus(hour), BASE)
         .await
         .unwrap();
     assert_eq!(
-        two.get_record("url", &key, BASE)
+        two.get_document("url", &key, BASE)
             .await
             .unwrap()
             .unwrap()
@@ -221,7 +221,7 @@ async fn two_stores_on_one_file_share_records_and_rate_limits() {
             let key = key.clone();
             tokio::spawn(async move {
                 store
-                    .put_record(
+                    .put_document(
                         "url",
                         &key,
                         &format!("w{i}"),

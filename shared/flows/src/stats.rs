@@ -140,8 +140,11 @@ impl Service {
         let mut by_kind: BTreeMap<&'static str, u64> = BTreeMap::new();
         // Per host: (failed, photos).
         let mut hosts: HashMap<String, (u64, u64)> = HashMap::new();
-        stats.unreadable_crawl_records =
-            super::crawl::for_each_latest_crawl(self.ports.records.as_ref(), now, PAGE, |crawl| {
+        stats.unreadable_crawl_records = super::crawl::for_each_latest_crawl(
+            self.ports.documents.as_ref(),
+            now,
+            PAGE,
+            |crawl| {
                 offers += 1;
                 for photo in crawl {
                     photos += 1;
@@ -158,8 +161,9 @@ impl Service {
                         }
                     }
                 }
-            })
-            .await?;
+            },
+        )
+        .await?;
         stats.crawled_offers = offers;
         stats.crawled_photos = photos;
         stats.crawl_failures_by_kind = by_kind

@@ -675,7 +675,7 @@ mod tests {
                 "http://127.0.0.1:8080",
             )),
             checkpoints: store.clone(),
-            records: store.clone(),
+            documents: store.clone(),
             rate_limits: store.clone(),
             messages: Arc::new(imgest_embedded::sqlite::QueueSender::new(
                 store.clone(),

@@ -33,7 +33,7 @@
 //! imgest_testing::image_index_contract_tests!(sqlite_images, super::sqlite_images);
 //! imgest_testing::offer_links_contract_tests!(sqlite_offers, super::sqlite_links); // LinkPorts
 //! imgest_testing::task_queue_contract_tests!(sqlite_queue, super::sqlite_queue);
-//! imgest_testing::records_contract_tests!(sqlite_records, super::sqlite_records);
+//! imgest_testing::documents_contract_tests!(sqlite_documents, super::sqlite_documents);
 //! imgest_testing::rate_limiter_contract_tests!(sqlite_rate_limits, super::sqlite_rate_limits);
 //! imgest_testing::uploads_contract_tests!(sqlite_uploads, super::sqlite_uploads); // UploadPorts
 //! imgest_testing::message_sender_contract_tests!(queue_sender, super::queue_sender); // SenderPorts
@@ -76,11 +76,11 @@ macro_rules! contract_suite {
 pub mod aws;
 pub mod blob_store;
 pub mod crashing;
+pub mod documents;
 pub mod image_index;
 pub mod message_sender;
 pub mod offer_links;
 pub mod rate_limiter;
-pub mod records;
 pub mod task_queue;
 pub mod uploads;
 

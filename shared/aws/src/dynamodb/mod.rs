@@ -27,11 +27,11 @@
 //! the SDK error as the source.
 
 mod checkpoints;
+mod documents;
 mod images;
 mod item;
 mod offers;
 mod rate_limits;
-mod records;
 mod scan;
 mod schema;
 mod stream;
@@ -48,7 +48,7 @@ use imgest_core::ports::StoreError;
 pub use schema::{GC_INDEX, create_table};
 pub use stream::removed_images;
 
-/// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `Records` and
+/// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `Documents` and
 /// `RateLimiter` on one DynamoDB table. Cheap to clone (the SDK client is a handle).
 #[derive(Debug, Clone)]
 pub struct DynamoStore {

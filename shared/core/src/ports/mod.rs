@@ -4,11 +4,11 @@
 mod blob_store;
 mod checkpoints;
 mod clock;
+mod documents;
 mod image_index;
 mod messages;
 mod offer_links;
 mod rate_limiter;
-mod records;
 mod store_error;
 mod task_queue;
 mod uploads;
@@ -16,11 +16,11 @@ mod uploads;
 pub use blob_store::{BlobMeta, BlobPage, BlobStore};
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use documents::{DocumentPage, Documents, StoredDocument};
 pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
 pub use messages::{DeadMessage, MessageSender, OutgoingMessage};
 pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
-pub use records::{RecordPage, Records, StoredRecord};
 pub use store_error::StoreError;
 pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};
 pub use uploads::{UploadRecord, UploadRecords, UploadState, UploadUrls};
@@ -36,8 +36,8 @@ pub struct Ports {
     pub uploads: Arc<dyn UploadRecords>,
     pub upload_urls: Arc<dyn UploadUrls>,
     pub checkpoints: Arc<dyn Checkpoints>,
-    /// Versioned records (the crawls' URL and crawl records).
-    pub records: Arc<dyn Records>,
+    /// Versioned documents (the crawls' URL and crawl records, what hosts taught).
+    pub documents: Arc<dyn Documents>,
     /// Per-client request budgets shared by every worker.
     pub rate_limits: Arc<dyn RateLimiter>,
     /// Messages to named queues (SQS on AWS, the task queue locally).

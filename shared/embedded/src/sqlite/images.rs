@@ -414,7 +414,7 @@ fn segment_range(segment: u32, segments: u32) -> (String, String) {
     (bound(segment), bound(segment + 1))
 }
 
-fn scan_records(
+fn scan_documents(
     conn: &Connection,
     segment: u32,
     segments: u32,
@@ -627,7 +627,7 @@ impl ImageIndex for SqliteStore {
         limit: usize,
     ) -> Result<ScanPage, StoreError> {
         let cursor = cursor.map(str::to_owned);
-        self.run(move |conn| scan_records(conn, segment, segments, cursor.as_deref(), limit))
+        self.run(move |conn| scan_documents(conn, segment, segments, cursor.as_deref(), limit))
             .await
     }
 

@@ -10,12 +10,12 @@
 //! between processes sharing the file (serialised by SQLite's lock, waited for up to the busy
 //! timeout). A lock still held after that is `StoreError::Unavailable` (retryable).
 
+mod documents;
 mod images;
 mod messages;
 mod offers;
 mod queue;
 mod rate_limits;
-mod records;
 mod schema;
 mod uploads;
 
@@ -36,7 +36,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const IN_CHUNK: usize = 500;
 
 /// The embedded `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `TaskQueue`,
-/// `Records` and `RateLimiter`. Cheap to clone (one shared connection); open several on one
+/// `Documents` and `RateLimiter`. Cheap to clone (one shared connection); open several on one
 /// file, even from several processes, and they stay consistent.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {

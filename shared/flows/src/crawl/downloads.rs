@@ -70,7 +70,7 @@ impl Crawler {
     /// records are written (conditionally on the versions read); a URL whose record changed
     /// meanwhile is settled again on its own. Idempotent.
     pub async fn settle_downloads(&self, done: Vec<ProcessedDownload>) -> Result<(), FlowError> {
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         let now = self.now();
         let finished = try_join_all(done.iter().map(|d| async move {
             // A peek: the write below names its version, and a URL whose write conflicts is

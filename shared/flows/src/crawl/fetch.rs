@@ -21,7 +21,7 @@ use imgest_core::domain::{UrlHash, loggable};
 use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::backoff::{recheck_after, retry_delay};
-use imgest_download::{BodyDedup, Download, FetchError, Fetched, HostEvent, KnownImages};
+use imgest_download::{BodyDedup, Download, DownloadError, Downloaded, HostEvent, KnownImages};
 use imgest_download::{FailureClass, FetchErrorKind, Observation};
 use imgest_pipeline::PipelineError;
 
@@ -98,7 +98,7 @@ impl Crawler {
         settle: Settle,
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         let now = self.now();
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         let Some(record) =
             records::read::<UrlRecord>(records, URL_KIND, task.url_hash.as_str(), now).await?
         else {
@@ -115,9 +115,9 @@ impl Crawler {
                 .await
                 .map(|()| None);
         };
-        let domain = super::host_of(&url).to_owned();
+        let host = super::host_of(&url).to_owned();
 
-        let probe = match self.admit(&domain).await? {
+        let probe = match self.admit(&host).await? {
             Admitted::Go => false,
             Admitted::Probe => true,
             Admitted::Refused => {
@@ -129,21 +129,21 @@ impl Crawler {
                     .map(|()| None);
             }
         };
-        if !probe && let Some(wait) = self.hosts.backoff(&domain, now) {
+        if !probe && let Some(wait) = self.hosts.backoff(&host, now) {
             add(&self.metrics.deferrals, 1);
             return self.queue_task(&task, wait).await.map(|()| None);
         }
         let downloader = self.downloader()?;
         // The host slot first: the permit is taken right before the request leaves, so the
         // limiter's clock and the host's agree to within a connect.
-        let slot = match self.hosts.try_acquire(&domain, now) {
+        let slot = match self.hosts.try_acquire(&host, now) {
             Some(slot) => slot,
             None => {
                 // Waiting for the host may take a while: the batch's request does not wait too.
                 if let Some(place) = place.as_deref_mut() {
                     place.give_up();
                 }
-                self.hosts.acquire(&domain, now).await
+                self.hosts.acquire(&host, now).await
             }
         };
         // The limiter records a grant when it is made and the request reaches the host a
@@ -181,7 +181,7 @@ impl Crawler {
         });
         let run = Stage::Fetch(u8::try_from(tier).unwrap_or(u8::MAX)).start();
         let result = downloader
-            .fetch_unless_known(&url, deadline, validator.as_ref(), hosts, dedup)
+            .download_unless_known(&url, deadline, validator.as_ref(), hosts, dedup)
             .await;
         run.finish(result.is_ok());
         drop(slot);
@@ -191,30 +191,30 @@ impl Crawler {
             Err(e) => host_event(e.kind, task.tier >= self.settings.last_tier()),
         };
         if let Some(event) = event {
-            self.learn_host(&domain, event);
+            self.learn_host(&host, event);
         }
         if probe {
-            self.probe_result(&domain, event != Some(HostEvent::Failed))
+            self.probe_result(&host, event != Some(HostEvent::Failed))
                 .await?;
         }
         match result {
-            Ok(Fetched::Body(download)) => {
-                self.learn_route(
+            Ok(Downloaded::Body(download)) => {
+                self.learn_tier(
                     &task.client_id,
-                    &domain,
+                    &host,
                     Observation::Finished(download.elapsed),
                 );
                 add(&self.metrics.downloads_ok, 1);
                 self.photo_downloaded(&task, download, attempts, settle)
                     .await
             }
-            Ok(Fetched::Known {
+            Ok(Downloaded::Known {
                 image_id,
                 validator,
                 elapsed,
                 ..
             }) => {
-                self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
+                self.learn_tier(&task.client_id, &host, Observation::Finished(elapsed));
                 add(&self.metrics.bodies_skipped, 1);
                 add(&self.metrics.photos_deduplicated, 1);
                 let settlement = Settlement::Ok {
@@ -225,8 +225,8 @@ impl Crawler {
                     .await
                     .map(|()| None)
             }
-            Ok(Fetched::NotModified { elapsed, .. }) => {
-                self.learn_route(&task.client_id, &domain, Observation::Finished(elapsed));
+            Ok(Downloaded::NotModified { elapsed, .. }) => {
+                self.learn_tier(&task.client_id, &host, Observation::Finished(elapsed));
                 add(&self.metrics.not_modified, 1);
                 match record.validators {
                     Some(v) => {
@@ -248,7 +248,7 @@ impl Crawler {
                 }
             }
             Err(e) => self
-                .download_failed(&task, &domain, e, attempts)
+                .download_failed(&task, &host, e, attempts)
                 .await
                 .map(|()| None),
         }
@@ -257,21 +257,21 @@ impl Crawler {
     async fn download_failed(
         &self,
         task: &FetchTask,
-        domain: &str,
-        e: FetchError,
+        host: &str,
+        e: DownloadError,
         attempts: u32,
     ) -> Result<(), FlowError> {
         debug!(url_hash = %task.url_hash, kind = %e.kind, tier = task.tier, attempts, "download failed: {e}");
         if e.http_status.is_some() {
-            self.learn_route(&task.client_id, domain, Observation::Finished(e.elapsed));
+            self.learn_tier(&task.client_id, host, Observation::Finished(e.elapsed));
         }
         let error = PhotoError::new(e.kind, e.http_status, attempts);
         match e.kind.class() {
             FailureClass::Slow => {
                 add(&self.metrics.timeouts, 1);
-                self.learn_route(
+                self.learn_tier(
                     &task.client_id,
-                    domain,
+                    host,
                     Observation::TimedOut { tier: task.tier },
                 );
                 if task.tier < self.settings.last_tier() {
@@ -436,7 +436,7 @@ impl Crawler {
         hash: &UrlHash,
         settlement: Settlement,
     ) -> Result<(), FlowError> {
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         for round in 0..records::MAX_ROUNDS {
             let now = self.now();
             let (record, version) = records::read_to_write::<UrlRecord>(
@@ -530,7 +530,7 @@ impl Crawler {
         version: Option<u64>,
         now: Timestamp,
     ) -> Result<bool, FlowError> {
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         let expires_at = self.retention(now);
         let written = records::put(
             records,

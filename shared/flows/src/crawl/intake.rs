@@ -131,7 +131,7 @@ impl Crawler {
             })
             .collect();
         let fingerprint = fingerprint(&parsed);
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         let offer = OfferKey::new(tenant.clone(), request.offer_id.clone());
         let offer_key = offer.to_string();
         let offer_key = offer_key.as_str();
@@ -270,7 +270,7 @@ impl Crawler {
         parsed: &[(String, Result<NormalizedUrl, FetchErrorKind>)],
         now: Timestamp,
     ) -> Result<Option<HashMap<UrlHash, PhotoStatus>>, FlowError> {
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         let mut known = HashMap::new();
         for url in parsed.iter().filter_map(|(_, url)| url.as_ref().ok()) {
             let hash = url.hash();
@@ -298,9 +298,9 @@ impl Crawler {
         let url_ttl = self.reuse_window();
         let hash = url.hash();
         // A host whose circuit is open gets no new downloads: its URLs settle at once.
-        let domain = super::host_of(url.fetch_url());
-        self.refresh_host(domain).await;
-        let host_down = self.hosts.admission(domain, now) == Admission::Refused;
+        let host = super::host_of(url.fetch_url());
+        self.refresh_host(host).await;
+        let host_down = self.hosts.admission(host, now) == Admission::Refused;
         let started = self
             .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
                 let mut record = record.unwrap_or_default();
@@ -362,9 +362,9 @@ impl Crawler {
         now: Timestamp,
     ) -> Result<(), FlowError> {
         let run = Stage::Route.start();
-        let domain = super::host_of(url.fetch_url());
+        let host = super::host_of(url.fetch_url());
         let tier = if self.settings.tier_routing {
-            self.start_tier(client, domain).await
+            self.start_tier(client, host).await
         } else {
             0
         };

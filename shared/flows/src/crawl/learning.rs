@@ -1,7 +1,7 @@
 //! What downloads teach about hosts, shared by every process. On AWS the tier a download
 //! starts in is chosen by the intake function and outcomes are seen by the fetch functions,
 //! and fifty fetch instances would each allow a throttling host its full concurrency: so the
-//! (client, host) tier statistics ([`RouteStats`], records of kind `route`) and each host's
+//! (client, host) tier statistics ([`TierStats`], records of kind `tier`) and each host's
 //! health ([`HostHealth`]: concurrency after AIMD, failure score, circuit; kind `host`) are
 //! records that every process folds its outcomes into.
 //!
@@ -27,9 +27,9 @@ use super::Crawler;
 use super::records::{self, Change};
 use crate::FlowError;
 use imgest_core::domain::{ClientId, Timestamp};
-use imgest_download::{Admission, HostEvent, HostHealth, Observation, RouteStats};
+use imgest_download::{Admission, HostEvent, HostHealth, Observation, TierStats};
 
-pub(super) const ROUTE_KIND: &str = "route";
+pub(super) const TIER_KIND: &str = "tier";
 pub(super) const HOST_KIND: &str = "host";
 
 /// A host's outcomes are folded into the shared records once they are this old.
@@ -55,7 +55,7 @@ type ReadAt = Arc<tokio::sync::Mutex<Option<Timestamp>>>;
 
 #[derive(Debug, Default)]
 struct Pending {
-    routes: HashMap<String, Batch<Observation>>,
+    tiers: HashMap<String, Batch<Observation>>,
     hosts: HashMap<String, Batch<(HostEvent, Timestamp)>>,
 }
 
@@ -79,14 +79,14 @@ impl<T> Batch<T> {
 }
 
 /// The record key of a (client, host)'s statistics.
-fn route_key(client: &ClientId, domain: &str) -> String {
-    format!("{client}/{domain}")
+fn tier_key(client: &ClientId, host: &str) -> String {
+    format!("{client}/{host}")
 }
 
-/// `(client, domain)` back from a route key (client ids have no `/`).
-fn split_route_key(key: &str) -> Option<(ClientId, &str)> {
-    let (client, domain) = key.split_once('/')?;
-    Some((ClientId::parse(client).ok()?, domain))
+/// `(client, host)` back from a tier key (client ids have no `/`).
+fn split_tier_key(key: &str) -> Option<(ClientId, &str)> {
+    let (client, host) = key.split_once('/')?;
+    Some((ClientId::parse(client).ok()?, host))
 }
 
 impl Learning {
@@ -117,78 +117,78 @@ fn needs_read(read_at: &mut Option<Timestamp>, now: Timestamp) -> bool {
 
 impl Crawler {
     /// Folds a download's timing into the (client, host)'s tier statistics.
-    pub(super) fn learn_route(&self, client: &ClientId, domain: &str, observation: Observation) {
-        self.router.observe(client, domain, observation);
+    pub(super) fn learn_tier(&self, client: &ClientId, host: &str, observation: Observation) {
+        self.chooser.observe(client, host, observation);
         let now = self.now();
         Batch::push(
-            &mut self.learning.pending().routes,
-            route_key(client, domain),
+            &mut self.learning.pending().tiers,
+            tier_key(client, host),
             observation,
             now,
         );
     }
 
     /// Folds a download's outcome into the host's health.
-    pub(super) fn learn_host(&self, domain: &str, event: HostEvent) {
+    pub(super) fn learn_host(&self, host: &str, event: HostEvent) {
         let now = self.now();
-        self.hosts.observe(domain, event, now);
+        self.hosts.observe(host, event, now);
         Batch::push(
             &mut self.learning.pending().hosts,
-            domain.to_owned(),
+            host.to_owned(),
             (event, now),
             now,
         );
     }
 
-    /// The tier a new download from `domain` for `client` starts in, from the shared
+    /// The tier a new download from `host` for `client` starts in, from the shared
     /// statistics (read again when older than [`FRESH_FOR`]).
-    pub async fn start_tier(&self, client: &ClientId, domain: &str) -> usize {
-        let key = route_key(client, domain);
-        let read_at = self.learning.read_at(ROUTE_KIND, &key);
+    pub async fn start_tier(&self, client: &ClientId, host: &str) -> usize {
+        let key = tier_key(client, host);
+        let read_at = self.learning.read_at(TIER_KIND, &key);
         let mut read_at = read_at.lock().await;
         let now = self.now();
         if needs_read(&mut read_at, now) {
-            let records = self.service.ports().records.as_ref();
-            match records::peek::<RouteStats>(records, ROUTE_KIND, &key, now).await {
-                Ok((Some(shared), _)) => self.adopt_route(&key, shared),
+            let records = self.service.ports().documents.as_ref();
+            match records::peek::<TierStats>(records, TIER_KIND, &key, now).await {
+                Ok((Some(shared), _)) => self.adopt_tiers(&key, shared),
                 Ok((None, _)) => {}
-                Err(e) => warn!(host = domain, error = %e, "cannot read a host's tier statistics"),
+                Err(e) => warn!(host = host, error = %e, "cannot read a host's tier statistics"),
             }
         }
-        self.router.route(client, domain)
+        self.chooser.choose(client, host)
     }
 
-    /// Makes this process's copy of `domain`'s health the shared one if it was not read
+    /// Makes this process's copy of `host`'s health the shared one if it was not read
     /// within [`FRESH_FOR`].
-    pub(super) async fn refresh_host(&self, domain: &str) {
-        let read_at = self.learning.read_at(HOST_KIND, domain);
+    pub(super) async fn refresh_host(&self, host: &str) {
+        let read_at = self.learning.read_at(HOST_KIND, host);
         let mut read_at = read_at.lock().await;
         let now = self.now();
         if !needs_read(&mut read_at, now) {
             return;
         }
-        let records = self.service.ports().records.as_ref();
-        match records::peek::<HostHealth>(records, HOST_KIND, domain, now).await {
-            Ok((Some(shared), _)) => self.adopt_host(domain, shared),
+        let records = self.service.ports().documents.as_ref();
+        match records::peek::<HostHealth>(records, HOST_KIND, host, now).await {
+            Ok((Some(shared), _)) => self.adopt_host(host, shared),
             Ok((None, _)) => {}
-            Err(e) => warn!(host = domain, error = %e, "cannot read a host's health"),
+            Err(e) => warn!(host = host, error = %e, "cannot read a host's health"),
         }
     }
 
     /// The host's concurrency limit now, from the shared health.
-    pub async fn host_concurrency(&self, domain: &str) -> usize {
-        self.refresh_host(domain).await;
-        self.hosts.limit(domain)
+    pub async fn host_concurrency(&self, host: &str) -> usize {
+        self.refresh_host(host).await;
+        self.hosts.limit(host)
     }
 
-    /// Whether a download from `domain` may go: `Ok(true)` as usual, `Ok(false)` if its circuit
+    /// Whether a download from `host` may go: `Ok(true)` as usual, `Ok(false)` if its circuit
     /// is open (settle as `host_unavailable`), and `Ok(true)` for the one probe after the
     /// cool-down, which this call claims. Reports the probe's result with
     /// [`probe_result`](Self::probe_result).
-    pub(super) async fn admit(&self, domain: &str) -> Result<Admitted, FlowError> {
-        self.refresh_host(domain).await;
+    pub(super) async fn admit(&self, host: &str) -> Result<Admitted, FlowError> {
+        self.refresh_host(host).await;
         let now = self.now();
-        match self.hosts.admission(domain, now) {
+        match self.hosts.admission(host, now) {
             Admission::Go => return Ok(Admitted::Go),
             Admission::Refused => return Ok(Admitted::Refused),
             Admission::ProbeDue => {}
@@ -196,7 +196,7 @@ impl Crawler {
         let lease = self.settings.tiers[self.settings.last_tier()] + PROBE_MARGIN;
         let fresh = self.hosts.fresh(now);
         let (admitted, health) = self
-            .update_record(HOST_KIND, domain, now, |current: Option<HostHealth>| {
+            .update_record(HOST_KIND, host, now, |current: Option<HostHealth>| {
                 let mut health = current.unwrap_or_else(|| fresh.clone());
                 Ok(match health.admission(now) {
                     // Another process's probe closed it, or only this process had it open.
@@ -209,28 +209,28 @@ impl Crawler {
                 })
             })
             .await?;
-        self.adopt_host(domain, health);
+        self.adopt_host(host, health);
         if admitted == Admitted::Probe {
-            info!(host = domain, "circuit open: probing the host");
+            info!(host = host, "circuit open: probing the host");
         }
         Ok(admitted)
     }
 
     /// Closes the host's circuit if the probe succeeded, or opens it again for longer.
-    pub(super) async fn probe_result(&self, domain: &str, ok: bool) -> Result<(), FlowError> {
+    pub(super) async fn probe_result(&self, host: &str, ok: bool) -> Result<(), FlowError> {
         let now = self.now();
         let (_, rules) = self.hosts.rules();
         let rules = *rules;
         let fresh = self.hosts.fresh(now);
         let health = self
-            .update_record(HOST_KIND, domain, now, |current: Option<HostHealth>| {
+            .update_record(HOST_KIND, host, now, |current: Option<HostHealth>| {
                 let mut health = current.unwrap_or_else(|| fresh.clone());
                 health.probe_result(ok, now, &rules);
                 Ok(Change::Write(health.clone(), health))
             })
             .await?;
-        info!(host = domain, ok, circuit = ?health.circuit, "circuit probe settled");
-        self.adopt_host(domain, health);
+        info!(host = host, ok, circuit = ?health.circuit, "circuit probe settled");
+        self.adopt_host(host, health);
         Ok(())
     }
 
@@ -249,30 +249,30 @@ impl Crawler {
     }
 
     async fn flush_where(&self, due: impl Fn(Timestamp) -> bool) {
-        let (routes, hosts) = {
+        let (tiers, hosts) = {
             let mut pending = self.learning.pending();
             (
-                take_due(&mut pending.routes, &due),
+                take_due(&mut pending.tiers, &due),
                 take_due(&mut pending.hosts, &due),
             )
         };
-        for (key, observations) in routes {
-            if let Err(e) = self.flush_route(&key, &observations).await {
+        for (key, observations) in tiers {
+            if let Err(e) = self.flush_tiers(&key, &observations).await {
                 warn!(key, error = %e, "cannot share a host's tier statistics");
             }
         }
-        for (domain, events) in hosts {
-            if let Err(e) = self.flush_host(&domain, &events).await {
-                warn!(host = domain, error = %e, "cannot share a host's health");
+        for (host, events) in hosts {
+            if let Err(e) = self.flush_host(&host, &events).await {
+                warn!(host = host, error = %e, "cannot share a host's health");
             }
         }
     }
 
-    async fn flush_route(&self, key: &str, observations: &[Observation]) -> Result<(), FlowError> {
+    async fn flush_tiers(&self, key: &str, observations: &[Observation]) -> Result<(), FlowError> {
         let now = self.now();
-        let tiers = self.router.tiers();
+        let tiers = self.chooser.tiers();
         let stats = self
-            .update_record(ROUTE_KIND, key, now, |current: Option<RouteStats>| {
+            .update_record(TIER_KIND, key, now, |current: Option<TierStats>| {
                 let mut stats = current.unwrap_or_default();
                 for observation in observations {
                     stats.observe(tiers, *observation);
@@ -280,27 +280,27 @@ impl Crawler {
                 Ok(Change::Write(stats.clone(), stats))
             })
             .await?;
-        self.adopt_route(key, stats);
+        self.adopt_tiers(key, stats);
         Ok(())
     }
 
     /// Makes `shared` this process's copy of a (client, host)'s statistics, with the
     /// outcomes still pending here folded on top.
-    fn adopt_route(&self, key: &str, mut shared: RouteStats) {
-        let Some((client, domain)) = split_route_key(key) else {
+    fn adopt_tiers(&self, key: &str, mut shared: TierStats) {
+        let Some((client, host)) = split_tier_key(key) else {
             return;
         };
-        if let Some(batch) = self.learning.pending().routes.get(key) {
+        if let Some(batch) = self.learning.pending().tiers.get(key) {
             for observation in &batch.items {
-                shared.observe(self.router.tiers(), *observation);
+                shared.observe(self.chooser.tiers(), *observation);
             }
         }
-        self.router.set(&client, domain, shared);
+        self.chooser.set(&client, host, shared);
     }
 
     async fn flush_host(
         &self,
-        domain: &str,
+        host: &str,
         events: &[(HostEvent, Timestamp)],
     ) -> Result<(), FlowError> {
         let now = self.now();
@@ -309,7 +309,7 @@ impl Crawler {
         let first = events.first().map_or(now, |(_, at)| *at);
         let fresh = self.hosts.fresh(first);
         let (health, opened) = self
-            .update_record(HOST_KIND, domain, now, |current: Option<HostHealth>| {
+            .update_record(HOST_KIND, host, now, |current: Option<HostHealth>| {
                 let mut health = current.unwrap_or_else(|| fresh.clone());
                 let was = health.circuit;
                 for (event, at) in events {
@@ -320,22 +320,22 @@ impl Crawler {
             })
             .await?;
         if opened {
-            warn!(host = domain, circuit = ?health.circuit, "circuit opened: most of the host's recent requests failed");
+            warn!(host = host, circuit = ?health.circuit, "circuit opened: most of the host's recent requests failed");
         }
-        self.adopt_host(domain, health);
+        self.adopt_host(host, health);
         Ok(())
     }
 
     /// Makes `shared` this process's copy of the host's health, with the outcomes still
     /// pending here folded on top.
-    fn adopt_host(&self, domain: &str, mut shared: HostHealth) {
+    fn adopt_host(&self, host: &str, mut shared: HostHealth) {
         let (max, rules) = self.hosts.rules();
-        if let Some(batch) = self.learning.pending().hosts.get(domain) {
+        if let Some(batch) = self.learning.pending().hosts.get(host) {
             for (event, at) in &batch.items {
                 shared.apply(*event, *at, max, rules);
             }
         }
-        self.hosts.set_health(domain, shared, self.now());
+        self.hosts.set_health(host, shared, self.now());
     }
 }
 

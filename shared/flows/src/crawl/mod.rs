@@ -30,8 +30,8 @@ mod settle;
 use std::sync::{Arc, OnceLock};
 
 use crate::{FlowError, Service};
-use imgest_download::{FetchConfig, Fetcher};
-use imgest_download::{HostLimits, TierRouter};
+use imgest_download::{DownloadConfig, Downloader};
+use imgest_download::{HostLimits, TierChooser};
 use imgest_settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
@@ -72,9 +72,9 @@ pub struct Crawler {
     settings: CrawlSettings,
     /// The downloader, built on first use: reading the system's TLS roots is most of a
     /// function's start, and the API, intake and process functions never download.
-    downloader: OnceLock<Fetcher>,
-    fetch_config: FetchConfig,
-    router: TierRouter,
+    downloader: OnceLock<Downloader>,
+    fetch_config: DownloadConfig,
+    chooser: TierChooser,
     hosts: Arc<HostLimits>,
     learning: learning::Learning,
     pacer: Pacer,
@@ -86,7 +86,7 @@ pub struct Crawler {
 
 impl Crawler {
     pub fn new(service: Arc<Service>, settings: CrawlSettings, processing: Processing) -> Self {
-        let fetch_config = FetchConfig {
+        let fetch_config = DownloadConfig {
             allow_private: settings.allow_private_networks,
             max_body: service.pipeline().config().max_body,
             max_redirects: 5,
@@ -94,7 +94,7 @@ impl Crawler {
             ports: settings.fetch_ports.clone(),
         };
         Self {
-            router: TierRouter::new(settings.tiers.clone()),
+            chooser: TierChooser::new(settings.tiers.clone()),
             hosts: HostLimits::new(settings.domain_concurrency, settings.circuit),
             learning: learning::Learning::default(),
             downloader: OnceLock::new(),
@@ -112,11 +112,11 @@ impl Crawler {
     /// The downloader, built now if it was not yet. What downloads calls this at start (the
     /// fetch function, the local runner), so its start pays for reading the TLS roots and a
     /// broken TLS setup stops it there rather than at the first download.
-    pub fn downloader(&self) -> Result<&Fetcher, FlowError> {
+    pub fn downloader(&self) -> Result<&Downloader, FlowError> {
         if let Some(fetcher) = self.downloader.get() {
             return Ok(fetcher);
         }
-        let fetcher = Fetcher::new(self.fetch_config.clone())
+        let fetcher = Downloader::new(self.fetch_config.clone())
             .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
         // Two first downloads at once may both have built one: the first stored is kept.
         Ok(self.downloader.get_or_init(|| fetcher))
@@ -157,7 +157,7 @@ impl Crawler {
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
     {
-        let records = self.service.ports().records.as_ref();
+        let records = self.service.ports().documents.as_ref();
         records::update(records, kind, key, now, self.retention(now), decide).await
     }
 }

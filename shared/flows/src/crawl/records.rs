@@ -1,4 +1,4 @@
-//! The crawl's records, stored as versioned JSON through the [`Records`] port, and the one
+//! The crawl's records, stored as versioned JSON through the [`Documents`] port, and the one
 //! read-modify-write loop every change to them goes through.
 //!
 //! - URL record (`url`, keyed by url hash): the last outcome of the URL, its validators for
@@ -15,7 +15,7 @@ use crate::FlowError;
 use crate::crawl::messages::{CrawlState, PhotoError, PhotoStatus};
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ClientId, ImageId, OfferKey, Timestamp};
-use imgest_core::ports::{Records, StoreError, StoredRecord};
+use imgest_core::ports::{Documents, StoreError, StoredDocument};
 use imgest_download::{FetchErrorKind, Validator};
 
 pub(super) const URL_KIND: &str = "url";
@@ -150,7 +150,7 @@ pub(crate) struct CrawledPhoto<'a> {
 /// Returns how many records were left out because their body does not parse: each is logged
 /// and skipped, so that one damaged record does not hide what all the others say.
 pub(crate) async fn for_each_latest_crawl(
-    records: &dyn Records,
+    records: &dyn Documents,
     now: Timestamp,
     page: usize,
     mut each: impl FnMut(&[CrawledPhoto<'_>]),
@@ -159,9 +159,9 @@ pub(crate) async fn for_each_latest_crawl(
     let mut cursor: Option<String> = None;
     loop {
         let walked = records
-            .scan_records(CRAWL_KIND, cursor.as_deref(), page, now)
+            .scan_documents(CRAWL_KIND, cursor.as_deref(), page, now)
             .await?;
-        for (key, stored) in &walked.records {
+        for (key, stored) in &walked.documents {
             let crawl: CrawlRecord = match parse(CRAWL_KIND, key, &stored.body) {
                 Ok(crawl) => crawl,
                 Err(e) => {
@@ -214,7 +214,7 @@ pub(super) enum Change<T, R> {
 /// moved on and conflicts, and a decision to keep the record as it is is made again on a
 /// consistent read before it is returned, so a stale peek costs a read, never a wrong answer.
 pub(super) async fn update<T, R>(
-    records: &dyn Records,
+    records: &dyn Documents,
     kind: &str,
     key: &str,
     now: Timestamp,
@@ -253,17 +253,17 @@ pub(super) fn too_many_rounds(kind: &str, key: &str) -> FlowError {
 
 /// The record (consistently read) and the version a write over it must name.
 pub(super) async fn read_versioned<T: DeserializeOwned>(
-    records: &dyn Records,
+    records: &dyn Documents,
     kind: &str,
     key: &str,
     now: Timestamp,
 ) -> Result<(Option<T>, Option<u64>), FlowError> {
-    versioned(kind, key, records.get_record(kind, key, now).await?)
+    versioned(kind, key, records.get_document(kind, key, now).await?)
 }
 
 /// Writes `value` if the record is still at `version`; `false` if another writer got in first.
 pub(super) async fn put<T: Serialize>(
-    records: &dyn Records,
+    records: &dyn Documents,
     kind: &str,
     key: &str,
     value: &T,
@@ -274,7 +274,7 @@ pub(super) async fn put<T: Serialize>(
     let body = serde_json::to_string(value)
         .map_err(|e| FlowError::Internal(format!("cannot encode {kind} record: {e}")))?;
     match records
-        .put_record(kind, key, &body, version, expires_at, now)
+        .put_document(kind, key, &body, version, expires_at, now)
         .await
     {
         Ok(_) => Ok(true),
@@ -284,7 +284,7 @@ pub(super) async fn put<T: Serialize>(
 }
 
 pub(super) async fn read<T: DeserializeOwned>(
-    records: &dyn Records,
+    records: &dyn Documents,
     kind: &str,
     key: &str,
     now: Timestamp,
@@ -293,22 +293,22 @@ pub(super) async fn read<T: DeserializeOwned>(
 }
 
 /// [`read_versioned`], but the answer may miss writes of about the last second
-/// ([`Records::peek_record`]): for settling from outcomes already recorded. A write that names
+/// ([`Documents::peek_document`]): for settling from outcomes already recorded. A write that names
 /// the version peeked conflicts if the peek was stale.
 pub(super) async fn peek<T: DeserializeOwned>(
-    records: &dyn Records,
+    records: &dyn Documents,
     kind: &str,
     key: &str,
     now: Timestamp,
 ) -> Result<(Option<T>, Option<u64>), FlowError> {
-    versioned(kind, key, records.peek_record(kind, key, now).await?)
+    versioned(kind, key, records.peek_document(kind, key, now).await?)
 }
 
 /// The record and its version for a write over it: a peek (see [`peek`]) unless `consistent`.
 /// A write naming the version of a stale peek conflicts, and the caller reads again,
 /// consistently.
 pub(super) async fn read_to_write<T: DeserializeOwned>(
-    records: &dyn Records,
+    records: &dyn Documents,
     kind: &str,
     key: &str,
     now: Timestamp,
@@ -324,7 +324,7 @@ pub(super) async fn read_to_write<T: DeserializeOwned>(
 fn versioned<T: DeserializeOwned>(
     kind: &str,
     key: &str,
-    stored: Option<StoredRecord>,
+    stored: Option<StoredDocument>,
 ) -> Result<(Option<T>, Option<u64>), FlowError> {
     Ok(match stored {
         Some(s) => (Some(parse::<T>(kind, key, &s.body)?), Some(s.version)),
@@ -387,7 +387,7 @@ mod tests {
         );
         let put = async |kind: &str, key: &str, body: &str, expires_at| {
             store
-                .put_record(kind, key, body, None, expires_at, T)
+                .put_document(kind, key, body, None, expires_at, T)
                 .await
                 .unwrap();
         };

@@ -155,7 +155,7 @@ impl Crawler {
     pub async fn crawl_status(&self, offer: &OfferKey) -> Result<Option<CrawlResult>, FlowError> {
         let now = self.now();
         let crawl = records::read::<CrawlRecord>(
-            self.service.ports().records.as_ref(),
+            self.service.ports().documents.as_ref(),
             CRAWL_KIND,
             &offer.to_string(),
             now,

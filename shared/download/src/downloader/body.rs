@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 
-use super::FetchError;
+use super::DownloadError;
 use crate::FetchErrorKind;
 use imgest_core::domain::{ImageId, SourceFormat};
 
@@ -31,7 +31,7 @@ pub(super) struct Body {
 pub(super) async fn read(
     mut response: reqwest::Response,
     max_body: u64,
-) -> Result<Body, FetchError> {
+) -> Result<Body, DownloadError> {
     let declared = response.content_length();
     if let Some(declared) = declared.filter(|&len| len > max_body) {
         return Err(too_large(format!(
@@ -42,7 +42,11 @@ pub(super) async fn read(
     let mut buf = BytesMut::with_capacity(usize::try_from(reserve).unwrap_or(0));
     let mut md5 = Md5::new();
     let mut format = None;
-    while let Some(chunk) = response.chunk().await.map_err(FetchError::from_reqwest)? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(DownloadError::from_reqwest)?
+    {
         let total = u64::try_from(buf.len().saturating_add(chunk.len())).unwrap_or(u64::MAX);
         if total > max_body {
             return Err(too_large(format!(
@@ -66,15 +70,15 @@ pub(super) async fn read(
     })
 }
 
-fn too_large(message: String) -> FetchError {
-    FetchError::new(FetchErrorKind::TooLarge, message)
+fn too_large(message: String) -> DownloadError {
+    DownloadError::new(FetchErrorKind::TooLarge, message)
 }
 
 /// The image format of a body's first bytes: the four formats the pipeline decodes, told by
 /// the same table ([`SourceFormat::sniff`]) the pipeline sniffs with.
-pub(super) fn sniff(first: &[u8]) -> Result<SourceFormat, FetchError> {
+pub(super) fn sniff(first: &[u8]) -> Result<SourceFormat, DownloadError> {
     SourceFormat::sniff(first).map_err(|other| {
-        FetchError::new(
+        DownloadError::new(
             FetchErrorKind::UnsupportedFormat,
             format!(
                 "the body is {}, not a JPEG, PNG, WebP or GIF image",

@@ -1,12 +1,12 @@
-//! `Records` on the `records` table: one row per `(kind, key)` with its JSON body, version and
+//! `Documents` on the `records` table: one row per `(kind, key)` with its JSON body, version and
 //! expiry.
 //!
-//! An expired row reads as absent but is kept for [`DELETE_GRACE`] before a later `put_record`
+//! An expired row reads as absent but is kept for [`DELETE_GRACE`] before a later `put_document`
 //! deletes it (a few at a time, so no write pays for a backlog). While the row is kept, the next
 //! version is derived from it; once it is gone, from the clock (see [`next_version`]), so a
 //! writer that read a version before the record expired can never match a newer record's.
 //!
-//! A walk of one kind ([`Records::scan_records`]) reads the primary key in key order, each page
+//! A walk of one kind ([`Documents::scan_documents`]) reads the primary key in key order, each page
 //! starting after the last key of the one before (carried in the cursor), so a record present
 //! throughout is read once however the rows around it change.
 
@@ -18,11 +18,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::images::{commit, immediate};
 use super::{SqliteStore, sql_error, sql_limit};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{RecordPage, Records, StoreError, StoredRecord};
+use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
 
 /// How long an expired row is kept before it may be deleted.
 const DELETE_GRACE: Duration = Duration::from_secs(3600);
-/// Expired rows deleted by one `put_record`, at most.
+/// Expired rows deleted by one `put_document`, at most.
 const DELETE_BATCH: i64 = 32;
 
 /// The version a write gives a key whose stored version is `previous`: one more, and never less
@@ -127,7 +127,7 @@ fn scan_page(
     cursor: Option<&str>,
     limit: usize,
     now: Timestamp,
-) -> Result<RecordPage, StoreError> {
+) -> Result<DocumentPage, StoreError> {
     let after = cursor.map(|c| key_of_cursor(kind, c)).transpose()?;
     let limit = limit.max(1);
     // Two statements rather than `(?2 IS NULL OR key > ?2)`, which would keep SQLite from
@@ -165,20 +165,23 @@ fn scan_page(
         .into_iter()
         .map(|(key, body, v)| {
             let version = version_of(v, kind, &key)?;
-            Ok((key, StoredRecord { body, version }))
+            Ok((key, StoredDocument { body, version }))
         })
         .collect::<Result<_, StoreError>>()?;
-    Ok(RecordPage { records, next })
+    Ok(DocumentPage {
+        documents: records,
+        next,
+    })
 }
 
 #[async_trait]
-impl Records for SqliteStore {
-    async fn get_record(
+impl Documents for SqliteStore {
+    async fn get_document(
         &self,
         kind: &str,
         key: &str,
         now: Timestamp,
-    ) -> Result<Option<StoredRecord>, StoreError> {
+    ) -> Result<Option<StoredDocument>, StoreError> {
         let (kind, key) = (kind.to_owned(), key.to_owned());
         self.run(move |conn| {
             let row: Option<(String, i64)> = conn
@@ -194,7 +197,7 @@ impl Records for SqliteStore {
                 })
                 .map_err(|e| sql_error("reading a record", e))?;
             row.map(|(body, v)| {
-                Ok(StoredRecord {
+                Ok(StoredDocument {
                     body,
                     version: version_of(v, &kind, &key)?,
                 })
@@ -204,7 +207,7 @@ impl Records for SqliteStore {
         .await
     }
 
-    async fn put_record(
+    async fn put_document(
         &self,
         kind: &str,
         key: &str,
@@ -218,13 +221,13 @@ impl Records for SqliteStore {
             .await
     }
 
-    async fn scan_records(
+    async fn scan_documents(
         &self,
         kind: &str,
         cursor: Option<&str>,
         limit: usize,
         now: Timestamp,
-    ) -> Result<RecordPage, StoreError> {
+    ) -> Result<DocumentPage, StoreError> {
         let (kind, cursor) = (kind.to_owned(), cursor.map(str::to_owned));
         self.run(move |conn| scan_page(conn, &kind, cursor.as_deref(), limit, now))
             .await
@@ -253,7 +256,7 @@ mod tests {
         let store = SqliteStore::open_in_memory().unwrap();
         let expires = T.plus(Duration::from_secs(10));
         let v1 = store
-            .put_record("k", "old", "{}", None, expires, T)
+            .put_document("k", "old", "{}", None, expires, T)
             .await
             .unwrap();
         let rows = |store: &SqliteStore| {
@@ -264,21 +267,21 @@ mod tests {
         // Expired, within the grace period: kept (and the key's next version follows it).
         let soon = expires.plus(Duration::from_secs(1));
         store
-            .put_record("k", "other", "{}", None, soon.plus(DELETE_GRACE * 2), soon)
+            .put_document("k", "other", "{}", None, soon.plus(DELETE_GRACE * 2), soon)
             .await
             .unwrap();
         assert_eq!(rows(&store), 2);
         // Past the grace period: the next write deletes it.
         let later = expires.plus(DELETE_GRACE);
         store
-            .put_record("k", "third", "{}", None, later.plus(DELETE_GRACE), later)
+            .put_document("k", "third", "{}", None, later.plus(DELETE_GRACE), later)
             .await
             .unwrap();
         assert_eq!(rows(&store), 2);
-        assert_eq!(store.get_record("k", "old", later).await.unwrap(), None);
+        assert_eq!(store.get_document("k", "old", later).await.unwrap(), None);
         // Recreated from nothing: still past every version it had.
         let v2 = store
-            .put_record("k", "old", "{}", None, later.plus(DELETE_GRACE), later)
+            .put_document("k", "old", "{}", None, later.plus(DELETE_GRACE), later)
             .await
             .unwrap();
         assert!(v2 > v1);

@@ -1,4 +1,4 @@
-//! Which timeout tier a new download starts in, learned per (client, domain).
+//! Which timeout tier a new download starts in, learned per (client, host).
 //!
 //! Every outcome says, for each tier, whether a download like it would have fitted that tier's
 //! deadline: a success in `e` seconds fits every tier of at least `e`; a timeout at tier `i`
@@ -7,8 +7,8 @@
 //! 1 s attempt per photo after its first few, and a host that gets faster is noticed from its
 //! successes in the slower tier (they report how long they took), with no probing.
 //!
-//! [`RouteStats`] is the pure part, folded the same way by every process into a shared copy;
-//! [`TierRouter`] holds a process's copies (replaced by the shared ones when they are read).
+//! [`TierStats`] is the pure part, folded the same way by every process into a shared copy;
+//! [`TierChooser`] holds a process's copies (replaced by the shared ones when they are read).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +25,7 @@ const MAX_MISS_RATE: f64 = 0.3;
 /// Hosts remembered; beyond it the least recently seen are forgotten (they start at tier 0).
 const CAPACITY: usize = 100_000;
 
-/// How a download ended, as far as routing cares.
+/// How a download ended, as far as choosing a tier cares.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Observation {
     /// Finished (any response, success or HTTP error) after `elapsed`.
@@ -37,11 +37,11 @@ pub enum Observation {
 /// One (client, host)'s statistics: per tier, the decaying share of downloads that would have
 /// missed its deadline.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RouteStats {
+pub struct TierStats {
     pub miss_rate: Vec<f64>,
 }
 
-impl RouteStats {
+impl TierStats {
     /// The fastest tier whose miss rate is low (the last if none is); 0 with no statistics.
     pub fn tier(&self, tiers: usize) -> usize {
         if self.miss_rate.is_empty() {
@@ -79,13 +79,13 @@ impl RouteStats {
 
 #[derive(Debug, Clone)]
 struct HostStats {
-    stats: RouteStats,
+    stats: TierStats,
     last_seen: u64,
 }
 
 /// The per-host statistics, shared by intake and every worker of a process.
 #[derive(Debug)]
-pub struct TierRouter {
+pub struct TierChooser {
     tiers: Vec<Duration>,
     inner: Mutex<Inner>,
 }
@@ -96,7 +96,7 @@ struct Inner {
     tick: u64,
 }
 
-impl TierRouter {
+impl TierChooser {
     pub fn new(tiers: Vec<Duration>) -> Self {
         Self {
             tiers,
@@ -104,23 +104,23 @@ impl TierRouter {
         }
     }
 
-    /// The tier a new download from `domain` for `client` starts in.
-    pub fn route(&self, client: &ClientId, domain: &str) -> usize {
+    /// The tier a new download from `host` for `client` starts in.
+    pub fn choose(&self, client: &ClientId, host: &str) -> usize {
         let inner = self.lock();
         inner
             .hosts
-            .get(&(client.clone(), domain.to_owned()))
+            .get(&(client.clone(), host.to_owned()))
             .map_or(0, |s| s.stats.tier(self.tiers.len()))
     }
 
-    pub fn observe(&self, client: &ClientId, domain: &str, observation: Observation) {
+    pub fn observe(&self, client: &ClientId, host: &str, observation: Observation) {
         let tiers = &self.tiers;
-        self.with(client, domain, |stats| stats.observe(tiers, observation));
+        self.with(client, host, |stats| stats.observe(tiers, observation));
     }
 
-    /// Replaces this process's statistics of (`client`, `domain`) by `stats` (the shared copy).
-    pub fn set(&self, client: &ClientId, domain: &str, stats: RouteStats) {
-        self.with(client, domain, |s| *s = stats);
+    /// Replaces this process's statistics of (`client`, `host`) by `stats` (the shared copy).
+    pub fn set(&self, client: &ClientId, host: &str, stats: TierStats) {
+        self.with(client, host, |s| *s = stats);
     }
 
     /// The timeout tiers' deadlines, fastest first.
@@ -128,16 +128,16 @@ impl TierRouter {
         &self.tiers
     }
 
-    fn with(&self, client: &ClientId, domain: &str, change: impl FnOnce(&mut RouteStats)) {
+    fn with(&self, client: &ClientId, host: &str, change: impl FnOnce(&mut TierStats)) {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        let key = (client.clone(), domain.to_owned());
+        let key = (client.clone(), host.to_owned());
         if inner.hosts.len() >= CAPACITY && !inner.hosts.contains_key(&key) {
             evict_oldest(&mut inner.hosts);
         }
         let entry = inner.hosts.entry(key).or_insert_with(|| HostStats {
-            stats: RouteStats::default(),
+            stats: TierStats::default(),
             last_seen: tick,
         });
         entry.last_seen = tick;
@@ -163,8 +163,8 @@ fn evict_oldest(hosts: &mut HashMap<(ClientId, String), HostStats>) {
 mod tests {
     use super::*;
 
-    fn router() -> TierRouter {
-        TierRouter::new([1, 5, 30].map(Duration::from_secs).to_vec())
+    fn chooser() -> TierChooser {
+        TierChooser::new([1, 5, 30].map(Duration::from_secs).to_vec())
     }
 
     fn client() -> ClientId {
@@ -173,27 +173,27 @@ mod tests {
 
     #[test]
     fn unknown_hosts_start_in_the_first_tier() {
-        assert_eq!(router().route(&client(), "img.example"), 0);
+        assert_eq!(chooser().choose(&client(), "img.example"), 0);
     }
 
     #[test]
     fn a_slow_host_moves_to_the_tier_that_fits_and_back_when_it_speeds_up() {
-        let r = router();
+        let r = chooser();
         r.observe(&client(), "slow.example", Observation::TimedOut { tier: 0 });
-        assert_eq!(r.route(&client(), "slow.example"), 1, "after one timeout");
+        assert_eq!(r.choose(&client(), "slow.example"), 1, "after one timeout");
         r.observe(
             &client(),
             "slow.example",
             Observation::Finished(Duration::from_secs(3)),
         );
-        assert_eq!(r.route(&client(), "slow.example"), 1);
+        assert_eq!(r.choose(&client(), "slow.example"), 1);
         assert_eq!(
-            r.route(&client(), "fast.example"),
+            r.choose(&client(), "fast.example"),
             0,
             "other hosts unaffected"
         );
         let other = ClientId::parse("other").unwrap();
-        assert_eq!(r.route(&other, "slow.example"), 0, "per client");
+        assert_eq!(r.choose(&other, "slow.example"), 0, "per client");
         for _ in 0..6 {
             r.observe(
                 &client(),
@@ -201,21 +201,21 @@ mod tests {
                 Observation::Finished(Duration::from_millis(200)),
             );
         }
-        assert_eq!(r.route(&client(), "slow.example"), 0);
+        assert_eq!(r.choose(&client(), "slow.example"), 0);
     }
 
     #[test]
     fn timeouts_in_every_tier_route_to_the_last() {
-        let r = router();
+        let r = chooser();
         for tier in [0, 0, 1, 1, 2] {
             r.observe(&client(), "dead.example", Observation::TimedOut { tier });
         }
-        assert_eq!(r.route(&client(), "dead.example"), 2);
+        assert_eq!(r.choose(&client(), "dead.example"), 2);
     }
 
     #[test]
     fn an_occasional_slow_photo_does_not_move_a_fast_host() {
-        let r = router();
+        let r = chooser();
         r.observe(
             &client(),
             "ok.example",
@@ -228,7 +228,7 @@ mod tests {
                 "ok.example",
                 Observation::Finished(Duration::from_millis(elapsed)),
             );
-            assert_eq!(r.route(&client(), "ok.example"), 0, "photo {i}");
+            assert_eq!(r.choose(&client(), "ok.example"), 0, "photo {i}");
         }
     }
 }

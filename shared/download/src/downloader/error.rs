@@ -1,4 +1,4 @@
-//! [`FetchError`]: why one download gave no photo, as a stable [`FetchErrorKind`] plus the
+//! [`DownloadError`]: why one download gave no photo, as a stable [`FetchErrorKind`] plus the
 //! facts the scheduler needs (status, `Retry-After`, time spent).
 
 use std::error::Error as StdError;
@@ -16,7 +16,7 @@ use crate::{FailureClass, FetchErrorKind, ForbiddenAddress};
 /// request, and redirect targets that carry them are refused without being quoted.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{kind}: {message}")]
-pub struct FetchError {
+pub struct DownloadError {
     pub kind: FetchErrorKind,
     /// The status of the response that failed, if a response did (4xx, 5xx, odd 3xx).
     pub http_status: Option<u16>,
@@ -30,7 +30,7 @@ pub struct FetchError {
     source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
 }
 
-impl FetchError {
+impl DownloadError {
     pub(crate) fn new(kind: FetchErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,

@@ -1,4 +1,4 @@
-//! One download of one photo URL, done safely: [`Fetcher::fetch`].
+//! One download of one photo URL, done safely: [`Downloader::download`].
 //!
 //! - **Whole-request deadline**: connect, headers, every redirect hop and the body share one
 //!   deadline, so a server that drips a byte a second is cut when it passes (`timeout`).
@@ -8,19 +8,19 @@
 //!   once. Both apply to the first URL and to every redirect hop. No proxy is used: a proxy
 //!   would resolve names itself, past the guard.
 //! - **Redirects** are followed here, not by the client, so each hop is checked (`target`:
-//!   scheme, credentials, [`FetchConfig::ports`], the client's [`HostAllowlist`], the address
-//!   guard); at most [`FetchConfig::max_redirects`].
+//!   scheme, credentials, [`DownloadConfig::ports`], the client's [`HostAllowlist`], the address
+//!   guard); at most [`DownloadConfig::max_redirects`].
 //! - **Body** (`body`): refused by `Content-Length` before reading, cut as soon as it passes
 //!   the limit, refused after its first bytes unless they are a JPEG/PNG/WebP/GIF signature,
 //!   hashed (MD5, the [`ImageId`]) as it streams.
 //! - **Conditional requests** (`headers`): a [`Validator`] from an earlier download is sent
-//!   as `If-None-Match` / `If-Modified-Since`; a 304 is [`Fetched::NotModified`].
-//! - **Dedup before the body** ([`Fetcher::fetch_unless_known`]): a trusted host's response
-//!   that names (by [`HashHeaders`]) an image imgest has is [`Fetched::Known`]; its body is
+//!   as `If-None-Match` / `If-Modified-Since`; a 304 is [`Downloaded::NotModified`].
+//! - **Dedup before the body** ([`Downloader::download_unless_known`]): a trusted host's response
+//!   that names (by [`HashHeaders`]) an image imgest has is [`Downloaded::Known`]; its body is
 //!   never read.
 //! - **TLS** (`tls`): rustls on the aws-lc-rs provider the AWS SDK already builds.
 //!
-//! Errors are [`FetchError`]s carrying a stable [`FetchErrorKind`]; the caller decides what a
+//! Errors are [`DownloadError`]s carrying a stable [`FetchErrorKind`]; the caller decides what a
 //! kind means for the crawl ([`FetchErrorKind::class`]).
 
 mod body;
@@ -37,15 +37,15 @@ use bytes::Bytes;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
 use url::Url;
 
-pub use self::error::FetchError;
+pub use self::error::DownloadError;
 pub use self::headers::Validator;
 pub use self::tls::{TlsSetupError, install_default_provider};
 use crate::{AllowedPorts, FetchErrorKind, HashHeaders, HostAllowlist};
 use imgest_core::domain::{ImageId, SourceFormat};
 
-/// How downloads behave; one per [`Fetcher`].
+/// How downloads behave; one per [`Downloader`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchConfig {
+pub struct DownloadConfig {
     /// Lifts the guard for loopback and private networks (`IMGEST_ALLOW_PRIVATE_NETWORKS`;
     /// tests and local runs). Link-local, metadata and the rest stay forbidden.
     pub allow_private: bool,
@@ -58,7 +58,7 @@ pub struct FetchConfig {
     pub ports: AllowedPorts,
 }
 
-impl Default for FetchConfig {
+impl Default for DownloadConfig {
     fn default() -> Self {
         Self {
             allow_private: false,
@@ -70,9 +70,9 @@ impl Default for FetchConfig {
     }
 }
 
-/// Why a [`Fetcher`] could not be built (bad configuration, at start-up).
+/// Why a [`Downloader`] could not be built (bad configuration, at start-up).
 #[derive(Debug, thiserror::Error)]
-pub enum FetcherSetupError {
+pub enum DownloaderSetupError {
     #[error(transparent)]
     Tls(#[from] TlsSetupError),
     #[error("cannot build the HTTP client for downloads: {0}")]
@@ -81,7 +81,7 @@ pub enum FetcherSetupError {
 
 /// A download that gave a result.
 #[derive(Debug, Clone)]
-pub enum Fetched {
+pub enum Downloaded {
     /// The photo, checked and hashed.
     Body(Download),
     /// The server says the photo is unchanged since the [`Validator`] that was sent.
@@ -115,7 +115,7 @@ pub struct BodyDedup<'a> {
     pub known: &'a dyn KnownImages,
 }
 
-impl Fetched {
+impl Downloaded {
     /// The whole download's duration, redirects included.
     pub fn elapsed(&self) -> Duration {
         match self {
@@ -149,13 +149,13 @@ pub struct Download {
 
 /// Downloads photos; one per process (it holds the connection pool). Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Fetcher {
+pub struct Downloader {
     client: reqwest::Client,
-    config: Arc<FetchConfig>,
+    config: Arc<DownloadConfig>,
 }
 
-impl Fetcher {
-    pub fn new(config: FetchConfig) -> Result<Self, FetcherSetupError> {
+impl Downloader {
+    pub fn new(config: DownloadConfig) -> Result<Self, DownloaderSetupError> {
         let mut defaults = HeaderMap::new();
         // Asking for the formats imgest reads keeps content-negotiating CDNs from answering
         // AVIF or JPEG XL.
@@ -173,41 +173,41 @@ impl Fetcher {
             .user_agent(config.user_agent.clone())
             .default_headers(defaults)
             .build()
-            .map_err(FetcherSetupError::Client)?;
+            .map_err(DownloaderSetupError::Client)?;
         Ok(Self {
             client,
             config: Arc::new(config),
         })
     }
 
-    pub fn config(&self) -> &FetchConfig {
+    pub fn config(&self) -> &DownloadConfig {
         &self.config
     }
 
     /// Downloads `url` within `deadline` (the whole request: connect, headers, every redirect
     /// hop, the body). With a non-empty `validator` the request is conditional. With `hosts`,
     /// the URL and every redirect must name one of them (the client's allowlist).
-    pub async fn fetch(
+    pub async fn download(
         &self,
         url: &Url,
         deadline: Duration,
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
-    ) -> Result<Fetched, FetchError> {
-        self.fetch_unless_known(url, deadline, validator, hosts, None)
+    ) -> Result<Downloaded, DownloadError> {
+        self.download_unless_known(url, deadline, validator, hosts, None)
             .await
     }
 
-    /// [`fetch`](Self::fetch), but a response whose trusted hash header names a known image
-    /// is [`Fetched::Known`], its body unread. The check is part of the deadline.
-    pub async fn fetch_unless_known(
+    /// [`download`](Self::download), but a response whose trusted hash header names a known image
+    /// is [`Downloaded::Known`], its body unread. The check is part of the deadline.
+    pub async fn download_unless_known(
         &self,
         url: &Url,
         deadline: Duration,
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
         dedup: Option<BodyDedup<'_>>,
-    ) -> Result<Fetched, FetchError> {
+    ) -> Result<Downloaded, DownloadError> {
         let started = Instant::now();
         let outcome =
             tokio::time::timeout(deadline, self.follow(url, validator, hosts, dedup)).await;
@@ -222,7 +222,7 @@ impl Fetcher {
                 Err(error)
             }
             Err(_) => {
-                let mut error = FetchError::new(
+                let mut error = DownloadError::new(
                     FetchErrorKind::Timeout,
                     format!("no complete response within {deadline:?}"),
                 );
@@ -239,7 +239,7 @@ impl Fetcher {
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
         dedup: Option<BodyDedup<'_>>,
-    ) -> Result<Fetched, FetchError> {
+    ) -> Result<Downloaded, DownloadError> {
         let rules = target::Rules {
             allow_private: self.config.allow_private,
             ports: &self.config.ports,
@@ -256,12 +256,12 @@ impl Fetcher {
             if let Some(headers) = &conditional {
                 request = request.headers(headers.clone());
             }
-            let response = request.send().await.map_err(FetchError::from_reqwest)?;
+            let response = request.send().await.map_err(DownloadError::from_reqwest)?;
             let status = response.status().as_u16();
             match status {
                 301 | 302 | 303 | 307 | 308 => {
                     if redirects >= self.config.max_redirects {
-                        return Err(FetchError::new(
+                        return Err(DownloadError::new(
                             FetchErrorKind::TooManyRedirects,
                             format!("more than {} redirects", self.config.max_redirects),
                         ));
@@ -270,7 +270,7 @@ impl Fetcher {
                     current = target::redirect(&current, status, response.headers(), rules)?;
                 }
                 304 if conditional.is_some() => {
-                    return Ok(Fetched::NotModified {
+                    return Ok(Downloaded::NotModified {
                         validator: Validator::from_headers(response.headers()),
                         final_url: current,
                         elapsed: Duration::ZERO,
@@ -280,7 +280,7 @@ impl Fetcher {
                     let validator = Validator::from_headers(response.headers());
                     if let Some(image_id) = announced_known(dedup, &current, &response).await {
                         // Dropping the response closes its connection without reading on.
-                        return Ok(Fetched::Known {
+                        return Ok(Downloaded::Known {
                             image_id,
                             final_url: current,
                             validator,
@@ -288,7 +288,7 @@ impl Fetcher {
                         });
                     }
                     let body = body::read(response, self.config.max_body).await?;
-                    return Ok(Fetched::Body(Download {
+                    return Ok(Downloaded::Body(Download {
                         bytes: body.bytes,
                         image_id: body.image_id,
                         format: body.format,
@@ -299,7 +299,7 @@ impl Fetcher {
                 }
                 _ => {
                     let retry_after = headers::retry_after(response.headers(), SystemTime::now());
-                    return Err(FetchError::status(status, retry_after));
+                    return Err(DownloadError::status(status, retry_after));
                 }
             }
         }

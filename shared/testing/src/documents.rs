@@ -5,18 +5,18 @@ use std::sync::Arc;
 
 use super::{BASE, mins, secs, unique_name};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{RecordPage, Records, StoreError, StoredRecord};
+use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
 
-contract_suite!($ records_contract_tests, records, Arc<dyn Records>;
+contract_suite!($ documents_contract_tests, documents, Arc<dyn Documents>;
     an_absent_record_reads_as_none,
-    put_without_a_version_creates_the_record,
+    put_without_a_version_creates_the_document,
     put_with_the_current_version_replaces_and_moves_the_version_on,
     put_with_a_stale_version_conflicts_and_changes_nothing,
     put_without_a_version_over_a_record_conflicts,
     an_expired_record_is_absent_and_can_be_created_again,
     kinds_are_separate_namespaces,
     bodies_of_any_length_read_back_as_written,
-    a_peek_reads_what_was_written_and_never_an_expired_record,
+    a_peek_reads_what_was_written_and_never_an_expired_document,
     concurrent_writers_of_one_version_have_exactly_one_winner,
     a_walk_returns_every_live_record_of_its_kind_once,
     a_walk_sees_a_record_changed_during_it_once,
@@ -28,77 +28,77 @@ const KIND: &str = "contract";
 /// Records written by the checks expire this long after `BASE`, unless a check says otherwise.
 const LIFETIME: std::time::Duration = mins(60);
 
-async fn get(r: &dyn Records, kind: &str, key: &str, now: Timestamp) -> Option<StoredRecord> {
-    r.get_record(kind, key, now).await.unwrap()
+async fn get(r: &dyn Documents, kind: &str, key: &str, now: Timestamp) -> Option<StoredDocument> {
+    r.get_document(kind, key, now).await.unwrap()
 }
 
 async fn put(
-    r: &dyn Records,
+    r: &dyn Documents,
     key: &str,
     body: &str,
     expected: Option<u64>,
     now: Timestamp,
 ) -> Result<u64, StoreError> {
-    r.put_record(KIND, key, body, expected, BASE.plus(LIFETIME), now)
+    r.put_document(KIND, key, body, expected, BASE.plus(LIFETIME), now)
         .await
 }
 
-fn record(body: &str, version: u64) -> Option<StoredRecord> {
-    Some(StoredRecord {
+fn document(body: &str, version: u64) -> Option<StoredDocument> {
+    Some(StoredDocument {
         body: body.to_owned(),
         version,
     })
 }
 
-/// Pages of a walk a check follows at most: far more than any check's records need, even with
+/// Pages of a walk a check follows at most: far more than any check's documents need, even with
 /// the pages a DynamoDB scan of a table shared with other checks fills with their items.
 const MAX_PAGES: usize = 100_000;
 
 /// One page of a walk of `kind`, checked against `limit`.
 async fn page(
-    r: &dyn Records,
+    r: &dyn Documents,
     kind: &str,
     cursor: Option<&str>,
     limit: usize,
     now: Timestamp,
-) -> RecordPage {
-    let page = r.scan_records(kind, cursor, limit, now).await.unwrap();
+) -> DocumentPage {
+    let page = r.scan_documents(kind, cursor, limit, now).await.unwrap();
     assert!(
-        page.records.len() <= limit,
+        page.documents.len() <= limit,
         "{} > {limit}",
-        page.records.len()
+        page.documents.len()
     );
     page
 }
 
-/// Every record a walk of `kind` at `now` returns, `limit` a page, in the order returned;
+/// Every document a walk of `kind` at `now` returns, `limit` a page, in the order returned;
 /// `between` runs after the first page.
 async fn walk(
-    r: &dyn Records,
+    r: &dyn Documents,
     kind: &str,
     limit: usize,
     now: Timestamp,
     between: impl AsyncFnOnce(),
-) -> Vec<(String, StoredRecord)> {
+) -> Vec<(String, StoredDocument)> {
     let first = page(r, kind, None, limit, now).await;
     between().await;
-    let (mut seen, mut cursor) = (first.records, first.next);
+    let (mut seen, mut cursor) = (first.documents, first.next);
     for _ in 0..MAX_PAGES {
         let Some(at) = cursor else {
             return seen;
         };
         let next = page(r, kind, Some(&at), limit, now).await;
-        seen.extend(next.records);
+        seen.extend(next.documents);
         cursor = next.next;
     }
     panic!("the walk of {kind} did not end within {MAX_PAGES} pages");
 }
 
-/// The walk's records by key, each key seen once.
-fn by_key(seen: Vec<(String, StoredRecord)>) -> BTreeMap<String, StoredRecord> {
+/// The walk's documents by key, each key seen once.
+fn by_key(seen: Vec<(String, StoredDocument)>) -> BTreeMap<String, StoredDocument> {
     let mut keys = BTreeMap::new();
-    for (key, record) in seen {
-        let again = keys.insert(key.clone(), record);
+    for (key, document) in seen {
+        let again = keys.insert(key.clone(), document);
         assert!(again.is_none(), "{key:?} was returned twice");
     }
     keys
@@ -108,149 +108,153 @@ fn assert_conflict(r: Result<u64, StoreError>) {
     assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
 }
 
-pub async fn an_absent_record_reads_as_none(records: Arc<dyn Records>) {
-    let r = records.as_ref();
+pub async fn an_absent_record_reads_as_none(documents: Arc<dyn Documents>) {
+    let r = documents.as_ref();
     assert_eq!(get(r, KIND, &unique_name("absent"), BASE).await, None);
 }
 
-pub async fn put_without_a_version_creates_the_record(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("create"));
+pub async fn put_without_a_version_creates_the_document(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("create"));
     let v = put(r, &key, r#"{"n":1}"#, None, BASE).await.unwrap();
-    assert_eq!(get(r, KIND, &key, BASE).await, record(r#"{"n":1}"#, v));
+    assert_eq!(get(r, KIND, &key, BASE).await, document(r#"{"n":1}"#, v));
     // Read back just before it expires, too.
     let last = BASE.plus(LIFETIME).minus(secs(1));
-    assert_eq!(get(r, KIND, &key, last).await, record(r#"{"n":1}"#, v));
+    assert_eq!(get(r, KIND, &key, last).await, document(r#"{"n":1}"#, v));
 }
 
 /// A peek may lag the last writes on a live service (not on SQLite or the emulator, whose
-/// reads are all consistent), but it reads the same record the same way, expiry included.
-pub async fn a_peek_reads_what_was_written_and_never_an_expired_record(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("peek"));
-    assert_eq!(r.peek_record(KIND, &key, BASE).await.unwrap(), None);
+/// reads are all consistent), but it reads the same document the same way, expiry included.
+pub async fn a_peek_reads_what_was_written_and_never_an_expired_document(
+    documents: Arc<dyn Documents>,
+) {
+    let (r, key) = (documents.as_ref(), unique_name("peek"));
+    assert_eq!(r.peek_document(KIND, &key, BASE).await.unwrap(), None);
     let long = "x".repeat(2000);
     let v = put(r, &key, &long, None, BASE).await.unwrap();
     assert_eq!(
-        r.peek_record(KIND, &key, BASE).await.unwrap(),
-        record(&long, v)
+        r.peek_document(KIND, &key, BASE).await.unwrap(),
+        document(&long, v)
     );
     let expired = BASE.plus(LIFETIME);
-    assert_eq!(r.peek_record(KIND, &key, expired).await.unwrap(), None);
+    assert_eq!(r.peek_document(KIND, &key, expired).await.unwrap(), None);
 }
 
 pub async fn put_with_the_current_version_replaces_and_moves_the_version_on(
-    records: Arc<dyn Records>,
+    documents: Arc<dyn Documents>,
 ) {
-    let (r, key) = (records.as_ref(), unique_name("replace"));
+    let (r, key) = (documents.as_ref(), unique_name("replace"));
     let v1 = put(r, &key, "one", None, BASE).await.unwrap();
     let v2 = put(r, &key, "two", Some(v1), BASE).await.unwrap();
     assert!(v2 > v1, "{v2} > {v1}");
-    assert_eq!(get(r, KIND, &key, BASE).await, record("two", v2));
+    assert_eq!(get(r, KIND, &key, BASE).await, document("two", v2));
     let later = BASE.plus(secs(5));
     let v3 = put(r, &key, "three", Some(v2), later).await.unwrap();
     assert!(v3 > v2, "{v3} > {v2}");
-    assert_eq!(get(r, KIND, &key, later).await, record("three", v3));
+    assert_eq!(get(r, KIND, &key, later).await, document("three", v3));
 }
 
 /// Adapters may store long bodies differently (compressed); what is read is what was written,
 /// across changes between short and long.
-pub async fn bodies_of_any_length_read_back_as_written(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("lengths"));
+pub async fn bodies_of_any_length_read_back_as_written(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("lengths"));
     let long: String = (0..400)
         .map(|i| format!("{{\"url\":\"https://photos.example/{i}/é.jpg\"}}"))
         .collect();
     let v1 = put(r, &key, "short", None, BASE).await.unwrap();
     let v2 = put(r, &key, &long, Some(v1), BASE).await.unwrap();
-    assert_eq!(get(r, KIND, &key, BASE).await, record(&long, v2));
+    assert_eq!(get(r, KIND, &key, BASE).await, document(&long, v2));
     let v3 = put(r, &key, "short again", Some(v2), BASE).await.unwrap();
-    assert_eq!(get(r, KIND, &key, BASE).await, record("short again", v3));
+    assert_eq!(get(r, KIND, &key, BASE).await, document("short again", v3));
 }
 
-pub async fn put_with_a_stale_version_conflicts_and_changes_nothing(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("stale"));
+pub async fn put_with_a_stale_version_conflicts_and_changes_nothing(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("stale"));
     let v1 = put(r, &key, "one", None, BASE).await.unwrap();
     let v2 = put(r, &key, "two", Some(v1), BASE).await.unwrap();
     assert_conflict(put(r, &key, "stale", Some(v1), BASE).await);
     assert_conflict(put(r, &key, "made up", Some(v2 + 1000), BASE).await);
-    assert_eq!(get(r, KIND, &key, BASE).await, record("two", v2));
-    // A version of a record that was never written is stale too.
+    assert_eq!(get(r, KIND, &key, BASE).await, document("two", v2));
+    // A version of a document that was never written is stale too.
     assert_conflict(put(r, &unique_name("never"), "x", Some(v1), BASE).await);
 }
 
-pub async fn put_without_a_version_over_a_record_conflicts(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("exists"));
+pub async fn put_without_a_version_over_a_record_conflicts(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("exists"));
     let v = put(r, &key, "first", None, BASE).await.unwrap();
     assert_conflict(put(r, &key, "second", None, BASE.plus(secs(1))).await);
     assert_eq!(
         get(r, KIND, &key, BASE.plus(secs(1))).await,
-        record("first", v)
+        document("first", v)
     );
 }
 
-pub async fn an_expired_record_is_absent_and_can_be_created_again(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("expiry"));
+pub async fn an_expired_record_is_absent_and_can_be_created_again(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("expiry"));
     let expires_at = BASE.plus(secs(10));
     let v1 = r
-        .put_record(KIND, &key, "old", None, expires_at, BASE)
+        .put_document(KIND, &key, "old", None, expires_at, BASE)
         .await
         .unwrap();
     let before = expires_at.minus(std::time::Duration::from_millis(1));
-    assert_eq!(get(r, KIND, &key, before).await, record("old", v1));
+    assert_eq!(get(r, KIND, &key, before).await, document("old", v1));
     // Expired at `expires_at` itself.
     assert_eq!(get(r, KIND, &key, expires_at).await, None);
     let after = BASE.plus(secs(20));
     assert_eq!(get(r, KIND, &key, after).await, None);
     // Its version no longer counts: a writer that read it before it expired conflicts.
     assert_conflict(
-        r.put_record(KIND, &key, "late", Some(v1), after.plus(LIFETIME), after)
+        r.put_document(KIND, &key, "late", Some(v1), after.plus(LIFETIME), after)
             .await,
     );
     let v2 = r
-        .put_record(KIND, &key, "new", None, after.plus(LIFETIME), after)
+        .put_document(KIND, &key, "new", None, after.plus(LIFETIME), after)
         .await
         .unwrap();
-    assert!(v2 > v1, "a recreated record's version {v2} follows {v1}");
-    assert_eq!(get(r, KIND, &key, after).await, record("new", v2));
+    assert!(v2 > v1, "a recreated document's version {v2} follows {v1}");
+    assert_eq!(get(r, KIND, &key, after).await, document("new", v2));
     assert_conflict(
-        r.put_record(KIND, &key, "again", None, after.plus(LIFETIME), after)
+        r.put_document(KIND, &key, "again", None, after.plus(LIFETIME), after)
             .await,
     );
 }
 
-pub async fn kinds_are_separate_namespaces(records: Arc<dyn Records>) {
-    let (r, key) = (records.as_ref(), unique_name("kinds"));
+pub async fn kinds_are_separate_namespaces(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("kinds"));
     let (one, two) = (unique_name("kind-a"), unique_name("kind-b"));
     let expires = BASE.plus(LIFETIME);
     let v1 = r
-        .put_record(&one, &key, "in one", None, expires, BASE)
+        .put_document(&one, &key, "in one", None, expires, BASE)
         .await
         .unwrap();
     assert_eq!(get(r, &two, &key, BASE).await, None);
     let v2 = r
-        .put_record(&two, &key, "in two", None, expires, BASE)
+        .put_document(&two, &key, "in two", None, expires, BASE)
         .await
         .unwrap();
-    assert_eq!(get(r, &one, &key, BASE).await, record("in one", v1));
-    assert_eq!(get(r, &two, &key, BASE).await, record("in two", v2));
-    // Writing one kind's record leaves the other's alone.
+    assert_eq!(get(r, &one, &key, BASE).await, document("in one", v1));
+    assert_eq!(get(r, &two, &key, BASE).await, document("in two", v2));
+    // Writing one kind's document leaves the other's alone.
     let v3 = r
-        .put_record(&two, &key, "two again", Some(v2), expires, BASE)
+        .put_document(&two, &key, "two again", Some(v2), expires, BASE)
         .await
         .unwrap();
-    assert_eq!(get(r, &one, &key, BASE).await, record("in one", v1));
-    assert_eq!(get(r, &two, &key, BASE).await, record("two again", v3));
+    assert_eq!(get(r, &one, &key, BASE).await, document("in one", v1));
+    assert_eq!(get(r, &two, &key, BASE).await, document("two again", v3));
 }
 
-pub async fn concurrent_writers_of_one_version_have_exactly_one_winner(records: Arc<dyn Records>) {
+pub async fn concurrent_writers_of_one_version_have_exactly_one_winner(
+    documents: Arc<dyn Documents>,
+) {
     const WRITERS: usize = 12;
     let key = unique_name("race");
-    let v1 = put(records.as_ref(), &key, "start", None, BASE)
+    let v1 = put(documents.as_ref(), &key, "start", None, BASE)
         .await
         .unwrap();
     let writes = (0..WRITERS).map(|i| {
-        let (records, key) = (records.clone(), key.clone());
+        let (documents, key) = (documents.clone(), key.clone());
         async move {
             put(
-                records.as_ref(),
+                documents.as_ref(),
                 &key,
                 &format!("writer {i}"),
                 Some(v1),
@@ -272,15 +276,24 @@ pub async fn concurrent_writers_of_one_version_have_exactly_one_winner(records: 
     assert_eq!(winners.len(), 1, "{results:?}");
     let (i, v) = winners[0];
     assert_eq!(
-        get(records.as_ref(), KIND, &key, BASE).await,
-        record(&format!("writer {i}"), v)
+        get(documents.as_ref(), KIND, &key, BASE).await,
+        document(&format!("writer {i}"), v)
     );
 
-    // Racing creators of a new record: one wins too.
+    // Racing creators of a new document: one wins too.
     let key = unique_name("race-new");
     let creates = (0..WRITERS).map(|i| {
-        let (records, key) = (records.clone(), key.clone());
-        async move { put(records.as_ref(), &key, &format!("creator {i}"), None, BASE).await }
+        let (documents, key) = (documents.clone(), key.clone());
+        async move {
+            put(
+                documents.as_ref(),
+                &key,
+                &format!("creator {i}"),
+                None,
+                BASE,
+            )
+            .await
+        }
     });
     let results = futures_util::future::join_all(creates).await;
     assert_eq!(
@@ -296,12 +309,12 @@ pub async fn concurrent_writers_of_one_version_have_exactly_one_winner(records: 
     );
 }
 
-pub async fn a_walk_returns_every_live_record_of_its_kind_once(records: Arc<dyn Records>) {
-    let r = records.as_ref();
+pub async fn a_walk_returns_every_live_record_of_its_kind_once(documents: Arc<dyn Documents>) {
+    let r = documents.as_ref();
     let (kind, other) = (unique_name("walked"), unique_name("not-walked"));
     let now = BASE.plus(mins(1));
     let write = async |kind: &str, key: &str, body: &str, expected: Option<u64>, expires_at| {
-        r.put_record(kind, key, body, expected, expires_at, BASE)
+        r.put_document(kind, key, body, expected, expires_at, BASE)
             .await
             .unwrap()
     };
@@ -312,7 +325,7 @@ pub async fn a_walk_returns_every_live_record_of_its_kind_once(records: Arc<dyn 
     let mut expected = BTreeMap::new();
     for i in 0..7 {
         // Keys that sort apart from the order they are written in, one long body (stored
-        // deflated where an adapter does), and one record written twice.
+        // deflated where an adapter does), and one document written twice.
         let key = format!("{}-{i}", 7 - i);
         let body = if i == 3 {
             long.clone()
@@ -325,9 +338,9 @@ pub async fn a_walk_returns_every_live_record_of_its_kind_once(records: Arc<dyn 
             v = write(&kind, &key, "second", Some(v), lives).await;
             body = "second".to_owned();
         }
-        expected.insert(key, StoredRecord { body, version: v });
+        expected.insert(key, StoredDocument { body, version: v });
     }
-    // Expired by `now`, or exactly at it; and records of another kind under the same keys.
+    // Expired by `now`, or exactly at it; and documents of another kind under the same keys.
     for (key, expires_at) in [("expired-a", BASE.plus(secs(10))), ("expired-b", now)] {
         write(&kind, key, "old", None, expires_at).await;
     }
@@ -341,16 +354,16 @@ pub async fn a_walk_returns_every_live_record_of_its_kind_once(records: Arc<dyn 
     }
     // Once they have expired, none.
     assert!(walk(r, &kind, 3, lives, async || {}).await.is_empty());
-    // A kind with no records: an empty walk.
+    // A kind with no documents: an empty walk.
     let none = unique_name("empty");
     assert!(walk(r, &none, 3, now, async || {}).await.is_empty());
 }
 
-pub async fn a_walk_sees_a_record_changed_during_it_once(records: Arc<dyn Records>) {
-    let r = records.as_ref();
+pub async fn a_walk_sees_a_record_changed_during_it_once(documents: Arc<dyn Documents>) {
+    let r = documents.as_ref();
     let kind = unique_name("changing");
     let write = async |key: &str, body: &str, expected: Option<u64>| {
-        r.put_record(&kind, key, body, expected, BASE.plus(LIFETIME), BASE)
+        r.put_document(&kind, key, body, expected, BASE.plus(LIFETIME), BASE)
             .await
             .unwrap()
     };
@@ -361,7 +374,7 @@ pub async fn a_walk_sees_a_record_changed_during_it_once(records: Arc<dyn Record
     }
     let seen = by_key(
         walk(r, &kind, 2, BASE, async || {
-            // Every record is replaced after the first page, and one is added.
+            // Every document is replaced after the first page, and one is added.
             for (key, v) in &versions {
                 write(key, "after", Some(*v)).await;
             }
@@ -370,15 +383,15 @@ pub async fn a_walk_sees_a_record_changed_during_it_once(records: Arc<dyn Record
         .await,
     );
     for key in versions.keys() {
-        let record = seen
+        let document = seen
             .get(key)
             .unwrap_or_else(|| panic!("{key} was not seen"));
         assert!(
-            record.body == "before" || record.body == "after",
-            "{key}: {record:?}"
+            document.body == "before" || document.body == "after",
+            "{key}: {document:?}"
         );
     }
-    // The added record may or may not be seen; nothing else is.
+    // The added document may or may not be seen; nothing else is.
     assert!(
         seen.keys()
             .all(|k| versions.contains_key(k) || k == "added"),
@@ -386,11 +399,11 @@ pub async fn a_walk_sees_a_record_changed_during_it_once(records: Arc<dyn Record
     );
 }
 
-pub async fn a_walk_refuses_a_cursor_it_did_not_give(records: Arc<dyn Records>) {
-    let r = records.as_ref();
+pub async fn a_walk_refuses_a_cursor_it_did_not_give(documents: Arc<dyn Documents>) {
+    let r = documents.as_ref();
     let kind = unique_name("cursor");
     for cursor in ["not a cursor", "", "[1,2,3]"] {
-        let walked = r.scan_records(&kind, Some(cursor), 10, BASE).await;
+        let walked = r.scan_documents(&kind, Some(cursor), 10, BASE).await;
         assert!(
             matches!(walked, Err(ref e) if !e.is_retryable()),
             "{cursor:?}: {walked:?}"

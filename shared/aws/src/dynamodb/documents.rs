@@ -1,4 +1,4 @@
-//! `Records` on record items.
+//! `Documents` on document items.
 //!
 //! Item `pk = rec#{kind}#{key}`, `sk = rec`: `body` S (or B: deflated, when longer than
 //! [`DEFLATE_ABOVE`]), `version` N, `expires_at` N ms and `ttl` N (epoch seconds, an hour after
@@ -14,7 +14,7 @@
 //! waits an hour past expiry ([`TTL_GRACE`]) so that the version of a record that has just
 //! expired is still there to follow.
 //!
-//! A walk of one kind ([`Records::scan_records`]) is a Scan of the whole table filtered on
+//! A walk of one kind ([`Documents::scan_documents`]) is a Scan of the whole table filtered on
 //! `sk = rec` and the `pk` prefix `rec#{kind}#`: it reads (and is billed for) every item of
 //! every kind, so it is for occasional whole walks (`imgest stats`), not for lookups.
 
@@ -31,7 +31,7 @@ use flate2::write::DeflateEncoder;
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
 use super::{DynamoStore, is_condition_failed, sdk_error};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{RecordPage, Records, StoreError, StoredRecord};
+use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
 
 const KIND: &str = "rec";
 const BODY: &str = "body";
@@ -44,7 +44,7 @@ const DEFLATE_ABOVE: usize = 512;
 
 /// How long after expiry the TTL deleter may remove an item.
 const TTL_GRACE: Duration = Duration::from_secs(3600);
-/// Writes of one `put_record` with no expected version: creating, then (when the item exists
+/// Writes of one `put_document` with no expected version: creating, then (when the item exists
 /// but expired) replacing the expired one; a third try only follows a concurrent deletion.
 const CREATE_ATTEMPTS: u32 = 3;
 
@@ -180,9 +180,9 @@ fn inflate(deflated: &[u8]) -> Option<String> {
 }
 
 /// The stored record, unless it expired at or before `now`.
-fn live(raw: Option<Raw>, now: Timestamp) -> Option<StoredRecord> {
+fn live(raw: Option<Raw>, now: Timestamp) -> Option<StoredDocument> {
     raw.filter(|raw| raw.expires_at > now)
-        .map(|raw| StoredRecord {
+        .map(|raw| StoredDocument {
             body: raw.body,
             version: raw.version,
         })
@@ -195,26 +195,26 @@ fn conflict(kind: &str, key_: &str, expected: Option<u64>) -> StoreError {
 }
 
 #[async_trait]
-impl Records for DynamoStore {
-    async fn get_record(
+impl Documents for DynamoStore {
+    async fn get_document(
         &self,
         kind: &str,
         key: &str,
         now: Timestamp,
-    ) -> Result<Option<StoredRecord>, StoreError> {
+    ) -> Result<Option<StoredDocument>, StoreError> {
         Ok(live(self.raw_record(kind, key, true).await?, now))
     }
 
-    async fn peek_record(
+    async fn peek_document(
         &self,
         kind: &str,
         key: &str,
         now: Timestamp,
-    ) -> Result<Option<StoredRecord>, StoreError> {
+    ) -> Result<Option<StoredDocument>, StoreError> {
         Ok(live(self.raw_record(kind, key, false).await?, now))
     }
 
-    async fn put_record(
+    async fn put_document(
         &self,
         kind: &str,
         key: &str,
@@ -266,13 +266,13 @@ impl Records for DynamoStore {
         Err(conflict(kind, key, expected))
     }
 
-    async fn scan_records(
+    async fn scan_documents(
         &self,
         kind: &str,
         cursor: Option<&str>,
         limit: usize,
         now: Timestamp,
-    ) -> Result<RecordPage, StoreError> {
+    ) -> Result<DocumentPage, StoreError> {
         let prefix = record_prefix(kind)?;
         let (items, next) = self
             .scan_items(KIND, Some(&prefix), 0, 1, cursor, limit)
@@ -293,7 +293,10 @@ impl Records for DynamoStore {
                 records.push((key_.to_owned(), record));
             }
         }
-        Ok(RecordPage { records, next })
+        Ok(DocumentPage {
+            documents: records,
+            next,
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 use reqwest::header::{HeaderMap, LOCATION};
 use url::Url;
 
-use super::FetchError;
+use super::DownloadError;
 use crate::{AllowedPorts, FetchErrorKind, HostAllowlist, check_host_literal};
 
 /// What a URL is checked against.
@@ -20,9 +20,9 @@ pub(super) struct Rules<'a> {
 /// Refuses a URL the downloader must not request. IP literals in any notation the URL parser
 /// accepts (`2130706433`, `0x7f.1`, `[::ffff:127.0.0.1]`) are parsed to addresses by then, so
 /// the guard sees the address the client would connect to.
-pub(super) fn check(url: &Url, rules: Rules<'_>) -> Result<(), FetchError> {
+pub(super) fn check(url: &Url, rules: Rules<'_>) -> Result<(), DownloadError> {
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(FetchError::new(
+        return Err(DownloadError::new(
             FetchErrorKind::InvalidUrl,
             format!(
                 "only http and https can be downloaded, not {:?}",
@@ -32,13 +32,13 @@ pub(super) fn check(url: &Url, rules: Rules<'_>) -> Result<(), FetchError> {
     }
     if !url.username().is_empty() || url.password().is_some() {
         // Not quoted: the URL carries a secret.
-        return Err(FetchError::new(
+        return Err(DownloadError::new(
             FetchErrorKind::InvalidUrl,
             "URLs with credentials (user:password@) are not downloaded",
         ));
     }
     let Some(host) = url.host_str() else {
-        return Err(FetchError::new(
+        return Err(DownloadError::new(
             FetchErrorKind::InvalidUrl,
             format!("no host in {url}"),
         ));
@@ -46,7 +46,7 @@ pub(super) fn check(url: &Url, rules: Rules<'_>) -> Result<(), FetchError> {
     // Every http(s) URL has a port, explicit or its scheme's.
     let port = url.port_or_known_default().unwrap_or(0);
     if !rules.ports.allows(port) {
-        return Err(FetchError::new(
+        return Err(DownloadError::new(
             FetchErrorKind::ForbiddenAddress,
             format!("port {port} is not one downloads may use ({})", rules.ports),
         ));
@@ -54,14 +54,14 @@ pub(super) fn check(url: &Url, rules: Rules<'_>) -> Result<(), FetchError> {
     if let Some(hosts) = rules.hosts
         && !hosts.allows(host)
     {
-        return Err(FetchError::new(
+        return Err(DownloadError::new(
             FetchErrorKind::ForbiddenHost,
             format!("{host} is not one of this client's hosts ({hosts})"),
         ));
     }
     check_host_literal(url, rules.allow_private)
         .map(|_| ())
-        .map_err(FetchError::forbidden_address)
+        .map_err(DownloadError::forbidden_address)
 }
 
 /// Where a redirect response points: its `Location`, relative ones resolved against the URL
@@ -71,19 +71,19 @@ pub(super) fn redirect(
     status: u16,
     headers: &HeaderMap,
     rules: Rules<'_>,
-) -> Result<Url, FetchError> {
+) -> Result<Url, DownloadError> {
     let location = headers.get(LOCATION).ok_or_else(|| {
-        FetchError::status(status, None)
+        DownloadError::status(status, None)
             .with_message(format!("HTTP {status} redirect without a Location"))
     })?;
     // Location is ASCII by the spec, but some servers send raw UTF-8 paths; `Url` escapes them.
     let location = std::str::from_utf8(location.as_bytes()).map_err(|_| {
-        FetchError::status(status, None).with_message(format!(
+        DownloadError::status(status, None).with_message(format!(
             "HTTP {status} redirect to a Location that is not UTF-8"
         ))
     })?;
     let to = from.join(location.trim()).map_err(|e| {
-        FetchError::new(
+        DownloadError::new(
             FetchErrorKind::InvalidUrl,
             format!("HTTP {status} redirect to an invalid URL: {e}"),
         )
@@ -104,7 +104,7 @@ mod tests {
         h
     }
 
-    fn hop(to: &str, allow_private: bool) -> Result<Url, FetchError> {
+    fn hop(to: &str, allow_private: bool) -> Result<Url, DownloadError> {
         let from = Url::parse("https://img.example.com/a/b.jpg?x=1").unwrap();
         let rules = Rules {
             allow_private,
