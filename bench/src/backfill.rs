@@ -159,12 +159,12 @@ pub async fn run(o: Options) -> Result<()> {
 
     let alone = live_uploads(&base, o.images, o.live).await?;
 
-    let decodes_before = service.metrics().snapshot().backfill_runs;
+    let decodes_before = service.counts().backfill_runs;
     service.backfill_start().await?;
     let worker = tokio::spawn(work(Arc::clone(&service), o.images));
     let beside = live_uploads(&base, o.images + o.live, o.live).await?;
     let (took, done) = worker.await.context("the backfill worker")??;
-    let decoded = service.metrics().snapshot().backfill_runs - decodes_before;
+    let decoded = service.counts().backfill_runs - decodes_before;
 
     let mut stale = 0;
     for i in 0..o.images {

@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use imgest_core::domain::{ClientId, OfferId};
 use imgest_core::ports::TaskQueue;
+use imgest_flows::CrawlCounts;
 use imgest_flows::crawl::messages::CrawlRequest;
-use imgest_flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
+use imgest_flows::crawl::{Crawler, RESULTS_QUEUE};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
@@ -263,7 +264,7 @@ impl Bench {
                     "{} of {} offers still unsettled after {SETTLE_DEADLINE:?}; crawler: {:?}",
                     t.sent.len() - t.settled.len(),
                     t.sent.len(),
-                    self.crawler().metrics().snapshot()
+                    self.crawler().counts()
                 );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -399,7 +400,7 @@ fn violations(times: &mut [Instant], limit: u32) -> Violations {
     v
 }
 
-fn attempts_ratio(before: &CrawlMetricsSnapshot, after: &CrawlMetricsSnapshot) -> f64 {
+fn attempts_ratio(before: &CrawlCounts, after: &CrawlCounts) -> f64 {
     let attempts = after.download_attempts - before.download_attempts;
     let ok = after.downloads_ok - before.downloads_ok;
     attempts as f64 / ok.max(1) as f64
@@ -435,7 +436,7 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
     }
 
     eprintln!("bench crawl: {}: warm-up", design.name);
-    let before = bench.crawler().metrics().snapshot();
+    let before = bench.crawler().counts();
     for ((client, _), hosts) in PACED_CLIENTS.iter().zip(&paced) {
         for (h, host) in hosts.iter().enumerate() {
             let urls = (0..PHOTOS_PER_HOST)
@@ -445,14 +446,14 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
         }
     }
     bench.settled().await?;
-    let warmup_attempts_per_photo = attempts_ratio(&before, &bench.crawler().metrics().snapshot());
+    let warmup_attempts_per_photo = attempts_ratio(&before, &bench.crawler().counts());
 
     eprintln!("bench crawl: {}: fast hosts only", design.name);
     paced_step(&bench, &paced, sizes.ticks, "f", &[Class::Fast]).await?;
     let fast_only = bench.settle_times("f-fast");
 
     eprintln!("bench crawl: {}: fast, medium and slow hosts", design.name);
-    let before = bench.crawler().metrics().snapshot();
+    let before = bench.crawler().counts();
     paced_step(
         &bench,
         &paced,
@@ -461,7 +462,7 @@ async fn run_design(design: &Design, index: usize, sizes: Sizes) -> Result<Figur
         &[Class::Fast, Class::Medium, Class::Slow],
     )
     .await?;
-    let after = bench.crawler().metrics().snapshot();
+    let after = bench.crawler().counts();
     let fast_mixed = bench.settle_times("m-fast");
     let wasted: Duration = paced
         .iter()

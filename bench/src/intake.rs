@@ -46,8 +46,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
+use imgest_flows::CrawlCounts;
 use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
-use imgest_flows::crawl::{CrawlMetricsSnapshot, Crawler, tier_queue};
+use imgest_flows::crawl::{Crawler, tier_queue};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
@@ -278,7 +279,7 @@ async fn crawl_pool(
                 "{} of {} pool offers unsettled after {POOL_DEADLINE:?}; crawler: {:?}",
                 waiting.len(),
                 offers.len(),
-                crawler.metrics().snapshot()
+                crawler.counts()
             );
         }
         tokio::time::sleep(POOL_CHECK).await;
@@ -298,7 +299,7 @@ async fn crawl_pool(
     ensure!(
         failed == 0,
         "{failed} of the pool's URLs did not download; crawler: {:?}",
-        crawler.metrics().snapshot()
+        crawler.counts()
     );
     eprintln!(
         "bench intake: pool crawled in {:.1} s",
@@ -316,10 +317,10 @@ async fn measure(
     target: f64,
     requests: Vec<CrawlRequest>,
     concurrency: usize,
-) -> Result<(Figures, Answers, CrawlMetricsSnapshot)> {
+) -> Result<(Figures, Answers, CrawlCounts)> {
     let offers = requests.len();
     let urls = requests.iter().map(|r| r.urls.len()).sum();
-    let before = crawler.metrics().snapshot();
+    let before = crawler.counts();
     let next = Arc::new(Mutex::new(requests.into_iter()));
     let started = Instant::now();
     // Tasks, not one task's futures: the intakes' own CPU work (parsing, hashing, JSON)
@@ -368,12 +369,12 @@ async fn measure(
             target,
         },
         answers,
-        moved(&before, &crawler.metrics().snapshot()),
+        moved(&before, &crawler.counts()),
     ))
 }
 
 /// Case (b)'s check: every offer done at intake, every URL settled from its record.
-fn check_known(figures: &Figures, answers: &Answers, delta: &CrawlMetricsSnapshot) -> Result<()> {
+fn check_known(figures: &Figures, answers: &Answers, delta: &CrawlCounts) -> Result<()> {
     ensure!(
         answers.done == figures.offers
             && delta.offers_unchanged == 0
@@ -392,12 +393,12 @@ fn check_known(figures: &Figures, answers: &Answers, delta: &CrawlMetricsSnapsho
 }
 
 /// The counters a case moved.
-fn moved(before: &CrawlMetricsSnapshot, after: &CrawlMetricsSnapshot) -> CrawlMetricsSnapshot {
-    CrawlMetricsSnapshot {
+fn moved(before: &CrawlCounts, after: &CrawlCounts) -> CrawlCounts {
+    CrawlCounts {
         offers_unchanged: after.offers_unchanged - before.offers_unchanged,
         urls_from_cache: after.urls_from_cache - before.urls_from_cache,
         downloads_queued: after.downloads_queued - before.downloads_queued,
-        ..CrawlMetricsSnapshot::default()
+        ..CrawlCounts::default()
     }
 }
 

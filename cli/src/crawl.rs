@@ -74,7 +74,7 @@ pub async fn crawl_file(file: PathBuf, json: bool) -> Result<()> {
     let mut last_progress = Instant::now();
     loop {
         let idle = queues_idle(&runner).await?;
-        let m = crawler.metrics().snapshot();
+        let m = crawler.counts();
         let settled = m.offers_settled + m.offers_unchanged;
         if idle && all_done(&crawler, &offers).await? {
             break;
@@ -114,7 +114,7 @@ pub async fn crawl_file(file: PathBuf, json: bool) -> Result<()> {
             }
         }
     }
-    let m = crawler.metrics().snapshot();
+    let m = crawler.counts();
     if json {
         let summary = serde_json::json!({
             "offers": offers.len(),

@@ -245,7 +245,7 @@ impl Tour {
         );
 
         let ok = results.iter().filter(|r| r["status"] == "ok").count();
-        let m = crawler.metrics().snapshot();
+        let m = crawler.counts();
         Ok(format!(
             "Crawls: {} URLs, {ok} photos ok ({} new, {} already stored), {} failed; {} requests to the partner hosts ({} tier move, {} retry), none when the same request came again.",
             results.len(),
@@ -442,9 +442,9 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     );
 
     println!("2. The seller comes back and uploads the dune photo again");
-    let before = service.metrics().snapshot().pipeline_runs;
+    let before = service.counts().pipeline_runs;
     let (status, again, took) = tour.upload(SAMPLES[0].1).await?;
-    let after = service.metrics().snapshot().pipeline_runs;
+    let after = service.counts().pipeline_runs;
     println!(
         "   {status} deduplicated={} same id {}  {} ms; photos decoded so far: {before} before, {after} after (nothing decoded or written)\n",
         again["deduplicated"],
@@ -538,7 +538,7 @@ pub async fn run(data_dir: PathBuf) -> Result<()> {
     );
 
     // The summary counts the upload steps; the crawl's downloads are summed up on their own.
-    let m = service.metrics().snapshot();
+    let m = service.counts();
     let names: Vec<(&str, String)> = ids.iter().map(|(n, id)| (*n, id.clone())).collect();
     let crawl = tour.crawl(&crawler, &names).await?;
     runner.stop().await;

@@ -53,7 +53,7 @@ async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_paus
         .as_str()
         .unwrap()
         .to_owned();
-    let decodes_before = app.service.metrics().snapshot().pipeline_runs;
+    let decodes_before = app.service.counts().pipeline_runs;
 
     let new = app.service_with_variants(WITH_TINY);
     assert!(!is_current(&new, &ids[0]).await);
@@ -97,19 +97,16 @@ async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_paus
         assert!(variant_names(&new, id).await.contains(&"tiny".to_owned()));
     }
     // Each image decoded once, however many offers link it.
-    let snapshot = new.metrics().snapshot();
+    let snapshot = new.counts();
     assert_eq!(snapshot.backfill_runs, 10);
-    assert_eq!(
-        app.service.metrics().snapshot().pipeline_runs,
-        decodes_before
-    );
+    assert_eq!(app.service.counts().pipeline_runs, decodes_before);
 
     // A second run finds every record current and decodes nothing.
     new.backfill_start().await.unwrap();
     while !new.backfill_status().await.unwrap().finished {
         new.backfill_step(8).await.unwrap();
     }
-    assert_eq!(new.metrics().snapshot().backfill_runs, 10);
+    assert_eq!(new.counts().backfill_runs, 10);
 
     // The API serves the new size; the old URLs still work until the sweep grace has passed.
     let image = app.get(&format!("/v1/images/{}", ids[2])).await;

@@ -84,7 +84,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
     for id in &ids {
         assert!(current(id).await, "{id} re-processed");
     }
-    assert_eq!(new.metrics().snapshot().backfill_runs, 3);
+    assert_eq!(new.counts().backfill_runs, 3);
     let status = new.backfill_status().await.unwrap();
     assert_eq!((status.pending, status.done), (0, 3), "{status:?}");
     assert!(status.finished);

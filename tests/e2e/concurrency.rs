@@ -28,7 +28,7 @@ async fn concurrent_uploads_of_the_same_new_bytes_decode_once_and_agree_on_the_i
         );
         assert_eq!(r.json["image_id"], expected.as_str());
     }
-    let m = app.service.metrics().snapshot();
+    let m = app.service.counts();
     assert_eq!(m.pipeline_runs, 1);
     assert_eq!(m.files_written, 4);
     assert_eq!(app.files_of(&expected).await.len(), 4);
@@ -52,5 +52,5 @@ async fn a_crashed_claim_expires_and_is_taken_over() {
     app.advance_clock(Duration::from_secs(31));
     let r = app.upload(&photo).await;
     assert_eq!(r.status, 201, "{}", r.json);
-    assert_eq!(app.service.metrics().snapshot().pipeline_runs, 1);
+    assert_eq!(app.service.counts().pipeline_runs, 1);
 }

@@ -67,7 +67,7 @@ async fn slow_hosts_settle_in_the_tier_that_fits_and_later_photos_start_there() 
         assert_eq!(results[0]["status"], "ok", "tier {tier}: {results:?}");
         hosts.push(host);
     }
-    let before = app.metrics().download_attempts;
+    let before = app.counts().download_attempts;
     for (tier, host) in hosts.iter().enumerate() {
         let results = app
             .crawl_settled("acme", &format!("tier-{tier}-b"), &[host.url("/2.jpg")])
@@ -75,7 +75,7 @@ async fn slow_hosts_settle_in_the_tier_that_fits_and_later_photos_start_there() 
         assert_eq!(results[0]["status"], "ok", "tier {tier}: {results:?}");
     }
     assert_eq!(
-        app.metrics().download_attempts - before,
+        app.counts().download_attempts - before,
         3,
         "after one photo, each host's downloads start in the tier that fits it"
     );
@@ -317,7 +317,7 @@ async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_
         1,
         "one image, linked once"
     );
-    assert_eq!(app.metrics().photos_new, 1);
+    assert_eq!(app.counts().photos_new, 1);
 
     // Two offers with the same URL at once: one download, both settle with it.
     let shared = vec![host.url("/shared.jpg?utm_source=feed")];
@@ -365,9 +365,9 @@ async fn a_trusted_hosts_hash_header_naming_a_known_photo_saves_reading_the_body
         app.photo_ids("mirrored").await,
         vec![id_of(&known), id_of(&unknown)]
     );
-    let metrics = app.metrics();
-    assert_eq!(metrics.bodies_skipped, 1, "{metrics:?}");
-    assert_eq!(metrics.photos_new, 2, "{metrics:?}");
+    let counts = app.counts();
+    assert_eq!(counts.bodies_skipped, 1, "{counts:?}");
+    assert_eq!(counts.photos_new, 2, "{counts:?}");
 }
 
 #[tokio::test]
@@ -422,7 +422,7 @@ async fn an_expired_url_is_downloaded_again_with_its_etag() {
     assert_eq!(results[0]["image_id"], id_of(&bytes).as_str());
     assert_eq!(host.requests(), 2);
     assert_eq!(
-        app.metrics().not_modified,
+        app.counts().not_modified,
         1,
         "the second download was a 304"
     );

@@ -371,7 +371,7 @@ async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let response = handlers::fetch::handle(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    assert_eq!(crawler.metrics().snapshot().processed_here, 1);
+    assert_eq!(crawler.counts().processed_here, 1);
     let id = ImageId::of_bytes(&fits).to_string();
     assert_eq!(app.files_of(&id).await.len(), 4);
     assert!(!app.files().await.iter().any(|k| k.starts_with("fetched/")));
@@ -402,7 +402,7 @@ async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let response = handlers::fetch::handle(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    assert_eq!(crawler.metrics().snapshot().processed_here, 0);
+    assert_eq!(crawler.counts().processed_here, 0);
     assert!(
         small
             .files()

@@ -90,7 +90,7 @@ async fn a_failing_host_opens_its_circuit_and_a_probe_after_the_cool_down_closes
         .await;
     assert_eq!(kind(&other[0]), "host_unavailable", "{other:?}");
     assert_eq!(down.requests(), 4);
-    assert_eq!(app.metrics().circuit_refusals, 2);
+    assert_eq!(app.counts().circuit_refusals, 2);
 
     // After the cool-down one download goes through; it works, so the circuit closes.
     tokio::time::sleep(COOL_DOWN).await;

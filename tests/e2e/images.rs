@@ -25,7 +25,7 @@ async fn uploading_the_same_bytes_twice_returns_the_same_id_created_then_dedupli
     assert_eq!(second.json["deduplicated"], true);
     assert_eq!(second.json["variants"], first.json["variants"]);
 
-    let m = app.service.metrics().snapshot();
+    let m = app.service.counts();
     assert_eq!(m.pipeline_runs, 1, "a dedup hit must not decode");
     assert_eq!(m.uploads_deduplicated, 1);
 }
@@ -225,7 +225,7 @@ async fn a_precheck_answers_the_stored_photos_refreshed_and_claims_nothing_for_t
     // The unknown id got no record, and nothing was decoded again.
     let r = app.get(&format!("/v1/images/{never_sent}")).await;
     assert_eq!(r.status, 404, "{}", r.json);
-    assert_eq!(app.service.metrics().snapshot().pipeline_runs, 1);
+    assert_eq!(app.service.counts().pipeline_runs, 1);
 }
 
 #[tokio::test]

@@ -508,7 +508,7 @@ impl History {
     ) -> Result<(), String> {
         let op = attempt.op;
         for (content, service) in &attempt.services {
-            let runs = service.metrics().snapshot().pipeline_runs;
+            let runs = service.counts().pipeline_runs;
             self.totals.decodes += runs;
             if let Some(c) = content {
                 *self.decodes.entry(*c).or_default() += runs;

@@ -27,7 +27,7 @@ pub async fn core_scenario(app: &TestApp) -> (Vec<String>, Vec<String>) {
     );
     let b = app.upload_ok(&fixture("small.png")).await;
     let c = app.upload_ok(&fixture("animated.gif")).await;
-    assert_eq!(app.service.metrics().snapshot().pipeline_runs, 3);
+    assert_eq!(app.service.counts().pipeline_runs, 3);
     for v in first.json["variants"].as_object().unwrap().values() {
         assert_eq!(app.get_bytes(v["url"].as_str().unwrap()).await.0, 200);
     }

@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use super::upload::{decode, delete_generation_files, write_files};
-use super::{FlowError, Metrics, Service};
+use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion,
 };
@@ -628,8 +628,8 @@ impl Service {
             self.until_no_upload_is_processing().await;
             let processed =
                 decode(&self.pipeline, &self.budget, &self.process_slots, &original).await?;
-            Metrics::add(&self.metrics.pipeline_runs, 1);
-            Metrics::add(&self.metrics.backfill_runs, 1);
+            self.counters.pipeline_runs.increment(1);
+            self.counters.backfill_runs.increment(1);
             processed?
         };
         let generation = Generation::random_other_than(&record.generation);
@@ -640,7 +640,7 @@ impl Service {
             &original,
             processed,
             self.pipeline.version().clone(),
-            &self.metrics,
+            &self.counters,
         )
         .await?;
         let keep = self.ports.clock.now().plus(self.policy.sweep_grace);

@@ -7,7 +7,7 @@ use serde::Serialize;
 use tracing::info;
 
 use super::upload::delete_generation_files;
-use super::{FlowError, Metrics, Service};
+use super::{FlowError, Service};
 use imgest_core::domain::{ImageRecord, ImageState};
 use imgest_core::telemetry::metrics::Stage;
 
@@ -80,8 +80,8 @@ impl Service {
                 delete_generation_files(&self.ports, &old.id, &old.generation).await?
             }
         };
-        Metrics::add(&self.metrics.gc_images_deleted, 1);
-        Metrics::add(&self.metrics.gc_files_deleted, deleted);
+        self.counters.gc_images_deleted.increment(1);
+        self.counters.gc_files_deleted.increment(deleted);
         info!(image_id = %old.id, generation = %old.generation, files = deleted, "collected a removed image");
         Ok(deleted)
     }
@@ -116,8 +116,8 @@ impl Service {
         };
         report.images_deleted += 1;
         report.files_deleted += deleted;
-        Metrics::add(&self.metrics.gc_images_deleted, 1);
-        Metrics::add(&self.metrics.gc_files_deleted, deleted);
+        self.counters.gc_images_deleted.increment(1);
+        self.counters.gc_files_deleted.increment(deleted);
         Ok(())
     }
 }

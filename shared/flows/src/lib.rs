@@ -13,16 +13,16 @@
 //! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
 //! - [`stats`]: what is stored and what is waiting, counted from the stores.
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
-//! - `error`, `metrics`, `service`: the flows' error, counters and shared state.
+//! - `error`, `counts`, `service`: the flows' error, counters and shared state.
 
 pub mod audit;
 pub mod backfill;
 pub mod browse;
 pub mod configure;
+mod counts;
 pub mod crawl;
 mod error;
 pub mod gc;
-mod metrics;
 pub mod offers;
 pub mod presigned;
 pub mod queues;
@@ -31,6 +31,6 @@ pub mod stats;
 pub mod sweep;
 pub mod upload;
 
+pub use counts::{CrawlCounters, CrawlCounts, FlowCounters, FlowCounts};
 pub use error::FlowError;
-pub use metrics::{Metrics, MetricsSnapshot};
 pub use service::{Policy, Ports, Service};

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::{FlowError, Metrics};
+use super::{FlowCounters, FlowCounts, FlowError};
 pub use imgest_core::Ports;
 use imgest_core::budget::{MemoryBudget, Refusal, Reservation};
+use imgest_core::telemetry::counters::Tally;
 use imgest_pipeline::Pipeline;
 use imgest_settings::Settings;
 
@@ -76,13 +77,16 @@ pub struct Service {
     pub(crate) admitted: usize,
     /// What bodies and decodes may hold (see `budget.rs`).
     pub(crate) budget: MemoryBudget,
-    pub(crate) metrics: Arc<Metrics>,
+    /// What the flows count (see [`counts`](Self::counts)).
+    pub(crate) counters: FlowCounters,
+    tally: Arc<Tally>,
 }
 
 impl Service {
     pub fn new(ports: Ports, pipeline: Pipeline, policy: Policy) -> Self {
         let slots = policy.process_concurrency.max(1);
         let admitted = slots + policy.max_pending_uploads;
+        let tally = Arc::new(Tally::default());
         Self {
             ports,
             pipeline: Arc::new(pipeline),
@@ -91,7 +95,8 @@ impl Service {
             admission: Arc::new(Semaphore::new(admitted)),
             admitted,
             budget: MemoryBudget::new(policy.memory_budget),
-            metrics: Arc::new(Metrics::default()),
+            counters: FlowCounters::register(&tally),
+            tally,
             policy,
         }
     }
@@ -136,7 +141,8 @@ impl Service {
         &self.policy
     }
 
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+    /// What this service's flows did so far, read from its counters.
+    pub fn counts(&self) -> FlowCounts {
+        FlowCounts::read(&self.tally)
     }
 }

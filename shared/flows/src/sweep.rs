@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use super::{FlowError, Metrics, Service};
+use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, IMAGE_AREAS, ImageId, ImageRecord, ImageState, ORIGINALS_PREFIX, SHARD_COUNT,
     Timestamp, VariantName, VariantSetVersion, shard_prefixes,
@@ -245,7 +245,9 @@ impl Service {
             if !dry_run && !garbage.is_empty() {
                 self.ports.blobs.delete(&garbage).await?;
                 report.files_deleted += garbage.len() as u64;
-                Metrics::add(&self.metrics.sweep_files_deleted, garbage.len() as u64);
+                self.counters
+                    .sweep_files_deleted
+                    .increment(garbage.len() as u64);
             }
             match page.next {
                 Some(next) => cursor = Some(next),

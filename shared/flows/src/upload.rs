@@ -19,7 +19,7 @@ use bytes::Bytes;
 use tracing::{Instrument, info, warn};
 
 use super::service::Ports;
-use super::{FlowError, Metrics, Service};
+use super::{FlowCounters, FlowError, Service};
 use imgest_core::budget::{MemoryBudget, Reservation};
 use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant, VariantSetVersion,
@@ -123,7 +123,7 @@ impl Service {
         self.pipeline
             .check_format(body.len(), &body.head(MAGIC_LEN))
             .inspect_err(|_| {
-                Metrics::add(&self.metrics.pipeline_rejections, 1);
+                self.counters.pipeline_rejections.increment(1);
             })?;
         let mut body = Some(body);
         let mut joined = Bytes::new();
@@ -134,7 +134,7 @@ impl Service {
         loop {
             match self.claim(&id).await? {
                 Claim::Existing(record) => {
-                    Metrics::add(&self.metrics.uploads_deduplicated, 1);
+                    self.counters.uploads_deduplicated.increment(1);
                     return Ok(UploadOutcome {
                         record,
                         deduplicated: true,
@@ -147,7 +147,7 @@ impl Service {
                     // Header checks (declared size against the pixel limit) before any decoding;
                     // a refused body gives its claim back at once.
                     if let Err(e) = self.pipeline.inspect(&joined) {
-                        Metrics::add(&self.metrics.pipeline_rejections, 1);
+                        self.counters.pipeline_rejections.increment(1);
                         if let Err(abandon) = self.ports.images.abandon(&id, &generation).await {
                             warn!(image_id = %id, error = %abandon, "could not remove a refused claim; it expires by itself");
                         }
@@ -158,7 +158,7 @@ impl Service {
                         .await?
                     {
                         Some(record) => {
-                            Metrics::add(&self.metrics.uploads_new, 1);
+                            self.counters.uploads_new.increment(1);
                             return Ok(UploadOutcome {
                                 record,
                                 deduplicated: false,
@@ -174,7 +174,7 @@ impl Service {
                         return Err(FlowError::StillProcessing(id));
                     }
                     if let Some(record) = self.wait_for_claim(&id).await? {
-                        Metrics::add(&self.metrics.uploads_deduplicated, 1);
+                        self.counters.uploads_deduplicated.increment(1);
                         return Ok(UploadOutcome {
                             record,
                             deduplicated: true,
@@ -286,7 +286,7 @@ impl Service {
             .check_format(body.len(), &body[..MAGIC_LEN.min(body.len())])
             .and_then(|_| self.pipeline.inspect(&body).map(drop));
         if let Err(e) = checked {
-            Metrics::add(&self.metrics.pipeline_rejections, 1);
+            self.counters.pipeline_rejections.increment(1);
             return Err(e.into());
         }
         let generation = Generation::random();
@@ -295,7 +295,7 @@ impl Service {
             .await?
         {
             Some(record) => {
-                Metrics::add(&self.metrics.uploads_new, 1);
+                self.counters.uploads_new.increment(1);
                 Ok(UploadOutcome {
                     record,
                     deduplicated: false,
@@ -338,7 +338,7 @@ impl Service {
         let slots = Arc::clone(&self.process_slots);
         let admission = Arc::clone(&self.admission);
         let budget = self.budget.clone();
-        let metrics = Arc::clone(&self.metrics);
+        let counters = self.counters.clone();
         let orphan_ttl = self.policy.orphan_ttl;
         let version = self.pipeline.version().clone();
         let task = tokio::spawn(async move {
@@ -348,11 +348,11 @@ impl Service {
                 return Err(FlowError::Overloaded);
             };
             let processed = decode(&pipeline, &budget, &slots, &body).await?;
-            Metrics::add(&metrics.pipeline_runs, 1);
+            counters.pipeline_runs.increment(1);
             let processed = match processed {
                 Ok(p) => p,
                 Err(e) => {
-                    Metrics::add(&metrics.pipeline_rejections, 1);
+                    counters.pipeline_rejections.increment(1);
                     guard.release().await;
                     return Err(FlowError::Image(e));
                 }
@@ -365,7 +365,7 @@ impl Service {
                     &body,
                     processed,
                     version,
-                    &metrics,
+                    &counters,
                 ))
                 .await?;
             let now = ports.clock.now();
@@ -448,7 +448,7 @@ pub(crate) async fn write_files(
     original: &Bytes,
     processed: Processed,
     variant_set: VariantSetVersion,
-    metrics: &Metrics,
+    counters: &FlowCounters,
 ) -> Result<ReadyImage, FlowError> {
     let mut writes = Vec::with_capacity(processed.variants.len() + 1);
     let mut variants = Vec::with_capacity(processed.variants.len());
@@ -479,7 +479,7 @@ pub(crate) async fn write_files(
     for r in results {
         r?;
     }
-    Metrics::add(&metrics.files_written, writes.len() as u64);
+    counters.files_written.increment(writes.len() as u64);
     Ok(ReadyImage {
         format: processed.format,
         width: processed.width,

@@ -11,11 +11,11 @@ mod error;
 mod files;
 mod images;
 mod json;
-mod metrics;
 mod offers;
 mod openapi;
 mod page;
 mod router;
+mod scrape;
 mod uploads;
 
 pub use error::ApiError;

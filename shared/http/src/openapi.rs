@@ -24,7 +24,7 @@ use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 pub(super) use super::error::ErrorBody;
-use super::{browse, crawl, files, images, metrics, offers, page, router, uploads};
+use super::{browse, crawl, files, images, offers, page, router, scrape, uploads};
 
 /// Where the document is served.
 pub const PATH: &str = "/v1/openapi.json";
@@ -66,7 +66,7 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         crawl::post,
         crawl::get,
         files::get,
-        metrics::get,
+        scrape::get,
         browse::list,
         page::index,
         page::asset,

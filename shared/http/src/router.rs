@@ -16,9 +16,7 @@ use utoipa::ToSchema;
 
 use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
-use super::{
-    ApiError, auth, browse, crawl, files, images, metrics, offers, openapi, page, uploads,
-};
+use super::{ApiError, auth, browse, crawl, files, images, offers, openapi, page, scrape, uploads};
 use crate::auth::Authenticator;
 use imgest_core::domain::random::secure_hex;
 use imgest_flows::Service;
@@ -111,7 +109,7 @@ pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> 
     ];
     if edge == Edge::LocalRunner {
         routes.push(("/files/{*key}", get(files::get)));
-        routes.push((metrics::PATH, get(metrics::get)));
+        routes.push((scrape::PATH, get(scrape::get)));
         routes.push(("/v1/operator/images", get(browse::list)));
         routes.push(("/", get(page::index)));
         routes.push(("/page/{file}", get(page::asset)));

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use imgest_core::ports::TaskQueue;
-use imgest_flows::crawl::{CrawlMetricsSnapshot, Crawler, RESULTS_QUEUE};
+use imgest_flows::CrawlCounts;
+use imgest_flows::crawl::{Crawler, RESULTS_QUEUE};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
 use serde_json::{Value, json};
@@ -160,7 +161,7 @@ impl CrawlApp {
         }
     }
 
-    pub fn metrics(&self) -> CrawlMetricsSnapshot {
-        self.crawler.metrics().snapshot()
+    pub fn counts(&self) -> CrawlCounts {
+        self.crawler.counts()
     }
 }

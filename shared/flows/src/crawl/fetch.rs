@@ -10,7 +10,6 @@ use tracing::{Instrument, debug, info};
 use super::downloads::ProcessedDownload;
 use super::gather::Expected;
 use super::learning::Admitted;
-use super::metrics::add;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
 use crate::FlowError;
@@ -121,7 +120,7 @@ impl Crawler {
             Admitted::Go => false,
             Admitted::Probe => true,
             Admitted::Refused => {
-                add(&self.metrics.circuit_refusals, 1);
+                self.counters.circuit_refusals.increment(1);
                 let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, task.attempt);
                 return self
                     .finish_url(&task.url_hash, Settlement::Failed { error })
@@ -130,7 +129,7 @@ impl Crawler {
             }
         };
         if !probe && let Some(wait) = self.hosts.backoff(&host, now) {
-            add(&self.metrics.deferrals, 1);
+            self.counters.deferrals.increment(1);
             return self.queue_task(&task, wait).await.map(|()| None);
         }
         let downloader = self.downloader()?;
@@ -160,7 +159,7 @@ impl Crawler {
         let now = self.now();
         if grant.granted == 0 {
             drop(slot);
-            add(&self.metrics.deferrals, 1);
+            self.counters.deferrals.increment(1);
             let wait = grant
                 .retry_at
                 .map_or(Duration::from_millis(100), |at| at.since(now));
@@ -172,7 +171,7 @@ impl Crawler {
         let tier = task.tier.min(self.settings.last_tier());
         let deadline = self.settings.tiers[tier];
         let validator = record.validators.as_ref().map(Validators::validator);
-        add(&self.metrics.download_attempts, 1);
+        self.counters.download_attempts.increment(1);
         let hosts = self.settings.hosts_of(&task.client_id);
         let known = LiveImages(&self.service);
         let dedup = (!self.settings.hash_headers.is_empty()).then_some(BodyDedup {
@@ -204,7 +203,7 @@ impl Crawler {
                     &host,
                     Observation::Finished(download.elapsed),
                 );
-                add(&self.metrics.downloads_ok, 1);
+                self.counters.downloads_ok.increment(1);
                 self.photo_downloaded(&task, download, attempts, settle)
                     .await
             }
@@ -215,8 +214,8 @@ impl Crawler {
                 ..
             }) => {
                 self.learn_tier(&task.client_id, &host, Observation::Finished(elapsed));
-                add(&self.metrics.bodies_skipped, 1);
-                add(&self.metrics.photos_deduplicated, 1);
+                self.counters.bodies_skipped.increment(1);
+                self.counters.photos_deduplicated.increment(1);
                 let settlement = Settlement::Ok {
                     validators: Some(Validators::new(image_id.clone(), validator)),
                     image_id,
@@ -227,7 +226,7 @@ impl Crawler {
             }
             Ok(Downloaded::NotModified { elapsed, .. }) => {
                 self.learn_tier(&task.client_id, &host, Observation::Finished(elapsed));
-                add(&self.metrics.not_modified, 1);
+                self.counters.not_modified.increment(1);
                 match record.validators {
                     Some(v) => {
                         let settlement = Settlement::Ok {
@@ -268,14 +267,14 @@ impl Crawler {
         let error = PhotoError::new(e.kind, e.http_status, attempts);
         match e.kind.class() {
             FailureClass::Slow => {
-                add(&self.metrics.timeouts, 1);
+                self.counters.timeouts.increment(1);
                 self.learn_tier(
                     &task.client_id,
                     host,
                     Observation::TimedOut { tier: task.tier },
                 );
                 if task.tier < self.settings.last_tier() {
-                    add(&self.metrics.tier_moves, 1);
+                    self.counters.tier_moves.increment(1);
                     let next = FetchTask {
                         tier: task.tier + 1,
                         attempt: attempts,
@@ -285,7 +284,7 @@ impl Crawler {
                 }
             }
             FailureClass::Transient if attempts < self.settings.max_attempts => {
-                add(&self.metrics.retries, 1);
+                self.counters.retries.increment(1);
                 let delay = retry_delay(
                     attempts,
                     self.settings.retry_base,
@@ -324,7 +323,7 @@ impl Crawler {
                 .await
                 .map(|()| None);
         }
-        add(&self.metrics.processed_here, 1);
+        self.counters.processed_here.increment(1);
         let settlement = self
             .process_inline(download.image_id, download.bytes, validators, attempts)
             .await?;
@@ -350,11 +349,11 @@ impl Crawler {
         match self.service.store_fetched(image_id, bytes).await {
             Ok(outcome) => {
                 let counter = if outcome.deduplicated {
-                    &self.metrics.photos_deduplicated
+                    &self.counters.photos_deduplicated
                 } else {
-                    &self.metrics.photos_new
+                    &self.counters.photos_new
                 };
-                add(counter, 1);
+                counter.increment(1);
                 Ok(Settlement::Ok {
                     image_id: outcome.record.id,
                     validators: Some(validators),
@@ -386,7 +385,7 @@ impl Crawler {
         // An expired record not yet collected goes through the process function, whose claim
         // revives it (without decoding), as an upload would.
         if is_live(&self.service, &download.image_id).await? {
-            add(&self.metrics.photos_deduplicated, 1);
+            self.counters.photos_deduplicated.increment(1);
             let settlement = Settlement::Ok {
                 image_id: download.image_id,
                 validators: Some(validators),
@@ -420,7 +419,7 @@ impl Crawler {
                 },
             )
             .await?;
-        add(&self.metrics.photos_new, 1);
+        self.counters.photos_new.increment(1);
         info!(url_hash = %task.url_hash, "download handed to the process function");
         Ok(())
     }
@@ -543,7 +542,7 @@ impl Crawler {
         )
         .await?;
         if written && let PhotoStatus::Failed { error } = &finished.status {
-            add(&self.metrics.urls_failed, 1);
+            self.counters.urls_failed.increment(1);
             info!(url_hash = %hash, kind = %error.kind, attempts = error.attempts, "URL failed");
         }
         Ok(written)

@@ -8,7 +8,6 @@ use std::time::Duration;
 use md5::{Digest, Md5};
 
 use super::Crawler;
-use super::metrics::add;
 use super::records::{
     self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, URL_KIND, UrlOutcome, UrlRecord,
     Waiter,
@@ -115,8 +114,10 @@ impl Crawler {
                 limit,
             });
         }
-        add(&self.metrics.offers_received, 1);
-        add(&self.metrics.urls_received, request.urls.len() as u64);
+        self.counters.offers_received.increment(1);
+        self.counters
+            .urls_received
+            .increment(request.urls.len() as u64);
         let now = self.now();
         let hosts = self.settings.hosts_of(&request.client_id);
         let parsed: Vec<(String, Result<NormalizedUrl, FetchErrorKind>)> = request
@@ -145,7 +146,7 @@ impl Crawler {
             && self.is_unchanged(&previous, &fingerprint, now)
         {
             // The common case for offers that are re-sent whole: nothing to download or link.
-            add(&self.metrics.offers_unchanged, 1);
+            self.counters.offers_unchanged.increment(1);
             self.send_result(&offer, &previous).await?;
             return Ok(CrawlState::Done);
         }
@@ -197,7 +198,7 @@ impl Crawler {
             .await?;
         }
         if let Some(known) = &known {
-            add(&self.metrics.urls_from_cache, known.len() as u64);
+            self.counters.urls_from_cache.increment(known.len() as u64);
             self.finish_crawl(&offer, crawl).await?;
             return Ok(CrawlState::Done);
         }
@@ -225,7 +226,7 @@ impl Crawler {
         let mut settled = HashMap::new();
         for (url, joined) in urls.iter().zip(joined) {
             if let Joined::Settled(status) = joined {
-                add(&self.metrics.urls_from_cache, 1);
+                self.counters.urls_from_cache.increment(1);
                 settled.insert(url.hash(), status);
             }
         }
@@ -338,7 +339,7 @@ impl Crawler {
             Some(Joined::Settled(PhotoStatus::Failed { error }))
                 if error.kind == FetchErrorKind::HostUnavailable =>
             {
-                add(&self.metrics.circuit_refusals, 1);
+                self.counters.circuit_refusals.increment(1);
                 Ok(Joined::Settled(PhotoStatus::Failed { error }))
             }
             Some(Joined::Settled(status)) => Ok(Joined::Settled(status)),
@@ -347,7 +348,7 @@ impl Crawler {
                 Ok(Joined::Waiting)
             }
             None => {
-                add(&self.metrics.urls_joined, 1);
+                self.counters.urls_joined.increment(1);
                 Ok(Joined::Waiting)
             }
         }
@@ -378,7 +379,7 @@ impl Crawler {
             tier,
             attempt: 0,
         };
-        add(&self.metrics.downloads_queued, 1);
+        self.counters.downloads_queued.increment(1);
         self.queue_task(&task, at.since(now)).await
     }
 

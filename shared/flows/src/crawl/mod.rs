@@ -21,7 +21,6 @@ mod grants;
 mod intake;
 mod learning;
 pub mod messages;
-mod metrics;
 mod pacer;
 mod records;
 mod sends;
@@ -29,7 +28,8 @@ mod settle;
 
 use std::sync::{Arc, OnceLock};
 
-use crate::{FlowError, Service};
+use crate::{CrawlCounters, CrawlCounts, FlowError, Service};
+use imgest_core::telemetry::counters::Tally;
 use imgest_download::{DownloadConfig, Downloader};
 use imgest_download::{HostLimits, TierChooser};
 use imgest_settings::CrawlSettings;
@@ -37,7 +37,6 @@ use imgest_settings::CrawlSettings;
 pub use self::downloads::ProcessedDownload;
 pub use self::gather::Expected;
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
-pub use self::metrics::{CrawlMetrics, CrawlMetricsSnapshot};
 use self::pacer::Pacer;
 pub(super) use self::records::for_each_latest_crawl;
 
@@ -81,7 +80,8 @@ pub struct Crawler {
     grants: grants::GrantBatcher,
     sends: sends::SendBatcher,
     processing: Processing,
-    metrics: CrawlMetrics,
+    tally: Arc<Tally>,
+    counters: CrawlCounters,
 }
 
 impl Crawler {
@@ -93,6 +93,7 @@ impl Crawler {
             user_agent: settings.user_agent.clone(),
             ports: settings.fetch_ports.clone(),
         };
+        let tally = Arc::new(Tally::default());
         Self {
             chooser: TierChooser::new(settings.tiers.clone()),
             hosts: HostLimits::new(settings.domain_concurrency, settings.circuit),
@@ -105,7 +106,8 @@ impl Crawler {
             grants: grants::GrantBatcher::default(),
             sends: sends::SendBatcher::default(),
             processing,
-            metrics: CrawlMetrics::default(),
+            counters: CrawlCounters::register(&tally),
+            tally,
         }
     }
 
@@ -130,8 +132,9 @@ impl Crawler {
         &self.settings
     }
 
-    pub fn metrics(&self) -> &CrawlMetrics {
-        &self.metrics
+    /// What this crawler did so far, read from its counters.
+    pub fn counts(&self) -> CrawlCounts {
+        CrawlCounts::read(&self.tally)
     }
 
     pub fn hosts(&self) -> &HostLimits {

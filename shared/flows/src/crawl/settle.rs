@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use tracing::info;
 
 use super::Crawler;
-use super::metrics::add;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
 use crate::FlowError;
 use crate::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
@@ -101,7 +100,7 @@ impl Crawler {
             },
         )
         .await?;
-        add(&self.metrics.offers_settled, 1);
+        self.counters.offers_settled.increment(1);
         info!(offer_id = %offer, photos = images.len(), urls = crawl.photos.len(), "crawl settled");
         Ok(())
     }

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use crate::auth::{
     AuthError, Authenticator, Caller, Observer, Operator, Partner, Uploader, gateway,
 };
-use crate::{ApiError, ApiState, metrics, openapi};
+use crate::{ApiError, ApiState, openapi, scrape};
 
 /// Authenticates every `/v1` request but the OpenAPI document's (the health check, the
 /// document and the public files are open) and puts its [`Caller`] in the request's
@@ -26,7 +26,7 @@ pub(crate) async fn authenticate(
     let path = request.uri().path();
     // Exactly the document's path: anything else under /v1 stays closed. The metrics are
     // closed too.
-    if !(path.starts_with("/v1/") || path == metrics::PATH) || path == openapi::PATH {
+    if !(path.starts_with("/v1/") || path == scrape::PATH) || path == openapi::PATH {
         return next.run(request).await;
     }
     let caller = match &state.auth {

@@ -1,6 +1,7 @@
-//! `GET /metrics`: the stages' counts and timings as Prometheus text, served by the local
-//! runner (on AWS they leave as CloudWatch embedded-metric-format lines instead). Closed like
-//! the `/v1` routes: a scraper's token needs the `imgest:metrics` scope.
+//! `GET /metrics`, for a scraper: the stages' counts and timings and the flows' counters as
+//! Prometheus text, served by the local runner (on AWS they leave as CloudWatch
+//! embedded-metric-format lines instead). Closed like the `/v1` routes: a scraper's token needs
+//! the `imgest:metrics` scope.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +18,8 @@ pub const PATH: &str = "/metrics";
 ///
 /// Every stage's runs (`imgest_stage_total`, by `stage`, `outcome` and, for downloads,
 /// `tier`) and, at `IMGEST_METRICS=timings`, their durations (`imgest_stage_seconds`, a
-/// histogram), in Prometheus's text format.
+/// histogram), and the flows' event counters (`imgest_uploads_new_total`,
+/// `imgest_download_attempts_total`, …), in Prometheus's text format.
 #[utoipa::path(
     get,
     path = "/metrics",
