@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
-use super::upload::{decode, delete_generation_files, write_files};
+use super::decode::decode;
+use super::files::{delete_generation_files, write_files};
 use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion,

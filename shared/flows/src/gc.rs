@@ -6,9 +6,9 @@
 use serde::Serialize;
 use tracing::info;
 
-use super::upload::delete_generation_files;
+use super::files::delete_record_files;
 use super::{FlowError, Service};
-use imgest_core::domain::{ImageRecord, ImageState};
+use imgest_core::domain::ImageRecord;
 use imgest_core::telemetry::metrics::Stage;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -70,16 +70,7 @@ impl Service {
         {
             return Ok(0);
         }
-        let deleted = match old.state {
-            ImageState::Ready { .. } => {
-                let keys = old.file_keys();
-                self.ports.blobs.delete(&keys).await?;
-                keys.len() as u64
-            }
-            ImageState::Processing { .. } => {
-                delete_generation_files(&self.ports, &old.id, &old.generation).await?
-            }
-        };
+        let deleted = delete_record_files(&self.ports, old).await?;
         self.counters.gc_images_deleted.increment(1);
         self.counters.gc_files_deleted.increment(deleted);
         info!(image_id = %old.id, generation = %old.generation, files = deleted, "collected a removed image");
@@ -103,17 +94,7 @@ impl Service {
             report.kept += 1;
             return Ok(());
         }
-        let deleted = match record.state {
-            ImageState::Ready { .. } => {
-                let keys = record.file_keys();
-                self.ports.blobs.delete(&keys).await?;
-                keys.len() as u64
-            }
-            // An abandoned claim may have written any subset of its files.
-            ImageState::Processing { .. } => {
-                delete_generation_files(&self.ports, &record.id, &record.generation).await?
-            }
-        };
+        let deleted = delete_record_files(&self.ports, record).await?;
         report.images_deleted += 1;
         report.files_deleted += deleted;
         self.counters.gc_images_deleted.increment(1);

@@ -18,15 +18,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use tracing::{Instrument, info, warn};
 
+use super::decode::decode;
+use super::files::{delete_generation_files, write_files};
 use super::service::Ports;
-use super::{FlowCounters, FlowError, Service};
-use imgest_core::budget::{MemoryBudget, Reservation};
-use imgest_core::domain::{
-    BlobKey, Generation, ImageId, ImageRecord, Owner, StoredVariant, VariantSetVersion,
-};
-use imgest_core::ports::{Claim, ReadyImage, StoreError};
+use super::{FlowError, Service};
+use imgest_core::domain::{Generation, ImageId, ImageRecord, Owner};
+use imgest_core::ports::{Claim, StoreError};
 use imgest_core::telemetry::metrics::Stage;
-use imgest_pipeline::{Pipeline, PipelineError, Processed};
 
 /// What an upload returns: the record and whether the bytes were already known.
 #[derive(Debug, Clone)]
@@ -440,56 +438,6 @@ async fn find_ours(
         .filter(|r| &r.generation == generation && r.is_ready()))
 }
 
-/// Writes the original and every variant (concurrently) and describes them for the record.
-pub(crate) async fn write_files(
-    ports: &Ports,
-    id: &ImageId,
-    generation: &Generation,
-    original: &Bytes,
-    processed: Processed,
-    variant_set: VariantSetVersion,
-    counters: &FlowCounters,
-) -> Result<ReadyImage, FlowError> {
-    let mut writes = Vec::with_capacity(processed.variants.len() + 1);
-    let mut variants = Vec::with_capacity(processed.variants.len());
-    writes.push((
-        BlobKey::original(id, generation),
-        original.clone(),
-        processed.format.mime(),
-    ));
-    for v in processed.variants {
-        variants.push(StoredVariant {
-            name: v.name.clone(),
-            width: v.width,
-            height: v.height,
-            bytes: v.jpeg.len() as u64,
-        });
-        writes.push((
-            BlobKey::variant(id, generation, &v.name),
-            Bytes::from(v.jpeg),
-            "image/jpeg",
-        ));
-    }
-    let results = futures_util::future::join_all(
-        writes
-            .iter()
-            .map(|(key, body, content_type)| ports.blobs.put(key, body.clone(), content_type)),
-    )
-    .await;
-    for r in results {
-        r?;
-    }
-    counters.files_written.increment(writes.len() as u64);
-    Ok(ReadyImage {
-        format: processed.format,
-        width: processed.width,
-        height: processed.height,
-        original_bytes: original.len() as u64,
-        variants,
-        variant_set,
-    })
-}
-
 /// Which record the files of a processing run end up in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Record {
@@ -575,81 +523,11 @@ async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_clai
     }
 }
 
-/// Deletes every file under one generation of an image, found by listing its prefixes.
-pub(crate) async fn delete_generation_files(
-    ports: &Ports,
-    id: &ImageId,
-    generation: &Generation,
-) -> Result<u64, StoreError> {
-    let mut deleted = 0;
-    for prefix in BlobKey::generation_prefixes(id, generation) {
-        loop {
-            // Always from the start: the previous page is gone once deleted.
-            let page = ports.blobs.list(&prefix, None, 1000).await?;
-            if page.blobs.is_empty() {
-                break;
-            }
-            let keys: Vec<BlobKey> = page.blobs.into_iter().map(|b| b.key).collect();
-            ports.blobs.delete(&keys).await?;
-            deleted += keys.len() as u64;
-            if page.next.is_none() {
-                break;
-            }
-        }
-    }
-    Ok(deleted)
-}
-
-/// Decodes and resizes `body` once room for its footprint is reserved and a decoding slot is
-/// free (off the async threads). The outer error is the task's; the inner one the photo's.
-pub(crate) async fn decode(
-    pipeline: &Arc<Pipeline>,
-    budget: &MemoryBudget,
-    slots: &Arc<tokio::sync::Semaphore>,
-    body: &Bytes,
-) -> Result<Result<Processed, PipelineError>, FlowError> {
-    let _memory = match reserve_memory(pipeline, budget, body).await {
-        Ok(reservation) => reservation,
-        Err(e) => return Ok(Err(e)),
-    };
-    let _slot = slots
-        .acquire()
-        .await
-        .map_err(|e| FlowError::Internal(e.to_string()))?;
-    let (pipeline, body) = (Arc::clone(pipeline), body.clone());
-    tokio::task::spawn_blocking(move || pipeline.process(&body))
-        .await
-        .map_err(|e| FlowError::Internal(format!("pipeline task failed: {e}")))
-}
-
-/// Reserves what decoding `body` will hold at its peak (its footprint, read from the header
-/// off the async threads), waiting for room; a photo larger than the whole decoding pool is
-/// refused (`too_many_pixels`, with the budget in the message).
-async fn reserve_memory(
-    pipeline: &Arc<Pipeline>,
-    budget: &MemoryBudget,
-    body: &Bytes,
-) -> Result<Reservation, PipelineError> {
-    let (pipeline, bytes) = (Arc::clone(pipeline), body.clone());
-    let footprint = tokio::task::spawn_blocking(move || pipeline.footprint(&bytes))
-        .await
-        .map_err(|e| PipelineError::CorruptImage(format!("the header check failed: {e}")))??;
-    // A wait without a time limit is refused only when the photo can never fit.
-    budget
-        .work(footprint.bytes)
-        .await
-        .map_err(|_| PipelineError::OverBudget {
-            width: footprint.info.width,
-            height: footprint.info.height,
-            needed: footprint.bytes,
-            budget: budget.work_pool(),
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Policy;
+    use imgest_core::ports::ReadyImage;
     use imgest_core::ports::SystemClock;
     use imgest_embedded::{FsBlobStore, SqliteStore};
     use imgest_pipeline::{Pipeline, PipelineConfig};
