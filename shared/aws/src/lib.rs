@@ -4,6 +4,7 @@
 
 pub mod dynamodb;
 pub mod s3;
+mod sdk_error;
 pub mod sfn;
 pub mod sqs;
 mod sqs_dead_letters;

@@ -12,17 +12,15 @@
 //! failures are `Unavailable` (retryable), anything else is `Backend`; the SDK error is kept as
 //! the source.
 
-use std::error::Error as StdError;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
+use crate::sdk_error::{is_retryable_code, sdk_error};
 use imgest_core::domain::{BlobKey, Timestamp};
 use imgest_core::ports::{BlobMeta, BlobPage, BlobStore, StoreError, UploadUrls};
 
@@ -283,74 +281,6 @@ impl UploadUrls for S3BlobStore {
     }
 }
 
-/// Error codes that mean "try again later" across S3, SQS, Step Functions and DynamoDB.
-fn is_retryable_code(code: &str) -> bool {
-    matches!(
-        code,
-        "SlowDown"
-            | "Throttling"
-            | "ThrottlingException"
-            | "ThrottledException"
-            | "RequestThrottled"
-            | "RequestThrottledException"
-            | "TooManyRequestsException"
-            | "RequestLimitExceeded"
-            | "BandwidthLimitExceeded"
-            | "ProvisionedThroughputExceededException"
-            | "TransactionInProgressException"
-            | "PriorRequestNotComplete"
-            | "RequestTimeout"
-            | "RequestTimeoutException"
-            | "InternalError"
-            | "InternalFailure"
-            | "InternalServerError"
-            | "ServiceUnavailable"
-            | "ServiceUnavailableException"
-            | "ExecutionLimitExceeded"
-    )
-}
-
-/// Translates an AWS SDK error at the adapter boundary, keeping it as the source:
-///
-/// - `NoSuchKey`, or any other 404 but a missing bucket → [`StoreError::NotFound`];
-/// - throttling and server errors (429, 5xx, the codes AWS uses for them), timeouts, failed
-///   connections and unreadable responses → [`StoreError::Unavailable`] (retryable);
-/// - anything else (access denied, a missing bucket or queue, a bad request) →
-///   [`StoreError::Backend`]: retrying will not fix it.
-pub(crate) fn sdk_error<E>(context: impl Into<String>, err: SdkError<E, HttpResponse>) -> StoreError
-where
-    E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
-{
-    let context = context.into();
-    let message = format!("{context}: {}", DisplayErrorContext(&err));
-    let retryable = match &err {
-        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
-        SdkError::DispatchFailure(failure) => !failure.is_user(),
-        SdkError::ConstructionFailure(_) => false,
-        SdkError::ServiceError(service) => {
-            let status = service.raw().status().as_u16();
-            let code = err.code().unwrap_or("");
-            if code == "NoSuchKey" || (status == 404 && code != "NoSuchBucket") {
-                return StoreError::NotFound(message);
-            }
-            status == 429 || status >= 500 || is_retryable_code(code)
-        }
-        // `SdkError` is non-exhaustive: a new kind is reported, not retried.
-        _ => false,
-    };
-    if retryable {
-        StoreError::Unavailable {
-            message,
-            source: Some(Box::new(err)),
-        }
-    } else {
-        StoreError::Backend {
-            message,
-            source: Some(Box::new(err)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -443,14 +373,6 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.is_retryable(), "{err:?}");
-        assert!(StdError::source(&err).is_some());
-    }
-
-    #[test]
-    fn throttling_and_server_codes_are_retryable() {
-        assert!(is_retryable_code("SlowDown"));
-        assert!(is_retryable_code("ThrottlingException"));
-        assert!(!is_retryable_code("AccessDenied"));
-        assert!(!is_retryable_code("NoSuchBucket"));
+        assert!(std::error::Error::source(&err).is_some());
     }
 }

@@ -6,7 +6,7 @@ use aws_sdk_sfn::config::http::HttpResponse;
 use aws_sdk_sfn::error::{ProvideErrorMetadata, SdkError};
 use serde::Serialize;
 
-use super::s3::sdk_error;
+use crate::sdk_error::sdk_error;
 use imgest_core::ports::StoreError;
 
 /// The delayed-send state machine and a client to start it.

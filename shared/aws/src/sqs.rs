@@ -14,8 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 
-use super::s3::sdk_error;
 use super::sfn::StepFunctionsDelay;
+use crate::sdk_error::sdk_error;
 use imgest_core::backend::MAX_SQS_DELAY;
 use imgest_core::ports::{DeadMessage, MessageSender, OutgoingMessage, QueueCounts, StoreError};
 

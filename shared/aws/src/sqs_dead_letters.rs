@@ -10,8 +10,8 @@ use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName,
 };
 
-use super::s3::sdk_error;
 use super::sqs::SqsSender;
+use crate::sdk_error::sdk_error;
 use imgest_core::ports::{DeadMessage, OutgoingMessage, StoreError};
 
 /// A queue's dead-letter queue.

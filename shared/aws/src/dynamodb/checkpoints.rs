@@ -2,8 +2,9 @@
 
 use async_trait::async_trait;
 
+use super::DynamoStore;
 use super::item::{Attrs, Expr, Item, key, s};
-use super::{DynamoStore, sdk_error};
+use crate::sdk_error::sdk_error;
 use imgest_core::ports::{Checkpoints, StoreError};
 
 const KIND: &str = "checkpoint";
@@ -36,7 +37,7 @@ impl Checkpoints for DynamoStore {
         self.update(checkpoint_key(name), parts, None)
             .send()
             .await
-            .map_err(|e| sdk_error(&format!("saving checkpoint {name:?}"), e))?;
+            .map_err(|e| sdk_error(format!("saving checkpoint {name:?}"), e))?;
         Ok(())
     }
 }

@@ -29,7 +29,8 @@ use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
-use super::{DynamoStore, is_condition_failed, sdk_error};
+use super::{DynamoStore, is_condition_failed};
+use crate::sdk_error::sdk_error;
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
 
@@ -150,7 +151,7 @@ impl DynamoStore {
         {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(&format!("writing record {kind}/{key_:?}"), e)),
+            Err(e) => Err(sdk_error(format!("writing record {kind}/{key_:?}"), e)),
         }
     }
 }

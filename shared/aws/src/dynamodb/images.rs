@@ -38,7 +38,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
 use super::offers::LINKED_BY;
 use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket_of};
-use super::{DynamoStore, backoff, build_error, is_condition_failed, sdk_error};
+use super::{DynamoStore, backoff, build_error, is_condition_failed};
+use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
     Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant,
     Timestamp, VariantSetVersion,
@@ -400,7 +401,7 @@ impl DynamoStore {
                 "refreshing",
             )?))),
             Err(e) if is_condition_failed(&e) => Ok(None),
-            Err(e) => Err(sdk_error(&format!("refreshing image {id}"), e)),
+            Err(e) => Err(sdk_error(format!("refreshing image {id}"), e)),
         }
     }
 
@@ -439,7 +440,7 @@ impl DynamoStore {
             Ok(_) => Ok(Some(Claim::New { generation })),
             Err(e) if is_condition_failed(&e) => Ok(None),
             Err(e) => Err(sdk_error(
-                &format!("taking over the claim of image {id}"),
+                format!("taking over the claim of image {id}"),
                 e,
             )),
         }
@@ -614,7 +615,7 @@ impl ImageIndex for DynamoStore {
             Err(e) if is_condition_failed(&e) => Err(StoreError::Conflict(format!(
                 "image {id}: the claim of generation {generation} is no longer held"
             ))),
-            Err(e) => Err(sdk_error(&format!("completing image {id}"), e)),
+            Err(e) => Err(sdk_error(format!("completing image {id}"), e)),
         }
     }
 
@@ -668,7 +669,7 @@ impl ImageIndex for DynamoStore {
         match deleted {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failed(&e) => Ok(()),
-            Err(e) => Err(sdk_error(&format!("abandoning the claim of image {id}"), e)),
+            Err(e) => Err(sdk_error(format!("abandoning the claim of image {id}"), e)),
         }
     }
 
@@ -746,7 +747,7 @@ impl ImageIndex for DynamoStore {
         match updated {
             Ok(out) => returned_record(out.attributes, id, "replacing the files of").map(Some),
             Err(e) if is_condition_failed(&e) => Ok(None),
-            Err(e) => Err(sdk_error(&format!("replacing the files of image {id}"), e)),
+            Err(e) => Err(sdk_error(format!("replacing the files of image {id}"), e)),
         }
     }
 
@@ -800,7 +801,7 @@ impl ImageIndex for DynamoStore {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
             Err(e) => Err(sdk_error(
-                &format!("correcting the link count of image {id}"),
+                format!("correcting the link count of image {id}"),
                 e,
             )),
         }
@@ -836,7 +837,7 @@ impl ImageIndex for DynamoStore {
         match deleted {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(&format!("deleting expired image {id}"), e)),
+            Err(e) => Err(sdk_error(format!("deleting expired image {id}"), e)),
         }
     }
 }

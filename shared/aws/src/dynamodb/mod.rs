@@ -43,6 +43,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
 
+use crate::sdk_error::sdk_error;
 use imgest_core::ports::StoreError;
 
 pub use schema::{GC_INDEX, create_table};
@@ -118,57 +119,11 @@ impl DynamoStore {
     }
 }
 
-/// Error codes a retry may fix (besides any 5xx status).
-const RETRYABLE_CODES: &[&str] = &[
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "Throttling",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "InternalFailure",
-    "ServiceUnavailable",
-    "TransactionConflictException",
-    "TransactionInProgressException",
-    "LimitExceededException",
-    "ReplicatedWriteConflictException",
-];
-
 /// Whether the call failed only because its condition expression was false.
 pub(crate) fn is_condition_failed<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
     e.as_service_error()
         .and_then(ProvideErrorMetadata::code)
         .is_some_and(|c| c == "ConditionalCheckFailedException")
-}
-
-/// The service error's code, if the service answered with one.
-pub(crate) fn error_code<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> Option<&str> {
-    e.as_service_error().and_then(ProvideErrorMetadata::code)
-}
-
-/// Translates an SDK error: retryable failures to `Unavailable`, the rest to `Backend`.
-pub(crate) fn sdk_error<E>(context: &str, e: SdkError<E, HttpResponse>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-{
-    let retryable = match &e {
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            true
-        }
-        SdkError::ServiceError(s) => {
-            s.err().code().is_some_and(|c| RETRYABLE_CODES.contains(&c))
-                || s.raw().status().is_server_error()
-        }
-        _ => false,
-    };
-    let message = match error_code(&e) {
-        Some(code) => format!("dynamodb: {context}: {code}"),
-        None => format!("dynamodb: {context}"),
-    };
-    if retryable {
-        StoreError::unavailable(message, e)
-    } else {
-        StoreError::backend(message, e)
-    }
 }
 
 /// A request builder refused a missing required field: a bug here, not bad input.
@@ -202,35 +157,11 @@ mod tests {
     }
 
     #[test]
-    fn errors_are_classified_at_the_boundary() {
+    fn only_a_false_condition_is_a_failed_condition() {
         assert!(is_condition_failed(&service(
             "ConditionalCheckFailedException",
             400
         )));
         assert!(!is_condition_failed(&service("ThrottlingException", 400)));
-        for (code, status) in [
-            ("ProvisionedThroughputExceededException", 400),
-            ("ThrottlingException", 400),
-            ("RequestLimitExceeded", 400),
-            ("TransactionConflictException", 400),
-            ("SomethingNew", 503),
-            ("InternalServerError", 500),
-        ] {
-            assert!(
-                matches!(
-                    sdk_error("x", service(code, status)),
-                    StoreError::Unavailable { .. }
-                ),
-                "{code}"
-            );
-        }
-        for code in ["ResourceNotFoundException", "ValidationException"] {
-            let e = sdk_error("x", service(code, 400));
-            assert!(matches!(e, StoreError::Backend { .. }), "{code}");
-            assert!(std::error::Error::source(&e).is_some(), "keeps the source");
-        }
-        let timeout: SdkError<UpdateItemError, HttpResponse> =
-            SdkError::timeout_error(std::io::Error::other("slow"));
-        assert!(sdk_error("x", timeout).is_retryable());
     }
 }

@@ -47,7 +47,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 
 use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
 use super::item::{Attrs, Expr, ExprParts, Item, PK, id_of, key, ms, n, s};
-use super::{DynamoStore, backoff, build_error, error_code, is_condition_failed, sdk_error};
+use super::{DynamoStore, backoff, build_error, is_condition_failed};
+use crate::sdk_error::{error_code, is_retryable_code, sdk_error};
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::{LinkError, OfferLinks, PhotoListPage, StoreError};
 
@@ -232,7 +233,7 @@ impl DynamoStore {
         {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(&format!("linking image {id}"), e)),
+            Err(e) => Err(sdk_error(format!("linking image {id}"), e)),
         }
     }
 
@@ -343,12 +344,7 @@ impl DynamoStore {
             "dynamodb: writing offer links: cancelled ({})",
             reasons.join(", ")
         );
-        if reasons.iter().any(|c| {
-            matches!(
-                *c,
-                "ThrottlingError" | "ProvisionedThroughputExceeded" | "RequestLimitExceeded"
-            )
-        }) {
+        if reasons.iter().any(|c| is_retryable_code(c)) {
             Err(StoreError::unavailable(message, e))
         } else {
             Err(StoreError::backend(message, e))
@@ -381,7 +377,7 @@ impl DynamoStore {
             match updated {
                 Ok(_) => return Ok(()),
                 Err(e) if is_condition_failed(&e) => {}
-                Err(e) => return Err(sdk_error(&format!("unlinking image {id}"), e)),
+                Err(e) => return Err(sdk_error(format!("unlinking image {id}"), e)),
             }
         }
         Err(StoreError::Conflict(format!(

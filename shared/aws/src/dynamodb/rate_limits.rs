@@ -21,7 +21,8 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::item::{Attrs, Expr, Item, PK, TTL, key, n, ttl_secs};
-use super::{DynamoStore, backoff, is_condition_failed, sdk_error};
+use super::{DynamoStore, backoff, is_condition_failed};
+use crate::sdk_error::sdk_error;
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::{Grant, RateLimiter, StoreError};
 
@@ -214,7 +215,7 @@ impl DynamoStore {
                 Ok(_) => {}
                 Err(e) if is_condition_failed(&e) => return Ok(None),
                 Err(e) => {
-                    return Err(sdk_error(&format!("recording grants of {client:?}"), e));
+                    return Err(sdk_error(format!("recording grants of {client:?}"), e));
                 }
             }
         }

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use super::DynamoStore;
 use super::item::{Expr, Item, PK, SK, s};
-use super::{DynamoStore, sdk_error};
+use crate::sdk_error::sdk_error;
 use imgest_core::ports::StoreError;
 
 /// Items read per page at most (DynamoDB also stops a page at 1 MB).
@@ -70,7 +71,7 @@ impl DynamoStore {
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(|e| sdk_error(&format!("scanning {kind} items"), e))?;
+            .map_err(|e| sdk_error(format!("scanning {kind} items"), e))?;
         let next = out.last_evaluated_key.as_ref().and_then(cursor_of);
         Ok((out.items.unwrap_or_default(), next))
     }

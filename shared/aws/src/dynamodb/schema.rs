@@ -21,8 +21,9 @@ use aws_sdk_dynamodb::types::{
     TableStatus, TimeToLiveSpecification,
 };
 
+use super::build_error;
 use super::item::{PK, SK, TTL};
-use super::{build_error, error_code, sdk_error};
+use crate::sdk_error::{error_code, sdk_error};
 use imgest_core::domain::ImageId;
 use imgest_core::ports::StoreError;
 
@@ -102,7 +103,7 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
                 "table {table} already exists"
             )));
         }
-        return Err(sdk_error(&format!("creating table {table}"), e));
+        return Err(sdk_error(format!("creating table {table}"), e));
     }
     wait_until_active(client, table).await?;
     let ttl = TimeToLiveSpecification::builder()
@@ -116,7 +117,7 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
         .time_to_live_specification(ttl)
         .send()
         .await
-        .map_err(|e| sdk_error(&format!("enabling TTL on {table}"), e))?;
+        .map_err(|e| sdk_error(format!("enabling TTL on {table}"), e))?;
     Ok(())
 }
 
@@ -128,7 +129,7 @@ async fn wait_until_active(client: &Client, table: &str) -> Result<(), StoreErro
             .table_name(table)
             .send()
             .await
-            .map_err(|e| sdk_error(&format!("describing table {table}"), e))?;
+            .map_err(|e| sdk_error(format!("describing table {table}"), e))?;
         let active = described.table().is_some_and(|t| {
             t.table_status() == Some(&TableStatus::Active)
                 && t.global_secondary_indexes()

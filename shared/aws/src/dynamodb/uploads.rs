@@ -10,7 +10,8 @@
 use async_trait::async_trait;
 
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
-use super::{DynamoStore, is_condition_failed, sdk_error};
+use super::{DynamoStore, is_condition_failed};
+use crate::sdk_error::sdk_error;
 use imgest_core::domain::{ImageId, Owner, UploadId};
 use imgest_core::ports::{StoreError, UploadRecord, UploadRecords, UploadState};
 
@@ -126,7 +127,7 @@ impl UploadRecords for DynamoStore {
             Err(e) if is_condition_failed(&e) => {
                 Err(StoreError::Conflict(format!("upload {id} already exists")))
             }
-            Err(e) => Err(sdk_error(&format!("creating upload {id}"), e)),
+            Err(e) => Err(sdk_error(format!("creating upload {id}"), e)),
         }
     }
 
@@ -151,7 +152,7 @@ impl UploadRecords for DynamoStore {
         match updated {
             Ok(_) => Ok(()),
             Err(e) if is_condition_failed(&e) => Err(StoreError::NotFound(format!("upload {id}"))),
-            Err(e) => Err(sdk_error(&format!("finishing upload {id}"), e)),
+            Err(e) => Err(sdk_error(format!("finishing upload {id}"), e)),
         }
     }
 }
