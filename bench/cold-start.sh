@@ -8,7 +8,7 @@
 # measurement, run by hand.
 #
 # The first answers include the work of the smoke test's first event: for scheduled-gc a sweep
-# of all 256 shards on moto, for process a whole photo.
+# of all 256 shards on moto, for process and backfill a whole photo.
 #
 # Usage:
 #   bench/cold-start.sh [ROUNDS]
@@ -17,9 +17,10 @@ cd "$(dirname "$0")/.."
 source bench/tools.sh
 
 rounds=${1:-5}
-functions=(imgest-api imgest-intake imgest-fetch imgest-process imgest-ttl-cleanup imgest-scheduled-gc)
+mapfile -t functions < <(infra/functions.sh | cut -d' ' -f1)
+[ ${#functions[@]} -gt 0 ] || { echo "cold-start: infra/functions.sh found no functions" >&2; exit 1; }
 
-_bench_say "building the six functions (release)"
+_bench_say "building the ${#functions[@]} functions (release)"
 args=()
 for f in "${functions[@]}"; do args+=(-p "$f"); done
 cargo build --release --quiet "${args[@]}"

@@ -30,8 +30,9 @@ cd "$(dirname "$0")/.."
 CARGO_LAMBDA_VERSION="1.9.2"
 ZIGLANG_VERSION="0.17.1"
 
-# The functions in template.yaml: one package (and binary) each.
-FUNCTIONS=(imgest-api imgest-intake imgest-fetch imgest-process imgest-ttl-cleanup imgest-scheduled-gc imgest-backfill)
+# The functions: one package (and binary) each, from the workspace (infra/functions.sh).
+mapfile -t FUNCTIONS < <(infra/functions.sh | cut -d' ' -f1)
+[ ${#FUNCTIONS[@]} -gt 0 ] || { echo "lambda-build: infra/functions.sh found no functions" >&2; exit 1; }
 
 say() { echo "lambda-build: $*" >&2; }
 # shellcheck source=infra/venv.sh

@@ -1,7 +1,7 @@
 //! `imgest-bench crawl`: the crawl simulation benchmark. It runs the real
 //! crawler (inline processing, SQLite, the local download pools) against simulated partner
 //! hosts on 127.0.0.1, with time scaled down, once with timeout tiers and tier routing and
-//! once as the naive design (a short tier, then one long retry pool), and prints the issue's
+//! once as the naive design (a short tier, then one long retry pool), and prints the targets'
 //! figures side by side.
 //!
 //! The host mix is seed 001's: 40 % of hosts answer within the first tier, 40 % within the

@@ -1,6 +1,6 @@
 //! `imgest`: the operator CLI. `serve` runs the local runner (the whole service in one process
 //! on embedded storage: SQLite and a directory); the other commands run one flow each. Wiring
-//! only: every behaviour lives in `imgest-shared`.
+//! only: every behaviour lives in the library crates under `shared/`.
 
 mod backfill;
 mod commands;

@@ -10,6 +10,7 @@
 //! | `3` | ttl-cleanup | a DynamoDB stream batch; the image records TTL removed (`removed_images`) |
 //! | `4` | scheduled-gc | an EventBridge scheduled event, taken as any JSON (the handler ignores it) |
 //! | `5` | api | an API Gateway HTTP API request (payload 2.0), as lambda_http reads it; then the JWT authorizer's claims and the caller they make |
+//! | `6` | backfill | its schedule's event or an SQS batch of backfill tasks (`Event::of`); each task's body an image id |
 //!
 //! One known third-party panic is let through (see [`tolerate_lambda_http_panics`]); any other
 //! panic is a finding.
@@ -20,13 +21,14 @@ use std::cell::Cell;
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_aws::dynamodb::removed_images;
 use imgest_http::auth::{Caller, gateway};
-use imgest_core::domain::{NormalizationRules, NormalizedUrl, redacted};
+use imgest_core::domain::{ImageId, NormalizationRules, NormalizedUrl, redacted};
 use imgest_flows::crawl::messages::{CrawlRequest, FetchTask};
+use imgest_lambda::backfill::Event;
 use imgest_lambda::process::{Work, work_in};
 use imgest_lambda::sqs_items;
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: u8 = 6;
+const KINDS: u8 = 7;
 
 thread_local! {
     /// Whether lambda_http is building a request on this thread.
@@ -72,6 +74,15 @@ fuzz_target!(init: tolerate_lambda_http_panics(), |bytes: &[u8]| {
         }
         4 => {
             let _ = serde_json::from_slice::<serde_json::Value>(event);
+        }
+        6 => {
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(event)
+                && let Ok(Event::Tasks(batch)) = Event::of(value)
+            {
+                for (_, body) in sqs_items(batch) {
+                    let _ = ImageId::parse(body.trim());
+                }
+            }
         }
         _ => {
             let Ok(text) = std::str::from_utf8(event) else {

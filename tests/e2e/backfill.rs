@@ -312,3 +312,23 @@ async fn backfill_waits_while_live_work_is_due_and_the_queue_shows_both() {
     assert_eq!(overview.dead_letters.len(), 1);
     assert_eq!(overview.dead_letters[0].reason, "http_404: gone");
 }
+
+#[tokio::test]
+async fn the_backfill_function_reprocesses_the_image_its_sample_event_names() {
+    let app = TestApp::start_with(&[("IMGEST_BACKFILL_RATE", "0")]).await;
+    let id = app.upload_ok(&photos(1)[0]).await;
+    let new = app.service_with_variants(WITH_TINY);
+    new.backfill_start().await.unwrap();
+    let sample = crate::aws::event(
+        "sqs-backfill.json",
+        &[("0123456789abcdef0123456789abcdef", &id)],
+    );
+    let event = imgest_lambda::backfill::Event::of(serde_json::from_str(&sample).unwrap()).unwrap();
+    let imgest_lambda::backfill::Event::Tasks(batch) = event else {
+        panic!("an SQS batch reads as tasks: {event:?}");
+    };
+    let response = imgest_lambda::backfill::tasks(&new, batch).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(is_current(&new, &id).await);
+    assert!(variant_names(&new, &id).await.contains(&"tiny".to_owned()));
+}

@@ -48,7 +48,7 @@ async fn start() -> (TestApp, Identity) {
     (TestApp::start_with(&vars).await, id)
 }
 
-/// What the route answers each caller (the model): uploads and images for any
+/// What the route answers each caller (docs/api.md, who may do what): uploads and images for any
 /// scoped caller; an upload only for its starter; offers and crawls for partners with a
 /// client, each in its own namespace.
 fn expected(route: &str, who: Who) -> u16 {

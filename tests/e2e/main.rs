@@ -18,6 +18,7 @@ mod give_up;
 mod identity;
 mod identity_aws;
 mod images;
+mod inventory;
 mod learning_aws;
 mod lifecycle;
 mod model;

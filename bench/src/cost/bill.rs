@@ -46,7 +46,7 @@ pub struct StageBill {
 }
 
 impl StageBill {
-    /// Compute, queues and table: everything but S3 PUTs (the issue counts those on top).
+    /// Compute, queues and table: everything but S3 PUTs (the targets count those on top: docs/cost.md).
     pub fn without_puts(&self) -> f64 {
         self.lambda + self.dynamodb + self.sqs + self.s3_gets + self.sfn
     }

@@ -1,5 +1,5 @@
 //! The cost tables: per stage (what was measured and what it costs per million photos), the
-//! requests behind them, and per scenario against the targets.
+//! requests behind them, and per scenario against the targets in docs/cost.md.
 
 use super::Options;
 use super::bill::{Sizing, StageBill, bill, price};

@@ -1,0 +1,330 @@
+//! The Lambda functions are listed once: each crate under `functions/` with its
+//! `[package.metadata.lambda]` (the template functions that deploy it, the sample events of its
+//! triggers). Every other list of them is held to that one here: `template.yaml`, `events/`
+//! and its README, the bootstraps' smoke test, the fuzz target of the events, and the table in
+//! `docs/architecture.md` ("Adding a Lambda function" is the checklist these tests enforce).
+//! The scripts that build or run every function read it (`infra/functions.sh`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// One Lambda function, as its crate declares it.
+#[derive(Debug)]
+struct Function {
+    /// The package (and binary) name, `imgest-<name>`.
+    package: String,
+    /// Its directory under the workspace, `functions/<name>`.
+    dir: String,
+    resources: Vec<String>,
+    events: Vec<String>,
+}
+
+impl Function {
+    /// `<name>` of `functions/<name>`.
+    fn name(&self) -> &str {
+        self.dir.trim_start_matches("functions/")
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The workspace's packages under `functions/`, from `cargo metadata`.
+fn functions() -> Vec<Function> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workspace = PathBuf::from(meta["workspace_root"].as_str().unwrap());
+    let mut functions = Vec::new();
+    for package in meta["packages"].as_array().unwrap() {
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap());
+        let dir = manifest.parent().unwrap().strip_prefix(&workspace).unwrap();
+        if !dir.starts_with("functions") {
+            continue;
+        }
+        let package_name = package["name"].as_str().unwrap().to_owned();
+        let list = |key: &str| -> Vec<String> {
+            package["metadata"]["lambda"][key]
+                .as_array()
+                .unwrap_or_else(|| {
+                    panic!("{package_name}: [package.metadata.lambda] has no `{key}` list")
+                })
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        };
+        functions.push(Function {
+            resources: list("resources"),
+            events: list("events"),
+            package: package_name.clone(),
+            dir: dir.to_str().unwrap().to_owned(),
+        });
+    }
+    functions.sort_by(|a, b| a.package.cmp(&b.package));
+    assert!(!functions.is_empty(), "no crates under functions/");
+    functions
+}
+
+/// A template function: its logical id, `CodeUri` and `BuildProperties.Binary`.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Deployed {
+    resource: String,
+    code_uri: String,
+    binary: String,
+}
+
+/// Every `AWS::Serverless::Function` of `template.yaml`. The template is read as text: each
+/// resource is a two-space-indented key under `Resources:`, its properties below it.
+fn deployed(template: &str) -> Vec<Deployed> {
+    let resources = template
+        .split_once("\nResources:\n")
+        .expect("template.yaml has Resources")
+        .1;
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for line in resources.lines() {
+        if line.starts_with("  ") && !line.starts_with("   ") && line.trim_end().ends_with(':') {
+            blocks.push((line.trim().trim_end_matches(':').to_owned(), String::new()));
+        } else if let Some((_, body)) = blocks.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+        if !line.is_empty() && !line.starts_with(' ') && !line.starts_with('#') {
+            break; // the next top-level section (Outputs, ...)
+        }
+    }
+    let field = |body: &str, name: &str| -> String {
+        body.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    blocks
+        .into_iter()
+        .filter(|(_, body)| field(body, "Type") == "AWS::Serverless::Function")
+        .map(|(resource, body)| Deployed {
+            code_uri: field(&body, "CodeUri"),
+            binary: field(&body, "Binary"),
+            resource,
+        })
+        .collect()
+}
+
+#[test]
+fn every_template_function_is_a_function_crate_and_deploys_what_the_crate_declares() {
+    let functions = functions();
+    let template = read("template.yaml");
+    let mut expected: BTreeSet<Deployed> = BTreeSet::new();
+    for f in &functions {
+        assert!(
+            !f.resources.is_empty(),
+            "{}: deployed by no template function",
+            f.package
+        );
+        for resource in &f.resources {
+            expected.insert(Deployed {
+                resource: resource.clone(),
+                code_uri: f.dir.clone(),
+                binary: f.package.clone(),
+            });
+        }
+    }
+    let found: BTreeSet<Deployed> = deployed(&template).into_iter().collect();
+    let missing: Vec<_> = expected.difference(&found).collect();
+    let unknown: Vec<_> = found.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "template.yaml's functions differ from the crates' [package.metadata.lambda] \
+         (docs/architecture.md, \"Adding a Lambda function\", steps 1 and 2):\n\
+         declared, not in the template: {missing:#?}\nin the template, not declared: {unknown:#?}"
+    );
+}
+
+#[test]
+fn every_sample_event_belongs_to_a_function_and_is_listed_with_it() {
+    let functions = functions();
+    let readme = read("events/README.md");
+    let mut owners: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for f in &functions {
+        assert!(!f.events.is_empty(), "{}: no sample event", f.package);
+        for event in &f.events {
+            let text = read(&format!("events/{event}"));
+            serde_json::from_str::<Value>(&text)
+                .unwrap_or_else(|e| panic!("events/{event} ({}): {e}", f.package));
+            owners.entry(event.clone()).or_default().push(&f.package);
+        }
+    }
+    for (event, packages) in &owners {
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{event}` |")))
+            .unwrap_or_else(|| panic!("events/README.md lists no row for `{event}`"));
+        for package in packages {
+            assert!(
+                row.contains(&format!("`{package}`")),
+                "events/README.md's row for `{event}` does not name `{package}`: {row}"
+            );
+        }
+    }
+    for entry in std::fs::read_dir(root().join("events")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".json") {
+            assert!(
+                owners.contains_key(&name),
+                "events/{name} is no function's sample event ([package.metadata.lambda] events)"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_bootstraps_smoke_test_runs_every_function() {
+    let smoke = read("tests/e2e/bootstraps.rs");
+    for f in functions() {
+        let first = &f.resources[0];
+        let declared = f
+            .resources
+            .iter()
+            .any(|r| smoke.contains(&format!("Bootstrap::of(\"{}\", \"{r}\")", f.package)));
+        assert!(
+            declared,
+            "tests/e2e/bootstraps.rs has no `Bootstrap::of(\"{}\", \"{first}\")` \
+             (docs/architecture.md, \"Adding a Lambda function\", step 4)",
+            f.package
+        );
+    }
+}
+
+#[test]
+fn the_fuzz_target_of_the_events_reads_every_functions_events() {
+    let target = read("fuzz/fuzz_targets/events.rs");
+    let seeds: Vec<String> = std::fs::read_dir(root().join("fuzz/seeds/events"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    for f in functions() {
+        let row = target
+            .lines()
+            .find(|l| l.starts_with("//! | `") && l.contains(&format!("| {} |", f.name())))
+            .unwrap_or_else(|| {
+                panic!(
+                    "fuzz/fuzz_targets/events.rs's table of kinds has no row for {} \
+                     (docs/architecture.md, \"Adding a Lambda function\", step 5)",
+                    f.name()
+                )
+            });
+        let byte = row.split('`').nth(1).unwrap();
+        assert!(
+            seeds.iter().any(|s| s.starts_with(&format!("{byte}-"))),
+            "fuzz/seeds/events has no seed for {} (kind `{byte}`)",
+            f.name()
+        );
+    }
+}
+
+#[test]
+fn the_architecture_guide_lists_every_function() {
+    let guide = read("docs/architecture.md");
+    let rows: BTreeMap<&str, &str> = guide
+        .lines()
+        .filter(|l| l.contains("| `functions/"))
+        .filter_map(|l| Some((l.split('`').nth(1)?, l)))
+        .collect();
+    let functions = functions();
+    for f in &functions {
+        let row = rows.get(f.dir.as_str()).unwrap_or_else(|| {
+            panic!(
+                "docs/architecture.md's table of functions has no row for `{}` (step 6)",
+                f.dir
+            )
+        });
+        for item in f.resources.iter().chain(&f.events) {
+            assert!(
+                row.contains(&format!("`{item}`")),
+                "docs/architecture.md's row for `{}` does not name `{item}`",
+                f.dir
+            );
+        }
+    }
+    assert_eq!(
+        rows.len(),
+        functions.len(),
+        "docs/architecture.md lists functions that are not crates: {:?}",
+        rows.keys()
+    );
+}
+
+#[test]
+fn the_scripts_that_build_every_function_read_the_list() {
+    let listed = std::process::Command::new(root().join("infra/functions.sh"))
+        .output()
+        .expect("infra/functions.sh runs");
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let listed: Vec<String> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected: Vec<String> = functions()
+        .iter()
+        .map(|f| format!("{} {}", f.package, f.dir))
+        .collect();
+    assert_eq!(listed, expected);
+    for script in ["infra/lambda-build.sh", "bench/cold-start.sh"] {
+        let text = read(script);
+        let code: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        assert!(
+            code.iter().any(|l| l.contains("infra/functions.sh")),
+            "{script} does not read infra/functions.sh"
+        );
+        for f in functions() {
+            assert!(
+                !code.iter().any(|l| l.contains(&f.package)),
+                "{script} names {} itself: it should read infra/functions.sh",
+                f.package
+            );
+        }
+    }
+}
+
+#[test]
+fn the_template_reader_finds_functions_and_stops_at_the_next_section() {
+    let template = "Parameters:\n  X:\n    Type: String\nResources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildProperties:\n        Binary: imgest-x\n    Properties:\n      CodeUri: functions/x\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  Y:\n    Type: AWS::Serverless::Function\n";
+    assert_eq!(
+        deployed(template),
+        vec![Deployed {
+            resource: "Fn".into(),
+            code_uri: "functions/x".into(),
+            binary: "imgest-x".into(),
+        }]
+    );
+}
