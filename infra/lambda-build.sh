@@ -2,8 +2,8 @@
 # Builds the Lambda functions for arm64 (runtime provided.al2023) with cargo-lambda, which
 # cross-compiles with zig as the linker: no Docker, no cross toolchain. The release profile is
 # the one that ships: stripped, no debug info (see Cargo.toml). infra/lambda-smoke.sh (part of
-# the test command) builds with `--sam` and runs what it built; a cold build takes about 15
-# minutes on 2 cores.
+# the test command) builds with `--sam` and runs what it built; a cold build's time is in
+# docs/benchmarks.md#build-times.
 #
 # Usage:
 #   infra/lambda-build.sh                 # every function: target/lambda-arm64/lambda/<function>/bootstrap

@@ -14,8 +14,8 @@
 #   IMGEST_LAMBDA_TARGET_DIR  the arm64 build's cargo target directory (default
 #                             target/lambda-arm64): apart from the tests' debug build, so each
 #                             stays incremental, and a CI cache can keep it. `sam build` writes
-#                             the artifacts to its sam/ subdirectory. A cold build takes about
-#                             15 minutes on 2 cores; with nothing changed, seconds.
+#                             the artifacts to its sam/ subdirectory. A cold build's time is
+#                             in docs/benchmarks.md#build-times; with nothing changed, seconds.
 #   IMGEST_TOOLS_DIR          where tools are installed (see infra/lambda-build.sh, moto.sh)
 #   AWS_ENDPOINT_URL          an emulator already running (infra/test.sh's); else moto starts
 #

@@ -328,3 +328,105 @@ fn the_template_reader_finds_functions_and_stops_at_the_next_section() {
         }]
     );
 }
+
+/// Build times and bootstrap sizes drift with every dependency and every crate: they are quoted
+/// once, in docs/benchmarks.md#build-times (measured by bench/build-times.sh), and linked from
+/// everywhere else. Limits (a size a check enforces) are not figures of this kind.
+#[test]
+fn build_times_and_bootstrap_sizes_are_quoted_only_in_the_benchmarks_guide() {
+    let mut files: Vec<String> = ["README.md", "Cargo.toml", "template.yaml", ".ci/run"]
+        .map(String::from)
+        .to_vec();
+    for dir in ["docs", "infra", "bench"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let quoted = name.ends_with(".md") || name.ends_with(".sh") || name.ends_with(".py");
+            if quoted && name != "benchmarks.md" {
+                files.push(format!("{dir}/{name}"));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let text = read(file);
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let window = lines[i.saturating_sub(1)..(i + 2).min(lines.len())]
+                .join(" ")
+                .to_lowercase();
+            let about_builds = ["build", "built ", "compil", "first time", "cold"]
+                .iter()
+                .any(|w| window.contains(w));
+            let measured_time = about_builds && quotes_a_build_time(&line.to_lowercase());
+            // A limit's words may end the line before its size.
+            let previous = if i > 0 { lines[i - 1] } else { "" };
+            let measured_size = window.contains("bootstrap") && quotes_a_size(previous, line);
+            if measured_time || measured_size {
+                found.push(format!("{file}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "quote these in docs/benchmarks.md#build-times and link there:\n{}",
+        found.join("\n")
+    );
+}
+
+/// "about 9 minutes", "takes 20 to 25 minutes", "15 minutes on 2 cores".
+fn quotes_a_build_time(line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.windows(2).enumerate().any(|(i, pair)| {
+        let number = pair[0].trim_start_matches('(').parse::<f64>().is_ok();
+        let unit =
+            pair[1].starts_with("minute") || pair[1].trim_end_matches([',', ')', ';']) == "min";
+        let lead = words[..i]
+            .iter()
+            .rev()
+            .take(3)
+            .any(|w| ["about", "takes", "took", "(about", "in", "to"].contains(w));
+        number && unit && (lead || words.get(i + 2).is_some_and(|w| *w == "on"))
+    })
+}
+
+/// A size in MB on `line` that is not a limit ("at most 20 MB", "limit is 250 MB"; the limit's
+/// words may end the `previous` line).
+fn quotes_a_size(previous: &str, line: &str) -> bool {
+    let lower = format!("{previous} {line}").to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let first = previous.split_whitespace().count();
+    words.windows(2).enumerate().skip(first).any(|(i, pair)| {
+        let number = pair[0].trim_start_matches('(').parse::<f64>().is_ok();
+        let limit = words[..i]
+            .iter()
+            .rev()
+            .take(2)
+            .any(|w| ["most", "limit", "is", "over", "under"].contains(w));
+        number && pair[1].starts_with("mb") && !limit
+    })
+}
+
+#[test]
+fn the_drift_check_tells_figures_from_limits() {
+    assert!(quotes_a_build_time(
+        "a cold build takes about 20 to 25 minutes on 2 cores"
+    ));
+    assert!(quotes_a_build_time(
+        "(about 9 minutes the first time on 2 cores)"
+    ));
+    assert!(!quotes_a_build_time("tasks due 15 minutes later"));
+    assert!(quotes_a_size(
+        "",
+        "the bootstraps are 13.6 MB (ttl-cleanup) to 18.8 MB (api)"
+    ));
+    assert!(!quotes_a_size("", "checks that each is at most 20 MB"));
+    assert!(!quotes_a_size("", "Lambda's limit is 250 MB unzipped"));
+    assert!(!quotes_a_size(
+        "# (every bootstrap at most",
+        "# 20 MB), then"
+    ));
+    assert!(!quotes_a_size(
+        "# 20 MB), then the smoke test",
+        "# arm64 `bootstrap` runs"
+    ));
+}

@@ -672,7 +672,7 @@ async fn a_missing_table_is_a_backend_error_not_a_panic() {
 }
 
 /// The raw item at `pk` / `sk`. (Record and rate-limit keys start `rec#` and `ratelimit#`:
-/// the GC function's stream filter and handler take only `image#` deletions.)
+/// the ttl-cleanup function's stream filter and handler take only `image#` deletions.)
 async fn raw_item(
     client: &Client,
     table: &str,

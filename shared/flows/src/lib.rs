@@ -12,7 +12,11 @@
 //! - [`audit`]: records checked against their files and link counts against the offers.
 //! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
 //! - [`stats`]: what is stored and what is waiting, counted from the stores.
+//! - [`browse`]: the operator's pages of stored images (and orphans).
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
+//! - [`configure`]: the service the settings describe (its pipeline and policy).
+//! - `files`, `decode`: what several flows share: an image's files written and deleted by
+//!   generation, and decoding under the memory budget.
 //! - `error`, `counts`, `service`: the flows' error, counters and shared state.
 
 pub mod audit;

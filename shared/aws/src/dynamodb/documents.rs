@@ -3,7 +3,7 @@
 //! Item `pk = rec#{kind}#{key}`, `sk = rec`: `body` S (or B: deflated, when longer than
 //! [`DEFLATE_ABOVE`]), `version` N, `expires_at` N ms and `ttl` N (epoch seconds, an hour after
 //! `expires_at`). The `rec#` prefix keeps these items out of the
-//! GC function's stream filter (`image#` only) and out of the GC index (they carry no
+//! ttl-cleanup function's stream filter (`image#` only) and out of the GC index (they carry no
 //! `gc_bucket`).
 //!
 //! Reads treat an item past `expires_at` as absent (DynamoDB's TTL deleter lags). Writes are

@@ -14,7 +14,7 @@
 //! | record     | `rec#{kind}#{key}`   | `rec`        | see the `records` module                       |
 //! | rate limit | `ratelimit#{client}` | `ratelimit`  | see the `rate_limits` module                   |
 //!
-//! Only image items are ever `image#`: the GC function's stream filter and its handler select
+//! Only image items are ever `image#`: the ttl-cleanup function's stream filter and its handler select
 //! TTL deletions by that prefix, so the TTL deletions of other kinds never reach the GC flow.
 //!
 //! Timestamps are milliseconds since the epoch (N), except `ttl`, which is in SECONDS as

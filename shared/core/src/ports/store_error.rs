@@ -1,7 +1,8 @@
 //! The error every storage port returns; backend errors are translated at the adapter boundary.
 
-/// A storage failure. `NotFound` is the only variant a flow branches on (and `BadCursor`, for an
-/// API that takes a caller's cursor back); the rest are reported.
+/// A storage failure. Flows branch on `NotFound` (nothing there), `Conflict` (a conditional
+/// write lost: read again, or the record read back decides) and `BadCursor` (a caller's cursor,
+/// answered 400); the rest are reported, retried when [`is_retryable`](Self::is_retryable).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The key or record does not exist (S3 `NoSuchKey`, `io::ErrorKind::NotFound`, no row).

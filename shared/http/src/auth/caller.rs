@@ -1,4 +1,5 @@
-//! [`Caller`]: a request's identity, and the two decisions the routes make with it.
+//! [`Caller`]: a request's identity, and the four decisions the routes make with it (who may
+//! upload, act for a client, scrape the metrics, browse every image).
 
 use super::{AuthError, Claims, METRICS_SCOPE, OFFERS_SCOPE, OPERATOR_SCOPE, UPLOAD_SCOPE};
 use imgest_core::domain::{ClientId, Owner, Tenant};

@@ -4,8 +4,9 @@
 //! - [`Authenticator`]: where a request's claims come from: checked here against a JWKS file
 //!   (the local runner, [`JwtVerifier`]), read from the request context after API Gateway's
 //!   JWT authorizer checked them (the API function, [`gateway`]), or nobody (open mode).
-//! - [`Caller`]: the claims that matter (subject, scopes, client) and the two decisions every
-//!   route makes, the same locally and on AWS: [`Caller::uploader`] and [`Caller::partner`].
+//! - [`Caller`]: the claims that matter (subject, scopes, client) and the four decisions the
+//!   routes make, the same locally and on AWS: [`Caller::uploader`], [`Caller::partner`],
+//!   [`Caller::observer`] and [`Caller::operator`].
 //! - `edge`: the router's middleware that turns a request's credential into a [`Caller`], and
 //!   the extractors a route names to say who may call it.
 //! - [`LocalIssuer`]: a signing key and its JWKS, to mint tokens (the demo, tests).
