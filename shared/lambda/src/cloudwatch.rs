@@ -18,21 +18,17 @@ pub fn install() -> Result<MetricsLevel, MetricsError> {
 /// [`install`] at `level`, whatever `IMGEST_METRICS` says. Once per process: a second call
 /// keeps the first and returns its level.
 pub fn install_at(level: MetricsLevel) -> Result<MetricsLevel, MetricsError> {
-    if metrics::current() != MetricsLevel::Off {
-        return Ok(metrics::current());
-    }
-    if level == MetricsLevel::Off {
-        return Ok(level);
-    }
-    let namespace = std::env::var("IMGEST_METRICS_NAMESPACE").unwrap_or_else(|_| "imgest".into());
-    let collector = metrics_cloudwatch_embedded::Builder::new()
-        .cloudwatch_namespace(namespace)
-        .init()
-        .map_err(|e| MetricsError::Install(e.to_string()))?;
-    let _ = COLLECTOR.set(collector);
-    metrics::set_flush(flush);
-    metrics::enable(level);
-    Ok(level)
+    metrics::install_exporter(level, || {
+        let namespace =
+            std::env::var("IMGEST_METRICS_NAMESPACE").unwrap_or_else(|_| "imgest".into());
+        let collector = metrics_cloudwatch_embedded::Builder::new()
+            .cloudwatch_namespace(namespace)
+            .init()
+            .map_err(|e| MetricsError::Install(e.to_string()))?;
+        let _ = COLLECTOR.set(collector);
+        metrics::set_flush(flush);
+        Ok(())
+    })
 }
 
 /// Writes what was recorded since the last flush as embedded-metric-format lines to stdout,

@@ -20,29 +20,24 @@ pub fn install() -> Result<MetricsLevel, MetricsError> {
 
 /// [`install`] at `level`, whatever `IMGEST_METRICS` says.
 pub fn install_at(level: MetricsLevel) -> Result<MetricsLevel, MetricsError> {
-    if metrics::current() != MetricsLevel::Off {
-        return Ok(metrics::current());
-    }
-    if level == MetricsLevel::Off {
-        return Ok(level);
-    }
-    let handle = PrometheusBuilder::new()
-        .set_buckets(BUCKETS)
-        .and_then(PrometheusBuilder::install_recorder)
-        .map_err(|e| MetricsError::Install(e.to_string()))?;
-    // Histograms keep their samples until drained: drain them now and then even when nobody
-    // scrapes.
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let upkeep = handle.clone();
-        runtime.spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(5));
-            loop {
-                every.tick().await;
-                upkeep.run_upkeep();
-            }
-        });
-    }
-    metrics::set_exposition(move || handle.render());
-    metrics::enable(level);
-    Ok(level)
+    metrics::install_exporter(level, || {
+        let handle = PrometheusBuilder::new()
+            .set_buckets(BUCKETS)
+            .and_then(PrometheusBuilder::install_recorder)
+            .map_err(|e| MetricsError::Install(e.to_string()))?;
+        // Histograms keep their samples until drained: drain them now and then even when
+        // nobody scrapes.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let upkeep = handle.clone();
+            runtime.spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    every.tick().await;
+                    upkeep.run_upkeep();
+                }
+            });
+        }
+        metrics::set_exposition(move || handle.render());
+        Ok(())
+    })
 }

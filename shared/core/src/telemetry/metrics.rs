@@ -3,8 +3,8 @@
 //!
 //! The exporters live with the binaries that use them: Prometheus text, which the local runner
 //! serves at `/metrics` (`imgest_local::prometheus`), and CloudWatch's embedded metric format
-//! on AWS (`imgest_lambda::cloudwatch`). An exporter installs its recorder, then calls
-//! [`enable`] with the level; until then nothing records.
+//! on AWS (`imgest_lambda::cloudwatch`). An exporter is installed through
+//! [`install_exporter`], which sets the level; until then nothing records.
 //!
 //! Observation must stay cheap and be switchable (timing a stage can cost more than the
 //! stage, for a fast one): with `off` a stage records nothing and reads no clock; with `counts`
@@ -77,7 +77,7 @@ pub enum MetricsError {
     Install(String),
 }
 
-/// No stage records anything until an exporter calls [`enable`]: tests and the CLI's one-shot
+/// No stage records anything until an exporter is installed: tests and the CLI's one-shot
 /// commands (which print their own summaries) pay nothing.
 static LEVEL: AtomicU8 = AtomicU8::new(0);
 /// The installed exporter's text, for `GET /metrics` (the local runner's Prometheus exporter).
@@ -90,9 +90,26 @@ fn level() -> u8 {
     LEVEL.load(Ordering::Relaxed)
 }
 
-/// Starts recording at `level`: called by an exporter once its recorder is the process's.
-/// Describes the stages' metrics to it.
-pub fn enable(level: MetricsLevel) {
+/// Installs an exporter at `level` and starts recording, once per process: `install` (which
+/// makes the exporter's recorder the process's) runs unless `level` is off or an exporter is
+/// installed already (the level in effect is then returned).
+pub fn install_exporter(
+    level: MetricsLevel,
+    install: impl FnOnce() -> Result<(), MetricsError>,
+) -> Result<MetricsLevel, MetricsError> {
+    if current() != MetricsLevel::Off {
+        return Ok(current());
+    }
+    if level == MetricsLevel::Off {
+        return Ok(level);
+    }
+    install()?;
+    enable(level);
+    Ok(level)
+}
+
+/// Starts recording at `level`, describing the stages' metrics to the process's recorder.
+fn enable(level: MetricsLevel) {
     describe_counter!(STAGE_TOTAL, Unit::Count, "Runs of each stage, by outcome.");
     describe_histogram!(
         STAGE_SECONDS,
@@ -127,7 +144,7 @@ pub fn flush() {
     }
 }
 
-/// The level in effect: [`Off`](MetricsLevel::Off) until an exporter [`enable`]d another.
+/// The level in effect: [`Off`](MetricsLevel::Off) until an exporter was installed at another.
 pub fn current() -> MetricsLevel {
     match level() {
         1 => MetricsLevel::Counts,
