@@ -135,8 +135,16 @@ async fn counts_count_without_timing_and_off_serves_no_metrics() {
         assert_eq!(sample(&text, decoded), Some(1.0), "{text}");
         assert!(!text.contains("imgest_stage_seconds"), "{text}");
         // The flows' event counters are the same facade's, exported beside the stages.
-        assert_eq!(sample(&text, "imgest_uploads_new_total"), Some(1.0), "{text}");
-        assert_eq!(sample(&text, "imgest_pipeline_runs_total"), Some(1.0), "{text}");
+        assert_eq!(
+            sample(&text, "imgest_uploads_new_total"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "imgest_pipeline_runs_total"),
+            Some(1.0),
+            "{text}"
+        );
     }
     let served = serve(dir.path(), &[("IMGEST_METRICS", "off")]);
     upload(&served, None).await;

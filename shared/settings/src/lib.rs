@@ -1,8 +1,8 @@
 //! Typed settings, parsed once at start-up from `IMGEST_*` environment variables. A bad value
 //! names its variable; nothing deeper in the code reads the environment.
 //!
-//! - [`Settings`]: everything, with [`Backend`] (where records and files live) and
-//!   [`CrawlSettings`] (the crawl flows and their downloads).
+//! - [`Settings`]: everything, with the [`Backend`] (where records and files live, described
+//!   in `imgest_core::backend`) and [`CrawlSettings`] (the crawl flows and their downloads).
 //! - `parse`: one reader per kind of value, shared by both.
 
 mod crawl;

@@ -65,7 +65,7 @@ fn record_prefix(kind: &str) -> Result<String, StoreError> {
 fn check_kind(kind: &str) -> Result<(), StoreError> {
     if kind.contains('#') {
         return Err(StoreError::corrupt(format!(
-            "dynamodb: record kind {kind:?} contains '#'"
+            "dynamodb: document kind {kind:?} contains '#'"
         )));
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! [`DynamoStore`]: image records, offer links, presigned uploads, checkpoints, versioned
-//! records and rate limits in ONE DynamoDB table (single-table design; [`create_table`]
+//! documents and rate limits in ONE DynamoDB table (single-table design; [`create_table`]
 //! creates it, the SAM template declares the same).
 //!
 //! Every item is keyed by `pk` (`"{kind}#{id}"`) and `sk` (the kind), so kinds never collide

@@ -1,5 +1,5 @@
-//! [`SqliteStore`]: image records, offer links, the task queue, versioned records and rate
-//! limits in one SQLite file; [`QueueSender`] sends messages into its task queue.
+//! [`SqliteStore`]: image records, offer links, the task queue, versioned documents and
+//! rate limits in one SQLite file; [`QueueSender`] sends messages into its task queue.
 //!
 //! rusqlite is synchronous, so the store holds one connection behind a mutex and runs every
 //! call on tokio's blocking pool. The database is in WAL mode (readers do not block the
