@@ -85,10 +85,16 @@ impl Stack {
             ("IMGEST_QUEUES", &crawl.queues),
             ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
             ("IMGEST_AUTH", "gateway"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
             ("IMGEST_PUBLIC_URL", "https://cdn.example.com"),
             // The partner host of the crawl test is on 127.0.0.1.
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
             ("IMGEST_FETCH_PORTS", "any"),
+            // The sender of the tests' intake events may send crawls for any client.
+            (
+                "IMGEST_INTAKE_SENDERS",
+                &format!("{}=*", crate::support::TEST_SENDER),
+            ),
             ("IMGEST_LOG", "info"),
         ]
         .iter()

@@ -18,17 +18,27 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 6] = [
-    "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill",
+const QUEUES: [&str; 7] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill",
 ];
 
-/// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
+/// The `SenderId` the tests' intake events carry, which [`TestApp::crawler`] lets act for
+/// any client unless a test lists its own senders.
+pub(crate) const TEST_SENDER: &str = crate::support::TEST_SENDER;
+
+/// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained),
+/// each message with its attributes as Lambda passes them (`SenderId`,
+/// `ApproximateReceiveCount`, ...) and its message attributes.
 pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
+    use aws_lambda_events::event::sqs::SqsMessageAttribute;
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
     let received = sqs
         .receive_message()
         .queue_url(url)
         .max_number_of_messages(10)
         .wait_time_seconds(1)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
         .send()
         .await
         .unwrap();
@@ -43,6 +53,15 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
         let mut message = SqsMessage::default();
         message.message_id = m.message_id;
         message.body = m.body;
+        for (name, value) in m.attributes.unwrap_or_default() {
+            message.attributes.insert(name.as_str().to_owned(), value);
+        }
+        for (name, value) in m.message_attributes.unwrap_or_default() {
+            let mut attribute = SqsMessageAttribute::default();
+            attribute.data_type = Some(value.data_type);
+            attribute.string_value = value.string_value;
+            message.message_attributes.insert(name, attribute);
+        }
         event.records.push(message);
     }
     event
@@ -98,11 +117,47 @@ pub(crate) async fn with_dead_letter_queue(
     dead
 }
 
-/// A crawl request as the intake queue delivers it.
+/// Gives the queues at `urls` one dead-letter queue (as the template's crawl queues share
+/// one), a redrive policy after `max_receives` receives each: its URL.
+pub(crate) async fn with_shared_dead_letter_queue(
+    sqs: &aws_sdk_sqs::Client,
+    urls: &[&str],
+    max_receives: u32,
+) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let dead = with_dead_letter_queue(sqs, urls[0], max_receives).await;
+    let policy = sqs
+        .get_queue_attributes()
+        .queue_url(urls[0])
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::RedrivePolicy]
+        .clone();
+    for url in &urls[1..] {
+        sqs.set_queue_attributes()
+            .queue_url(*url)
+            .attributes(QueueAttributeName::RedrivePolicy, policy.clone())
+            .send()
+            .await
+            .unwrap();
+    }
+    dead
+}
+
+/// A crawl request as the intake queue delivers it, sent by [`TEST_SENDER`].
 pub(crate) fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
     let mut message = SqsMessage::default();
     message.message_id = Some(message_id.into());
     message.body = Some(request.to_string());
+    message
+        .attributes
+        .insert("SenderId".into(), TEST_SENDER.into());
+    message
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "1".into());
     let mut event = SqsEvent::default();
     event.records.push(message);
     event
@@ -141,6 +196,8 @@ pub(crate) struct CrawlOnAws {
     pub crawler: Crawler,
     /// The app's `IMGEST_QUEUES` (each queue's name and URL), for processes of its own.
     pub queues: String,
+    /// The delayed-send state machine over the fetch queues, when the app has one.
+    pub delayed_sends: Option<String>,
 }
 
 impl CrawlOnAws {
@@ -151,6 +208,16 @@ impl CrawlOnAws {
 
     /// [`start`](Self::start), with the app's settings `vars` besides its queues.
     pub async fn start_with(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_on(name, vars, false).await
+    }
+
+    /// [`start_with`](Self::start_with), and the delayed-send state machine over the fetch
+    /// queues (as the template deploys it) in `IMGEST_DELAY_STATE_MACHINE_ARN`.
+    pub async fn start_with_delayed_sends(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_on(name, vars, true).await
+    }
+
+    async fn start_on(name: &str, vars: &[(&str, &str)], delayed_sends: bool) -> Option<Self> {
         let config = imgest_testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();
@@ -168,6 +235,19 @@ impl CrawlOnAws {
         let queues = queues_of(&urls);
         let mut vars = vars.to_vec();
         vars.push(("IMGEST_QUEUES", &queues));
+        let delayed_sends = if delayed_sends {
+            let sfn = aws_sdk_sfn::Client::new(&config);
+            let fetch = [&urls["fetch-0"], &urls["fetch-1"], &urls["fetch-2"]];
+            Some(
+                imgest_testing::aws::delayed_send_state_machine(&sfn, fetch.map(String::as_str))
+                    .await,
+            )
+        } else {
+            None
+        };
+        if let Some(arn) = &delayed_sends {
+            vars.push(("IMGEST_DELAY_STATE_MACHINE_ARN", arn));
+        }
         let app = TestApp::start_aws(name, &vars).await.unwrap();
         let crawler = app.crawler(Processing::Handoff, &[]);
         Some(Self {
@@ -176,6 +256,7 @@ impl CrawlOnAws {
             app,
             crawler,
             queues,
+            delayed_sends,
         })
     }
 }

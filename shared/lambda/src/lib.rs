@@ -22,7 +22,7 @@ pub mod process;
 pub mod scheduled_gc;
 pub mod ttl_cleanup;
 
-pub use batch::{BatchItemFailure, BatchResponse};
+pub use batch::{BatchItemFailure, BatchResponse, SqsItem};
 
 use std::sync::Arc;
 
@@ -63,17 +63,38 @@ pub async fn crawler_from_env(processing: Processing) -> Result<Crawler, InitErr
     Ok(Crawler::new(Arc::new(service), settings.crawl, processing))
 }
 
-/// `(message id, body)` of every message of an SQS batch. Public so that the fuzz targets read
-/// an SQS event as the handlers do.
-pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
+/// Every message of an SQS batch, as the handlers take it: its id, body, receive count and
+/// sender. Public so that the fuzz targets read an SQS event as the handlers do.
+pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsItem> {
     event
         .records
         .into_iter()
         .map(|m| {
-            (
-                m.message_id.clone().unwrap_or_default(),
-                m.body.unwrap_or_default(),
-            )
+            let original_sender = m
+                .message_attributes
+                .get(imgest_aws::sqs_dead_letters::SENDER)
+                .and_then(|v| v.string_value.clone());
+            SqsItem {
+                id: m.message_id.unwrap_or_default(),
+                body: m.body.unwrap_or_default(),
+                receives: m
+                    .attributes
+                    .get("ApproximateReceiveCount")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1),
+                sender_id: m.attributes.get("SenderId").cloned(),
+                original_sender,
+            }
         })
         .collect()
+}
+
+/// Where an SQS handler's given-up items go: `queue`'s dead letters, through `service`, after
+/// the receive limit its policy says.
+pub fn dead_letters<'a>(service: &'a Service, queue: &'a str) -> batch::DeadLetters<'a> {
+    batch::DeadLetters {
+        service,
+        queue,
+        max_receives: service.policy().max_receives,
+    }
 }

@@ -39,6 +39,7 @@ pub use self::gather::Expected;
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
 use self::pacer::Pacer;
 pub(super) use self::records::for_each_latest_crawl;
+pub use self::settle::CLIENT_ATTRIBUTE;
 
 /// The queue results are sent to.
 pub const RESULTS_QUEUE: &str = "results";

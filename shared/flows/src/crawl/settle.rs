@@ -1,6 +1,9 @@
 //! Settling: a URL's outcome reaches the crawls that wait for it; a crawl whose last URL
 //! settles links the offer's photos and sends its result.
 
+/// The attribute naming a result's client (what results' subscriptions filter on).
+pub const CLIENT_ATTRIBUTE: &str = "client_id";
+
 use std::collections::HashMap;
 
 use tracing::info;
@@ -8,9 +11,9 @@ use tracing::info;
 use super::Crawler;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
 use crate::FlowError;
-use crate::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
+use crate::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus, rfc3339_millis};
 use imgest_core::domain::UrlHash;
-use imgest_core::domain::{ImageId, OfferKey};
+use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::OutgoingMessage;
 
 impl Crawler {
@@ -80,8 +83,10 @@ impl Crawler {
         self.service
             .link_offer_photos(offer, &images, Some(&crawl.crawl_id))
             .await?;
-        self.send_result(offer, &crawl).await?;
         let now = self.now();
+        // A finish cut short and run again sends the result again, with the same crawl id (and
+        // a later settled_at): the partner keeps one.
+        self.send_result(offer, &crawl, now).await?;
         self.update_record(
             CRAWL_KIND,
             &offer.to_string(),
@@ -105,24 +110,25 @@ impl Crawler {
         Ok(())
     }
 
+    /// Sends the crawl's result, settled at `settled_at`, with its client as the message's
+    /// `client_id` attribute: on AWS the results go to a topic, and each client's subscription
+    /// takes only the messages with its own (a client never reads another's results).
     pub(super) async fn send_result(
         &self,
         offer: &OfferKey,
         crawl: &CrawlRecord,
+        settled_at: Timestamp,
     ) -> Result<(), FlowError> {
-        let result = result_of(offer, crawl, CrawlState::Done);
+        let mut result = result_of(offer, crawl, CrawlState::Done);
+        result.settled_at = Some(rfc3339_millis(settled_at));
         let body = serde_json::to_string(&result)
             .map_err(|e| FlowError::Internal(format!("cannot encode a crawl result: {e}")))?;
+        let message =
+            OutgoingMessage::now(body).with_attribute(CLIENT_ATTRIBUTE, crawl.client_id.as_str());
         self.service
             .ports()
             .messages
-            .send(
-                super::RESULTS_QUEUE,
-                &[OutgoingMessage {
-                    body,
-                    delay: std::time::Duration::ZERO,
-                }],
-            )
+            .send(super::RESULTS_QUEUE, &[message])
             .await?;
         Ok(())
     }
@@ -169,7 +175,9 @@ fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlR
     CrawlResult {
         client_id: crawl.client_id.clone(),
         offer_id: offer.id().clone(),
+        crawl_id: crawl.crawl_id.clone(),
         state,
+        settled_at: crawl.settled_at.map(rfc3339_millis),
         photos: crawl
             .photos
             .iter()
