@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 7] = [
-    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill",
+const QUEUES: [&str; 8] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill", "settle",
 ];
 
 /// The `SenderId` the tests' intake events carry, which [`TestApp::crawler`] lets act for
@@ -42,6 +42,9 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
         .send()
         .await
         .unwrap();
+    // As Lambda's event names the queue its batch came from.
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let source = format!("arn:aws:sqs:us-east-1:123456789012:{name}");
     let mut event = SqsEvent::default();
     for m in received.messages.unwrap_or_default() {
         sqs.delete_message()
@@ -53,6 +56,7 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
         let mut message = SqsMessage::default();
         message.message_id = m.message_id;
         message.body = m.body;
+        message.event_source_arn = Some(source.clone());
         for (name, value) in m.attributes.unwrap_or_default() {
             message.attributes.insert(name.as_str().to_owned(), value);
         }
@@ -492,4 +496,101 @@ async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off
             .any(|k| k.starts_with("fetched/"))
     );
     take(&sqs, &urls["process"], 1).await;
+}
+
+#[tokio::test]
+async fn crawls_settled_where_offers_may_not_be_written_are_finished_by_the_intake_function() {
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+        ..
+    }) = CrawlOnAws::start("settle hand-off on aws").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([
+        ("/fits.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
+        ("/big.jpg", Route::photo(Bytes::from(sample("dune.jpg")))),
+    ])
+    .await
+    .unwrap();
+    // The fetch and process functions as deployed: they hand settled crawls on.
+    let fetching = app
+        .crawler(Processing::InlineWhenItFits, &[])
+        .finishing_elsewhere();
+    let request = json!({"client_id": "acme", "offer_id": "settle-here",
+        "urls": [host.url("/fits.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("s-1", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response = handlers::fetch::handle(&fetching, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(fetching.counts().processed_here, 1);
+
+    // Settled, not finished: no photos linked, no result; the settle queue holds the crawl.
+    assert_eq!(app.get("/v1/offers/settle-here/photos").await.status, 404);
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    let settled = take(&sqs, &urls["settle"], 1).await;
+    let body: Value = serde_json::from_str(settled.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(body["settle"]["offer"], "settle-here", "{body}");
+
+    // The intake function finishes it (delivered twice: once).
+    for _ in 0..2 {
+        let response = handlers::settle::handle(&crawler, settled.clone()).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    let photos = app.get("/v1/offers/settle-here/photos").await;
+    assert_eq!(photos.status, 200, "{}", photos.json);
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(result["offer_id"], "settle-here");
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+
+    // The same through the process function, for a photo too large for the fetch function.
+    let small = TestApp::start_aws(
+        "settle hand-off, small",
+        &[
+            ("IMGEST_QUEUES", &queues_of(&urls)),
+            ("IMGEST_MEMORY_BUDGET", "72MiB"),
+            ("IMGEST_MAX_BODY", "1MB"),
+        ],
+    )
+    .await
+    .unwrap();
+    let (small_intake, small_fetch, small_process) = (
+        small.crawler(Processing::Handoff, &[]),
+        small
+            .crawler(Processing::InlineWhenItFits, &[])
+            .finishing_elsewhere(),
+        small
+            .crawler(Processing::Handoff, &[])
+            .finishing_elsewhere(),
+    );
+    let request = json!({"client_id": "acme", "offer_id": "settle-there",
+        "urls": [host.url("/big.jpg")]});
+    let response = handlers::intake::handle(&small_intake, intake_event("s-2", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response =
+        handlers::fetch::handle(&small_fetch, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response =
+        handlers::process::handle(&small_process, take(&sqs, &urls["process"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    let response =
+        handlers::settle::handle(&small_intake, take(&sqs, &urls["settle"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    take(&sqs, &urls["results"], 1).await;
+
+    // A settle message sent to the intake queue (by a partner) is no crawl request: a dead
+    // letter, which finishes nothing.
+    let dead = with_dead_letter_queue(&sqs, &urls["intake"], 5).await;
+    let forged = json!({"settle": {"offer": "settle-here", "crawl_id": "0000000000000000"}});
+    let response = handlers::intake::handle(&crawler, intake_event("s-3", &forged)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    let letters = take(&sqs, &dead, 1).await;
+    let kind = &letters.records[0].message_attributes["imgest.kind"];
+    assert_eq!(kind.string_value.as_deref(), Some("unusable"));
 }

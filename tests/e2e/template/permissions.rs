@@ -181,10 +181,10 @@ const INTAKE: &[Grant] = &[
 
 const FETCH: &[Grant] = &[
     grant(
-        "URL, crawl and host records, the clients' rate limits, the images of photos processed here (DeleteItem abandons a failed claim), and what settling links.",
+        "URL, crawl and host records, the clients' rate limits, and the images of photos processed here (DeleteItem abandons a failed claim); no offer: a crawl that settles here is finished by the intake function.",
         ITEM_RWD,
         &[Res::Table],
-        Cond::LeadingKeys(&["rec#*", "ratelimit#*", "image#*", "offer#*"]),
+        Cond::LeadingKeys(&["rec#*", "ratelimit#*", "image#*"]),
     ),
     grant(
         "A new photo that fits this function's memory is processed here (its files); one that does not waits under fetched/ for the process function.",
@@ -204,27 +204,27 @@ const FETCH: &[Grant] = &[
     ),
     LIST_FILES,
     grant(
-        "Photos for the process function, retries and tier moves, and the tasks it gives up on (with their reasons).",
+        "Photos for the process function, retries and tier moves, settled crawls for the intake function to finish, and the tasks it gives up on (with their reasons).",
         &["sqs:SendMessage"],
         &[
             Res::Queue("ProcessQueue"),
             Res::Queue("FetchQueue0"),
             Res::Queue("FetchQueue1"),
             Res::Queue("FetchQueue2"),
+            Res::Queue("SettleQueue"),
             Res::Queue("CrawlDeadLetterQueue"),
         ],
         Cond::None,
     ),
-    RESULTS,
     DELAYED_SENDS,
 ];
 
 const PROCESS: &[Grant] = &[
     grant(
-        "Images (DeleteItem abandons a failed claim), uploads, the crawls' records and what settling a crawl links.",
+        "Images (DeleteItem abandons a failed claim), uploads and the crawls' records; no offer: a crawl that settles here is finished by the intake function.",
         ITEM_RWD,
         &[Res::Table],
-        Cond::LeadingKeys(&["image#*", "offer#*", "upload#*", "rec#*"]),
+        Cond::LeadingKeys(&["image#*", "upload#*", "rec#*"]),
     ),
     grant(
         "Reads the bodies waiting for it.",
@@ -246,12 +246,14 @@ const PROCESS: &[Grant] = &[
     ),
     LIST_FILES,
     grant(
-        "The messages it gives up on (with their reasons).",
+        "Settled crawls for the intake function to finish, and the messages it gives up on (with their reasons).",
         &["sqs:SendMessage"],
-        &[Res::Queue("ProcessDeadLetterQueue")],
+        &[
+            Res::Queue("SettleQueue"),
+            Res::Queue("ProcessDeadLetterQueue"),
+        ],
         Cond::None,
     ),
-    RESULTS,
 ];
 
 const TTL_CLEANUP: &[Grant] = &[
@@ -390,6 +392,16 @@ const DEAD_LETTER_QUEUES: &[(&str, &[&str])] = &[
     ("BackfillDeadLetterQueue", &["BackfillFunction"]),
 ];
 
+/// The functions that parse hostile bytes (downloaded and uploaded photos): no offer of any
+/// client, no result, so a photo that took one over could not rewrite offers or read or
+/// forge results.
+const PARSERS: &[&str] = &[
+    "FetchFunction0",
+    "FetchFunction1",
+    "FetchFunction2",
+    "ProcessFunction",
+];
+
 /// Actions no grant may have: they lose data for good, or change who may do what.
 const NEVER: &[&str] = &[
     "dynamodb:DeleteTable",
@@ -424,6 +436,16 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
             let scan = g.actions.contains(&"dynamodb:Scan");
             if scan && g.actions.len() > 1 {
                 bad("Scan in a grant with other actions".into());
+            }
+            if PARSERS.contains(function) {
+                if let Cond::LeadingKeys(keys) = g.condition
+                    && keys.iter().any(|k| k.starts_with("offer#"))
+                {
+                    bad("a function that parses photos may write offers".into());
+                }
+                if g.resources.iter().any(|r| matches!(r, Res::Topic(_))) {
+                    bad("a function that parses photos may send results".into());
+                }
             }
             let kindless = |keys: &[&str]| keys.iter().any(|k| *k == "*" || !k.contains('#'));
             let wildcard =
@@ -615,12 +637,19 @@ fn the_table_breaks_no_rule() {
 /// table.
 #[test]
 fn a_widened_policy_is_caught() {
-    const OFFERS_TOO: &[Grant] = &[grant(
+    const ANY_KEY: &[Grant] = &[grant(
         "widened",
         ITEM_RWD,
         &[Res::Table],
         Cond::LeadingKeys(&["rec#*", "*"]),
     )];
+    const OFFERS_TOO: &[Grant] = &[grant(
+        "widened",
+        ITEM_RWD,
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#*", "offer#*"]),
+    )];
+    const RESULTS_TOO: &[Grant] = &[RESULTS];
     const WHOLE_TABLE: &[Grant] = &[grant(
         "widened",
         &["dynamodb:Scan"],
@@ -647,7 +676,9 @@ fn a_widened_policy_is_caught() {
         Cond::None,
     )];
     for (function, widened, rule) in [
-        ("FetchFunction0", OFFERS_TOO, "name no kind"),
+        ("FetchFunction0", ANY_KEY, "name no kind"),
+        ("FetchFunction1", OFFERS_TOO, "may write offers"),
+        ("ProcessFunction", RESULTS_TOO, "may send results"),
         ("BackfillFunction", WHOLE_TABLE, "every attribute"),
         ("ProcessFunction", WHOLE_BUCKET, "whole bucket"),
         ("ApiFunction", ANY_ACTION, "wildcard action"),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use imgest_core::domain::UrlHash;
-use imgest_core::domain::{ClientId, ImageId, OfferId, Timestamp};
+use imgest_core::domain::{ClientId, ImageId, OfferId, OfferKey, Timestamp};
 use imgest_download::{FetchErrorKind, Validator};
 
 /// An offer's photo URLs, in the offer's order. Ids are checked when parsed; URLs one by one later
@@ -52,6 +52,21 @@ pub struct DownloadedPhoto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessMessage {
     pub downloaded: DownloadedPhoto,
+}
+
+/// A crawl whose every URL settled where it may not be finished (AWS: the fetch and process
+/// functions, which parse hostile bytes, may not link offers nor send results): handed, on the
+/// settle queue, to the intake function, which finishes it. `{"settle": {"offer", "crawl_id"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleMessage {
+    pub settle: SettledCrawl,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettledCrawl {
+    /// The offer, in its client's namespace (`{client}/{offer}`).
+    pub offer: OfferKey,
+    pub crawl_id: String,
 }
 
 /// What happened to one URL of an offer.

@@ -8,10 +8,12 @@ use std::collections::HashMap;
 
 use tracing::info;
 
-use super::Crawler;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
+use super::{Crawler, Finishing};
 use crate::FlowError;
-use crate::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus, rfc3339_millis};
+use crate::crawl::messages::{
+    CrawlResult, CrawlState, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl, rfc3339_millis,
+};
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::OutgoingMessage;
@@ -56,12 +58,61 @@ impl Crawler {
                 },
             )
             .await?;
-        match settled {
-            Some(crawl) => {
+        match (settled, self.finishing) {
+            (Some(crawl), Finishing::Here) => {
                 self.finish_crawl(offer, crawl).await?;
                 Ok(CrawlState::Done)
             }
-            None => Ok(CrawlState::Pending),
+            (Some(crawl), Finishing::Handoff) => {
+                self.hand_over(offer, &crawl.crawl_id).await?;
+                Ok(CrawlState::Pending)
+            }
+            (None, _) => Ok(CrawlState::Pending),
+        }
+    }
+
+    /// Hands a crawl whose URLs all settled to the settle queue (together with the other
+    /// crawls of this batch that settled: one send).
+    async fn hand_over(&self, offer: &OfferKey, crawl_id: &str) -> Result<(), FlowError> {
+        let message = SettleMessage {
+            settle: SettledCrawl {
+                offer: offer.clone(),
+                crawl_id: crawl_id.to_owned(),
+            },
+        };
+        let body = serde_json::to_string(&message)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a settle message: {e}")))?;
+        self.sends
+            .send(
+                self.service.ports().messages.as_ref(),
+                super::SETTLE_QUEUE,
+                OutgoingMessage::now(body),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Finishes a crawl handed over by [`hand_over`](Self::hand_over): links its offer's photos
+    /// and sends its result, if it is still the offer's crawl and not finished yet (the
+    /// message delivered again, or the crawl replaced since, does nothing). Idempotent.
+    pub async fn finish_handed_off(&self, settled: &SettledCrawl) -> Result<(), FlowError> {
+        let now = self.now();
+        let crawl = records::read::<CrawlRecord>(
+            self.service.ports().documents.as_ref(),
+            CRAWL_KIND,
+            &settled.offer.to_string(),
+            now,
+        )
+        .await?;
+        match crawl {
+            Some(crawl)
+                if crawl.crawl_id == settled.crawl_id
+                    && crawl.state == CrawlState::Pending
+                    && crawl.is_settled() =>
+            {
+                self.finish_crawl(&settled.offer, crawl).await
+            }
+            _ => Ok(()),
         }
     }
 
