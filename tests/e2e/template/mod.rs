@@ -67,20 +67,29 @@ pub fn hold_block(begin: &str, end: &str, expected: &str) {
     panic!("{}", difference(found, expected));
 }
 
-/// What a reader needs to see: the lines only in the template, and the lines only in the
-/// code's rendering.
+/// What a reader needs to see: the lines only the template has, and the lines only the code's
+/// rendering has (each with its line number, counted as many times as it is missing).
 pub fn difference(template: &str, code: &str) -> String {
-    let (t, c): (Vec<&str>, Vec<&str>) = (template.lines().collect(), code.lines().collect());
-    let only = |a: &[&str], b: &[&str]| -> Vec<String> {
-        a.iter()
+    let only = |a: &str, b: &str| -> Vec<String> {
+        let mut left: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for line in b.lines() {
+            *left.entry(line).or_default() += 1;
+        }
+        a.lines()
             .enumerate()
-            .filter(|(i, l)| b.get(*i) != Some(l))
-            .map(|(i, l)| format!("  {:>4}: {l}", i + 1))
+            .filter(|(_, line)| match left.get_mut(line) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    false
+                }
+                _ => true,
+            })
+            .map(|(i, line)| format!("  {:>4}: {line}", i + 1))
             .collect()
     };
     format!(
-        "template.yaml's generated block differs from what the code declares (IMGEST_BLESS=1 rewrites it; then review the diff).\nin the template:\n{}\nin the code:\n{}",
-        only(&t, &c).join("\n"),
-        only(&c, &t).join("\n"),
+        "template.yaml's generated block differs from what the code declares (IMGEST_BLESS=1 rewrites it; then review the diff).\nonly in the template:\n{}\nonly in the code:\n{}",
+        only(template, code).join("\n"),
+        only(code, template).join("\n"),
     )
 }
