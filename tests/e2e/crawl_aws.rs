@@ -85,41 +85,7 @@ pub(crate) async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsE
     event
 }
 
-/// Gives the queue at `url` a new dead-letter queue (a redrive policy after `max_receives`
-/// receives, as the template's queues have): the dead-letter queue's URL.
-pub(crate) async fn with_dead_letter_queue(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-    max_receives: u32,
-) -> String {
-    use aws_sdk_sqs::types::QueueAttributeName;
-    let dead = sqs
-        .create_queue()
-        .queue_name(imgest_testing::aws::unique_name("dead"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let dead_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dead)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
-    let policy = json!({"deadLetterTargetArn": dead_arn, "maxReceiveCount": max_receives});
-    sqs.set_queue_attributes()
-        .queue_url(url)
-        .attributes(QueueAttributeName::RedrivePolicy, policy.to_string())
-        .send()
-        .await
-        .unwrap();
-    dead
-}
+pub(crate) use imgest_testing::aws::with_dead_letter_queue;
 
 /// Gives the queues at `urls` one dead-letter queue (as the template's crawl queues share
 /// one), a redrive policy after `max_receives` receives each: its URL.

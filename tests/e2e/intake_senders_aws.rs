@@ -8,14 +8,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
 use imgest_core::ports::Reason;
 use imgest_flows::crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
-use crate::crawl_aws::{CrawlOnAws, drain, with_dead_letter_queue};
+use crate::crawl_aws::{CrawlOnAws, drain, take as all, with_dead_letter_queue};
 use crate::support::iam::{IamUser, iam_user};
 
 /// moto's `SenderId` for requests signed with a key no IAM identity owns (the tests' shared
@@ -30,19 +29,6 @@ async fn send(user: &IamUser, url: &str, request: &Value) {
         .send()
         .await
         .unwrap();
-}
-
-/// Every message the queue holds now, as one event.
-async fn all(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsEvent {
-    let mut event = SqsEvent::default();
-    for _ in 0..10 {
-        event.records.extend(drain(sqs, url).await.records);
-        if event.records.len() >= n {
-            break;
-        }
-    }
-    assert_eq!(event.records.len(), n, "messages on {url}");
-    event
 }
 
 fn request(client: &str, offer: &str, url: &str) -> Value {

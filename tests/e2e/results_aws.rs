@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use aws_sdk_sqs::types::QueueAttributeName;
 use imgest_core::domain::{ClientId, OfferId};
 use imgest_flows::crawl::Processing;
 use imgest_flows::crawl::messages::{CrawlRequest, CrawlState};
@@ -27,26 +26,7 @@ async fn subscribe(
     topic: &str,
     client: &str,
 ) -> String {
-    let url = sqs
-        .create_queue()
-        .queue_name(imgest_testing::aws::unique_name(&format!(
-            "results-{client}"
-        )))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
+    let (url, arn) = imgest_testing::aws::queue(sqs, &format!("results-{client}")).await;
     let filter = serde_json::json!({ "client_id": [client] }).to_string();
     sns.subscribe()
         .topic_arn(topic)

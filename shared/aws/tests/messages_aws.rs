@@ -35,42 +35,12 @@ async fn fresh_queue(config: &SdkConfig) -> (aws_sdk_sqs::Client, String) {
     (sqs, url)
 }
 
-/// Gives the queue at `url` a fresh dead-letter queue (its redrive policy names it).
-async fn with_dead_letter_queue(sqs: &aws_sdk_sqs::Client, url: &str) {
-    use aws_sdk_sqs::types::QueueAttributeName;
-    let dead = sqs
-        .create_queue()
-        .queue_name(aws::unique_name("imgest-dead"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&dead)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
-    let policy = format!(r#"{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": 5}}"#);
-    sqs.set_queue_attributes()
-        .queue_url(url)
-        .attributes(QueueAttributeName::RedrivePolicy, policy)
-        .send()
-        .await
-        .unwrap();
-}
-
 /// A sender to a fresh queue (named [`QUEUE`]) that can be read back, or `None` when AWS
 /// tests are skipped.
 async fn sqs_sender_ports(test: &str) -> Option<SenderPorts> {
     let config = aws::sdk_config(test).await?;
     let (sqs, url) = fresh_queue(&config).await;
-    with_dead_letter_queue(&sqs, &url).await;
+    aws::with_dead_letter_queue(&sqs, &url, 5).await;
     let sender = SqsSender::new(
         sqs.clone(),
         HashMap::from([(QUEUE.to_owned(), url.clone())]),
