@@ -17,7 +17,8 @@
 
 # The moto release the tests are written against (the newest when this was written; the
 # adapters need 5.2.5 or later).
-# Bump deliberately: emulator behaviour changes between releases.
+# Bump deliberately: emulator behaviour changes between releases, and moto_server.py patches
+# moto's private names (SQS's SenderId): run tests/e2e/intake_senders_aws.rs after a bump.
 MOTO_VERSION="5.2.5"
 
 _moto_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -1,4 +1,4 @@
-"""moto's server, with DynamoDB requests serialised.
+"""moto's server, with DynamoDB requests serialised and SQS's SenderId as AWS sets it.
 
 moto's DynamoDB is not safe under concurrent requests: conditional writes check and write
 without a lock, and a cancelled transaction restores a snapshot of the whole table, wiping out
@@ -6,9 +6,18 @@ writes made meanwhile. Real DynamoDB makes each request atomic, and the contract
 it (e.g. 16 concurrent claims of one id yield exactly one winner). Serialising only DynamoDB
 keeps S3, SQS long polls and Step Functions concurrent.
 
+moto 5.2.5 gives every SQS message one constant SenderId, whoever sent it. AWS gives the unique
+id of the sender's IAM identity: an IAM user's id, or an assumed role's "RoleId:session". The
+intake function decides what a crawl request may do from it (IMGEST_INTAKE_SENDERS), and
+tests/e2e/intake_senders_aws.rs sends as two IAM users: sends are wrapped here to set it from
+the request's access key (moto's own constant for keys no IAM user or role owns, such as the
+tests' shared "test" key). This touches moto's private names: after a moto upgrade (moto.sh's
+MOTO_VERSION), run that test again.
+
 Usage: python moto_server.py PORT  (binds 127.0.0.1)
 """
 
+import contextvars
 import os
 import sys
 import threading
@@ -21,6 +30,53 @@ from moto.moto_server.werkzeug_app import (
 )
 
 _dynamodb = threading.Lock()
+
+# The sender of the SQS request being handled, for the messages it creates.
+_sender = contextvars.ContextVar("imgest_sqs_sender", default=None)
+
+
+def _sender_of(access_key):
+    """The unique id AWS reports as SenderId for requests signed with `access_key`."""
+    from moto.iam.models import iam_backends
+    from moto.sts.models import sts_backends
+
+    for account in list(iam_backends.keys()):
+        iam = iam_backends[account]["aws"]
+        for user in iam.users.values():
+            if any(k.access_key_id == access_key for k in user.access_keys):
+                return user.id
+        for assumed in sts_backends[account]["aws"].assumed_roles:
+            if assumed.access_key_id == access_key:
+                role = iam.get_role_by_arn(assumed.role_arn)
+                return f"{role.id}:{assumed.session_name}"
+    return None
+
+
+def sqs_sender_ids():
+    from moto.sqs import models as sqs_models
+    from moto.sqs.responses import SQSResponse
+
+    def wrap(name):
+        original = getattr(SQSResponse, name)
+
+        def wrapped(self, *args, **kwargs):
+            token = _sender.set(_sender_of(self.get_access_key()))
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _sender.reset(token)
+
+        setattr(SQSResponse, name, wrapped)
+
+    for name in ("send_message", "send_message_batch"):
+        wrap(name)
+    init = sqs_models.Message.__init__
+
+    def message_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.sender_id = _sender.get() or sqs_models.DEFAULT_SENDER_ID
+
+    sqs_models.Message.__init__ = message_init
 
 
 def serialise_dynamodb(app):
@@ -39,6 +95,7 @@ if __name__ == "__main__":
     # moto's Step Functions executions call the other services through this server, on the
     # port named here (as moto_server sets it).
     os.environ.setdefault("MOTO_PORT", str(port))
+    sqs_sender_ids()
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(
         "127.0.0.1",

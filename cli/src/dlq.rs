@@ -1,6 +1,7 @@
-//! `imgest dlq list|redrive`: the messages every queue gave up on, and moving them back once
-//! the cause is fixed. Works on both backends: the local task queue's dead letters (with their
-//! reasons), or each SQS queue's dead-letter queue (found through its redrive policy).
+//! `imgest dlq list|redrive`: the messages every queue gave up on, with their reasons, and
+//! moving them back once the cause is fixed. Works on both backends: the local task queue's
+//! dead letters, or each SQS queue's dead-letter queue (the reason in each letter's
+//! attributes).
 
 use crate::commands::operator_service;
 use anyhow::{Result, bail};
@@ -68,10 +69,12 @@ pub async fn run(command: DlqCommand) -> Result<()> {
             for (queue, letters) in &letters {
                 println!("{queue}: {} dead letter(s) shown", letters.len());
                 for letter in letters {
-                    let reason = letter
-                        .reason
-                        .as_deref()
-                        .unwrap_or("no reason kept: see the function's log");
+                    let reason = letter.reason.as_ref().map_or_else(
+                        || {
+                            "died: moved by SQS after its receive limit (the function stopped on every attempt: see its log)".to_owned()
+                        },
+                        ToString::to_string,
+                    );
                     let body: String = letter.body.chars().take(120).collect();
                     println!("  {}  {reason}\n    {body}", letter.id);
                 }

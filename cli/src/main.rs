@@ -141,7 +141,7 @@ enum Command {
         /// Space-separated scopes.
         #[arg(long, default_value = "imgest:upload imgest:offers")]
         scope: String,
-        /// The `client_id` claim (offers and crawls need one).
+        /// The `imgest_client_id` claim: the partner's client (offers and crawls need one).
         #[arg(long)]
         client_id: Option<String>,
         /// How long the token is valid, e.g. `1h`.

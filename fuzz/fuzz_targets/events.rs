@@ -100,11 +100,14 @@ fuzz_target!(init: tolerate_lambda_http_panics(), |bytes: &[u8]| {
     }
 });
 
-/// The messages of an SQS batch event, as the handlers take them.
+/// The messages of an SQS batch event, as the handlers take them: each id and body.
 fn sqs_bodies(event: &[u8]) -> Vec<(String, String)> {
     serde_json::from_slice::<SqsEvent>(event)
         .map(sqs_items)
         .unwrap_or_default()
+        .into_iter()
+        .map(|item| (item.id, item.body))
+        .collect()
 }
 
 /// lambda_http panics while it builds the request's URI from an event whose host (the Host

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use imgest_core::domain::{BlobKey, ImageId, ImageRecord, ImageState};
+use imgest_core::ports::Reason;
 use imgest_flows::Service;
 use imgest_flows::backfill::RunState;
 
@@ -302,7 +303,7 @@ async fn backfill_waits_while_live_work_is_due_and_the_queue_shows_both() {
         .await
         .unwrap();
     queue
-        .dead_letter(&taken[0], "http_404: gone", now)
+        .dead_letter(&taken[0], &Reason::new("http_404", "gone"), now)
         .await
         .unwrap();
     let step = new.backfill_step(8).await.unwrap();

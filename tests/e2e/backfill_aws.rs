@@ -19,6 +19,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
     else {
         return;
     };
+    let dead = with_dead_letter_queue(&sqs, &urls["backfill"], 3).await;
     let mut ids = Vec::new();
     for i in 0..3 {
         ids.push(
@@ -73,7 +74,8 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
     );
     new.backfill_start().await.unwrap();
     assert_eq!(backfill::enumerate(&new).await.unwrap().queued, 3);
-    // A task that is not an image id is dropped; the rest are re-processed once each.
+    // A task that is not an image id goes to the dead letters with its reason; the rest are
+    // re-processed once each.
     let mut batch = take(&sqs, &urls["backfill"], 3).await;
     let mut junk = batch.records[0].clone();
     junk.message_id = Some("junk".into());
@@ -81,6 +83,11 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
     batch.records.push(junk);
     let response = backfill::tasks(&new, batch).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let letters = drain(&sqs, &dead).await.records;
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].body.as_deref(), Some("not-an-image-id"));
+    let kind = &letters[0].message_attributes["imgest.kind"];
+    assert_eq!(kind.string_value.as_deref(), Some("unusable"));
     for id in &ids {
         assert!(current(id).await, "{id} re-processed");
     }

@@ -18,20 +18,33 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 6] = [
-    "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill",
+const QUEUES: [&str; 8] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill", "settle",
 ];
 
-/// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained).
+/// The `SenderId` the tests' intake events carry, which [`TestApp::crawler`] lets act for
+/// any client unless a test lists its own senders.
+pub(crate) const TEST_SENDER: &str = crate::support::TEST_SENDER;
+
+/// Takes what a queue holds now as one Lambda SQS event (empty once the queue is drained),
+/// each message with its attributes as Lambda passes them (`SenderId`,
+/// `ApproximateReceiveCount`, ...) and its message attributes.
 pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
+    use aws_lambda_events::event::sqs::SqsMessageAttribute;
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
     let received = sqs
         .receive_message()
         .queue_url(url)
         .max_number_of_messages(10)
         .wait_time_seconds(1)
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
         .send()
         .await
         .unwrap();
+    // As Lambda's event names the queue its batch came from.
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let source = format!("arn:aws:sqs:us-east-1:123456789012:{name}");
     let mut event = SqsEvent::default();
     for m in received.messages.unwrap_or_default() {
         sqs.delete_message()
@@ -43,6 +56,16 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
         let mut message = SqsMessage::default();
         message.message_id = m.message_id;
         message.body = m.body;
+        message.event_source_arn = Some(source.clone());
+        for (name, value) in m.attributes.unwrap_or_default() {
+            message.attributes.insert(name.as_str().to_owned(), value);
+        }
+        for (name, value) in m.message_attributes.unwrap_or_default() {
+            let mut attribute = SqsMessageAttribute::default();
+            attribute.data_type = Some(value.data_type);
+            attribute.string_value = value.string_value;
+            message.message_attributes.insert(name, attribute);
+        }
         event.records.push(message);
     }
     event
@@ -62,47 +85,49 @@ pub(crate) async fn take(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) -> SqsE
     event
 }
 
-/// Gives the queue at `url` a new dead-letter queue (a redrive policy after `max_receives`
-/// receives, as the template's queues have): the dead-letter queue's URL.
-pub(crate) async fn with_dead_letter_queue(
+pub(crate) use imgest_testing::aws::with_dead_letter_queue;
+
+/// Gives the queues at `urls` one dead-letter queue (as the template's crawl queues share
+/// one), a redrive policy after `max_receives` receives each: its URL.
+pub(crate) async fn with_shared_dead_letter_queue(
     sqs: &aws_sdk_sqs::Client,
-    url: &str,
+    urls: &[&str],
     max_receives: u32,
 ) -> String {
     use aws_sdk_sqs::types::QueueAttributeName;
-    let dead = sqs
-        .create_queue()
-        .queue_name(imgest_testing::aws::unique_name("dead"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let dead_arn = sqs
+    let dead = with_dead_letter_queue(sqs, urls[0], max_receives).await;
+    let policy = sqs
         .get_queue_attributes()
-        .queue_url(&dead)
-        .attribute_names(QueueAttributeName::QueueArn)
+        .queue_url(urls[0])
+        .attribute_names(QueueAttributeName::RedrivePolicy)
         .send()
         .await
         .unwrap()
         .attributes
-        .unwrap()[&QueueAttributeName::QueueArn]
+        .unwrap()[&QueueAttributeName::RedrivePolicy]
         .clone();
-    let policy = json!({"deadLetterTargetArn": dead_arn, "maxReceiveCount": max_receives});
-    sqs.set_queue_attributes()
-        .queue_url(url)
-        .attributes(QueueAttributeName::RedrivePolicy, policy.to_string())
-        .send()
-        .await
-        .unwrap();
+    for url in &urls[1..] {
+        sqs.set_queue_attributes()
+            .queue_url(*url)
+            .attributes(QueueAttributeName::RedrivePolicy, policy.clone())
+            .send()
+            .await
+            .unwrap();
+    }
     dead
 }
 
-/// A crawl request as the intake queue delivers it.
+/// A crawl request as the intake queue delivers it, sent by [`TEST_SENDER`].
 pub(crate) fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
     let mut message = SqsMessage::default();
     message.message_id = Some(message_id.into());
     message.body = Some(request.to_string());
+    message
+        .attributes
+        .insert("SenderId".into(), TEST_SENDER.into());
+    message
+        .attributes
+        .insert("ApproximateReceiveCount".into(), "1".into());
     let mut event = SqsEvent::default();
     event.records.push(message);
     event
@@ -141,6 +166,8 @@ pub(crate) struct CrawlOnAws {
     pub crawler: Crawler,
     /// The app's `IMGEST_QUEUES` (each queue's name and URL), for processes of its own.
     pub queues: String,
+    /// The delayed-send state machine over the fetch queues, when the app has one.
+    pub delayed_sends: Option<String>,
 }
 
 impl CrawlOnAws {
@@ -151,6 +178,16 @@ impl CrawlOnAws {
 
     /// [`start`](Self::start), with the app's settings `vars` besides its queues.
     pub async fn start_with(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_on(name, vars, false).await
+    }
+
+    /// [`start_with`](Self::start_with), and the delayed-send state machine over the fetch
+    /// queues (as the template deploys it) in `IMGEST_DELAY_STATE_MACHINE_ARN`.
+    pub async fn start_with_delayed_sends(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_on(name, vars, true).await
+    }
+
+    async fn start_on(name: &str, vars: &[(&str, &str)], delayed_sends: bool) -> Option<Self> {
         let config = imgest_testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();
@@ -168,6 +205,19 @@ impl CrawlOnAws {
         let queues = queues_of(&urls);
         let mut vars = vars.to_vec();
         vars.push(("IMGEST_QUEUES", &queues));
+        let delayed_sends = if delayed_sends {
+            let sfn = aws_sdk_sfn::Client::new(&config);
+            let fetch = [&urls["fetch-0"], &urls["fetch-1"], &urls["fetch-2"]];
+            Some(
+                imgest_testing::aws::delayed_send_state_machine(&sfn, fetch.map(String::as_str))
+                    .await,
+            )
+        } else {
+            None
+        };
+        if let Some(arn) = &delayed_sends {
+            vars.push(("IMGEST_DELAY_STATE_MACHINE_ARN", arn));
+        }
         let app = TestApp::start_aws(name, &vars).await.unwrap();
         let crawler = app.crawler(Processing::Handoff, &[]);
         Some(Self {
@@ -176,6 +226,7 @@ impl CrawlOnAws {
             app,
             crawler,
             queues,
+            delayed_sends,
         })
     }
 }
@@ -411,4 +462,101 @@ async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off
             .any(|k| k.starts_with("fetched/"))
     );
     take(&sqs, &urls["process"], 1).await;
+}
+
+#[tokio::test]
+async fn crawls_settled_where_offers_may_not_be_written_are_finished_by_the_intake_function() {
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+        ..
+    }) = CrawlOnAws::start("settle hand-off on aws").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([
+        ("/fits.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
+        ("/big.jpg", Route::photo(Bytes::from(sample("dune.jpg")))),
+    ])
+    .await
+    .unwrap();
+    // The fetch and process functions as deployed: they hand settled crawls on.
+    let fetching = app
+        .crawler(Processing::InlineWhenItFits, &[])
+        .finishing_elsewhere();
+    let request = json!({"client_id": "acme", "offer_id": "settle-here",
+        "urls": [host.url("/fits.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("s-1", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response = handlers::fetch::handle(&fetching, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(fetching.counts().processed_here, 1);
+
+    // Settled, not finished: no photos linked, no result; the settle queue holds the crawl.
+    assert_eq!(app.get("/v1/offers/settle-here/photos").await.status, 404);
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    let settled = take(&sqs, &urls["settle"], 1).await;
+    let body: Value = serde_json::from_str(settled.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(body["settle"]["offer"], "settle-here", "{body}");
+
+    // The intake function finishes it (delivered twice: once).
+    for _ in 0..2 {
+        let response = handlers::settle::handle(&crawler, settled.clone()).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    let photos = app.get("/v1/offers/settle-here/photos").await;
+    assert_eq!(photos.status, 200, "{}", photos.json);
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(result["offer_id"], "settle-here");
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+
+    // The same through the process function, for a photo too large for the fetch function.
+    let small = TestApp::start_aws(
+        "settle hand-off, small",
+        &[
+            ("IMGEST_QUEUES", &queues_of(&urls)),
+            ("IMGEST_MEMORY_BUDGET", "72MiB"),
+            ("IMGEST_MAX_BODY", "1MB"),
+        ],
+    )
+    .await
+    .unwrap();
+    let (small_intake, small_fetch, small_process) = (
+        small.crawler(Processing::Handoff, &[]),
+        small
+            .crawler(Processing::InlineWhenItFits, &[])
+            .finishing_elsewhere(),
+        small
+            .crawler(Processing::Handoff, &[])
+            .finishing_elsewhere(),
+    );
+    let request = json!({"client_id": "acme", "offer_id": "settle-there",
+        "urls": [host.url("/big.jpg")]});
+    let response = handlers::intake::handle(&small_intake, intake_event("s-2", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response =
+        handlers::fetch::handle(&small_fetch, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let response =
+        handlers::process::handle(&small_process, take(&sqs, &urls["process"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    let response =
+        handlers::settle::handle(&small_intake, take(&sqs, &urls["settle"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    take(&sqs, &urls["results"], 1).await;
+
+    // A settle message sent to the intake queue (by a partner) is no crawl request: a dead
+    // letter, which finishes nothing.
+    let dead = with_dead_letter_queue(&sqs, &urls["intake"], 5).await;
+    let forged = json!({"settle": {"offer": "settle-here", "crawl_id": "0000000000000000"}});
+    let response = handlers::intake::handle(&crawler, intake_event("s-3", &forged)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    let letters = take(&sqs, &dead, 1).await;
+    let kind = &letters.records[0].message_attributes["imgest.kind"];
+    assert_eq!(kind.string_value.as_deref(), Some("unusable"));
 }

@@ -19,15 +19,19 @@ enum Who {
     PartnerA,
     PartnerB,
     PartnerWithoutClient,
+    /// An `imgest:offers` token whose only client is the identity provider's own `client_id`
+    /// claim (what a Cognito access token carries for any app client): no partner.
+    IdpClientOnly,
 }
 
-const EVERYONE: [Who; 6] = [
+const EVERYONE: [Who; 7] = [
     Who::Anonymous,
     Who::SellerA,
     Who::SellerB,
     Who::PartnerA,
     Who::PartnerB,
     Who::PartnerWithoutClient,
+    Who::IdpClientOnly,
 ];
 
 fn token(id: &Identity, who: Who) -> Option<String> {
@@ -38,6 +42,13 @@ fn token(id: &Identity, who: Who) -> Option<String> {
         Who::PartnerA => Some(id.partner("backend-a", "acme")),
         Who::PartnerB => Some(id.partner("backend-b", "globex")),
         Who::PartnerWithoutClient => Some(id.token("backend-x", "imgest:offers", None)),
+        Who::IdpClientOnly => {
+            let mut claims = id.claims(unix_now());
+            claims["sub"] = json!("seller-app");
+            claims["scope"] = json!("imgest:upload imgest:offers");
+            claims["client_id"] = json!("acme");
+            Some(id.signed(claims))
+        }
     }
 }
 
@@ -58,7 +69,7 @@ fn expected(route: &str, who: Who) -> u16 {
     }
     let partner = matches!(who, PartnerA | PartnerB);
     match route {
-        "POST /v1/images" => 200,
+        "POST /v1/images" | "POST /v1/images/known" => 200,
         "GET /v1/images/{id}" => 200,
         "POST /v1/uploads" => 201,
         "GET /v1/uploads/{a}" | "PUT /v1/uploads/{a}/body" => {
@@ -147,6 +158,17 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
                     "/v1/images",
                     t,
                     Body::Bytes(photo.clone(), "image/jpeg"),
+                )
+                .await
+                .pair(),
+            ),
+            (
+                "POST /v1/images/known",
+                app.call(
+                    "POST",
+                    "/v1/images/known",
+                    t,
+                    Body::Json(json!({"image_ids": [image_id]})),
                 )
                 .await
                 .pair(),
@@ -251,7 +273,7 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
         assert_eq!(got.status, expected("DELETE /v1/offers/o1", who), "{who:?}");
         cells += 1;
     }
-    assert_eq!(cells, 11 * EVERYONE.len());
+    assert_eq!(cells, 12 * EVERYONE.len());
 
     // The operator browses every client's images, and may do nothing else.
     let operator = id.token("ops", "imgest:operator", None);
@@ -357,6 +379,7 @@ async fn bad_tokens_of_every_kind_are_unauthenticated_on_every_route() {
     assert_eq!(AUDIENCE, claims["aud"]);
     let routes = [
         ("POST", "/v1/images"),
+        ("POST", "/v1/images/known"),
         ("GET", "/v1/images/0123456789abcdef0123456789abcdef"),
         ("POST", "/v1/uploads"),
         ("GET", "/v1/uploads/0123456789abcdef0123456789abcdef"),
@@ -367,9 +390,15 @@ async fn bad_tokens_of_every_kind_are_unauthenticated_on_every_route() {
         ("POST", "/v1/crawl"),
         ("GET", "/v1/offers/o1/crawl"),
     ];
-    for (name, token) in &bad {
+    // Every refusal answers the same body, whatever check failed (the log says which).
+    let mut bodies = std::collections::BTreeSet::new();
+    for (name, token) in bad
+        .iter()
+        .map(|(n, t)| (*n, Some(t.as_str())))
+        .chain([("none", None)])
+    {
         for (method, path) in routes {
-            let response = app.call_raw(method, path, Some(token), Body::None).await;
+            let response = app.call_raw(method, path, token, Body::None).await;
             assert_eq!(response.status(), 401, "{name}: {method} {path}");
             assert!(
                 response.headers()["www-authenticate"]
@@ -378,8 +407,15 @@ async fn bad_tokens_of_every_kind_are_unauthenticated_on_every_route() {
                     .starts_with("Bearer"),
                 "{name}"
             );
+            bodies.insert(response.bytes().await.unwrap());
         }
     }
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let body: Value = serde_json::from_slice(bodies.first().unwrap()).unwrap();
+    assert_eq!(
+        body,
+        json!({"error": {"kind": "unauthenticated", "message": imgest_http::UNAUTHENTICATED}})
+    );
     // A good token counts only in the Authorization header, never in the query string.
     let good = id.seller("s1");
     let query = app
@@ -638,4 +674,73 @@ async fn a_rotated_jwks_file_is_read_again_without_a_restart() {
 fn hmac_sha256_b64(key: &[u8], message: &[u8]) -> String {
     let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, key);
     base64(aws_lc_rs::hmac::sign(&key, message).as_ref(), true)
+}
+
+#[tokio::test]
+async fn an_open_runner_answers_only_to_its_own_name_and_to_no_other_sites_changes() {
+    use imgest_http::routes::{Op, Verb};
+    let app = TestApp::start().await;
+    let port = app.base.rsplit(':').next().unwrap().to_owned();
+    let send = |method: &str, path: &str, headers: Vec<(&'static str, String)>| {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = app.client.request(method, app.url(path));
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.body(fixture("photo.jpg")).send()
+    };
+    // Another name for this address (DNS rebinding): every route answers 421, nothing else.
+    for op in Op::ALL {
+        let route = op.route();
+        let path = route
+            .path
+            .replace("{*key}", "public/x")
+            .replace(['{', '}'], "");
+        let method = match route.method {
+            Verb::Get => "GET",
+            Verb::Put => "PUT",
+            Verb::Post => "POST",
+            Verb::Delete => "DELETE",
+        };
+        let response = send(
+            method,
+            &path,
+            vec![("host", format!("evil.example:{port}"))],
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status(), 421, "{method} {path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["kind"], "misdirected_request");
+    }
+    // Its own names.
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let response = send("GET", "/healthz", vec![("host", host.clone())])
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{host}");
+    }
+    // A page of another site may not change anything: a cross-site upload is refused, and
+    // nothing is stored.
+    for headers in [
+        vec![("origin", "http://evil.example".to_owned())],
+        vec![("sec-fetch-site", "cross-site".to_owned())],
+        vec![("sec-fetch-site", "same-site".to_owned())],
+    ] {
+        let response = send("POST", "/v1/images", headers.clone()).await.unwrap();
+        assert_eq!(response.status(), 403, "{headers:?}");
+    }
+    assert!(app.files().await.is_empty(), "nothing stored");
+    // Its own page may.
+    let own = send(
+        "POST",
+        "/v1/images",
+        vec![
+            ("origin", app.base.clone()),
+            ("sec-fetch-site", "same-origin".to_owned()),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(own.status(), 201);
 }

@@ -29,15 +29,36 @@ fn claims(who: &str) -> Option<Value> {
         "seller-b" => base("seller-b", "imgest:upload"),
         "partner-a" => {
             let mut c = base("backend-a", "imgest:offers");
-            c["client_id"] = json!("acme");
+            c["imgest_client_id"] = json!("acme");
             c
         }
         "partner-b" => {
             let mut c = base("backend-b", "imgest:offers");
-            c["client_id"] = json!("globex");
+            c["imgest_client_id"] = json!("globex");
             c
         }
         "partner-without-client" => base("backend-x", "imgest:offers"),
+        // A Cognito access token: the app client's own client_id, no imgest_client_id.
+        "idp-client-only" => {
+            let mut c = base("seller-app", "imgest:upload imgest:offers");
+            c["client_id"] = json!("acme");
+            c
+        }
+        // API Gateway passes a token without aud whose client_id is the audience; the
+        // function does not.
+        "no-aud" => {
+            let mut c = base("backend-a", "imgest:offers");
+            c.as_object_mut().unwrap().remove("aud");
+            c["client_id"] = json!("imgest");
+            c["imgest_client_id"] = json!("acme");
+            c
+        }
+        "other-aud" => {
+            let mut c = base("backend-a", "imgest:offers");
+            c["aud"] = json!("imgest-staging");
+            c["imgest_client_id"] = json!("acme");
+            c
+        }
         other => panic!("no caller {other}"),
     })
 }
@@ -217,6 +238,25 @@ async fn the_api_function_answers_each_caller_as_the_identity_model_says() {
         ("partner-b", "GET", "/v1/offers/o1/crawl", None, 404),
         ("partner-b", "DELETE", "/v1/offers/o1", None, 204),
         ("seller-b", "DELETE", "/v1/offers/o1", None, 403),
+        ("idp-client-only", "GET", "/v1/offers/o1/photos", None, 403),
+        (
+            "idp-client-only",
+            "POST",
+            "/v1/crawl",
+            Some((crawl, "application/json")),
+            403,
+        ),
+        ("idp-client-only", "GET", &image_path, None, 200),
+        ("no-aud", "GET", "/v1/offers/o1/photos", None, 401),
+        ("no-aud", "GET", &image_path, None, 401),
+        ("other-aud", "GET", &image_path, None, 401),
+        (
+            "seller-a",
+            "POST",
+            "/v1/images/known",
+            Some((photos.as_bytes(), "application/json")),
+            200,
+        ),
     ];
     for (who, method, path, body, want) in cells {
         let (status, json) = send(who, method, path, body).await;

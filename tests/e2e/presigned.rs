@@ -138,6 +138,19 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
     let failed = app.get(&format!("/v1/uploads/{id}")).await;
     assert_eq!(failed.json["state"], "failed");
     assert_eq!(failed.json["error"]["kind"], "unsupported_format");
+    // What happened is in the log under the request id; nothing else is said.
+    let request_id = failed.json["error"]["request_id"].as_str().unwrap();
+    assert!(
+        request_id.len() == 16 && request_id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{}",
+        failed.json
+    );
+    assert_eq!(
+        failed.json["error"].as_object().unwrap().len(),
+        2,
+        "only the kind and the request id: {}",
+        failed.json
+    );
     let again = app.put_upload(&url, text).await;
     assert_eq!(again.status().as_u16(), 409, "an upload URL is used once");
     assert!(app.files().await.is_empty(), "{:?}", app.files().await);

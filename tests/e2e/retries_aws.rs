@@ -170,19 +170,18 @@ async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_stat
         return;
     };
     let sfn = aws_sdk_sfn::Client::new(&config);
-    let arn = imgest_testing::aws::delayed_send_state_machine(&sfn).await;
     // SQS's limit shortened to a second: the host's 2 s is "longer than SQS allows".
-    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start_with(
-        NAME,
-        &[
-            ("IMGEST_DELAY_STATE_MACHINE_ARN", &arn),
-            ("IMGEST_SQS_MAX_DELAY", "1s"),
-        ],
-    )
-    .await
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        delayed_sends,
+        ..
+    }) = CrawlOnAws::start_with_delayed_sends(NAME, &[("IMGEST_SQS_MAX_DELAY", "1s")]).await
     else {
         return;
     };
+    let arn = delayed_sends.unwrap();
     let crawler = app.crawler(Processing::Handoff, &[]);
     let busy_once = Route::with_headers(
         [("retry-after", "2")],

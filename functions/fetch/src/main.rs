@@ -12,7 +12,10 @@ use lambda_runtime::{LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
-    let crawler = imgest_lambda::crawler_from_env(Processing::InlineWhenItFits).await?;
+    // Crawls that settle here are finished by the intake function (this one may not link
+    // offers nor send results).
+    let (_, crawler) = imgest_lambda::crawler_from_env(Processing::InlineWhenItFits).await?;
+    let crawler = crawler.finishing_elsewhere();
     // The downloader (its TLS roots) is built in the init phase, with the CPU Lambda gives
     // it, rather than during the first download; the other functions never build it.
     crawler.downloader()?;

@@ -1,18 +1,28 @@
-//! The `intake` Lambda function: crawl requests (an offer's photo URLs) from the intake queue.
+//! The `intake` Lambda function: crawl requests (an offer's photo URLs) from the intake queue,
+//! and the crawls the fetch and process functions settled, from the settle queue, to finish.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_flows::crawl::Processing;
+use imgest_flows::crawl::{Processing, SETTLE_QUEUE};
 use imgest_lambda::cloudwatch::flushed;
-use imgest_lambda::{BatchResponse, intake};
+use imgest_lambda::{BatchResponse, intake, settle};
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
-    let crawler = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
-    let crawler = &crawler;
+    let (settings, crawler) = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
+    let settle_queue = imgest_lambda::queue_name(&settings, SETTLE_QUEUE).unwrap_or_default();
+    let (crawler, settle_queue) = (&crawler, settle_queue.as_str());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        let handled = intake::handle(crawler, event.payload);
+        // Only a batch from the settle queue is read as settled crawls: what partners send to
+        // the intake queue is always a crawl request.
+        let handled = async move {
+            if !settle_queue.is_empty() && imgest_lambda::from_queue(&event.payload, settle_queue) {
+                settle::handle(crawler, event.payload).await
+            } else {
+                intake::handle(crawler, event.payload).await
+            }
+        };
         Ok::<BatchResponse, lambda_runtime::Error>(flushed(handled).await)
     }))
     .await

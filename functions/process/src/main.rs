@@ -10,7 +10,10 @@ use lambda_runtime::{LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
-    let crawler = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
+    // Crawls that settle here are finished by the intake function (this one may not link
+    // offers nor send results).
+    let (_, crawler) = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
+    let crawler = crawler.finishing_elsewhere();
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let handled = process::handle(crawler, event.payload);

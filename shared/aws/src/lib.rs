@@ -1,17 +1,19 @@
 //! The ports on AWS: S3 ([`S3BlobStore`], presigned upload URLs), DynamoDB ([`DynamoStore`]),
-//! SQS with Step Functions for long delays ([`SqsSender`]), and [`ports`], which builds them all
-//! from an [`AwsBackend`](imgest_core::backend::AwsBackend).
+//! SQS with Step Functions for long delays and SNS for the results topic ([`SqsSender`]), and
+//! [`ports`], which builds them all from an [`AwsBackend`](imgest_core::backend::AwsBackend).
 
 pub mod dynamodb;
 pub mod s3;
 mod sdk_error;
 pub mod sfn;
+pub mod sns;
 pub mod sqs;
-mod sqs_dead_letters;
+pub mod sqs_dead_letters;
 
 pub use dynamodb::DynamoStore;
 pub use s3::S3BlobStore;
 pub use sfn::StepFunctionsDelay;
+pub use sns::SnsTopics;
 pub use sqs::SqsSender;
 
 use std::sync::Arc;
@@ -45,6 +47,7 @@ pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         .map(|arn| StepFunctionsDelay::new(aws_sdk_sfn::Client::new(&config), arn));
     let messages = Arc::new(
         SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone(), delay)
+            .with_topics(SnsTopics::new(aws_sdk_sns::Client::new(&config)))
             .with_max_sqs_delay(aws.sqs_max_delay),
     );
     Ports {

@@ -24,6 +24,24 @@ use crate::sdk_error::{is_retryable_code, sdk_error};
 use imgest_core::domain::{BlobKey, Timestamp};
 use imgest_core::ports::{BlobMeta, BlobPage, BlobStore, StoreError, UploadUrls};
 
+/// Whether S3 refused a read with 403 `AccessDenied`. S3 answers a read of a missing key so
+/// to a caller without `s3:ListBucket` on the whole bucket, and the functions that read have
+/// none (least privilege: they may list only the prefixes they walk), so a denied read is a
+/// missing key. That holds only while every function may read what it reads: the template's
+/// policies are generated from one table and held to it by a test (`tests/e2e/template`).
+fn is_denied<E: aws_sdk_s3::error::ProvideErrorMetadata>(
+    e: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> bool {
+    match e {
+        aws_sdk_s3::error::SdkError::ServiceError(service) => {
+            service.raw().status().as_u16() == 403
+                && aws_sdk_s3::error::ProvideErrorMetadata::code(service.err())
+                    == Some("AccessDenied")
+        }
+        _ => false,
+    }
+}
+
 /// `DeleteObjects` takes at most this many keys per call.
 const DELETE_BATCH: usize = 1000;
 /// Up to this many keys are deleted one `DeleteObject` each, concurrently: S3 bills `DELETE`
@@ -138,7 +156,14 @@ impl BlobStore for S3BlobStore {
             .key(key.as_str())
             .send()
             .await
-            .map_err(|e| sdk_error(format!("reading blob {key}"), e))?;
+            .map_err(|e| {
+                if is_denied(&e) {
+                    return StoreError::NotFound(format!(
+                        "reading blob {key}: S3 answered 403, which is how it answers a missing key to a caller that may not list the bucket"
+                    ));
+                }
+                sdk_error(format!("reading blob {key}"), e)
+            })?;
         // The body streams after the headers: a failure here is a broken connection.
         let body =
             out.body.collect().await.map_err(|e| {
@@ -288,6 +313,23 @@ mod tests {
     use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 
     use super::*;
+
+    #[test]
+    fn only_a_403_access_denied_reads_as_a_missing_key() {
+        use aws_sdk_s3::config::http::HttpResponse;
+        use aws_sdk_s3::error::{ErrorMetadata, SdkError};
+        use aws_sdk_s3::operation::get_object::GetObjectError;
+        let error = |code: &str, status: u16| {
+            SdkError::service_error(
+                GetObjectError::generic(ErrorMetadata::builder().code(code).build()),
+                HttpResponse::new(status.try_into().unwrap(), "".into()),
+            )
+        };
+        assert!(is_denied(&error("AccessDenied", 403)));
+        assert!(!is_denied(&error("AccessDenied", 400)));
+        assert!(!is_denied(&error("InvalidAccessKeyId", 403)));
+        assert!(!is_denied(&error("NoSuchKey", 404)));
+    }
 
     fn offline_store() -> S3BlobStore {
         let config = aws_sdk_s3::Config::builder()

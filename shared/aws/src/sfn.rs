@@ -1,6 +1,9 @@
 //! [`StepFunctionsDelay`]: messages delayed beyond SQS's 15-minute maximum go through a Step
 //! Functions state machine (`infra/statemachine/delayed-send.asl.json`) that waits, then sends
-//! the message to its queue. Its input is `{"queue_url", "body", "wait_seconds"}`.
+//! the message to its queue. Its input is `{"queue", "body", "wait_seconds"}`, the queue named
+//! by its logical name: the state machine knows the URLs of the only queues it may send to
+//! (the fetch queues: downloads retried or re-checked later), so a caller that may start it
+//! cannot use it to reach any other queue.
 
 use aws_sdk_sfn::config::http::HttpResponse;
 use aws_sdk_sfn::error::{ProvideErrorMetadata, SdkError};
@@ -16,10 +19,10 @@ pub struct StepFunctionsDelay {
     pub state_machine_arn: String,
 }
 
-/// The state machine's input (what its `$.queue_url`, `$.body` and `$.wait_seconds` read).
+/// The state machine's input (what its `$.queue`, `$.body` and `$.wait_seconds` read).
 #[derive(Debug, Serialize)]
 struct DelayedSend<'a> {
-    queue_url: &'a str,
+    queue: &'a str,
     body: &'a str,
     wait_seconds: u64,
 }
@@ -32,22 +35,27 @@ impl StepFunctionsDelay {
         }
     }
 
-    /// Starts one execution that sends `body` to `queue_url` after `wait_seconds`.
+    /// Starts one execution that sends `body` to the logical queue `queue` after
+    /// `wait_seconds`.
     pub async fn start(
         &self,
-        queue_url: &str,
+        queue: &str,
         body: &str,
         wait_seconds: u64,
     ) -> Result<(), StoreError> {
         let input = serde_json::to_string(&DelayedSend {
-            queue_url,
+            queue,
             body,
             wait_seconds,
         })
         .map_err(|e| StoreError::backend("encoding a delayed message", e))?;
+        // A name of its own: executions are told apart in the console and the alarm's history
+        // (and an emulator that would name them all alike accepts them).
+        let name = format!("delay-{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
         self.client
             .start_execution()
             .state_machine_arn(&self.state_machine_arn)
+            .name(name)
             .input(input)
             .send()
             .await

@@ -9,15 +9,19 @@
 //! message that waits, then sends it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
 
 use super::sfn::StepFunctionsDelay;
+use super::sns::{SnsTopics, is_topic};
 use crate::sdk_error::sdk_error;
 use imgest_core::backend::MAX_SQS_DELAY;
-use imgest_core::ports::{DeadMessage, MessageSender, OutgoingMessage, QueueCounts, StoreError};
+use imgest_core::ports::{
+    DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts, StoreError,
+};
 
 /// `SendMessageBatch` takes at most this many entries...
 const BATCH_ENTRIES: usize = 10;
@@ -32,9 +36,14 @@ const RESEND_BACKOFF: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone)]
 pub struct SqsSender {
     pub(super) client: aws_sdk_sqs::Client,
-    /// Logical queue name → queue URL.
+    /// Logical queue name → queue URL (a queue's dead-letter queue may be listed as
+    /// `{name}.dead`).
     queues: HashMap<String, String>,
+    /// Dead-letter queue URLs found through their queues' redrive policies, by logical name.
+    pub(super) found_dead: Arc<Mutex<HashMap<String, String>>>,
     delay: Option<StepFunctionsDelay>,
+    /// Publishes to the logical queues that are SNS topics (their entry is the topic's ARN).
+    topics: Option<SnsTopics>,
     /// Messages delayed longer than this go through Step Functions.
     max_sqs_delay: Duration,
 }
@@ -50,9 +59,18 @@ impl SqsSender {
         Self {
             client,
             queues,
+            found_dead: Arc::default(),
             delay,
+            topics: None,
             max_sqs_delay: MAX_SQS_DELAY,
         }
+    }
+
+    /// Publishes to the logical queues whose entry is an SNS topic's ARN through `topics`
+    /// (without, sending to them fails).
+    pub fn with_topics(mut self, topics: SnsTopics) -> Self {
+        self.topics = Some(topics);
+        self
     }
 
     /// Sends messages delayed longer than `max` through Step Functions (default and upper
@@ -64,6 +82,30 @@ impl SqsSender {
 
     pub fn max_sqs_delay(&self) -> Duration {
         self.max_sqs_delay
+    }
+
+    /// Sends `messages` (each due within SQS's delay) to the queue at `queue_url` (`queue`
+    /// names it in errors), in batches.
+    pub(super) async fn send_to_url(
+        &self,
+        queue: &str,
+        queue_url: &str,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), StoreError> {
+        let messages: Vec<&OutgoingMessage> = messages.iter().collect();
+        self.send_now(queue, queue_url, &messages).await
+    }
+
+    async fn send_now(
+        &self,
+        queue: &str,
+        queue_url: &str,
+        messages: &[&OutgoingMessage],
+    ) -> Result<(), StoreError> {
+        for batch in batches(messages) {
+            self.send_batch(queue, queue_url, batch).await?;
+        }
+        Ok(())
     }
 
     /// One `SendMessageBatch`, resending the entries that failed on SQS's side.
@@ -80,10 +122,12 @@ impl SqsSender {
             let entries = pending
                 .iter()
                 .map(|&i| {
+                    let attributes = string_attributes(&batch[i].attributes)?;
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
                         .message_body(&batch[i].body)
                         .delay_seconds(delay_seconds(batch[i].delay))
+                        .set_message_attributes(attributes)
                         .build()
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -136,6 +180,20 @@ impl SqsSender {
 impl MessageSender for SqsSender {
     async fn send(&self, queue: &str, messages: &[OutgoingMessage]) -> Result<(), StoreError> {
         let queue_url = self.url(queue)?;
+        if is_topic(queue_url) {
+            let Some(topics) = &self.topics else {
+                return Err(StoreError::Backend {
+                    message: format!(
+                        "{queue:?} is an SNS topic, and this sender publishes to none"
+                    ),
+                    source: None,
+                });
+            };
+            if messages.is_empty() {
+                return Ok(());
+            }
+            return topics.publish(queue, queue_url, messages).await;
+        }
         let (direct, delayed): (Vec<&OutgoingMessage>, Vec<&OutgoingMessage>) =
             messages.iter().partition(|m| m.delay <= self.max_sqs_delay);
         // Refuse before sending anything rather than send half of the messages.
@@ -152,22 +210,30 @@ impl MessageSender for SqsSender {
                 });
             }
         };
-        for batch in batches(&direct) {
-            self.send_batch(queue, queue_url, batch).await?;
-        }
+        self.send_now(queue, queue_url, &direct).await?;
         if let Some(sfn) = step_functions {
             for message in delayed {
-                sfn.start(queue_url, &message.body, ceil_secs(message.delay))
+                sfn.start(queue, &message.body, ceil_secs(message.delay))
                     .await?;
             }
         }
         Ok(())
     }
 
+    async fn dead_letter(&self, queue: &str, letters: &[Letter]) -> Result<(), StoreError> {
+        self.send_dead_letters(queue, letters).await
+    }
+
     /// From the queue's attributes; `dead` from its dead-letter queue's (named by its redrive
     /// policy), 0 when it has none.
     async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
-        let attributes = self.attributes(self.url(queue)?).await?;
+        let url = self.url(queue)?;
+        if is_topic(url) {
+            return Err(StoreError::NotFound(format!(
+                "{queue:?} is an SNS topic: its subscribers' queues hold its messages"
+            )));
+        }
+        let attributes = self.attributes(url).await?;
         let number = |name: QueueAttributeName| -> u64 {
             attributes
                 .get(&name)
@@ -234,6 +300,33 @@ impl SqsSender {
     }
 }
 
+/// SQS message attributes of type `String` (`None` for none). An empty value is left out: SQS
+/// refuses them.
+pub(super) fn string_attributes(
+    attributes: &[(String, String)],
+) -> Result<Option<HashMap<String, MessageAttributeValue>>, aws_sdk_sqs::error::BuildError> {
+    if attributes.is_empty() {
+        return Ok(None);
+    }
+    let mut out = HashMap::new();
+    for (name, value) in attributes.iter().filter(|(_, v)| !v.is_empty()) {
+        let value = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()?;
+        out.insert(name.clone(), value);
+    }
+    Ok(Some(out))
+}
+
+/// The locked map of dead-letter queues found so far.
+pub(super) fn lock(
+    found: &Mutex<HashMap<String, String>>,
+) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    // A panic while holding the map leaves it consistent (one insert at a time).
+    found.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Whole seconds, rounded up: a message is never delivered before its delay.
 fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
@@ -245,13 +338,18 @@ fn delay_seconds(d: Duration) -> i32 {
 }
 
 /// Consecutive runs of at most [`BATCH_ENTRIES`] messages and (unless one message alone is
-/// larger) [`BATCH_BYTES`] of bodies.
+/// larger) [`BATCH_BYTES`] of bodies and attributes.
 fn batches<'a>(messages: &'a [&'a OutgoingMessage]) -> Vec<&'a [&'a OutgoingMessage]> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut bytes = 0;
     for (i, m) in messages.iter().enumerate() {
-        let len = m.body.len();
+        // Attributes count towards SQS's limit as their names, types and values.
+        let len = m.body.len()
+            + m.attributes
+                .iter()
+                .map(|(n, v)| n.len() + "String".len() + v.len())
+                .sum::<usize>();
         if i > start && (i - start == BATCH_ENTRIES || bytes + len > BATCH_BYTES) {
             out.push(&messages[start..i]);
             start = i;
@@ -272,10 +370,7 @@ mod tests {
     use super::*;
 
     fn msg(len: usize) -> OutgoingMessage {
-        OutgoingMessage {
-            body: "x".repeat(len),
-            delay: Duration::ZERO,
-        }
+        OutgoingMessage::now("x".repeat(len))
     }
 
     #[test]
@@ -332,10 +427,7 @@ mod tests {
         ));
         let late = [
             msg(3),
-            OutgoingMessage {
-                body: "late".into(),
-                delay: Duration::from_secs(901),
-            },
+            OutgoingMessage::delayed("late", Duration::from_secs(901)),
         ];
         match sender.send("jobs", &late).await {
             Err(StoreError::Backend { message, .. }) => {

@@ -1,8 +1,16 @@
-//! The dead letters of an SQS queue: found through its redrive policy, listed, and moved back
-//! (`imgest dlq`). A dead-letter queue may serve several queues (the crawl's does): SQS marks
-//! each message with the queue it came from (`DeadLetterQueueSourceArn`), and only this
-//! queue's are listed and moved. A message without the mark (an emulator's) counts as this
-//! queue's.
+//! The dead letters of an SQS queue: sent there with their reasons by the handlers that gave
+//! up on them, listed, and moved back (`imgest dlq`).
+//!
+//! A queue's dead-letter queue is `{name}.dead` in `IMGEST_QUEUES`, else the one its redrive
+//! policy names (found once). A dead-letter queue may serve several queues (the crawl's
+//! does): SQS marks each message it moves with the queue it came from
+//! (`DeadLetterQueueSourceArn`), a handler marks its letters with `imgest.queue`, and only
+//! this queue's are listed and moved. A message with neither mark (an emulator's) counts as
+//! this queue's.
+//!
+//! A letter's reason is kept in message attributes ([`KIND`], [`REASON`], ...), which SQS
+//! keeps when it moves a message and which a redrive copies: a letter that SQS moves again on
+//! its own (the function stopped on every attempt) still says why it failed before.
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,9 +18,24 @@ use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName, QueueAttributeName,
 };
 
-use super::sqs::SqsSender;
+use super::sqs::{SqsSender, lock};
 use crate::sdk_error::sdk_error;
-use imgest_core::ports::{DeadMessage, OutgoingMessage, StoreError};
+use imgest_core::ports::{DeadMessage, Letter, MessageSender, OutgoingMessage, Reason, StoreError};
+
+/// The attribute holding a letter's reason's kind.
+pub const KIND: &str = "imgest.kind";
+/// ...its reason in words.
+pub const REASON: &str = "imgest.reason";
+/// ...the logical queue it was given up on (a dead-letter queue may serve several).
+pub const QUEUE: &str = "imgest.queue";
+/// ...the receives it had.
+pub const ATTEMPTS: &str = "imgest.attempts";
+/// ...its message id on that queue.
+pub const MESSAGE_ID: &str = "imgest.message_id";
+/// ...when it was given up on (ms since the epoch).
+pub const FAILED_AT: &str = "imgest.failed_at";
+/// ...who sent it first (the intake queue's `SenderId`), for a redrive to vouch for.
+pub const SENDER: &str = "imgest.sender";
 
 /// A queue's dead-letter queue.
 pub(super) struct DeadLetterQueue {
@@ -31,6 +54,16 @@ impl SqsSender {
         queue: &str,
         attributes: &HashMap<QueueAttributeName, String>,
     ) -> Result<Option<DeadLetterQueue>, StoreError> {
+        let source_arn = attributes
+            .get(&QueueAttributeName::QueueArn)
+            .cloned()
+            .unwrap_or_default();
+        if let Ok(url) = self.url(&format!("{queue}.dead")) {
+            return Ok(Some(DeadLetterQueue {
+                url: url.to_owned(),
+                source_arn,
+            }));
+        }
         let arn = attributes
             .get(&QueueAttributeName::RedrivePolicy)
             .and_then(|policy| serde_json::from_str::<serde_json::Value>(policy).ok())
@@ -56,10 +89,6 @@ impl SqsSender {
             .map_err(|e| sdk_error(format!("finding the dead-letter queue {arn:?}"), e))?
             .queue_url
             .unwrap_or_default();
-        let source_arn = attributes
-            .get(&QueueAttributeName::QueueArn)
-            .cloned()
-            .unwrap_or_default();
         Ok(Some(DeadLetterQueue { url, source_arn }))
     }
 
@@ -72,8 +101,54 @@ impl SqsSender {
             })
     }
 
+    /// The URL of `queue`'s dead-letter queue: listed, or found once through its redrive
+    /// policy.
+    async fn dead_letter_url(&self, queue: &str) -> Result<String, StoreError> {
+        if let Ok(url) = self.url(&format!("{queue}.dead")) {
+            return Ok(url.to_owned());
+        }
+        if let Some(url) = lock(&self.found_dead).get(queue) {
+            return Ok(url.clone());
+        }
+        let url = self.dead_letter_queue_of(queue).await?.url;
+        lock(&self.found_dead).insert(queue.to_owned(), url.clone());
+        Ok(url)
+    }
+
+    pub(super) async fn send_dead_letters(
+        &self,
+        queue: &str,
+        letters: &[Letter],
+    ) -> Result<(), StoreError> {
+        if letters.is_empty() {
+            return Ok(());
+        }
+        let url = self.dead_letter_url(queue).await?;
+        let failed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let messages: Vec<OutgoingMessage> = letters
+            .iter()
+            .map(|letter| {
+                let mut message = OutgoingMessage::now(letter.body.clone())
+                    .with_attribute(KIND, &letter.reason.kind)
+                    .with_attribute(REASON, &letter.reason.message)
+                    .with_attribute(QUEUE, queue)
+                    .with_attribute(ATTEMPTS, letter.attempts.to_string())
+                    .with_attribute(MESSAGE_ID, &letter.message_id)
+                    .with_attribute(FAILED_AT, failed_at.to_string());
+                if let Some(sender) = &letter.sender {
+                    message = message.with_attribute(SENDER, sender);
+                }
+                message
+            })
+            .collect();
+        self.send_to_url(&format!("{queue} (dead letters)"), &url, &messages)
+            .await
+    }
+
     /// Up to `max` (at most ten) messages of the dead-letter queue, hidden for `visibility`
-    /// seconds.
+    /// seconds, with their attributes.
     async fn take(
         &self,
         dead: &DeadLetterQueue,
@@ -89,6 +164,7 @@ impl SqsSender {
             .message_system_attribute_names(MessageSystemAttributeName::DeadLetterQueueSourceArn)
             .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .message_attribute_names("All")
             .send()
             .await
             .map_err(|e| sdk_error(format!("reading the dead-letter queue {:?}", dead.url), e))?;
@@ -114,18 +190,10 @@ impl SqsSender {
                     continue;
                 }
                 new = true;
-                if !is_from(&m, &dead) || out.len() >= limit {
+                if !is_from(&m, queue, &dead) || out.len() >= limit {
                     continue;
                 }
-                let attribute = |name| m.attributes.as_ref().and_then(|a| a.get(&name)).cloned();
-                out.push(DeadMessage {
-                    id,
-                    body: m.body.clone().unwrap_or_default(),
-                    reason: None,
-                    attempts: None,
-                    sent_at_ms: attribute(MessageSystemAttributeName::SentTimestamp)
-                        .and_then(|t| t.parse().ok()),
-                });
+                out.push(dead_message(id, &m));
             }
             if !new {
                 break;
@@ -147,7 +215,7 @@ impl SqsSender {
                 .take(&dead, max - moved as usize, MOVE_VISIBILITY_SECS)
                 .await?;
             let (ours, others): (Vec<Message>, Vec<Message>) =
-                messages.into_iter().partition(|m| is_from(m, &dead));
+                messages.into_iter().partition(|m| is_from(m, queue, &dead));
             // Another queue's dead letters are made visible again at once.
             for m in &others {
                 if let Some(handle) = &m.receipt_handle {
@@ -165,15 +233,16 @@ impl SqsSender {
                 break;
             }
             // Sent before deleted: a failure in between leaves a duplicate (every handler is
-            // idempotent), never a loss.
+            // idempotent), never a loss. The letter's attributes go with it.
             let outgoing: Vec<OutgoingMessage> = ours
                 .iter()
-                .map(|m| OutgoingMessage {
-                    body: m.body.clone().unwrap_or_default(),
-                    delay: std::time::Duration::ZERO,
+                .map(|m| {
+                    let mut message = OutgoingMessage::now(m.body.clone().unwrap_or_default());
+                    message.attributes = imgest_attributes(m);
+                    message
                 })
                 .collect();
-            imgest_core::ports::MessageSender::send(self, queue, &outgoing).await?;
+            MessageSender::send(self, queue, &outgoing).await?;
             let entries: Vec<DeleteMessageBatchRequestEntry> = ours
                 .iter()
                 .enumerate()
@@ -198,8 +267,54 @@ impl SqsSender {
     }
 }
 
-/// Whether a dead letter came from `dead`'s source queue (unmarked ones count as its own).
-fn is_from(message: &Message, dead: &DeadLetterQueue) -> bool {
+/// A message's `imgest.*` string attributes.
+fn imgest_attributes(message: &Message) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = message
+        .message_attributes
+        .iter()
+        .flatten()
+        .filter(|(name, _)| name.starts_with("imgest."))
+        .filter_map(|(name, value)| Some((name.clone(), value.string_value.clone()?)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A message of a dead-letter queue as `imgest dlq` shows it.
+fn dead_message(id: String, m: &Message) -> DeadMessage {
+    let system = |name| m.attributes.as_ref().and_then(|a| a.get(&name)).cloned();
+    let ours = |name: &str| {
+        m.message_attributes
+            .as_ref()
+            .and_then(|a| a.get(name))
+            .and_then(|v| v.string_value.clone())
+    };
+    let reason = ours(KIND).map(|kind| Reason::new(kind, ours(REASON).unwrap_or_default()));
+    DeadMessage {
+        id,
+        body: m.body.clone().unwrap_or_default(),
+        reason,
+        attempts: ours(ATTEMPTS)
+            .or_else(|| system(MessageSystemAttributeName::ApproximateReceiveCount))
+            .and_then(|n| n.parse().ok()),
+        sent_at_ms: ours(FAILED_AT)
+            .or_else(|| system(MessageSystemAttributeName::SentTimestamp))
+            .and_then(|t| t.parse().ok()),
+        sender: ours(SENDER),
+    }
+}
+
+/// Whether a dead letter is `queue`'s: a handler's letter says so (`imgest.queue`), a message
+/// SQS moved names its source queue; one with neither mark counts as `dead`'s source's.
+fn is_from(message: &Message, queue: &str, dead: &DeadLetterQueue) -> bool {
+    let marked = message
+        .message_attributes
+        .as_ref()
+        .and_then(|a| a.get(QUEUE))
+        .and_then(|v| v.string_value.as_deref());
+    if let Some(marked) = marked {
+        return marked == queue;
+    }
     message
         .attributes
         .as_ref()

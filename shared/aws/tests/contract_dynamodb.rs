@@ -619,7 +619,7 @@ async fn uploads_are_created_once_and_finished_idempotently() {
 
     let failed = UploadState::Failed {
         kind: "unsupported_format".into(),
-        message: "not a photo".into(),
+        request_id: "5f0c2a9e7b3d4a61".into(),
     };
     store.finish_upload(&record.id, &failed).await.unwrap();
     assert_eq!(

@@ -40,6 +40,7 @@ async fn fresh_queue(config: &SdkConfig) -> (aws_sdk_sqs::Client, String) {
 async fn sqs_sender_ports(test: &str) -> Option<SenderPorts> {
     let config = aws::sdk_config(test).await?;
     let (sqs, url) = fresh_queue(&config).await;
+    aws::with_dead_letter_queue(&sqs, &url, 5).await;
     let sender = SqsSender::new(
         sqs.clone(),
         HashMap::from([(QUEUE.to_owned(), url.clone())]),
@@ -71,10 +72,7 @@ async fn the_whole_suite_twice_on_one_queue() {
 }
 
 fn message(body: &str, delay: Duration) -> OutgoingMessage {
-    OutgoingMessage {
-        body: body.to_owned(),
-        delay,
-    }
+    OutgoingMessage::delayed(body, delay)
 }
 
 /// Receives (and deletes) messages until `want` arrived or `within` passed; each body with the
@@ -182,11 +180,16 @@ async fn long_delays_go_through_the_step_functions_state_machine() {
         return;
     };
     let (sqs, url) = fresh_queue(&config).await;
+    let (_, other) = fresh_queue(&config).await;
     let sfn = aws_sdk_sfn::Client::new(&config);
-    let arn = aws::delayed_send_state_machine(&sfn).await;
+    // The state machine sends only to the fetch queues: here all three are this one.
+    let arn = aws::delayed_send_state_machine(&sfn, [&url, &url, &url]).await;
     let sender = SqsSender::new(
         sqs.clone(),
-        HashMap::from([(QUEUE.to_owned(), url.clone())]),
+        HashMap::from([
+            ("fetch-1".to_owned(), url.clone()),
+            ("process".to_owned(), other.clone()),
+        ]),
         Some(StepFunctionsDelay::new(sfn.clone(), arn.clone())),
     )
     .with_max_sqs_delay(Duration::from_secs(1));
@@ -194,7 +197,7 @@ async fn long_delays_go_through_the_step_functions_state_machine() {
     let sent = Instant::now();
     sender
         .send(
-            QUEUE,
+            "fetch-1",
             &[
                 message("direct", Duration::ZERO),
                 message("via-step-functions", Duration::from_secs(2)),
@@ -215,4 +218,18 @@ async fn long_delays_go_through_the_step_functions_state_machine() {
     );
     // Exactly one execution: the direct message did not go through Step Functions.
     assert_eq!(aws::executions(&sfn, &arn).await, 1);
+
+    // Any other queue is refused by the state machine itself: its execution fails, and
+    // nothing arrives there.
+    sender
+        .send("process", &[message("not for you", Duration::from_secs(2))])
+        .await
+        .unwrap();
+    let failed = aws::wait_for_failed_executions(&sfn, &arn, 1).await;
+    assert_eq!(failed, 1);
+    assert!(
+        receive(&sqs, &other, 1, Duration::from_secs(4))
+            .await
+            .is_empty()
+    );
 }

@@ -32,7 +32,7 @@ use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion,
 };
-use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, TaskQueue};
+use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
 
 /// The local task queue backfill tasks wait on.
@@ -514,10 +514,7 @@ impl Service {
                 Some(queue) => {
                     queue.enqueue(BACKFILL_QUEUE, id.as_str(), "", due).await?;
                 }
-                None => messages.push(OutgoingMessage {
-                    body: id.as_str().to_owned(),
-                    delay: due.since(now),
-                }),
+                None => messages.push(OutgoingMessage::delayed(id.as_str(), due.since(now))),
             }
             due = due.plus(spacing);
         }
@@ -541,10 +538,7 @@ impl Service {
         {
             let parked: Vec<OutgoingMessage> = ids
                 .iter()
-                .map(|id| OutgoingMessage {
-                    body: id.as_str().to_owned(),
-                    delay: PARKED,
-                })
+                .map(|id| OutgoingMessage::delayed(id.as_str(), PARKED))
                 .collect();
             self.ports.messages.send(BACKFILL_QUEUE, &parked).await?;
             info!(
@@ -583,7 +577,7 @@ impl Service {
             }
             Err(e) => {
                 warn!(image_id = %delivery.key, error = %e, "backfill task failed");
-                let reason = format!("{}: {e}", e.kind());
+                let reason = Reason::new(e.kind(), e.to_string());
                 queue
                     .dead_letter(delivery, &reason, self.ports.clock.now())
                     .await?;

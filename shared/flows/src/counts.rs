@@ -25,6 +25,8 @@ imgest_core::counters! {
     sweep_files_deleted,
     /// Photos re-processed by a backfill (also counted in `pipeline_runs`).
     backfill_runs,
+    /// Queue messages given up on: sent to their queue's dead letters with their reason.
+    messages_dead_lettered,
 }
 
 imgest_core::counters! {
@@ -73,4 +75,6 @@ imgest_core::counters! {
     bodies_skipped,
     /// URLs settled as `host_unavailable` by an open circuit (at intake or before a download).
     circuit_refusals,
+    /// Queued crawl requests whose sender may not act for their client (dead-lettered).
+    crawls_forbidden,
 }

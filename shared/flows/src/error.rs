@@ -36,6 +36,9 @@ pub enum FlowError {
     UploadAlreadyReceived(UploadId),
     #[error("the upload declared {declared} bytes but {received} arrived")]
     SizeMismatch { declared: u64, received: u64 },
+    /// The caller (a queue message's sender) may not ask for this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("internal error: {0}")]
@@ -64,6 +67,7 @@ impl FlowError {
             Self::TooManyPhotos { .. } => "too_many_photos",
             Self::Overloaded | Self::RateLimited { .. } => "too_many_requests",
             Self::StillProcessing(_) => "still_processing",
+            Self::Forbidden(_) => "forbidden",
             Self::Store(e) => e.kind(),
             Self::Internal(_) => "internal",
         }

@@ -4,9 +4,10 @@
 //! notification (AWS) or right after the PUT (local runner) and runs the same upload flow.
 
 use bytes::Bytes;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{FlowError, Service};
+use imgest_core::domain::random::secure_hex;
 use imgest_core::domain::{BlobKey, ImageId, ImageRecord, Owner, Timestamp, UploadId};
 use imgest_core::ports::{StoreError, UploadRecord, UploadState};
 use imgest_pipeline::PipelineError;
@@ -117,15 +118,21 @@ impl Service {
         let _memory = self.reserve_body(record.size.min(limit)).await?;
         let body = self.ports.blobs.get(&key).await?;
         let state = if body.len() as u64 > limit {
-            failed(&FlowError::Image(PipelineError::TooLarge {
-                size: body.len() as u64,
-                limit,
-            }))
+            failed(
+                id,
+                &FlowError::Image(PipelineError::TooLarge {
+                    size: body.len() as u64,
+                    limit,
+                }),
+            )
         } else if body.len() as u64 != record.size {
-            failed(&FlowError::SizeMismatch {
-                declared: record.size,
-                received: body.len() as u64,
-            })
+            failed(
+                id,
+                &FlowError::SizeMismatch {
+                    declared: record.size,
+                    received: body.len() as u64,
+                },
+            )
         } else {
             let image_id = ImageId::of_bytes(&body);
             match self.upload(image_id, body).await {
@@ -134,7 +141,7 @@ impl Service {
                     deduplicated: outcome.deduplicated,
                 },
                 Err(e) if e.is_retryable() => return Err(e),
-                Err(e) => failed(&e),
+                Err(e) => failed(id, &e),
             }
         };
         self.ports.uploads.finish_upload(id, &state).await?;
@@ -174,9 +181,13 @@ impl Service {
     }
 }
 
-fn failed(e: &FlowError) -> UploadState {
+/// A failed upload's state: its kind, and the id under which what happened is logged here
+/// (the uploader sees the kind and the id, never the message).
+fn failed(id: &UploadId, e: &FlowError) -> UploadState {
+    let request_id = secure_hex::<8>();
+    warn!(upload_id = %id, request_id, kind = e.kind(), error = %e, "presigned upload failed");
     UploadState::Failed {
         kind: e.kind().to_owned(),
-        message: e.to_string(),
+        request_id,
     }
 }

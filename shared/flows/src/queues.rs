@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::backfill::BACKFILL_QUEUE;
 use super::crawl::{PROCESS_QUEUE, RESULTS_QUEUE, tier_queue};
 use super::{FlowError, Service};
-use imgest_core::ports::{DeadMessage, QueueCounts, StoreError, TaskQueue};
+use imgest_core::ports::{DeadMessage, Letter, QueueCounts, StoreError, TaskQueue};
 
 /// Which work a queue holds, in the order it is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -98,7 +98,7 @@ impl Service {
                         queue: name.clone(),
                         key: letter.key,
                         attempts: letter.attempts,
-                        reason: letter.reason,
+                        reason: letter.reason.to_string(),
                         failed_at_ms: letter.failed_at.as_millis(),
                     });
                 }
@@ -158,9 +158,9 @@ impl Service {
         Ok(out)
     }
 
-    /// `queue`'s dead letters by the kind of their failure (the reason's text before its
-    /// first `:`), in the order each kind first appears, newest letter first. `None` on AWS:
-    /// SQS keeps no reason (the function's log does).
+    /// `queue`'s dead letters by the kind of their failure, in the order each kind first
+    /// appears, newest letter first. `None` on AWS: counting them would mean receiving every
+    /// message of the dead-letter queue (`imgest dlq list` shows each one's reason).
     pub(crate) async fn failure_kinds(
         &self,
         queue: &str,
@@ -170,13 +170,33 @@ impl Service {
         };
         let mut kinds: Vec<(String, u64)> = Vec::new();
         for letter in tasks.dead_letters(queue, DEAD_LETTERS_READ).await? {
-            let kind = letter.reason.split(':').next().unwrap_or_default();
-            match kinds.iter_mut().find(|(k, _)| k == kind) {
+            let kind = letter.reason.kind;
+            match kinds.iter_mut().find(|(k, _)| *k == kind) {
                 Some((_, n)) => *n += 1,
-                None => kinds.push((kind.to_owned(), 1)),
+                None => kinds.push((kind, 1)),
             }
         }
         Ok(Some(kinds))
+    }
+
+    /// Puts `letters`, given up on where `queue` delivered them, on that queue's dead letters
+    /// with their reasons; each is logged (with its kind) and counted.
+    pub async fn dead_letter(&self, queue: &str, letters: &[Letter]) -> Result<(), FlowError> {
+        self.ports.messages.dead_letter(queue, letters).await?;
+        self.counters
+            .messages_dead_lettered
+            .increment(letters.len() as u64);
+        for letter in letters {
+            tracing::error!(
+                queue,
+                message_id = %letter.message_id,
+                kind = %letter.reason.kind,
+                reason = %letter.reason.message,
+                attempts = letter.attempts,
+                "message given up on: sent to the dead letters"
+            );
+        }
+        Ok(())
     }
 
     /// Moves up to `max` of `queue`'s dead letters back onto it; how many were moved.

@@ -41,6 +41,9 @@ pub struct Policy {
     pub backfill_rate: u32,
     /// Parts of the index a backfill enumerates side by side (`IMGEST_BACKFILL_SEGMENTS`).
     pub backfill_segments: u32,
+    /// The receive limit of the queue this process consumes (`IMGEST_MAX_RECEIVES`): a
+    /// message still failing on that receive is given up on, with its reason.
+    pub max_receives: u32,
 }
 
 impl Policy {
@@ -59,6 +62,7 @@ impl Policy {
             fetch_tiers: s.crawl.tiers.len(),
             backfill_rate: s.backfill_rate,
             backfill_segments: s.backfill_segments,
+            max_receives: s.max_receives,
         }
     }
 }

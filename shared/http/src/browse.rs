@@ -78,7 +78,6 @@ pub struct ImagePage {
     path = "/v1/operator/images",
     tag = "local runner",
     operation_id = "browse_images",
-    security(("bearer" = ["imgest:operator"])),
     params(BrowseQuery),
     responses(
         (status = 200, description = "A page of images.", body = ImagePage,

@@ -36,7 +36,6 @@ pub struct CrawlAccepted {
     path = "/v1/crawl",
     tag = "crawls",
     operation_id = "crawl_offer",
-    security(("bearer" = ["imgest:offers"])),
     request_body = CrawlRequest,
     responses(
         (status = 202, description = "Accepted: the crawl's state.", body = CrawlAccepted),
@@ -81,7 +80,6 @@ pub async fn post(
     path = "/v1/offers/{offer_id}/crawl",
     tag = "crawls",
     operation_id = "get_crawl",
-    security(("bearer" = ["imgest:offers"])),
     params(OfferIdParam),
     responses(
         (status = 200, description = "The crawl.", body = CrawlResult,

@@ -56,6 +56,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
     (410, &["upload_expired"]),
     (413, &["too_large"]),
     (415, &["unsupported_format"]),
+    (421, &["misdirected_request"]),
     (
         422,
         &[
@@ -73,6 +74,9 @@ pub const KINDS: &[(u16, &[&str])] = &[
         &["still_processing", "storage_unavailable", "conflict"],
     ),
 ];
+
+/// The message of every 401 answer.
+pub const UNAUTHENTICATED: &str = "a valid bearer token is required (Authorization: Bearer …)";
 
 /// Whether `kind` is one of [`KINDS`] under `status`.
 fn is_documented(status: StatusCode, kind: &str) -> bool {
@@ -170,8 +174,11 @@ impl ApiError {
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {
-            AuthError::Unauthenticated(m) => {
-                Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", m)
+            // One answer for every reason a credential is refused: which check failed would
+            // tell a prober what to change. The reason is logged, under the request's id.
+            AuthError::Unauthenticated(reason) => {
+                tracing::info!(reason, "request not authenticated");
+                Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", UNAUTHENTICATED)
             }
             AuthError::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "forbidden", m),
         }
@@ -199,6 +206,7 @@ impl From<FlowError> for ApiError {
             | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             FlowError::Overloaded | FlowError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             FlowError::StillProcessing(_) => StatusCode::SERVICE_UNAVAILABLE,
+            FlowError::Forbidden(_) => StatusCode::FORBIDDEN,
             FlowError::Store(s) if s.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(_) | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -272,6 +280,7 @@ mod tests {
                 received: 2,
             },
             FlowError::Internal("x".into()),
+            FlowError::Forbidden("x".into()),
             store(StoreError::NotFound("x".into())),
             store(StoreError::Conflict("x".into())),
             store(StoreError::Unavailable {
@@ -329,6 +338,7 @@ mod tests {
                 | FlowError::UploadExpired(_)
                 | FlowError::UploadAlreadyReceived(_)
                 | FlowError::SizeMismatch { .. }
+                | FlowError::Forbidden(_)
                 | FlowError::Store(_)
                 | FlowError::Internal(_) => {}
             }

@@ -28,7 +28,6 @@ use imgest_flows::FlowError;
     path = "/v1/images",
     tag = "images",
     operation_id = "upload_image",
-    security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
     request_body(
         description = "The photo: raw bytes, or a multipart form with a `file` part. At most `IMGEST_MAX_BODY` bytes.",
         content(
@@ -89,7 +88,6 @@ pub async fn upload(
     path = "/v1/images/{image_id}",
     tag = "images",
     operation_id = "get_image",
-    security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
     params(("image_id" = String, Path, description = "The image's id: the lowercase hex MD5 of its original bytes.",
         pattern = "^[0-9a-f]{32}$", example = "3b5d5c3712955042212316173ccf37be")),
     responses(
@@ -143,7 +141,6 @@ pub struct KnownImages {
     path = "/v1/images/known",
     tag = "images",
     operation_id = "known_images",
-    security(("bearer" = ["imgest:upload"]), ("bearer" = ["imgest:offers"])),
     request_body = KnownRequest,
     responses(
         (status = 200, description = "The stored images among those asked, in the order asked.", body = KnownImages,

@@ -49,7 +49,6 @@ fn offer_key(partner: Partner, raw: &str) -> Result<OfferKey, ApiError> {
     path = "/v1/offers/{offer_id}/photos",
     tag = "offers",
     operation_id = "set_offer_photos",
-    security(("bearer" = ["imgest:offers"])),
     params(OfferIdParam),
     request_body = SetPhotos,
     responses(
@@ -78,7 +77,6 @@ pub async fn put_photos(
     path = "/v1/offers/{offer_id}/photos",
     tag = "offers",
     operation_id = "get_offer_photos",
-    security(("bearer" = ["imgest:offers"])),
     params(OfferIdParam),
     responses(
         (status = 200, description = "The offer's photos, in order.", body = OfferJson,
@@ -106,7 +104,6 @@ pub async fn get_photos(
     path = "/v1/offers/{offer_id}",
     tag = "offers",
     operation_id = "delete_offer",
-    security(("bearer" = ["imgest:offers"])),
     params(OfferIdParam),
     responses(
         (status = 204, description = "Deleted (or there was nothing to delete)."),

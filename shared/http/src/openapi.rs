@@ -4,9 +4,10 @@
 //! without a credential. The tests below fail when a route of the router is missing here or a
 //! documented one is not served.
 //!
-//! Operations every `/v1` route shares are added here rather than on each handler (they come
-//! from the middleware, not the handler): 401 and 403 on every operation that names a
-//! security requirement, 500 and 503 on every operation that reaches storage.
+//! What comes from the route list or the middleware rather than the handler is added here:
+//! each operation's security requirements (its scopes, from [`routes`](super::routes)), 401
+//! and 403 on every operation that has some, 500 and 503 on every operation that reaches
+//! storage.
 //!
 //! The local runner's own routes (`GET /files/{key}`, `PUT /v1/uploads/{upload_id}/body`) are
 //! described too, tagged `local runner`: the API function behind API Gateway answers them
@@ -19,11 +20,12 @@ use axum::response::IntoResponse;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{Object, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 pub(super) use super::error::ErrorBody;
+use super::routes::Verb;
 use super::{browse, crawl, files, images, offers, page, router, scrape, uploads};
 
 /// Where the document is served.
@@ -49,6 +51,7 @@ pub(super) struct UploadForm {
 Every `/v1` operation but this document's needs `Authorization: Bearer <JWT>` (see the `bearer` scheme for the scopes). \
 Every error answers `{\"error\": {\"kind\", \"message\"}}` (5xx answers add `request_id`); each operation lists the kinds it answers. \
 A path no route serves answers 404 `route_not_found`, a method a path does not take 405 `method_not_allowed`. \
+A local runner without token checks answers only to its own address: another `Host` is 421 `misdirected_request`, and a change requested from another site's page (`Origin`, `Sec-Fetch-Site`) 403 `forbidden`. \
 The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation answers them today (an invalid `client_id` in a body is `invalid_body`).",
     ),
     paths(
@@ -132,11 +135,11 @@ impl Modify for Shared {
                     .description(Some(
                         "A JWT from the marketplace's identity provider (RS256 or ES256), with `sub` and a space-separated `scope`. \
 Scopes: `imgest:upload` (sellers' browsers: upload photos, read images and their own uploads), `imgest:offers` \
-(partners' backends: everything `imgest:upload` may do, and their own client's offers and crawls, which also needs a `client_id` claim), \
+(partners' backends: everything `imgest:upload` may do, and their own client's offers and crawls, which also needs an `imgest_client_id` claim; an identity provider's own `client_id` claim confers nothing), \
 `imgest:metrics` (the operator's scraper: the local runner's `/metrics`, and nothing else) \
 and `imgest:operator` (the operator: the local runner's browse of every client's images, and nothing else). \
 Each operation's security requirements list the scopes that allow it (alternatives). A missing or invalid token answers 401 \
-`unauthenticated`; a valid one without the scope (or, for offers and crawls, without `client_id`) 403 `forbidden`.",
+`unauthenticated` (one answer, whatever check failed); a valid one without the scope (or, for offers and crawls, without `imgest_client_id`) 403 `forbidden`.",
                     ))
                     .build(),
             ),
@@ -145,9 +148,9 @@ Each operation's security requirements list the scopes that allow it (alternativ
             (
                 "Unauthenticated",
                 error_response(
-                    "`unauthenticated`: no bearer token, or one that is not valid (signature, issuer, audience, times, `sub`).",
+                    "`unauthenticated`: no bearer token, or one that is not valid (signature, issuer, audience, times, `sub`); every such answer is the same.",
                     "unauthenticated",
-                    "no bearer token (Authorization: Bearer …)",
+                    super::error::UNAUTHENTICATED,
                     None,
                 )
                 .header(
@@ -161,7 +164,7 @@ Each operation's security requirements list the scopes that allow it (alternativ
             (
                 "Forbidden",
                 error_response(
-                    "`forbidden`: the token lacks the operation's scope (or, for offers and crawls, a usable `client_id` claim).",
+                    "`forbidden`: the token lacks the operation's scope (or, for offers and crawls, a usable `imgest_client_id` claim).",
                     "forbidden",
                     "this route needs the imgest:offers scope",
                     None,
@@ -192,6 +195,27 @@ Each operation's security requirements list the scopes that allow it (alternativ
                 .responses
                 .insert(name.to_owned(), RefOr::T(response.build()));
         }
+        for route in super::routes::served(true) {
+            let Some(item) = openapi.paths.paths.get_mut(&documented(route.path)) else {
+                continue;
+            };
+            let operation = match route.method {
+                Verb::Get => &mut item.get,
+                Verb::Put => &mut item.put,
+                Verb::Post => &mut item.post,
+                Verb::Delete => &mut item.delete,
+            };
+            if let Some(operation) = operation {
+                // Alternatives: any one of the scopes allows the operation.
+                operation.security = (!route.scopes.is_empty()).then(|| {
+                    route
+                        .scopes
+                        .iter()
+                        .map(|scope| SecurityRequirement::new(BEARER, [*scope]))
+                        .collect()
+                });
+            }
+        }
         for (path, item) in openapi.paths.paths.iter_mut() {
             for operation in [
                 &mut item.get,
@@ -206,6 +230,11 @@ Each operation's security requirements list the scopes that allow it (alternativ
             }
         }
     }
+}
+
+/// A route's path as the document writes it (`{*key}` is `{key}`).
+fn documented(path: &str) -> String {
+    path.replace("{*", "{")
 }
 
 /// 401 and 403 where a credential is needed; 500 and 503 where storage is reached (every
@@ -346,11 +375,6 @@ mod tests {
         (status, kind)
     }
 
-    /// A route's path as the document writes it (`{*key}` is `{key}`).
-    fn documented(path: &str) -> String {
-        path.replace("{*", "{")
-    }
-
     /// A path to request for a route's path: each parameter a plausible value.
     fn concrete(path: &str) -> String {
         let mut out = String::new();
@@ -389,7 +413,8 @@ mod tests {
             Edge::LocalRunner,
         );
         let mut served = BTreeSet::new();
-        for (path, _) in router::routes(Edge::LocalRunner) {
+        for (route, _) in router::routes(Edge::LocalRunner) {
+            let path = route.path;
             for method in &METHODS {
                 let (status, kind) = call(&app, method, &concrete(path)).await;
                 if kind != "route_not_found" && kind != "method_not_allowed" {
@@ -420,7 +445,7 @@ mod tests {
     fn the_local_runner_only_routes_are_tagged_so() {
         let lambda: BTreeSet<String> = router::routes(Edge::Lambda)
             .into_iter()
-            .map(|(p, _)| documented(p))
+            .map(|(r, _)| documented(r.path))
             .collect();
         let doc = document();
         for (path, item) in doc["paths"].as_object().unwrap() {

@@ -16,8 +16,10 @@ use utoipa::ToSchema;
 
 use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
+use super::routes::{self, Op, Route};
 use super::{ApiError, auth, browse, crawl, files, images, offers, openapi, page, scrape, uploads};
 use crate::auth::Authenticator;
+use crate::local_guard::{self, LocalGuard};
 use imgest_core::domain::random::secure_hex;
 use imgest_flows::Service;
 use imgest_flows::crawl::Crawler;
@@ -30,6 +32,8 @@ pub struct ApiState {
     pub urls: FileUrls,
     /// Who checks callers of the `/v1` routes.
     pub auth: Authenticator,
+    /// An open local runner's guard against web pages (see `local_guard`).
+    pub local_guard: Option<LocalGuard>,
 }
 
 impl ApiState {
@@ -45,7 +49,14 @@ impl ApiState {
             crawler,
             urls: FileUrls::new(files_url),
             auth,
+            local_guard: None,
         }
+    }
+
+    /// With an open local runner's guard against web pages.
+    pub fn with_local_guard(mut self, guard: LocalGuard) -> Self {
+        self.local_guard = Some(guard);
+        self
     }
 }
 
@@ -60,65 +71,66 @@ pub enum Edge {
     LocalRunner,
 }
 
-/// The API router, as `edge` serves it. Who may call each route: `/healthz`, the OpenAPI
-/// document (`/v1/openapi.json`), the local files and the local page anyone; every other `/v1` route a caller
-/// the state's [`Authenticator`] accepts, and then what the route's extractor says:
-/// [`Uploader`](crate::auth::Uploader) (`imgest:upload` or `imgest:offers`) for images and
-/// uploads, [`Partner`](crate::auth::Partner) (`imgest:offers` with a `client_id`) for offers
-/// and crawls, [`Observer`](crate::auth::Observer) (`imgest:metrics`) for the local runner's
-/// `/metrics`, [`Operator`](crate::auth::Operator) (`imgest:operator`) for its browse of every
-/// image.
+/// The API router, as `edge` serves it: the operations of [`routes`](crate::routes) it
+/// serves, each behind its scopes (a caller the state's [`Authenticator`] accepted, holding one
+/// of them, else 403 `forbidden`). `/healthz`, the OpenAPI document (`/v1/openapi.json`), the
+/// local files and the local page need no credential. Past the scopes, each route's extractor
+/// decides what the caller may touch: [`Uploader`](crate::auth::Uploader) (whose uploads),
+/// [`Partner`](crate::auth::Partner) (which client's offers and crawls: `imgest:offers` with a
+/// client), [`Observer`](crate::auth::Observer), [`Operator`](crate::auth::Operator).
 pub fn router(state: ApiState, edge: Edge) -> Router {
     routes(edge)
         .into_iter()
-        .fold(Router::new(), |router, (path, methods)| {
-            router.route(path, methods)
+        .fold(Router::new(), |router, (route, methods)| {
+            router.route(route.path, methods)
         })
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(from_fn_with_state(state.clone(), local_guard::guard))
         .layer(from_fn(request_span))
         .with_state(state)
 }
 
-/// Every route `edge` serves, by path. The one list the router is built from, so that the
-/// OpenAPI document's test finds every route here (see `openapi`'s tests).
-pub(super) fn routes(edge: Edge) -> Vec<(&'static str, MethodRouter<ApiState>)> {
-    let mut routes = vec![
-        ("/healthz", get(healthz)),
-        (openapi::PATH, get(openapi::document)),
+/// Every route `edge` serves, with its handler behind its scopes: the one list the router is
+/// built from.
+pub(super) fn routes(edge: Edge) -> Vec<(Route, MethodRouter<ApiState>)> {
+    routes::served(edge == Edge::LocalRunner)
+        .map(|route| {
+            let methods = handler(route.op);
+            let methods = if route.scopes.is_empty() {
+                methods
+            } else {
+                methods.route_layer(from_fn_with_state(route.scopes, auth::require_scopes))
+            };
+            (route, methods)
+        })
+        .collect()
+}
+
+/// The handler of each operation (its method is the route's).
+fn handler(op: Op) -> MethodRouter<ApiState> {
+    match op {
+        Op::Health => get(healthz),
+        Op::OpenApi => get(openapi::document),
         // Upload handlers enforce IMGEST_MAX_BODY themselves, while streaming.
-        (
-            "/v1/images",
-            post(images::upload).layer(DefaultBodyLimit::disable()),
-        ),
-        (
-            "/v1/images/known",
-            post(images::known).layer(DefaultBodyLimit::max(images::KNOWN_MAX_BODY)),
-        ),
-        ("/v1/images/{image_id}", get(images::get)),
-        (
-            "/v1/offers/{offer_id}/photos",
-            put(offers::put_photos).get(offers::get_photos),
-        ),
-        ("/v1/offers/{offer_id}", delete(offers::delete)),
-        ("/v1/offers/{offer_id}/crawl", get(crawl::get)),
-        ("/v1/crawl", post(crawl::post)),
-        ("/v1/uploads", post(uploads::create)),
-        ("/v1/uploads/{upload_id}", get(uploads::get)),
-    ];
-    if edge == Edge::LocalRunner {
-        routes.push(("/files/{*key}", get(files::get)));
-        routes.push((scrape::PATH, get(scrape::get)));
-        routes.push(("/v1/operator/images", get(browse::list)));
-        routes.push(("/", get(page::index)));
-        routes.push(("/page/{file}", get(page::asset)));
-        routes.push((
-            "/v1/uploads/{upload_id}/body",
-            put(uploads::put_body).layer(DefaultBodyLimit::disable()),
-        ));
+        Op::UploadImage => post(images::upload).layer(DefaultBodyLimit::disable()),
+        Op::KnownImages => post(images::known).layer(DefaultBodyLimit::max(images::KNOWN_MAX_BODY)),
+        Op::GetImage => get(images::get),
+        Op::CreateUpload => post(uploads::create),
+        Op::GetUpload => get(uploads::get),
+        Op::PutUploadBody => put(uploads::put_body).layer(DefaultBodyLimit::disable()),
+        Op::SetOfferPhotos => put(offers::put_photos),
+        Op::GetOfferPhotos => get(offers::get_photos),
+        Op::DeleteOffer => delete(offers::delete),
+        Op::Crawl => post(crawl::post),
+        Op::GetCrawl => get(crawl::get),
+        Op::Files => get(files::get),
+        Op::Metrics => get(scrape::get),
+        Op::BrowseImages => get(browse::list),
+        Op::Page => get(page::index),
+        Op::PageAsset => get(page::asset),
     }
-    routes
 }
 
 /// Gives every request a fresh, unguessable id (a caller's own `x-request-id` is logged beside
@@ -133,7 +145,16 @@ async fn request_span(request: Request, next: Next) -> Response {
         .filter(|s| !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
         .unwrap_or_default()
         .to_owned();
-    let span = tracing::info_span!("request", request_id = %id, client_request_id = %theirs, method = %request.method(), path = %request.uri().path());
+    // The caller's subject and client are recorded once authenticated (never the token).
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        client_request_id = %theirs,
+        method = %request.method(),
+        path = %request.uri().path(),
+        sub = tracing::field::Empty,
+        client = tracing::field::Empty,
+    );
     let started = Instant::now();
     let mut response = next.run(request).instrument(span.clone()).await;
     let status = response.status();

@@ -25,7 +25,6 @@ pub const PATH: &str = "/metrics";
     path = "/metrics",
     tag = "local runner",
     operation_id = "get_metrics",
-    security(("bearer" = ["imgest:metrics"])),
     responses(
         (status = 200, description = "The metrics, in Prometheus's text format.", content_type = "text/plain",
             body = String,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
-use super::batch::{BatchItemFailure, BatchResponse};
+use super::batch::{BatchResponse, Failure, ItemError, Outcomes};
 use imgest_core::domain::ImageId;
-use imgest_flows::backfill::StepReport;
+use imgest_flows::backfill::{BACKFILL_QUEUE, StepReport};
 use imgest_flows::{FlowError, Service};
 
 /// How long a scheduled invocation enumerates: well inside the minute between two, so runs do
@@ -41,42 +41,46 @@ pub async fn enumerate(service: &Service) -> Result<StepReport, FlowError> {
     service.backfill_enumerate(ENUMERATE_BUDGET).await
 }
 
-/// A batch of tasks. Every failure is reported for a retry, permanent ones too: after the
-/// queue's receive limit they land on its dead-letter queue, where `imgest backfill status`
-/// counts them. A body that is not an image id can never succeed and is dropped.
+/// A batch of tasks. A failure that may pass is retried (up to the queue's receive limit); one
+/// that never will, a body that is not an image id, and a task still failing on its last
+/// receive go to the backfill queue's dead letters with their reasons, where
+/// `imgest backfill status` counts them.
 pub async fn tasks(service: &Service, event: SqsEvent) -> BatchResponse {
-    let mut response = BatchResponse::default();
+    let items = super::sqs_items(event);
+    let mut results = Vec::new();
     let mut ids = Vec::new();
     let mut message_ids = Vec::new();
-    for (message_id, body) in super::sqs_items(event) {
-        match ImageId::parse(body.trim()) {
+    for item in &items {
+        match ImageId::parse(item.body.trim()) {
             Ok(id) => {
                 ids.push(id);
-                message_ids.push(message_id);
+                message_ids.push(item.id.clone());
             }
-            Err(e) => {
-                tracing::error!(message_id, error = %e, "backfill task dropped: not an image id")
-            }
+            Err(e) => results.push((
+                item.id.clone(),
+                Some(Failure::from(&ItemError::unusable(format!(
+                    "not an image id: {e}"
+                )))),
+            )),
         }
     }
     match service.backfill_tasks(&ids).await {
         Ok(outcomes) => {
             for (message_id, outcome) in message_ids.into_iter().zip(outcomes) {
-                if let Err(e) = outcome {
-                    tracing::warn!(message_id, error = %e, kind = e.kind(), "backfill task failed");
-                    response.batch_item_failures.push(BatchItemFailure {
-                        item_identifier: message_id,
-                    });
-                }
+                let failure = outcome.err().map(|e| Failure::from(&ItemError::from(e)));
+                results.push((message_id, failure));
             }
         }
         Err(e) => {
-            tracing::warn!(error = %e, "backfill batch failed; it will be retried");
-            response.batch_item_failures = message_ids
-                .into_iter()
-                .map(|item_identifier| BatchItemFailure { item_identifier })
-                .collect();
+            tracing::warn!(error = %e, "backfill batch failed");
+            let failure = Failure::from(&ItemError::from(e));
+            for message_id in message_ids {
+                results.push((message_id, Some(failure.clone())));
+            }
         }
     }
-    response
+    let outcomes: Outcomes = results.into_iter().collect();
+    outcomes
+        .settle(&items, &super::dead_letters(service, BACKFILL_QUEUE))
+        .await
 }

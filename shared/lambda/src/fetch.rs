@@ -7,25 +7,26 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch_then};
-use imgest_flows::crawl::Crawler;
 use imgest_flows::crawl::messages::FetchTask;
+use imgest_flows::crawl::{Crawler, tier_queue};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // Every task's place in the rate limiter's shared request is announced before any runs:
     // the batch asks the limiter once per client, however its tasks straggle on the way.
-    let items = super::sqs_items(event)
-        .into_iter()
-        .map(|(id, body)| {
-            let task = serde_json::from_str::<FetchTask>(&body)
-                .map_err(|e| ItemError::Unusable(format!("not a fetch task: {e}")));
+    let items = super::sqs_items(event);
+    let work = items
+        .iter()
+        .map(|item| {
+            let task = serde_json::from_str::<FetchTask>(&item.body)
+                .map_err(|e| ItemError::unusable(format!("not a fetch task: {e}")));
             let place = task.as_ref().ok().map(|t| crawler.announce_fetch(t));
-            (id, (task, place))
+            (item.id.clone(), (task, place))
         })
         .collect();
     // Photos processed here are settled together, as the process function settles its batch.
-    let response =
+    let outcomes =
         run_batch_then(
-            items,
+            work,
             |(task, mut place)| async move {
                 Ok(crawler.run_batched_fetch(task?, place.as_mut()).await?)
             },
@@ -34,5 +35,8 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
         .await;
     // The instance may be frozen until its next invocation: what it learned goes out now.
     crawler.flush_learning().await;
-    response
+    let queue = tier_queue(crawler.settings().fetch_tier);
+    outcomes
+        .settle(&items, &super::dead_letters(crawler.service(), &queue))
+        .await
 }

@@ -1,23 +1,39 @@
 //! The `intake` function: SQS messages that each carry one crawl request (the same JSON as
-//! `POST /v1/crawl`).
+//! `POST /v1/crawl`). A request is taken in only when SQS's `SenderId` names a sender that
+//! `IMGEST_INTAKE_SENDERS` lets act for its client; any other goes to the dead letters as
+//! `forbidden`, with nothing read or written.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch};
 use imgest_flows::crawl::Crawler;
 use imgest_flows::crawl::messages::CrawlRequest;
+use imgest_flows::queues::INTAKE_QUEUE;
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
+    let items = super::sqs_items(event);
+    let senders = &crawler.settings().intake_senders;
     // Each message is intaken under its id: delivered again, it is the same crawl.
-    let items = super::sqs_items(event)
-        .into_iter()
-        .map(|(id, body)| (id.clone(), (id, body)))
+    let work = items
+        .iter()
+        .map(|item| {
+            let sender =
+                senders.sender_of(item.sender_id.as_deref(), item.original_sender.as_deref());
+            (
+                item.id.clone(),
+                (item.id.as_str(), item.body.as_str(), sender),
+            )
+        })
         .collect();
-    run_batch(items, |(id, body)| async move {
-        let request: CrawlRequest = serde_json::from_str(&body)
-            .map_err(|e| ItemError::Unusable(format!("not a crawl request: {e}")))?;
-        crawler.intake_message(request, &id).await?;
+    let outcomes = run_batch(work, |(id, body, sender)| async move {
+        let request: CrawlRequest = serde_json::from_str(body)
+            .map_err(|e| ItemError::unusable(format!("not a crawl request: {e}")))?;
+        crawler.intake_message(request, id, sender).await?;
         Ok(())
     })
-    .await
+    .await;
+    let service = crawler.service();
+    outcomes
+        .settle(&items, &super::dead_letters(service, INTAKE_QUEUE))
+        .await
 }

@@ -6,7 +6,8 @@
 //! `lambda_runtime`.
 //!
 //! - [`batch`]: partial batch failures, shared by the SQS and stream handlers.
-//! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS.
+//! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS; [`settle`]: the crawls
+//!   the fetch and process functions hand to the intake function to finish.
 //! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
 //!   and the photos the fetch functions downloaded.
 //! - [`backfill`]: the backfill's enumeration (scheduled) and its re-processing tasks (SQS).
@@ -20,9 +21,10 @@ pub mod fetch;
 pub mod intake;
 pub mod process;
 pub mod scheduled_gc;
+pub mod settle;
 pub mod ttl_cleanup;
 
-pub use batch::{BatchItemFailure, BatchResponse};
+pub use batch::{BatchItemFailure, BatchResponse, SqsItem};
 
 use std::sync::Arc;
 
@@ -56,24 +58,66 @@ pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
     Ok((settings, service))
 }
 
-/// What the crawl functions (intake, fetch, process) start with: the service from the
-/// environment and the crawler over it, processing new photos as `processing` says.
-pub async fn crawler_from_env(processing: Processing) -> Result<Crawler, InitError> {
+/// What the crawl functions (intake, fetch, process) start with: the settings and service from
+/// the environment and the crawler over it, processing new photos as `processing` says.
+pub async fn crawler_from_env(processing: Processing) -> Result<(Settings, Crawler), InitError> {
     let (settings, service) = service_from_env().await?;
-    Ok(Crawler::new(Arc::new(service), settings.crawl, processing))
+    let crawler = Crawler::new(Arc::new(service), settings.crawl.clone(), processing);
+    Ok((settings, crawler))
 }
 
-/// `(message id, body)` of every message of an SQS batch. Public so that the fuzz targets read
-/// an SQS event as the handlers do.
-pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
+/// The SQS queue name of the logical queue `queue` (its URL's last part), if configured.
+pub fn queue_name(settings: &Settings, queue: &str) -> Option<String> {
+    let Backend::Aws(aws) = &settings.backend else {
+        return None;
+    };
+    let url = aws.queues.get(queue)?;
+    url.rsplit('/').next().map(str::to_owned)
+}
+
+/// Whether an SQS event came from the queue named `name` (its records' source ARN ends with
+/// it; one event source's batch comes from one queue).
+pub fn from_queue(event: &aws_lambda_events::event::sqs::SqsEvent, name: &str) -> bool {
+    event.records.first().is_some_and(|r| {
+        r.event_source_arn
+            .as_deref()
+            .and_then(|arn| arn.rsplit(':').next())
+            == Some(name)
+    })
+}
+
+/// Every message of an SQS batch, as the handlers take it: its id, body, receive count and
+/// sender. Public so that the fuzz targets read an SQS event as the handlers do.
+pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsItem> {
     event
         .records
         .into_iter()
         .map(|m| {
-            (
-                m.message_id.clone().unwrap_or_default(),
-                m.body.unwrap_or_default(),
-            )
+            let original_sender = m
+                .message_attributes
+                .get(imgest_aws::sqs_dead_letters::SENDER)
+                .and_then(|v| v.string_value.clone());
+            SqsItem {
+                id: m.message_id.unwrap_or_default(),
+                body: m.body.unwrap_or_default(),
+                receives: m
+                    .attributes
+                    .get("ApproximateReceiveCount")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1),
+                sender_id: m.attributes.get("SenderId").cloned(),
+                original_sender,
+            }
         })
         .collect()
+}
+
+/// Where an SQS handler's given-up items go: `queue`'s dead letters, through `service`, after
+/// the receive limit its policy says.
+pub fn dead_letters<'a>(service: &'a Service, queue: &'a str) -> batch::DeadLetters<'a> {
+    batch::DeadLetters {
+        service,
+        queue,
+        max_receives: service.policy().max_receives,
+    }
 }

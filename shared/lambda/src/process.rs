@@ -8,8 +8,8 @@ use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch_then};
 use imgest_core::domain::{BlobKey, UploadId};
-use imgest_flows::crawl::Crawler;
 use imgest_flows::crawl::messages::{DownloadedPhoto, ProcessMessage};
+use imgest_flows::crawl::{Crawler, PROCESS_QUEUE};
 
 /// What a process queue message asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,10 +22,14 @@ pub enum Work {
 /// settled together once every photo of the batch is processed.
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let items = super::sqs_items(event);
-    run_batch_then(
-        items,
+    let work = items
+        .iter()
+        .map(|item| (item.id.clone(), item.body.as_str()))
+        .collect();
+    let outcomes = run_batch_then(
+        work,
         |body| async move {
-            match work_in(&body)? {
+            match work_in(body)? {
                 Work::Uploads(uploads) => {
                     for upload in uploads {
                         crawler.service().process_incoming(&upload).await?;
@@ -37,17 +41,23 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
         },
         |processed| async move { Ok(crawler.settle_downloads(processed).await?) },
     )
-    .await
+    .await;
+    outcomes
+        .settle(
+            &items,
+            &super::dead_letters(crawler.service(), PROCESS_QUEUE),
+        )
+        .await
 }
 
 /// What a message body asks for. S3's `s3:TestEvent` (sent when notifications are configured)
 /// names no upload.
 pub fn work_in(body: &str) -> Result<Work, ItemError> {
     let value: serde_json::Value = serde_json::from_str(body)
-        .map_err(|e| ItemError::Unusable(format!("message body is not JSON: {e}")))?;
+        .map_err(|e| ItemError::unusable(format!("message body is not JSON: {e}")))?;
     if value.get("downloaded").is_some() {
         let message: ProcessMessage = serde_json::from_value(value)
-            .map_err(|e| ItemError::Unusable(format!("not a downloaded photo: {e}")))?;
+            .map_err(|e| ItemError::unusable(format!("not a downloaded photo: {e}")))?;
         return Ok(Work::Download(message.downloaded));
     }
     if value.get("Event").and_then(|e| e.as_str()) == Some("s3:TestEvent") {
@@ -57,7 +67,7 @@ pub fn work_in(body: &str) -> Result<Work, ItemError> {
     let records = value
         .get("Records")
         .and_then(serde_json::Value::as_array)
-        .ok_or_else(|| ItemError::Unusable("not an S3 notification: no Records".into()))?;
+        .ok_or_else(|| ItemError::unusable("not an S3 notification: no Records"))?;
     records
         .iter()
         .map(|r| {
@@ -67,7 +77,7 @@ pub fn work_in(body: &str) -> Result<Work, ItemError> {
             BlobKey::parse(key)
                 .and_then(|k| k.incoming_upload())
                 .ok_or_else(|| {
-                    ItemError::Unusable(format!("{key:?} is not an incoming upload key"))
+                    ItemError::unusable(format!("{key:?} is not an incoming upload key"))
                 })
         })
         .collect::<Result<_, _>>()
@@ -101,15 +111,14 @@ mod tests {
         assert_eq!((photo.url_hash.as_str(), photo.attempts), (hash, 2));
         assert_eq!(photo.validator.etag.as_deref(), Some("\"x\""));
 
-        assert!(matches!(work_in("nonsense"), Err(ItemError::Unusable(_))));
+        let unusable = |body: &str| match work_in(body) {
+            Err(ItemError::NeverSucceeds(reason)) if reason.kind == "unusable" => reason.message,
+            other => panic!("{body}: {other:?}"),
+        };
+        unusable("nonsense");
         let bad = serde_json::json!({"downloaded": {"url_hash": "xyz", "attempts": 1}});
-        assert!(matches!(
-            work_in(&bad.to_string()),
-            Err(ItemError::Unusable(m)) if m.contains("not a downloaded photo")
-        ));
+        assert!(unusable(&bad.to_string()).contains("not a downloaded photo"));
         let foreign = serde_json::json!({"Records": [record("ab/other")]}).to_string();
-        assert!(
-            matches!(work_in(&foreign), Err(ItemError::Unusable(m)) if m.contains("not an incoming upload key"))
-        );
+        assert!(unusable(&foreign).contains("not an incoming upload key"));
     }
 }

@@ -20,8 +20,9 @@ pub async fn handle(
                 Ok(())
             }
             Ok(None) => Ok(()),
-            Err(e) => Err(ItemError::Unusable(e.to_string())),
+            Err(e) => Err(ItemError::unusable(e.to_string())),
         }
     })
     .await
+    .retry_failures()
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::SettingsError;
 use super::parse::Vars;
+use super::senders::IntakeSenders;
 use imgest_core::domain::{ClientId, NormalizationRules};
 use imgest_download::{AllowedPorts, CircuitRules, HashHeaders, HostAllowlist};
 
@@ -62,6 +63,10 @@ pub struct CrawlSettings {
     /// `IMGEST_CLIENT_HOSTS` (`acme=img.acme.example,*.acme-cdn.example;…`): the hosts a
     /// client's downloads may reach; a client not listed may reach any public host.
     pub client_hosts: HashMap<ClientId, HostAllowlist>,
+    /// `IMGEST_INTAKE_SENDERS` (`SENDER_ID=client,…;SENDER_ID=*`) and
+    /// `IMGEST_INTAKE_REDRIVERS` (`ID,…`): whose crawl requests the intake queue takes, for
+    /// which clients (none by default), and who may redrive them.
+    pub intake_senders: IntakeSenders,
 }
 
 impl CrawlSettings {
@@ -182,6 +187,18 @@ impl CrawlSettings {
                 return Err(vars.bad(var, format!("{client} is listed twice")));
             }
         }
+        let intake_senders = IntakeSenders::parse(
+            vars.get("IMGEST_INTAKE_SENDERS").unwrap_or_default(),
+            vars.get("IMGEST_INTAKE_REDRIVERS").unwrap_or_default(),
+        )
+        .map_err(|e| {
+            let var = if e.contains("redriver") {
+                "IMGEST_INTAKE_REDRIVERS"
+            } else {
+                "IMGEST_INTAKE_SENDERS"
+            };
+            vars.bad(var, e)
+        })?;
         let hash_headers = match vars.get("IMGEST_HASH_HEADERS") {
             None => HashHeaders::default(),
             Some(v) => HashHeaders::parse(v).map_err(|e| {
@@ -239,6 +256,7 @@ impl CrawlSettings {
             tier_routing: vars.flag("IMGEST_TIER_ROUTING", true)?,
             fetch_ports,
             client_hosts,
+            intake_senders,
         })
     }
 }

@@ -8,6 +8,7 @@
 mod crawl;
 mod memory;
 mod parse;
+mod senders;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ use imgest_pipeline::WatermarkPosition;
 
 pub use self::crawl::CrawlSettings;
 use self::parse::Vars;
+pub use self::senders::{Clients, IntakeSenders};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{var}={value:?}: {reason}")]
@@ -97,6 +99,10 @@ pub struct Settings {
     /// `IMGEST_AUDIT_SEGMENTS` (16): the scheduled audit covers one of this many segments of
     /// the image index a run (AWS); a full cycle takes this many runs.
     pub audit_segments: u32,
+    /// `IMGEST_MAX_RECEIVES` (5): the receive limit (`maxReceiveCount`) of the queue an SQS
+    /// function consumes; a message still failing on that receive is dead-lettered with its
+    /// reason by the function, not moved without one by SQS.
+    pub max_receives: u32,
 }
 
 /// Who checks the API's callers.
@@ -114,16 +120,17 @@ pub enum AuthSettings {
         issuer: String,
         audience: String,
     },
-    /// `IMGEST_AUTH=gateway`: API Gateway's JWT authorizer checked the token; the API function
-    /// reads its claims from the request context.
-    Gateway,
+    /// `IMGEST_AUTH=gateway` (with `IMGEST_JWT_AUDIENCE`): API Gateway's JWT authorizer
+    /// checked the token; the API function reads its claims from the request context, and
+    /// requires their `aud` to name `audience`.
+    Gateway { audience: String },
 }
 
 impl AuthSettings {
     /// Whether offers live in their clients' namespaces (identity on) or in one shared one
     /// (open mode). Trusted paths (the intake queue, `imgest crawl`) follow this too.
     pub fn per_client_offers(&self) -> bool {
-        matches!(self, Self::Jwt { .. } | Self::Gateway)
+        matches!(self, Self::Jwt { .. } | Self::Gateway { .. })
     }
 }
 
@@ -132,7 +139,25 @@ impl Settings {
         let vars: HashMap<String, String> = std::env::vars()
             .filter(|(k, _)| k.starts_with("IMGEST_"))
             .collect();
-        Self::from_map(&vars)
+        let settings = Self::from_map(&vars)?;
+        // Set by AWS Lambda in every function's environment (not by the project's Runtime API
+        // emulator, whose smoke test downloads from hosts on 127.0.0.1).
+        settings.refuse_on_lambda(std::env::var_os("AWS_LAMBDA_INITIALIZATION_TYPE").is_some())?;
+        Ok(settings)
+    }
+
+    /// Refuses, `on_lambda`, what must never run there: downloads into private networks
+    /// (`IMGEST_ALLOW_PRIVATE_NETWORKS`: a crawl request could then reach the VPC's hosts).
+    pub fn refuse_on_lambda(&self, on_lambda: bool) -> Result<(), SettingsError> {
+        if on_lambda && self.crawl.allow_private_networks {
+            return Err(SettingsError {
+                var: "IMGEST_ALLOW_PRIVATE_NETWORKS",
+                value: "true".into(),
+                reason: "refused on AWS Lambda: crawl requests could then reach the VPC's hosts"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// Parses settings from a map of variables (tests and `from_env` share this).
@@ -185,6 +210,7 @@ impl Settings {
             backfill_rate: vars.number("IMGEST_BACKFILL_RATE", 20, 0, 100_000)?,
             backfill_segments: vars.number("IMGEST_BACKFILL_SEGMENTS", 4, 1, 64)?,
             audit_segments: vars.number("IMGEST_AUDIT_SEGMENTS", 16, 1, 1024)?,
+            max_receives: vars.number("IMGEST_MAX_RECEIVES", 5, 1, 1000)?,
         })
     }
 
@@ -272,7 +298,11 @@ fn auth(vars: &Vars<'_>) -> Result<AuthSettings, SettingsError> {
             "required when IMGEST_AUTH=jwt (a JWKS file with the token issuer's public keys)",
         )),
         (Some("off"), None) => Ok(AuthSettings::Off),
-        (Some("gateway"), None) => Ok(AuthSettings::Gateway),
+        (Some("gateway"), None) => Ok(AuthSettings::Gateway {
+            audience: vars
+                .required("IMGEST_JWT_AUDIENCE", "IMGEST_AUTH=gateway")?
+                .to_owned(),
+        }),
         (Some("off" | "gateway"), Some(_)) => Err(vars.bad(
             "IMGEST_AUTH",
             "IMGEST_JWKS_FILE is set too: say which (jwt checks tokens against that file)",
@@ -331,7 +361,8 @@ fn watermark(
     }))
 }
 
-/// `name=url,name=url` (blank entries ignored): logical queue names and their SQS URLs.
+/// `name=url,name=url` (blank entries ignored): logical queue names and their SQS URLs, or an
+/// SNS topic's ARN (`results=arn:aws:sns:…`: the results are published to a topic).
 fn parse_queues(v: &str) -> Result<HashMap<String, String>, String> {
     let mut queues = HashMap::new();
     for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -342,9 +373,15 @@ fn parse_queues(v: &str) -> Result<HashMap<String, String>, String> {
         if name.is_empty() {
             return Err(format!("{entry:?} has no queue name"));
         }
+        let topic = url.starts_with("arn:") && url.split(':').nth(2) == Some("sns");
         match url::Url::parse(url) {
+            _ if topic => {}
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
-            _ => return Err(format!("{url:?} (queue {name}) is not an http(s) URL")),
+            _ => {
+                return Err(format!(
+                    "{url:?} (queue {name}) is neither an http(s) URL nor an SNS topic's ARN"
+                ));
+            }
         }
         if queues.insert(name.to_owned(), url.to_owned()).is_some() {
             return Err(format!("queue {name} is listed twice"));
@@ -452,7 +489,7 @@ mod tests {
         let s = with_aws(&[
             (
                 "IMGEST_QUEUES",
-                " results=https://sqs.eu-west-1.amazonaws.com/1/results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
+                " results=arn:aws:sns:eu-west-1:1:results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
             ),
             (
                 "IMGEST_DELAY_STATE_MACHINE_ARN",
@@ -469,10 +506,7 @@ mod tests {
             panic!("the aws backend");
         };
         assert_eq!(queues.len(), 2);
-        assert_eq!(
-            queues["results"],
-            "https://sqs.eu-west-1.amazonaws.com/1/results"
-        );
+        assert_eq!(queues["results"], "arn:aws:sns:eu-west-1:1:results");
         assert_eq!(queues["fetch-0"], "http://127.0.0.1:5000/1/f0");
         assert_eq!(
             delay_state_machine_arn.as_deref(),
@@ -491,6 +525,7 @@ mod tests {
             ("IMGEST_QUEUES", "results"),
             ("IMGEST_QUEUES", "=https://sqs/1/q"),
             ("IMGEST_QUEUES", "results=sqs/1/q"),
+            ("IMGEST_QUEUES", "results=arn:aws:sqs:eu-west-1:1:results"),
             ("IMGEST_QUEUES", "a=https://x/1/a,a=https://x/1/b"),
             ("IMGEST_DELAY_STATE_MACHINE_ARN", "delayed-send"),
         ] {
@@ -508,8 +543,15 @@ mod tests {
             AuthSettings::Off
         );
         assert_eq!(
-            with(&[("IMGEST_AUTH", "gateway")]).unwrap().auth,
-            AuthSettings::Gateway
+            with(&[
+                ("IMGEST_AUTH", "gateway"),
+                ("IMGEST_JWT_AUDIENCE", "imgest")
+            ])
+            .unwrap()
+            .auth,
+            AuthSettings::Gateway {
+                audience: "imgest".into()
+            }
         );
         let jwt = with(&[
             ("IMGEST_JWKS_FILE", "/etc/imgest/jwks.json"),
@@ -531,10 +573,20 @@ mod tests {
                 "IMGEST_AUTH",
             ),
             (&[("IMGEST_AUTH", "maybe")][..], "IMGEST_AUTH"),
+            (&[("IMGEST_AUTH", "gateway")][..], "IMGEST_JWT_AUDIENCE"),
             (&[("IMGEST_UPLOAD_RPM", "0")][..], "IMGEST_UPLOAD_RPM"),
         ] {
             assert_eq!(with(pairs).unwrap_err().var, var, "{pairs:?}");
         }
+    }
+
+    #[test]
+    fn private_networks_are_refused_on_lambda() {
+        let open = with(&[("IMGEST_ALLOW_PRIVATE_NETWORKS", "true")]).unwrap();
+        assert!(open.refuse_on_lambda(false).is_ok());
+        let refused = open.refuse_on_lambda(true).unwrap_err();
+        assert_eq!(refused.var, "IMGEST_ALLOW_PRIVATE_NETWORKS");
+        assert!(Settings::defaults().refuse_on_lambda(true).is_ok());
     }
 
     #[test]

@@ -46,14 +46,65 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
 }
 
+/// A fresh SQS queue named after `prefix`: its URL and ARN.
+pub async fn queue(sqs: &aws_sdk_sqs::Client, prefix: &str) -> (String, String) {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let url = sqs
+        .create_queue()
+        .queue_name(unique_name(prefix))
+        .send()
+        .await
+        .expect("the emulator creates the queue")
+        .queue_url
+        .expect("a created queue has a URL");
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("the emulator reads the queue's attributes")
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .expect("a queue has an ARN");
+    (url, arn)
+}
+
+/// Gives the queue at `url` a fresh dead-letter queue (a redrive policy after `max_receives`
+/// receives, as the template's queues have): the dead-letter queue's URL.
+pub async fn with_dead_letter_queue(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    max_receives: u32,
+) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let (dead, arn) = queue(sqs, "dead").await;
+    let policy =
+        format!(r#"{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": {max_receives}}}"#);
+    sqs.set_queue_attributes()
+        .queue_url(url)
+        .attributes(QueueAttributeName::RedrivePolicy, policy)
+        .send()
+        .await
+        .expect("the emulator sets the redrive policy");
+    dead
+}
+
 /// The delayed-send state machine the SAM template deploys, created on the emulator (which
-/// runs its executions: the wait, then the SQS send); its ARN.
-pub async fn delayed_send_state_machine(sfn: &aws_sdk_sfn::Client) -> String {
+/// runs its executions: the wait, then the SQS send), sending to the fetch queues at
+/// `fetch_queue_urls` (tier 0 first; SAM's `DefinitionSubstitutions` on AWS); its ARN.
+pub async fn delayed_send_state_machine(
+    sfn: &aws_sdk_sfn::Client,
+    fetch_queue_urls: [&str; 3],
+) -> String {
+    let mut definition =
+        include_str!("../../../infra/statemachine/delayed-send.asl.json").to_owned();
+    for (tier, url) in fetch_queue_urls.iter().enumerate() {
+        definition = definition.replace(&format!("${{FetchQueue{tier}Url}}"), url);
+    }
     sfn.create_state_machine()
         .name(unique_name("imgest-delayed-send"))
-        .definition(include_str!(
-            "../../../infra/statemachine/delayed-send.asl.json"
-        ))
+        .definition(definition)
         .role_arn("arn:aws:iam::123456789012:role/x")
         .send()
         .await
@@ -70,6 +121,31 @@ pub async fn executions(sfn: &aws_sdk_sfn::Client, arn: &str) -> usize {
         .expect("the emulator lists the executions")
         .executions()
         .len()
+}
+
+/// Waits (up to a minute) until the state machine `arn` has `want` failed executions; how many
+/// it has then.
+pub async fn wait_for_failed_executions(
+    sfn: &aws_sdk_sfn::Client,
+    arn: &str,
+    want: usize,
+) -> usize {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let failed = sfn
+            .list_executions()
+            .state_machine_arn(arn)
+            .status_filter(aws_sdk_sfn::types::ExecutionStatus::Failed)
+            .send()
+            .await
+            .expect("the emulator lists the executions")
+            .executions()
+            .len();
+        if failed >= want || std::time::Instant::now() >= deadline {
+            return failed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Reads an SQS queue back: long-polling `ReceiveMessage`, then `DeleteMessage` for the

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::{SenderPorts, secs, unique_name};
-use imgest_core::ports::{Clock, OutgoingMessage, StoreError, TaskQueue};
+use imgest_core::ports::{Clock, Letter, OutgoingMessage, Reason, StoreError, TaskQueue};
 
 contract_suite!($ message_sender_contract_tests, message_sender, SenderPorts;
     sent_messages_arrive_on_the_named_queue_with_their_bodies_unchanged,
     a_batch_of_more_than_ten_arrives_whole,
     a_message_delayed_by_a_minute_is_not_delivered_right_away_but_one_sent_with_it_is,
     an_unknown_queue_name_is_not_found_and_sends_nothing,
+    dead_letters_keep_their_reasons_and_a_redrive_sends_them_back,
 );
 
 /// Reads a queue back, for tests (the application receives in its own way: Lambda's SQS
@@ -92,10 +93,7 @@ const ARRIVAL: Duration = secs(30);
 const SETTLE: Duration = secs(2);
 
 fn now_message(body: String) -> OutgoingMessage {
-    OutgoingMessage {
-        body,
-        delay: Duration::ZERO,
-    }
+    OutgoingMessage::now(body)
 }
 
 /// The tagged messages that arrive until `done` holds for them (or [`ARRIVAL`] passed), in
@@ -201,10 +199,7 @@ pub async fn a_message_delayed_by_a_minute_is_not_delivered_right_away_but_one_s
         .send(
             &ports.queue,
             &[
-                OutgoingMessage {
-                    body: later.clone(),
-                    delay: Duration::from_secs(60),
-                },
+                OutgoingMessage::delayed(later.clone(), Duration::from_secs(60)),
                 now_message(now.clone()),
             ],
         )
@@ -251,4 +246,65 @@ pub async fn an_unknown_queue_name_is_not_found_and_sends_nothing(ports: SenderP
     let mut got = take_until(reader, &tag, |got| got.contains(&marker)).await;
     got.extend(reader.take(&tag, SETTLE).await);
     assert_eq!(got, [marker]);
+}
+
+pub async fn dead_letters_keep_their_reasons_and_a_redrive_sends_them_back(ports: SenderPorts) {
+    let tag = unique_name("dead");
+    let letter = |n: &str, reason: Reason| Letter {
+        body: format!("{tag} {n}"),
+        reason,
+        attempts: 3,
+        message_id: format!("message-{n}"),
+        sender: Some("AIDASENDER".into()),
+    };
+    let letters = [
+        letter(
+            "one",
+            Reason::new(Reason::UNUSABLE, "not a crawl request: expected value"),
+        ),
+        letter(
+            "two",
+            Reason::new(
+                Reason::FORBIDDEN,
+                "sender AIDASENDER may not act for client x",
+            ),
+        ),
+    ];
+    ports
+        .sender
+        .dead_letter(&ports.queue, &letters)
+        .await
+        .unwrap();
+    ports.sender.dead_letter(&ports.queue, &[]).await.unwrap();
+    // Dead letters are not delivered.
+    assert!(ports.reader.take(&tag, SETTLE).await.is_empty());
+    let mut listed: Vec<_> = ports
+        .sender
+        .dead_letters(&ports.queue, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.body.starts_with(&tag))
+        .map(|l| (l.body, l.reason, l.attempts))
+        .collect();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let expected: Vec<_> = letters
+        .iter()
+        .map(|l| (l.body.clone(), Some(l.reason.clone()), Some(3)))
+        .collect();
+    assert_eq!(listed, expected);
+    assert!(ports.sender.counts(&ports.queue).await.unwrap().dead >= 2);
+
+    assert!(ports.sender.redrive(&ports.queue, 1000).await.unwrap() >= 2);
+    let back = take_count(ports.reader.as_ref(), &tag, 2).await;
+    assert_same_bodies(back, letters.iter().map(|l| l.body.clone()).collect());
+    assert!(
+        ports
+            .sender
+            .dead_letters(&ports.queue, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .all(|l| !l.body.starts_with(&tag))
+    );
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{BASE, mins, secs, unique_name};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{Delivery, Enqueued, QueueCounts, TaskQueue};
+use imgest_core::ports::{DeadLetter, Delivery, Enqueued, QueueCounts, Reason, TaskQueue};
 
 contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
     enqueue_keeps_keys_unique,
@@ -16,6 +16,7 @@ contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
     replacing_a_leased_task_voids_its_receipt,
     retry_ends_the_lease_and_reschedules,
     dead_letter_moves_the_task_with_its_reason,
+    a_message_given_up_elsewhere_joins_the_dead_letters,
     redrive_puts_dead_letters_back_oldest_first,
     counts_sort_tasks_into_categories,
     queues_are_independent,
@@ -23,6 +24,11 @@ contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
 );
 
 const VISIBILITY: Duration = Duration::from_secs(30);
+
+/// A reason of kind `kind`.
+fn why(kind: &str) -> Reason {
+    Reason::new(kind, format!("{kind} happened"))
+}
 
 async fn enqueue(
     q: &dyn TaskQueue,
@@ -154,7 +160,7 @@ pub async fn replacing_a_leased_task_voids_its_receipt(queue: Arc<dyn TaskQueue>
     assert_eq!(enqueue(q, &name, "k", "new", now).await, Enqueued::Replaced);
     assert!(!q.ack(&stale).await.unwrap());
     assert!(!q.retry(&stale, now).await.unwrap());
-    assert!(!q.dead_letter(&stale, "stale", now).await.unwrap());
+    assert!(!q.dead_letter(&stale, &why("stale"), now).await.unwrap());
     assert_eq!(counts(q, &name, now).await.dead, 0);
     // The replacement runs (again), from a fresh count of attempts.
     let fresh = receive_one(q, &name, now).await;
@@ -195,17 +201,17 @@ pub async fn dead_letter_moves_the_task_with_its_reason(queue: Arc<dyn TaskQueue
     let got = receive(q, &name, now, 2).await;
     assert_eq!(keys(&got), ["k1", "k2"]);
     assert!(
-        q.dead_letter(&got[0], "boom", BASE.plus(secs(5)))
+        q.dead_letter(&got[0], &why("boom"), BASE.plus(secs(5)))
             .await
             .unwrap()
     );
     assert!(
-        q.dead_letter(&got[1], "bang", BASE.plus(secs(6)))
+        q.dead_letter(&got[1], &why("bang"), BASE.plus(secs(6)))
             .await
             .unwrap()
     );
     assert!(
-        !q.dead_letter(&got[0], "twice", BASE.plus(secs(7)))
+        !q.dead_letter(&got[0], &why("twice"), BASE.plus(secs(7)))
             .await
             .unwrap()
     );
@@ -225,9 +231,9 @@ pub async fn dead_letter_moves_the_task_with_its_reason(queue: Arc<dyn TaskQueue
         (
             dead[0].key.as_str(),
             dead[0].payload.as_str(),
-            dead[0].reason.as_str()
+            dead[0].reason.clone()
         ),
-        ("k2", "p2", "bang")
+        ("k2", "p2", why("bang"))
     );
     assert_eq!(
         (dead[0].attempts, dead[0].failed_at),
@@ -236,10 +242,10 @@ pub async fn dead_letter_moves_the_task_with_its_reason(queue: Arc<dyn TaskQueue
     assert_eq!(
         (
             dead[1].key.as_str(),
-            dead[1].reason.as_str(),
+            dead[1].reason.clone(),
             dead[1].failed_at
         ),
-        ("k1", "boom", BASE.plus(secs(5)))
+        ("k1", why("boom"), BASE.plus(secs(5)))
     );
     let newest = q.dead_letters(&name, 1).await.unwrap();
     assert_eq!(newest.len(), 1);
@@ -247,6 +253,30 @@ pub async fn dead_letter_moves_the_task_with_its_reason(queue: Arc<dyn TaskQueue
 
     // The key can be queued again.
     assert_eq!(enqueue(q, &name, "k1", "p1", BASE).await, Enqueued::New);
+}
+
+pub async fn a_message_given_up_elsewhere_joins_the_dead_letters(queue: Arc<dyn TaskQueue>) {
+    let (q, name) = (queue.as_ref(), unique_name("given-up"));
+    let letter = DeadLetter {
+        key: "m1".into(),
+        payload: "{\"not\": \"a task\"}".into(),
+        attempts: 3,
+        reason: Reason::new(Reason::FORBIDDEN, "sender x may not act for client y"),
+        failed_at: BASE.plus(secs(2)),
+    };
+    q.add_dead_letter(&name, &letter).await.unwrap();
+    assert_eq!(
+        q.dead_letters(&name, 10).await.unwrap(),
+        std::slice::from_ref(&letter)
+    );
+    assert_eq!(counts(q, &name, BASE).await.dead, 1);
+    // Redriven like any dead letter: its payload becomes a task, with attempts reset.
+    assert_eq!(q.redrive(&name, 10, BASE.plus(mins(1))).await.unwrap(), 1);
+    let again = receive_one(q, &name, BASE.plus(mins(1))).await;
+    assert_eq!(
+        (again.key.as_str(), again.payload.as_str(), again.attempts),
+        ("m1", letter.payload.as_str(), 1)
+    );
 }
 
 pub async fn redrive_puts_dead_letters_back_oldest_first(queue: Arc<dyn TaskQueue>) {
@@ -257,7 +287,7 @@ pub async fn redrive_puts_dead_letters_back_oldest_first(queue: Arc<dyn TaskQueu
     let got = receive(q, &name, BASE, 3).await;
     for (i, d) in got.iter().enumerate() {
         let at = BASE.plus(secs(10 + i as u64));
-        assert!(q.dead_letter(d, "boom", at).await.unwrap());
+        assert!(q.dead_letter(d, &why("boom"), at).await.unwrap());
     }
     // k3 is queued again meanwhile: its dead letter is superseded, not redriven.
     enqueue(q, &name, "k3", "fresh", BASE.plus(mins(1))).await;
@@ -288,7 +318,7 @@ pub async fn counts_sort_tasks_into_categories(queue: Arc<dyn TaskQueue>) {
     enqueue(q, &name, "later", "p", BASE.plus(mins(60))).await;
     let got = receive(q, &name, BASE, 2).await;
     assert_eq!(got.len(), 2);
-    assert!(q.dead_letter(&got[1], "failed", BASE).await.unwrap());
+    assert!(q.dead_letter(&got[1], &why("failed"), BASE).await.unwrap());
     let now = BASE.plus(secs(1));
     assert_eq!(
         counts(q, &name, now).await,
@@ -329,7 +359,7 @@ pub async fn queues_are_independent(queue: Arc<dyn TaskQueue>) {
     let d = receive_one(q, &one, BASE).await;
     assert_eq!(d.payload, "in one");
     assert!(receive(q, &one, BASE, 10).await.is_empty());
-    assert!(q.dead_letter(&d, "x", BASE).await.unwrap());
+    assert!(q.dead_letter(&d, &why("x"), BASE).await.unwrap());
     assert_eq!(
         counts(q, &two, BASE).await,
         QueueCounts {

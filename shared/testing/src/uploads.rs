@@ -46,7 +46,7 @@ pub async fn an_upload_is_created_once_read_back_and_finished(ports: UploadPorts
 
     let failed = UploadState::Failed {
         kind: "corrupt_image".into(),
-        message: "truncated".into(),
+        request_id: "5f0c2a9e7b3d4a61".into(),
     };
     let other = UploadId::random();
     records.create_upload(&pending(&other)).await.unwrap();

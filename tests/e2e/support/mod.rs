@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod crawl;
+pub mod iam;
 pub mod identity;
 
 use std::collections::HashMap;
@@ -21,6 +22,10 @@ use imgest_http::auth::Authenticator;
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
 use serde_json::Value;
+
+/// The `SenderId` of the intake events the tests make: [`TestApp::crawler`] lets it act for
+/// any client unless the test lists its own senders (`IMGEST_INTAKE_SENDERS`).
+pub const TEST_SENDER: &str = "AIDATESTSENDER";
 
 pub struct TestApp {
     pub base: String,
@@ -251,7 +256,9 @@ impl TestApp {
                 self.service.clone(),
                 crawler,
                 "https://cdn.example.com",
-                Authenticator::Gateway,
+                Authenticator::Gateway {
+                    audience: crate::support::identity::AUDIENCE.into(),
+                },
             ),
             api::Edge::Lambda,
         )
@@ -350,7 +357,8 @@ impl TestApp {
     }
 
     /// A crawler over this app's service, with the crawl settings of `vars` (and private
-    /// networks allowed: partner hosts in tests are on 127.0.0.1).
+    /// networks allowed: partner hosts in tests are on 127.0.0.1; [`TEST_SENDER`] may send
+    /// crawls for any client unless `vars` list the intake's senders).
     pub fn crawler(&self, processing: Processing, vars: &[(&str, &str)]) -> Crawler {
         let mut map: HashMap<String, String> = vars
             .iter()
@@ -360,6 +368,8 @@ impl TestApp {
             .or_insert_with(|| "true".into());
         map.entry("IMGEST_FETCH_PORTS".into())
             .or_insert_with(|| "any".into());
+        map.entry("IMGEST_INTAKE_SENDERS".into())
+            .or_insert_with(|| format!("{TEST_SENDER}=*"));
         let settings = Settings::from_map(&map).unwrap().crawl;
         Crawler::new(self.service.clone(), settings, processing)
     }

@@ -276,7 +276,15 @@ impl Documents for DynamoStore {
     ) -> Result<DocumentPage, StoreError> {
         let prefix = record_prefix(kind)?;
         let (items, next) = self
-            .scan_items(KIND, Some(&prefix), 0, 1, cursor, limit)
+            .scan_items(
+                KIND,
+                Some(&prefix),
+                &[BODY, VERSION, EXPIRES_AT],
+                0,
+                1,
+                cursor,
+                limit,
+            )
             .await?;
         let mut records = Vec::with_capacity(items.len());
         for item in &items {

@@ -65,6 +65,25 @@ const LAST_UPDATE: &str = "last_update";
 pub(super) const LINK_COUNT: &str = "link_count";
 pub(super) const EXPIRES_AT: &str = "expires_at";
 
+/// What a scan of image records reads (with the key attributes): what a record is made of.
+pub const SCAN_ATTRIBUTES: &[&str] = &[
+    GENERATION,
+    STATE,
+    CLAIM_EXPIRES_AT,
+    FORMAT,
+    WIDTH,
+    HEIGHT,
+    ORIGINAL_BYTES,
+    VARIANTS,
+    VARIANT_SET,
+    PREVIOUS_GENERATION,
+    PREVIOUS_UNTIL,
+    CREATED_AT,
+    LAST_UPDATE,
+    LINK_COUNT,
+    EXPIRES_AT,
+];
+
 /// A processing claim's item outlives the claim by this much before DynamoDB's TTL deleter
 /// may remove it (GC normally collects it first, deleting its files too).
 const CLAIM_TTL_GRACE: i64 = 86_400;
@@ -756,7 +775,15 @@ impl ImageIndex for DynamoStore {
         limit: usize,
     ) -> Result<ScanPage, StoreError> {
         let (items, next) = self
-            .scan_items(KIND, None, segment, segments, cursor, limit)
+            .scan_items(
+                KIND,
+                None,
+                SCAN_ATTRIBUTES,
+                segment,
+                segments,
+                cursor,
+                limit,
+            )
             .await?;
         Ok(ScanPage {
             records: items

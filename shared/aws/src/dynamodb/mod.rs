@@ -46,6 +46,8 @@ use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
 use crate::sdk_error::sdk_error;
 use imgest_core::ports::StoreError;
 
+pub use images::SCAN_ATTRIBUTES as IMAGE_SCAN_ATTRIBUTES;
+pub use offers::SCAN_ATTRIBUTES as OFFER_SCAN_ATTRIBUTES;
 pub use schema::{GC_INDEX, create_table};
 pub use stream::removed_images;
 

@@ -64,6 +64,9 @@ const EXPIRES_AT: &str = "expires_at";
 /// a link made before the offer's write (see [`DynamoStore::prelink`]).
 pub(super) const LINKED_BY: &str = "linked_by";
 
+/// What a scan of offers reads (with the key attributes): their photo lists.
+pub const SCAN_ATTRIBUTES: &[&str] = &[PHOTOS];
+
 /// Items per `TransactWriteItems` (the API's limit).
 const MAX_TX_ITEMS: usize = 100;
 /// Whole read-compute-write attempts of one change before giving up with a conflict. A photo
@@ -648,7 +651,15 @@ impl OfferLinks for DynamoStore {
         limit: usize,
     ) -> Result<PhotoListPage, StoreError> {
         let (items, next) = self
-            .scan_items(KIND, None, segment, segments, cursor, limit)
+            .scan_items(
+                KIND,
+                None,
+                SCAN_ATTRIBUTES,
+                segment,
+                segments,
+                cursor,
+                limit,
+            )
             .await?;
         let mut lists = Vec::with_capacity(items.len());
         for item in &items {

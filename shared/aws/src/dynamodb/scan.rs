@@ -2,10 +2,15 @@
 //! walk of records): DynamoDB's parallel `Scan` filtered on the sort key (and, for records,
 //! whose kind is in the partition key, on the partition key's prefix), with its
 //! `LastEvaluatedKey` as an opaque cursor.
+//!
+//! A Scan cannot be limited to some keys, so each reads only the attributes its kind needs
+//! (`Select: SPECIFIC_ATTRIBUTES` with a projection): the functions that scan are allowed
+//! exactly that (their policies' `dynamodb:Attributes`, `template.yaml`), so they can read no
+//! other kind's attributes (an upload's owner, a crawl's URLs, a rate limit).
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
 
 use super::DynamoStore;
 use super::item::{Expr, Item, PK, SK, s};
@@ -39,10 +44,13 @@ impl DynamoStore {
     /// next page starts. `limit` counts the items read, of any kind (the filter applies after
     /// the read, and the read is billed whole), so a page may hold fewer, or none, and still
     /// have a next one.
+    /// Only the attributes in `projection` are read (the key attributes are added).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn scan_items(
         &self,
         kind: &str,
         pk_prefix: Option<&str>,
+        projection: &[&str],
         segment: u32,
         segments: u32,
         cursor: Option<&str>,
@@ -56,6 +64,11 @@ impl DynamoStore {
         if let Some(prefix) = pk_prefix {
             filter = format!("{filter} AND {}", e.begins_with(PK, prefix));
         }
+        let projected: Vec<String> = [PK, SK]
+            .iter()
+            .chain(projection.iter().filter(|a| **a != PK && **a != SK))
+            .map(|attr| e.name(attr))
+            .collect();
         let parts = e.finish();
         let out = self
             .client
@@ -64,6 +77,8 @@ impl DynamoStore {
             .segment(i32::try_from(segment).unwrap_or(0))
             .total_segments(i32::try_from(segments).unwrap_or(1))
             .filter_expression(filter)
+            .select(Select::SpecificAttributes)
+            .projection_expression(projected.join(", "))
             .set_expression_attribute_names(parts.names)
             .set_expression_attribute_values(parts.values)
             .consistent_read(true)

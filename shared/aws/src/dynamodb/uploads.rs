@@ -2,7 +2,7 @@
 //!
 //! Item `pk = upload#{id}`, `sk = upload`: `size` N, `state` S (`pending` | `done` |
 //! `failed`), `image_id` S and `deduplicated` BOOL (done only), `error_kind` S and
-//! `error_message` S (failed only), `created_at` N ms, `expires_at` N ms and `ttl` N (epoch
+//! `error_request_id` S (failed only: where the processing logged what happened), `created_at` N ms, `expires_at` N ms and `ttl` N (epoch
 //! seconds, `ceil(expires_at / 1000)`: DynamoDB deletes the record some time after it expires),
 //! `owner` S (who started it; absent in open mode).
 //! Reads return the record as stored, expired or not (callers compare `expires_at`).
@@ -21,7 +21,7 @@ const STATE: &str = "state";
 const IMAGE_ID: &str = "image_id";
 const DEDUPLICATED: &str = "deduplicated";
 const ERROR_KIND: &str = "error_kind";
-const ERROR_MESSAGE: &str = "error_message";
+const ERROR_REQUEST_ID: &str = "error_request_id";
 const CREATED_AT: &str = "created_at";
 const EXPIRES_AT: &str = "expires_at";
 const OWNER: &str = "owner";
@@ -42,7 +42,7 @@ fn write_state(e: &mut Expr, state: &UploadState) {
                 .remove(IMAGE_ID)
                 .remove(DEDUPLICATED)
                 .remove(ERROR_KIND)
-                .remove(ERROR_MESSAGE);
+                .remove(ERROR_REQUEST_ID);
         }
         UploadState::Done {
             image_id,
@@ -55,12 +55,12 @@ fn write_state(e: &mut Expr, state: &UploadState) {
                     aws_sdk_dynamodb::types::AttributeValue::Bool(*deduplicated),
                 )
                 .remove(ERROR_KIND)
-                .remove(ERROR_MESSAGE);
+                .remove(ERROR_REQUEST_ID);
         }
-        UploadState::Failed { kind, message } => {
+        UploadState::Failed { kind, request_id } => {
             e.set(STATE, s(FAILED))
                 .set(ERROR_KIND, s(kind.as_str()))
-                .set(ERROR_MESSAGE, s(message.as_str()))
+                .set(ERROR_REQUEST_ID, s(request_id.as_str()))
                 .remove(IMAGE_ID)
                 .remove(DEDUPLICATED);
         }
@@ -79,7 +79,7 @@ fn record_from_item(item: &Item, id: &UploadId) -> Result<UploadRecord, StoreErr
         },
         FAILED => UploadState::Failed {
             kind: a.s(ERROR_KIND)?.to_owned(),
-            message: a.opt_s(ERROR_MESSAGE)?.unwrap_or_default().to_owned(),
+            request_id: a.opt_s(ERROR_REQUEST_ID)?.unwrap_or_default().to_owned(),
         },
         _ => return Err(a.corrupt(STATE, "is not pending, done or failed")),
     };

@@ -18,7 +18,7 @@ pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use documents::{DocumentPage, Documents, StoredDocument};
 pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
-pub use messages::{DeadMessage, MessageSender, OutgoingMessage};
+pub use messages::{DeadMessage, Letter, MessageSender, OutgoingMessage, Reason};
 pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
 pub use store_error::StoreError;

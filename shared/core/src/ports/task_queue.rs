@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{Reason, StoreError};
 use crate::domain::Timestamp;
 
 /// Whether `enqueue` added a task or replaced a pending one with the same key.
@@ -45,7 +45,7 @@ pub struct DeadLetter {
     pub key: String,
     pub payload: String,
     pub attempts: u32,
-    pub reason: String,
+    pub reason: Reason,
     pub failed_at: Timestamp,
 }
 
@@ -81,9 +81,14 @@ pub trait TaskQueue: Send + Sync {
     async fn dead_letter(
         &self,
         delivery: &Delivery,
-        reason: &str,
+        reason: &Reason,
         now: Timestamp,
     ) -> Result<bool, StoreError>;
+
+    /// Adds a dead letter to `queue`'s list for a message that was given up on where it was
+    /// received (the message sender's dead letters: the Lambda handlers' way), not a leased
+    /// task.
+    async fn add_dead_letter(&self, queue: &str, letter: &DeadLetter) -> Result<(), StoreError>;
 
     async fn counts(&self, queue: &str, now: Timestamp) -> Result<QueueCounts, StoreError>;
 

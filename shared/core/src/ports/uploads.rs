@@ -18,8 +18,14 @@ pub enum UploadState {
         image_id: ImageId,
         deduplicated: bool,
     },
-    /// The body was not a usable photo; `kind` is the stable error kind.
-    Failed { kind: String, message: String },
+    /// The body was not a usable photo; `kind` is the stable error kind, `request_id` the id
+    /// under which the processing logged what happened (its message may name storage, so it
+    /// is not shown to the uploader).
+    Failed {
+        kind: String,
+        #[serde(default)]
+        request_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use imgest_core::ports::{
-    Clock, DeadMessage, MessageSender, OutgoingMessage, QueueCounts, StoreError, TaskQueue,
+    Clock, DeadLetter, DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts,
+    StoreError, TaskQueue,
 };
 
 /// Sends messages as tasks of a [`TaskQueue`] (the `SqliteStore` locally).
@@ -55,6 +56,23 @@ impl MessageSender for QueueSender {
         Ok(())
     }
 
+    /// Each letter a dead letter of the queue's own list, under a fresh key (the message's id
+    /// is another queue's).
+    async fn dead_letter(&self, queue: &str, letters: &[Letter]) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        for letter in letters {
+            let dead = DeadLetter {
+                key: message_key(),
+                payload: letter.body.clone(),
+                attempts: letter.attempts,
+                reason: letter.reason.clone(),
+                failed_at: now,
+            };
+            self.queue.add_dead_letter(queue, &dead).await?;
+        }
+        Ok(())
+    }
+
     async fn counts(&self, queue: &str) -> Result<QueueCounts, StoreError> {
         self.queue.counts(queue, self.clock.now()).await
     }
@@ -75,6 +93,7 @@ impl MessageSender for QueueSender {
                 reason: Some(letter.reason),
                 attempts: Some(letter.attempts),
                 sent_at_ms: Some(letter.failed_at.as_millis()),
+                sender: None,
             })
             .collect())
     }
@@ -101,10 +120,7 @@ mod tests {
         let store = Arc::new(SqliteStore::open_in_memory().unwrap());
         let clock = Arc::new(ManualClock::new(start));
         let sender = QueueSender::new(store.clone(), clock.clone());
-        let message = |body: &str, delay| OutgoingMessage {
-            body: body.to_owned(),
-            delay,
-        };
+        let message = |body: &str, delay| OutgoingMessage::delayed(body, delay);
         sender
             .send(
                 "results",

@@ -12,7 +12,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::images::{commit, immediate};
 use super::{SqliteStore, sql_error, sql_limit};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{DeadLetter, Delivery, Enqueued, QueueCounts, StoreError, TaskQueue};
+use imgest_core::ports::{
+    DeadLetter, Delivery, Enqueued, QueueCounts, Reason, StoreError, TaskQueue,
+};
 
 fn new_receipt() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
@@ -129,10 +131,33 @@ fn receive_tx(
     Ok(deliveries)
 }
 
+/// Adds a row to the dead letters (inside the caller's write transaction).
+fn insert_dead_letter(
+    conn: &Connection,
+    queue: &str,
+    letter: &DeadLetter,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO dead_letters (queue, key, payload, attempts, kind, reason, failed_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            queue,
+            letter.key,
+            letter.payload,
+            letter.attempts,
+            letter.reason.kind,
+            letter.reason.message,
+            letter.failed_at.as_millis()
+        ],
+    )
+    .map_err(|e| sql_error("writing a dead letter", e))?;
+    Ok(())
+}
+
 fn dead_letter_tx(
     conn: &mut Connection,
     delivery: &Delivery,
-    reason: &str,
+    reason: &Reason,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
     let tx = immediate(conn)?;
@@ -147,19 +172,14 @@ fn dead_letter_tx(
     let Some((payload, attempts)) = task else {
         return Ok(false);
     };
-    tx.execute(
-        "INSERT INTO dead_letters (queue, key, payload, attempts, reason, failed_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            delivery.queue,
-            delivery.key,
-            payload,
-            attempts,
-            reason,
-            now.as_millis()
-        ],
-    )
-    .map_err(|e| sql_error("writing a dead letter", e))?;
+    let letter = DeadLetter {
+        key: delivery.key.clone(),
+        payload,
+        attempts: self::attempts(attempts),
+        reason: reason.clone(),
+        failed_at: now,
+    };
+    insert_dead_letter(&tx, &delivery.queue, &letter)?;
     tx.execute(
         "DELETE FROM tasks WHERE queue = ?1 AND key = ?2",
         params![delivery.queue, delivery.key],
@@ -235,11 +255,17 @@ impl TaskQueue for SqliteStore {
     async fn dead_letter(
         &self,
         delivery: &Delivery,
-        reason: &str,
+        reason: &Reason,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let (d, reason) = (delivery.clone(), reason.to_owned());
+        let (d, reason) = (delivery.clone(), reason.clone());
         self.run(move |conn| dead_letter_tx(conn, &d, &reason, now))
+            .await
+    }
+
+    async fn add_dead_letter(&self, queue: &str, letter: &DeadLetter) -> Result<(), StoreError> {
+        let (queue, letter) = (queue.to_owned(), letter.clone());
+        self.run(move |conn| insert_dead_letter(conn, &queue, &letter))
             .await
     }
 
@@ -276,7 +302,7 @@ impl TaskQueue for SqliteStore {
         let queue = queue.to_owned();
         self.run(move |conn| {
             conn.prepare_cached(
-                "SELECT key, payload, attempts, reason, failed_at FROM dead_letters \
+                "SELECT key, payload, attempts, kind, reason, failed_at FROM dead_letters \
                  WHERE queue = ?1 ORDER BY failed_at DESC, seq DESC LIMIT ?2",
             )
             .and_then(|mut stmt| {
@@ -285,8 +311,11 @@ impl TaskQueue for SqliteStore {
                         key: r.get(0)?,
                         payload: r.get(1)?,
                         attempts: attempts(r.get(2)?),
-                        reason: r.get(3)?,
-                        failed_at: Timestamp::from_millis(r.get(4)?),
+                        reason: Reason {
+                            kind: r.get(3)?,
+                            message: r.get(4)?,
+                        },
+                        failed_at: Timestamp::from_millis(r.get(5)?),
                     })
                 })?
                 .collect()

@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -157,6 +157,16 @@ ALTER TABLE images ADD COLUMN previous_generation TEXT;
 ALTER TABLE images ADD COLUMN previous_until INTEGER;
 ";
 
+/// Dead letters: the kind of their reason apart from its words (older rows wrote
+/// `kind: message` in `reason`, which is split once here).
+const V5: &str = "
+ALTER TABLE dead_letters ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+UPDATE dead_letters
+   SET kind = substr(reason, 1, instr(reason, ':') - 1),
+       reason = ltrim(substr(reason, instr(reason, ':') + 1))
+ WHERE instr(reason, ':') > 1;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -186,6 +196,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 4 {
         tx.execute_batch(V4)
             .map_err(|e| sql_error("recording variant set versions", e))?;
+    }
+    if version < 5 {
+        tx.execute_batch(V5)
+            .map_err(|e| sql_error("keeping dead letters' kinds", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -230,6 +244,36 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 0, "{table}");
         }
+    }
+
+    #[test]
+    fn a_version_4_database_splits_its_dead_letters_reasons_into_kind_and_words() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for v in [V1, V2, V3, V4] {
+            conn.execute_batch(v).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.execute_batch(
+            "INSERT INTO dead_letters (queue, key, payload, attempts, reason, failed_at) \
+               VALUES ('backfill', 'a', 'x', 3, 'http_404: gone: really', 1), \
+                      ('fetch-0', 'b', 'y', 10, 'no kind here', 2);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let rows: Vec<(String, String)> = conn
+            .prepare("SELECT kind, reason FROM dead_letters ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                ("http_404".to_owned(), "gone: really".to_owned()),
+                (String::new(), "no kind here".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -413,10 +413,7 @@ impl Crawler {
             .send(
                 ports.messages.as_ref(),
                 super::PROCESS_QUEUE,
-                OutgoingMessage {
-                    body,
-                    delay: Duration::ZERO,
-                },
+                OutgoingMessage::now(body),
             )
             .await?;
         self.counters.photos_new.increment(1);

@@ -20,6 +20,8 @@ use imgest_core::domain::{NormalizedUrl, UrlHash, redacted};
 use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::{Admission, FetchErrorKind, HostAllowlist};
+#[cfg(doc)]
+use imgest_settings::IntakeSenders;
 use tracing::Instrument;
 
 /// A download's lease: others join it meanwhile; after it, the URL's next mention starts a new
@@ -48,14 +50,19 @@ impl Crawler {
         self.intake_as(tenant, request, secure_hex::<8>()).await
     }
 
-    /// [`intake`](Self::intake) of a request from a trusted source (the intake queue, whose
-    /// writers IAM decides; the operator's `imgest crawl`): its `client_id` is believed.
+    /// [`intake`](Self::intake) of a request from a trusted source (the operator's
+    /// `imgest crawl`): its `client_id` is believed.
     pub async fn intake_trusted(&self, request: CrawlRequest) -> Result<CrawlState, FlowError> {
         let tenant = self.trusted_tenant(&request.client_id);
         self.intake(&tenant, request).await
     }
 
-    /// [`intake_trusted`](Self::intake_trusted) of the intake queue's message `message_id`.
+    /// A crawl request from the intake queue's message `message_id`, sent by `sender` (the
+    /// principal SQS names, see [`IntakeSenders::sender_of`]). Its `client_id` is believed
+    /// only when `IMGEST_INTAKE_SENDERS` lets that sender act for that client; otherwise the
+    /// request is refused as [`FlowError::Forbidden`] and counted, with nothing read or
+    /// written.
+    ///
     /// The crawl id comes from the message id, so the message delivered again (its intake
     /// failed or was cut short) is the same crawl, and it sends again the downloads it
     /// started: their leases are written before their tasks are sent, and a task that was
@@ -64,10 +71,21 @@ impl Crawler {
         &self,
         request: CrawlRequest,
         message_id: &str,
+        sender: Option<&str>,
     ) -> Result<CrawlState, FlowError> {
+        let senders = &self.settings.intake_senders;
+        let Some(sender) = sender.filter(|s| senders.may_act_for(s, &request.client_id)) else {
+            self.counters.crawls_forbidden.increment(1);
+            return Err(FlowError::Forbidden(format!(
+                "sender {} may not send crawl requests for client {} (IMGEST_INTAKE_SENDERS)",
+                sender.unwrap_or("(none named)"),
+                request.client_id
+            )));
+        };
         let digest = Md5::digest(message_id.as_bytes());
         let crawl_id = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
         let tenant = self.trusted_tenant(&request.client_id);
+        tracing::debug!(sender, "crawl request from a listed sender");
         self.intake_as(&tenant, request, crawl_id).await
     }
 
@@ -147,7 +165,9 @@ impl Crawler {
         {
             // The common case for offers that are re-sent whole: nothing to download or link.
             self.counters.offers_unchanged.increment(1);
-            self.send_result(&offer, &previous).await?;
+            // The previous crawl's result again: the same crawl id, and when it settled.
+            let settled_at = previous.settled_at.unwrap_or(now);
+            self.send_result(&offer, &previous, settled_at).await?;
             return Ok(CrawlState::Done);
         }
 
@@ -394,7 +414,7 @@ impl Crawler {
             .send(
                 self.service.ports().messages.as_ref(),
                 &super::tier_queue(task.tier),
-                OutgoingMessage { body, delay },
+                OutgoingMessage::delayed(body, delay),
             )
             .await?;
         Ok(())

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use imgest_core::domain::UrlHash;
-use imgest_core::domain::{ClientId, ImageId, OfferId, Timestamp};
+use imgest_core::domain::{ClientId, ImageId, OfferId, OfferKey, Timestamp};
 use imgest_download::{FetchErrorKind, Validator};
 
 /// An offer's photo URLs, in the offer's order. Ids are checked when parsed; URLs one by one later
@@ -52,6 +52,21 @@ pub struct DownloadedPhoto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessMessage {
     pub downloaded: DownloadedPhoto,
+}
+
+/// A crawl whose every URL settled where it may not be finished (AWS: the fetch and process
+/// functions, which parse hostile bytes, may not link offers nor send results): handed, on the
+/// settle queue, to the intake function, which finishes it. `{"settle": {"offer", "crawl_id"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleMessage {
+    pub settle: SettledCrawl,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettledCrawl {
+    /// The offer, in its client's namespace (`{client}/{offer}`).
+    pub offer: OfferKey,
+    pub crawl_id: String,
 }
 
 /// What happened to one URL of an offer.
@@ -113,19 +128,37 @@ pub enum CrawlState {
     Done,
 }
 
-/// The crawl of one offer: the results queue's message once done, and the crawl status.
+/// The crawl of one offer: the result message once done, and the crawl status.
+///
+/// A result may be delivered more than once (queues deliver at least once, and a crawl request
+/// repeating the offer's last one is answered with that crawl's result again): the same
+/// `crawl_id` is the same result. Of two results of one offer, the later `settled_at` is the
+/// offer's current state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CrawlResult {
     #[schema(value_type = String)]
     pub client_id: ClientId,
     #[schema(value_type = String)]
     pub offer_id: OfferId,
+    /// The crawl's id: a result delivered again carries the same.
+    #[schema(example = "9f2c4e1a0b7d3c58")]
+    pub crawl_id: String,
     pub state: CrawlState,
+    /// When the crawl settled (RFC 3339, milliseconds); absent while pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "2024-03-12T14:05:40.118Z")]
+    pub settled_at: Option<String>,
     pub photos: Vec<PhotoResult>,
 }
 
 pub(crate) fn rfc3339(at: Timestamp) -> String {
     humantime::format_rfc3339_seconds(at.to_system()).to_string()
+}
+
+/// `at` in RFC 3339 with milliseconds (results' `settled_at`: two settlements a second apart
+/// still order).
+pub(crate) fn rfc3339_millis(at: Timestamp) -> String {
+    humantime::format_rfc3339_millis(at.to_system()).to_string()
 }
 
 #[cfg(test)]
@@ -137,7 +170,9 @@ mod tests {
         let result = CrawlResult {
             client_id: ClientId::parse("acme").unwrap(),
             offer_id: OfferId::parse("o1").unwrap(),
+            crawl_id: "9f2c4e1a0b7d3c58".into(),
             state: CrawlState::Done,
+            settled_at: Some(rfc3339_millis(Timestamp::from_millis(1_700_000_000_118))),
             photos: vec![
                 PhotoResult {
                     url: "https://img.example/a.jpg".into(),
@@ -160,7 +195,9 @@ mod tests {
             serde_json::json!({
                 "client_id": "acme",
                 "offer_id": "o1",
+                "crawl_id": "9f2c4e1a0b7d3c58",
                 "state": "done",
+                "settled_at": "2023-11-14T22:13:20.118Z",
                 "photos": [
                     {"url": "https://img.example/a.jpg", "status": "ok",
                      "image_id": "0cc175b9c0f1b6a831c399e269772661"},

@@ -8,8 +8,9 @@
 //!   client's rate limit, the host's concurrency and its circuit, then a photo (processed here, or handed
 //!   to the process function on AWS), a retry, a move to the next tier, or a failure.
 //! - settling: a URL's outcome goes to every crawl waiting for it; when a crawl's last URL
-//!   settles, the offer's photos are set (the successful ones, in the request's order) and the result
-//!   is sent to the results queue.
+//!   settles, the offer's photos are set (the successful ones, in the request's order) and the
+//!   result is sent, there or (AWS: from the fetch and process functions) by the intake
+//!   function, to which the crawl is handed on the settle queue ([`Finishing`]).
 //!
 //! Every step is idempotent: queues deliver at least once, and a crash anywhere is repaired
 //! by the redelivery of the task that was running.
@@ -39,12 +40,17 @@ pub use self::gather::Expected;
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
 use self::pacer::Pacer;
 pub(super) use self::records::for_each_latest_crawl;
+pub use self::settle::CLIENT_ATTRIBUTE;
 
 /// The queue results are sent to.
 pub const RESULTS_QUEUE: &str = "results";
 
 /// The queue downloaded photos are sent to (AWS: the process function's).
 pub const PROCESS_QUEUE: &str = "process";
+
+/// The queue crawls whose URLs all settled are handed to when they may not be finished where
+/// they settled (AWS: from the fetch and process functions to the intake function).
+pub const SETTLE_QUEUE: &str = "settle";
 
 /// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
 pub fn tier_queue(tier: usize) -> String {
@@ -65,6 +71,17 @@ pub enum Processing {
     Handoff,
 }
 
+/// Where a crawl whose last URL settled is finished (its offer's photos linked, its result
+/// sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finishing {
+    /// Where it settled (the local runner, the intake and API functions).
+    Here,
+    /// Handed to [`SETTLE_QUEUE`] (the fetch and process functions: they parse hostile bytes,
+    /// so their roles may not write offers nor send results).
+    Handoff,
+}
+
 /// The crawl flows, with the state a process shares between its workers.
 pub struct Crawler {
     service: Arc<Service>,
@@ -80,6 +97,7 @@ pub struct Crawler {
     grants: grants::GrantBatcher,
     sends: sends::SendBatcher,
     processing: Processing,
+    finishing: Finishing,
     tally: Arc<Tally>,
     counters: CrawlCounters,
 }
@@ -106,6 +124,7 @@ impl Crawler {
             grants: grants::GrantBatcher::default(),
             sends: sends::SendBatcher::default(),
             processing,
+            finishing: Finishing::Here,
             counters: CrawlCounters::register(&tally),
             tally,
         }
@@ -122,6 +141,13 @@ impl Crawler {
             .map_err(|e| FlowError::Internal(format!("cannot build the HTTP client: {e}")))?;
         // Two first downloads at once may both have built one: the first stored is kept.
         Ok(self.downloader.get_or_init(|| fetcher))
+    }
+
+    /// This crawler hands the crawls that settle here to [`SETTLE_QUEUE`] instead of finishing
+    /// them.
+    pub fn finishing_elsewhere(mut self) -> Self {
+        self.finishing = Finishing::Handoff;
+        self
     }
 
     pub fn service(&self) -> &Arc<Service> {

@@ -57,7 +57,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use imgest_core::ports::{DeadMessage, QueueCounts};
+    use imgest_core::ports::{DeadMessage, Letter, QueueCounts};
 
     /// Records every send; fails sends to the queue named "down".
     #[derive(Default)]
@@ -81,6 +81,10 @@ mod tests {
             Ok(())
         }
 
+        async fn dead_letter(&self, _: &str, _: &[Letter]) -> Result<(), StoreError> {
+            Ok(())
+        }
+
         async fn counts(&self, _: &str) -> Result<QueueCounts, StoreError> {
             Ok(QueueCounts::default())
         }
@@ -95,10 +99,7 @@ mod tests {
     }
 
     fn message(body: &str) -> OutgoingMessage {
-        OutgoingMessage {
-            body: body.to_owned(),
-            delay: Duration::ZERO,
-        }
+        OutgoingMessage::now(body)
     }
 
     #[tokio::test]

@@ -1,16 +1,21 @@
 //! Settling: a URL's outcome reaches the crawls that wait for it; a crawl whose last URL
 //! settles links the offer's photos and sends its result.
 
+/// The attribute naming a result's client (what results' subscriptions filter on).
+pub const CLIENT_ATTRIBUTE: &str = "client_id";
+
 use std::collections::HashMap;
 
 use tracing::info;
 
-use super::Crawler;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
+use super::{Crawler, Finishing};
 use crate::FlowError;
-use crate::crawl::messages::{CrawlResult, CrawlState, PhotoResult, PhotoStatus};
+use crate::crawl::messages::{
+    CrawlResult, CrawlState, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl, rfc3339_millis,
+};
 use imgest_core::domain::UrlHash;
-use imgest_core::domain::{ImageId, OfferKey};
+use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::OutgoingMessage;
 
 impl Crawler {
@@ -53,12 +58,61 @@ impl Crawler {
                 },
             )
             .await?;
-        match settled {
-            Some(crawl) => {
+        match (settled, self.finishing) {
+            (Some(crawl), Finishing::Here) => {
                 self.finish_crawl(offer, crawl).await?;
                 Ok(CrawlState::Done)
             }
-            None => Ok(CrawlState::Pending),
+            (Some(crawl), Finishing::Handoff) => {
+                self.hand_over(offer, &crawl.crawl_id).await?;
+                Ok(CrawlState::Pending)
+            }
+            (None, _) => Ok(CrawlState::Pending),
+        }
+    }
+
+    /// Hands a crawl whose URLs all settled to the settle queue (together with the other
+    /// crawls of this batch that settled: one send).
+    async fn hand_over(&self, offer: &OfferKey, crawl_id: &str) -> Result<(), FlowError> {
+        let message = SettleMessage {
+            settle: SettledCrawl {
+                offer: offer.clone(),
+                crawl_id: crawl_id.to_owned(),
+            },
+        };
+        let body = serde_json::to_string(&message)
+            .map_err(|e| FlowError::Internal(format!("cannot encode a settle message: {e}")))?;
+        self.sends
+            .send(
+                self.service.ports().messages.as_ref(),
+                super::SETTLE_QUEUE,
+                OutgoingMessage::now(body),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Finishes a crawl handed over by [`hand_over`](Self::hand_over): links its offer's photos
+    /// and sends its result, if it is still the offer's crawl and not finished yet (the
+    /// message delivered again, or the crawl replaced since, does nothing). Idempotent.
+    pub async fn finish_handed_off(&self, settled: &SettledCrawl) -> Result<(), FlowError> {
+        let now = self.now();
+        let crawl = records::read::<CrawlRecord>(
+            self.service.ports().documents.as_ref(),
+            CRAWL_KIND,
+            &settled.offer.to_string(),
+            now,
+        )
+        .await?;
+        match crawl {
+            Some(crawl)
+                if crawl.crawl_id == settled.crawl_id
+                    && crawl.state == CrawlState::Pending
+                    && crawl.is_settled() =>
+            {
+                self.finish_crawl(&settled.offer, crawl).await
+            }
+            _ => Ok(()),
         }
     }
 
@@ -80,8 +134,10 @@ impl Crawler {
         self.service
             .link_offer_photos(offer, &images, Some(&crawl.crawl_id))
             .await?;
-        self.send_result(offer, &crawl).await?;
         let now = self.now();
+        // A finish cut short and run again sends the result again, with the same crawl id (and
+        // a later settled_at): the partner keeps one.
+        self.send_result(offer, &crawl, now).await?;
         self.update_record(
             CRAWL_KIND,
             &offer.to_string(),
@@ -105,24 +161,25 @@ impl Crawler {
         Ok(())
     }
 
+    /// Sends the crawl's result, settled at `settled_at`, with its client as the message's
+    /// `client_id` attribute: on AWS the results go to a topic, and each client's subscription
+    /// takes only the messages with its own (a client never reads another's results).
     pub(super) async fn send_result(
         &self,
         offer: &OfferKey,
         crawl: &CrawlRecord,
+        settled_at: Timestamp,
     ) -> Result<(), FlowError> {
-        let result = result_of(offer, crawl, CrawlState::Done);
+        let mut result = result_of(offer, crawl, CrawlState::Done);
+        result.settled_at = Some(rfc3339_millis(settled_at));
         let body = serde_json::to_string(&result)
             .map_err(|e| FlowError::Internal(format!("cannot encode a crawl result: {e}")))?;
+        let message =
+            OutgoingMessage::now(body).with_attribute(CLIENT_ATTRIBUTE, crawl.client_id.as_str());
         self.service
             .ports()
             .messages
-            .send(
-                super::RESULTS_QUEUE,
-                &[OutgoingMessage {
-                    body,
-                    delay: std::time::Duration::ZERO,
-                }],
-            )
+            .send(super::RESULTS_QUEUE, &[message])
             .await?;
         Ok(())
     }
@@ -169,7 +226,9 @@ fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlR
     CrawlResult {
         client_id: crawl.client_id.clone(),
         offer_id: offer.id().clone(),
+        crawl_id: crawl.crawl_id.clone(),
         state,
+        settled_at: crawl.settled_at.map(rfc3339_millis),
         photos: crawl
             .photos
             .iter()

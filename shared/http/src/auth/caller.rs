@@ -1,7 +1,9 @@
 //! [`Caller`]: a request's identity, and the four decisions the routes make with it (who may
 //! upload, act for a client, scrape the metrics, browse every image).
 
-use super::{AuthError, Claims, METRICS_SCOPE, OFFERS_SCOPE, OPERATOR_SCOPE, UPLOAD_SCOPE};
+use super::{
+    AuthError, CLIENT_CLAIM, Claims, METRICS_SCOPE, OFFERS_SCOPE, OPERATOR_SCOPE, UPLOAD_SCOPE,
+};
 use imgest_core::domain::{ClientId, Owner, Tenant};
 
 /// The longest `sub` accepted (identity providers use a few dozen characters).
@@ -73,12 +75,12 @@ impl Caller {
             .unwrap_or_default()
             .split_whitespace()
             .collect();
-        // A client_id that is not a client id is the token issuer's mistake: refused where a
+        // A client claim that is not a client id is the token issuer's mistake: refused where a
         // client is needed rather than silently ignored.
         let client = match claims.client_id.as_deref() {
             None | Some("") => None,
             Some(raw) => Some(ClientId::parse(raw).map_err(|e| {
-                AuthError::Forbidden(format!("the token's client_id is not usable: {e}"))
+                AuthError::Forbidden(format!("the token's {CLIENT_CLAIM} is not usable: {e}"))
             })?),
         };
         Ok(Self(Identity::Token {
@@ -89,6 +91,36 @@ impl Caller {
             operator: scopes.contains(&OPERATOR_SCOPE),
             client,
         }))
+    }
+
+    /// Whether the caller holds one of `scopes` (open mode holds every scope): a route's
+    /// scopes (see `routes`), checked before its handler runs.
+    pub fn holds_any(&self, scopes: &[&str]) -> Result<(), AuthError> {
+        let Identity::Token {
+            upload,
+            offers,
+            metrics,
+            operator,
+            ..
+        } = &self.0
+        else {
+            return Ok(());
+        };
+        let holds = |scope: &str| match scope {
+            UPLOAD_SCOPE => *upload,
+            OFFERS_SCOPE => *offers,
+            METRICS_SCOPE => *metrics,
+            OPERATOR_SCOPE => *operator,
+            _ => false,
+        };
+        if scopes.iter().any(|s| holds(s)) {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden(format!(
+                "this route needs the {} scope",
+                scopes.join(" or ")
+            )))
+        }
     }
 
     /// May upload photos and read images: `imgest:upload` or `imgest:offers`.
@@ -129,7 +161,8 @@ impl Caller {
         }
     }
 
-    /// May touch offers and crawls: `imgest:offers` with a `client_id`, its own client's only.
+    /// May touch offers and crawls: `imgest:offers` with an `imgest_client_id`, its own
+    /// client's only.
     pub fn partner(&self) -> Result<Partner, AuthError> {
         match &self.0 {
             Identity::Open => Ok(Partner {
@@ -143,7 +176,7 @@ impl Caller {
                 tenant: Tenant::Client(client.clone()),
             }),
             Identity::Token { offers: true, .. } => Err(AuthError::Forbidden(format!(
-                "an {OFFERS_SCOPE} token needs a client_id claim"
+                "an {OFFERS_SCOPE} token needs an {CLIENT_CLAIM} claim"
             ))),
             Identity::Token { .. } => Err(AuthError::Forbidden(format!(
                 "this route needs the {OFFERS_SCOPE} scope"
@@ -184,7 +217,7 @@ mod tests {
 
         let clientless = caller("p2", "imgest:offers", None).unwrap();
         assert!(
-            matches!(clientless.partner(), Err(AuthError::Forbidden(m)) if m.contains("client_id"))
+            matches!(clientless.partner(), Err(AuthError::Forbidden(m)) if m.contains("imgest_client_id"))
         );
 
         let nothing = caller("x", "openid profile", Some("acme")).unwrap();

@@ -30,6 +30,7 @@ pub struct TokenSpec<'a> {
     pub sub: &'a str,
     /// Space-separated scopes.
     pub scope: &'a str,
+    /// The partner's client (the [`CLIENT_CLAIM`](super::CLIENT_CLAIM) claim).
     pub client_id: Option<&'a str>,
     pub valid_for: Duration,
 }
@@ -123,7 +124,7 @@ impl LocalIssuer {
             "exp": now + spec.valid_for.as_secs(),
         });
         if let Some(client) = spec.client_id {
-            claims["client_id"] = Value::from(client);
+            claims[super::CLIENT_CLAIM] = Value::from(client);
         }
         self.sign(&claims)
     }

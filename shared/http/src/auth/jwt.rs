@@ -52,7 +52,10 @@ pub struct JwtVerifier {
 struct TokenClaims {
     sub: Option<String>,
     scope: Option<String>,
-    client_id: Option<String>,
+    /// [`CLIENT_CLAIM`](super::CLIENT_CLAIM); an identity provider's own `client_id` is not
+    /// read.
+    #[serde(rename = "imgest_client_id")]
+    client: Option<String>,
 }
 
 impl JwtVerifier {
@@ -124,7 +127,7 @@ impl JwtVerifier {
         Ok(Claims {
             sub: data.claims.sub,
             scope: data.claims.scope,
-            client_id: data.claims.client_id,
+            client_id: data.claims.client,
         })
     }
 

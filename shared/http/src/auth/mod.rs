@@ -29,7 +29,7 @@ use std::sync::Arc;
 use imgest_settings::AuthSettings;
 
 pub use self::caller::{Caller, Observer, Operator, Partner, Uploader};
-pub(crate) use self::edge::authenticate;
+pub(crate) use self::edge::{authenticate, require_scopes};
 pub use self::issuer::{IssuerError, LocalIssuer, TokenSpec, unix_now};
 pub use self::jwt::{JwtSetupError, JwtVerifier};
 
@@ -42,6 +42,11 @@ pub const METRICS_SCOPE: &str = "imgest:metrics";
 /// The scope of the operator's own browser: every client's images (the local runner's
 /// `GET /v1/operator/images`, the page's "Images" view).
 pub const OPERATOR_SCOPE: &str = "imgest:operator";
+
+/// The claim naming a partner's client. A claim of imgest's own, read only with
+/// `imgest:offers`: an identity provider's own `client_id` (which a Cognito access token
+/// carries for every app client, a seller's browser's included) confers nothing.
+pub const CLIENT_CLAIM: &str = "imgest_client_id";
 
 /// Why a request may not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,8 +68,10 @@ pub enum Authenticator {
     /// Bearer tokens checked here, against the keys of a JWKS file.
     Jwt(Arc<JwtVerifier>),
     /// Claims API Gateway's JWT authorizer already checked, from the request context (the
-    /// API function); a request without them is refused.
-    Gateway,
+    /// API function); a request without them, or whose `aud` does not name `audience`, is
+    /// refused (API Gateway also accepts a token without `aud` whose `client_id` is the
+    /// audience).
+    Gateway { audience: Arc<str> },
 }
 
 /// Why the API cannot start with the identity settings it was given.
@@ -100,7 +107,7 @@ impl Authenticator {
         match settings {
             AuthSettings::Off => Ok(Self::Open),
             AuthSettings::Jwt { .. } => Self::jwt(settings),
-            AuthSettings::Gateway => Err(AuthSetupError::GatewayLocally),
+            AuthSettings::Gateway { .. } => Err(AuthSetupError::GatewayLocally),
             AuthSettings::Unset => match addr {
                 Some(addr) if !addr.ip().is_loopback() => Err(AuthSetupError::OpenOnNetwork(addr)),
                 _ => Ok(Self::Open),
@@ -111,7 +118,9 @@ impl Authenticator {
     /// The API function's: API Gateway's claims, tokens checked here, or open on purpose.
     pub fn for_lambda(settings: &AuthSettings) -> Result<Self, AuthSetupError> {
         match settings {
-            AuthSettings::Gateway => Ok(Self::Gateway),
+            AuthSettings::Gateway { audience } => Ok(Self::Gateway {
+                audience: audience.as_str().into(),
+            }),
             AuthSettings::Jwt { .. } => Self::jwt(settings),
             AuthSettings::Off => Ok(Self::Open),
             AuthSettings::Unset => Err(AuthSetupError::UnsetOnLambda),
@@ -138,6 +147,7 @@ pub struct Claims {
     pub sub: Option<String>,
     /// Space-separated scopes (`scope`).
     pub scope: Option<String>,
+    /// The partner's client ([`CLIENT_CLAIM`]).
     pub client_id: Option<String>,
 }
 
@@ -146,6 +156,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    fn gateway() -> AuthSettings {
+        AuthSettings::Gateway {
+            audience: "imgest".into(),
+        }
+    }
 
     #[test]
     fn the_runner_is_open_only_on_loopback_or_when_told_so() {
@@ -171,7 +187,7 @@ mod tests {
                 .is_open()
         );
         assert!(matches!(
-            Authenticator::for_runner(&AuthSettings::Gateway, Some(loopback)),
+            Authenticator::for_runner(&gateway(), Some(loopback)),
             Err(AuthSetupError::GatewayLocally)
         ));
         let missing = AuthSettings::Jwt {
@@ -188,8 +204,8 @@ mod tests {
     #[test]
     fn the_api_function_needs_to_be_told_who_checks_tokens() {
         assert!(matches!(
-            Authenticator::for_lambda(&AuthSettings::Gateway),
-            Ok(Authenticator::Gateway)
+            Authenticator::for_lambda(&gateway()),
+            Ok(Authenticator::Gateway { .. })
         ));
         assert!(matches!(
             Authenticator::for_lambda(&AuthSettings::Unset),

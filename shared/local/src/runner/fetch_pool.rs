@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tracing::{error, warn};
 
-use imgest_core::ports::{Delivery, TaskQueue};
+use imgest_core::ports::{Delivery, Reason, TaskQueue};
 use imgest_flows::crawl::messages::FetchTask;
 use imgest_flows::crawl::{Crawler, tier_queue};
 
@@ -90,7 +90,7 @@ async fn handle(crawler: &Crawler, queue: &dyn TaskQueue, delivery: Delivery) {
         Ok(t) => t,
         Err(e) => {
             let now = crawler.service().ports().clock.now();
-            let reason = format!("not a fetch task: {e}");
+            let reason = Reason::new(Reason::UNUSABLE, format!("not a fetch task: {e}"));
             if let Err(e) = queue.dead_letter(&delivery, &reason, now).await {
                 warn!(error = %e, "cannot dead-letter a bad fetch task");
             }
@@ -103,7 +103,8 @@ async fn handle(crawler: &Crawler, queue: &dyn TaskQueue, delivery: Delivery) {
         Err(e) if delivery.attempts >= MAX_DELIVERIES => {
             error!(error = %e, key = %delivery.key, "fetch task failed every time; dead-lettered");
             let now = crawler.service().ports().clock.now();
-            queue.dead_letter(&delivery, &e.to_string(), now).await
+            let reason = Reason::new(e.kind(), e.to_string());
+            queue.dead_letter(&delivery, &reason, now).await
         }
         Err(e) => {
             warn!(error = %e, key = %delivery.key, "fetch task failed; retrying");

@@ -24,6 +24,7 @@ use imgest_core::ports::{Clock, SystemClock, TaskQueue};
 use imgest_flows::Service;
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_http::auth::Authenticator;
+use imgest_http::local_guard::LocalGuard;
 use imgest_http::{ApiState, Edge, router};
 use imgest_settings::{AuthSettings, Settings};
 
@@ -127,12 +128,19 @@ impl LocalRunner {
             )));
         }
         if let Some(listener) = listener {
-            let state = ApiState::new(
+            let open = auth.is_open();
+            let mut state = ApiState::new(
                 Arc::clone(&service),
                 Arc::clone(&crawler),
                 &format!("{base_url}/files"),
                 auth,
             );
+            // With no token to check, only requests addressed to this runner by its own name,
+            // and no change asked from another site's page (see `local_guard`).
+            if open && let Some(addr) = addr {
+                state =
+                    state.with_local_guard(LocalGuard::new(addr, settings.public_url.as_deref()));
+            }
             let app = router(state, Edge::LocalRunner);
             let mut stopped = stopped.clone();
             tasks.push(tokio::spawn(async move {

@@ -1,0 +1,777 @@
+//! Least privilege as data: what each function (and the delayed-send state machine) may do,
+//! one table. `template.yaml`'s `Policies` are generated from it (a block per function,
+//! rewritten with `IMGEST_BLESS=1`), and rules over the table say what no grant may be: a
+//! policy widened in the template, or in the table, fails here.
+//!
+//! The rules, and why:
+//! - no wildcard action or resource, and none of the actions that could lose data for good
+//!   (deleting the table, object versions, changing the bucket's configuration);
+//! - every DynamoDB grant names the key prefixes it may touch (`dynamodb:LeadingKeys`), but
+//!   `Scan`, which cannot: a scan may read only the attributes its enumeration needs
+//!   (`Select: SPECIFIC_ATTRIBUTES`, `dynamodb:Attributes`: the adapters' projections);
+//! - `s3:ListBucket` only under the prefixes a function walks (S3 then answers a read of a
+//!   missing key with 403, which the S3 adapter reads as missing);
+//! - a dead-letter queue is sent to only by its queues' consumers (with the reasons of what
+//!   they gave up on);
+//! - the delayed-send state machine reaches the fetch queues only (whoever may start it cannot
+//!   reach any other queue through it).
+
+use imgest_aws::dynamodb::{IMAGE_SCAN_ATTRIBUTES, OFFER_SCAN_ATTRIBUTES};
+
+/// What a grant applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Res {
+    /// The records table.
+    Table,
+    /// The table's indexes.
+    TableIndexes,
+    /// The files bucket itself (listing).
+    Bucket,
+    /// The files bucket's objects under a prefix.
+    Objects(&'static str),
+    /// An SQS queue, by its logical id.
+    Queue(&'static str),
+    /// The delayed-send state machine.
+    StateMachine,
+    /// An SNS topic, by its logical id.
+    Topic(&'static str),
+}
+
+/// A grant's condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cond {
+    None,
+    /// `dynamodb:LeadingKeys`: the partition keys it may touch (`image#*`, ...).
+    LeadingKeys(&'static [&'static str]),
+    /// `s3:prefix`: the prefixes it may list.
+    Prefixes(&'static [&'static str]),
+    /// A `Scan` that reads only these attributes (and the key).
+    Attributes(&'static [&'static [&'static str]]),
+}
+
+/// One statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Why the function needs it (the statement's comment in the template).
+    pub why: &'static str,
+    pub actions: &'static [&'static str],
+    pub resources: &'static [Res],
+    pub condition: Cond,
+}
+
+const ITEM_RW: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:PutItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchGetItem",
+];
+const ITEM_RWD: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:PutItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:DeleteItem",
+];
+const FILES: &[Res] = &[Res::Objects("public/"), Res::Objects("originals/")];
+const FILE_PREFIXES: Cond = Cond::Prefixes(&["public/*", "originals/*"]);
+const FETCH_QUEUES: &[Res] = &[
+    Res::Queue("FetchQueue0"),
+    Res::Queue("FetchQueue1"),
+    Res::Queue("FetchQueue2"),
+];
+const KEY: &[&str] = &["pk", "sk"];
+
+const RESULTS: Grant = grant(
+    "The results of the crawls it settles, each with its client (subscriptions filter on it).",
+    &["sns:Publish"],
+    &[Res::Topic("ResultsTopic")],
+    Cond::None,
+);
+
+const fn grant(
+    why: &'static str,
+    actions: &'static [&'static str],
+    resources: &'static [Res],
+    condition: Cond,
+) -> Grant {
+    Grant {
+        why,
+        actions,
+        resources,
+        condition,
+    }
+}
+
+const LIST_FILES: Grant = grant(
+    "Lists a generation's files to delete them (no other listing: a read of a missing key then answers 403, read as missing).",
+    &["s3:ListBucket"],
+    &[Res::Bucket],
+    FILE_PREFIXES,
+);
+const DELAYED_SENDS: Grant = grant(
+    "Retries and re-checks due later than SQS's 15 minutes (the state machine sends to the fetch queues only).",
+    &["states:StartExecution"],
+    &[Res::StateMachine],
+    Cond::None,
+);
+
+const API: &[Grant] = &[
+    grant(
+        "Images, offers, uploads, the crawls' records (POST /v1/crawl runs intake) and the sellers' upload budgets; DeleteItem only abandons a failed upload's claim.",
+        ITEM_RWD,
+        &[Res::Table],
+        Cond::LeadingKeys(&[
+            "image#*",
+            "offer#*",
+            "upload#*",
+            "rec#*",
+            "ratelimit#upload/*",
+        ]),
+    ),
+    grant(
+        "Files of uploads processed inline; signs presigned PUTs to incoming/.",
+        &["s3:PutObject"],
+        &[
+            Res::Objects("public/"),
+            Res::Objects("originals/"),
+            Res::Objects("incoming/"),
+        ],
+        Cond::None,
+    ),
+    grant(
+        "What its failed uploads leave.",
+        &["s3:DeleteObject"],
+        FILES,
+        Cond::None,
+    ),
+    LIST_FILES,
+    grant(
+        "The downloads POST /v1/crawl starts.",
+        &["sqs:SendMessage"],
+        FETCH_QUEUES,
+        Cond::None,
+    ),
+    RESULTS,
+    DELAYED_SENDS,
+];
+
+const INTAKE: &[Grant] = &[
+    grant(
+        "URL and crawl records, and what settling a crawl at once links; no files.",
+        ITEM_RW,
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#*", "image#*", "offer#*"]),
+    ),
+    grant(
+        "Downloads, and the crawl requests it gives up on (with their reasons).",
+        &["sqs:SendMessage"],
+        &[
+            Res::Queue("FetchQueue0"),
+            Res::Queue("FetchQueue1"),
+            Res::Queue("FetchQueue2"),
+            Res::Queue("CrawlDeadLetterQueue"),
+        ],
+        Cond::None,
+    ),
+    RESULTS,
+    DELAYED_SENDS,
+];
+
+const FETCH: &[Grant] = &[
+    grant(
+        "URL, crawl and host records, the clients' rate limits, and the images of photos processed here (DeleteItem abandons a failed claim); no offer: a crawl that settles here is finished by the intake function.",
+        ITEM_RWD,
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#*", "ratelimit#*", "image#*"]),
+    ),
+    grant(
+        "A new photo that fits this function's memory is processed here (its files); one that does not waits under fetched/ for the process function.",
+        &["s3:PutObject"],
+        &[
+            Res::Objects("fetched/"),
+            Res::Objects("public/"),
+            Res::Objects("originals/"),
+        ],
+        Cond::None,
+    ),
+    grant(
+        "What a failed processing wrote.",
+        &["s3:DeleteObject"],
+        FILES,
+        Cond::None,
+    ),
+    LIST_FILES,
+    grant(
+        "Photos for the process function, retries and tier moves, settled crawls for the intake function to finish, and the tasks it gives up on (with their reasons).",
+        &["sqs:SendMessage"],
+        &[
+            Res::Queue("ProcessQueue"),
+            Res::Queue("FetchQueue0"),
+            Res::Queue("FetchQueue1"),
+            Res::Queue("FetchQueue2"),
+            Res::Queue("SettleQueue"),
+            Res::Queue("CrawlDeadLetterQueue"),
+        ],
+        Cond::None,
+    ),
+    DELAYED_SENDS,
+];
+
+const PROCESS: &[Grant] = &[
+    grant(
+        "Images (DeleteItem abandons a failed claim), uploads and the crawls' records; no offer: a crawl that settles here is finished by the intake function.",
+        ITEM_RWD,
+        &[Res::Table],
+        Cond::LeadingKeys(&["image#*", "upload#*", "rec#*"]),
+    ),
+    grant(
+        "Reads the bodies waiting for it.",
+        &["s3:GetObject"],
+        &[Res::Objects("incoming/"), Res::Objects("fetched/")],
+        Cond::None,
+    ),
+    grant("The image's files.", &["s3:PutObject"], FILES, Cond::None),
+    grant(
+        "The bodies once processed, and what a failed processing wrote.",
+        &["s3:DeleteObject"],
+        &[
+            Res::Objects("incoming/"),
+            Res::Objects("fetched/"),
+            Res::Objects("public/"),
+            Res::Objects("originals/"),
+        ],
+        Cond::None,
+    ),
+    LIST_FILES,
+    grant(
+        "Settled crawls for the intake function to finish, and the messages it gives up on (with their reasons).",
+        &["sqs:SendMessage"],
+        &[
+            Res::Queue("SettleQueue"),
+            Res::Queue("ProcessDeadLetterQueue"),
+        ],
+        Cond::None,
+    ),
+];
+
+const TTL_CLEANUP: &[Grant] = &[
+    grant(
+        "Is the removed generation back? Then its files stay.",
+        &["dynamodb:GetItem"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["image#*"]),
+    ),
+    grant(
+        "The removed generation's files.",
+        &["s3:DeleteObject"],
+        FILES,
+        Cond::None,
+    ),
+    LIST_FILES,
+];
+
+const SCHEDULED_GC: &[Grant] = &[
+    grant(
+        "gc-index's entries (its keys are gc#...).",
+        &["dynamodb:Query"],
+        &[Res::Table, Res::TableIndexes],
+        Cond::LeadingKeys(&["gc#*"]),
+    ),
+    grant(
+        "The image records gc-index names (deleted only while still expired and unlinked), link counts corrected and damaged images rebuilt by the audit.",
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:UpdateItem",
+        ],
+        &[Res::Table],
+        Cond::LeadingKeys(&["image#*"]),
+    ),
+    grant(
+        "The sweep's and the audit's checkpoints.",
+        &["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["checkpoint#*"]),
+    ),
+    grant(
+        "The audit: a segment of the image records and every offer's photo list (Scan takes no key condition: it reads only their attributes).",
+        &["dynamodb:Scan"],
+        &[Res::Table],
+        Cond::Attributes(&[KEY, IMAGE_SCAN_ATTRIBUTES, OFFER_SCAN_ATTRIBUTES]),
+    ),
+    LIST_FILES,
+    grant(
+        "Collected images' files, and files no record owns.",
+        &["s3:DeleteObject"],
+        FILES,
+        Cond::None,
+    ),
+    grant(
+        "The audit rebuilds a record's missing files from its original.",
+        &["s3:GetObject"],
+        &[Res::Objects("originals/")],
+        Cond::None,
+    ),
+    grant("The rebuilt files.", &["s3:PutObject"], FILES, Cond::None),
+];
+
+const BACKFILL: &[Grant] = &[
+    grant(
+        "The enumeration's parallel scan of the image records (Scan takes no key condition: it reads only their attributes).",
+        &["dynamodb:Scan"],
+        &[Res::Table],
+        Cond::Attributes(&[KEY, IMAGE_SCAN_ATTRIBUTES]),
+    ),
+    grant(
+        "Image records (read, pointed at their new files) and the run's checkpoint.",
+        &["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["image#*", "checkpoint#*"]),
+    ),
+    grant(
+        "Originals, re-processed.",
+        &["s3:GetObject"],
+        &[Res::Objects("originals/")],
+        Cond::None,
+    ),
+    grant(
+        "The new generation's files, and what a failed one wrote.",
+        &["s3:PutObject", "s3:DeleteObject"],
+        FILES,
+        Cond::None,
+    ),
+    LIST_FILES,
+    grant(
+        "Its tasks, and the tasks it gives up on (with their reasons).",
+        &["sqs:SendMessage"],
+        &[
+            Res::Queue("BackfillQueue"),
+            Res::Queue("BackfillDeadLetterQueue"),
+        ],
+        Cond::None,
+    ),
+];
+
+const DELAYED_SEND: &[Grant] = &[grant(
+    "Waits, then sends a retry or a re-check to its tier's queue.",
+    &["sqs:SendMessage"],
+    FETCH_QUEUES,
+    Cond::None,
+)];
+
+/// Every function's (and the state machine's) grants, by logical id.
+pub const PERMISSIONS: &[(&str, &[Grant])] = &[
+    ("DelayedSendStateMachine", DELAYED_SEND),
+    ("ApiFunction", API),
+    ("IntakeFunction", INTAKE),
+    ("FetchFunction0", FETCH),
+    ("FetchFunction1", FETCH),
+    ("FetchFunction2", FETCH),
+    ("ProcessFunction", PROCESS),
+    ("TtlCleanupFunction", TTL_CLEANUP),
+    ("ScheduledGcFunction", SCHEDULED_GC),
+    ("BackfillFunction", BACKFILL),
+];
+
+/// Each dead-letter queue and the functions that consume its queues (the only ones that may
+/// send to it).
+const DEAD_LETTER_QUEUES: &[(&str, &[&str])] = &[
+    (
+        "CrawlDeadLetterQueue",
+        &[
+            "IntakeFunction",
+            "FetchFunction0",
+            "FetchFunction1",
+            "FetchFunction2",
+        ],
+    ),
+    ("ProcessDeadLetterQueue", &["ProcessFunction"]),
+    ("BackfillDeadLetterQueue", &["BackfillFunction"]),
+];
+
+/// The functions that parse hostile bytes (downloaded and uploaded photos): no offer of any
+/// client, no result, so a photo that took one over could not rewrite offers or read or
+/// forge results.
+const PARSERS: &[&str] = &[
+    "FetchFunction0",
+    "FetchFunction1",
+    "FetchFunction2",
+    "ProcessFunction",
+];
+
+/// Actions no grant may have: they lose data for good, or change who may do what.
+const NEVER: &[&str] = &[
+    "dynamodb:DeleteTable",
+    "dynamodb:UpdateTable",
+    "dynamodb:Delete*",
+    "s3:DeleteObjectVersion",
+    "s3:DeleteBucket",
+    "s3:PutBucket",
+    "s3:PutLifecycleConfiguration",
+    "s3:PutEncryptionConfiguration",
+    "iam:",
+    "sqs:DeleteQueue",
+    "sqs:SetQueueAttributes",
+    "sqs:Purge",
+];
+
+/// What breaks the rules (see the module doc), one line per broken rule and grant.
+pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (function, grants) in table {
+        for g in grants.iter() {
+            let mut bad = |rule: String| out.push(format!("{function}: {rule} ({:?})", g.actions));
+            for action in g.actions {
+                if action.contains('*') {
+                    bad(format!("wildcard action {action}"));
+                }
+                if NEVER.iter().any(|n| action.starts_with(n)) && *action != "dynamodb:DeleteItem" {
+                    bad(format!("{action} is never granted"));
+                }
+            }
+            let dynamodb = g.actions.iter().any(|a| a.starts_with("dynamodb:"));
+            let scan = g.actions.contains(&"dynamodb:Scan");
+            if scan && g.actions.len() > 1 {
+                bad("Scan in a grant with other actions".into());
+            }
+            if PARSERS.contains(function) {
+                if let Cond::LeadingKeys(keys) = g.condition
+                    && keys.iter().any(|k| k.starts_with("offer#"))
+                {
+                    bad("a function that parses photos may write offers".into());
+                }
+                if g.resources.iter().any(|r| matches!(r, Res::Topic(_))) {
+                    bad("a function that parses photos may send results".into());
+                }
+            }
+            let kindless = |keys: &[&str]| keys.iter().any(|k| *k == "*" || !k.contains('#'));
+            let wildcard =
+                |lists: &[&[&str]]| lists.iter().flat_map(|l| l.iter()).any(|a| a.contains('*'));
+            match g.condition {
+                Cond::LeadingKeys(keys) if dynamodb && !scan && kindless(keys) => {
+                    bad(format!("key prefixes {keys:?} name no kind"));
+                }
+                Cond::Attributes(lists) if scan && wildcard(lists) => {
+                    bad("a Scan of wildcard attributes".into());
+                }
+                Cond::LeadingKeys(_) if dynamodb && !scan => {}
+                Cond::Attributes(_) if scan => {}
+                _ if scan => bad("a Scan of every attribute".into()),
+                _ if dynamodb => bad("a DynamoDB grant without key prefixes".into()),
+                _ => {}
+            }
+            if g.actions.contains(&"s3:ListBucket") {
+                match g.condition {
+                    Cond::Prefixes(prefixes) if !prefixes.iter().any(|p| p.starts_with('*')) => {}
+                    _ => bad("s3:ListBucket of the whole bucket".into()),
+                }
+            }
+            for r in g.resources {
+                match r {
+                    Res::Objects(prefix) if prefix.is_empty() || prefix.contains('*') => {
+                        bad(format!("objects under {prefix:?}"));
+                    }
+                    Res::Queue(q) => {
+                        if let Some((_, consumers)) =
+                            DEAD_LETTER_QUEUES.iter().find(|(dlq, _)| dlq == q)
+                            && !consumers.contains(function)
+                        {
+                            bad(format!("sends to {q}, which is not its dead-letter queue"));
+                        }
+                        if *function == "DelayedSendStateMachine" && !FETCH_QUEUES.contains(r) {
+                            bad(format!("the delayed send reaches {q}"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The first line of a function's generated `Policies` block.
+fn begin(function: &str) -> String {
+    format!(
+        "        # BEGIN policy {function}: generated from tests/e2e/template/permissions.rs; rewrite with IMGEST_BLESS=1 cargo test --workspace --test e2e -- template::permissions"
+    )
+}
+
+/// Its last line.
+fn end(function: &str) -> String {
+    format!("        # END policy {function}")
+}
+
+fn resource(r: Res) -> String {
+    match r {
+        Res::Table => "!GetAtt RecordsTable.Arn".into(),
+        Res::TableIndexes => "!Sub \"${RecordsTable.Arn}/index/*\"".into(),
+        Res::Bucket => "!GetAtt FilesBucket.Arn".into(),
+        Res::Objects(prefix) => format!("!Sub \"${{FilesBucket.Arn}}/{prefix}*\""),
+        Res::Queue(q) => format!("!GetAtt {q}.Arn"),
+        Res::StateMachine => "!Ref DelayedSendStateMachine".into(),
+        Res::Topic(t) => format!("!Ref {t}"),
+    }
+}
+
+/// `text` as YAML comment lines at `indent`, wrapped before 100 columns.
+fn comment(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = format!("{indent}#");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 98 {
+            out.push_str(&line);
+            out.push('\n');
+            line = format!("{indent}#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// A function's `Policies` block as the template holds it.
+pub fn render(function: &str, grants: &[Grant]) -> String {
+    let mut out = format!("{}\n        - Statement:\n", begin(function));
+    for g in grants {
+        out.push_str(&comment(g.why, "            "));
+        out.push_str("            - Effect: Allow\n              Action:\n");
+        for action in g.actions {
+            out.push_str(&format!("                - {action}\n"));
+        }
+        out.push_str("              Resource:\n");
+        for r in g.resources {
+            out.push_str(&format!("                - {}\n", resource(*r)));
+        }
+        match g.condition {
+            Cond::None => {}
+            Cond::LeadingKeys(keys) => {
+                out.push_str("              Condition:\n                ForAllValues:StringLike:\n                  dynamodb:LeadingKeys:\n");
+                for k in keys {
+                    out.push_str(&format!("                    - \"{k}\"\n"));
+                }
+            }
+            Cond::Prefixes(prefixes) => {
+                out.push_str("              Condition:\n                StringLike:\n                  s3:prefix:\n");
+                for p in prefixes {
+                    out.push_str(&format!("                    - \"{p}\"\n"));
+                }
+            }
+            Cond::Attributes(lists) => {
+                out.push_str("              Condition:\n                StringEquals:\n                  dynamodb:Select: SPECIFIC_ATTRIBUTES\n                ForAllValues:StringEquals:\n                  dynamodb:Attributes:\n");
+                let mut seen = Vec::new();
+                for a in lists.iter().flat_map(|l| l.iter()) {
+                    if !seen.contains(a) {
+                        seen.push(*a);
+                        out.push_str(&format!("                    - {a}\n"));
+                    }
+                }
+            }
+        }
+    }
+    out.push_str(&end(function));
+    out.push('\n');
+    out
+}
+
+#[test]
+fn every_policy_in_the_template_is_the_tables() {
+    for (function, grants) in PERMISSIONS {
+        super::hold_block(&begin(function), &end(function), &render(function, grants));
+    }
+}
+
+#[test]
+fn every_function_has_its_generated_policy_and_no_other() {
+    let template = super::text();
+    let functions: Vec<&str> = template
+        .lines()
+        .zip(template.lines().skip(1))
+        .filter(|(_, next)| {
+            next.trim() == "Type: AWS::Serverless::Function"
+                || next.trim() == "Type: AWS::Serverless::StateMachine"
+        })
+        .map(|(name, _)| name.trim().trim_end_matches(':'))
+        .collect();
+    let mut listed: Vec<&str> = PERMISSIONS.iter().map(|(f, _)| *f).collect();
+    let mut found = functions.clone();
+    listed.sort_unstable();
+    found.sort_unstable();
+    assert_eq!(
+        found, listed,
+        "every function and state machine is in the table"
+    );
+    assert_eq!(
+        template.matches("      Policies:\n").count(),
+        PERMISSIONS.len(),
+        "one Policies block per function"
+    );
+    for (function, _) in PERMISSIONS {
+        let (start, _) = super::block(&template, &begin(function), &end(function))
+            .unwrap_or_else(|| panic!("{function} has no generated policy"));
+        let before = &template[..start];
+        assert!(
+            before.ends_with("      Policies:\n"),
+            "{function}'s block is its Policies"
+        );
+        let owner = before
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("  ") && !l.starts_with("   "))
+            .unwrap_or_default();
+        assert_eq!(owner.trim().trim_end_matches(':'), *function);
+    }
+}
+
+#[test]
+fn the_table_breaks_no_rule() {
+    assert_eq!(violations(PERMISSIONS), Vec::<String>::new());
+}
+
+/// A policy widened in the table breaks a rule; one widened in the template differs from the
+/// table.
+#[test]
+fn a_widened_policy_is_caught() {
+    const ANY_KEY: &[Grant] = &[grant(
+        "widened",
+        ITEM_RWD,
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#*", "*"]),
+    )];
+    const OFFERS_TOO: &[Grant] = &[grant(
+        "widened",
+        ITEM_RWD,
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#*", "offer#*"]),
+    )];
+    const RESULTS_TOO: &[Grant] = &[RESULTS];
+    const WHOLE_TABLE: &[Grant] = &[grant(
+        "widened",
+        &["dynamodb:Scan"],
+        &[Res::Table],
+        Cond::None,
+    )];
+    const WHOLE_BUCKET: &[Grant] = &[grant(
+        "widened",
+        &["s3:ListBucket"],
+        &[Res::Bucket],
+        Cond::None,
+    )];
+    const ANY_ACTION: &[Grant] = &[grant("widened", &["s3:*"], FILES, Cond::None)];
+    const TO_PROCESS: &[Grant] = &[grant(
+        "widened",
+        &["sqs:SendMessage"],
+        &[Res::Queue("ProcessQueue")],
+        Cond::None,
+    )];
+    const OTHERS_LETTERS: &[Grant] = &[grant(
+        "widened",
+        &["sqs:SendMessage"],
+        &[Res::Queue("ProcessDeadLetterQueue")],
+        Cond::None,
+    )];
+    for (function, widened, rule) in [
+        ("FetchFunction0", ANY_KEY, "name no kind"),
+        ("FetchFunction1", OFFERS_TOO, "may write offers"),
+        ("ProcessFunction", RESULTS_TOO, "may send results"),
+        ("BackfillFunction", WHOLE_TABLE, "every attribute"),
+        ("ProcessFunction", WHOLE_BUCKET, "whole bucket"),
+        ("ApiFunction", ANY_ACTION, "wildcard action"),
+        (
+            "DelayedSendStateMachine",
+            TO_PROCESS,
+            "reaches ProcessQueue",
+        ),
+        (
+            "IntakeFunction",
+            OTHERS_LETTERS,
+            "not its dead-letter queue",
+        ),
+    ] {
+        let table: Vec<(&str, &[Grant])> = PERMISSIONS
+            .iter()
+            .map(|(f, g)| {
+                if *f == function {
+                    (*f, widened)
+                } else {
+                    (*f, *g)
+                }
+            })
+            .collect();
+        let found = violations(&table);
+        assert!(
+            found
+                .iter()
+                .any(|v| v.starts_with(function) && v.contains(rule)),
+            "{function} widened: {found:?}"
+        );
+    }
+    // The template widened by hand: one more resource in a statement.
+    let (function, grants) = PERMISSIONS[3];
+    let rendered = render(function, grants);
+    let widened = rendered.replacen(
+        "                - !GetAtt RecordsTable.Arn\n",
+        "                - !GetAtt RecordsTable.Arn\n                - \"*\"\n",
+        1,
+    );
+    let shown = super::difference(&widened, &rendered);
+    assert!(shown.contains("- \"*\""), "{shown}");
+}
+
+/// Each SQS function gives up on a message on its queue's last receive (so that SQS does not
+/// move it without a reason): its `IMGEST_MAX_RECEIVES` is its queue's `maxReceiveCount`.
+#[test]
+fn each_sqs_function_knows_its_queues_receive_limit() {
+    let template = super::text();
+    // A resource's text: from its name to the next line at its indentation (or less).
+    let resource = |name: &str| -> String {
+        let head = format!("  {name}:");
+        let mut lines = template.lines().skip_while(|l| *l != head);
+        let mut out = String::new();
+        if let Some(first) = lines.next() {
+            out.push_str(first);
+            out.push('\n');
+        }
+        for line in lines {
+            let indent = line.len() - line.trim_start().len();
+            if !line.trim().is_empty() && indent <= 2 && !line.trim_start().starts_with('#') {
+                break;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        assert!(!out.is_empty(), "no resource {name}");
+        out
+    };
+    let value_after = |text: &str, key: &str| -> Option<String> {
+        let line = text.lines().find(|l| l.trim_start().starts_with(key))?;
+        Some(line.split_once(':')?.1.trim().trim_matches('"').to_owned())
+    };
+    let mut checked = 0;
+    for (function, _) in PERMISSIONS {
+        if function.ends_with("StateMachine") {
+            continue;
+        }
+        let text = resource(function);
+        let Some(queue) = text
+            .lines()
+            .skip_while(|l| l.trim() != "Type: SQS")
+            .find_map(|l| l.trim().strip_prefix("Queue: !GetAtt "))
+        else {
+            continue;
+        };
+        let queue = queue.trim_end_matches(".Arn");
+        let limit = value_after(&resource(queue), "maxReceiveCount:")
+            .unwrap_or_else(|| panic!("{queue} has no maxReceiveCount"));
+        let told = value_after(&text, "IMGEST_MAX_RECEIVES:")
+            .unwrap_or_else(|| panic!("{function} does not set IMGEST_MAX_RECEIVES"));
+        assert_eq!(told, limit, "{function} on {queue}");
+        checked += 1;
+    }
+    assert_eq!(checked, 6, "intake, three fetch tiers, process, backfill");
+}
