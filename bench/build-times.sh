@@ -45,12 +45,22 @@ clone() {
     git -C "$dir" checkout --quiet "$rev"
 }
 
-# Seconds COMMAND takes in DIR (its output goes to DIR.log).
+# Seconds COMMAND takes in DIR, wall-clock then CPU (user + system, children included: the
+# figure to compare when the machine was not idle). Its output goes to DIR.log.
 seconds() {
     local dir=$1; shift
-    local started=$SECONDS
-    (cd "$dir" && "$@") >>"$dir.log" 2>&1 || { _bench_say "failed: $* (see $dir.log)"; return 1; }
-    echo $((SECONDS - started))
+    local timing="$dir.time"
+    /usr/bin/time -f "%e %U %S" -o "$timing" bash -c 'cd "$1" && shift && "$@"' _ "$dir" "$@" \
+        >>"$dir.log" 2>&1 || { _bench_say "failed: $* (see $dir.log)"; return 1; }
+    awk '{ printf "%d %d\n", $1, $2 + $3 }' "$timing"
+}
+
+# Appends "REV WHAT WALL" and "REV WHAT-cpu CPU" to the results.
+record() {
+    local label=$1 what=$2 wall cpu
+    read -r wall cpu
+    echo "$label $what $wall" >>"$results"
+    echo "$label $what-cpu $cpu" >>"$results"
 }
 
 measure() {
@@ -61,7 +71,7 @@ measure() {
         local dir="$work/$label-build"
         clone "$rev" "$dir"
         if wants clean; then
-            echo "$label clean $(seconds "$dir" cargo build --workspace --all-targets)" >>"$results"
+            seconds "$dir" cargo build --workspace --all-targets | record "$label" clean
         else
             seconds "$dir" cargo build --workspace --all-targets >/dev/null
         fi
@@ -69,21 +79,21 @@ measure() {
             local flow
             flow=$(cd "$dir" && find shared -path '*flows*' -name gc.rs | head -1)
             touch "$dir/$flow"
-            echo "$label touch $(seconds "$dir" cargo build --workspace --all-targets)" >>"$results"
+            seconds "$dir" cargo build --workspace --all-targets | record "$label" touch
         fi
         rm -rf "$dir"
     fi
     if wants demo; then
         local dir="$work/$label-demo"
         clone "$rev" "$dir"
-        echo "$label demo $(seconds "$dir" infra/demo.sh)" >>"$results"
+        seconds "$dir" infra/demo.sh | record "$label" demo
         rm -rf "$dir"
     fi
     if wants sam; then
         local dir="$work/$label-sam"
         clone "$rev" "$dir"
-        echo "$label sam $(seconds "$dir" env IMGEST_LAMBDA_TARGET_DIR="$dir/target/lambda-arm64" \
-            infra/lambda-build.sh --sam --build-dir "$dir/target/lambda-arm64/sam")" >>"$results"
+        seconds "$dir" env IMGEST_LAMBDA_TARGET_DIR="$dir/target/lambda-arm64" \
+            infra/lambda-build.sh --sam --build-dir "$dir/target/lambda-arm64/sam" | record "$label" sam
         for bootstrap in "$dir"/target/lambda-arm64/sam/*/bootstrap; do
             echo "$label size:$(basename "$(dirname "$bootstrap")") $(wc -c <"$bootstrap")" >>"$results"
         done
@@ -109,6 +119,7 @@ for what, by_rev in rows.items():
         cells = "".join(f"{by_rev[r] / 1e6:>9.1f} MB" if r in by_rev else f"{'-':>12}" for r in revs)
         print(f"{'bootstrap ' + what[5:]:<34}{cells}")
     else:
+        name = what[:-4] + " (CPU)" if what.endswith("-cpu") else what + " (wall)"
         cells = "".join(f"{by_rev[r] / 60:>8.1f} min" if r in by_rev else f"{'-':>12}" for r in revs)
-        print(f"{what:<34}{cells}")
+        print(f"{name:<34}{cells}")
 PY
