@@ -746,3 +746,27 @@ async fn record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates() {
     );
     assert!(!item.contains_key("gc_bucket"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_over_the_item_size_limit_is_item_too_large_and_never_retried() {
+    let Some((store, _, _)) =
+        store_and_client("a_write_over_the_item_size_limit_is_item_too_large").await
+    else {
+        return;
+    };
+    // Random letters and digits: deflated, still well over 400 KB.
+    let body: String = std::iter::repeat_with(fastrand::alphanumeric)
+        .take(700_000)
+        .collect();
+    let key = testing::unique_name("big");
+    let r = store
+        .put_document("url", &key, &body, None, BASE.plus(TTL), BASE)
+        .await;
+    match r {
+        Err(e) => {
+            assert_eq!(e.kind(), "item_too_large", "{e}");
+            assert!(!e.is_retryable());
+        }
+        Ok(v) => panic!("a 700 KB record was written (version {v})"),
+    }
+}

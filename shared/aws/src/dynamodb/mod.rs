@@ -133,13 +133,7 @@ pub(crate) fn build_error(context: &str, e: BuildError) -> StoreError {
     StoreError::backend(format!("dynamodb: building {context}"), e)
 }
 
-/// Sleeps before retry `attempt` (0-based) of a lost race: 10, 20, 40 … ms up to 640 ms,
-/// with jitter so racing writers spread out.
-pub(crate) async fn backoff(attempt: u32) {
-    let base = 10_u64 << attempt.min(6);
-    let jitter = fastrand::u64(..=base);
-    tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
-}
+pub(crate) use imgest_core::retry::backoff;
 
 #[cfg(test)]
 mod tests {
