@@ -10,12 +10,20 @@
 //! 2. URL-dedup hits: the same offers re-sent with other known URLs (changed offers: no
 //!    download, no decode, no S3 PUT),
 //! 3. unchanged offers: the same crawl requests again,
-//! 4. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
+//! 4. uploads through the API function: new photos, then the same bytes again (dedup hits);
+//!    left unlinked, they expire, and a GC job collects them (the clock moved past their
+//!    expiry),
+//! 5. joins: offers listing one URL whose download is running (a popular URL), then its
+//!    download settling them,
+//! 6. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
 //!    and the ttl-cleanup function collecting their files from the stream.
+//!
+//! Stages 4 and 5 feed the capacity model (`--profile-out`), not the bill's scenarios.
 
 mod bill;
 mod capacity;
-mod proxy;
+pub mod profile;
+pub mod proxy;
 mod report;
 
 use std::collections::HashMap;
@@ -31,7 +39,7 @@ use aws_sdk_sqs::types::{
 };
 use imgest_aws::dynamodb;
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
-use imgest_core::ports::SystemClock;
+use imgest_core::ports::{ManualClock, SystemClock};
 use imgest_flows::crawl::messages::CrawlRequest;
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
@@ -49,6 +57,8 @@ pub struct Options {
     pub photos_per_offer: usize,
     /// How long a partner host takes to answer (a download's wall time, which fetch pays).
     pub host_latency: Duration,
+    /// Where to write the measured profile for `imgest-bench capacity`, if anywhere.
+    pub profile_out: Option<std::path::PathBuf>,
 }
 
 /// The photos the crawls carry: the sample photos, each copy made distinct by a comment
@@ -99,6 +109,10 @@ pub async fn run(options: Options) -> Result<()> {
         }
         offers.push(urls);
     }
+    routes.push((
+        POPULAR.to_owned(),
+        Route::photo(distinct(SAMPLES[0], POPULAR)),
+    ));
     let host = PartnerHost::builder()
         .routes(routes)
         .latency(options.host_latency)
@@ -108,6 +122,7 @@ pub async fn run(options: Options) -> Result<()> {
         .into_iter()
         .map(|paths| paths.iter().map(|p| host.url(p)).collect())
         .collect();
+    let popular = host.url(POPULAR);
 
     // The functions' side runs on a thread of its own, so its CPU time can be read per
     // invocation; the proxy and the partner host stay on this runtime's threads.
@@ -118,18 +133,42 @@ pub async fn run(options: Options) -> Result<()> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        runtime.block_on(drive(&proxy_url, &driver_tally, offers, host_latency))
+        runtime.block_on(drive(
+            &proxy_url,
+            &driver_tally,
+            offers,
+            &popular,
+            host_latency,
+        ))
     })
     .await??;
-    if host.requests() != photos as u64 {
+    // Every photo once, and the popular URL once.
+    if host.requests() != photos as u64 + 1 {
         bail!(
-            "the partner host served {} downloads for {photos} photos",
+            "the partner host served {} downloads for {photos} photos and one popular URL",
             host.requests()
         );
     }
     report::print(&tally, photos, &options);
+    if let Some(path) = &options.profile_out {
+        let source = format!(
+            "imgest-bench cost --offers {} --photos {} --host-latency {}ms at {}",
+            options.offers,
+            options.photos_per_offer,
+            options.host_latency.as_millis(),
+            crate::revision()
+        );
+        let profile = profile::profile(&tally, source, photos, options.offers);
+        let json = serde_json::to_string_pretty(&profile)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("writing the profile to {}", path.display()))?;
+        println!("\nThe measured profile is in {}.", path.display());
+    }
     Ok(())
 }
+
+/// The popular URL's path: every offer of the join stage lists it.
+const POPULAR: &str = "/popular/banner.jpg";
 
 /// `bytes` (a JPEG) with a comment segment naming `tag` after its start marker.
 fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
@@ -150,6 +189,7 @@ async fn drive(
     proxy_url: &str,
     tally: &Tally,
     offers: Vec<Vec<String>>,
+    popular: &str,
     host_latency: Duration,
 ) -> Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -258,6 +298,79 @@ async fn drive(
         .await?;
     stages.results(Scenario::Unchanged, offers.len()).await?;
 
+    // 4. Uploads through the API function, one per invocation: new bytes, then the same again.
+    let uploads: Vec<Vec<u8>> = (0..offers.len())
+        .map(|i| distinct(SAMPLES[i % SAMPLES.len()], &format!("/upload/{i}")))
+        .collect();
+    for stage in ["upload: new", "upload: dedup"] {
+        tally.enter(stage);
+        measured(tally, async {
+            for bytes in &uploads {
+                let body = bytes::Bytes::from(bytes.clone());
+                lambda
+                    .invoke(1, async { service.upload_bytes(body).await.map(drop) })
+                    .await?;
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    // Left unlinked, they expire: a GC job, its clock past their expiry, collects them.
+    let later = ManualClock::starting_now();
+    later.advance(settings.orphan_ttl + Duration::from_secs(86_400));
+    let collector = app::service(&settings, "http://127.0.0.1:9", Arc::new(later)).await?;
+    tally.enter("gc: collect");
+    let collected = std::cell::Cell::new(0);
+    measured(tally, async {
+        let items = uploads.len();
+        lambda
+            .invoke(items, async {
+                let report = collector.gc().await?;
+                collected.set(report.images_deleted);
+                Ok::<_, imgest_flows::FlowError>(())
+            })
+            .await
+    })
+    .await?;
+    if collected.get() != uploads.len() as u64 {
+        bail!(
+            "GC collected {} of {} expired uploads",
+            collected.get(),
+            uploads.len()
+        );
+    }
+
+    // 5. Joins: offers listing one URL whose download is running, then that download.
+    let joiners: Vec<(OfferId, Vec<String>)> = (0..offers.len())
+        .map(|o| {
+            Ok((
+                OfferId::parse(&format!("joiner-{o}"))?,
+                vec![popular.to_owned()],
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let joiners: Vec<(OfferId, &Vec<String>)> = joiners
+        .iter()
+        .map(|(id, urls)| (id.clone(), urls))
+        .collect();
+    stages.intake_stage("join: intake", &joiners).await?;
+    tally.enter("join: fetch");
+    measured(tally, async {
+        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
+            fetching
+                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
+                    handlers::fetch::handle(&crawler, e)
+                })
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    tally.enter("join: results");
+    lambda
+        .consume_results(&names.queues["results"], joiners.len())
+        .await?;
+
     // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
     // ttl-cleanup function collects their files from the stream.
     let ids = |prefix| -> Result<Vec<OfferId>> {
@@ -317,8 +430,12 @@ struct Stages<'a> {
 impl Stages<'_> {
     /// The marketplace sends one crawl request per offer; the intake function takes them.
     async fn intake(&self, scenario: Scenario, offers: &[(OfferId, &Vec<String>)]) -> Result<()> {
+        self.intake_stage(&scenario.stage("intake"), offers).await
+    }
+
+    async fn intake_stage(&self, stage: &str, offers: &[(OfferId, &Vec<String>)]) -> Result<()> {
         let tally = self.lambda.tally;
-        tally.enter(&scenario.stage("intake"));
+        tally.enter(stage);
         let queue = &self.names.queues["intake"];
         for batch in offers.chunks(10) {
             send_requests(self.lambda.sqs, queue, self.client, batch).await?;

@@ -74,7 +74,7 @@ impl Scenario {
 }
 
 /// How each stage's function is sized.
-fn sizing(stage: &str) -> Sizing {
+pub(super) fn sizing(stage: &str) -> Sizing {
     match stage {
         // An offer is deleted through the API function (a full vCPU for inline uploads).
         STILL_LINKED | LAST_LINK => Sizing::Fixed(1769),
