@@ -255,8 +255,9 @@ impl Setup {
             ("IMGEST_QUEUES", queue_map.as_str()),
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
             ("IMGEST_FETCH_PORTS", "any"),
-            ("IMGEST_CLIENT_RPM", "1000000000"),
+            ("IMGEST_CLIENT_RPM", "1000000"),
             ("IMGEST_AUTH", "gateway"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -600,7 +601,7 @@ async fn settle_all(setup: &Setup, crawls: u64) -> Result<u64> {
                 let body = m.body.clone().unwrap_or_default();
                 if queue == "settle" {
                     let event = sqs_event(&m);
-                    let response = imgest_lambda::intake::handle(&setup.crawler, event).await;
+                    let response = imgest_lambda::settle::handle(&setup.crawler, event).await;
                     if !response.batch_item_failures.is_empty() {
                         continue;
                     }

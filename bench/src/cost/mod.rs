@@ -6,7 +6,8 @@
 //! [`capacity`]); each invocation's CPU and wall time price its Lambda duration ([`bill`]).
 //!
 //! Scenarios, in order, on the same data:
-//! 1. new photos: offers of new URLs through intake, fetch, process, the results consumer,
+//! 1. new photos: offers of new URLs through intake, fetch, process, the settled crawls back
+//!    through the intake function (its settle queue), the results consumer,
 //! 2. URL-dedup hits: the same offers re-sent with other known URLs (changed offers: no
 //!    download, no decode, no S3 PUT),
 //! 3. unchanged offers: the same crawl requests again,
@@ -78,9 +79,13 @@ const PROCESS_BATCH: i32 = 10;
 /// The ttl-cleanup function's DynamoDB stream batch size.
 const GC_BATCH: usize = 100;
 
-const QUEUES: [&str; 6] = [
-    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process",
+const QUEUES: [&str; 7] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle",
 ];
+
+/// The marketplace's sender of crawl requests (SQS's `SenderId`), which `IMGEST_INTAKE_SENDERS`
+/// lets act for any client.
+const SENDER: &str = "AIDABENCHSENDER";
 
 pub async fn run(options: Options) -> Result<()> {
     crate::init_logs("warn");
@@ -201,11 +206,12 @@ async fn drive(
             .build(),
     );
 
-    let queues = ["fetch-0", "fetch-1", "fetch-2", "results", "process"]
+    let queues = ["fetch-0", "fetch-1", "fetch-2", "results", "process", "settle"]
         .iter()
         .map(|q| format!("{q}={}", names.queues[*q]))
         .collect::<Vec<_>>()
         .join(",");
+    let senders = format!("{SENDER}=*");
     let map: HashMap<String, String> = [
         ("IMGEST_BACKEND", "aws"),
         ("IMGEST_BUCKET", names.bucket.as_str()),
@@ -217,8 +223,10 @@ async fn drive(
         ("IMGEST_FETCH_PORTS", "any"),
         // One client sends every offer here; pacing it would only stretch the run.
         ("IMGEST_CLIENT_RPM", "1000000"),
-        // As deployed: offers in their client's namespace.
+        // As deployed: offers in their client's namespace, crawl requests from a known sender.
         ("IMGEST_AUTH", "gateway"),
+        ("IMGEST_JWT_AUDIENCE", "imgest"),
+        ("IMGEST_INTAKE_SENDERS", &senders),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -229,12 +237,26 @@ async fn drive(
     }
     let service =
         Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(SystemClock)).await?);
-    // As deployed: the fetch function processes the photos its memory holds (all of these).
+    // As deployed: the intake function hands photos on; the fetch function processes the
+    // photos its memory holds (all of these); both fetch and process hand the crawls that
+    // settle there back to the intake function.
     let crawler = Crawler::new(
         Arc::clone(&service),
         settings.crawl.clone(),
-        Processing::InlineWhenItFits,
+        Processing::Handoff,
     );
+    let fetcher = Crawler::new(
+        Arc::clone(&service),
+        settings.crawl.clone(),
+        Processing::InlineWhenItFits,
+    )
+    .finishing_elsewhere();
+    let processor = Crawler::new(
+        Arc::clone(&service),
+        settings.crawl.clone(),
+        Processing::Handoff,
+    )
+    .finishing_elsewhere();
     let client = ClientId::parse("bench").context("client id")?;
     let lambda = Lambda {
         sqs: &sqs,
@@ -256,7 +278,7 @@ async fn drive(
             .collect()
     };
 
-    // 1. New photos: intake, fetch, process, results.
+    // 1. New photos: intake, fetch, process, settle, results.
     stages.intake(Scenario::New, &listing("offer")?).await?;
     tally.enter(&Scenario::New.stage("fetch"));
     let fetching = Lambda {
@@ -267,7 +289,7 @@ async fn drive(
         for tier in ["fetch-0", "fetch-1", "fetch-2"] {
             fetching
                 .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                    handlers::fetch::handle(&crawler, e)
+                    handlers::fetch::handle(&fetcher, e)
                 })
                 .await?;
         }
@@ -279,10 +301,11 @@ async fn drive(
     measured(
         tally,
         lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
-            handlers::process::handle(&crawler, e)
+            handlers::process::handle(&processor, e)
         }),
     )
     .await?;
+    stages.settle(&Scenario::New.stage("settle")).await?;
     stages.results(Scenario::New, offers.len()).await?;
 
     // 2. URL-dedup hits: other offers (the same sellers' second listings) with the same,
@@ -359,13 +382,14 @@ async fn drive(
         for tier in ["fetch-0", "fetch-1", "fetch-2"] {
             fetching
                 .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                    handlers::fetch::handle(&crawler, e)
+                    handlers::fetch::handle(&fetcher, e)
                 })
                 .await?;
         }
         Ok(())
     })
     .await?;
+    stages.settle("join: settle").await?;
     tally.enter("join: results");
     lambda
         .consume_results(&names.queues["results"], joiners.len())
@@ -445,6 +469,20 @@ impl Stages<'_> {
             self.lambda.deliver(queue, INTAKE_BATCH, |e| {
                 handlers::intake::handle(self.crawler, e)
             }),
+        )
+        .await
+    }
+
+    /// The crawls the fetch and process functions settled, finished by the intake function.
+    async fn settle(&self, stage: &str) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(stage);
+        measured(
+            tally,
+            self.lambda
+                .deliver(&self.names.queues["settle"], INTAKE_BATCH, |e| {
+                    handlers::settle::handle(self.crawler, e)
+                }),
         )
         .await
     }
@@ -615,6 +653,10 @@ impl Lambda<'_> {
                 let mut message = SqsMessage::default();
                 message.message_id = m.message_id.clone();
                 message.body = m.body.clone();
+                // Every message here is the bench's own, sent as the marketplace's sender.
+                message
+                    .attributes
+                    .insert("SenderId".to_owned(), SENDER.to_owned());
                 event.records.push(message);
             }
             let response = self.invoke_batch(messages.len(), handle(event)).await?;
