@@ -4,6 +4,7 @@
 
 mod backfill;
 mod burst;
+mod capacity;
 mod contention;
 mod cost;
 mod crawl;
@@ -43,6 +44,26 @@ enum Command {
         /// Write the measured profile (what `imgest-bench capacity --profile` reads) here.
         #[arg(long)]
         profile_out: Option<PathBuf>,
+    },
+    /// The capacity model: a scenario's peak (docs/capacity/default.json: seed 001's) against
+    /// the deployment, from the measured profiles (bench/capacity.sh measures them again).
+    /// Prints per function, queue, DynamoDB item class, API route, S3 prefix and maintenance
+    /// job what the peak needs against its limit, and the bill per hour; fails on any breach.
+    Capacity {
+        #[arg(long, default_value = capacity::DEFAULT_SCENARIO)]
+        scenario: PathBuf,
+        /// The cost benchmark's profile (`imgest-bench cost --profile-out`).
+        #[arg(long, default_value = capacity::DEFAULT_PROFILE)]
+        profile: PathBuf,
+        /// The contention benchmark's figures (`imgest-bench contention --profile-out`).
+        #[arg(long, default_value = capacity::DEFAULT_CONTENTION)]
+        contention: PathBuf,
+        /// The rows as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also print the deployment the model would choose.
+        #[arg(long)]
+        suggest: bool,
     },
     /// The shared items the seed's peak writes hardest (a client's rate limit, a host's
     /// learning, a popular image's link count, a popular URL's joins), each written by many
@@ -187,6 +208,19 @@ fn main() -> ExitCode {
                 })
                 .await
             }
+            Command::Capacity {
+                scenario,
+                profile,
+                contention,
+                json,
+                suggest,
+            } => capacity::run(&capacity::Options {
+                scenario,
+                profile,
+                contention,
+                json,
+                suggest,
+            }),
             Command::Contention {
                 writers,
                 duration,

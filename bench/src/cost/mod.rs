@@ -163,7 +163,13 @@ pub async fn run(options: Options) -> Result<()> {
             options.host_latency.as_millis(),
             crate::revision()
         );
-        let profile = profile::profile(&tally, source, photos, options.offers);
+        let profile = profile::profile(
+            &tally,
+            source,
+            photos,
+            options.offers,
+            options.host_latency.as_secs_f64() * 1000.0,
+        );
         let json = serde_json::to_string_pretty(&profile)?;
         std::fs::write(path, json + "\n")
             .with_context(|| format!("writing the profile to {}", path.display()))?;
@@ -206,11 +212,13 @@ async fn drive(
             .build(),
     );
 
-    let queues = ["fetch-0", "fetch-1", "fetch-2", "results", "process", "settle"]
-        .iter()
-        .map(|q| format!("{q}={}", names.queues[*q]))
-        .collect::<Vec<_>>()
-        .join(",");
+    let queues = [
+        "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle",
+    ]
+    .iter()
+    .map(|q| format!("{q}={}", names.queues[*q]))
+    .collect::<Vec<_>>()
+    .join(",");
     let senders = format!("{SENDER}=*");
     let map: HashMap<String, String> = [
         ("IMGEST_BACKEND", "aws"),

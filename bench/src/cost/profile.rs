@@ -20,6 +20,9 @@ pub struct Profile {
     /// Photos per scenario (each stage's per-photo figures divide by it).
     pub photos: u64,
     pub offers: u64,
+    /// How long the partner host took to answer each download (part of every fetch
+    /// invocation's modeled time).
+    pub host_latency_ms: f64,
     pub stages: BTreeMap<String, StageProfile>,
 }
 
@@ -126,11 +129,18 @@ fn stage_profile(name: &str, c: &StageCounts) -> StageProfile {
 }
 
 /// The profile of everything `tally` counted.
-pub fn profile(tally: &Tally, source: String, photos: usize, offers: usize) -> Profile {
+pub fn profile(
+    tally: &Tally,
+    source: String,
+    photos: usize,
+    offers: usize,
+    host_latency_ms: f64,
+) -> Profile {
     Profile {
         source,
         photos: photos as u64,
         offers: offers as u64,
+        host_latency_ms,
         stages: tally
             .stages()
             .iter()

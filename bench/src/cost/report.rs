@@ -25,7 +25,14 @@ const SCENARIOS: [(Scenario, &str, Option<f64>, &[&str]); 5] = [
         Scenario::New,
         "new crawled photos",
         Some(5.0),
-        &["intake", "fetch", "process", "settle", "results", "ttl-cleanup"],
+        &[
+            "intake",
+            "fetch",
+            "process",
+            "settle",
+            "results",
+            "ttl-cleanup",
+        ],
     ),
     (
         Scenario::KnownUrls,
