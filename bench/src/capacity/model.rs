@@ -853,7 +853,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         rcu_trace.join(" + "),
     );
     r.suggest(
-        "WarmWriteUnits",
+        "RecordsTable: warm write units",
         format!("{}", (s.targets.headroom * wcu / 1000.0).ceil() * 1000.0),
         format!("headroom × {} WCU/s, in thousands", fmt(wcu)),
     );
