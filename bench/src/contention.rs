@@ -470,7 +470,7 @@ async fn image(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
     let first = OfferKey::new(tenant.clone(), OfferId::parse("logo-holder")?);
     ports
         .offers
-        .set_photos(&first, &[logo.clone()], now, ttl)
+        .set_photos(&first, std::slice::from_ref(&logo), now, ttl)
         .await?;
     // As if 100,000 offers linked it.
     setup

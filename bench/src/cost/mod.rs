@@ -288,22 +288,25 @@ async fn drive(
 
     // 1. New photos: intake, fetch, process, settle, results.
     stages.intake(Scenario::New, &listing("offer")?).await?;
-    tally.enter(&Scenario::New.stage("fetch"));
     let fetching = Lambda {
         external_wait: host_latency,
         ..lambda
     };
-    measured(tally, async {
-        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
-            fetching
-                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                    handlers::fetch::handle(&fetcher, e)
-                })
-                .await?;
-        }
-        Ok(())
-    })
-    .await?;
+    // Every fetch queue, delivered to the fetch function until it is empty.
+    let fetch_all = |stage: String| {
+        tally.enter(&stage);
+        measured(tally, async {
+            for tier in ["fetch-0", "fetch-1", "fetch-2"] {
+                fetching
+                    .deliver(&names.queues[tier], FETCH_BATCH, |e| {
+                        handlers::fetch::handle(&fetcher, e)
+                    })
+                    .await?;
+            }
+            Ok(())
+        })
+    };
+    fetch_all(Scenario::New.stage("fetch")).await?;
     tally.enter(&Scenario::New.stage("process"));
     // What the fetch function's memory could not hold (none of the samples) comes here.
     measured(
@@ -385,18 +388,7 @@ async fn drive(
         .map(|(id, urls)| (id.clone(), urls))
         .collect();
     stages.intake_stage("join: intake", &joiners).await?;
-    tally.enter("join: fetch");
-    measured(tally, async {
-        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
-            fetching
-                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                    handlers::fetch::handle(&fetcher, e)
-                })
-                .await?;
-        }
-        Ok(())
-    })
-    .await?;
+    fetch_all("join: fetch".to_owned()).await?;
     stages.settle("join: settle").await?;
     tally.enter("join: results");
     lambda
