@@ -725,20 +725,23 @@ async fn record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates() {
         Err(StoreError::Backend { .. })
     ));
 
-    // A rate limit: deleted by TTL once its newest grant has left the window.
+    // A rate limit's bucket: deleted by TTL once it has left the window.
     let rate_client = testing::unique_name("client");
     let window = Duration::from_secs(60);
     store
         .acquire(&rate_client, 2, 10, window, BASE)
         .await
         .unwrap();
+    // One-second buckets (a sixtieth of the window), zero-padded.
+    let bucket = format!("b#{:013}#{:016}", 1000, BASE.as_millis() / 1000);
     let item = raw_item(
         &client,
         &table,
         &format!("ratelimit#{rate_client}"),
-        "ratelimit",
+        &bucket,
     )
     .await;
+    assert_eq!(number(&item, "g"), Some(2));
     let ttl = number(&item, "ttl").unwrap();
     assert!(
         ttl > BASE.plus(window).as_secs() && ttl <= BASE.plus(window * 2).as_secs(),

@@ -12,7 +12,7 @@
 //! | upload     | `upload#{id}`        | `upload`     | see the `uploads` module                       |
 //! | checkpoint | `checkpoint#{name}`  | `checkpoint` | `value` S                                      |
 //! | record     | `rec#{kind}#{key}`   | `rec`        | see the `records` module                       |
-//! | rate limit | `ratelimit#{client}` | `ratelimit`  | see the `rate_limits` module                   |
+//! | rate limit | `ratelimit#{client}` | `b#{width}#{index}` | one per bucket: see the `rate_limits` module |
 //!
 //! Only image items are ever `image#`: the ttl-cleanup function's stream filter and its handler select
 //! TTL deletions by that prefix, so the TTL deletions of other kinds never reach the GC flow.
@@ -57,6 +57,8 @@ pub use stream::removed_images;
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// The closed rate-limit buckets this process has read (see the `rate_limits` module).
+    rate_cache: std::sync::Arc<rate_limits::RateCache>,
 }
 
 impl DynamoStore {
@@ -65,6 +67,7 @@ impl DynamoStore {
         Self {
             client,
             table: table.into(),
+            rate_cache: std::sync::Arc::default(),
         }
     }
 
