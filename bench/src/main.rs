@@ -4,6 +4,8 @@
 
 mod backfill;
 mod burst;
+mod capacity;
+mod contention;
 mod cost;
 mod crawl;
 mod data_dir;
@@ -39,6 +41,54 @@ enum Command {
         /// How long the partner host takes to answer each download.
         #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
         host_latency: std::time::Duration,
+        /// Write the measured profile (what `imgest-bench capacity --profile` reads) here.
+        #[arg(long)]
+        profile_out: Option<PathBuf>,
+    },
+    /// The capacity model: a scenario's peak (docs/capacity/default.json: seed 001's) against
+    /// the deployment, from the measured profiles (bench/capacity.sh measures them again).
+    /// Prints per function, queue, DynamoDB item class, API route, S3 prefix and maintenance
+    /// job what the peak needs against its limit, and the bill per hour; fails on any breach.
+    Capacity {
+        #[arg(long, default_value = capacity::DEFAULT_SCENARIO)]
+        scenario: PathBuf,
+        /// The cost benchmark's profile (`imgest-bench cost --profile-out`).
+        #[arg(long, default_value = capacity::DEFAULT_PROFILE)]
+        profile: PathBuf,
+        /// The contention benchmark's figures (`imgest-bench contention --profile-out`).
+        #[arg(long, default_value = capacity::DEFAULT_CONTENTION)]
+        contention: PathBuf,
+        /// The rows as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also print the deployment the model would choose.
+        #[arg(long)]
+        suggest: bool,
+    },
+    /// The shared items the seed's peak writes hardest (a client's rate limit, a host's
+    /// learning, a popular image's link count, a popular URL's joins), each written by many
+    /// concurrent writers through the real adapters, against an AWS emulator with a fixed
+    /// latency added per request. Run it through bench/contention.sh, which starts the emulator.
+    Contention {
+        /// Concurrent writers per target.
+        #[arg(long, default_value_t = 64)]
+        writers: usize,
+        /// How long each target runs.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        duration: std::time::Duration,
+        /// Added to every request (the round trip in the region).
+        #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+        latency: std::time::Duration,
+        /// Targets, in order (ratelimit, host, image, url, emulator).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "ratelimit,host,image,url,emulator"
+        )]
+        targets: Vec<String>,
+        /// Write the figures (what `imgest-bench capacity` reads) here.
+        #[arg(long)]
+        profile_out: Option<PathBuf>,
     },
     /// The crawl simulation: the crawler against simulated partner hosts on 127.0.0.1 (seed
     /// 001's host mix, time scaled down), tiered design and naive design side by side. Build
@@ -115,6 +165,17 @@ enum Command {
     },
 }
 
+/// The commit being measured (`git rev-parse --short HEAD`), or `unknown` outside a checkout.
+pub(crate) fn revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".to_owned(), |r| r.trim().to_owned())
+}
+
 pub(crate) fn init_logs(default: &str) {
     imgest_core::telemetry::init(default);
 }
@@ -137,11 +198,42 @@ fn main() -> ExitCode {
                 offers,
                 photos,
                 host_latency,
+                profile_out,
             } => {
                 cost::run(cost::Options {
                     offers,
                     photos_per_offer: photos,
                     host_latency,
+                    profile_out,
+                })
+                .await
+            }
+            Command::Capacity {
+                scenario,
+                profile,
+                contention,
+                json,
+                suggest,
+            } => capacity::run(&capacity::Options {
+                scenario,
+                profile,
+                contention,
+                json,
+                suggest,
+            }),
+            Command::Contention {
+                writers,
+                duration,
+                latency,
+                targets,
+                profile_out,
+            } => {
+                contention::run(contention::Options {
+                    writers,
+                    duration,
+                    latency,
+                    targets,
+                    profile_out,
                 })
                 .await
             }

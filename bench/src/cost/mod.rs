@@ -6,16 +6,25 @@
 //! [`capacity`]); each invocation's CPU and wall time price its Lambda duration ([`bill`]).
 //!
 //! Scenarios, in order, on the same data:
-//! 1. new photos: offers of new URLs through intake, fetch, process, the results consumer,
+//! 1. new photos: offers of new URLs through intake, fetch, process, the settled crawls back
+//!    through the intake function (its settle queue), the results consumer,
 //! 2. URL-dedup hits: the same offers re-sent with other known URLs (changed offers: no
 //!    download, no decode, no S3 PUT),
 //! 3. unchanged offers: the same crawl requests again,
-//! 4. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
+//! 4. uploads through the API function: new photos, then the same bytes again (dedup hits);
+//!    left unlinked, they expire, and a GC job collects them (the clock moved past their
+//!    expiry),
+//! 5. joins: offers listing one URL whose download is running (a popular URL), then its
+//!    download settling them,
+//! 6. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
 //!    and the ttl-cleanup function collecting their files from the stream.
+//!
+//! Stages 4 and 5 feed the capacity model (`--profile-out`), not the bill's scenarios.
 
 mod bill;
 mod capacity;
-mod proxy;
+pub mod profile;
+pub mod proxy;
 mod report;
 
 use std::collections::HashMap;
@@ -31,7 +40,7 @@ use aws_sdk_sqs::types::{
 };
 use imgest_aws::dynamodb;
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
-use imgest_core::ports::SystemClock;
+use imgest_core::ports::{ManualClock, SystemClock};
 use imgest_flows::crawl::messages::CrawlRequest;
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
@@ -49,6 +58,8 @@ pub struct Options {
     pub photos_per_offer: usize,
     /// How long a partner host takes to answer (a download's wall time, which fetch pays).
     pub host_latency: Duration,
+    /// Where to write the measured profile for `imgest-bench capacity`, if anywhere.
+    pub profile_out: Option<std::path::PathBuf>,
 }
 
 /// The photos the crawls carry: the sample photos, each copy made distinct by a comment
@@ -68,9 +79,13 @@ const PROCESS_BATCH: i32 = 10;
 /// The ttl-cleanup function's DynamoDB stream batch size.
 const GC_BATCH: usize = 100;
 
-const QUEUES: [&str; 6] = [
-    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process",
+const QUEUES: [&str; 7] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle",
 ];
+
+/// The marketplace's sender of crawl requests (SQS's `SenderId`), which `IMGEST_INTAKE_SENDERS`
+/// lets act for any client.
+const SENDER: &str = "AIDABENCHSENDER";
 
 pub async fn run(options: Options) -> Result<()> {
     crate::init_logs("warn");
@@ -99,6 +114,10 @@ pub async fn run(options: Options) -> Result<()> {
         }
         offers.push(urls);
     }
+    routes.push((
+        POPULAR.to_owned(),
+        Route::photo(distinct(SAMPLES[0], POPULAR)),
+    ));
     let host = PartnerHost::builder()
         .routes(routes)
         .latency(options.host_latency)
@@ -108,6 +127,7 @@ pub async fn run(options: Options) -> Result<()> {
         .into_iter()
         .map(|paths| paths.iter().map(|p| host.url(p)).collect())
         .collect();
+    let popular = host.url(POPULAR);
 
     // The functions' side runs on a thread of its own, so its CPU time can be read per
     // invocation; the proxy and the partner host stay on this runtime's threads.
@@ -118,18 +138,48 @@ pub async fn run(options: Options) -> Result<()> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        runtime.block_on(drive(&proxy_url, &driver_tally, offers, host_latency))
+        runtime.block_on(drive(
+            &proxy_url,
+            &driver_tally,
+            offers,
+            &popular,
+            host_latency,
+        ))
     })
     .await??;
-    if host.requests() != photos as u64 {
+    // Every photo once, and the popular URL once.
+    if host.requests() != photos as u64 + 1 {
         bail!(
-            "the partner host served {} downloads for {photos} photos",
+            "the partner host served {} downloads for {photos} photos and one popular URL",
             host.requests()
         );
     }
     report::print(&tally, photos, &options);
+    if let Some(path) = &options.profile_out {
+        let source = format!(
+            "imgest-bench cost --offers {} --photos {} --host-latency {}ms at {}",
+            options.offers,
+            options.photos_per_offer,
+            options.host_latency.as_millis(),
+            crate::revision()
+        );
+        let profile = profile::profile(
+            &tally,
+            source,
+            photos,
+            options.offers,
+            options.host_latency.as_secs_f64() * 1000.0,
+        );
+        let json = serde_json::to_string_pretty(&profile)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("writing the profile to {}", path.display()))?;
+        println!("\nThe measured profile is in {}.", path.display());
+    }
     Ok(())
 }
+
+/// The popular URL's path: every offer of the join stage lists it.
+const POPULAR: &str = "/popular/banner.jpg";
 
 /// `bytes` (a JPEG) with a comment segment naming `tag` after its start marker.
 fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
@@ -150,6 +200,7 @@ async fn drive(
     proxy_url: &str,
     tally: &Tally,
     offers: Vec<Vec<String>>,
+    popular: &str,
     host_latency: Duration,
 ) -> Result<()> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -161,11 +212,14 @@ async fn drive(
             .build(),
     );
 
-    let queues = ["fetch-0", "fetch-1", "fetch-2", "results", "process"]
-        .iter()
-        .map(|q| format!("{q}={}", names.queues[*q]))
-        .collect::<Vec<_>>()
-        .join(",");
+    let queues = [
+        "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle",
+    ]
+    .iter()
+    .map(|q| format!("{q}={}", names.queues[*q]))
+    .collect::<Vec<_>>()
+    .join(",");
+    let senders = format!("{SENDER}=*");
     let map: HashMap<String, String> = [
         ("IMGEST_BACKEND", "aws"),
         ("IMGEST_BUCKET", names.bucket.as_str()),
@@ -177,8 +231,10 @@ async fn drive(
         ("IMGEST_FETCH_PORTS", "any"),
         // One client sends every offer here; pacing it would only stretch the run.
         ("IMGEST_CLIENT_RPM", "1000000"),
-        // As deployed: offers in their client's namespace.
+        // As deployed: offers in their client's namespace, crawl requests from a known sender.
         ("IMGEST_AUTH", "gateway"),
+        ("IMGEST_JWT_AUDIENCE", "imgest"),
+        ("IMGEST_INTAKE_SENDERS", &senders),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -189,12 +245,26 @@ async fn drive(
     }
     let service =
         Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(SystemClock)).await?);
-    // As deployed: the fetch function processes the photos its memory holds (all of these).
+    // As deployed: the intake function hands photos on; the fetch function processes the
+    // photos its memory holds (all of these); both fetch and process hand the crawls that
+    // settle there back to the intake function.
     let crawler = Crawler::new(
         Arc::clone(&service),
         settings.crawl.clone(),
-        Processing::InlineWhenItFits,
+        Processing::Handoff,
     );
+    let fetcher = Crawler::new(
+        Arc::clone(&service),
+        settings.crawl.clone(),
+        Processing::InlineWhenItFits,
+    )
+    .finishing_elsewhere();
+    let processor = Crawler::new(
+        Arc::clone(&service),
+        settings.crawl.clone(),
+        Processing::Handoff,
+    )
+    .finishing_elsewhere();
     let client = ClientId::parse("bench").context("client id")?;
     let lambda = Lambda {
         sqs: &sqs,
@@ -216,33 +286,37 @@ async fn drive(
             .collect()
     };
 
-    // 1. New photos: intake, fetch, process, results.
+    // 1. New photos: intake, fetch, process, settle, results.
     stages.intake(Scenario::New, &listing("offer")?).await?;
-    tally.enter(&Scenario::New.stage("fetch"));
     let fetching = Lambda {
         external_wait: host_latency,
         ..lambda
     };
-    measured(tally, async {
-        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
-            fetching
-                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                    handlers::fetch::handle(&crawler, e)
-                })
-                .await?;
-        }
-        Ok(())
-    })
-    .await?;
+    // Every fetch queue, delivered to the fetch function until it is empty.
+    let fetch_all = |stage: String| {
+        tally.enter(&stage);
+        measured(tally, async {
+            for tier in ["fetch-0", "fetch-1", "fetch-2"] {
+                fetching
+                    .deliver(&names.queues[tier], FETCH_BATCH, |e| {
+                        handlers::fetch::handle(&fetcher, e)
+                    })
+                    .await?;
+            }
+            Ok(())
+        })
+    };
+    fetch_all(Scenario::New.stage("fetch")).await?;
     tally.enter(&Scenario::New.stage("process"));
     // What the fetch function's memory could not hold (none of the samples) comes here.
     measured(
         tally,
         lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
-            handlers::process::handle(&crawler, e)
+            handlers::process::handle(&processor, e)
         }),
     )
     .await?;
+    stages.settle(&Scenario::New.stage("settle")).await?;
     stages.results(Scenario::New, offers.len()).await?;
 
     // 2. URL-dedup hits: other offers (the same sellers' second listings) with the same,
@@ -257,6 +331,69 @@ async fn drive(
         .intake(Scenario::Unchanged, &listing("offer")?)
         .await?;
     stages.results(Scenario::Unchanged, offers.len()).await?;
+
+    // 4. Uploads through the API function, one per invocation: new bytes, then the same again.
+    let uploads: Vec<Vec<u8>> = (0..offers.len())
+        .map(|i| distinct(SAMPLES[i % SAMPLES.len()], &format!("/upload/{i}")))
+        .collect();
+    for stage in ["upload: new", "upload: dedup"] {
+        tally.enter(stage);
+        measured(tally, async {
+            for bytes in &uploads {
+                let body = bytes::Bytes::from(bytes.clone());
+                lambda
+                    .invoke(1, async { service.upload_bytes(body).await.map(drop) })
+                    .await?;
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    // Left unlinked, they expire: a GC job, its clock past their expiry, collects them.
+    let later = ManualClock::starting_now();
+    later.advance(settings.orphan_ttl + Duration::from_secs(86_400));
+    let collector = app::service(&settings, "http://127.0.0.1:9", Arc::new(later)).await?;
+    tally.enter("gc: collect");
+    let collected = std::cell::Cell::new(0);
+    measured(tally, async {
+        let items = uploads.len();
+        lambda
+            .invoke(items, async {
+                let report = collector.gc().await?;
+                collected.set(report.images_deleted);
+                Ok::<_, imgest_flows::FlowError>(())
+            })
+            .await
+    })
+    .await?;
+    if collected.get() != uploads.len() as u64 {
+        bail!(
+            "GC collected {} of {} expired uploads",
+            collected.get(),
+            uploads.len()
+        );
+    }
+
+    // 5. Joins: offers listing one URL whose download is running, then that download.
+    let joiners: Vec<(OfferId, Vec<String>)> = (0..offers.len())
+        .map(|o| {
+            Ok((
+                OfferId::parse(&format!("joiner-{o}"))?,
+                vec![popular.to_owned()],
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let joiners: Vec<(OfferId, &Vec<String>)> = joiners
+        .iter()
+        .map(|(id, urls)| (id.clone(), urls))
+        .collect();
+    stages.intake_stage("join: intake", &joiners).await?;
+    fetch_all("join: fetch".to_owned()).await?;
+    stages.settle("join: settle").await?;
+    tally.enter("join: results");
+    lambda
+        .consume_results(&names.queues["results"], joiners.len())
+        .await?;
 
     // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
     // ttl-cleanup function collects their files from the stream.
@@ -317,8 +454,12 @@ struct Stages<'a> {
 impl Stages<'_> {
     /// The marketplace sends one crawl request per offer; the intake function takes them.
     async fn intake(&self, scenario: Scenario, offers: &[(OfferId, &Vec<String>)]) -> Result<()> {
+        self.intake_stage(&scenario.stage("intake"), offers).await
+    }
+
+    async fn intake_stage(&self, stage: &str, offers: &[(OfferId, &Vec<String>)]) -> Result<()> {
         let tally = self.lambda.tally;
-        tally.enter(&scenario.stage("intake"));
+        tally.enter(stage);
         let queue = &self.names.queues["intake"];
         for batch in offers.chunks(10) {
             send_requests(self.lambda.sqs, queue, self.client, batch).await?;
@@ -328,6 +469,20 @@ impl Stages<'_> {
             self.lambda.deliver(queue, INTAKE_BATCH, |e| {
                 handlers::intake::handle(self.crawler, e)
             }),
+        )
+        .await
+    }
+
+    /// The crawls the fetch and process functions settled, finished by the intake function.
+    async fn settle(&self, stage: &str) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(stage);
+        measured(
+            tally,
+            self.lambda
+                .deliver(&self.names.queues["settle"], INTAKE_BATCH, |e| {
+                    handlers::settle::handle(self.crawler, e)
+                }),
         )
         .await
     }
@@ -498,6 +653,10 @@ impl Lambda<'_> {
                 let mut message = SqsMessage::default();
                 message.message_id = m.message_id.clone();
                 message.body = m.body.clone();
+                // Every message here is the bench's own, sent as the marketplace's sender.
+                message
+                    .attributes
+                    .insert("SenderId".to_owned(), SENDER.to_owned());
                 event.records.push(message);
             }
             let response = self.invoke_batch(messages.len(), handle(event)).await?;

@@ -1,10 +1,17 @@
 //! A counting proxy in front of the AWS emulator: every request the functions make passes
 //! through it and is billed to the stage running at the time, the way AWS would bill it
 //! (DynamoDB in capacity units from item sizes, SQS and S3 per request by price class, Step
-//! Functions per state transition). The emulator answers; the proxy only watches.
+//! Functions per state transition). The emulator answers; the proxy only watches, and may add
+//! a fixed latency to every request (as a network would: concurrent requests overlap).
+//!
+//! Per DynamoDB request it also records which partition keys it touched and how it ended
+//! (written, condition failed, transaction conflict, too large), by operation and item class
+//! ([`KeyStats`]): the capacity model multiplies per-entity request counts by rates, and the
+//! contention benchmark counts the requests one hot key took.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::body::{Body, to_bytes};
@@ -38,6 +45,56 @@ pub struct StageCounts {
     pub retried: u64,
     pub runs: Vec<Run>,
     pub peak_rss_mb: f64,
+    /// DynamoDB requests by (operation, item class), with what they did to which keys.
+    pub keys: BTreeMap<(String, String), KeyStats>,
+    /// Requests per partition key within the invocation running now (cleared by
+    /// [`Tally::invocation`], which folds their maximum into `keys`).
+    pub(super) in_invocation: HashMap<(String, String), HashMap<String, u64>>,
+}
+
+/// What the DynamoDB requests of one operation on one class of item did (a class is the key's
+/// prefix: `image`, `rec url`, `ratelimit`, `wait`, `ctr host`, ...).
+#[derive(Debug, Clone, Default)]
+pub struct KeyStats {
+    pub requests: u64,
+    /// Items written (each item of a batch or transaction counts).
+    pub writes: u64,
+    pub wcu: f64,
+    pub rcu: f64,
+    /// Writes refused by their condition (alone, or as a transaction's cancellation reason).
+    pub condition_failed: u64,
+    /// Transactions cancelled by a concurrent one on the same item.
+    pub tx_conflict: u64,
+    /// Writes refused for the item's size.
+    pub too_large: u64,
+    pub throttled: u64,
+    /// The largest item of the class written (bytes, as DynamoDB bills them; 0 when the proxy
+    /// does not read sizes).
+    pub largest_item_bytes: u64,
+    /// Requests by partition key, over the whole stage.
+    pub by_key: BTreeMap<String, u64>,
+    /// The largest number of requests one key got within one invocation, summed over the
+    /// stage's invocations (÷ invocations: what one invocation does to its hottest key).
+    pub max_key_per_invocation_sum: f64,
+}
+
+impl KeyStats {
+    /// The mean over invocations of the most requests one key got in one.
+    pub fn max_key_per_invocation(&self, invocations: u64) -> f64 {
+        if invocations == 0 {
+            0.0
+        } else {
+            self.max_key_per_invocation_sum / invocations as f64
+        }
+    }
+}
+
+/// Whether a DynamoDB operation writes.
+pub fn is_write_op(op: &str) -> bool {
+    matches!(
+        op,
+        "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem"
+    )
 }
 
 /// One Lambda invocation.
@@ -105,12 +162,56 @@ impl Tally {
             s.invocations += 1;
             s.items += items as u64;
             s.runs.push(run);
+            for (class, keys) in std::mem::take(&mut s.in_invocation) {
+                let hottest = keys.values().copied().max().unwrap_or(0);
+                s.keys.entry(class).or_default().max_key_per_invocation_sum += hottest as f64;
+            }
         });
+    }
+
+    /// Every stage's counts, by name.
+    pub fn stages(&self) -> BTreeMap<String, StageCounts> {
+        self.with(|t| t.stages.clone())
     }
 
     /// The modeled AWS latency of every request so far (ms).
     pub fn latency_ms(&self) -> f64 {
         self.with(|t| t.latency_ms)
+    }
+
+    fn dynamodb(&self, op: &str, touched: &[Touched], units: (f64, f64)) {
+        self.with(|t| {
+            let stage = t.stage.clone();
+            let counts = t.stages.entry(stage).or_default();
+            for (i, item) in touched.iter().enumerate() {
+                let class = (op.to_owned(), item.class.clone());
+                let k = counts.keys.entry(class.clone()).or_default();
+                // The request is counted once, on its first item's class.
+                if i == 0 {
+                    k.requests += 1;
+                    k.wcu += units.0;
+                    k.rcu += units.1;
+                }
+                if item.write {
+                    k.writes += 1;
+                    k.largest_item_bytes = k.largest_item_bytes.max(item.bytes);
+                }
+                match item.outcome {
+                    Outcome::Ok => {}
+                    Outcome::ConditionFailed => k.condition_failed += 1,
+                    Outcome::TxConflict => k.tx_conflict += 1,
+                    Outcome::TooLarge => k.too_large += 1,
+                    Outcome::Throttled => k.throttled += 1,
+                }
+                *k.by_key.entry(item.pk.clone()).or_default() += 1;
+                *counts
+                    .in_invocation
+                    .entry(class)
+                    .or_default()
+                    .entry(item.pk.clone())
+                    .or_default() += 1;
+            }
+        });
     }
 
     fn request(&self, name: String, bill: impl FnOnce(&mut StageCounts)) {
@@ -143,20 +244,51 @@ impl Tally {
     }
 }
 
+/// How the proxy forwards.
+#[derive(Debug, Clone, Copy)]
+pub struct ProxyOptions {
+    /// Added before each request is forwarded (concurrent requests overlap: a network's
+    /// latency, not a server's lock).
+    pub latency: Duration,
+    /// Read each written item before and after its write, to bill write units by size (the
+    /// proxy's own reads, not billed; off where only request counts matter).
+    pub sizes: bool,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        Self {
+            latency: Duration::ZERO,
+            sizes: true,
+        }
+    }
+}
+
 struct Proxy {
     upstream: String,
     client: reqwest::Client,
     tally: Arc<Tally>,
+    options: ProxyOptions,
 }
 
 /// Starts the proxy on 127.0.0.1 in front of `upstream`; returns its URL.
 pub async fn start(upstream: &str, tally: Arc<Tally>) -> anyhow::Result<String> {
+    start_with(upstream, tally, ProxyOptions::default()).await
+}
+
+/// [`start`] with options.
+pub async fn start_with(
+    upstream: &str,
+    tally: Arc<Tally>,
+    options: ProxyOptions,
+) -> anyhow::Result<String> {
     let proxy = Arc::new(Proxy {
         upstream: upstream.trim_end_matches('/').to_owned(),
         client: reqwest::Client::builder()
             .build()
             .context("building the proxy's HTTP client")?,
         tally,
+        options,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
@@ -200,7 +332,14 @@ impl Proxy {
             .unwrap_or_default();
         let mut before = Vec::with_capacity(writes.len());
         for w in &writes {
-            before.push(self.item_of(&parts.headers, w).await);
+            before.push(if self.options.sizes {
+                self.item_of(&parts.headers, w).await
+            } else {
+                None
+            });
+        }
+        if !self.options.latency.is_zero() {
+            tokio::time::sleep(self.options.latency).await;
         }
 
         let mut upstream = self
@@ -218,12 +357,20 @@ impl Proxy {
         let answer_body = answer.bytes().await?;
 
         if let Some(op) = dynamodb_op {
+            let response_json: Value = serde_json::from_slice(&answer_body).unwrap_or(Value::Null);
+            let outcomes = outcomes(status.as_u16(), &response_json, writes.len().max(1));
+            let mut touched: Vec<Touched> = writes
+                .iter()
+                .zip(&outcomes)
+                .map(|(w, outcome)| Touched::new(&w.key, true, *outcome))
+                .collect();
             let mut units = 0.0;
             let mut by_kind = BTreeMap::<String, f64>::new();
-            for (w, before) in writes.iter().zip(before) {
-                let after = match &w.put {
-                    Some(item) => Some(item.clone()),
-                    None => self.item_of(&parts.headers, w).await,
+            for ((w, before), touched) in writes.iter().zip(before).zip(touched.iter_mut()) {
+                let after = match (&w.put, self.options.sizes) {
+                    (Some(item), _) => Some(item.clone()),
+                    (None, true) => self.item_of(&parts.headers, w).await,
+                    (None, false) => None,
                 };
                 let size = |i: &Option<Value>| i.as_ref().map_or(0, item_size);
                 let u = write_units(size(&before), size(&after))
@@ -232,6 +379,7 @@ impl Proxy {
                 units += u + index;
                 *by_kind.entry(record_kind(&w.key)).or_default() += u;
                 let largest = size(&before).max(size(&after));
+                touched.bytes = largest;
                 self.tally.with(|t| {
                     let biggest = t.largest_items.entry(record_kind(&w.key)).or_default();
                     *biggest = (*biggest).max(largest);
@@ -240,8 +388,13 @@ impl Proxy {
                     *by_kind.entry("gc-index".into()).or_default() += index;
                 }
             }
-            let response_json: Value = serde_json::from_slice(&answer_body).unwrap_or(Value::Null);
+            touched.extend(
+                read_keys(&op, &request_json)
+                    .into_iter()
+                    .map(|k| Touched::new(&k, false, outcomes[0])),
+            );
             let reads = read_capacity(&op, &request_json, &response_json);
+            self.tally.dynamodb(&op, &touched, (units, reads));
             let read_kind = (op == "GetItem").then(|| record_kind(&request_json["Key"]));
             self.tally.request(format!("dynamodb.{op}"), |s| {
                 s.write_units += units;
@@ -382,8 +535,9 @@ fn record_kind(key: &Value) -> String {
     let pk = key["pk"]["S"].as_str().unwrap_or("?");
     let mut parts = pk.split('#');
     match (parts.next(), parts.next()) {
-        // Versioned records: `rec#{kind}#{key}`.
+        // Versioned records: `rec#{kind}#{key}`; counter series: `ctr#{series kind}#{key}`.
         (Some("rec"), Some(kind)) => format!("rec {kind}"),
+        (Some("ctr"), Some(kind)) => format!("ctr {kind}"),
         (Some(prefix), _) => prefix.to_owned(),
         _ => pk.to_owned(),
     }
@@ -432,6 +586,122 @@ fn written_items(op: &str, request: &Value) -> Vec<Written> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// How a DynamoDB request ended, per item it wrote (or once, for a read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    ConditionFailed,
+    TxConflict,
+    TooLarge,
+    Throttled,
+}
+
+/// One key a request touched.
+struct Touched {
+    pk: String,
+    class: String,
+    write: bool,
+    outcome: Outcome,
+    /// The item's size for a write (the larger of before and after; 0 without sizes).
+    bytes: u64,
+}
+
+impl Touched {
+    fn new(key: &Value, write: bool, outcome: Outcome) -> Self {
+        let index = key.get("gc_bucket").is_some();
+        Self {
+            pk: key["pk"]["S"]
+                .as_str()
+                .or_else(|| key["gc_bucket"]["S"].as_str())
+                .unwrap_or("?")
+                .to_owned(),
+            class: if index {
+                "gc-index".to_owned()
+            } else {
+                record_kind(key)
+            },
+            write,
+            outcome,
+            bytes: 0,
+        }
+    }
+}
+
+/// The outcome of each of `items` items of a request, from its answer: a transaction's
+/// cancellation reasons name each item's.
+fn outcomes(status: u16, response: &Value, items: usize) -> Vec<Outcome> {
+    if status < 400 {
+        return vec![Outcome::Ok; items];
+    }
+    let kind = response["__type"].as_str().unwrap_or_default();
+    let message = response["message"]
+        .as_str()
+        .or_else(|| response["Message"].as_str())
+        .unwrap_or_default();
+    if let Some(reasons) = response["CancellationReasons"].as_array() {
+        let mut out: Vec<Outcome> = reasons
+            .iter()
+            .map(|r| match r["Code"].as_str().unwrap_or("None") {
+                "ConditionalCheckFailed" => Outcome::ConditionFailed,
+                "TransactionConflict" => Outcome::TxConflict,
+                "ValidationError" => Outcome::TooLarge,
+                c if c.contains("Throttl") => Outcome::Throttled,
+                _ => Outcome::Ok,
+            })
+            .collect();
+        out.resize(items, Outcome::Ok);
+        return out;
+    }
+    let whole = if kind.ends_with("ConditionalCheckFailedException") {
+        Outcome::ConditionFailed
+    } else if kind.ends_with("TransactionConflictException") {
+        Outcome::TxConflict
+    } else if kind.ends_with("ValidationException") && message.contains("Item size") {
+        Outcome::TooLarge
+    } else if kind.contains("Throttl") || kind.contains("ProvisionedThroughputExceeded") {
+        Outcome::Throttled
+    } else {
+        Outcome::Ok
+    };
+    vec![whole; items]
+}
+
+/// The keys a read request names: `GetItem`'s key, each key of a `BatchGetItem` or
+/// `TransactGetItems`, a `Query`'s partition (`pk`, or an index's `gc_bucket`).
+fn read_keys(op: &str, request: &Value) -> Vec<Value> {
+    match op {
+        "GetItem" => vec![request["Key"].clone()],
+        "BatchGetItem" => request["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, r)| r["Keys"].as_array().cloned().unwrap_or_default())
+            .collect(),
+        "TransactGetItems" => request["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| t["Get"]["Key"].clone())
+            .collect(),
+        "Query" => query_partition(request).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A query's partition key as a key (`{"pk": {"S": ...}}`), from `#name = :value` in its key
+/// condition.
+fn query_partition(request: &Value) -> Option<Value> {
+    let condition = request["KeyConditionExpression"].as_str()?;
+    let (left, right) = condition.split_once('=')?;
+    let name = left.trim();
+    let name = request["ExpressionAttributeNames"][name]
+        .as_str()
+        .unwrap_or(name);
+    let placeholder = right.split_whitespace().next()?;
+    let value = request["ExpressionAttributeValues"][placeholder].clone();
+    (!value.is_null()).then(|| serde_json::json!({ name: value }))
 }
 
 /// Read units of a read request, from the items its answer holds.
@@ -492,9 +762,93 @@ fn s3_class(method: &str, path: &str) -> (&'static str, S3Class) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn reads_name_their_keys_and_queries_their_partition() {
+        let get = json!({"Key": {"pk": {"S": "rec#url#a"}, "sk": {"S": "rec"}}});
+        assert_eq!(read_keys("GetItem", &get)[0]["pk"]["S"], "rec#url#a");
+        let batch = json!({"RequestItems": {"t": {"Keys": [
+            {"pk": {"S": "image#a"}, "sk": {"S": "image"}},
+            {"pk": {"S": "image#b"}, "sk": {"S": "image"}}]}}});
+        assert_eq!(read_keys("BatchGetItem", &batch).len(), 2);
+        let query = json!({"KeyConditionExpression": "#k = :p AND #s BETWEEN :a AND :b",
+            "ExpressionAttributeNames": {"#k": "pk", "#s": "sk"},
+            "ExpressionAttributeValues": {":p": {"S": "wait#h#l#0"}, ":a": {"S": "a"}, ":b": {"S": "b"}}});
+        let keys = read_keys("Query", &query);
+        assert_eq!(keys.len(), 1);
+        let touched = Touched::new(&keys[0], false, Outcome::Ok);
+        assert_eq!(
+            (touched.pk.as_str(), touched.class.as_str()),
+            ("wait#h#l#0", "wait")
+        );
+        let index = json!({"IndexName": "gc-index", "KeyConditionExpression": "#b = :b AND #a <= :now",
+            "ExpressionAttributeNames": {"#b": "gc_bucket", "#a": "gc_at"},
+            "ExpressionAttributeValues": {":b": {"S": "gc#0a"}, ":now": {"N": "1"}}});
+        let touched = Touched::new(&read_keys("Query", &index)[0], false, Outcome::Ok);
+        assert_eq!(
+            (touched.pk.as_str(), touched.class.as_str()),
+            ("gc#0a", "gc-index")
+        );
+        let counter = json!({"pk": {"S": "ctr#host#cdn.example"}});
+        assert_eq!(record_kind(&counter), "ctr host");
+    }
+
+    #[test]
+    fn answers_say_how_each_written_item_ended() {
+        assert_eq!(outcomes(200, &Value::Null, 2), [Outcome::Ok, Outcome::Ok]);
+        let failed =
+            json!({"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"});
+        assert_eq!(outcomes(400, &failed, 1), [Outcome::ConditionFailed]);
+        let cancelled = json!({"__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "CancellationReasons": [{"Code": "None"}, {"Code": "ConditionalCheckFailed"}, {"Code": "TransactionConflict"}]});
+        assert_eq!(
+            outcomes(400, &cancelled, 3),
+            [Outcome::Ok, Outcome::ConditionFailed, Outcome::TxConflict]
+        );
+        let big = json!({"__type": "com.amazon.coral.validate#ValidationException",
+            "message": "Item size has exceeded the maximum allowed size"});
+        assert_eq!(outcomes(400, &big, 1), [Outcome::TooLarge]);
+    }
+
+    #[tokio::test]
+    async fn every_request_waits_the_added_latency() {
+        imgest_download::install_default_provider();
+        // A stand-in emulator that answers at once.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = format!("http://{}", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async { "{}" });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let options = ProxyOptions {
+            latency: Duration::from_millis(20),
+            sizes: false,
+        };
+        let url = start_with(&upstream, Arc::new(Tally::default()), options)
+            .await
+            .unwrap();
+        let client = reqwest::Client::new();
+        let one = |_| {
+            let (client, url) = (&client, &url);
+            async move {
+                let started = std::time::Instant::now();
+                client
+                    .get(format!("{url}/bucket/key"))
+                    .send()
+                    .await
+                    .unwrap();
+                started.elapsed()
+            }
+        };
+        let each = futures_util::future::join_all((0..16).map(one)).await;
+        assert!(
+            each.iter().all(|d| *d >= Duration::from_millis(20)),
+            "{each:?}"
+        );
+    }
 
     #[test]
     fn the_keys_only_index_is_written_when_an_entry_comes_goes_or_moves() {

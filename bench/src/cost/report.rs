@@ -25,7 +25,14 @@ const SCENARIOS: [(Scenario, &str, Option<f64>, &[&str]); 5] = [
         Scenario::New,
         "new crawled photos",
         Some(5.0),
-        &["intake", "fetch", "process", "results", "ttl-cleanup"],
+        &[
+            "intake",
+            "fetch",
+            "process",
+            "settle",
+            "results",
+            "ttl-cleanup",
+        ],
     ),
     (
         Scenario::KnownUrls,
@@ -74,7 +81,7 @@ impl Scenario {
 }
 
 /// How each stage's function is sized.
-fn sizing(stage: &str) -> Sizing {
+pub(super) fn sizing(stage: &str) -> Sizing {
     match stage {
         // An offer is deleted through the API function (a full vCPU for inline uploads).
         STILL_LINKED | LAST_LINK => Sizing::Fixed(1769),

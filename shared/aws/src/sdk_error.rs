@@ -5,7 +5,10 @@
 //! - throttling and server errors (429, 5xx, the codes in [`RETRYABLE_CODES`]), timeouts,
 //!   failed connections and unreadable responses → [`StoreError::Unavailable`] (retryable);
 //! - anything else (access denied, a missing bucket, table or queue, a bad request, an item
-//!   over DynamoDB's size limit) → [`StoreError::Backend`]: retrying will not fix it.
+//!   → [`StoreError::Backend`]: retrying will not fix it;
+//! - DynamoDB's `ValidationException` for an item over its size limit →
+//!   [`StoreError::TooLarge`] (kind `item_too_large`): never retried, dead-lettered with its
+//!   reason.
 //!
 //! The SDK error stays the source, so logs keep every detail.
 
@@ -50,6 +53,10 @@ pub(crate) const RETRYABLE_CODES: &[&str] = &[
     "ServiceUnavailableException",
 ];
 
+/// What DynamoDB's `ValidationException` says of an item over 400 KB ("Item size has exceeded
+/// the maximum allowed size", "Item size to update has exceeded …").
+const ITEM_SIZE_MESSAGE: &str = "Item size";
+
 /// Whether an error code (or a transaction's cancellation reason) says a retry may help.
 pub(crate) fn is_retryable_code(code: &str) -> bool {
     RETRYABLE_CODES.contains(&code)
@@ -72,6 +79,14 @@ where
             let code = err.code().unwrap_or("");
             if code == "NoSuchKey" || (status == 404 && code != "NoSuchBucket") {
                 return StoreError::NotFound(message);
+            }
+            if code == "ValidationException"
+                && err.message().is_some_and(|m| m.contains(ITEM_SIZE_MESSAGE))
+            {
+                return StoreError::TooLarge {
+                    what: message,
+                    bytes: None,
+                };
             }
             status == 429 || status >= 500 || is_retryable_code(code)
         }
@@ -175,6 +190,25 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_item_over_the_size_limit_is_its_own_never_succeeding_kind() {
+        for message in [
+            "Item size has exceeded the maximum allowed size",
+            "Item size to update has exceeded the maximum allowed size",
+        ] {
+            let meta = aws_sdk_dynamodb::error::ErrorMetadata::builder()
+                .code("ValidationException")
+                .message(message)
+                .build();
+            let error = sdk_error(
+                "writing",
+                SdkError::service_error(UpdateItemError::generic(meta), answer(400)),
+            );
+            assert_eq!(error.kind(), "item_too_large", "{error}");
+            assert!(!error.is_retryable());
         }
     }
 

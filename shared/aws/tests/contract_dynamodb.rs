@@ -725,24 +725,51 @@ async fn record_and_rate_limit_items_expire_by_ttl_and_are_not_gc_candidates() {
         Err(StoreError::Backend { .. })
     ));
 
-    // A rate limit: deleted by TTL once its newest grant has left the window.
+    // A rate limit's bucket: deleted by TTL once it has left the window.
     let rate_client = testing::unique_name("client");
     let window = Duration::from_secs(60);
     store
         .acquire(&rate_client, 2, 10, window, BASE)
         .await
         .unwrap();
+    // One-second buckets (a sixtieth of the window), zero-padded.
+    let bucket = format!("b#{:013}#{:016}", 1000, BASE.as_millis() / 1000);
     let item = raw_item(
         &client,
         &table,
         &format!("ratelimit#{rate_client}"),
-        "ratelimit",
+        &bucket,
     )
     .await;
+    assert_eq!(number(&item, "g"), Some(2));
     let ttl = number(&item, "ttl").unwrap();
     assert!(
         ttl > BASE.plus(window).as_secs() && ttl <= BASE.plus(window * 2).as_secs(),
         "{ttl}"
     );
     assert!(!item.contains_key("gc_bucket"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_over_the_item_size_limit_is_item_too_large_and_never_retried() {
+    let Some((store, _, _)) =
+        store_and_client("a_write_over_the_item_size_limit_is_item_too_large").await
+    else {
+        return;
+    };
+    // Random letters and digits: deflated, still well over 400 KB.
+    let body: String = std::iter::repeat_with(fastrand::alphanumeric)
+        .take(700_000)
+        .collect();
+    let key = testing::unique_name("big");
+    let r = store
+        .put_document("url", &key, &body, None, BASE.plus(TTL), BASE)
+        .await;
+    match r {
+        Err(e) => {
+            assert_eq!(e.kind(), "item_too_large", "{e}");
+            assert!(!e.is_retryable());
+        }
+        Ok(v) => panic!("a 700 KB record was written (version {v})"),
+    }
 }

@@ -4,6 +4,7 @@
 //! - [`ports`]: the capabilities flows need (`BlobStore`, `ImageIndex`, `OfferLinks`,
 //!   `Documents`, `RateLimiter`, `MessageSender`, `TaskQueue`, `Clock`, …), and [`Ports`], one
 //!   handle of each, which an adapter crate builds.
+//! - [`retry`]: backoff with full jitter between rounds of a lost race.
 //! - [`backend`]: where records, files and queues live (the embedded default or AWS).
 //! - [`telemetry`]: JSON-lines logs, and the stages' and flows' metrics through the `metrics`
 //!   facade (the exporters are installed by the binaries' crates).
@@ -12,6 +13,7 @@ pub mod backend;
 pub mod budget;
 pub mod domain;
 pub mod ports;
+pub mod retry;
 pub mod telemetry;
 
 pub use ports::Ports;

@@ -17,6 +17,8 @@ contract_suite!($ rate_limiter_contract_tests, rate_limiter, Arc<dyn RateLimiter
     retry_at_is_later_and_a_permit_is_free_then,
     clients_are_independent,
     concurrent_acquirers_get_exactly_the_limit,
+    many_concurrent_acquirers_over_windows_never_exceed_the_limit,
+    a_lowered_limit_applies_to_the_next_request,
     a_client_asking_continuously_gets_nearly_its_whole_limit,
 );
 
@@ -166,6 +168,56 @@ pub async fn concurrent_acquirers_get_exactly_the_limit(limiter: Arc<dyn RateLim
     });
     let granted: u32 = futures_util::future::join_all(asks).await.into_iter().sum();
     assert_eq!(granted, LIMIT);
+}
+
+pub async fn many_concurrent_acquirers_over_windows_never_exceed_the_limit(
+    limiter: Arc<dyn RateLimiter>,
+) {
+    const LIMIT: u32 = 20;
+    let client = unique_name("herd");
+    let mut log = GrantLog::new();
+    // 32 at once, every 500 ms, over three windows.
+    for step in 0..36_u64 {
+        let now = BASE.plus(Duration::from_millis(step * 500));
+        let asks = (0..32).map(|_| {
+            let (limiter, client) = (limiter.clone(), client.clone());
+            async move {
+                acquire_limited(limiter.as_ref(), &client, 1, LIMIT, WINDOW, now)
+                    .await
+                    .granted
+            }
+        });
+        let granted: u32 = futures_util::future::join_all(asks).await.into_iter().sum();
+        if granted > 0 {
+            log.push((now, granted));
+        }
+    }
+    assert!(busiest_window(&log, WINDOW) <= LIMIT, "{log:?}");
+    let total: u32 = log.iter().map(|&(_, p)| p).sum();
+    assert!(
+        total >= 2 * LIMIT,
+        "only {total} granted in three windows: {log:?}"
+    );
+}
+
+pub async fn a_lowered_limit_applies_to_the_next_request(limiter: Arc<dyn RateLimiter>) {
+    let (l, client) = (limiter.as_ref(), unique_name("lowered"));
+    assert_eq!(
+        acquire_limited(l, &client, 6, 10, WINDOW, BASE)
+            .await
+            .granted,
+        6
+    );
+    let now = BASE.plus(secs(1));
+    // Six already granted in the window: a limit of 5 leaves nothing, of 8 leaves two.
+    assert_eq!(
+        acquire_limited(l, &client, 1, 5, WINDOW, now).await.granted,
+        0
+    );
+    assert_eq!(
+        acquire_limited(l, &client, 5, 8, WINDOW, now).await.granted,
+        2
+    );
 }
 
 pub async fn a_client_asking_continuously_gets_nearly_its_whole_limit(

@@ -131,6 +131,12 @@ const API: &[Grant] = &[
         ]),
     ),
     grant(
+        "The sellers' upload budgets: the buckets of a window, read once a bucket.",
+        &["dynamodb:Query"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["ratelimit#upload/*"]),
+    ),
+    grant(
         "Files of uploads processed inline; signs presigned PUTs to incoming/.",
         &["s3:PutObject"],
         &[
@@ -185,6 +191,12 @@ const FETCH: &[Grant] = &[
         ITEM_RWD,
         &[Res::Table],
         Cond::LeadingKeys(&["rec#*", "ratelimit#*", "image#*"]),
+    ),
+    grant(
+        "The clients' rate limits: the buckets of a window, read once a bucket.",
+        &["dynamodb:Query"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["ratelimit#*"]),
     ),
     grant(
         "A new photo that fits this function's memory is processed here (its files); one that does not waits under fetched/ for the process function.",

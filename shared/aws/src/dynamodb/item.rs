@@ -147,6 +147,7 @@ pub(crate) struct Expr {
     names: HashMap<String, String>,
     values: HashMap<String, AttributeValue>,
     sets: Vec<String>,
+    adds: Vec<String>,
     removes: Vec<String>,
 }
 
@@ -202,6 +203,14 @@ impl Expr {
         self
     }
 
+    /// `ADD attr delta`: an atomic increment that creates the attribute at `delta`. Its result
+    /// does not depend on anything read before, so concurrent writers never conflict.
+    pub(crate) fn add(&mut self, attr: &str, delta: i64) -> &mut Self {
+        let (name, value) = (self.name(attr), self.value(n(delta)));
+        self.adds.push(format!("{name} {value}"));
+        self
+    }
+
     /// `REMOVE attr`.
     pub(crate) fn remove(&mut self, attr: &str) -> &mut Self {
         let name = self.name(attr);
@@ -239,6 +248,13 @@ impl Expr {
         if !self.sets.is_empty() {
             update.push_str("SET ");
             update.push_str(&self.sets.join(", "));
+        }
+        if !self.adds.is_empty() {
+            if !update.is_empty() {
+                update.push(' ');
+            }
+            update.push_str("ADD ");
+            update.push_str(&self.adds.join(", "));
         }
         if !self.removes.is_empty() {
             if !update.is_empty() {
@@ -287,6 +303,12 @@ mod tests {
         assert_eq!(parts.names.unwrap().len(), 5);
         assert_eq!(parts.values.unwrap().len(), 5);
         assert!(Expr::new().finish().update.is_none());
+        let mut e = Expr::new();
+        e.add("g", 3).set("ttl", n(9)).add("h", -1).remove("x");
+        assert_eq!(
+            e.finish().update.as_deref(),
+            Some("SET #n1 = :v1 ADD #n0 :v0, #n2 :v2 REMOVE #n3")
+        );
     }
 
     #[test]

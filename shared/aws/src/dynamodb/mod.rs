@@ -12,7 +12,7 @@
 //! | upload     | `upload#{id}`        | `upload`     | see the `uploads` module                       |
 //! | checkpoint | `checkpoint#{name}`  | `checkpoint` | `value` S                                      |
 //! | record     | `rec#{kind}#{key}`   | `rec`        | see the `records` module                       |
-//! | rate limit | `ratelimit#{client}` | `ratelimit`  | see the `rate_limits` module                   |
+//! | rate limit | `ratelimit#{client}` | `b#{width}#{index}` | one per bucket: see the `rate_limits` module |
 //!
 //! Only image items are ever `image#`: the ttl-cleanup function's stream filter and its handler select
 //! TTL deletions by that prefix, so the TTL deletions of other kinds never reach the GC flow.
@@ -57,6 +57,8 @@ pub use stream::removed_images;
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// The closed rate-limit buckets this process has read (see the `rate_limits` module).
+    rate_cache: std::sync::Arc<rate_limits::RateCache>,
 }
 
 impl DynamoStore {
@@ -65,6 +67,7 @@ impl DynamoStore {
         Self {
             client,
             table: table.into(),
+            rate_cache: std::sync::Arc::default(),
         }
     }
 
@@ -133,13 +136,7 @@ pub(crate) fn build_error(context: &str, e: BuildError) -> StoreError {
     StoreError::backend(format!("dynamodb: building {context}"), e)
 }
 
-/// Sleeps before retry `attempt` (0-based) of a lost race: 10, 20, 40 … ms up to 640 ms,
-/// with jitter so racing writers spread out.
-pub(crate) async fn backoff(attempt: u32) {
-    let base = 10_u64 << attempt.min(6);
-    let jitter = fastrand::u64(..=base);
-    tokio::time::sleep(std::time::Duration::from_millis(base + jitter)).await;
-}
+pub(crate) use imgest_core::retry::backoff;
 
 #[cfg(test)]
 mod tests {

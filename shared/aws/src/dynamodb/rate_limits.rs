@@ -1,40 +1,54 @@
-//! `RateLimiter` on rate-limit items: per-client grant counts in time buckets.
+//! `RateLimiter` on per-bucket counters: a client's grants counted in buckets of a sixtieth of
+//! its window, each bucket its own item, written only with `ADD`.
 //!
-//! Item `pk = ratelimit#{client}`, `sk = ratelimit`: `buckets` M (bucket index, as a string →
-//! permits granted in it, N), `bucket_ms` N (the bucket width: a sixtieth of the window),
-//! `version` N (+1 per write) and `ttl` N (a little after the last bucket left the window, so
-//! idle clients' items vanish).
+//! Items `pk = ratelimit#{client}`, `sk = b#{width}#{index}` (width in ms, index zero-padded so
+//! the buckets sort): `g` N (permits granted in the bucket) and `ttl` N (once the bucket has
+//! left the window, so idle clients' items vanish).
 //!
-//! An exact sliding window would need every grant's time; one item of at most 61 counters
-//! keeps a request to one consistent read and one conditional write instead. The count for a
-//! window ending at `now` sums every bucket that overlaps `(now - window, now]` (as if each
-//! bucket's grants were made at its last millisecond), so the limit is never exceeded; at
-//! saturation the window counted is up to one bucket longer than the real one, so a client
-//! asking continuously gets at least 60/61 ≈ 98.4 % of its limit. Buckets that left the window
-//! are dropped on every write. A write lost to a concurrent one re-reads and tries again a few
-//! times, then returns `Conflict` (retryable).
+//! A request at `now` counts every bucket that overlaps `(now - window, now]` (as if each
+//! bucket's grants were made at its last millisecond), so the limit is never exceeded, and at
+//! saturation a client gets at least 60/61 ≈ 98.4 % of its limit. The earlier buckets of that
+//! window are closed: nobody writes them any more, so their sum is read once per bucket per
+//! process (one consistent `Query` of the client's buckets) and kept. The request itself is
+//! one `UpdateItem` of the current bucket:
+//!
+//! ```text
+//! ADD g :n SET ttl = :ttl   IF attribute_not_exists(g) OR g <= :room_minus_n
+//! ```
+//!
+//! where `room` is the limit less the closed buckets' sum. The condition depends on nothing
+//! the writer read of the current bucket, so concurrent writers never make each other retry:
+//! each write succeeds while the bucket has room. A refused write returns the bucket as it is
+//! (`ReturnValuesOnConditionCheckFailure`), and the rest of the room, if any, is asked for
+//! once more. At most two writes and, once per bucket, one read: a hot client's limiter costs
+//! one write per request at any concurrency, and its ceiling is the partition's, not a round
+//! trip's.
+//!
+//! Workers' clocks are trusted to agree (as they must for any limiter keyed by the callers'
+//! time): a grant a lagging worker records in a bucket after another worker read it as closed
+//! counts in that worker's window only from its next read. The exposure is what is granted
+//! within the skew, well under a bucket (a second at a one-minute window) with synchronised
+//! clocks.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 
-use super::item::{Attrs, Expr, Item, PK, TTL, key, n, ttl_secs};
-use super::{DynamoStore, backoff, is_condition_failed};
+use super::DynamoStore;
+use super::item::{Expr, Item, PK, SK, TTL, n, s, ttl_secs};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::{Grant, RateLimiter, StoreError};
 
 const KIND: &str = "ratelimit";
-const BUCKETS: &str = "buckets";
-const BUCKET_MS: &str = "bucket_ms";
-const VERSION: &str = "version";
+const GRANTED: &str = "g";
 
 /// Buckets per window.
 const BUCKETS_PER_WINDOW: i64 = 60;
-/// Read-decide-write rounds before giving up on a contended client.
-const ATTEMPTS: u32 = 8;
 
 /// A client's grants: permits per bucket of `width` ms (bucket `i` covers
 /// `[i * width, (i + 1) * width)`).
@@ -57,173 +71,225 @@ impl Buckets {
         }
     }
 
-    /// The same grants in buckets of `width`: each moves to the bucket holding the last
-    /// millisecond of its old one (later, so it counts at least as long as before).
-    fn rebucketed(self, width: i64) -> Self {
-        if self.width == width {
-            return self;
-        }
-        let mut out = Self::new(width);
-        for (i, c) in self.counts {
-            let last = (i + 1).saturating_mul(self.width) - 1;
-            *out.counts.entry(last.div_euclid(width)).or_default() += c;
-        }
-        out
-    }
-
     /// The last millisecond a grant in bucket `i` may have been made at.
     fn last_ms(&self, i: i64) -> i64 {
         (i + 1).saturating_mul(self.width) - 1
     }
 
+    /// The first bucket that may hold a grant in `(now - window, now]`.
+    fn first_in_window(&self, now: i64, window_ms: i64) -> i64 {
+        // The first bucket whose last millisecond is after `now - window`.
+        (now - window_ms + 1).div_euclid(self.width)
+    }
+
     /// Drops the buckets that cannot hold a grant in `(now - window, now]` (nor later).
     fn forget_before(&mut self, now: i64, window_ms: i64) {
-        let start = now - window_ms;
-        let width = self.width;
-        self.counts
-            .retain(|&i, _| (i + 1).saturating_mul(width) - 1 > start);
+        let first = self.first_in_window(now, window_ms);
+        self.counts.retain(|&i, _| i >= first);
     }
 
-    fn total(&self) -> u64 {
-        self.counts.values().sum()
-    }
-
-    fn add(&mut self, now: i64, permits: u64) {
-        *self.counts.entry(now.div_euclid(self.width)).or_default() += permits;
+    /// Permits in buckets `from..to`.
+    fn sum(&self, from: i64, to: i64) -> u64 {
+        self.counts.range(from..to).map(|(_, c)| c).sum()
     }
 
     /// The earliest time at which fewer than `limit` permits are in the window: when enough of
     /// the oldest buckets have left it.
     fn retry_at(&self, limit: u32, window_ms: i64, now: i64) -> i64 {
-        let excess = self
-            .total()
-            .saturating_sub(u64::from(limit))
-            .saturating_add(1);
+        let total: u64 = self.counts.values().sum();
+        let excess = total.saturating_sub(u64::from(limit)).saturating_add(1);
         let mut left = 0;
         for (&i, &c) in &self.counts {
             left += c;
             if left >= excess {
-                return self.last_ms(i).saturating_add(window_ms);
+                return self.last_ms(i).saturating_add(window_ms).max(now + 1);
             }
         }
         // Nothing to wait for, yet nothing granted: a zero limit. Ask again a window later.
         now.saturating_add(window_ms)
     }
+}
 
-    fn from_item(item: &Item, client: &str) -> Result<(Self, u64), StoreError> {
-        let what = format!("rate-limit item {client:?}");
-        let a = Attrs::new(item, &what);
-        let width = a.i64(BUCKET_MS)?;
-        if width < 1 {
-            return Err(a.corrupt(BUCKET_MS, "is not positive"));
-        }
-        let mut buckets = Self::new(width);
-        match item.get(BUCKETS) {
-            None => {}
-            Some(AttributeValue::M(m)) => {
-                for (i, c) in m {
-                    let i = i
-                        .parse::<i64>()
-                        .map_err(|_| a.corrupt(BUCKETS, "has a key that is not a bucket"))?;
-                    let c = match c {
-                        AttributeValue::N(c) => c.parse::<u64>().ok(),
-                        _ => None,
-                    }
-                    .ok_or_else(|| a.corrupt(BUCKETS, "has a count that is not a number"))?;
-                    buckets.counts.insert(i, c);
-                }
-            }
-            Some(_) => return Err(a.corrupt(BUCKETS, "is not a map")),
-        }
-        Ok((buckets, a.u64(VERSION)?))
-    }
+/// What a process knows of one client's closed buckets.
+#[derive(Debug, Clone)]
+struct Known {
+    buckets: Buckets,
+    /// Buckets before this one were closed when read (and are in `buckets`).
+    closed_before: i64,
+}
 
-    fn to_attribute(&self) -> AttributeValue {
-        AttributeValue::M(
-            self.counts
-                .iter()
-                .map(|(i, c)| (i.to_string(), AttributeValue::N(c.to_string())))
-                .collect::<HashMap<_, _>>(),
-        )
-    }
+/// The closed buckets each client's requests have read, per bucket width.
+#[derive(Debug, Default)]
+pub(crate) struct RateCache {
+    known: Mutex<HashMap<(String, i64), Known>>,
+}
+
+/// The sort key of bucket `index` of `width` ms: zero-padded, so the buckets sort.
+fn bucket_sk(width: i64, index: i64) -> String {
+    format!("b#{width:013}#{index:016}")
 }
 
 fn window_millis(window: Duration) -> i64 {
     i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
-fn version_value(v: u64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
+fn granted_of(item: &Item) -> Option<u64> {
+    item.get(GRANTED)?.as_n().ok()?.parse().ok()
 }
 
 impl DynamoStore {
-    /// One round: read, decide, write. `None` if the write lost to a concurrent one.
-    async fn try_acquire(
+    /// The client's buckets of `width` from `from` to `to` (inclusive), read consistently.
+    async fn read_buckets(
         &self,
         client: &str,
-        wanted: u32,
-        limit: u32,
-        window_ms: i64,
-        now: i64,
-        consistent: bool,
-    ) -> Result<Option<Grant>, StoreError> {
-        let item_key = key(KIND, client);
-        let width = Buckets::width_for(window_ms);
-        // The first read of an acquire is eventually consistent (half the price): a stale one
-        // names a version that moved on, so its write conflicts, and it can only have fewer
-        // grants in the window than there are, so a refusal on it is a refusal now too.
-        let item = self
-            .read_item(
-                item_key.clone(),
-                &format!("reading the rate limit of {client:?}"),
-                consistent,
-            )
-            .await?;
-        let (mut buckets, version) = match &item {
-            Some(item) => {
-                let (buckets, version) = Buckets::from_item(item, client)?;
-                (buckets.rebucketed(width), Some(version))
-            }
-            None => (Buckets::new(width), None),
-        };
-        buckets.forget_before(now, window_ms);
-        let available = u64::from(limit).saturating_sub(buckets.total());
-        let granted = u32::try_from(available.min(u64::from(wanted))).unwrap_or(wanted);
-        if granted > 0 {
-            buckets.add(now, u64::from(granted));
-            let mut e = Expr::new();
-            // The item is of no use once its newest bucket has left the window.
-            let last = buckets
-                .counts
-                .keys()
-                .next_back()
-                .map_or(now, |&i| buckets.last_ms(i));
-            let expiry = Timestamp::from_millis(last.saturating_add(window_ms));
-            e.set(BUCKETS, buckets.to_attribute())
-                .set(BUCKET_MS, n(width))
-                .set(
-                    VERSION,
-                    version_value(version.map_or(1, |v| v.saturating_add(1))),
-                )
-                .set(TTL, n(ttl_secs(expiry) + 1));
-            let condition = match version {
-                Some(v) => e.eq(VERSION, version_value(v)),
-                None => e.not_exists(PK),
-            };
-            let parts = e.finish();
-            match self.update(item_key, parts, Some(condition)).send().await {
-                Ok(_) => {}
-                Err(e) if is_condition_failed(&e) => return Ok(None),
-                Err(e) => {
-                    return Err(sdk_error(format!("recording grants of {client:?}"), e));
+        width: i64,
+        from: i64,
+        to: i64,
+    ) -> Result<BTreeMap<i64, u64>, StoreError> {
+        let mut e = Expr::new();
+        let condition = format!(
+            "{} AND {} BETWEEN {} AND {}",
+            e.eq(PK, s(format!("{KIND}#{client}"))),
+            e.name(SK),
+            e.value(s(bucket_sk(width, from.max(0)))),
+            e.value(s(bucket_sk(width, to.max(0)))),
+        );
+        let parts = e.finish();
+        let mut out = BTreeMap::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression(&condition)
+                .set_expression_attribute_names(parts.names.clone())
+                .set_expression_attribute_values(parts.values.clone())
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| sdk_error(format!("reading the rate limit of {client:?}"), e))?;
+            for item in page.items.unwrap_or_default() {
+                let index = item
+                    .get(SK)
+                    .and_then(|v| v.as_s().ok())
+                    .and_then(|sk| sk.rsplit('#').next()?.parse::<i64>().ok());
+                if let (Some(index), Some(g)) = (index, granted_of(&item)) {
+                    out.insert(index, g);
                 }
             }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
         }
-        Ok(Some(Grant {
-            granted,
-            retry_at: (granted < wanted)
-                .then(|| Timestamp::from_millis(buckets.retry_at(limit, window_ms, now))),
-        }))
+    }
+
+    /// The client's buckets in the window of `now`, the closed ones from the cache (read once
+    /// per bucket), the current one as last read.
+    async fn window_buckets(
+        &self,
+        client: &str,
+        width: i64,
+        now: i64,
+        window_ms: i64,
+    ) -> Result<Buckets, StoreError> {
+        let current = now.div_euclid(width);
+        let key = (client.to_owned(), width);
+        let cached = self
+            .rate_cache
+            .known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .cloned();
+        let mut buckets = match cached {
+            Some(known) if known.closed_before >= current => known.buckets,
+            _ => {
+                let mut b = Buckets::new(width);
+                b.counts = self
+                    .read_buckets(client, width, b.first_in_window(now, window_ms), current)
+                    .await?;
+                b
+            }
+        };
+        buckets.forget_before(now, window_ms);
+        let mut closed = buckets.clone();
+        closed.counts.retain(|&i, _| i < current);
+        let mut known = self
+            .rate_cache
+            .known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= 100_000 {
+            known.clear();
+        }
+        let entry = known.entry(key).or_insert_with(|| Known {
+            buckets: Buckets::new(width),
+            closed_before: i64::MIN,
+        });
+        if current >= entry.closed_before {
+            *entry = Known {
+                buckets: closed,
+                closed_before: current,
+            };
+        }
+        Ok(buckets)
+    }
+
+    /// Adds `permits` to the current bucket if it then holds at most `room`: `Ok(Ok(()))`, or
+    /// `Ok(Err(g))` with what the bucket holds when it would not.
+    async fn add_to_bucket(
+        &self,
+        client: &str,
+        width: i64,
+        index: i64,
+        permits: u64,
+        room: u64,
+        expires: Timestamp,
+    ) -> Result<Result<(), u64>, StoreError> {
+        let mut e = Expr::new();
+        e.add(GRANTED, i64::try_from(permits).unwrap_or(i64::MAX))
+            .set(TTL, n(ttl_secs(expires) + 1));
+        let condition = format!(
+            "{} OR {}",
+            e.not_exists(GRANTED),
+            e.cmp(
+                GRANTED,
+                "<=",
+                n(i64::try_from(room - permits).unwrap_or(i64::MAX))
+            ),
+        );
+        let key = HashMap::from([
+            (PK.to_owned(), s(format!("{KIND}#{client}"))),
+            (SK.to_owned(), s(bucket_sk(width, index))),
+        ]);
+        let sent = self
+            .update(key.clone(), e.finish(), Some(condition))
+            .return_values(ReturnValue::None)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(Ok(())),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    let held = match failed.item().and_then(granted_of) {
+                        Some(g) => g,
+                        // An emulator that does not return the item: read it.
+                        None => self
+                            .read_item(key, "reading a rate-limit bucket", true)
+                            .await?
+                            .as_ref()
+                            .and_then(granted_of)
+                            .unwrap_or(room),
+                    };
+                    Ok(Err(held))
+                }
+                _ => Err(sdk_error(format!("recording grants of {client:?}"), err)),
+            },
+        }
     }
 }
 
@@ -244,27 +310,42 @@ impl RateLimiter for DynamoStore {
             });
         }
         let window_ms = window_millis(window);
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                backoff(attempt - 1).await;
+        let width = Buckets::width_for(window_ms);
+        let now_ms = now.as_millis();
+        let current = now_ms.div_euclid(width);
+        let mut buckets = self
+            .window_buckets(client, width, now_ms, window_ms)
+            .await?;
+        let closed = buckets.sum(i64::MIN, current);
+        let room = u64::from(limit).saturating_sub(closed);
+        let expires = Timestamp::from_millis(buckets.last_ms(current).saturating_add(window_ms));
+        let mut held = buckets.counts.get(&current).copied().unwrap_or(0);
+        let mut granted = 0;
+        // At most two writes: what was asked for, then what is left of the room.
+        for _ in 0..2 {
+            let ask = u64::from(wanted).min(room.saturating_sub(held));
+            if ask == 0 {
+                break;
             }
-            if let Some(grant) = self
-                .try_acquire(
-                    client,
-                    wanted,
-                    limit,
-                    window_ms,
-                    now.as_millis(),
-                    attempt > 0,
-                )
+            match self
+                .add_to_bucket(client, width, current, ask, room, expires)
                 .await?
             {
-                return Ok(grant);
+                Ok(()) => {
+                    granted = ask;
+                    held += ask;
+                    break;
+                }
+                Err(now_held) => held = now_held,
             }
         }
-        Err(StoreError::Conflict(format!(
-            "the rate limit of {client:?} is contended: {ATTEMPTS} writes lost"
-        )))
+        buckets.counts.insert(current, held);
+        let granted = u32::try_from(granted).unwrap_or(wanted);
+        Ok(Grant {
+            granted,
+            retry_at: (granted < wanted)
+                .then(|| Timestamp::from_millis(buckets.retry_at(limit, window_ms, now_ms))),
+        })
     }
 }
 
@@ -288,7 +369,8 @@ mod tests {
         assert_eq!(b.counts, buckets(1000, &[(70, 3)]).counts);
         let mut b = buckets(1000, &[(4, 1), (5, 2)]);
         b.forget_before(65_998, 60_000);
-        assert_eq!(b.total(), 2);
+        assert_eq!(b.sum(i64::MIN, i64::MAX), 2);
+        assert_eq!(b.first_in_window(65_998, 60_000), 5);
     }
 
     #[test]
@@ -302,32 +384,14 @@ mod tests {
         // Just left: not counted any more.
         let mut later = b.clone();
         later.forget_before(65_999, 60_000);
-        assert_eq!(later.total(), 8);
+        assert_eq!(later.sum(i64::MIN, i64::MAX), 8);
     }
 
     #[test]
-    fn a_new_width_moves_grants_later_never_earlier() {
-        let b = buckets(1000, &[(5, 2), (6, 3)]).rebucketed(400);
-        // [5000, 6000) → the bucket of 5999: [5600, 6000) = 14; [6000, 7000) → 6999: 17.
-        assert_eq!(b.counts, buckets(400, &[(14, 2), (17, 3)]).counts);
+    fn bucket_keys_sort_by_width_then_index() {
+        assert!(bucket_sk(1000, 9) < bucket_sk(1000, 10));
+        assert!(bucket_sk(1000, 1_700_000_000) < bucket_sk(1000, 1_700_000_001));
         assert_eq!(Buckets::width_for(60_000), 1000);
         assert_eq!(Buckets::width_for(10), 1);
-    }
-
-    #[test]
-    fn stored_items_round_trip_and_bad_ones_are_errors() {
-        let b = buckets(100, &[(-1, 2), (17_000_000_000, 3)]);
-        let item: Item = HashMap::from([
-            (BUCKETS.to_owned(), b.to_attribute()),
-            (BUCKET_MS.to_owned(), n(100)),
-            (VERSION.to_owned(), n(4)),
-        ]);
-        assert_eq!(Buckets::from_item(&item, "c").ok(), Some((b, 4)));
-        let mut bad = item.clone();
-        bad.insert(BUCKETS.to_owned(), AttributeValue::S("x".into()));
-        assert!(Buckets::from_item(&bad, "c").is_err());
-        let mut bad = item;
-        bad.insert(BUCKET_MS.to_owned(), n(0));
-        assert!(Buckets::from_item(&bad, "c").is_err());
     }
 }

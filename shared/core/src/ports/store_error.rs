@@ -22,6 +22,15 @@ pub enum StoreError {
     /// parse is the caller's mistake, or a corrupt checkpoint).
     #[error("not a cursor of this store: {0}")]
     BadCursor(String),
+    /// A write refused because the item would be larger than the backend allows (DynamoDB's
+    /// 400 KB): the same write never succeeds, so whatever asked for it is dead-lettered with
+    /// this kind (`item_too_large`), never retried or dropped.
+    #[error("item too large: {what}")]
+    TooLarge {
+        what: String,
+        /// The item's size, when the backend said it.
+        bytes: Option<u64>,
+    },
     /// The backend failed in a way that retrying will not fix (corrupt data, bad configuration).
     #[error("storage failure: {message}")]
     Backend {
@@ -69,6 +78,7 @@ impl StoreError {
             Self::Conflict(_) => "conflict",
             Self::Unavailable { .. } => "storage_unavailable",
             Self::BadCursor(_) => "bad_cursor",
+            Self::TooLarge { .. } => "item_too_large",
             Self::Backend { .. } => "storage_error",
         }
     }

@@ -449,7 +449,7 @@ impl Crawler {
             if self.write_finished(hash, &finished, version, now).await? {
                 return Ok(());
             }
-            tokio::task::yield_now().await;
+            imgest_core::retry::backoff(round).await;
         }
         Err(records::too_many_rounds(URL_KIND, hash.as_str()))
     }

@@ -229,6 +229,10 @@ pub(super) fn same_kind(what: &str, e: &StoreError) -> StoreError {
         StoreError::NotFound(_) => StoreError::NotFound(message),
         StoreError::Conflict(_) => StoreError::Conflict(message),
         StoreError::BadCursor(_) => StoreError::BadCursor(message),
+        StoreError::TooLarge { bytes, .. } => StoreError::TooLarge {
+            what: message,
+            bytes: *bytes,
+        },
         StoreError::Unavailable { .. } => StoreError::Unavailable {
             message,
             source: None,

@@ -248,7 +248,31 @@ impl Crawler {
         self.flush_where(|_| true).await;
     }
 
-    async fn flush_where(&self, due: impl Fn(Timestamp) -> bool) {
+    /// Folds `downloads` answers of `host` for `client` after `elapsed` into this process's
+    /// learning, as that many fetches would (for the contention benchmark, which drives the
+    /// shared learning without downloading).
+    #[doc(hidden)]
+    pub fn observe_answers(
+        &self,
+        client: &ClientId,
+        host: &str,
+        elapsed: Duration,
+        downloads: usize,
+    ) {
+        for _ in 0..downloads {
+            self.learn_tier(client, host, Observation::Finished(elapsed));
+            self.learn_host(host, HostEvent::Answered);
+        }
+    }
+
+    /// [`flush_learning`](Self::flush_learning), saying how many outcomes it shared and how
+    /// many it had to drop (for the contention benchmark).
+    #[doc(hidden)]
+    pub async fn share_learning(&self) -> Shared {
+        self.flush_where(|_| true).await
+    }
+
+    async fn flush_where(&self, due: impl Fn(Timestamp) -> bool) -> Shared {
         let (tiers, hosts) = {
             let mut pending = self.learning.pending();
             (
@@ -256,16 +280,26 @@ impl Crawler {
                 take_due(&mut pending.hosts, &due),
             )
         };
+        let mut shared = Shared::default();
         for (key, observations) in tiers {
-            if let Err(e) = self.flush_tiers(&key, &observations).await {
-                warn!(key, error = %e, "cannot share a host's tier statistics");
+            match self.flush_tiers(&key, &observations).await {
+                Ok(()) => shared.shared += observations.len(),
+                Err(e) => {
+                    shared.dropped += observations.len();
+                    warn!(key, error = %e, "cannot share a host's tier statistics");
+                }
             }
         }
         for (host, events) in hosts {
-            if let Err(e) = self.flush_host(&host, &events).await {
-                warn!(host = host, error = %e, "cannot share a host's health");
+            match self.flush_host(&host, &events).await {
+                Ok(()) => shared.shared += events.len(),
+                Err(e) => {
+                    shared.dropped += events.len();
+                    warn!(host = host, error = %e, "cannot share a host's health");
+                }
             }
         }
+        shared
     }
 
     async fn flush_tiers(&self, key: &str, observations: &[Observation]) -> Result<(), FlowError> {
@@ -337,6 +371,14 @@ impl Crawler {
         }
         self.hosts.set_health(host, shared, self.now());
     }
+}
+
+/// What a flush of the learning did: outcomes shared, and outcomes dropped because their
+/// series could not be written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shared {
+    pub shared: usize,
+    pub dropped: usize,
 }
 
 /// What the circuit said of a download.

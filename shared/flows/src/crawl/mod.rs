@@ -37,7 +37,7 @@ use imgest_settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
 pub use self::gather::Expected;
-pub use self::learning::{FLUSH_EVERY, FRESH_FOR};
+pub use self::learning::{FLUSH_EVERY, FRESH_FOR, Shared};
 use self::pacer::Pacer;
 pub(super) use self::records::for_each_latest_crawl;
 pub use self::settle::CLIENT_ATTRIBUTE;

@@ -21,8 +21,9 @@ use imgest_download::{FetchErrorKind, Validator};
 pub(super) const URL_KIND: &str = "url";
 pub(super) const CRAWL_KIND: &str = "crawl";
 
-/// Conflicting writers retry this often before the flow gives up (retryably).
-pub(super) const MAX_ROUNDS: u32 = 32;
+/// Conflicting writers retry this often, with backoff and jitter
+/// ([`imgest_core::retry::backoff`]), before the flow gives up (retryably).
+pub(super) const MAX_ROUNDS: u32 = 12;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Waiter {
@@ -236,8 +237,8 @@ where
                     return Ok(r);
                 }
                 consistent = true;
+                imgest_core::retry::backoff(round).await;
                 round += 1;
-                tokio::task::yield_now().await;
             }
         }
     }

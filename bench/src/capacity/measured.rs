@@ -1,0 +1,213 @@
+//! What the capacity model takes from measurements: the cost benchmark's profile (per stage:
+//! invocations, CPU and modeled time, bills, DynamoDB requests by operation and item class)
+//! and the contention benchmark's (per shared item: write requests per successful update at
+//! 64 writers). Every accessor names the stage and figure it reads, for the traces.
+
+use anyhow::{Context, Result};
+
+use crate::contention::{ContentionProfile, ContentionTarget};
+use crate::cost::profile::{KeyProfile, Profile, StageProfile};
+use crate::cost::proxy::is_write_op as is_write;
+
+/// Both profiles.
+pub struct Measured {
+    pub cost: Profile,
+    pub contention: ContentionProfile,
+}
+
+/// A measured figure and where it came from.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub value: f64,
+    pub source: String,
+}
+
+impl Measured {
+    pub fn load(cost: &str, contention: &str) -> Result<Self> {
+        Ok(Self {
+            cost: serde_json::from_str(cost).context("the cost profile does not parse")?,
+            contention: serde_json::from_str(contention)
+                .context("the contention profile does not parse")?,
+        })
+    }
+
+    pub fn stage(&self, name: &str) -> Result<&StageProfile> {
+        self.cost.stages.get(name).with_context(|| {
+            format!("the profile has no stage {name:?}: measure again with bench/capacity.sh")
+        })
+    }
+
+    /// Photos per scenario of the cost benchmark.
+    pub fn photos(&self) -> f64 {
+        self.cost.photos as f64
+    }
+
+    /// Modeled (AWS) seconds an item of `stage` holds an instance: an invocation's modeled time
+    /// over the items it handled.
+    pub fn seconds_per_item(&self, stage: &str) -> Result<Figure> {
+        let s = self.stage(stage)?;
+        let per_inv = s.items as f64 / (s.invocations.max(1)) as f64;
+        Ok(Figure {
+            value: s.modeled_ms_per_invocation / 1000.0 / per_inv.max(1e-9),
+            source: format!("modeled ms/inv ÷ items/inv of {stage}"),
+        })
+    }
+
+    /// Seconds the fetch invocation that ran a popular URL's download spends per crawl
+    /// waiting on it: the join stage's fetch invocation, less the partner host's answer, over
+    /// the crawls that joined (the photo's own processing is counted in, a slight
+    /// overestimate).
+    pub fn settle_seconds_per_waiter(&self) -> Result<Figure> {
+        let fetch = self.stage("join: fetch")?;
+        let joins = self.stage("join: intake")?.items.max(1) as f64;
+        let busy_ms = (fetch.modeled_ms_per_invocation - self.cost.host_latency_ms).max(0.0);
+        Ok(Figure {
+            value: busy_ms / 1000.0 / joins,
+            source: format!(
+                "(modeled ms/inv of join: fetch − host latency {} ms) ÷ {joins} joins",
+                self.cost.host_latency_ms
+            ),
+        })
+    }
+
+    /// CPU milliseconds per item of `stage` (1 vCPU).
+    pub fn cpu_ms_per_item(&self, stage: &str) -> Result<Figure> {
+        let s = self.stage(stage)?;
+        Ok(Figure {
+            value: s.cpu_ms_per_invocation * s.invocations as f64 / (s.items.max(1)) as f64,
+            source: format!("CPU ms/inv × inv ÷ items of {stage}"),
+        })
+    }
+
+    fn keys<'a>(&'a self, stage: &str, class: &str) -> Result<Vec<&'a KeyProfile>> {
+        Ok(self
+            .stage(stage)?
+            .keys
+            .iter()
+            .filter(|k| k.class == class)
+            .collect())
+    }
+
+    /// Write requests one invocation of `stage` makes to its hottest key of `class`.
+    pub fn writes_per_invocation(&self, stage: &str, class: &str) -> Result<Figure> {
+        let value = self
+            .keys(stage, class)?
+            .iter()
+            .filter(|k| is_write(&k.op))
+            .map(|k| k.max_key_per_invocation)
+            .sum();
+        Ok(Figure {
+            value,
+            source: format!("writes/inv to one {class} key in {stage}"),
+        })
+    }
+
+    /// Write requests to `class` per item of `stage`.
+    pub fn writes_per_item(&self, stage: &str, class: &str) -> Result<Figure> {
+        let s = self.stage(stage)?;
+        let writes: u64 = self
+            .keys(stage, class)?
+            .iter()
+            .filter(|k| is_write(&k.op))
+            .map(|k| k.writes)
+            .sum();
+        Ok(Figure {
+            value: writes as f64 / (s.items.max(1)) as f64,
+            source: format!("{class} writes/item in {stage}"),
+        })
+    }
+
+    /// Write units per write of `class` in `stage` (at least one).
+    pub fn wcu_per_write(&self, stage: &str, class: &str) -> Result<Figure> {
+        let keys = self.keys(stage, class)?;
+        let (wcu, writes) = keys
+            .iter()
+            .filter(|k| is_write(&k.op))
+            .fold((0.0, 0_u64), |(u, w), k| (u + k.wcu, w + k.writes));
+        Ok(Figure {
+            value: if writes == 0 {
+                1.0
+            } else {
+                (wcu / writes as f64).max(1.0)
+            },
+            source: format!("WCU/write of {class} in {stage}"),
+        })
+    }
+
+    /// The largest `class` item written in `stage`, bytes.
+    pub fn largest_item(&self, stage: &str, class: &str) -> Result<Figure> {
+        let value = self
+            .keys(stage, class)?
+            .iter()
+            .map(|k| k.largest_item_bytes)
+            .max()
+            .unwrap_or(0) as f64;
+        Ok(Figure {
+            value,
+            source: format!("largest {class} item written in {stage}"),
+        })
+    }
+
+    /// Dollars per photo of a group of stages, by service, excluding Lambda (the model prices
+    /// compute from concurrency) and S3 PUTs (listed on their own).
+    pub fn table_and_queues_per_item(&self, stages: &[&str], per: f64) -> Result<Figure> {
+        let mut dollars = 0.0;
+        for name in stages {
+            let s = self.stage(name)?;
+            dollars += s.dollars.dynamodb + s.dollars.sqs + s.dollars.s3_gets + s.dollars.sfn;
+        }
+        Ok(Figure {
+            value: dollars / per.max(1e-9),
+            source: format!("DynamoDB+SQS+S3 GET $ of {} ÷ {per}", stages.join(" + ")),
+        })
+    }
+
+    pub fn s3_puts_per_item(&self, stages: &[&str], per: f64) -> Result<Figure> {
+        let mut dollars = 0.0;
+        for name in stages {
+            dollars += self.stage(name)?.dollars.s3_puts;
+        }
+        Ok(Figure {
+            value: dollars / per.max(1e-9),
+            source: format!("S3 PUT $ of {} ÷ {per}", stages.join(" + ")),
+        })
+    }
+
+    /// Write and read units per item of a group of stages.
+    pub fn units_per_item(&self, stages: &[&str], per: f64) -> Result<(Figure, Figure)> {
+        let (mut w, mut r) = (0.0, 0.0);
+        for name in stages {
+            let s = self.stage(name)?;
+            w += s.write_units;
+            r += s.read_units;
+        }
+        let source = |what: &str| format!("{what} of {} ÷ {per}", stages.join(" + "));
+        Ok((
+            Figure {
+                value: w / per.max(1e-9),
+                source: source("WCU"),
+            },
+            Figure {
+                value: r / per.max(1e-9),
+                source: source("RCU"),
+            },
+        ))
+    }
+
+    /// The contention benchmark's verdict on a shared item: write requests per successful
+    /// update at its writers; more than 1.05 (or anything lost) means it is still written by
+    /// read-then-conditional-write, and its round trip caps its commits.
+    pub fn contention(&self, target: &str) -> Result<(&ContentionTarget, bool, String)> {
+        let t = self.contention.targets.get(target).with_context(|| {
+            format!(
+                "the contention profile has no target {target:?}: measure again with bench/capacity.sh"
+            )
+        })?;
+        let rmw = t.write_requests_per_update > 1.05 || t.lost != 0 || t.updates == 0;
+        let source = format!(
+            "contention {target}: {:.2} write requests/update at {} writers, {} lost",
+            t.write_requests_per_update, self.contention.writers, t.lost
+        );
+        Ok((t, rmw, source))
+    }
+}

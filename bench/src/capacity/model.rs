@@ -1,0 +1,1115 @@
+//! The capacity model's formulas: from a scenario (named inputs, the deployment, limits) and
+//! the measured profiles, one row per figure, each with the limit it is held against and a
+//! trace of where it came from. `docs/capacity.md` explains each group.
+
+use anyhow::Result;
+
+use super::measured::{Figure, Measured};
+use super::scenario::{AuditMode, Checkpoint, LongWaits, Scenario};
+use imgest_core::budget::MemoryBudget;
+
+/// Lambda gives a full vCPU at this much memory, and CPU in proportion below it.
+const FULL_VCPU_MB: f64 = 1769.0;
+/// SQS returns at most this many messages per receive: without a batching window, a batch
+/// holds no more.
+const SQS_RECEIVE_MAX: f64 = 10.0;
+const MB: f64 = 1024.0 * 1024.0;
+
+/// One figure of the model.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub group: &'static str,
+    pub item: String,
+    pub value: f64,
+    pub unit: &'static str,
+    /// What it is held against (`None`: reported only).
+    pub limit: Option<f64>,
+    pub breach: bool,
+    pub trace: String,
+}
+
+/// A suggested deployment value.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Suggestion {
+    pub parameter: String,
+    pub value: String,
+    pub trace: String,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    pub suggestions: Vec<Suggestion>,
+}
+
+impl Report {
+    pub fn breaches(&self) -> usize {
+        self.rows.iter().filter(|r| r.breach).count()
+    }
+
+    fn row(
+        &mut self,
+        group: &'static str,
+        item: impl Into<String>,
+        value: f64,
+        unit: &'static str,
+        limit: Option<f64>,
+        trace: impl Into<String>,
+    ) {
+        let breach = limit.is_some_and(|l| value > l + 1e-9);
+        self.rows.push(Row {
+            group,
+            item: item.into(),
+            value,
+            unit,
+            limit,
+            breach,
+            trace: trace.into(),
+        });
+    }
+
+    /// A row that must be at least `floor`.
+    fn row_at_least(
+        &mut self,
+        group: &'static str,
+        item: impl Into<String>,
+        value: f64,
+        unit: &'static str,
+        floor: f64,
+        trace: impl Into<String>,
+    ) {
+        self.rows.push(Row {
+            group,
+            item: item.into(),
+            value,
+            unit,
+            limit: Some(floor),
+            breach: value + 1e-9 < floor,
+            trace: format!("{} (at least {})", trace.into(), fmt(floor)),
+        });
+    }
+
+    fn suggest(&mut self, parameter: &str, value: String, trace: String) {
+        self.suggestions.push(Suggestion {
+            parameter: parameter.to_owned(),
+            value,
+            trace,
+        });
+    }
+}
+
+/// Numbers in traces: few digits, no noise.
+pub fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{v:.3e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn f(fig: &Figure) -> String {
+    format!("{} [{}]", fmt(fig.value), fig.source)
+}
+
+/// What one function needs at peak.
+struct FunctionLoad {
+    name: String,
+    invocations_per_s: f64,
+    concurrency: f64,
+    memory_mb: f64,
+}
+
+/// The probability that a batch of `batch` tasks holds one for an entity with `share` of them.
+pub(super) fn in_batch(share: f64, batch: f64) -> f64 {
+    1.0 - (1.0 - share).powf(batch)
+}
+
+pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
+    let mut r = Report::default();
+    let l = &s.load;
+    let d = &s.deployment;
+    let lim = &s.limits;
+    let p = l.photos_per_hour / 3600.0;
+    let extra = (l.attempts_per_photo - 1.0).max(0.0) * p;
+    let lambda = [
+        l.tier_mix[0] * p + extra,
+        l.tier_mix[1] * p,
+        l.tier_mix[2] * p,
+    ];
+    let lambda_trace = [
+        "tier_mix[0]·p + (attempts_per_photo − 1)·p",
+        "tier_mix[1]·p",
+        "tier_mix[2]·p",
+    ];
+    let c = m.cpu_ms_per_item("new: fetch")?;
+    let mut functions: Vec<FunctionLoad> = Vec::new();
+
+    // 1. Functions: fetch tiers.
+    let mut fetch_batches = [0.0; 3];
+    let mut fetch_invocations = [0.0; 3];
+    let mut fetch_durations = [0.0; 3];
+    for t in 0..3 {
+        let fx = &d.fetch[t];
+        let g = "functions";
+        let name = format!("fetch-{t}");
+        let batch = if fx.window_s <= 0.0 {
+            fx.batch.min(SQS_RECEIVE_MAX)
+        } else {
+            fx.batch.min(lambda[t] * fx.window_s / lim.sqs_pollers)
+        };
+        let batch_trace = if fx.window_s <= 0.0 {
+            format!(
+                "min(batch {}, 10 per receive without a window)",
+                fmt(fx.batch)
+            )
+        } else {
+            format!(
+                "min(batch {}, λ{t} {} [{}] × window {} s ÷ {} pollers)",
+                fmt(fx.batch),
+                fmt(lambda[t]),
+                lambda_trace[t],
+                fmt(fx.window_s),
+                fmt(lim.sqs_pollers)
+            )
+        };
+        r.row_at_least(
+            g,
+            format!("{name}: tasks per batch"),
+            batch,
+            "tasks",
+            fx.batch / 2.0,
+            batch_trace.clone(),
+        );
+        let success = if t == 0 {
+            l.tier_mix[0] * p / lambda[0].max(1e-9)
+        } else {
+            1.0
+        };
+        let vcpu = (fx.memory_mb / FULL_VCPU_MB).min(1.0);
+        let tail = batch * success * l.new_content_share * c.value / 1000.0 / vcpu;
+        let duration = d.fetch_tiers_s[t] + tail;
+        let invocations = lambda[t] / batch.max(1e-9);
+        let concurrency = invocations * duration;
+        fetch_batches[t] = batch;
+        fetch_invocations[t] = invocations;
+        fetch_durations[t] = duration;
+        let trace = format!(
+            "{} inv/s [λ{t} {} ÷ batch {}] × {} s [deadline {} + batch × success {} × new {} × c {} ÷ vCPU {}]",
+            fmt(invocations),
+            fmt(lambda[t]),
+            fmt(batch),
+            fmt(duration),
+            fmt(d.fetch_tiers_s[t]),
+            fmt(success),
+            fmt(l.new_content_share),
+            f(&c),
+            fmt(vcpu),
+        );
+        r.row(
+            g,
+            format!("{name}: concurrency vs reserved"),
+            concurrency,
+            "instances",
+            Some(fx.reserved),
+            trace.clone(),
+        );
+        r.suggest(
+            &format!("FetchConcurrency[{t}]"),
+            format!("{}", (s.targets.headroom * concurrency).ceil().max(2.0)),
+            format!(
+                "⌈headroom {} × {}⌉",
+                fmt(s.targets.headroom),
+                fmt(concurrency)
+            ),
+        );
+        r.row(
+            g,
+            format!("{name}: invocation length vs timeout"),
+            duration,
+            "s",
+            Some(fx.timeout_s),
+            "deadline + the batch's processing (above)",
+        );
+        let pool = MemoryBudget::new((fx.memory_mb * MB) as u64).body_pool() as f64 / MB;
+        r.row(
+            g,
+            format!("{name}: bodies in flight vs body pool"),
+            batch * d.reservation_estimate_mb,
+            "MB",
+            Some(pool),
+            format!(
+                "batch {} × reservation {} MB; pool = MemoryBudget::new({} MB).body_pool()",
+                fmt(batch),
+                fmt(d.reservation_estimate_mb),
+                fmt(fx.memory_mb)
+            ),
+        );
+        let host_capacity = d.host_concurrency * fx.timeout_s.min(d.fetch_tiers_s[t] * 1000.0)
+            / l.tier_mean_answer_s[t];
+        r.row(
+            g,
+            format!("{name}: biggest host's tasks per batch vs its slots"),
+            l.biggest_host_share * batch,
+            "tasks",
+            Some(d.host_concurrency * fx.timeout_s / l.tier_mean_answer_s[t]),
+            format!(
+                "biggest_host_share {} × batch {}; slots {} × timeout {} s ÷ mean answer {} s ({})",
+                fmt(l.biggest_host_share),
+                fmt(batch),
+                fmt(d.host_concurrency),
+                fmt(fx.timeout_s),
+                fmt(l.tier_mean_answer_s[t]),
+                fmt(host_capacity)
+            ),
+        );
+        r.row(
+            "queues",
+            format!("{name}: messages in flight"),
+            concurrency * batch,
+            "messages",
+            Some(lim.sqs_in_flight),
+            format!("concurrency {} × batch {}", fmt(concurrency), fmt(batch)),
+        );
+        functions.push(FunctionLoad {
+            name,
+            invocations_per_s: invocations,
+            concurrency,
+            memory_mb: fx.memory_mb,
+        });
+    }
+
+    // Intake: offers of new, known and unchanged photos.
+    let offers = [
+        (
+            "new: intake",
+            p / l.photos_per_offer,
+            "p ÷ photos_per_offer",
+        ),
+        (
+            "known URLs: intake",
+            p * l.known_url_photos_per_new / l.photos_per_offer,
+            "p × known_url_photos_per_new ÷ photos_per_offer",
+        ),
+        (
+            "unchanged: intake",
+            p * l.unchanged_resent_per_new / l.photos_per_offer,
+            "p × unchanged_resent_per_new ÷ photos_per_offer",
+        ),
+    ];
+    let mut intake_c = 0.0;
+    let mut intake_inv = 0.0;
+    let mut intake_trace = Vec::new();
+    for (stage, rate, how) in offers {
+        let per = m.seconds_per_item(stage)?;
+        intake_c += rate * per.value;
+        intake_inv += rate / d.intake.batch;
+        intake_trace.push(format!("{} offers/s [{how}] × {} s", fmt(rate), f(&per)));
+    }
+    // The crawls the fetch and process functions settle come back to the intake function (its
+    // settle queue), one message per crawl.
+    let settled = p / l.photos_per_offer;
+    let per = m.seconds_per_item("new: settle")?;
+    intake_c += settled * per.value;
+    intake_inv += settled / d.intake.batch;
+    intake_trace.push(format!(
+        "{} settled crawls/s [p ÷ photos_per_offer] × {}",
+        fmt(settled),
+        f(&per)
+    ));
+    r.row(
+        "functions",
+        "intake: concurrency vs its queues' maximum",
+        intake_c,
+        "instances",
+        Some(d.intake.max_concurrency),
+        intake_trace.join(" + "),
+    );
+    r.suggest(
+        "IntakeConcurrency",
+        format!("{}", (s.targets.headroom * intake_c).ceil().max(2.0)),
+        format!("⌈headroom × {}⌉", fmt(intake_c)),
+    );
+    functions.push(FunctionLoad {
+        name: "intake".into(),
+        invocations_per_s: intake_inv,
+        concurrency: intake_c,
+        memory_mb: d.intake.memory_mb,
+    });
+
+    // Process: presigned uploads and hand-offs, each about an upload's work.
+    let upload_new = m.seconds_per_item("upload: new")?;
+    let upload_dedup = m.seconds_per_item("upload: dedup")?;
+    let process_rate =
+        l.uploads_per_s * (1.0 - l.upload_inline_share) + p * l.new_content_share * l.handoff_share;
+    let process_c = process_rate * upload_new.value;
+    r.row(
+        "functions",
+        "process: concurrency vs its queue's maximum",
+        process_c,
+        "instances",
+        Some(d.process.max_concurrency),
+        format!(
+            "{} photos/s [uploads × (1 − inline) + p × new × handoff_share] × {}",
+            fmt(process_rate),
+            f(&upload_new)
+        ),
+    );
+    functions.push(FunctionLoad {
+        name: "process".into(),
+        invocations_per_s: process_rate / d.process.batch,
+        concurrency: process_c,
+        memory_mb: d.process.memory_mb,
+    });
+
+    // API: routes and the function behind them.
+    let inline = l.uploads_per_s * l.upload_inline_share;
+    let presigned = l.uploads_per_s * (1.0 - l.upload_inline_share);
+    let routes: [(&str, f64, &str); 8] = [
+        (
+            "POST /v1/images",
+            inline,
+            "uploads_per_s × upload_inline_share",
+        ),
+        (
+            "POST /v1/uploads",
+            presigned,
+            "uploads_per_s × (1 − upload_inline_share)",
+        ),
+        (
+            "GET /v1/uploads/{upload_id}",
+            presigned * l.upload_polls_per_presigned,
+            "presigned × upload_polls_per_presigned",
+        ),
+        (
+            "PUT /v1/offers/{offer_id}/photos",
+            l.hand_offers_per_s,
+            "hand_offers_per_s",
+        ),
+        (
+            "DELETE /v1/offers/{offer_id}",
+            l.hand_deletes_per_s,
+            "hand_deletes_per_s",
+        ),
+        ("POST /v1/crawl", l.http_crawls_per_s, "http_crawls_per_s"),
+        (
+            "GET /v1/offers/{offer_id}/crawl",
+            l.crawl_status_polls_per_s,
+            "crawl_status_polls_per_s",
+        ),
+        (
+            "GET /v1/images/{image_id}",
+            l.image_reads_per_s,
+            "image_reads_per_s",
+        ),
+    ];
+    let default_throttle = d.api.routes.get("default").copied().unwrap_or([0.0, 0.0]);
+    let mut api_rps = 0.0;
+    for (route, rate, how) in routes {
+        let throttle = d.api.routes.get(route).copied().unwrap_or(default_throttle);
+        api_rps += rate;
+        r.row(
+            "api routes",
+            format!("{route}: requests/s vs throttle"),
+            rate,
+            "req/s",
+            Some(throttle[0]),
+            format!(
+                "{how}; throttle {} rps, burst {}",
+                fmt(throttle[0]),
+                fmt(throttle[1])
+            ),
+        );
+        r.row_at_least(
+            "api routes",
+            format!("{route}: burst vs rate"),
+            throttle[1],
+            "req",
+            throttle[0],
+            "a burst below the rate throttles the steady rate".to_owned(),
+        );
+        let rate_suggested = (2.0 * rate).max(10.0).ceil();
+        r.suggest(
+            &format!("throttle {route}"),
+            format!("{}/{}", rate_suggested, 2.0 * rate_suggested),
+            format!("[2 × {} (at least 10), twice that]", fmt(rate)),
+        );
+    }
+    r.row(
+        "api routes",
+        "all routes vs the account's API rate",
+        api_rps,
+        "req/s",
+        Some(lim.api_account_rps),
+        "Σ routes",
+    );
+    let offer_write = m.seconds_per_item(&format!("deleted: {}", crate::cost::STILL_LINKED))?;
+    let read_s = 2.0 * s.latency_ms.dynamodb / 1000.0;
+    let api_c = inline
+        * ((1.0 - l.upload_dedup_share) * upload_new.value
+            + l.upload_dedup_share * upload_dedup.value)
+        + (l.hand_offers_per_s + l.hand_deletes_per_s) * offer_write.value
+        + (presigned * (1.0 + l.upload_polls_per_presigned)
+            + l.http_crawls_per_s
+            + l.crawl_status_polls_per_s
+            + l.image_reads_per_s)
+            * read_s;
+    r.row(
+        "functions",
+        "api: concurrency vs reserved",
+        api_c,
+        "instances",
+        Some(d.api.reserved),
+        format!(
+            "inline {} × ((1 − dedup) × {} + dedup × {}) + offer writes {} × {} + small routes × {} s [2 × latency.dynamodb]",
+            fmt(inline),
+            f(&upload_new),
+            f(&upload_dedup),
+            fmt(l.hand_offers_per_s + l.hand_deletes_per_s),
+            f(&offer_write),
+            fmt(read_s)
+        ),
+    );
+    r.suggest(
+        "ApiConcurrency",
+        format!("{}", (s.targets.headroom * api_c).ceil().max(10.0)),
+        format!("⌈headroom × {}⌉", fmt(api_c)),
+    );
+    functions.push(FunctionLoad {
+        name: "api".into(),
+        invocations_per_s: api_rps,
+        concurrency: api_c,
+        memory_mb: d.api.memory_mb,
+    });
+
+    // Account.
+    let reserved: f64 =
+        d.fetch.iter().map(|fx| fx.reserved).sum::<f64>() + d.api.reserved + d.backfill.reserved;
+    r.row(
+        "functions",
+        "account: reserved concurrency vs what may be reserved",
+        reserved,
+        "instances",
+        Some(lim.account_concurrency - lim.unreserved_min),
+        "Σ fetch reserved + api + backfill ≤ account − unreserved_min",
+    );
+    let used: f64 =
+        functions.iter().map(|fl| fl.concurrency).sum::<f64>() + d.maintenance_instances;
+    r.row(
+        "functions",
+        "account: concurrency at peak",
+        used,
+        "instances",
+        Some(lim.account_concurrency),
+        format!(
+            "Σ {} + maintenance {}",
+            functions
+                .iter()
+                .map(|fl| format!("{} {}", fl.name, fmt(fl.concurrency)))
+                .collect::<Vec<_>>()
+                .join(" + "),
+            fmt(d.maintenance_instances)
+        ),
+    );
+
+    // 2. DynamoDB item classes.
+    let hot = lim.partition_fraction * lim.partition_wcu;
+    let rmw_ceiling = 1000.0 / (2.0 * s.latency_ms.dynamodb);
+    let flush_every = imgest_flows::crawl::FLUSH_EVERY.as_secs_f64();
+    let shared_item = |r: &mut Report,
+                       name: &str,
+                       class: &str,
+                       share: f64,
+                       share_trace: &str,
+                       target: &str,
+                       mid_flushes: bool|
+     -> Result<()> {
+        let w = m.writes_per_invocation("new: fetch", class)?;
+        let wcu = m.wcu_per_write("new: fetch", class)?;
+        let mut rate = 0.0;
+        let mut parts = Vec::new();
+        for t in 0..3 {
+            let flushes = if mid_flushes {
+                (fetch_durations[t] / flush_every).max(1.0)
+            } else {
+                1.0
+            };
+            let pr = in_batch(share, fetch_batches[t]);
+            rate += fetch_invocations[t] * pr * w.value * flushes;
+            parts.push(format!(
+                "{} inv/s × {} [1 − (1 − {share_trace})^{}] × {}",
+                fmt(fetch_invocations[t]),
+                fmt(pr),
+                fmt(fetch_batches[t]),
+                if mid_flushes {
+                    format!(
+                        "max(1, {} s ÷ FLUSH_EVERY {} s)",
+                        fmt(fetch_durations[t]),
+                        fmt(flush_every)
+                    )
+                } else {
+                    "1".to_owned()
+                }
+            ));
+        }
+        let (_, rmw, how) = m.contention(target)?;
+        r.row(
+            "dynamodb",
+            format!("{name}: write units/s vs a hot partition"),
+            rate * wcu.value,
+            "WCU/s",
+            Some(hot),
+            format!("({}) × {} × {}", parts.join(" + "), f(&w), f(&wcu)),
+        );
+        if rmw {
+            r.row(
+                "dynamodb",
+                format!("{name}: commits/s vs half its read-then-write ceiling"),
+                rate,
+                "writes/s",
+                Some(rmw_ceiling / 2.0),
+                format!(
+                    "ceiling 1000 ÷ (read {} + write {} ms); {how}",
+                    fmt(s.latency_ms.dynamodb),
+                    fmt(s.latency_ms.dynamodb)
+                ),
+            );
+        } else {
+            r.row(
+                "dynamodb",
+                format!("{name}: writes per successful update"),
+                m.contention(target)?.0.write_requests_per_update,
+                "requests",
+                Some(1.05),
+                how,
+            );
+        }
+        Ok(())
+    };
+    shared_item(
+        &mut r,
+        "rate limit of the biggest client",
+        "ratelimit",
+        l.biggest_client_share,
+        "biggest_client_share",
+        "ratelimit",
+        false,
+    )?;
+    let host_class = if m
+        .stage("new: fetch")?
+        .keys
+        .iter()
+        .any(|k| k.class == "ctr host")
+    {
+        "ctr host"
+    } else {
+        "rec host"
+    };
+    let route_class = if host_class == "ctr host" {
+        "ctr route"
+    } else {
+        "rec tier"
+    };
+    shared_item(
+        &mut r,
+        "the biggest host's health",
+        host_class,
+        l.biggest_host_share,
+        "biggest_host_share",
+        "host",
+        true,
+    )?;
+    shared_item(
+        &mut r,
+        "the biggest (client, host)'s tiers",
+        route_class,
+        l.biggest_client_share * l.biggest_host_share,
+        "client share × host share",
+        "host",
+        true,
+    )?;
+
+    // The popular URL: what a join writes.
+    let joins = l.popular_url.join_per_s;
+    let url_writes = m.writes_per_item("join: intake", "rec url")?;
+    let wait_writes = m.writes_per_item("join: intake", "wait")?;
+    let base = m.largest_item("new: intake", "rec url")?;
+    let joined = m.largest_item("join: intake", "rec url")?;
+    let joins_measured = m.stage("join: intake")?.items as f64;
+    let growth = ((joined.value - base.value) / joins_measured.max(1.0)).max(0.0);
+    let url_size = joined.value.max(base.value) + growth * l.popular_url.offers;
+    r.row(
+        "dynamodb",
+        "the popular URL's record: size with every offer waiting",
+        url_size / 1024.0,
+        "KB",
+        Some(lim.item_kb),
+        format!(
+            "{} + {} B per join [({} − {}) ÷ {} joins] × offers {}",
+            fmt(joined.value.max(base.value)),
+            fmt(growth),
+            f(&joined),
+            f(&base),
+            fmt(joins_measured),
+            fmt(l.popular_url.offers)
+        ),
+    );
+    let url_wcu = joins * url_writes.value * (url_size / 1024.0).ceil().max(1.0);
+    r.row(
+        "dynamodb",
+        "the popular URL's record: write units/s from joins",
+        url_wcu,
+        "WCU/s",
+        Some(hot),
+        format!("join_per_s {} × {} × ⌈size KB⌉", fmt(joins), f(&url_writes)),
+    );
+    // Waiters as items of their own, where the design has them.
+    if wait_writes.value > 0.0 {
+        let wait_wcu = m.wcu_per_write("join: intake", "wait")?;
+        r.row(
+            "dynamodb",
+            "the popular URL's waiters: write units/s",
+            joins * wait_writes.value * wait_wcu.value,
+            "WCU/s",
+            Some(hot),
+            format!(
+                "join_per_s {} × {} × {}",
+                fmt(joins),
+                f(&wait_writes),
+                f(&wait_wcu)
+            ),
+        );
+    }
+    // When its download settles, the fetch invocation that ran it settles every waiter.
+    let per_waiter = m.settle_seconds_per_waiter()?;
+    let tier = 2;
+    r.row(
+        "functions",
+        "the popular URL: settling every waiter in the download's invocation",
+        l.popular_url.offers * per_waiter.value,
+        "s",
+        Some(d.fetch[tier].timeout_s),
+        format!(
+            "offers {} × {}; against the slowest tier's timeout",
+            fmt(l.popular_url.offers),
+            f(&per_waiter)
+        ),
+    );
+    let (_, url_rmw, url_how) = m.contention("url")?;
+    if url_rmw {
+        r.row(
+            "dynamodb",
+            "the popular URL: joins/s vs half its read-then-write ceiling",
+            joins,
+            "joins/s",
+            Some(rmw_ceiling / 2.0),
+            url_how,
+        );
+    } else {
+        r.row(
+            "dynamodb",
+            "the popular URL: writes per join",
+            m.contention("url")?.0.write_requests_per_update,
+            "requests",
+            Some(1.05),
+            url_how,
+        );
+    }
+
+    // The popular image.
+    let (image, image_rmw, image_how) = m.contention("image")?;
+    let changes = l.popular_image.changes_per_s;
+    r.row(
+        "dynamodb",
+        "the popular image: write units/s",
+        changes * image.write_requests_per_update.max(1.0),
+        "WCU/s",
+        Some(hot),
+        format!(
+            "changes_per_s {} × write requests/update; {image_how}",
+            fmt(changes)
+        ),
+    );
+    if image_rmw {
+        let ceiling = 1000.0 / (s.latency_ms.dynamodb + s.latency_ms.transaction);
+        r.row(
+            "dynamodb",
+            "the popular image: changes/s vs half its read-then-write ceiling",
+            changes,
+            "changes/s",
+            Some(ceiling / 2.0),
+            format!(
+                "ceiling 1000 ÷ (read {} + transaction {} ms)",
+                fmt(s.latency_ms.dynamodb),
+                fmt(s.latency_ms.transaction)
+            ),
+        );
+    }
+    let orphans = l.orphans_per_hour / 3600.0;
+    r.row(
+        "dynamodb",
+        "a gc-index partition: write units/s",
+        2.0 * orphans / d.gc.buckets,
+        "WCU/s",
+        Some(hot),
+        format!(
+            "2 (entry put, then deleted) × orphans {}/s ÷ {} buckets",
+            fmt(orphans),
+            fmt(d.gc.buckets)
+        ),
+    );
+
+    // The table as a whole.
+    let photos = m.photos();
+    let new_stages = [
+        "new: intake",
+        "new: fetch",
+        "new: process",
+        "new: settle",
+        "new: results",
+    ];
+    let known_stages = ["known URLs: intake", "known URLs: results"];
+    let unchanged_stages = ["unchanged: intake", "unchanged: results"];
+    let still = format!("deleted: {}", crate::cost::STILL_LINKED);
+    let last = format!("deleted: {}", crate::cost::LAST_LINK);
+    let streams: Vec<(String, f64, Vec<&str>, f64)> = vec![
+        (
+            "new photos".into(),
+            p * l.new_content_share,
+            new_stages.to_vec(),
+            photos,
+        ),
+        (
+            "known-URL photos".into(),
+            p * l.known_url_photos_per_new,
+            known_stages.to_vec(),
+            photos,
+        ),
+        (
+            "unchanged photos".into(),
+            p * l.unchanged_resent_per_new,
+            unchanged_stages.to_vec(),
+            photos,
+        ),
+        (
+            "unlinked photos".into(),
+            p * l.unlinked_photos_per_new,
+            vec![still.as_str(), last.as_str()],
+            2.0 * photos,
+        ),
+        (
+            "new uploads".into(),
+            l.uploads_per_s * (1.0 - l.upload_dedup_share),
+            vec!["upload: new"],
+            m.stage("upload: new")?.items as f64,
+        ),
+        (
+            "dedup uploads".into(),
+            l.uploads_per_s * l.upload_dedup_share,
+            vec!["upload: dedup"],
+            m.stage("upload: dedup")?.items as f64,
+        ),
+        (
+            "collected orphans".into(),
+            orphans,
+            vec!["gc: collect"],
+            m.stage("gc: collect")?.items as f64,
+        ),
+    ];
+    let (mut wcu, mut rcu) = (0.0, 0.0);
+    let (mut wcu_trace, mut rcu_trace) = (Vec::new(), Vec::new());
+    for (name, rate, stages, per) in &streams {
+        let (w, rd) = m.units_per_item(stages, *per)?;
+        wcu += rate * w.value;
+        rcu += rate * rd.value;
+        wcu_trace.push(format!("{name} {}/s × {}", fmt(*rate), fmt(w.value)));
+        rcu_trace.push(format!("{name} {}/s × {}", fmt(*rate), fmt(rd.value)));
+    }
+    let (wcu_limit, rcu_limit) = if d.warm_wcu > 0.0 {
+        (d.warm_wcu, d.warm_rcu)
+    } else {
+        (lim.table_initial_wcu, lim.table_initial_rcu)
+    };
+    r.row(
+        "dynamodb",
+        "table: write units/s vs its warm throughput",
+        wcu,
+        "WCU/s",
+        Some(wcu_limit),
+        format!("{} (per item: measured stages)", wcu_trace.join(" + ")),
+    );
+    r.row(
+        "dynamodb",
+        "table: read units/s vs its warm throughput",
+        rcu,
+        "RCU/s",
+        Some(rcu_limit),
+        rcu_trace.join(" + "),
+    );
+    r.suggest(
+        "RecordsTable: warm write units",
+        format!("{}", (s.targets.headroom * wcu / 1000.0).ceil() * 1000.0),
+        format!("headroom × {} WCU/s, in thousands", fmt(wcu)),
+    );
+
+    // 3. S3 prefixes (256 shards per area).
+    let stored_per_s = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
+    r.row(
+        "s3",
+        "a shard prefix: PUT/s",
+        stored_per_s * l.files_per_image / 256.0,
+        "req/s",
+        Some(lim.s3_put_per_prefix),
+        format!(
+            "(new photos + new uploads) {}/s × files_per_image {} ÷ 256 shards",
+            fmt(stored_per_s),
+            fmt(l.files_per_image)
+        ),
+    );
+    r.row(
+        "s3",
+        "a shard prefix: DELETE/s",
+        orphans * l.files_per_image / 256.0,
+        "req/s",
+        Some(lim.s3_put_per_prefix),
+        "orphans/s × files_per_image ÷ 256",
+    );
+    r.row(
+        "s3",
+        "fetched/: PUT/s (hand-offs)",
+        p * l.new_content_share * l.handoff_share,
+        "req/s",
+        Some(lim.s3_put_per_prefix),
+        "p × new_content_share × handoff_share",
+    );
+
+    // 4. Long waits.
+    let attempts: f64 = lambda.iter().sum();
+    let waits = l.long_wait_share * attempts;
+    let open = waits * l.long_wait_mean_s;
+    match d.long_waits {
+        LongWaits::StepFunctions => r.row(
+            "queues",
+            "long waits: open Step Functions executions",
+            open,
+            "executions",
+            Some(lim.sfn_open_executions),
+            format!(
+                "long_wait_share {} × attempts {}/s × long_wait_mean_s {}",
+                fmt(l.long_wait_share),
+                fmt(attempts),
+                fmt(l.long_wait_mean_s)
+            ),
+        ),
+        LongWaits::SqsChain => r.row(
+            "queues",
+            "long waits: delayed messages (not in flight)",
+            open,
+            "messages",
+            None,
+            format!(
+                "long_wait_share × attempts × mean wait; {} hops/s [÷ {} s per hop]",
+                fmt(open / lim.sqs_max_delay_s),
+                fmt(lim.sqs_max_delay_s)
+            ),
+        ),
+    }
+
+    // 5. Maintenance against the rate of new work.
+    let gc_record = m.seconds_per_item("gc: collect")?;
+    let gc_rate = d.gc.jobs * d.gc.concurrency * d.gc.duty / gc_record.value.max(1e-9);
+    r.row_at_least(
+        "maintenance",
+        "GC: records collected/s vs orphans expiring",
+        gc_rate,
+        "records/s",
+        orphans,
+        format!(
+            "jobs {} × concurrency {} × duty {} ÷ {}",
+            fmt(d.gc.jobs),
+            fmt(d.gc.concurrency),
+            fmt(d.gc.duty),
+            f(&gc_record)
+        ),
+    );
+    let files = l.stored_images * l.files_per_image;
+    let sweep_needed = files / (s.targets.sweep_pass_days * 86_400.0);
+    let sweep_rate = d.sweep.jobs * d.sweep.files_per_s_per_job;
+    let shard_s = files / d.sweep.shards / d.sweep.files_per_s_per_job;
+    let sweep_progress = if d.sweep.checkpoint == Checkpoint::Shard && shard_s > d.sweep.run_s {
+        0.0
+    } else {
+        sweep_rate
+    };
+    r.row_at_least(
+        "maintenance",
+        "sweep: files judged/s vs a pass in sweep_pass_days",
+        sweep_progress,
+        "files/s",
+        sweep_needed,
+        format!(
+            "jobs {} × {} files/s; a shard takes {} s of a {}-s run, checkpoint per {:?}",
+            fmt(d.sweep.jobs),
+            fmt(d.sweep.files_per_s_per_job),
+            fmt(shard_s),
+            fmt(d.sweep.run_s),
+            d.sweep.checkpoint
+        ),
+    );
+    let audit_per_week;
+    match d.audit.mode {
+        AuditMode::Listing => {
+            let per_segment = l.stored_images / d.audit.segments * d.audit.bytes_per_record / MB;
+            r.row(
+                "maintenance",
+                "audit: a segment's records in memory",
+                per_segment,
+                "MB",
+                Some(lim.lambda_max_memory_mb),
+                format!(
+                    "stored {} ÷ segments {} × {} B",
+                    fmt(l.stored_images),
+                    fmt(d.audit.segments),
+                    fmt(d.audit.bytes_per_record)
+                ),
+            );
+            let lists = 2.0 * l.stored_images;
+            audit_per_week = lists * s.prices.s3_put * 7.0 / s.targets.audit_cycle_days;
+            r.row(
+                "maintenance",
+                "audit: dollars per cycle (LIST per prefix)",
+                lists * s.prices.s3_put,
+                "$",
+                None,
+                "2 LISTs per live record × S3 LIST price",
+            );
+        }
+        AuditMode::Inventory => {
+            let inventory = files / 1e6 * s.prices.inventory_per_million_objects;
+            let export_gb = l.stored_images * d.audit.export_bytes_per_image / 1e9;
+            let scanned_tb = (export_gb + files * d.audit.inventory_bytes_per_file / 1e9) / 1000.0;
+            let cycle = inventory
+                + export_gb * s.prices.export_per_gb
+                + scanned_tb * s.prices.athena_per_tb;
+            let pitr = export_gb * s.prices.pitr_per_gb_month * 7.0 / 30.0;
+            audit_per_week = (cycle * 7.0 / s.targets.audit_cycle_days) + pitr;
+            r.row(
+                "maintenance",
+                "audit: dollars per week (inventory, export, Athena, PITR)",
+                audit_per_week,
+                "$",
+                None,
+                format!(
+                    "inventory {} + export {} GB × {} + Athena {} TB × {} + PITR {}",
+                    fmt(inventory),
+                    fmt(export_gb),
+                    fmt(s.prices.export_per_gb),
+                    fmt(scanned_tb),
+                    fmt(s.prices.athena_per_tb),
+                    fmt(pitr)
+                ),
+            );
+        }
+    }
+    let backfill_needed = l.stored_images / (s.targets.backfill_days * 86_400.0);
+    r.row_at_least(
+        "maintenance",
+        "backfill: photos/s vs a full backfill in backfill_days",
+        d.backfill.rate,
+        "photos/s",
+        backfill_needed,
+        format!(
+            "BackfillRate; needs stored {} ÷ ({} days); at {} CPU s each: {} vCPU",
+            fmt(l.stored_images),
+            fmt(s.targets.backfill_days),
+            fmt(d.backfill.cpu_s_per_photo),
+            fmt(d.backfill.rate * d.backfill.cpu_s_per_photo)
+        ),
+    );
+
+    // 6. The bill per hour at peak.
+    let pr = &s.prices;
+    let mut bill = 0.0;
+    let mut bill_row = |r: &mut Report, item: String, dollars: f64, trace: String| {
+        bill += dollars;
+        r.row("bill", item, dollars, "$/h", None, trace);
+    };
+    for (name, rate, stages, per) in &streams {
+        let tq = m.table_and_queues_per_item(stages, *per)?;
+        let puts = m.s3_puts_per_item(stages, *per)?;
+        bill_row(
+            &mut r,
+            format!("{name}: table, queues, S3"),
+            rate * 3600.0 * (tq.value + puts.value),
+            format!(
+                "{}/s × 3600 × (${}/M [{}] + ${}/M [{}])",
+                fmt(*rate),
+                fmt(tq.value * 1e6),
+                tq.source,
+                fmt(puts.value * 1e6),
+                puts.source
+            ),
+        );
+    }
+    for fl in &functions {
+        let dollars = fl.concurrency * fl.memory_mb / 1024.0 * 3600.0 * pr.lambda_gb_second
+            + fl.invocations_per_s * 3600.0 * pr.lambda_request;
+        bill_row(
+            &mut r,
+            format!("{}: Lambda", fl.name),
+            dollars,
+            format!(
+                "{} instances × {} MB × 3600 s × GB-s price + {} inv/s × request price",
+                fmt(fl.concurrency),
+                fmt(fl.memory_mb),
+                fmt(fl.invocations_per_s)
+            ),
+        );
+    }
+    bill_row(
+        &mut r,
+        "API Gateway requests".into(),
+        api_rps * 3600.0 * pr.api_request,
+        format!("{} req/s × 3600 × price", fmt(api_rps)),
+    );
+    let (wait_dollars, wait_trace) = match d.long_waits {
+        LongWaits::StepFunctions => (
+            waits * 3600.0 * (2.0 * pr.sfn_transition + pr.sqs_request),
+            format!("{} waits/s × (2 transitions + 1 send)", fmt(waits)),
+        ),
+        LongWaits::SqsChain => (
+            open / lim.sqs_max_delay_s * 3600.0 * 0.3 * pr.sqs_request,
+            format!(
+                "{} hops/s × 0.3 requests (a tenth of a batched send, receive and delete)",
+                fmt(open / lim.sqs_max_delay_s)
+            ),
+        ),
+    };
+    bill_row(&mut r, "long waits".into(), wait_dollars, wait_trace);
+    let sweep_pass = files / 1000.0 * pr.s3_put + l.stored_images * 0.5 * pr.dynamodb_rcu;
+    bill_row(
+        &mut r,
+        "sweep and audit, amortised".into(),
+        (sweep_pass * 7.0 / s.targets.sweep_pass_days + audit_per_week) / 168.0,
+        format!(
+            "sweep pass {} [files ÷ 1000 per LIST + ½ RCU per image] + audit {}/week, ÷ 168 h",
+            fmt(sweep_pass),
+            fmt(audit_per_week)
+        ),
+    );
+    r.row(
+        "bill",
+        "total at peak",
+        bill,
+        "$/h",
+        None,
+        "Σ the rows above",
+    );
+    Ok(r)
+}

@@ -1,0 +1,288 @@
+//! The scenario a capacity model is run on: the load (named inputs), the deployment (what
+//! `template.yaml` sets), the targets and AWS's limits. JSON; unknown fields are refused, so a
+//! misspelt input never passes silently. `docs/capacity.md` documents every field.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    pub load: Load,
+    pub latency_ms: Latency,
+    pub targets: Targets,
+    pub deployment: Deployment,
+    pub limits: Limits,
+    pub prices: Prices,
+}
+
+/// The traffic, per second or per hour as each name says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Load {
+    /// New photo URLs to download per hour (seed 001's peak: 4,000,000).
+    pub photos_per_hour: f64,
+    /// Share of downloads whose host answers within each tier's deadline.
+    pub tier_mix: [f64; 3],
+    /// Download attempts per photo (extra attempts are first-tier timeouts).
+    pub attempts_per_photo: f64,
+    /// Mean answer time of a download that fits each tier, seconds.
+    pub tier_mean_answer_s: [f64; 3],
+    /// Share of successful downloads that are new content (the rest are known bytes).
+    pub new_content_share: f64,
+    /// Share of new photos too large for the fetch function's memory (sent to process).
+    pub handoff_share: f64,
+    /// Share of attempts answered with a wait longer than SQS's longest delay.
+    pub long_wait_share: f64,
+    pub long_wait_mean_s: f64,
+    pub photos_per_offer: f64,
+    /// Photos of changed offers whose URLs are known, per new photo.
+    pub known_url_photos_per_new: f64,
+    /// Photos of offers re-sent unchanged, per new photo.
+    pub unchanged_resent_per_new: f64,
+    /// Photos unlinked (offers deleted or changed), per new photo.
+    pub unlinked_photos_per_new: f64,
+    pub uploads_per_s: f64,
+    /// Share of uploads sent inline (`POST /v1/images`); the rest are presigned.
+    pub upload_inline_share: f64,
+    /// Share of uploads whose bytes are known.
+    pub upload_dedup_share: f64,
+    /// `GET /v1/uploads/{id}` polls per presigned upload.
+    pub upload_polls_per_presigned: f64,
+    pub hand_offers_per_s: f64,
+    pub hand_deletes_per_s: f64,
+    /// Crawl requests sent through `POST /v1/crawl` (the rest come on the intake queue).
+    pub http_crawls_per_s: f64,
+    pub crawl_status_polls_per_s: f64,
+    pub image_reads_per_s: f64,
+    pub biggest_client_share: f64,
+    pub biggest_host_share: f64,
+    pub popular_url: PopularUrl,
+    pub popular_image: PopularImage,
+    pub stored_images: f64,
+    pub files_per_image: f64,
+    /// Images left unlinked past their grace, per hour: what GC must collect.
+    pub orphans_per_hour: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PopularUrl {
+    /// Offers listing it.
+    pub offers: f64,
+    /// Crawls joining its running download per second.
+    pub join_per_s: f64,
+}
+
+/// An image linked by very many offers (a dealer's logo). Its link count is a number, so how
+/// many links it has does not grow its item; how often they change is what loads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PopularImage {
+    /// Links and unlinks per second.
+    pub changes_per_s: f64,
+}
+
+/// Typical in-region latency of one request, milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    /// A single-item read or write.
+    pub dynamodb: f64,
+    /// A `TransactWriteItems`.
+    pub transaction: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Targets {
+    pub sweep_pass_days: f64,
+    pub audit_cycle_days: f64,
+    pub backfill_days: f64,
+    /// Reserved concurrency suggested per instance needed at peak.
+    pub headroom: f64,
+}
+
+/// What the template deploys (its parameters' defaults; a test compares them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deployment {
+    pub fetch: [FetchFunction; 3],
+    /// Each tier's whole-request deadline, seconds (`FetchTiers`).
+    pub fetch_tiers_s: [f64; 3],
+    /// Downloads at once per host and instance (`HostConcurrency`).
+    pub host_concurrency: f64,
+    /// Body memory reserved per download before its headers (`IMGEST_FETCH_RESERVE`), MB.
+    pub reservation_estimate_mb: f64,
+    pub intake: QueueFunction,
+    pub process: QueueFunction,
+    pub api: Api,
+    pub long_waits: LongWaits,
+    pub gc: Gc,
+    pub sweep: Sweep,
+    pub audit: Audit,
+    pub backfill: Backfill,
+    /// Provisioned warm throughput of the table (0: a fresh on-demand table's).
+    pub warm_wcu: f64,
+    pub warm_rcu: f64,
+    /// Instances of the scheduled maintenance function (GC, sweep, audit) at once (not
+    /// reserved: its runs are scheduled, one at a time).
+    pub maintenance_instances: f64,
+}
+
+/// How a wait longer than SQS's longest delay is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LongWaits {
+    /// One Step Functions execution per wait.
+    StepFunctions,
+    /// A chain of SQS delays of at most 15 minutes each.
+    SqsChain,
+}
+
+/// Where a sweep run resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checkpoint {
+    /// At the next shard: a shard longer than a run never finishes.
+    Shard,
+    /// At the next page within its shard.
+    Page,
+}
+
+/// How the audit compares the table with the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditMode {
+    /// Every record's files listed, a segment's records held in memory.
+    Listing,
+    /// S3 Inventory and a table export compared by Athena.
+    Inventory,
+}
+
+/// One tier's fetch function and its queue's trigger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchFunction {
+    pub memory_mb: f64,
+    /// The trigger's `BatchSize`.
+    pub batch: f64,
+    /// The trigger's `MaximumBatchingWindowInSeconds`.
+    pub window_s: f64,
+    /// The function's `Timeout`, seconds.
+    pub timeout_s: f64,
+    /// Its reserved concurrency (`FetchConcurrency`).
+    pub reserved: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueFunction {
+    pub memory_mb: f64,
+    pub batch: f64,
+    pub max_concurrency: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Api {
+    pub memory_mb: f64,
+    pub reserved: f64,
+    /// Throttle per route: `[rate per second, burst]` (`"default"` for the rest).
+    pub routes: BTreeMap<String, [f64; 2]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gc {
+    /// Jobs running at once (each one GC-index bucket's page at a time).
+    pub jobs: f64,
+    /// Records one job collects at once.
+    pub concurrency: f64,
+    /// The share of the time jobs run (a 900-s run each hour: 0.25; jobs kept going: 1).
+    pub duty: f64,
+    /// GC-index partitions the candidates are spread over.
+    pub buckets: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    pub jobs: f64,
+    /// Files one job lists and judges per second.
+    pub files_per_s_per_job: f64,
+    pub checkpoint: Checkpoint,
+    /// A run's length, seconds.
+    pub run_s: f64,
+    pub shards: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Audit {
+    pub mode: AuditMode,
+    pub segments: f64,
+    /// Bytes one record takes in a segment's memory (listing mode).
+    pub bytes_per_record: f64,
+    /// Bytes of the table export and of the inventory per image (inventory mode).
+    pub export_bytes_per_image: f64,
+    pub inventory_bytes_per_file: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backfill {
+    /// Photos re-processed per second at most (`BackfillRate`).
+    pub rate: f64,
+    pub reserved: f64,
+    /// CPU seconds per re-processed photo (1 vCPU).
+    pub cpu_s_per_photo: f64,
+}
+
+/// AWS's limits (us-east-1 defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub account_concurrency: f64,
+    pub unreserved_min: f64,
+    pub partition_wcu: f64,
+    /// A partition is hot above this share of its limit.
+    pub partition_fraction: f64,
+    pub item_kb: f64,
+    pub table_initial_wcu: f64,
+    pub table_initial_rcu: f64,
+    pub sqs_in_flight: f64,
+    pub sqs_max_delay_s: f64,
+    pub sfn_open_executions: f64,
+    pub s3_put_per_prefix: f64,
+    pub api_account_rps: f64,
+    /// Lambda's SQS pollers per queue at rest (batches fill from what they receive).
+    pub sqs_pollers: f64,
+    pub lambda_max_memory_mb: f64,
+}
+
+/// List prices (us-east-1) of what the bill adds beyond the measured stages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    pub lambda_gb_second: f64,
+    pub lambda_request: f64,
+    pub sqs_request: f64,
+    /// An S3 PUT or LIST.
+    pub s3_put: f64,
+    pub dynamodb_rcu: f64,
+    pub sfn_transition: f64,
+    pub api_request: f64,
+    pub inventory_per_million_objects: f64,
+    pub export_per_gb: f64,
+    pub athena_per_tb: f64,
+    pub pitr_per_gb_month: f64,
+}
+
+impl Scenario {
+    pub fn parse(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+}

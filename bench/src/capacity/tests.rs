@@ -1,0 +1,306 @@
+//! The model's checks: its formulas against figures worked out by hand, the default scenario
+//! (seed 001's peak on the template's defaults) against the breaches it has and against the
+//! template itself, and scenarios that do not parse.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+fn repo(path: &str) -> String {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    std::fs::read_to_string(format!("{root}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn measured() -> Measured {
+    Measured::load(&repo(DEFAULT_PROFILE), &repo(DEFAULT_CONTENTION)).unwrap()
+}
+
+fn scenario(path: &str) -> Scenario {
+    Scenario::parse(&repo(path)).unwrap()
+}
+
+fn row<'a>(report: &'a Report, item: &str) -> &'a model::Row {
+    report
+        .rows
+        .iter()
+        .find(|r| r.item == item)
+        .unwrap_or_else(|| panic!("no row {item:?}"))
+}
+
+#[test]
+fn a_scenario_with_an_unknown_field_is_refused() {
+    let mut json: serde_json::Value = serde_json::from_str(&repo(DEFAULT_SCENARIO)).unwrap();
+    json["load"]["photos_per_hours"] = 1.into();
+    let err = Scenario::parse(&json.to_string()).unwrap_err();
+    assert!(err.to_string().contains("photos_per_hours"), "{err}");
+}
+
+#[test]
+fn the_default_scenario_breaches_where_the_peak_outgrows_todays_deployment() {
+    let report = model(&scenario(DEFAULT_SCENARIO), &measured()).unwrap();
+    for item in [
+        "fetch-0: concurrency vs reserved",
+        "fetch-1: concurrency vs reserved",
+        "fetch-2: concurrency vs reserved",
+        "account: concurrency at peak",
+        "intake: concurrency vs its queues' maximum",
+        "the biggest host's health: commits/s vs half its read-then-write ceiling",
+        "the popular URL's record: size with every offer waiting",
+        "the popular URL: joins/s vs half its read-then-write ceiling",
+        "the popular URL: settling every waiter in the download's invocation",
+        "the popular image: changes/s vs half its read-then-write ceiling",
+        "POST /v1/images: requests/s vs throttle",
+        "GC: records collected/s vs orphans expiring",
+        "sweep: files judged/s vs a pass in sweep_pass_days",
+        "audit: a segment's records in memory",
+        "backfill: photos/s vs a full backfill in backfill_days",
+    ] {
+        assert!(row(&report, item).breach, "{item} should breach");
+    }
+    for item in [
+        "rate limit of the biggest client: write units/s vs a hot partition",
+        "rate limit of the biggest client: writes per successful update",
+        "fetch-2: invocation length vs timeout",
+        "process: concurrency vs its queue's maximum",
+        "a gc-index partition: write units/s",
+        "a shard prefix: PUT/s",
+    ] {
+        assert!(!row(&report, item).breach, "{item} should not breach");
+    }
+    assert!(report.rows.iter().all(|r| GROUPS.contains(&r.group)));
+}
+
+#[test]
+fn fetch_concurrency_is_arrivals_per_batch_times_the_invocation_length() {
+    let s = scenario(DEFAULT_SCENARIO);
+    let m = measured();
+    let report = model(&s, &m).unwrap();
+    // Seed 001: 4 M photos an hour, 40/40/20 over the tiers, 1.1 attempts per photo.
+    let p = 4_000_000.0 / 3600.0;
+    let lambda = [0.4 * p + 0.1 * p, 0.4 * p, 0.2 * p];
+    let c = m.cpu_ms_per_item("new: fetch").unwrap().value;
+    for (t, lambda) in lambda.into_iter().enumerate() {
+        let fx = &s.deployment.fetch[t];
+        // Batches of 10 fill within the 1-s window at these rates.
+        let batch = 10.0;
+        let success = if t == 0 { 0.4 * p / lambda } else { 1.0 };
+        let vcpu = fx.memory_mb / 1769.0;
+        let length = s.deployment.fetch_tiers_s[t] + batch * success * 0.9 * c / 1000.0 / vcpu;
+        let expected = lambda / batch * length;
+        let got = row(&report, &format!("fetch-{t}: concurrency vs reserved")).value;
+        assert!(
+            (got - expected).abs() < 1e-6 * expected,
+            "tier {t}: {got} vs {expected}"
+        );
+        assert_eq!(
+            row(&report, &format!("fetch-{t}: tasks per batch")).value,
+            batch
+        );
+    }
+    // The slowest tier alone needs over 600 instances for its 10.
+    assert!(row(&report, "fetch-2: concurrency vs reserved").value > 600.0);
+}
+
+#[test]
+fn a_read_then_write_item_is_held_against_half_its_round_trip_ceiling() {
+    let s = scenario(DEFAULT_SCENARIO);
+    let m = measured();
+    let report = model(&s, &m).unwrap();
+    // A read then a conditional write, 5 ms each: at most 100 commits a second; hot at half.
+    let host = "the biggest host's health: commits/s vs half its read-then-write ceiling";
+    assert_eq!(row(&report, host).limit, Some(50.0));
+    // The image's unlink is a read then a transaction: 1000 / (5 + 15) / 2.
+    let limit = row(
+        &report,
+        "the popular image: changes/s vs half its read-then-write ceiling",
+    )
+    .limit;
+    assert_eq!(limit, Some(25.0));
+    // The rate limit is written once per update (a conditional ADD): no ceiling row, its
+    // write requests per update held to 1.05 instead.
+    assert!(!report.rows.iter().any(|r| {
+        r.item
+            .starts_with("rate limit of the biggest client: commits/s")
+    }));
+    // Grants: every fetch batch holding one of the client's tasks asks once.
+    let w = m
+        .writes_per_invocation("new: fetch", "ratelimit")
+        .unwrap()
+        .value;
+    let wcu = m.wcu_per_write("new: fetch", "ratelimit").unwrap().value;
+    let p = 4_000_000.0 / 3600.0;
+    let per_tier = [0.5 * p, 0.4 * p, 0.2 * p];
+    let expected: f64 = per_tier
+        .iter()
+        .map(|lambda| lambda / 10.0 * model::in_batch(0.3, 10.0) * w * wcu)
+        .sum();
+    let got = row(
+        &report,
+        "rate limit of the biggest client: write units/s vs a hot partition",
+    )
+    .value;
+    assert!(
+        (got - expected).abs() < 1e-6 * expected,
+        "{got} vs {expected}"
+    );
+}
+
+#[test]
+fn a_batch_holds_an_entity_with_the_complement_of_missing_it_every_time() {
+    assert_eq!(model::in_batch(0.0, 10.0), 0.0);
+    assert_eq!(model::in_batch(1.0, 10.0), 1.0);
+    assert!((model::in_batch(0.3, 10.0) - (1.0 - 0.7_f64.powi(10))).abs() < 1e-12);
+    assert!((model::in_batch(0.5, 1.0) - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn a_deployment_sized_past_the_peak_passes_the_rows_it_sizes() {
+    let mut s = scenario(DEFAULT_SCENARIO);
+    for fx in &mut s.deployment.fetch {
+        fx.reserved = 800.0;
+    }
+    s.deployment.intake.max_concurrency = 100.0;
+    s.deployment
+        .api
+        .routes
+        .insert("default".into(), [1000.0, 2000.0]);
+    let report = model(&s, &measured()).unwrap();
+    for item in [
+        "fetch-1: concurrency vs reserved",
+        "fetch-2: concurrency vs reserved",
+        "intake: concurrency vs its queues' maximum",
+        "POST /v1/images: requests/s vs throttle",
+    ] {
+        assert!(!row(&report, item).breach, "{item}");
+    }
+    // Raising reserved concurrency alone passes the account's limit instead.
+    assert!(
+        row(
+            &report,
+            "account: reserved concurrency vs what may be reserved"
+        )
+        .breach
+    );
+}
+
+#[test]
+fn the_default_scenario_matches_the_templates_defaults() {
+    let s = scenario(DEFAULT_SCENARIO);
+    let template = repo("template.yaml");
+    let d = &s.deployment;
+    let expect = |what: &str, found: String, value: f64| {
+        let found: f64 = found
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("template {what}: {found:?}: {e}"));
+        assert_eq!(found, value, "template {what}");
+    };
+    let reserved = parameter_default(&template, "FetchConcurrency");
+    let tiers = parameter_default(&template, "FetchTiers");
+    for (t, fx) in d.fetch.iter().enumerate() {
+        let function = format!("FetchFunction{t}");
+        expect(
+            &format!("FetchConcurrency[{t}]"),
+            reserved.split(',').nth(t).unwrap_or_default().to_owned(),
+            fx.reserved,
+        );
+        expect(
+            &format!("FetchTiers[{t}]"),
+            tiers
+                .split(',')
+                .nth(t)
+                .unwrap_or_default()
+                .trim_end_matches('s')
+                .to_owned(),
+            d.fetch_tiers_s[t],
+        );
+        for (property, value) in [
+            ("MemorySize", fx.memory_mb),
+            ("Timeout", fx.timeout_s),
+            ("BatchSize", fx.batch),
+            ("MaximumBatchingWindowInSeconds", fx.window_s),
+        ] {
+            expect(
+                &format!("{function}.{property}"),
+                resource_property(&template, &function, property),
+                value,
+            );
+        }
+    }
+    for (function, f) in [
+        ("IntakeFunction", &d.intake),
+        ("ProcessFunction", &d.process),
+    ] {
+        expect(
+            &format!("{function}.MemorySize"),
+            resource_property(&template, function, "MemorySize"),
+            f.memory_mb,
+        );
+        expect(
+            &format!("{function}.BatchSize"),
+            resource_property(&template, function, "BatchSize"),
+            f.batch,
+        );
+    }
+    expect(
+        "ApiFunction.MemorySize",
+        resource_property(&template, "ApiFunction", "MemorySize"),
+        d.api.memory_mb,
+    );
+    for (name, value) in [
+        ("HostConcurrency", d.host_concurrency),
+        ("IntakeConcurrency", d.intake.max_concurrency),
+        ("ProcessMaxConcurrency", d.process.max_concurrency),
+        ("ApiConcurrency", d.api.reserved),
+        ("BackfillRate", d.backfill.rate),
+        ("BackfillReservedConcurrency", d.backfill.reserved),
+    ] {
+        expect(name, parameter_default(&template, name), value);
+    }
+    // One throttle for every route today.
+    assert_eq!(
+        d.api.routes.keys().collect::<Vec<_>>(),
+        ["default"],
+        "routes throttled on their own"
+    );
+    let [rate, burst] = d.api.routes["default"];
+    expect(
+        "ApiThrottlingRateLimit",
+        parameter_default(&template, "ApiThrottlingRateLimit"),
+        rate,
+    );
+    expect(
+        "ApiThrottlingBurstLimit",
+        parameter_default(&template, "ApiThrottlingBurstLimit"),
+        burst,
+    );
+}
+
+/// The `Default:` of a template parameter (read as text: no YAML crate).
+fn parameter_default(template: &str, name: &str) -> String {
+    let header = format!("\n  {name}:\n");
+    let start = template
+        .find(&header)
+        .unwrap_or_else(|| panic!("template.yaml has no parameter {name}"));
+    template[start + header.len()..]
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .find_map(|l| l.trim().strip_prefix("Default:"))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .unwrap_or_else(|| panic!("parameter {name} has no default"))
+}
+
+/// The first `property:` line inside a template resource (read as text: no YAML crate).
+fn resource_property(template: &str, resource: &str, property: &str) -> String {
+    let header = format!("\n  {resource}:\n");
+    let start = template
+        .find(&header)
+        .unwrap_or_else(|| panic!("template.yaml has no resource {resource}"));
+    let prefix = format!("{property}:");
+    template[start + header.len()..]
+        .lines()
+        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+        .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("resource {resource} has no {property}"))
+}
