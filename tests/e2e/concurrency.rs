@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use imgest_core::domain::ImageId;
+use imgest_core::domain::{Generation, ImageId};
 use imgest_core::ports::Claim;
 
 use crate::support::{TestApp, fixture};
@@ -44,7 +44,13 @@ async fn a_crashed_claim_expires_and_is_taken_over() {
     let now = ports.clock.now();
     let claim = ports
         .images
-        .claim(&id, now, Duration::from_secs(30), Duration::from_secs(60))
+        .claim(
+            &id,
+            &Generation::random(),
+            now,
+            Duration::from_secs(30),
+            Duration::from_secs(60),
+        )
         .await
         .unwrap();
     assert!(matches!(claim, Claim::New { .. }));

@@ -6,7 +6,9 @@
 //! redeliveries of a crawl's settling. Each process runs its flow through the `Service`
 //! directly, over port wrappers (`testing::crashing`) that may let it die at its nth storage
 //! call (before or after the call is made; the request is retried later, as a client or a
-//! redelivered message would) or stop it there while other processes act (then it goes on).
+//! redelivered message would), stop it there while other processes act (then it goes on), or
+//! apply its nth write and then answer it as refused (the request made again, as the SDK
+//! retries a lost answer) or as timed out (the process lives on; a failed request is retried).
 //! After each GC or sweep, and after each history (everything finished or retried, then one
 //! sweep past the grace period), the invariants are checked:
 //!
@@ -169,6 +171,7 @@ pub struct Totals {
     histories: u64,
     steps: u64,
     crashes: u64,
+    misanswered: u64,
     pauses: u64,
     retries: u64,
     decodes: u64,
@@ -297,10 +300,15 @@ impl History {
 
     fn random_fault(&mut self) -> Fault {
         let k = self.rng.u32(1..=9);
+        // Writes are numbered apart: an upload's record write is its 5th, a backfill's its
+        // 5th or 6th, so the range covers every flow's last one.
+        let w = self.rng.u32(1..=8);
         match self.rng.u32(0..100) {
-            0..55 => Fault::None,
-            55..72 => Fault::CrashBefore(k),
-            72..85 => Fault::CrashAfter(k),
+            0..45 => Fault::None,
+            45..60 => Fault::CrashBefore(k),
+            60..72 => Fault::CrashAfter(k),
+            72..82 => Fault::RefusedAfterApply(w),
+            82..90 => Fault::TimedOutAfterApply(w),
             _ => Fault::PauseAt(k),
         }
     }
@@ -519,10 +527,18 @@ impl History {
         for (id, _) in attempt.faults.made_ready() {
             *self.made_ready.entry(id).or_default() += 1;
         }
-        let crashed = attempt.faults.crashed();
+        // A misanswered write leaves the process as unsure as a crash does: a failed request
+        // is retried, and its contents may be decoded again.
+        let misanswered = attempt.faults.misanswered();
+        let crashed = attempt.faults.crashed() || misanswered;
         let calls = attempt.faults.log();
-        if crashed {
+        if attempt.faults.crashed() {
             self.totals.crashes += 1;
+        }
+        if misanswered {
+            self.totals.misanswered += 1;
+        }
+        if crashed {
             self.crashed_contents.extend(self.ops[op].contents());
         }
         let outcome = match &result {
@@ -826,6 +842,7 @@ where
         totals.histories += 1;
         totals.steps += t.steps;
         totals.crashes += t.crashes;
+        totals.misanswered += t.misanswered;
         totals.pauses += t.pauses;
         totals.retries += t.retries;
         totals.decodes += t.decodes;

@@ -27,12 +27,14 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use super::decode::decode;
-use super::files::{delete_generation_files, write_files};
+use super::files::{
+    Answer, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+};
 use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion,
 };
-use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, TaskQueue};
+use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, StoreError, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
 
 /// The local task queue backfill tasks wait on.
@@ -615,11 +617,25 @@ impl Service {
         record: &ImageRecord,
     ) -> Result<Reprocessed, FlowError> {
         let id = &record.id;
-        let original = self
+        let original = match self
             .ports
             .blobs
             .get(&BlobKey::original(id, &record.generation))
-            .await?;
+            .await
+        {
+            Ok(original) => original,
+            // Collected (or re-processed) since it was read: nothing to do. Still the record
+            // read: its original is missing, which the caller reports.
+            Err(StoreError::NotFound(key)) => {
+                let now = self.ports.clock.now();
+                let current = self.ports.images.get(id).await?;
+                if current.is_some_and(|r| r.generation == record.generation && r.is_live(now)) {
+                    return Err(StoreError::NotFound(key).into());
+                }
+                return Ok(Reprocessed::Gone);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let processed = {
             let _backfill = self
                 .backfill_slots
@@ -650,19 +666,38 @@ impl Service {
             .images
             .replace_files(id, &record.generation, &generation, ready, keep)
             .await;
-        match replaced {
-            Ok(Some(_)) => {
+        let answer = match &replaced {
+            Ok(Some(record)) => Answer::Applied(record.clone()),
+            Ok(None) => Answer::Refused,
+            Err(e) => Answer::Failed(e),
+        };
+        let write = RecordWrite::Replace {
+            expected: &record.generation,
+        };
+        match settle_files(&self.ports, &self.counters, id, &generation, write, answer).await {
+            FilesFate::Ours(_) => {
                 info!(image_id = %id, from = %record.generation, to = %generation, "re-processed");
                 Ok(Reprocessed::Done)
             }
-            Ok(None) => {
+            // Collected or changed meanwhile: that record wins, and these files are no one's.
+            FilesFate::Delete => {
                 if let Err(e) = delete_generation_files(&self.ports, id, &generation).await {
                     warn!(image_id = %id, error = %e, "could not remove files of a re-processing that lost its record; the sweeper will");
                 }
                 Ok(Reprocessed::Gone)
             }
-            // Unknown whether it was applied: the files stay (the sweeper collects them if not).
-            Err(e) => Err(e.into()),
+            // Unknown whether it was (or will be) applied: the files stay (the sweeper collects
+            // them if not), and the task fails retryably (a redelivery finds the record current
+            // if it was).
+            FilesFate::Leave => Err(replaced
+                .err()
+                .unwrap_or_else(|| {
+                    StoreError::Conflict(format!(
+                        "image {id}: re-pointing from generation {} was refused unexplained",
+                        record.generation
+                    ))
+                })
+                .into()),
         }
     }
 }

@@ -25,6 +25,8 @@ imgest_core::counters! {
     sweep_files_deleted,
     /// Photos re-processed by a backfill (also counted in `pipeline_runs`).
     backfill_runs,
+    /// Record writes answered "refused" or failed that had been applied: the answer was lost.
+    record_answers_lost,
 }
 
 imgest_core::counters! {

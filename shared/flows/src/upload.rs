@@ -19,7 +19,9 @@ use bytes::Bytes;
 use tracing::{Instrument, info, warn};
 
 use super::decode::decode;
-use super::files::{delete_generation_files, write_files};
+use super::files::{
+    Answer, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+};
 use super::service::Ports;
 use super::{FlowError, Service};
 use imgest_core::domain::{Generation, ImageId, ImageRecord, Owner};
@@ -214,13 +216,14 @@ impl Service {
         }
     }
 
-    /// What an upload of `id`'s bytes claims now (see [`ImageIndex::claim`](imgest_core::ports::ImageIndex::claim)).
+    /// What an upload of `id`'s bytes claims now (see [`ImageIndex::claim`](imgest_core::ports::ImageIndex::claim)),
+    /// proposing a fresh generation: a claim made again after its answer was lost finds it.
     async fn claim(&self, id: &ImageId) -> Result<Claim, StoreError> {
         let now = self.ports.clock.now();
         let (claim_ttl, orphan_ttl) = (self.policy.claim_ttl, self.policy.orphan_ttl);
         self.ports
             .images
-            .claim(id, now, claim_ttl, orphan_ttl)
+            .claim(id, &Generation::random(), now, claim_ttl, orphan_ttl)
             .await
     }
 
@@ -380,35 +383,38 @@ impl Service {
                         .await
                 }
             };
-            // Refused, or failed: the write may still be ours (applied, its answer lost, and
-            // refused when the SDK tried again). Only the record read back tells.
-            let failure = match written {
-                Ok(Some(record)) => return Ok(Some(stored(&mut guard, record))),
-                Ok(None) => Ok(None),
-                Err(StoreError::Conflict(reason)) => Ok(Some(reason)),
-                Err(e) => Err(e),
+            let write = match record {
+                Record::Claimed => RecordWrite::Complete,
+                Record::New => RecordWrite::CreateReady,
             };
-            match (find_ours(&ports, &id, &generation).await, failure) {
-                (Ok(Some(record)), _) => Ok(Some(stored(&mut guard, record))),
-                (Ok(None), Ok(lost_claim)) => {
-                    match lost_claim {
-                        Some(reason) => {
-                            warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
-                        }
-                        None => {
-                            info!(image_id = %id, generation = %generation, "the same bytes were stored meanwhile");
-                        }
-                    }
+            let answer = match &written {
+                Ok(Some(record)) => Answer::Applied(record.clone()),
+                Ok(None) | Err(StoreError::Conflict(_)) => Answer::Refused,
+                Err(e) => Answer::Failed(e),
+            };
+            match settle_files(&ports, &counters, &id, &generation, write, answer).await {
+                FilesFate::Ours(record) => Ok(Some(stored(&mut guard, record))),
+                // Someone else's record (or none, and ours can never be written): theirs wins.
+                FilesFate::Delete => {
+                    info!(image_id = %id, generation = %generation, "the record was written by another run meanwhile");
                     guard.release_files_only().await;
                     Ok(None)
                 }
-                // Not ours: the guard removes the files (and the claim) as it drops.
-                (Ok(None), Err(e)) => Err(FlowError::Store(e)),
-                // Unknown: the files stay. A file without a record is garbage the sweeper
-                // collects; a record without its files is a broken image.
-                (Err(read), failure) => {
+                // Unknown: the files stay (a file without a record is garbage the sweep
+                // collects; a record without its files is a broken image). Our claim, if it is
+                // still there, is given back: then our completion can never land.
+                FilesFate::Leave => {
                     guard.disarm();
-                    Err(FlowError::Store(failure.err().unwrap_or(read)))
+                    if record == Record::Claimed
+                        && let Err(e) = ports.images.abandon(&id, &generation).await
+                    {
+                        warn!(image_id = %id, generation = %generation, error = %e, "could not remove a claim whose completion is unknown; it expires by itself");
+                    }
+                    Err(FlowError::Store(written.err().unwrap_or_else(|| {
+                        StoreError::Conflict(format!(
+                            "image {id}: the record write of generation {generation} was refused unexplained"
+                        ))
+                    })))
                 }
             }
         }
@@ -423,19 +429,6 @@ fn stored(guard: &mut ClaimGuard, record: ImageRecord) -> ImageRecord {
     guard.disarm();
     info!(image_id = %record.id, generation = %record.generation, "image processed");
     record
-}
-
-/// The ready record of `id` if it is `generation`'s (a write of ours that went through).
-async fn find_ours(
-    ports: &Ports,
-    id: &ImageId,
-    generation: &Generation,
-) -> Result<Option<ImageRecord>, StoreError> {
-    Ok(ports
-        .images
-        .get(id)
-        .await?
-        .filter(|r| &r.generation == generation && r.is_ready()))
 }
 
 /// Which record the files of a processing run end up in.
@@ -527,11 +520,11 @@ async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_clai
 mod tests {
     use super::*;
     use crate::Policy;
-    use imgest_core::ports::ReadyImage;
-    use imgest_core::ports::SystemClock;
+    use imgest_core::ports::{ImageIndex, SystemClock};
     use imgest_embedded::{FsBlobStore, SqliteStore};
     use imgest_pipeline::{Pipeline, PipelineConfig};
     use imgest_settings::Settings;
+    use imgest_testing::crashing::{Fault, Faults, FaultyImages};
 
     fn service(dir: &std::path::Path, max_pending_uploads: usize) -> Service {
         let store = Arc::new(SqliteStore::open_in_memory().unwrap());
@@ -601,117 +594,17 @@ mod tests {
         assert!(!outcome.deduplicated);
     }
 
-    /// An image index whose record writes are applied and then answered with an error, as
-    /// when a timeout hides a write that went through.
-    struct AnswerLost(Arc<SqliteStore>);
-
-    fn lost() -> StoreError {
-        StoreError::Unavailable {
-            message: "the answer was lost".into(),
-            source: None,
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl imgest_core::ports::ImageIndex for AnswerLost {
-        async fn claim(
-            &self,
-            id: &ImageId,
-            now: imgest_core::domain::Timestamp,
-            claim_ttl: Duration,
-            orphan_ttl: Duration,
-        ) -> Result<Claim, StoreError> {
-            self.0.claim(id, now, claim_ttl, orphan_ttl).await
-        }
-        async fn complete(
-            &self,
-            id: &ImageId,
-            generation: &Generation,
-            ready: ReadyImage,
-            now: imgest_core::domain::Timestamp,
-            orphan_ttl: Duration,
-        ) -> Result<ImageRecord, StoreError> {
-            self.0
-                .complete(id, generation, ready, now, orphan_ttl)
-                .await?;
-            Err(lost())
-        }
-        async fn create_ready(
-            &self,
-            id: &ImageId,
-            generation: &Generation,
-            ready: ReadyImage,
-            now: imgest_core::domain::Timestamp,
-            orphan_ttl: Duration,
-        ) -> Result<Option<ImageRecord>, StoreError> {
-            self.0
-                .create_ready(id, generation, ready, now, orphan_ttl)
-                .await?;
-            Err(lost())
-        }
-        async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
-            self.0.abandon(id, generation).await
-        }
-        async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
-            self.0.get(id).await
-        }
-        async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
-            self.0.get_many(ids).await
-        }
-        async fn expired(
-            &self,
-            now: imgest_core::domain::Timestamp,
-            limit: usize,
-        ) -> Result<Vec<ImageRecord>, StoreError> {
-            self.0.expired(now, limit).await
-        }
-        async fn delete_if_expired(
-            &self,
-            id: &ImageId,
-            generation: &Generation,
-            now: imgest_core::domain::Timestamp,
-        ) -> Result<bool, StoreError> {
-            self.0.delete_if_expired(id, generation, now).await
-        }
-        async fn replace_files(
-            &self,
-            id: &ImageId,
-            expected: &Generation,
-            generation: &Generation,
-            ready: ReadyImage,
-            keep_previous_until: imgest_core::domain::Timestamp,
-        ) -> Result<Option<ImageRecord>, StoreError> {
-            self.0
-                .replace_files(id, expected, generation, ready, keep_previous_until)
-                .await
-        }
-        async fn correct_link_count(
-            &self,
-            seen: &ImageRecord,
-            count: u32,
-            now: imgest_core::domain::Timestamp,
-            orphan_ttl: Duration,
-        ) -> Result<bool, StoreError> {
-            self.0
-                .correct_link_count(seen, count, now, orphan_ttl)
-                .await
-        }
-        async fn scan(
-            &self,
-            segment: u32,
-            segments: u32,
-            cursor: Option<&str>,
-            limit: usize,
-        ) -> Result<imgest_core::ports::ScanPage, StoreError> {
-            self.0.scan(segment, segments, cursor, limit).await
-        }
+    /// The crash model's index for one request: its `write`th write applied and answered with
+    /// `fault`.
+    fn misanswering(store: &Arc<SqliteStore>, fault: Fault) -> Arc<dyn ImageIndex> {
+        Arc::new(FaultyImages {
+            inner: store.clone(),
+            faults: Faults::new(fault),
+        })
     }
 
     #[tokio::test]
     async fn a_record_written_whose_answer_was_lost_keeps_its_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-        let service = service_with(dir.path(), 8, store.clone(), Arc::new(AnswerLost(store)));
         let png = Bytes::from(
             std::fs::read(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -719,18 +612,33 @@ mod tests {
             ))
             .unwrap(),
         );
-        // A crawled photo (created without a claim) and an upload (a claim, completed).
-        let fetched = service
-            .store_fetched(ImageId::of_bytes(&photo()), photo())
-            .await
-            .unwrap();
-        let uploaded = service.upload_bytes(png).await.unwrap();
-        for outcome in [fetched, uploaded] {
-            assert!(!outcome.deduplicated);
-            let record = service.ports.images.get(&outcome.record.id).await.unwrap();
-            assert_eq!(record.as_ref(), Some(&outcome.record));
-            for key in outcome.record.file_keys() {
-                assert!(service.ports.blobs.get(&key).await.is_ok(), "{key} is kept");
+        // The record write is a crawled photo's 1st write (`create_ready`, no claim) and an
+        // upload's 2nd (its claim, then `complete`); answered as timed out or as refused.
+        for fault in [Fault::TimedOutAfterApply(0), Fault::RefusedAfterApply(0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+            let at = |n| match fault {
+                Fault::TimedOutAfterApply(_) => Fault::TimedOutAfterApply(n),
+                _ => Fault::RefusedAfterApply(n),
+            };
+            let crawling = service_with(dir.path(), 8, store.clone(), misanswering(&store, at(1)));
+            let fetched = crawling
+                .store_fetched(ImageId::of_bytes(&photo()), photo())
+                .await
+                .unwrap();
+            let uploading = service_with(dir.path(), 8, store.clone(), misanswering(&store, at(2)));
+            let uploaded = uploading.upload_bytes(png.clone()).await.unwrap();
+            for (service, outcome) in [(&crawling, fetched), (&uploading, uploaded)] {
+                assert!(!outcome.deduplicated, "{fault:?}");
+                assert_eq!(service.counts().record_answers_lost, 1, "{fault:?}");
+                let record = store.get(&outcome.record.id).await.unwrap();
+                assert_eq!(record.as_ref(), Some(&outcome.record), "{fault:?}");
+                for key in outcome.record.file_keys() {
+                    assert!(
+                        service.ports.blobs.get(&key).await.is_ok(),
+                        "{key} is kept ({fault:?})"
+                    );
+                }
             }
         }
     }

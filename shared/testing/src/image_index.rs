@@ -17,6 +17,7 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     claim_revives_an_expired_ready_record,
     a_reupload_within_the_refresh_granularity_writes_nothing,
     an_expired_claim_is_taken_over_under_a_new_generation,
+    a_claim_made_again_after_it_was_applied_is_the_callers,
     abandon_removes_only_the_holders_claim,
     complete_without_the_claim_is_a_conflict,
     get_many_keeps_the_order_of_ids_and_skips_missing,
@@ -30,7 +31,10 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
 );
 
 async fn claim(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Claim {
-    images.claim(id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap()
+    images
+        .claim(id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap()
 }
 
 async fn claim_new(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Generation {
@@ -210,6 +214,48 @@ pub async fn an_expired_claim_is_taken_over_under_a_new_generation(images: Arc<d
         "{refused:?}"
     );
     assert_eq!(must_get(images, &id).await, done);
+}
+
+/// A claim applied whose answer was lost is made again by the SDK's retry: the same proposed
+/// generation finds its own claim and answers `New` again, while anyone else waits for it.
+pub async fn a_claim_made_again_after_it_was_applied_is_the_callers(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let proposed = Generation::random();
+    let ours = Claim::New {
+        generation: proposed.clone(),
+    };
+    let first = images
+        .claim(&id, &proposed, BASE, CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(first, ours);
+    let again = images
+        .claim(&id, &proposed, BASE.plus(secs(1)), CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(again, ours);
+    assert_eq!(
+        claim(images, &id, BASE.plus(secs(1))).await,
+        Claim::InProgress {
+            claim_expires_at: BASE.plus(CLAIM_TTL)
+        }
+    );
+    // A take-over under a proposed generation is recognised the same way.
+    let late = BASE.plus(CLAIM_TTL);
+    let taker = Generation::random();
+    for _ in 0..2 {
+        assert_eq!(
+            images
+                .claim(&id, &taker, late, CLAIM_TTL, ORPHAN_TTL)
+                .await
+                .unwrap(),
+            Claim::New {
+                generation: taker.clone()
+            }
+        );
+    }
+    assert_eq!(must_get(images, &id).await.generation, taker);
 }
 
 pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {
@@ -412,9 +458,12 @@ pub async fn concurrent_claims_of_a_new_id_make_exactly_one_new(images: Arc<dyn 
         let tasks: Vec<_> = (0..CLAIMANTS)
             .map(|_| {
                 let (images, id) = (images.clone(), id.clone());
-                tokio::spawn(
-                    async move { images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap() },
-                )
+                tokio::spawn(async move {
+                    images
+                        .claim(&id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL)
+                        .await
+                        .unwrap()
+                })
             })
             .collect();
         async move {
@@ -485,7 +534,7 @@ pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIn
     );
     // An upload of the same bytes finds it, as it would a completed claim.
     assert!(matches!(
-        images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap(),
+        images.claim(&id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL).await.unwrap(),
         Claim::Existing(r) if r.generation == generation
     ));
 

@@ -319,11 +319,11 @@ impl DynamoStore {
     async fn put_claim(
         &self,
         id: &ImageId,
+        generation: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
-        let generation = Generation::random();
         let claim_expires_at = now.plus(claim_ttl);
         let mut item = image_key(id);
         for (attr, value) in [
@@ -342,7 +342,9 @@ impl DynamoStore {
         let created = self
             .put_new_image(item, &format!("claiming image {id}"))
             .await?;
-        Ok(created.then_some(Claim::New { generation }))
+        Ok(created.then(|| Claim::New {
+            generation: generation.clone(),
+        }))
     }
 
     /// Puts an image item if the id has none; `false` if it has one.
@@ -405,16 +407,16 @@ impl DynamoStore {
         }
     }
 
-    /// Takes over an expired claim as seen under a fresh generation; `None` if it changed.
+    /// Takes over an expired claim as seen under `generation`; `None` if it changed.
     async fn take_over(
         &self,
         seen: &ImageRecord,
+        generation: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
         let id = &seen.id;
-        let generation = Generation::random_other_than(&seen.generation);
         let claim_expires_at = now.plus(claim_ttl);
         let mut e = Expr::new();
         e.set(GENERATION, s(generation.as_str()))
@@ -437,12 +439,11 @@ impl DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(_) => Ok(Some(Claim::New { generation })),
+            Ok(_) => Ok(Some(Claim::New {
+                generation: generation.clone(),
+            })),
             Err(e) if is_condition_failed(&e) => Ok(None),
-            Err(e) => Err(sdk_error(
-                format!("taking over the claim of image {id}"),
-                e,
-            )),
+            Err(e) => Err(sdk_error(format!("taking over the claim of image {id}"), e)),
         }
     }
 
@@ -551,6 +552,7 @@ impl ImageIndex for DynamoStore {
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
@@ -560,17 +562,27 @@ impl ImageIndex for DynamoStore {
                 backoff(attempt - 2).await;
             }
             let outcome = match self.get_image(id).await? {
-                None => self.put_claim(id, now, claim_ttl, orphan_ttl).await?,
+                None => {
+                    self.put_claim(id, proposed, now, claim_ttl, orphan_ttl)
+                        .await?
+                }
                 Some(seen) if seen.is_freshly_refreshed(now, orphan_ttl) => {
                     Some(Claim::Existing(seen))
                 }
                 Some(seen) => match seen.state {
                     ImageState::Ready { .. } => self.refresh(&seen, now, orphan_ttl).await?,
+                    // Our own claim: a put whose answer was lost, refused when made again.
+                    ImageState::Processing { .. } if &seen.generation == proposed => {
+                        Some(Claim::New {
+                            generation: proposed.clone(),
+                        })
+                    }
                     ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
                         Some(Claim::InProgress { claim_expires_at })
                     }
                     ImageState::Processing { .. } => {
-                        self.take_over(&seen, now, claim_ttl, orphan_ttl).await?
+                        self.take_over(&seen, proposed, now, claim_ttl, orphan_ttl)
+                            .await?
                     }
                 },
             };

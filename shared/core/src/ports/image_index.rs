@@ -46,14 +46,17 @@ pub struct ScanPage {
 
 #[async_trait]
 pub trait ImageIndex: Send + Sync {
-    /// Atomically: no record → create a `Processing` claim with a fresh generation, expiring at
-    /// `now + claim_ttl` (`Claim::New`); a `Ready` record → refresh it (`Claim::Existing`), or
-    /// return it unwritten if it [`is_freshly_refreshed`](ImageRecord::is_freshly_refreshed);
-    /// an unexpired claim → `Claim::InProgress`; an expired claim → take it over with a fresh
-    /// generation (`Claim::New`).
+    /// Atomically: no record → create a `Processing` claim under `proposed` (a fresh
+    /// generation the caller drew), expiring at `now + claim_ttl` (`Claim::New`); a `Ready`
+    /// record → refresh it (`Claim::Existing`), or return it unwritten if it
+    /// [`is_freshly_refreshed`](ImageRecord::is_freshly_refreshed); a claim under `proposed`
+    /// → `Claim::New` again (the caller's own: an earlier attempt of this request was applied
+    /// and its answer lost, so the SDK's retry finds it); another unexpired claim →
+    /// `Claim::InProgress`; an expired claim → take it over under `proposed` (`Claim::New`).
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,

@@ -188,6 +188,7 @@ fn millis(d: Duration, from: Timestamp) -> i64 {
 fn claim_tx(
     conn: &mut Connection,
     id: &ImageId,
+    proposed: &Generation,
     now: Timestamp,
     claim_ttl: Duration,
     orphan_ttl: Duration,
@@ -200,7 +201,7 @@ fn claim_tx(
             // `refresh_granularity`).
             Some(record) if record.is_freshly_refreshed(now, orphan_ttl) => Claim::Existing(record),
             None => {
-                let generation = Generation::random();
+                let generation = proposed.clone();
                 tx.execute(
                     "INSERT INTO images (id, generation, state, claim_expires_at, created_at, \
                  last_update, link_count, expires_at) \
@@ -231,13 +232,17 @@ fn claim_tx(
                     record.expires_at = orphan_expiry;
                     Claim::Existing(record)
                 }
+                // Our own claim, made by an earlier attempt whose answer was lost.
+                ImageState::Processing { .. } if &record.generation == proposed => Claim::New {
+                    generation: proposed.clone(),
+                },
                 ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
                     Claim::InProgress { claim_expires_at }
                 }
                 ImageState::Processing { .. } => {
                     // The holder crashed: take over under a generation of our own, so its late
                     // writes never land on our keys and its `complete` is refused.
-                    let generation = Generation::random_other_than(&record.generation);
+                    let generation = proposed.clone();
                     tx.execute(
                     "UPDATE images SET generation = ?2, claim_expires_at = ?3, created_at = ?4, \
                      last_update = ?4, link_count = 0, expires_at = NULL \
@@ -483,6 +488,7 @@ impl ImageIndex for SqliteStore {
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
@@ -494,8 +500,8 @@ impl ImageIndex for SqliteStore {
         {
             return Ok(Claim::Existing(record));
         }
-        let id = id.clone();
-        self.run(move |conn| claim_tx(conn, &id, now, claim_ttl, orphan_ttl))
+        let (id, proposed) = (id.clone(), proposed.clone());
+        self.run(move |conn| claim_tx(conn, &id, &proposed, now, claim_ttl, orphan_ttl))
             .await
     }
 
