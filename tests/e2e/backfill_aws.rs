@@ -43,6 +43,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
         }
     };
 
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     // The schedule: every pass over every segment (3 records read per pass), all three queued.
     let report = backfill::enumerate(&new).await.unwrap();
@@ -77,6 +78,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
         new.backfill_status().await.unwrap().run.unwrap().state,
         RunState::Running
     );
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     assert_eq!(backfill::enumerate(&new).await.unwrap().queued, 3);
     // A task that is not an image id is dropped; the rest are re-processed once each.
@@ -111,6 +113,7 @@ async fn backfill_status_on_aws_counts_the_dead_letter_queue() {
         .send()
         .await
         .unwrap();
+    app.service.confirm_variants(&[]).await.unwrap();
     app.service.backfill_start().await.unwrap();
     let status = app.service.backfill_status().await.unwrap();
     let failed: u64 = status.failed.iter().map(|(_, n)| n).sum();

@@ -38,7 +38,7 @@ use imgest_core::domain::{IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId
 use imgest_core::ports::{BlobStore, Clock, ImageIndex, ManualClock, OfferLinks};
 use imgest_embedded::sqlite::QueueSender;
 use imgest_embedded::{FsBlobStore, LocalUploadUrls, SqliteStore};
-use imgest_flows::sweep::SweepReport;
+use imgest_flows::sweep::{SweepOptions, SweepReport};
 use imgest_flows::{FlowError, Policy, Ports, Service};
 use imgest_pipeline::{Pipeline, PipelineConfig};
 use imgest_settings::Settings;
@@ -74,6 +74,8 @@ fn policy() -> Policy {
     policy.orphan_ttl = ORPHAN_TTL;
     policy.claim_ttl = CLAIM_TTL;
     policy.sweep_grace = SWEEP_GRACE;
+    // The invariants are the model's subject, not the sweep's stop at a mass deletion.
+    policy.sweep_max_share = 100;
     policy.process_concurrency = 1;
     policy.max_pending_uploads = 16;
     // Backfill tasks due at once: the clock moves only when a history says so.
@@ -799,7 +801,8 @@ async fn perform(op: Op, services: Vec<Arc<Service>>, ctx: Arc<Ctx>) -> Result<(
         Op::Sweep => {
             let mut report = SweepReport::default();
             for shard in &ctx.shards {
-                last.sweep_shard(shard, false, &mut report).await?;
+                last.sweep_shard(shard, SweepOptions::default(), &mut report)
+                    .await?;
             }
         }
         Op::Backfill(c, _) => {

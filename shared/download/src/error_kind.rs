@@ -41,6 +41,9 @@ pub enum FetchErrorKind {
     /// The host's circuit is open (most of its recent requests failed): not tried until a
     /// probe after a cool-down succeeds.
     HostUnavailable,
+    /// The downloaded body was gone when its turn to be processed came (a message redriven
+    /// from the dead-letter queue after the body expired): downloaded again on the next crawl.
+    BodyGone,
 }
 
 /// What the downloader does after a failure of a kind.
@@ -55,7 +58,7 @@ pub enum FailureClass {
 }
 
 impl FetchErrorKind {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::NotFound,
         Self::Forbidden,
         Self::HttpError,
@@ -73,6 +76,7 @@ impl FetchErrorKind {
         Self::ForbiddenHost,
         Self::InvalidUrl,
         Self::HostUnavailable,
+        Self::BodyGone,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +98,7 @@ impl FetchErrorKind {
             Self::ForbiddenHost => "forbidden_host",
             Self::InvalidUrl => "invalid_url",
             Self::HostUnavailable => "host_unavailable",
+            Self::BodyGone => "body_gone",
         }
     }
 
@@ -104,7 +109,8 @@ impl FetchErrorKind {
             | Self::RateLimited
             | Self::Connection
             | Self::Dns
-            | Self::HostUnavailable => FailureClass::Transient,
+            | Self::HostUnavailable
+            | Self::BodyGone => FailureClass::Transient,
             Self::Timeout => FailureClass::Slow,
             Self::NotFound
             | Self::Forbidden

@@ -28,7 +28,7 @@ use tracing::{info, warn};
 
 use super::decode::decode;
 use super::files::{
-    Answer, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
 };
 use super::{FlowError, Service};
 use imgest_core::domain::{
@@ -222,6 +222,21 @@ impl Service {
     /// Starts a run towards the configured variant set, from the first pass. A run already
     /// going towards it is resumed instead (nothing is enumerated twice).
     pub async fn backfill_start(&self) -> Result<BackfillRun, FlowError> {
+        // Every record is rewritten to the configured set, and the sweep then deletes the
+        // previous files: a set nobody confirmed (a typo) must not get that far.
+        let variants = self.variant_set_status().await?;
+        if !variants.is_confirmed() {
+            return Err(FlowError::VariantSetUnconfirmed(format!(
+                "added {:?}, dropped {:?}{}; confirm it with `imgest variants confirm` first",
+                variants.added,
+                variants.dropped,
+                if variants.confirmed.is_none() {
+                    " (none confirmed yet)"
+                } else {
+                    ""
+                }
+            )));
+        }
         // The queue must exist before anything is enumerated onto it.
         self.ports.messages.counts(BACKFILL_QUEUE).await?;
         let target = self.pipeline.version().clone();
@@ -681,7 +696,9 @@ impl Service {
             }
             // Collected or changed meanwhile: that record wins, and these files are no one's.
             FilesFate::Delete => {
-                if let Err(e) = delete_generation_files(&self.ports, id, &generation).await {
+                if let Err(e) =
+                    delete_generation_files(&self.ports, id, &generation, FileScope::Variants).await
+                {
                     warn!(image_id = %id, error = %e, "could not remove files of a re-processing that lost its record; the sweeper will");
                 }
                 Ok(Reprocessed::Gone)

@@ -182,14 +182,31 @@ pub(crate) async fn write_files(
     })
 }
 
-/// Deletes every file under one generation of an image, found by listing its prefixes.
+/// Which of a generation's files a deletion may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileScope {
+    /// The variants only (under `public/`): what a failed upload, crawl or re-processing
+    /// removes. Its original is left to the sweep: only the collectors (GC, the sweep) delete
+    /// originals, the only copy of a photo (on AWS no other function may).
+    Variants,
+    /// The original too: GC, for a record it removed.
+    All,
+}
+
+/// Deletes the files under one generation of an image in `scope`, found by listing.
 pub(crate) async fn delete_generation_files(
     ports: &Ports,
     id: &ImageId,
     generation: &Generation,
+    scope: FileScope,
 ) -> Result<u64, StoreError> {
     let mut deleted = 0;
-    for prefix in BlobKey::generation_prefixes(id, generation) {
+    let [public, originals] = BlobKey::generation_prefixes(id, generation);
+    let prefixes = match scope {
+        FileScope::Variants => vec![public],
+        FileScope::All => vec![public, originals],
+    };
+    for prefix in prefixes {
         loop {
             // Always from the start: the previous page is gone once deleted.
             let page = ports.blobs.list(&prefix, None, 1000).await?;
@@ -220,7 +237,7 @@ pub(crate) async fn delete_record_files(
             Ok(keys.len() as u64)
         }
         ImageState::Processing { .. } => {
-            delete_generation_files(ports, &record.id, &record.generation).await
+            delete_generation_files(ports, &record.id, &record.generation, FileScope::All).await
         }
     }
 }

@@ -5,7 +5,8 @@
 //! gets the existing record (a dedup hit costs one read, plus one conditional write when the
 //! record was last refreshed longer ago than the refresh granularity; no decoding) or waits
 //! for the claimant. Files are written before the record becomes ready, so a ready record never
-//! points at a missing file; a failed or cancelled processing run removes its claim and files.
+//! points at a missing file; a failed or cancelled processing run removes its claim and its
+//! variants (its original is left to the sweep: only the collectors delete originals).
 //!
 //! A dedup hit is the common case and should cost what hashing costs: so the body is kept as
 //! the chunks it arrived in (joined only for new content), and only its magic bytes are checked
@@ -20,11 +21,11 @@ use tracing::{Instrument, info, warn};
 
 use super::decode::decode;
 use super::files::{
-    Answer, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
 };
 use super::service::Ports;
 use super::{FlowError, Service};
-use imgest_core::domain::{Generation, ImageId, ImageRecord, Owner};
+use imgest_core::domain::{Generation, ImageId, ImageRecord, ImageState, Owner, Timestamp};
 use imgest_core::ports::{Claim, StoreError};
 use imgest_core::telemetry::metrics::Stage;
 
@@ -106,14 +107,44 @@ const UPLOAD_RATE_WINDOW: Duration = Duration::from_secs(60);
 /// How often a caller waiting for another caller's claim looks again (doubling, capped).
 const WAIT_FIRST_POLL: Duration = Duration::from_millis(10);
 const WAIT_MAX_POLL: Duration = Duration::from_millis(250);
+/// The `Retry-After` a caller waiting for another's claim is given: the claim's time left,
+/// within these bounds.
+const RETRY_AFTER_MIN: Duration = Duration::from_secs(1);
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(5);
 
 impl Service {
-    /// Uploads `body`, whose MD5 the caller computed while receiving it.
+    /// Uploads `body`, whose MD5 the caller computed while receiving it (an API request): the
+    /// same bytes being processed by another request are waited for `IMGEST_DEDUP_WAIT` at
+    /// most, then answered [`FlowError::StillProcessing`] (`503` with `Retry-After`), well
+    /// before API Gateway gives up on the request.
     pub async fn upload(
         &self,
         id: ImageId,
         body: impl Into<UploadBody>,
     ) -> Result<UploadOutcome, FlowError> {
+        self.upload_within(id, body, self.policy.dedup_wait).await
+    }
+
+    /// [`upload`](Self::upload) for work from a queue (a presigned upload's processing, a
+    /// crawled photo): it may wait up to a claim's lifetime (`IMGEST_CLAIM_TTL`), as a
+    /// message that still finds the bytes in progress then fails retryably and comes back.
+    pub(crate) async fn upload_queued(
+        &self,
+        id: ImageId,
+        body: impl Into<UploadBody>,
+    ) -> Result<UploadOutcome, FlowError> {
+        self.upload_within(id, body, self.policy.claim_ttl).await
+    }
+
+    /// Uploads `body`, waiting at most `wait` (wall-clock time: whatever the store's clock
+    /// says) for another caller's claim on the same bytes.
+    async fn upload_within(
+        &self,
+        id: ImageId,
+        body: impl Into<UploadBody>,
+        wait: Duration,
+    ) -> Result<UploadOutcome, FlowError> {
+        let deadline = tokio::time::Instant::now() + wait;
         let body = body.into();
         if body.is_empty() {
             return Err(FlowError::EmptyBody);
@@ -168,17 +199,29 @@ impl Service {
                         None => continue,
                     }
                 }
-                Claim::InProgress { .. } => {
+                Claim::InProgress { claim_expires_at } => {
                     waited_rounds += 1;
-                    if waited_rounds > 3 {
-                        return Err(FlowError::StillProcessing(id));
-                    }
-                    if let Some(record) = self.wait_for_claim(&id).await? {
-                        self.counters.uploads_deduplicated.increment(1);
-                        return Ok(UploadOutcome {
-                            record,
-                            deduplicated: true,
-                        });
+                    let waited = if waited_rounds > 3 {
+                        Waited::Deadline { claim_expires_at }
+                    } else {
+                        self.wait_for_claim(&id, claim_expires_at, deadline).await?
+                    };
+                    match waited {
+                        Waited::Ready(record) => {
+                            self.counters.uploads_deduplicated.increment(1);
+                            return Ok(UploadOutcome {
+                                record,
+                                deduplicated: true,
+                            });
+                        }
+                        Waited::Ended => {}
+                        Waited::Deadline { claim_expires_at } => {
+                            let left = claim_expires_at.since(self.ports.clock.now());
+                            return Err(FlowError::StillProcessing {
+                                id,
+                                retry_after: left.clamp(RETRY_AFTER_MIN, RETRY_AFTER_MAX),
+                            });
+                        }
                     }
                 }
             }
@@ -280,7 +323,7 @@ impl Service {
         }
         // A peek: new bytes are stored with a conditional write, and a record seen is claimed.
         if self.ports.images.peek(&id).await?.is_some() {
-            return self.upload(id, body).await;
+            return self.upload_queued(id, body).await;
         }
         let checked = self
             .pipeline
@@ -303,22 +346,37 @@ impl Service {
                 })
             }
             // Stored meanwhile (the same bytes under another URL, or uploaded): theirs wins.
-            None => self.upload(id, body).await,
+            None => self.upload_queued(id, body).await,
         }
     }
 
-    /// Waits until another caller's claim on `id` ends. Returns the ready record, or `None` when
-    /// the claim ended without one (failed, or expired: the caller claims again).
-    async fn wait_for_claim(&self, id: &ImageId) -> Result<Option<ImageRecord>, FlowError> {
+    /// Waits until another caller's claim on `id` ends, or until `deadline`.
+    async fn wait_for_claim(
+        &self,
+        id: &ImageId,
+        mut claim_expires_at: Timestamp,
+        deadline: tokio::time::Instant,
+    ) -> Result<Waited, FlowError> {
         let mut poll = WAIT_FIRST_POLL;
         loop {
-            tokio::time::sleep(poll).await;
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(Waited::Deadline { claim_expires_at });
+            }
+            tokio::time::sleep(poll.min(deadline - now)).await;
             poll = (poll * 2).min(WAIT_MAX_POLL);
             let now = self.ports.clock.now();
             match self.ports.images.get(id).await? {
-                Some(record) if record.is_ready() => return Ok(Some(record)),
-                Some(record) if !record.is_expired(now) => continue,
-                _ => return Ok(None),
+                Some(record) if record.is_ready() => return Ok(Waited::Ready(record)),
+                Some(record) if !record.is_expired(now) => {
+                    if let ImageState::Processing {
+                        claim_expires_at: at,
+                    } = record.state
+                    {
+                        claim_expires_at = at;
+                    }
+                }
+                _ => return Ok(Waited::Ended),
             }
         }
     }
@@ -424,6 +482,16 @@ impl Service {
     }
 }
 
+/// How a wait for another caller's claim ended.
+enum Waited {
+    /// Its record is ready.
+    Ready(ImageRecord),
+    /// It ended without one (failed, or expired): claim again.
+    Ended,
+    /// Still held at the deadline; it expires at `claim_expires_at`.
+    Deadline { claim_expires_at: Timestamp },
+}
+
 /// A record of ours is written: the files are its now.
 fn stored(guard: &mut ClaimGuard, record: ImageRecord) -> ImageRecord {
     guard.disarm();
@@ -508,7 +576,7 @@ impl Drop for ClaimGuard {
 
 /// Best effort: what it cannot delete, the sweeper deletes after its grace period.
 async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_claim: bool) {
-    if let Err(e) = delete_generation_files(&ports, &id, &generation).await {
+    if let Err(e) = delete_generation_files(&ports, &id, &generation, FileScope::Variants).await {
         warn!(image_id = %id, generation = %generation, error = %e, "could not remove files of a failed upload; the sweeper will");
     }
     if abandon_claim && let Err(e) = ports.images.abandon(&id, &generation).await {

@@ -198,9 +198,15 @@ impl From<FlowError> for ApiError {
             | FlowError::DuplicateImage(_)
             | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             FlowError::Overloaded | FlowError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            FlowError::StillProcessing(_) => StatusCode::SERVICE_UNAVAILABLE,
+            FlowError::StillProcessing { .. } => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Store(s) if s.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
-            FlowError::Store(_) | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // Operator flows' refusals: no route leads to them.
+            FlowError::VariantDropUnconfirmed(_)
+            | FlowError::VariantSetUnconfirmed(_)
+            | FlowError::SweepStopped(_)
+            | FlowError::BodyGone(_)
+            | FlowError::Store(_)
+            | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status.is_server_error() {
             error!(kind = e.kind(), error = %e, "request failed");
@@ -212,7 +218,9 @@ impl From<FlowError> for ApiError {
             e.kind()
         };
         let mut api = Self::new(status, kind, e.to_string());
-        if let FlowError::RateLimited { retry_after } = e {
+        if let FlowError::RateLimited { retry_after }
+        | FlowError::StillProcessing { retry_after, .. } = e
+        {
             api.retry_after = Some(retry_after);
         }
         api
@@ -263,7 +271,10 @@ mod tests {
             FlowError::RateLimited {
                 retry_after: std::time::Duration::from_secs(3),
             },
-            FlowError::StillProcessing(image),
+            FlowError::StillProcessing {
+                id: image,
+                retry_after: std::time::Duration::from_secs(2),
+            },
             FlowError::UploadNotFound(upload.clone()),
             FlowError::UploadExpired(upload.clone()),
             FlowError::UploadAlreadyReceived(upload),
@@ -272,6 +283,12 @@ mod tests {
                 received: 2,
             },
             FlowError::Internal("x".into()),
+            FlowError::VariantDropUnconfirmed(vec![
+                imgest_core::domain::VariantName::parse("large").unwrap(),
+            ]),
+            FlowError::VariantSetUnconfirmed("x".into()),
+            FlowError::SweepStopped("x".into()),
+            FlowError::BodyGone("x".into()),
             store(StoreError::NotFound("x".into())),
             store(StoreError::Conflict("x".into())),
             store(StoreError::Unavailable {
@@ -324,11 +341,15 @@ mod tests {
                 | FlowError::TooManyPhotos { .. }
                 | FlowError::Overloaded
                 | FlowError::RateLimited { .. }
-                | FlowError::StillProcessing(_)
+                | FlowError::StillProcessing { .. }
                 | FlowError::UploadNotFound(_)
                 | FlowError::UploadExpired(_)
                 | FlowError::UploadAlreadyReceived(_)
                 | FlowError::SizeMismatch { .. }
+                | FlowError::VariantDropUnconfirmed(_)
+                | FlowError::VariantSetUnconfirmed(_)
+                | FlowError::SweepStopped(_)
+                | FlowError::BodyGone(_)
                 | FlowError::Store(_)
                 | FlowError::Internal(_) => {}
             }
