@@ -26,3 +26,4 @@ mod presigned;
 mod retries_aws;
 mod scenario;
 mod stats;
+mod strong_hash;

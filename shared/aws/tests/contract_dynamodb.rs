@@ -87,6 +87,7 @@ fn ready() -> ReadyImage {
         original_bytes: 30,
         variants: Vec::new(),
         variant_set: imgest_core::domain::VariantSetVersion::of(&[b"none"]),
+        sha256: None,
     }
 }
 

@@ -41,6 +41,9 @@ pub enum FetchErrorKind {
     /// The host's circuit is open (most of its recent requests failed): not tried until a
     /// probe after a cool-down succeeds.
     HostUnavailable,
+    /// The body has the MD5 of a stored image but another SHA-256 (an MD5 collision): refused,
+    /// never linked.
+    HashCollision,
     /// The downloaded body was gone when its turn to be processed came (a message redriven
     /// from the dead-letter queue after the body expired): downloaded again on the next crawl.
     BodyGone,
@@ -58,7 +61,7 @@ pub enum FailureClass {
 }
 
 impl FetchErrorKind {
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::NotFound,
         Self::Forbidden,
         Self::HttpError,
@@ -76,6 +79,7 @@ impl FetchErrorKind {
         Self::ForbiddenHost,
         Self::InvalidUrl,
         Self::HostUnavailable,
+        Self::HashCollision,
         Self::BodyGone,
     ];
 
@@ -98,6 +102,7 @@ impl FetchErrorKind {
             Self::ForbiddenHost => "forbidden_host",
             Self::InvalidUrl => "invalid_url",
             Self::HostUnavailable => "host_unavailable",
+            Self::HashCollision => "hash_collision",
             Self::BodyGone => "body_gone",
         }
     }
@@ -122,7 +127,8 @@ impl FetchErrorKind {
             | Self::TooManyRedirects
             | Self::ForbiddenAddress
             | Self::ForbiddenHost
-            | Self::InvalidUrl => FailureClass::Permanent,
+            | Self::InvalidUrl
+            | Self::HashCollision => FailureClass::Permanent,
         }
     }
 

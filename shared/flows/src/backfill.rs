@@ -682,7 +682,7 @@ impl Service {
             .replace_files(id, &record.generation, &generation, ready, keep)
             .await;
         let answer = match &replaced {
-            Ok(Some(record)) => Answer::Applied(record.clone()),
+            Ok(Some(record)) => Answer::Applied(Box::new(record.clone())),
             Ok(None) => Answer::Refused,
             Err(e) => Answer::Failed(e),
         };

@@ -27,6 +27,8 @@ imgest_core::counters! {
     backfill_runs,
     /// Record writes answered "refused" or failed that had been applied: the answer was lost.
     record_answers_lost,
+    /// Bodies whose MD5 named a stored image with another SHA-256 (an MD5 collision): refused.
+    hash_collisions,
 }
 
 imgest_core::counters! {

@@ -26,6 +26,10 @@ pub enum FlowError {
     Overloaded,
     #[error("too many uploads from this caller; try again in {}s", retry_after.as_secs().max(1))]
     RateLimited { retry_after: std::time::Duration },
+    #[error(
+        "image {0}: these bytes have the MD5 of a stored image but not its SHA-256 (an MD5 collision); refused"
+    )]
+    HashCollision(ImageId),
     #[error("the same photo is still being processed by another request; try again in {}s", retry_after.as_secs().max(1))]
     StillProcessing {
         id: ImageId,
@@ -79,6 +83,7 @@ impl FlowError {
             Self::TooManyPhotos { .. } => "too_many_photos",
             Self::Overloaded | Self::RateLimited { .. } => "too_many_requests",
             Self::StillProcessing { .. } => "still_processing",
+            Self::HashCollision(_) => "hash_collision",
             Self::VariantDropUnconfirmed(_) => "variant_drop_unconfirmed",
             Self::VariantSetUnconfirmed(_) => "variant_set_unconfirmed",
             Self::SweepStopped(_) => "sweep_stopped",

@@ -17,7 +17,8 @@ use tracing::{info, warn};
 use super::{FlowCounters, FlowError};
 use imgest_core::Ports;
 use imgest_core::domain::{
-    BlobKey, Generation, ImageId, ImageRecord, ImageState, StoredVariant, VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, StoredVariant,
+    VariantSetVersion,
 };
 use imgest_core::ports::{ReadyImage, StoreError};
 use imgest_pipeline::Processed;
@@ -37,7 +38,7 @@ pub(crate) enum RecordWrite<'a> {
 #[derive(Debug)]
 pub(crate) enum Answer<'a> {
     /// Written: the record it returned.
-    Applied(ImageRecord),
+    Applied(Box<ImageRecord>),
     /// Refused by its condition (`None` from `create_ready`/`replace_files`, `Conflict` from
     /// `complete`).
     Refused,
@@ -49,7 +50,7 @@ pub(crate) enum Answer<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum FilesFate {
     /// The record names them: they are its files. Never delete.
-    Ours(ImageRecord),
+    Ours(Box<ImageRecord>),
     /// No write of ours can make a record name them, now or later: delete them.
     Delete,
     /// Unknown: leave them to the sweep.
@@ -71,7 +72,7 @@ pub(crate) fn decide(
         (_, Err(_)) => FilesFate::Leave,
         (_, Ok(Some(record))) if &record.generation == ours => {
             if record.is_ready() {
-                FilesFate::Ours(record.clone())
+                FilesFate::Ours(Box::new(record.clone()))
             } else {
                 // Still our claim: a failed completion may yet land; a refused one is
                 // unexplained. Either way the files are not known to be garbage.
@@ -173,6 +174,7 @@ pub(crate) async fn write_files(
     }
     counters.files_written.increment(writes.len() as u64);
     Ok(ReadyImage {
+        sha256: Some(ContentHash::of_bytes(original)),
         format: processed.format,
         width: processed.width,
         height: processed.height,
@@ -256,6 +258,7 @@ mod tests {
                 original_bytes: 1,
                 variants: Vec::new(),
                 variant_set: None,
+                sha256: None,
             }
         } else {
             ImageState::Processing {
@@ -300,7 +303,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let ours_ready = record(&ours, true);
-        let is_ours = FilesFate::Ours(ours_ready.clone());
+        let is_ours = FilesFate::Ours(Box::new(ours_ready.clone()));
         for write in [RecordWrite::Complete, RecordWrite::CreateReady, replace] {
             // Ours and ready: the write went through.
             assert_eq!(
@@ -346,7 +349,7 @@ mod tests {
             decide(
                 RecordWrite::CreateReady,
                 &ours,
-                &Answer::Applied(ours_ready.clone()),
+                &Answer::Applied(Box::new(ours_ready.clone())),
                 Err(&read_failure)
             ),
             is_ours

@@ -427,6 +427,7 @@ impl Service {
             original_bytes,
             variants,
             variant_set,
+            sha256,
         } = &record.state
         else {
             return (None, false);
@@ -457,6 +458,7 @@ impl Service {
             variant_set: variant_set
                 .clone()
                 .unwrap_or_else(VariantSetVersion::unknown),
+            sha256: *sha256,
         };
         (Some((retired, ready)), kept)
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tracing::{Instrument, info, warn};
+use tracing::{Instrument, error, info, warn};
 
 use super::decode::decode;
 use super::files::{
@@ -25,7 +25,9 @@ use super::files::{
 };
 use super::service::Ports;
 use super::{FlowError, Service};
-use imgest_core::domain::{Generation, ImageId, ImageRecord, ImageState, Owner, Timestamp};
+use imgest_core::domain::{
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, Owner, Timestamp,
+};
 use imgest_core::ports::{Claim, StoreError};
 use imgest_core::telemetry::metrics::Stage;
 
@@ -73,6 +75,11 @@ impl UploadBody {
                     .collect(),
             ),
         }
+    }
+
+    /// SHA-256 of the whole body, over its chunks as they arrived.
+    pub fn strong_hash(&self) -> ContentHash {
+        ContentHash::of_chunks(self.chunks.iter().map(|c| c.as_ref()))
     }
 
     /// The whole body in one buffer (no copy when it arrived in one chunk).
@@ -156,8 +163,17 @@ impl Service {
             .inspect_err(|_| {
                 self.counters.pipeline_rejections.increment(1);
             })?;
+        // Every hit on the MD5 is checked against the body's SHA-256 (computed once, when a
+        // record is found: new content gets its hash from the files step).
+        let mut sha256: Option<ContentHash> = None;
         let mut body = Some(body);
         let mut joined = Bytes::new();
+        let mut strong_hash = |body: &Option<UploadBody>, joined: &Bytes| {
+            *sha256.get_or_insert_with(|| match body {
+                Some(parts) => parts.strong_hash(),
+                None => ContentHash::of_bytes(joined),
+            })
+        };
 
         // A waiter re-claims when the claimant gave up (abandoned or expired claim); the loop is
         // bounded because each round either returns or sees a claim end.
@@ -165,6 +181,9 @@ impl Service {
         loop {
             match self.claim(&id).await? {
                 Claim::Existing(record) => {
+                    let record = self
+                        .verify_hit(record, &strong_hash(&body, &joined))
+                        .await?;
                     self.counters.uploads_deduplicated.increment(1);
                     return Ok(UploadOutcome {
                         record,
@@ -208,6 +227,9 @@ impl Service {
                     };
                     match waited {
                         Waited::Ready(record) => {
+                            let record = self
+                                .verify_hit(*record, &strong_hash(&body, &joined))
+                                .await?;
                             self.counters.uploads_deduplicated.increment(1);
                             return Ok(UploadOutcome {
                                 record,
@@ -228,21 +250,70 @@ impl Service {
         }
     }
 
-    /// The images among `ids` that are stored, each refreshed as an upload of its bytes would
-    /// refresh it (its orphan expiry pushed back, an expired one not yet collected revived), in
-    /// the order of `ids` (each once): a client that hashed its photos asks first and sends only
-    /// the others. An id without a record stays without one: only ids with a ready record are
-    /// claimed, and a record collected in between gets the claim back at once.
-    pub async fn known_images(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, FlowError> {
-        let mut seen = std::collections::HashSet::with_capacity(ids.len());
-        let ids: Vec<ImageId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+    /// A record found under an MD5 is the bytes we hold only if their SHA-256s agree too:
+    /// MD5 collisions between two different photos are cheap to make. A mismatch is refused
+    /// (`409 hash_collision`), counted and logged, and never linked. A record written before
+    /// strong hashes were recorded is checked against its original once, and given the hash.
+    pub(crate) async fn verify_hit(
+        &self,
+        record: ImageRecord,
+        ours: &ContentHash,
+    ) -> Result<ImageRecord, FlowError> {
+        let theirs = match record.sha256() {
+            Some(theirs) => *theirs,
+            None => self.adopt_strong_hash(&record).await?,
+        };
+        if &theirs != ours {
+            self.counters.hash_collisions.increment(1);
+            error!(image_id = %record.id, ours = %ours, theirs = %theirs, "an MD5 collision: the bytes differ from the stored image's; refused");
+            return Err(FlowError::HashCollision(record.id));
+        }
+        Ok(record)
+    }
+
+    /// The SHA-256 of a record's original (one written before strong hashes), recorded on it.
+    async fn adopt_strong_hash(&self, record: &ImageRecord) -> Result<ContentHash, FlowError> {
+        let original = self
+            .ports
+            .blobs
+            .get(&BlobKey::original(&record.id, &record.generation))
+            .await?;
+        let hash = ContentHash::of_bytes(&original);
+        // Conditional on the generation, and on no hash yet: a race changes nothing.
+        self.ports
+            .images
+            .set_strong_hash(&record.id, &record.generation, &hash)
+            .await?;
+        info!(image_id = %record.id, "recorded the SHA-256 of an image stored before strong hashes");
+        Ok(hash)
+    }
+
+    /// The images among `photos` (MD5 and SHA-256 of each) that are stored, each refreshed as
+    /// an upload of its bytes would refresh it (its orphan expiry pushed back, an expired one
+    /// not yet collected revived), in the order of `photos` (each once): a client that hashed
+    /// its photos asks first and sends only the others. Only a record whose SHA-256 is the one
+    /// asked about is known: one of another (an MD5 collision) or of none (stored before strong
+    /// hashes; its upload checks it against its original) is left for the client to upload.
+    /// An id without a record stays without one: only ids with a ready record are claimed, and
+    /// a record collected in between gets the claim back at once.
+    pub async fn known_images(
+        &self,
+        photos: &[(ImageId, ContentHash)],
+    ) -> Result<Vec<ImageRecord>, FlowError> {
+        let mut seen = std::collections::HashSet::with_capacity(photos.len());
+        let photos: Vec<&(ImageId, ContentHash)> =
+            photos.iter().filter(|(id, _)| seen.insert(id)).collect();
+        let ids: Vec<ImageId> = photos.iter().map(|(id, _)| id.clone()).collect();
+        let asked: std::collections::HashMap<&ImageId, &ContentHash> =
+            photos.iter().map(|(id, h)| (id, h)).collect();
+        let same = |record: &ImageRecord| record.sha256() == asked.get(&record.id).copied();
         let stored = self.ports.images.get_many(&ids).await?;
         let refreshes = stored
             .into_iter()
-            .filter(ImageRecord::is_ready)
+            .filter(|r| r.is_ready() && same(r))
             .map(|record| self.refresh_known(record.id));
         let refreshed = futures_util::future::try_join_all(refreshes).await?;
-        Ok(refreshed.into_iter().flatten().collect())
+        Ok(refreshed.into_iter().flatten().filter(same).collect())
     }
 
     /// The claim an upload of `id`'s bytes would make, for an id that had a ready record a
@@ -367,7 +438,7 @@ impl Service {
             poll = (poll * 2).min(WAIT_MAX_POLL);
             let now = self.ports.clock.now();
             match self.ports.images.get(id).await? {
-                Some(record) if record.is_ready() => return Ok(Waited::Ready(record)),
+                Some(record) if record.is_ready() => return Ok(Waited::Ready(Box::new(record))),
                 Some(record) if !record.is_expired(now) => {
                     if let ImageState::Processing {
                         claim_expires_at: at,
@@ -446,12 +517,12 @@ impl Service {
                 Record::New => RecordWrite::CreateReady,
             };
             let answer = match &written {
-                Ok(Some(record)) => Answer::Applied(record.clone()),
+                Ok(Some(record)) => Answer::Applied(Box::new(record.clone())),
                 Ok(None) | Err(StoreError::Conflict(_)) => Answer::Refused,
                 Err(e) => Answer::Failed(e),
             };
             match settle_files(&ports, &counters, &id, &generation, write, answer).await {
-                FilesFate::Ours(record) => Ok(Some(stored(&mut guard, record))),
+                FilesFate::Ours(record) => Ok(Some(stored(&mut guard, *record))),
                 // Someone else's record (or none, and ours can never be written): theirs wins.
                 FilesFate::Delete => {
                     info!(image_id = %id, generation = %generation, "the record was written by another run meanwhile");
@@ -485,7 +556,7 @@ impl Service {
 /// How a wait for another caller's claim ended.
 enum Waited {
     /// Its record is ready.
-    Ready(ImageRecord),
+    Ready(Box<ImageRecord>),
     /// It ended without one (failed, or expired): claim again.
     Ended,
     /// Still held at the deadline; it expires at `claim_expires_at`.

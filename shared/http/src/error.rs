@@ -52,7 +52,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
         ],
     ),
     (405, &["method_not_allowed"]),
-    (409, &["upload_already_received"]),
+    (409, &["upload_already_received", "hash_collision"]),
     (410, &["upload_expired"]),
     (413, &["too_large"]),
     (415, &["unsupported_format"]),
@@ -192,7 +192,9 @@ impl From<FlowError> for ApiError {
             | FlowError::OfferNotFound(_)
             | FlowError::UploadNotFound(_) => StatusCode::NOT_FOUND,
             FlowError::UploadExpired(_) => StatusCode::GONE,
-            FlowError::UploadAlreadyReceived(_) => StatusCode::CONFLICT,
+            FlowError::UploadAlreadyReceived(_) | FlowError::HashCollision(_) => {
+                StatusCode::CONFLICT
+            }
             FlowError::SizeMismatch { .. } => StatusCode::BAD_REQUEST,
             FlowError::UnknownImage(_)
             | FlowError::DuplicateImage(_)
@@ -289,6 +291,7 @@ mod tests {
             FlowError::VariantSetUnconfirmed("x".into()),
             FlowError::SweepStopped("x".into()),
             FlowError::BodyGone("x".into()),
+            FlowError::HashCollision(ImageId::of_bytes(b"x")),
             store(StoreError::NotFound("x".into())),
             store(StoreError::Conflict("x".into())),
             store(StoreError::Unavailable {
@@ -350,6 +353,7 @@ mod tests {
                 | FlowError::VariantSetUnconfirmed(_)
                 | FlowError::SweepStopped(_)
                 | FlowError::BodyGone(_)
+                | FlowError::HashCollision(_)
                 | FlowError::Store(_)
                 | FlowError::Internal(_) => {}
             }

@@ -24,7 +24,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use imgest_core::domain::{BlobKey, Generation, ImageId, ImageRecord, OfferKey, Timestamp};
+use imgest_core::domain::{
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OfferKey, Timestamp,
+};
 use imgest_core::ports::{
     BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
     ReadyImage, ScanPage, StoreError,
@@ -399,6 +401,19 @@ impl ImageIndex for FaultyImages {
                     lock(&self.faults.made_ready).push((id.clone(), generation.clone()));
                 }
                 done
+            })
+            .await
+    }
+
+    async fn set_strong_hash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        sha256: &ContentHash,
+    ) -> Result<bool, StoreError> {
+        self.faults
+            .call("images.set_strong_hash", true, || {
+                self.inner.set_strong_hash(id, generation, sha256)
             })
             .await
     }

@@ -7,8 +7,8 @@ use super::{
     BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
 };
 use imgest_core::domain::{
-    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, Timestamp, VariantSetVersion,
-    refresh_granularity,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, Timestamp,
+    VariantSetVersion, refresh_granularity,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, StoreError};
 
@@ -18,6 +18,7 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     a_reupload_within_the_refresh_granularity_writes_nothing,
     an_expired_claim_is_taken_over_under_a_new_generation,
     a_claim_made_again_after_it_was_applied_is_the_callers,
+    a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation,
     abandon_removes_only_the_holders_claim,
     complete_without_the_claim_is_a_conflict,
     get_many_keeps_the_order_of_ids_and_skips_missing,
@@ -104,6 +105,7 @@ pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<
             original_bytes: ready.original_bytes,
             variants: ready.variants,
             variant_set: Some(ready.variant_set),
+            sha256: ready.sha256,
         }
     );
     assert_eq!((record.created_at, record.last_update), (t0, t1));
@@ -256,6 +258,72 @@ pub async fn a_claim_made_again_after_it_was_applied_is_the_callers(images: Arc<
         );
     }
     assert_eq!(must_get(images, &id).await.generation, taker);
+}
+
+/// A record written before strong hashes gets one, once, for its own generation; a record
+/// written with one keeps it through a re-pointing that brings none (a retired variant).
+pub async fn a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let Claim::New { generation } = claim(images, &id, BASE).await else {
+        panic!("a fresh id is new");
+    };
+    let hash = ContentHash::of_bytes(b"the original");
+    // A claim has no hash to record.
+    assert!(
+        !images
+            .set_strong_hash(&id, &generation, &hash)
+            .await
+            .unwrap()
+    );
+    let legacy = ReadyImage {
+        sha256: None,
+        ..sample_ready()
+    };
+    let record = images
+        .complete(&id, &generation, legacy.clone(), BASE, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(record.sha256(), None);
+    assert!(
+        !images
+            .set_strong_hash(&id, &Generation::random(), &hash)
+            .await
+            .unwrap(),
+        "another generation"
+    );
+    assert!(
+        images
+            .set_strong_hash(&id, &generation, &hash)
+            .await
+            .unwrap()
+    );
+    let other = ContentHash::of_bytes(b"another original");
+    assert!(
+        !images
+            .set_strong_hash(&id, &generation, &other)
+            .await
+            .unwrap(),
+        "recorded once"
+    );
+    let record = must_get(images, &id).await;
+    assert_eq!(record.sha256(), Some(&hash));
+    // Re-pointed in place with nothing to say about the hash: it stays.
+    let kept = images
+        .replace_files(&id, &generation, &generation, legacy, BASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.sha256(), Some(&hash));
+    // Missing records and unknown ids change nothing.
+    assert!(
+        !images
+            .set_strong_hash(&random_image_id(), &generation, &hash)
+            .await
+            .unwrap()
+    );
 }
 
 pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {

@@ -89,8 +89,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use imgest_core::domain::{
-    ClientId, Generation, ImageId, ImageRecord, OfferId, OfferKey, SourceFormat, StoredVariant,
-    Tenant, Timestamp, VariantName,
+    ClientId, ContentHash, Generation, ImageId, ImageRecord, OfferId, OfferKey, SourceFormat,
+    StoredVariant, Tenant, Timestamp, VariantName,
 };
 use imgest_core::ports::{
     Checkpoints, Claim, ImageIndex, MessageSender, OfferLinks, ReadyImage, UploadRecords,
@@ -229,6 +229,7 @@ pub(crate) fn sample_ready() -> ReadyImage {
             },
         ],
         variant_set: sample_version(),
+        sha256: Some(ContentHash::of_bytes(b"a sample original")),
     }
 }
 

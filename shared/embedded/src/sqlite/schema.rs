@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -157,6 +157,12 @@ ALTER TABLE images ADD COLUMN previous_generation TEXT;
 ALTER TABLE images ADD COLUMN previous_until INTEGER;
 ";
 
+/// The SHA-256 of each ready image's original, checked on every dedup hit (NULL on rows
+/// written before: the first hit adopts it).
+const V5: &str = "
+ALTER TABLE images ADD COLUMN sha256 TEXT;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -186,6 +192,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 4 {
         tx.execute_batch(V4)
             .map_err(|e| sql_error("recording variant set versions", e))?;
+    }
+    if version < 5 {
+        tx.execute_batch(V5)
+            .map_err(|e| sql_error("recording strong hashes", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
