@@ -31,14 +31,20 @@ const OFFERS: usize = 3;
 const UPLOADERS: usize = 2;
 const CRAWLERS: usize = 2;
 
+/// An offer's photo lists: the last one acknowledged, and those written since without an
+/// answer (any of which may have been applied before the kill).
+#[derive(Debug, Clone, Default)]
+struct OfferLists {
+    acked: Option<Vec<String>>,
+    unanswered: Vec<Vec<String>>,
+}
+
 /// What the clients were told, and what they asked without an answer.
 #[derive(Default)]
 struct Ledger {
     /// Image ids of acknowledged uploads.
     uploads: Vec<String>,
-    /// Per offer: its last acknowledged list, and the lists written since without an answer
-    /// (any of which may have been applied before the kill).
-    offers: HashMap<String, (Option<Vec<String>>, Vec<Vec<String>>)>,
+    offers: HashMap<String, OfferLists>,
     /// Offers of accepted crawls, with the number of URLs each asked for.
     crawls: Vec<(String, usize)>,
 }
@@ -194,7 +200,7 @@ async fn offer_writer(
                 .offers
                 .entry(offer.clone())
                 .or_default()
-                .1
+                .unanswered
                 .push(list.clone());
             list
         };
@@ -212,10 +218,15 @@ async fn offer_writer(
             let mut ledger = ledger.lock().unwrap();
             let entry = ledger.offers.get_mut(&offer).unwrap();
             match status {
-                200 => *entry = (Some(list), Vec::new()),
+                200 => {
+                    *entry = OfferLists {
+                        acked: Some(list),
+                        unanswered: Vec::new(),
+                    }
+                }
                 // Refused: not applied.
                 400..=499 => {
-                    entry.1.pop();
+                    entry.unanswered.pop();
                 }
                 // Whether a 5xx was applied is not known: it stays possible.
                 _ => {}
@@ -347,7 +358,7 @@ async fn killed_runners_lose_nothing_they_acknowledged() {
         eprintln!(
             "round {round}: killed after {work:?}; {} uploads, {} offers, {} crawls acknowledged so far",
             l.uploads.len(),
-            l.offers.values().filter(|o| o.0.is_some()).count(),
+            l.offers.values().filter(|o| o.acked.is_some()).count(),
             l.crawls.len()
         );
     }
@@ -406,7 +417,7 @@ async fn killed_runners_lose_nothing_they_acknowledged() {
 
     // Every offer holds its last acknowledged list, or one written after it without an
     // answer.
-    for (offer, (acked, unanswered)) in &offers {
+    for (offer, OfferLists { acked, unanswered }) in &offers {
         let (status, body) = get(&http, &format!("{base}/v1/offers/{offer}/photos")).await;
         let held: Option<Vec<String>> = (status == 200).then(|| {
             body["photos"]
