@@ -140,6 +140,18 @@ fn imgest_cli(data: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The answer to `request`, or `None` if the runner died first (the connection broke) or the
+/// round ended.
+async fn answered(
+    request: reqwest::RequestBuilder,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<reqwest::Response> {
+    tokio::select! {
+        r = request.send() => r.ok(),
+        _ = stop.changed() => None,
+    }
+}
+
 /// Uploads new photos one after another until told to stop; records each acknowledged one.
 async fn uploader(
     base: String,
@@ -155,13 +167,10 @@ async fn uploader(
         let sent = http
             .post(format!("{base}/v1/images"))
             .header("content-type", "image/jpeg")
-            .body(body)
-            .send();
-        let answer = tokio::select! {
-            r = sent => r,
-            _ = stop.changed() => return,
+            .body(body);
+        let Some(response) = answered(sent, &mut stop).await else {
+            return;
         };
-        let Ok(response) = answer else { return };
         let status = response.status().as_u16();
         let Ok(json) = response.json::<Value>().await else {
             return;
@@ -206,13 +215,10 @@ async fn offer_writer(
         };
         let sent = http
             .put(format!("{base}/v1/offers/{offer}/photos"))
-            .json(&json!({ "image_ids": list }))
-            .send();
-        let answer = tokio::select! {
-            r = sent => r,
-            _ = stop.changed() => return,
+            .json(&json!({ "image_ids": list }));
+        let Some(response) = answered(sent, &mut stop).await else {
+            return;
         };
-        let Ok(response) = answer else { return };
         let status = response.status().as_u16();
         {
             let mut ledger = ledger.lock().unwrap();
@@ -258,13 +264,10 @@ async fn crawler(
             .collect();
         let sent = http
             .post(format!("{base}/v1/crawl"))
-            .json(&json!({"client_id": "acme", "offer_id": offer, "urls": urls}))
-            .send();
-        let answer = tokio::select! {
-            r = sent => r,
-            _ = stop.changed() => return,
+            .json(&json!({"client_id": "acme", "offer_id": offer, "urls": urls}));
+        let Some(response) = answered(sent, &mut stop).await else {
+            return;
         };
-        let Ok(response) = answer else { return };
         if response.status().as_u16() == 202 {
             ledger.lock().unwrap().crawls.push((offer, urls.len()));
         }
