@@ -2,8 +2,10 @@
 # Dedup hits through the local runner's HTTP API: `imgest serve` on 127.0.0.1 pinned to one
 # core, one ~1 MB JPEG uploaded once, then wrk POSTs the same bytes again and again from the
 # other core. Prints requests/s, p50/p99 latency and the MB/s the server hashes, next to the
-# md-5 crate's single-core MB/s measured in the same run (`imgest-bench md5`, same core):
-# a dedup hit is MD5 of the body plus one record write, so that is its ceiling.
+# md-5 crate's single-core MB/s measured in the same run (`imgest-bench md5`, same core): a
+# dedup hit is MD5 of the body, its SHA-256 (checked against the stored image's) and one record
+# write, so the share of MD5 alone is what the issue's bound (70 %) is about, and MD5 then
+# SHA-256 is the hit's hashing ceiling.
 #
 # Usage: bench/dedup.sh [SECONDS]   (default 10; wrk runs once for that long)
 #
@@ -70,4 +72,7 @@ print(f"  {r['req_s']:.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f
 print(f"  {mb_s:.0f} MB/s hashed end to end; md-5 alone on one core: {m['md5_mb_s_median']:.0f} MB/s "
       f"(before {before['md5_mb_s_median']:.0f}, after {after['md5_mb_s_median']:.0f}) "
       f"-> {100 * mb_s / m['md5_mb_s_median']:.0f} %")
+both = (before["md5_then_sha256_mb_s_median"] + after["md5_then_sha256_mb_s_median"]) / 2
+print(f"  MD5 then SHA-256 on one core: {both:.0f} MB/s (the hit's hashing ceiling, "
+      f"{100 * both / m['md5_mb_s_median']:.0f} % of MD5 alone; SHA extensions: {after['sha_ni']})")
 PY

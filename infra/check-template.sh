@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks the SAM template offline: cfn-lint, then `sam validate --lint` (SAM's own transform and
-# its bundled cfn-lint), both with fake credentials and no AWS account; and that the JSON the
-# template and the handler tests read parses (the state machine definition, events/*.json).
+# its bundled cfn-lint), both with fake credentials and no AWS account; the data-safety rules
+# of infra/template_rules.py (versioned bucket, protected table, bodies outliving their dead
+# letters, alarms that notify; who may delete what is tests/e2e/template/permissions.rs's);
+# and that the JSON the template and the handler tests read parses (the state machine definition, events/*.json).
 # Any finding fails the check, warnings and informational ones included (cfn-lint's default
 # non-zero exit for every severity): the template has none today, keep it so.
 #
@@ -58,6 +60,9 @@ for path in ["infra/statemachine/delayed-send.asl.json"] + sorted(glob.glob("eve
         bad = True
 sys.exit(1 if bad else 0)
 EOF
+
+say "data-safety rules (infra/template_rules.py)"
+"$venv/bin/python" infra/template_rules.py template.yaml
 
 say "cfn-lint $CFN_LINT_VERSION"
 "$venv/bin/cfn-lint" template.yaml

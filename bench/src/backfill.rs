@@ -160,6 +160,7 @@ pub async fn run(o: Options) -> Result<()> {
     let alone = live_uploads(&base, o.images, o.live).await?;
 
     let decodes_before = service.counts().backfill_runs;
+    service.confirm_variants(&[]).await?;
     service.backfill_start().await?;
     let worker = tokio::spawn(work(Arc::clone(&service), o.images));
     let beside = live_uploads(&base, o.images + o.live, o.live).await?;

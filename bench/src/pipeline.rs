@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use imgest_core::domain::ImageId;
+use imgest_core::domain::{ContentHash, ImageId};
 use imgest_core::telemetry::metrics;
 use imgest_pipeline::Processed;
 use imgest_settings::Settings;
@@ -14,7 +14,10 @@ use imgest_settings::Settings;
 use serde_json::{Value, json};
 
 /// `pipeline`: for each file, `rounds` timed runs (after one untimed warm-up run) of what
-/// a new upload costs in CPU: MD5 of the bytes, then the whole pipeline. One JSON line a file.
+/// a new upload costs in CPU: MD5 of the bytes, the whole pipeline, then the SHA-256 its
+/// record keeps (`ms`); each round also times the same without the SHA-256, in turn with it
+/// (`ms_without_sha256`), so the two are compared on the same machine state. One JSON line a
+/// file.
 pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
     imgest_core::telemetry::init("warn");
     // The stages record at IMGEST_METRICS's level, into the local runner's exporter, so that
@@ -27,19 +30,23 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
     }
     for file in &files {
         let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-        let run = || -> Result<(ImageId, Processed)> {
+        let run = |strong: bool| -> Result<(ImageId, Processed, Option<ContentHash>)> {
             let id = ImageId::of_bytes(&bytes);
             let processed = pipeline
                 .process(&bytes)
                 .with_context(|| format!("processing {}", file.display()))?;
-            Ok((id, processed))
+            let sha256 = strong.then(|| ContentHash::of_bytes(&bytes));
+            Ok((id, processed, sha256))
         };
-        let (_, processed) = run()?;
+        let (_, processed, _) = run(true)?;
         let mut ms = Vec::with_capacity(rounds);
+        let mut ms_without = Vec::with_capacity(rounds);
         for _ in 0..rounds.max(1) {
-            let started = Instant::now();
-            std::hint::black_box(run()?);
-            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            for (strong, into) in [(false, &mut ms_without), (true, &mut ms)] {
+                let started = Instant::now();
+                std::hint::black_box(run(strong)?);
+                into.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
         }
         if let Some(dir) = &out {
             write_variants(dir, file, &processed)?;
@@ -60,6 +67,7 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
             "height": processed.height,
             "ms": ms,
             "ms_median": median(&mut ms),
+            "ms_without_sha256_median": median(&mut ms_without),
             "variants": variants,
             "peak_rss_kb": peak_rss_kb(),
             "metrics": metrics::current().as_str(),
@@ -69,22 +77,59 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
     Ok(())
 }
 
-/// `md5`: the md-5 crate's single-core throughput on an in-memory buffer, the ceiling
-/// for a dedup hit (which is MD5 plus one record write).
+/// `md5`: single-core MB/s of what a dedup hit hashes, on an in-memory buffer: MD5 alone (the
+/// image id, hashed while the body streams in), SHA-256 alone, and both one after the other (a
+/// hit checks the SHA-256 of the body it read; with its one record write, that is a hit's
+/// ceiling); `ratio` is the last over MD5 alone. `sha_ni` says whether the CPU has the SHA
+/// extensions (SHA-256 is about half as fast without them).
 pub fn md5(mb: usize, rounds: usize) -> Result<()> {
     // Not all zeros: any content hashes at the same speed, but say so plainly.
     let buf: Vec<u8> = (0..mb.max(1) << 20)
         .map(|i| (i * 131 % 251) as u8)
         .collect();
-    let mut mb_s = Vec::with_capacity(rounds);
-    for _ in 0..rounds.max(1) {
+    // The three in turn within each round, so a machine whose speed drifts (other work
+    // beside it) slows each alike; `ratio` is the median of the rounds' own ratios.
+    let md5 = |b: &[u8]| {
+        std::hint::black_box(ImageId::of_bytes(b));
+    };
+    let sha = |b: &[u8]| {
+        std::hint::black_box(ContentHash::of_bytes(b));
+    };
+    let rate = |hash: &dyn Fn(&[u8])| {
         let started = Instant::now();
-        std::hint::black_box(ImageId::of_bytes(std::hint::black_box(&buf)));
-        mb_s.push(buf.len() as f64 / 1e6 / started.elapsed().as_secs_f64());
+        hash(std::hint::black_box(&buf));
+        buf.len() as f64 / 1e6 / started.elapsed().as_secs_f64()
+    };
+    let (mut md5_mb_s, mut sha256_mb_s, mut both_mb_s, mut ratios) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        let alone = rate(&md5);
+        sha256_mb_s.push(rate(&sha));
+        let both = rate(&|b| {
+            md5(b);
+            sha(b);
+        });
+        ratios.push(both / alone);
+        md5_mb_s.push(alone);
+        both_mb_s.push(both);
     }
+    let (md5, sha256, both, ratio) = (
+        median(&mut md5_mb_s),
+        median(&mut sha256_mb_s),
+        median(&mut both_mb_s),
+        median(&mut ratios),
+    );
+    let sha_ni = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| {
+            c.split_whitespace()
+                .any(|flag| flag == "sha_ni" || flag == "sha2")
+        })
+        .unwrap_or(false);
     println!(
         "{}",
-        json!({"md5_mb_s_median": median(&mut mb_s), "buffer_mb": mb, "rounds": mb_s.len()})
+        json!({"md5_mb_s_median": md5, "sha256_mb_s_median": sha256,
+               "md5_then_sha256_mb_s_median": both, "ratio": ratio,
+               "sha_ni": sha_ni, "buffer_mb": mb, "rounds": rounds.max(1)})
     );
     Ok(())
 }

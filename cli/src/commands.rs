@@ -365,37 +365,69 @@ fn print_audit(r: &imgest_flows::audit::AuditReport, dry_run: bool) {
     );
 }
 
-pub async fn sweep(dry_run: bool, json: bool) -> Result<()> {
+/// A flow that stopped rather than do something an operator must check first (`imgest`
+/// exits with status 2).
+#[derive(Debug)]
+pub struct Stopped(pub String);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+pub async fn sweep(dry_run: bool, shard: Option<String>, go_on: bool, json: bool) -> Result<()> {
     let (settings, service) = operator_service().await?;
-    let progress = Progress::new(imgest_core::domain::SHARD_COUNT as u64, "shards");
-    let r = service
-        .sweep_watched(dry_run, |so_far| {
-            progress.inc();
-            progress.message(format!("{} files scanned", so_far.files_scanned));
-        })
-        .await?;
-    progress.finish();
+    let options = imgest_flows::sweep::SweepOptions { dry_run, go_on };
+    let r = match shard {
+        Some(shard) => {
+            let ok = shard.len() == 2 && shard.bytes().all(|b| b.is_ascii_hexdigit());
+            anyhow::ensure!(ok, "--shard {shard:?}: expected two hex digits, e.g. 3f");
+            let mut report = imgest_flows::sweep::SweepReport::default();
+            service
+                .sweep_shard(&shard.to_ascii_lowercase(), options, &mut report)
+                .await?;
+            report
+        }
+        None => {
+            let progress = Progress::new(imgest_core::domain::SHARD_COUNT as u64, "shards");
+            let r = service
+                .sweep_watched(options, |so_far| {
+                    progress.inc();
+                    progress.message(format!("{} files scanned", so_far.files_scanned));
+                })
+                .await?;
+            progress.finish();
+            r
+        }
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(());
+    } else {
+        println!(
+            "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes: {} of no record, {} unlisted variants, {} previous generations, {} unrecognised), {} deleted, {} records stopped listing retired variants, {} records list unconfirmed drops (kept), {} not needed but younger than {}",
+            if dry_run { " (dry run)" } else { "" },
+            r.shards,
+            r.files_scanned,
+            r.garbage_files,
+            r.garbage_bytes,
+            r.unowned_files,
+            r.unlisted_files,
+            r.previous_files,
+            r.unrecognised_files,
+            r.files_deleted,
+            r.records_retired,
+            r.variants_kept_unconfirmed,
+            r.young_unowned_files,
+            humantime::format_duration(settings.sweep_grace),
+        );
     }
-    println!(
-        "sweep{}: {} shards, {} files scanned, {} garbage ({} bytes: {} of no record, {} unlisted variants, {} previous generations, {} unrecognised), {} deleted, {} records stopped listing retired variants, {} not needed but younger than {}",
-        if dry_run { " (dry run)" } else { "" },
-        r.shards,
-        r.files_scanned,
-        r.garbage_files,
-        r.garbage_bytes,
-        r.unowned_files,
-        r.unlisted_files,
-        r.previous_files,
-        r.unrecognised_files,
-        r.files_deleted,
-        r.records_retired,
-        r.young_unowned_files,
-        humantime::format_duration(settings.sweep_grace),
-    );
-    Ok(())
+    match r.stopped {
+        Some(stop) => Err(Stopped(stop.to_string()).into()),
+        None => Ok(()),
+    }
 }
 
 /// Writes a fresh key's JWKS to `jwks_file` and prints a token it signed (`imgest token`).

@@ -8,6 +8,7 @@ mod crawl;
 mod demo;
 mod dlq;
 mod progress;
+mod variants;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,12 +54,29 @@ enum Command {
     /// Delete files that no record needs and that are older than IMGEST_SWEEP_GRACE: files of
     /// no record, variants the configuration no longer makes, a re-processed image's previous
     /// files, keys that are not image files. Example: `imgest sweep --dry-run`
+    /// A sweep that would delete more than IMGEST_SWEEP_MAX_SHARE of a shard's files stops
+    /// there and exits with status 2; `--shard SHARD --go-on` deletes them once checked.
     Sweep {
         /// Only report what would be deleted.
         #[arg(long)]
         dry_run: bool,
+        /// Sweep only this shard (two hex digits, e.g. `3f`).
+        #[arg(long)]
+        shard: Option<String>,
+        /// Delete past IMGEST_SWEEP_MAX_SHARE (once the shard's files were checked).
+        #[arg(long)]
+        go_on: bool,
         /// Print the report as JSON.
         #[arg(long)]
+        json: bool,
+    },
+    /// The variant set an operator confirmed: the sweep deletes a size's files only once its
+    /// drop is confirmed. Example: `imgest variants status`
+    Variants {
+        #[command(subcommand)]
+        command: variants::VariantsCommand,
+        /// Print the result as JSON.
+        #[arg(long, global = true)]
         json: bool,
     },
     /// Check every image record against its files (repairing missing ones from the original)
@@ -174,7 +192,13 @@ fn main() -> ExitCode {
             Command::Serve => commands::serve().await,
             Command::Process { out, json, files } => commands::process(out, json, files).await,
             Command::Gc { json } => commands::gc(json).await,
-            Command::Sweep { dry_run, json } => commands::sweep(dry_run, json).await,
+            Command::Sweep {
+                dry_run,
+                shard,
+                go_on,
+                json,
+            } => commands::sweep(dry_run, shard, go_on, json).await,
+            Command::Variants { command, json } => variants::run(command, json).await,
             Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
             Command::Audit { dry_run, json } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
@@ -206,6 +230,10 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<commands::Stopped>().is_some() => {
+            eprintln!("imgest: {e:#}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("imgest: {e:#}");
             ExitCode::FAILURE

@@ -316,6 +316,23 @@ fn backfill_audit_and_queue_work_on_the_data_directory() {
     let out = imgest(dir.path(), &["backfill", "status", "--json"], &bigger);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(status["run"].is_null(), "{status}");
+    // A backfill runs only under a confirmed variant set.
+    let out = imgest(dir.path(), &["backfill", "start"], &bigger);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("imgest variants confirm"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = imgest(dir.path(), &["variants", "confirm"], &bigger);
+    assert!(
+        stdout(&out).contains("the configured set is the confirmed one"),
+        "{}",
+        stdout(&out)
+    );
+    let out = imgest(dir.path(), &["variants", "status", "--json"], &[]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["dropped"], serde_json::json!(["tiny"]), "{status}");
     let out = imgest(dir.path(), &["backfill", "start"], &bigger);
     assert!(
         out.status.success(),

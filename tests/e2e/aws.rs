@@ -224,3 +224,70 @@ async fn the_scheduled_gc_function_collects_and_sweeps_on_its_schedule() {
         "the two halves cover every shard once"
     );
 }
+
+#[tokio::test]
+async fn a_variant_set_typo_deletes_nothing_on_aws() {
+    let Some(app) = TestApp::start_aws("variant typo on aws", &[]).await else {
+        return;
+    };
+    crate::backfill::a_variant_set_typo_deletes_nothing_on(&app).await;
+}
+
+/// The bucket as the template makes it keeps what GC deletes: the original of a collected
+/// image is behind a delete marker and can be read back by its version.
+#[tokio::test]
+async fn a_collected_original_stays_restorable_in_the_versioned_bucket() {
+    let test = "versioned bucket on aws";
+    let Some(config) = imgest_testing::aws::sdk_config(test).await else {
+        return;
+    };
+    let app = TestApp::start_aws(test, &[]).await.unwrap();
+    let (bucket, _) = app.aws.clone().unwrap();
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(true)
+            .build(),
+    );
+    s3.put_bucket_versioning()
+        .bucket(&bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let photo = fixture("photo.jpg");
+    let id = ImageId::parse(&app.upload_ok(&photo).await).unwrap();
+    let record = app.service.ports().images.get(&id).await.unwrap().unwrap();
+    let original = imgest_core::domain::BlobKey::original(&id, &record.generation);
+
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+    assert_eq!(app.gc().await.images_deleted, 1);
+    assert!(app.service.ports().blobs.get(&original).await.is_err());
+
+    let versions = s3
+        .list_object_versions()
+        .bucket(&bucket)
+        .prefix(original.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(versions.delete_markers().len(), 1, "{versions:?}");
+    let kept = versions.versions().first().expect("the deleted version");
+    let restored = s3
+        .get_object()
+        .bucket(&bucket)
+        .key(original.as_str())
+        .version_id(kept.version_id().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert_eq!(restored.as_ref(), photo.as_slice());
+}

@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
+use imgest_core::domain::VariantName;
 use imgest_core::domain::{BlobKey, ImageId, ImageRecord, ImageState};
 use imgest_core::ports::Reason;
-use imgest_flows::Service;
 use imgest_flows::backfill::RunState;
+use imgest_flows::{FlowError, Service};
 
 use crate::support::TestApp;
 
@@ -58,6 +59,12 @@ async fn a_backfill_adds_a_size_hottest_first_once_per_image_and_survives_a_paus
 
     let new = app.service_with_variants(WITH_TINY);
     assert!(!is_current(&new, &ids[0]).await);
+    // A backfill runs only under a confirmed set.
+    assert!(matches!(
+        new.backfill_start().await,
+        Err(FlowError::VariantSetUnconfirmed(_))
+    ));
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     // Passes of 16 and 4 links find nothing; the pass of linked images takes the two hot ones.
     for _ in 0..3 {
@@ -140,6 +147,7 @@ async fn a_backfill_keeps_to_its_rate_limit() {
         ids.push(app.upload_ok(&photo).await);
     }
     let new = app.service_with_variants(WITH_TINY);
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     // Three passes of linked images find nothing; the fourth queues the six orphans, due
     // 0.5 s apart, and the first is due now.
@@ -174,7 +182,27 @@ async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
         }
         all
     };
+    app.service.confirm_variants(&[]).await.unwrap();
     let new = app.service_with_variants(WITHOUT_MEDIUM);
+
+    // Dropped from the configuration, not yet from the confirmed set: kept, and counted.
+    let kept = new.sweep(false).await.unwrap();
+    assert_eq!(
+        (
+            kept.variants_kept_unconfirmed,
+            kept.garbage_files,
+            kept.files_deleted
+        ),
+        (3, 0, 0),
+        "{kept:?}"
+    );
+    let medium = VariantName::parse("medium").unwrap();
+    assert!(matches!(
+        new.confirm_variants(&[]).await,
+        Err(FlowError::VariantDropUnconfirmed(names)) if names == [medium.clone()]
+    ));
+    let status = new.confirm_variants(&[medium]).await.unwrap();
+    assert!(status.is_confirmed(), "{status:?}");
 
     // Young files are never deleted.
     let young = new.sweep(true).await.unwrap();
@@ -274,6 +302,7 @@ async fn backfill_waits_while_live_work_is_due_and_the_queue_shows_both() {
         .unwrap();
 
     let new = app.service_with_variants(WITH_TINY);
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     let mut step = Default::default();
     for _ in 0..5 {
@@ -319,6 +348,7 @@ async fn the_backfill_function_reprocesses_the_image_its_sample_event_names() {
     let app = TestApp::start_with(&[("IMGEST_BACKFILL_RATE", "0")]).await;
     let id = app.upload_ok(&photos(1)[0]).await;
     let new = app.service_with_variants(WITH_TINY);
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     let sample = crate::aws::event(
         "sqs-backfill.json",
@@ -332,4 +362,65 @@ async fn the_backfill_function_reprocesses_the_image_its_sample_event_names() {
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(is_current(&new, &id).await);
     assert!(variant_names(&new, &id).await.contains(&"tiny".to_owned()));
+}
+
+/// A typo in the variant set (`lage` for `large`) deletes nothing: the misspelled size is made
+/// for new photos only, the confirmed `large` files stay, and neither a backfill nor the
+/// confirmation of the typo goes through without naming the drop.
+pub async fn a_variant_set_typo_deletes_nothing_on(app: &TestApp) {
+    let mut ids = Vec::new();
+    for photo in photos(3) {
+        ids.push(app.upload_ok(&photo).await);
+    }
+    app.service.confirm_variants(&[]).await.unwrap();
+    let typo =
+        app.service_with_variants("lage=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200");
+    let before = {
+        let mut all = Vec::new();
+        for id in &ids {
+            all.push((record(&typo, id).await, app.files_of(id).await));
+        }
+        all
+    };
+    // Past every grace: the sweep could delete anything it judged garbage.
+    app.advance_clock(Duration::from_secs(3 * 86_400));
+    let mut shards: Vec<&str> = ids.iter().map(|id| &id[..2]).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let mut report = imgest_flows::sweep::SweepReport::default();
+    for shard in shards {
+        typo.sweep_shard(shard, Default::default(), &mut report)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        (
+            report.files_deleted,
+            report.records_retired,
+            report.variants_kept_unconfirmed
+        ),
+        (0, 0, 3),
+        "{report:?}"
+    );
+    for (id, (record_before, files)) in ids.iter().zip(&before) {
+        assert_eq!(&record(&typo, id).await, record_before);
+        assert_eq!(&app.files_of(id).await, files);
+        assert!(files.iter().any(|f| f.ends_with("/large.jpg")), "{files:?}");
+        let image = app.get(&format!("/v1/images/{id}")).await;
+        let large = image.json["variants"]["large"]["url"].as_str().unwrap();
+        assert_eq!(app.get_bytes(large).await.0, 200);
+    }
+    assert!(matches!(
+        typo.backfill_start().await,
+        Err(FlowError::VariantSetUnconfirmed(_))
+    ));
+    assert!(matches!(
+        typo.confirm_variants(&[]).await,
+        Err(FlowError::VariantDropUnconfirmed(names)) if names == [VariantName::parse("large").unwrap()]
+    ));
+}
+
+#[tokio::test]
+async fn a_variant_set_typo_deletes_nothing() {
+    a_variant_set_typo_deletes_nothing_on(&TestApp::start().await).await;
 }

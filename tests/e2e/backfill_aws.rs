@@ -1,12 +1,18 @@
 //! Backfill on the AWS adapters (DynamoDB's parallel scan, the `backfill` SQS queue, its
 //! dead-letter queue) through the `backfill` function's handler, fed the batches Lambda would
-//! deliver: messages received from the real queue.
+//! deliver: messages received from the real queue. And record writes whose answer is lost
+//! (applied, then refused when the SDK makes them again) keeping their files.
 
 #![allow(clippy::unwrap_used)]
 
-use imgest_core::domain::ImageId;
-use imgest_flows::backfill::RunState;
+use std::sync::Arc;
+
+use imgest_aws::DynamoStore;
+use imgest_core::domain::{ImageId, ImageRecord};
+use imgest_flows::Service;
+use imgest_flows::backfill::{Reprocessed, RunState};
 use imgest_lambda::backfill;
+use imgest_testing::aws::LoseAnswer;
 
 use crate::crawl_aws::{CrawlOnAws, drain, take, with_dead_letter_queue};
 
@@ -38,6 +44,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
         }
     };
 
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     // The schedule: every pass over every segment (3 records read per pass), all three queued.
     let report = backfill::enumerate(&new).await.unwrap();
@@ -72,6 +79,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
         new.backfill_status().await.unwrap().run.unwrap().state,
         RunState::Running
     );
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     assert_eq!(backfill::enumerate(&new).await.unwrap().queued, 3);
     // A task that is not an image id goes to the dead letters with its reason; the rest are
@@ -112,8 +120,103 @@ async fn backfill_status_on_aws_counts_the_dead_letter_queue() {
         .send()
         .await
         .unwrap();
+    app.service.confirm_variants(&[]).await.unwrap();
     app.service.backfill_start().await.unwrap();
     let status = app.service.backfill_status().await.unwrap();
     let failed: u64 = status.failed.iter().map(|(_, n)| n).sum();
     assert_eq!(failed, 1, "{status:?}");
+}
+
+/// The app's service with its image index on a DynamoDB client that loses the answer of its
+/// `nth` request of `target`, and the pipeline making `variants` (the app's own when `None`).
+fn losing_answers(
+    app: &crate::support::TestApp,
+    config: &aws_config::SdkConfig,
+    lose: &Arc<LoseAnswer>,
+    variants: Option<&str>,
+) -> Service {
+    let (_, table) = app.aws.clone().unwrap();
+    let mut ports = app.service.ports().clone();
+    ports.images = Arc::new(DynamoStore::new(LoseAnswer::dynamodb(lose, config), table));
+    let mut pipeline = app.service.pipeline().config().clone();
+    if let Some(variants) = variants {
+        pipeline.variants = variants.parse().unwrap();
+    }
+    Service::new(
+        ports,
+        imgest_pipeline::Pipeline::new(pipeline),
+        app.service.policy().clone(),
+    )
+}
+
+/// Every file the record of `id` names is readable.
+async fn files_readable(service: &Service, id: &ImageId) -> ImageRecord {
+    let record = service.ports().images.get(id).await.unwrap().unwrap();
+    assert!(record.is_ready());
+    for key in record.file_keys() {
+        assert!(
+            service.ports().blobs.get(&key).await.is_ok(),
+            "{key} of {id} is missing"
+        );
+    }
+    record
+}
+
+#[tokio::test]
+async fn a_backfill_whose_record_write_is_applied_then_refused_keeps_its_files() {
+    let test = "backfill answer lost on aws";
+    let Some(config) = imgest_testing::aws::sdk_config(test).await else {
+        return;
+    };
+    let app = crate::support::TestApp::start_aws(test, &[]).await.unwrap();
+    let id = ImageId::parse(
+        &app.upload_ok(&imgest_hosts::hostile::jpeg(48, 32, false, None))
+            .await,
+    )
+    .unwrap();
+    let before = app.service.ports().images.get(&id).await.unwrap().unwrap();
+
+    // The re-processing's one UpdateItem is its record write (`replace_files`): applied, its
+    // answer lost, made again by the SDK and refused by its own result.
+    let lose = LoseAnswer::new("DynamoDB_20120810.UpdateItem", 1);
+    let new = losing_answers(&app, &config, &lose, Some(WITH_TINY));
+    assert_eq!(new.reprocess(&id).await.unwrap(), Reprocessed::Done);
+    assert_eq!(lose.lost(), 1);
+    assert_eq!(new.counts().record_answers_lost, 1);
+    let after = files_readable(&new, &id).await;
+    assert_ne!(after.generation, before.generation);
+    assert_eq!(after.variant_set(), Some(new.pipeline().version()));
+}
+
+#[tokio::test]
+async fn an_upload_and_a_crawled_photo_whose_record_write_is_applied_then_refused_keep_their_files()
+{
+    let test = "record answer lost on aws";
+    let Some(config) = imgest_testing::aws::sdk_config(test).await else {
+        return;
+    };
+    let app = crate::support::TestApp::start_aws(test, &[]).await.unwrap();
+    // An upload's record write is its first UpdateItem (`complete`; the claim is a PutItem).
+    let lose = LoseAnswer::new("DynamoDB_20120810.UpdateItem", 1);
+    let service = losing_answers(&app, &config, &lose, None);
+    let uploaded = service
+        .upload_bytes(imgest_hosts::hostile::jpeg(50, 34, false, None).into())
+        .await
+        .unwrap();
+    assert!(!uploaded.deduplicated);
+    assert_eq!(lose.lost(), 1);
+    files_readable(&service, &uploaded.record.id).await;
+
+    // A crawled photo's is its first PutItem (`create_ready`: no claim).
+    let lose = LoseAnswer::new("DynamoDB_20120810.PutItem", 1);
+    let service = losing_answers(&app, &config, &lose, None);
+    let body = bytes::Bytes::from(imgest_hosts::hostile::jpeg(52, 36, false, None));
+    let fetched = service
+        .store_fetched(ImageId::of_bytes(&body), body)
+        .await
+        .unwrap();
+    assert!(!fetched.deduplicated);
+    assert_eq!(lose.lost(), 1);
+    assert_eq!(service.counts().record_answers_lost, 1);
+    files_readable(&service, &fetched.record.id).await;
 }

@@ -494,6 +494,7 @@ async fn the_backfill_bootstrap_enumerates_on_its_schedule_and_reprocesses_from_
     let id = app.upload_ok(&fixture("photo.jpg")).await;
     // The stack redeployed with a new size; the operator starts the run.
     let new = app.service_with_variants(WITH_TINY);
+    new.confirm_variants(&[]).await.unwrap();
     new.backfill_start().await.unwrap();
     let mut backfill = stack
         .function(

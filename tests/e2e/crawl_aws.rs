@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use bytes::Bytes;
-use imgest_core::domain::ImageId;
+use imgest_core::domain::{BlobKey, ImageId};
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_lambda as handlers;
@@ -559,4 +559,55 @@ async fn crawls_settled_where_offers_may_not_be_written_are_finished_by_the_inta
     let letters = take(&sqs, &dead, 1).await;
     let kind = &letters.records[0].message_attributes["imgest.kind"];
     assert_eq!(kind.string_value.as_deref(), Some("unusable"));
+}
+
+/// A process message whose downloaded body expired under `fetched/` (redriven from the
+/// dead-letter queue too late) settles its URL as `body_gone`, so the crawl finishes and says
+/// why, instead of passing for a message delivered again and leaving the crawl waiting.
+#[tokio::test]
+async fn a_crawl_whose_downloaded_body_is_gone_settles_as_body_gone() {
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+        ..
+    }) = CrawlOnAws::start("crawl body gone on aws").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "gone-offer",
+        "urls": [host.url("/a.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("gone-1", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let tasks = take(&sqs, &urls["fetch-0"], 1).await;
+    assert!(
+        handlers::fetch::handle(&crawler, tasks)
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
+    let fetched: Vec<BlobKey> = app
+        .files()
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("fetched/"))
+        .map(|k| BlobKey::parse(&k).unwrap())
+        .collect();
+    assert_eq!(fetched.len(), 1);
+    app.service.ports().blobs.delete(&fetched).await.unwrap();
+
+    let work = take(&sqs, &urls["process"], 1).await;
+    let response = handlers::process::handle(&crawler, work).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(result["photos"][0]["status"], "failed", "{result}");
+    assert_eq!(
+        result["photos"][0]["error"]["kind"], "body_gone",
+        "{result}"
+    );
 }

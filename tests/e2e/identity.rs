@@ -123,6 +123,7 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
         .await;
     assert_eq!(image.status, 201, "{}", image.json);
     let image_id = image.json["image_id"].as_str().unwrap().to_owned();
+    let sha256 = imgest_core::domain::ContentHash::of_bytes(&photo).to_hex();
     // Seller A's presigned upload, which only seller A may read or fill.
     let ticket = app
         .call(
@@ -168,7 +169,7 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
                     "POST",
                     "/v1/images/known",
                     t,
-                    Body::Json(json!({"image_ids": [image_id]})),
+                    Body::Json(json!({"images": [{"image_id": image_id, "sha256": sha256}]})),
                 )
                 .await
                 .pair(),

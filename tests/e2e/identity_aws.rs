@@ -153,6 +153,8 @@ async fn the_api_function_answers_each_caller_as_the_identity_model_says() {
     .await;
     let upload = ticket["upload_id"].as_str().unwrap().to_owned();
     let photos = format!(r#"{{"image_ids": ["{image_id}"]}}"#);
+    let sha256 = imgest_core::domain::ContentHash::of_bytes(&photo);
+    let precheck = format!(r#"{{"images": [{{"image_id": "{image_id}", "sha256": "{sha256}"}}]}}"#);
     for who in ["partner-a", "partner-b"] {
         let (status, body) = send(
             who,
@@ -254,7 +256,7 @@ async fn the_api_function_answers_each_caller_as_the_identity_model_says() {
             "seller-a",
             "POST",
             "/v1/images/known",
-            Some((photos.as_bytes(), "application/json")),
+            Some((precheck.as_bytes(), "application/json")),
             200,
         ),
     ];

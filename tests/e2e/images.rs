@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+use imgest_core::domain::ContentHash;
+
 use crate::support::{Body, TestApp, fixture};
 
 fn md5_hex(bytes: &[u8]) -> String {
@@ -200,10 +202,15 @@ async fn a_precheck_answers_the_stored_photos_refreshed_and_claims_nothing_for_t
 
     // Near the end of the orphan's hour, a client that hashed its photos asks first.
     app.advance_clock(std::time::Duration::from_secs(55 * 60));
-    let ids = [&stored_id, &never_sent, &stored_id];
-    let r = app
-        .post_json("/v1/images/known", &serde_json::json!({"image_ids": ids}))
-        .await;
+    let sha = |bytes: &[u8]| ContentHash::of_bytes(bytes).to_string();
+    let photos = serde_json::json!({"images": [
+        {"image_id": stored_id, "sha256": sha(&stored)},
+        {"image_id": never_sent, "sha256": sha(b"bytes nobody uploaded")},
+        {"image_id": stored_id, "sha256": sha(&stored)},
+        // The stored MD5 with another SHA-256 (an MD5 collision): not known.
+        {"image_id": stored_id, "sha256": sha(b"other bytes, same md5")},
+    ]});
+    let r = app.post_json("/v1/images/known", &photos).await;
     assert_eq!(r.status, 200, "{}", r.json);
     let known = r.json["known"].as_array().unwrap();
     assert_eq!(known.len(), 1, "{}", r.json);
@@ -231,30 +238,52 @@ async fn a_precheck_answers_the_stored_photos_refreshed_and_claims_nothing_for_t
 #[tokio::test]
 async fn a_hostile_precheck_is_refused_before_any_read() {
     let app = TestApp::start().await;
-    let too_many: Vec<String> = (0..101).map(|i| md5_hex(&[i as u8, 1])).collect();
+    let photo = |id: &str| serde_json::json!({"image_id": id, "sha256": "ab".repeat(32)});
+    let too_many: Vec<serde_json::Value> =
+        (0..101).map(|i| photo(&md5_hex(&[i as u8, 1]))).collect();
     let r = app
-        .post_json(
-            "/v1/images/known",
-            &serde_json::json!({"image_ids": too_many}),
-        )
+        .post_json("/v1/images/known", &serde_json::json!({"images": too_many}))
         .await;
     assert_eq!((r.status, r.kind()), (400, "invalid_body"), "{}", r.json);
 
-    let padded = format!(r#"{{"image_ids": []{}}}"#, " ".repeat(20 * 1024));
+    let padded = format!(r#"{{"images": []{}}}"#, " ".repeat(30 * 1024));
     let body = Body::Bytes(padded.into_bytes(), "application/json");
     let r = app.call("POST", "/v1/images/known", None, body).await;
     assert_eq!((r.status, r.kind()), (413, "too_large"), "{}", r.json);
 
+    let id = "0cc175b9c0f1b6a831c399e269772661";
     for body in [
-        serde_json::json!({"image_ids": ["not-an-md5"]}),
-        serde_json::json!({"image_ids": ["0cc175b9c0f1b6a831c399e269772661"], "offer": "x"}),
-        serde_json::json!(["0cc175b9c0f1b6a831c399e269772661"]),
+        serde_json::json!({"images": [{"image_id": id, "sha256": "not-a-sha"}]}),
+        serde_json::json!({"images": [{"image_id": id}]}),
+        serde_json::json!({"images": [photo(id)], "offer": "x"}),
+        serde_json::json!([photo(id)]),
     ] {
         let r = app.post_json("/v1/images/known", &body).await;
-        assert_eq!(r.status, 400, "{body}: {}", r.json);
+        assert_eq!(
+            (r.status, r.kind()),
+            (400, "invalid_body"),
+            "{body}: {}",
+            r.json
+        );
     }
     let r = app
-        .post_json("/v1/images/known", &serde_json::json!({"image_ids": ["Z"]}))
+        .post_json(
+            "/v1/images/known",
+            &serde_json::json!({"images": [photo("Z")]}),
+        )
         .await;
     assert_eq!(r.kind(), "invalid_image_id", "{}", r.json);
+    // An old client's form (MD5s alone) is refused, saying what the precheck takes.
+    let r = app
+        .post_json("/v1/images/known", &serde_json::json!({"image_ids": [id]}))
+        .await;
+    assert_eq!((r.status, r.kind()), (400, "invalid_body"), "{}", r.json);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sha256"),
+        "{}",
+        r.json
+    );
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState};
+use imgest_flows::sweep::{STOP_FLOOR, SweepOptions, SweepReport};
 
 use crate::support::{TestApp, fixture};
 
@@ -202,4 +203,90 @@ async fn the_sweeper_deletes_only_old_files_that_no_record_owns() {
     );
     assert!(app.files_of(orphan_id.as_str()).await.is_empty());
     assert_eq!(app.upload(&fixture("photo.jpg")).await.status, 200);
+}
+
+/// Files of `n` images of shard `ab` whose records are gone (lost, or the wrong table): what
+/// makes a sweep judge a whole shard garbage at once.
+async fn files_without_records(app: &TestApp, n: usize) -> Vec<BlobKey> {
+    let blobs = &app.service.ports().blobs;
+    let mut keys = Vec::new();
+    for i in 0..n {
+        let id = ImageId::parse(&format!("ab{i:030x}")).unwrap();
+        let key = BlobKey::variant(
+            &id,
+            &Generation::parse("0000000a").unwrap(),
+            &imgest_core::domain::VariantName::parse("large").unwrap(),
+        );
+        blobs
+            .put(&key, Bytes::from_static(b"x"), "image/jpeg")
+            .await
+            .unwrap();
+        keys.push(key);
+    }
+    keys
+}
+
+#[tokio::test]
+async fn a_sweep_that_would_delete_most_of_a_shard_stops_until_told_to_go_on() {
+    // The default share: 10% of a shard's files, at least `STOP_FLOOR`.
+    let app = TestApp::start().await;
+    let keys = files_without_records(&app, STOP_FLOOR as usize + 5).await;
+    app.advance_clock(Duration::from_secs(2 * 86_400));
+
+    let report = app.sweep().await;
+    let stop = report.stopped.expect("the sweep stops at shard ab");
+    assert_eq!(
+        (
+            stop.prefix().as_str(),
+            stop.scanned,
+            stop.garbage,
+            stop.max_share
+        ),
+        ("ab", keys.len() as u64, keys.len() as u64, 10),
+        "{report:?}"
+    );
+    assert_eq!(report.files_deleted, 0);
+    for key in &keys {
+        assert!(
+            app.service.ports().blobs.get(key).await.is_ok(),
+            "{key} kept"
+        );
+    }
+
+    // The scheduled run fails (its alarm fires) and keeps its place at that shard.
+    let run = imgest_lambda::scheduled_gc::handle(&app.service, 256).await;
+    assert_eq!(run.unwrap_err().kind(), "sweep_stopped");
+    let next = app
+        .service
+        .ports()
+        .checkpoints
+        .load_checkpoint("sweep.next_shard")
+        .await
+        .unwrap();
+    assert_eq!(next.as_deref(), Some("ab"));
+
+    // An operator checked: go on, for that shard.
+    let mut report = SweepReport::default();
+    let go_on = SweepOptions {
+        dry_run: false,
+        go_on: true,
+    };
+    app.service
+        .sweep_shard("ab", go_on, &mut report)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.files_deleted, report.stopped),
+        (keys.len() as u64, None)
+    );
+    assert!(
+        imgest_lambda::scheduled_gc::handle(&app.service, 256)
+            .await
+            .is_ok()
+    );
+
+    // A few leftovers (under the floor) are swept as always.
+    let few = files_without_records(&app, 3).await;
+    app.advance_clock(Duration::from_secs(2 * 86_400));
+    assert_eq!(app.sweep().await.files_deleted, few.len() as u64);
 }

@@ -30,4 +30,5 @@ mod results_aws;
 mod retries_aws;
 mod scenario;
 mod stats;
+mod strong_hash;
 mod template;

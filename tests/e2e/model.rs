@@ -6,7 +6,9 @@
 //! redeliveries of a crawl's settling. Each process runs its flow through the `Service`
 //! directly, over port wrappers (`testing::crashing`) that may let it die at its nth storage
 //! call (before or after the call is made; the request is retried later, as a client or a
-//! redelivered message would) or stop it there while other processes act (then it goes on).
+//! redelivered message would), stop it there while other processes act (then it goes on), or
+//! apply its nth write and then answer it as refused (the request made again, as the SDK
+//! retries a lost answer) or as timed out (the process lives on; a failed request is retried).
 //! After each GC or sweep, and after each history (everything finished or retried, then one
 //! sweep past the grace period), the invariants are checked:
 //!
@@ -36,7 +38,7 @@ use imgest_core::domain::{IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId
 use imgest_core::ports::{BlobStore, Clock, ImageIndex, ManualClock, OfferLinks};
 use imgest_embedded::sqlite::QueueSender;
 use imgest_embedded::{FsBlobStore, LocalUploadUrls, SqliteStore};
-use imgest_flows::sweep::SweepReport;
+use imgest_flows::sweep::{SweepOptions, SweepReport};
 use imgest_flows::{FlowError, Policy, Ports, Service};
 use imgest_pipeline::{Pipeline, PipelineConfig};
 use imgest_settings::Settings;
@@ -72,6 +74,8 @@ fn policy() -> Policy {
     policy.orphan_ttl = ORPHAN_TTL;
     policy.claim_ttl = CLAIM_TTL;
     policy.sweep_grace = SWEEP_GRACE;
+    // The invariants are the model's subject, not the sweep's stop at a mass deletion.
+    policy.sweep_max_share = 100;
     policy.process_concurrency = 1;
     policy.max_pending_uploads = 16;
     // Backfill tasks due at once: the clock moves only when a history says so.
@@ -169,6 +173,7 @@ pub struct Totals {
     histories: u64,
     steps: u64,
     crashes: u64,
+    misanswered: u64,
     pauses: u64,
     retries: u64,
     decodes: u64,
@@ -297,10 +302,15 @@ impl History {
 
     fn random_fault(&mut self) -> Fault {
         let k = self.rng.u32(1..=9);
+        // Writes are numbered apart: an upload's record write is its 5th, a backfill's its
+        // 5th or 6th, so the range covers every flow's last one.
+        let w = self.rng.u32(1..=8);
         match self.rng.u32(0..100) {
-            0..55 => Fault::None,
-            55..72 => Fault::CrashBefore(k),
-            72..85 => Fault::CrashAfter(k),
+            0..45 => Fault::None,
+            45..60 => Fault::CrashBefore(k),
+            60..72 => Fault::CrashAfter(k),
+            72..82 => Fault::RefusedAfterApply(w),
+            82..90 => Fault::TimedOutAfterApply(w),
             _ => Fault::PauseAt(k),
         }
     }
@@ -519,10 +529,18 @@ impl History {
         for (id, _) in attempt.faults.made_ready() {
             *self.made_ready.entry(id).or_default() += 1;
         }
-        let crashed = attempt.faults.crashed();
+        // A misanswered write leaves the process as unsure as a crash does: a failed request
+        // is retried, and its contents may be decoded again.
+        let misanswered = attempt.faults.misanswered();
+        let crashed = attempt.faults.crashed() || misanswered;
         let calls = attempt.faults.log();
-        if crashed {
+        if attempt.faults.crashed() {
             self.totals.crashes += 1;
+        }
+        if misanswered {
+            self.totals.misanswered += 1;
+        }
+        if crashed {
             self.crashed_contents.extend(self.ops[op].contents());
         }
         let outcome = match &result {
@@ -783,7 +801,8 @@ async fn perform(op: Op, services: Vec<Arc<Service>>, ctx: Arc<Ctx>) -> Result<(
         Op::Sweep => {
             let mut report = SweepReport::default();
             for shard in &ctx.shards {
-                last.sweep_shard(shard, false, &mut report).await?;
+                last.sweep_shard(shard, SweepOptions::default(), &mut report)
+                    .await?;
             }
         }
         Op::Backfill(c, _) => {
@@ -826,6 +845,7 @@ where
         totals.histories += 1;
         totals.steps += t.steps;
         totals.crashes += t.crashes;
+        totals.misanswered += t.misanswered;
         totals.pauses += t.pauses;
         totals.retries += t.retries;
         totals.decodes += t.decodes;

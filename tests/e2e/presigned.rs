@@ -155,3 +155,30 @@ async fn presigned_uploads_refuse_bad_sizes_bodies_and_ids() {
     assert_eq!(again.status().as_u16(), 409, "an upload URL is used once");
     assert!(app.files().await.is_empty(), "{:?}", app.files().await);
 }
+
+/// A processing message whose body expired under `incoming/` (redriven from the dead-letter
+/// queue too late) says so: the upload fails as `body_gone` for its client, and so does the
+/// message, instead of passing for a message delivered again.
+#[tokio::test]
+async fn a_presigned_upload_whose_body_is_gone_fails_as_body_gone() {
+    let app = TestApp::start().await;
+    let ticket = app
+        .post_json("/v1/uploads", &serde_json::json!({"size": 1234}))
+        .await;
+    assert_eq!(ticket.status, 201, "{}", ticket.json);
+    let upload_id = ticket.json["upload_id"].as_str().unwrap().to_owned();
+    let id = imgest_core::domain::UploadId::parse(&upload_id).unwrap();
+
+    let err = app.service.process_incoming(&id).await.unwrap_err();
+    assert_eq!(err.kind(), "body_gone");
+    assert!(!err.is_retryable());
+    let failed = app.get(&format!("/v1/uploads/{upload_id}")).await;
+    assert_eq!(failed.json["state"], "failed", "{}", failed.json);
+    assert_eq!(failed.json["error"]["kind"], "body_gone", "{}", failed.json);
+    // Delivered again: the upload is no longer pending, nothing more happens.
+    let again = app.service.process_incoming(&id).await.unwrap().state;
+    assert!(
+        matches!(&again, imgest_core::ports::UploadState::Failed { kind, .. } if kind == "body_gone"),
+        "{again:?}"
+    );
+}

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use imgest_aws::DynamoStore;
 use imgest_aws::dynamodb::create_table;
-use imgest_core::domain::{ImageId, ImageRecord, SourceFormat, Timestamp, UploadId};
+use imgest_core::domain::{Generation, ImageId, ImageRecord, SourceFormat, Timestamp, UploadId};
 use imgest_core::ports::{
     Checkpoints, Claim, Documents, ImageIndex, OfferLinks, RateLimiter, ReadyImage, StoreError,
     UploadRecord, UploadRecords, UploadState,
@@ -87,12 +87,17 @@ fn ready() -> ReadyImage {
         original_bytes: 30,
         variants: Vec::new(),
         variant_set: imgest_core::domain::VariantSetVersion::of(&[b"none"]),
+        sha256: None,
     }
 }
 
 async fn ready_image(store: &DynamoStore, now: Timestamp) -> ImageRecord {
     let id = testing::random_image_id();
-    let Claim::New { generation } = store.claim(&id, now, TTL, TTL).await.unwrap() else {
+    let Claim::New { generation } = store
+        .claim(&id, &Generation::random(), now, TTL, TTL)
+        .await
+        .unwrap()
+    else {
         panic!("a fresh id is new");
     };
     store
@@ -145,7 +150,11 @@ async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
     // A claim: deleted by TTL a day after the claim expires, listed for GC at its expiry.
     let id = testing::random_image_id();
     let now = Timestamp::from_millis(1_700_000_000_500);
-    let Claim::New { generation } = store.claim(&id, now, TTL, TTL).await.unwrap() else {
+    let Claim::New { generation } = store
+        .claim(&id, &Generation::random(), now, TTL, TTL)
+        .await
+        .unwrap()
+    else {
         panic!("new");
     };
     let item = raw_image(&client, &table, &id).await;
@@ -190,7 +199,10 @@ async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
     }
     assert_eq!(number(&item, "link_count"), Some(1));
     // A re-upload of a linked image keeps it that way.
-    store.claim(&id, now, TTL, TTL).await.unwrap();
+    store
+        .claim(&id, &Generation::random(), now, TTL, TTL)
+        .await
+        .unwrap();
     assert!(!raw_image(&client, &table, &id).await.contains_key("ttl"));
 
     // Unlinked again: back to an orphan.
@@ -240,7 +252,10 @@ async fn a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_
     let minute = Duration::from_secs(60);
     // A claim TTL longer than the orphan TTL: the entry takes the orphan's.
     let id = testing::random_image_id();
-    store.claim(&id, BASE, TTL, minute).await.unwrap();
+    store
+        .claim(&id, &Generation::random(), BASE, TTL, minute)
+        .await
+        .unwrap();
     let item = raw_image(&client, &table, &id).await;
     assert_eq!(number(&item, "gc_at"), Some(BASE.plus(minute).as_millis()));
 
@@ -249,7 +264,11 @@ async fn a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_
     let mut fresh = Vec::new();
     for _ in 0..3 {
         let id = testing::random_image_id();
-        let Claim::New { generation } = store.claim(&id, BASE, minute, TTL).await.unwrap() else {
+        let Claim::New { generation } = store
+            .claim(&id, &Generation::random(), BASE, minute, TTL)
+            .await
+            .unwrap()
+        else {
             panic!("new");
         };
         store
@@ -260,7 +279,10 @@ async fn a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_
     }
     let stale = testing::random_image_id();
     let later = BASE.plus(Duration::from_secs(120));
-    store.claim(&stale, later, minute, TTL).await.unwrap();
+    store
+        .claim(&stale, &Generation::random(), later, minute, TTL)
+        .await
+        .unwrap();
 
     let now = BASE.plus(Duration::from_secs(600));
     let listed = store.expired(now, 1).await.unwrap();

@@ -41,6 +41,12 @@ pub enum FetchErrorKind {
     /// The host's circuit is open (most of its recent requests failed): not tried until a
     /// probe after a cool-down succeeds.
     HostUnavailable,
+    /// The body has the MD5 of a stored image but another SHA-256 (an MD5 collision): refused,
+    /// never linked.
+    HashCollision,
+    /// The downloaded body was gone when its turn to be processed came (a message redriven
+    /// from the dead-letter queue after the body expired): downloaded again on the next crawl.
+    BodyGone,
 }
 
 /// What the downloader does after a failure of a kind.
@@ -55,7 +61,7 @@ pub enum FailureClass {
 }
 
 impl FetchErrorKind {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 19] = [
         Self::NotFound,
         Self::Forbidden,
         Self::HttpError,
@@ -73,6 +79,8 @@ impl FetchErrorKind {
         Self::ForbiddenHost,
         Self::InvalidUrl,
         Self::HostUnavailable,
+        Self::HashCollision,
+        Self::BodyGone,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +102,8 @@ impl FetchErrorKind {
             Self::ForbiddenHost => "forbidden_host",
             Self::InvalidUrl => "invalid_url",
             Self::HostUnavailable => "host_unavailable",
+            Self::HashCollision => "hash_collision",
+            Self::BodyGone => "body_gone",
         }
     }
 
@@ -104,7 +114,8 @@ impl FetchErrorKind {
             | Self::RateLimited
             | Self::Connection
             | Self::Dns
-            | Self::HostUnavailable => FailureClass::Transient,
+            | Self::HostUnavailable
+            | Self::BodyGone => FailureClass::Transient,
             Self::Timeout => FailureClass::Slow,
             Self::NotFound
             | Self::Forbidden
@@ -116,7 +127,8 @@ impl FetchErrorKind {
             | Self::TooManyRedirects
             | Self::ForbiddenAddress
             | Self::ForbiddenHost
-            | Self::InvalidUrl => FailureClass::Permanent,
+            | Self::InvalidUrl
+            | Self::HashCollision => FailureClass::Permanent,
         }
     }
 

@@ -3,7 +3,9 @@
 //! (the digest in hex, quoted or not). A response that names an image imgest already has is
 //! settled from its headers and its body is never read: a re-hosted or re-named photo costs a
 //! request, not a download. Only hosts listed are believed: a header is a claim, and a wrong
-//! claim would link another photo.
+//! claim would link another photo. Such a hit is the one dedup hit not checked against the
+//! stored image's SHA-256 (there is no body to hash): list only hosts whose headers you trust
+//! as you would their photos.
 
 use std::collections::HashMap;
 

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use imgest_core::domain::Generation;
 use imgest_core::ports::{
     BlobStore, Claim, Clock, Documents, ImageIndex, OfferLinks, RateLimiter, SystemClock, TaskQueue,
 };
@@ -136,11 +137,17 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
 
     // Writes through one are read through the other.
     let image = testing::random_image_id();
-    let Claim::New { generation } = one.claim(&image, BASE, ttl, ttl).await.unwrap() else {
+    let Claim::New { generation } = one
+        .claim(&image, &Generation::random(), BASE, ttl, ttl)
+        .await
+        .unwrap()
+    else {
         panic!("a fresh id is new");
     };
     assert!(matches!(
-        two.claim(&image, BASE, ttl, ttl).await.unwrap(),
+        two.claim(&image, &Generation::random(), BASE, ttl, ttl)
+            .await
+            .unwrap(),
         Claim::InProgress { .. }
     ));
     let ready = imgest_core::ports::ReadyImage {
@@ -150,6 +157,7 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         original_bytes: 30,
         variants: Vec::new(),
         variant_set: imgest_core::domain::VariantSetVersion::of(&[b"none"]),
+        sha256: None,
     };
     let record = two
         .complete(&image, &generation, ready, BASE, ttl)
@@ -175,7 +183,12 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
             .map(|i| {
                 let store = if i % 2 == 0 { one.clone() } else { two.clone() };
                 let id = id.clone();
-                tokio::spawn(async move { store.claim(&id, BASE, ttl, ttl).await.unwrap() })
+                tokio::spawn(async move {
+                    store
+                        .claim(&id, &Generation::random(), BASE, ttl, ttl)
+                        .await
+                        .unwrap()
+                })
             })
             .collect();
         let mut new = 0;

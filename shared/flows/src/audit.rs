@@ -6,10 +6,12 @@
 //!   is reported as broken (nothing can rebuild it; the offers that list it show a gap).
 //! - **Link counts.** Every offer's list is counted. A count too high (what a keyed crawl link
 //!   may leave, see `docs/consistency.md`) is lowered, so that the photo can expire; a count
-//!   too low is raised and reported as a bug. A correction is a conditional write on the
-//!   record as read before the offers were counted (same count, same `last_update`), so a
-//!   link or unlink meanwhile wins, and it is made only on records untouched for
-//!   [`SETTLE`], longer than a crawl's change may be in flight.
+//!   too low is raised and reported as a bug. A record whose count disagrees is read again
+//!   after the offers were counted: one that moved meanwhile (a link or unlink while the
+//!   offers were read) is left for the next audit, neither reported nor corrected. A
+//!   correction is a conditional write on the record as read before the offers were counted
+//!   (same count, same `last_update`), so a link or unlink meanwhile wins, and it is made only
+//!   on records untouched for [`SETTLE`], longer than a crawl's change may be in flight.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -209,6 +211,17 @@ impl Service {
         for record in records.values() {
             let actual = counts.get(&record.id).copied().unwrap_or(0);
             if actual == record.link_count {
+                continue;
+            }
+            // The offers were counted after the record was read: a link or unlink in between
+            // makes the two disagree without anything being wrong. Read back (consistently),
+            // a record that moved is left for the next audit.
+            let now_stored = self.ports.images.get(&record.id).await?;
+            if !now_stored.is_some_and(|r| {
+                (&r.generation, r.link_count, r.last_update)
+                    == (&record.generation, record.link_count, record.last_update)
+            }) {
+                report.link_counts_unsettled += 1;
                 continue;
             }
             if actual > record.link_count {

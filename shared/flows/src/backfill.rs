@@ -27,12 +27,14 @@ use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use super::decode::decode;
-use super::files::{delete_generation_files, write_files};
+use super::files::{
+    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+};
 use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion,
 };
-use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, TaskQueue};
+use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, StoreError, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
 
 /// The local task queue backfill tasks wait on.
@@ -220,6 +222,21 @@ impl Service {
     /// Starts a run towards the configured variant set, from the first pass. A run already
     /// going towards it is resumed instead (nothing is enumerated twice).
     pub async fn backfill_start(&self) -> Result<BackfillRun, FlowError> {
+        // Every record is rewritten to the configured set, and the sweep then deletes the
+        // previous files: a set nobody confirmed (a typo) must not get that far.
+        let variants = self.variant_set_status().await?;
+        if !variants.is_confirmed() {
+            return Err(FlowError::VariantSetUnconfirmed(format!(
+                "added {:?}, dropped {:?}{}; confirm it with `imgest variants confirm` first",
+                variants.added,
+                variants.dropped,
+                if variants.confirmed.is_none() {
+                    " (none confirmed yet)"
+                } else {
+                    ""
+                }
+            )));
+        }
         // The queue must exist before anything is enumerated onto it.
         self.ports.messages.counts(BACKFILL_QUEUE).await?;
         let target = self.pipeline.version().clone();
@@ -609,11 +626,25 @@ impl Service {
         record: &ImageRecord,
     ) -> Result<Reprocessed, FlowError> {
         let id = &record.id;
-        let original = self
+        let original = match self
             .ports
             .blobs
             .get(&BlobKey::original(id, &record.generation))
-            .await?;
+            .await
+        {
+            Ok(original) => original,
+            // Collected (or re-processed) since it was read: nothing to do. Still the record
+            // read: its original is missing, which the caller reports.
+            Err(StoreError::NotFound(key)) => {
+                let now = self.ports.clock.now();
+                let current = self.ports.images.get(id).await?;
+                if current.is_some_and(|r| r.generation == record.generation && r.is_live(now)) {
+                    return Err(StoreError::NotFound(key).into());
+                }
+                return Ok(Reprocessed::Gone);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let processed = {
             let _backfill = self
                 .backfill_slots
@@ -644,19 +675,40 @@ impl Service {
             .images
             .replace_files(id, &record.generation, &generation, ready, keep)
             .await;
-        match replaced {
-            Ok(Some(_)) => {
+        let answer = match &replaced {
+            Ok(Some(record)) => Answer::Applied(Box::new(record.clone())),
+            Ok(None) => Answer::Refused,
+            Err(e) => Answer::Failed(e),
+        };
+        let write = RecordWrite::Replace {
+            expected: &record.generation,
+        };
+        match settle_files(&self.ports, &self.counters, id, &generation, write, answer).await {
+            FilesFate::Ours(_) => {
                 info!(image_id = %id, from = %record.generation, to = %generation, "re-processed");
                 Ok(Reprocessed::Done)
             }
-            Ok(None) => {
-                if let Err(e) = delete_generation_files(&self.ports, id, &generation).await {
+            // Collected or changed meanwhile: that record wins, and these files are no one's.
+            FilesFate::Delete => {
+                if let Err(e) =
+                    delete_generation_files(&self.ports, id, &generation, FileScope::Variants).await
+                {
                     warn!(image_id = %id, error = %e, "could not remove files of a re-processing that lost its record; the sweeper will");
                 }
                 Ok(Reprocessed::Gone)
             }
-            // Unknown whether it was applied: the files stay (the sweeper collects them if not).
-            Err(e) => Err(e.into()),
+            // Unknown whether it was (or will be) applied: the files stay (the sweeper collects
+            // them if not), and the task fails retryably (a redelivery finds the record current
+            // if it was).
+            FilesFate::Leave => Err(replaced
+                .err()
+                .unwrap_or_else(|| {
+                    StoreError::Conflict(format!(
+                        "image {id}: re-pointing from generation {} was refused unexplained",
+                        record.generation
+                    ))
+                })
+                .into()),
         }
     }
 }

@@ -27,6 +27,10 @@ imgest_core::counters! {
     backfill_runs,
     /// Queue messages given up on: sent to their queue's dead letters with their reason.
     messages_dead_lettered,
+    /// Record writes answered "refused" or failed that had been applied: the answer was lost.
+    record_answers_lost,
+    /// Bodies whose MD5 named a stored image with another SHA-256 (an MD5 collision): refused.
+    hash_collisions,
 }
 
 imgest_core::counters! {

@@ -1,6 +1,6 @@
 //! The flows' error: every failure a caller can see, with a stable kind and a retry class.
 
-use imgest_core::domain::{IdError, ImageId, OfferId, UploadId};
+use imgest_core::domain::{IdError, ImageId, OfferId, UploadId, VariantName};
 use imgest_core::ports::StoreError;
 use imgest_pipeline::PipelineError;
 
@@ -26,8 +26,15 @@ pub enum FlowError {
     Overloaded,
     #[error("too many uploads from this caller; try again in {}s", retry_after.as_secs().max(1))]
     RateLimited { retry_after: std::time::Duration },
-    #[error("the same photo is still being processed by another request; try again")]
-    StillProcessing(ImageId),
+    #[error(
+        "image {0}: these bytes have the MD5 of a stored image but not its SHA-256 (an MD5 collision); refused"
+    )]
+    HashCollision(ImageId),
+    #[error("the same photo is still being processed by another request; try again in {}s", retry_after.as_secs().max(1))]
+    StillProcessing {
+        id: ImageId,
+        retry_after: std::time::Duration,
+    },
     #[error("upload {0} does not exist (or expired)")]
     UploadNotFound(UploadId),
     #[error("upload {0}'s URL has expired; create a new upload")]
@@ -39,6 +46,18 @@ pub enum FlowError {
     /// The caller (a queue message's sender) may not ask for this.
     #[error("forbidden: {0}")]
     Forbidden(String),
+    #[error(
+        "the configuration drops the confirmed variant(s) {}: confirm the drop with `imgest variants confirm{}`",
+        names(.0), .0.iter().map(|n| format!(" --drop {}", n.as_str())).collect::<String>()
+    )]
+    VariantDropUnconfirmed(Vec<VariantName>),
+    #[error("the configured variant set is not the confirmed one: {0} (`imgest variants status`)")]
+    VariantSetUnconfirmed(String),
+    #[error("{0}")]
+    SweepStopped(String),
+    /// A message's body (under `incoming/` or `fetched/`) expired before it was processed.
+    #[error("{0}")]
+    BodyGone(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("internal error: {0}")]
@@ -66,8 +85,13 @@ impl FlowError {
             Self::DuplicateImage(_) => "duplicate_image",
             Self::TooManyPhotos { .. } => "too_many_photos",
             Self::Overloaded | Self::RateLimited { .. } => "too_many_requests",
-            Self::StillProcessing(_) => "still_processing",
             Self::Forbidden(_) => "forbidden",
+            Self::StillProcessing { .. } => "still_processing",
+            Self::HashCollision(_) => "hash_collision",
+            Self::VariantDropUnconfirmed(_) => "variant_drop_unconfirmed",
+            Self::VariantSetUnconfirmed(_) => "variant_set_unconfirmed",
+            Self::SweepStopped(_) => "sweep_stopped",
+            Self::BodyGone(_) => "body_gone",
             Self::Store(e) => e.kind(),
             Self::Internal(_) => "internal",
         }
@@ -76,7 +100,7 @@ impl FlowError {
     /// Whether the same request may succeed later. Bad input never does.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::StillProcessing(_) | Self::Overloaded | Self::RateLimited { .. } => true,
+            Self::StillProcessing { .. } | Self::Overloaded | Self::RateLimited { .. } => true,
             Self::Store(e) => e.is_retryable(),
             Self::Image(e) => e.is_retryable(),
             _ => false,
@@ -91,4 +115,13 @@ impl From<imgest_core::ports::LinkError> for FlowError {
             imgest_core::ports::LinkError::Store(e) => Self::Store(e),
         }
     }
+}
+
+/// `large, thumb`
+fn names(names: &[VariantName]) -> String {
+    names
+        .iter()
+        .map(VariantName::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -2,16 +2,136 @@
 //! record that names them, and deleted after the record that named them is gone (a record
 //! never points at a missing file; a file without a record is garbage the sweep collects).
 //! Uploads, crawls, backfill, GC and the audit's repairs all write and delete through here.
+//!
+//! **Deciding the files after the record write** ([`settle_files`]): a record write that names
+//! new files may answer "refused" or fail although it was applied (DynamoDB: the answer was
+//! lost, the SDK sent the request again and the condition then refused it; or a timeout hid a
+//! write that went through, or that is still on its way). So whoever wrote files under a
+//! generation reads the record back before it deletes them, and deletes them only when no
+//! write of theirs can ever make a record name them; when that is unknown, the files are left
+//! to the sweep (garbage after `IMGEST_SWEEP_GRACE` if no record names them).
 
 use bytes::Bytes;
+use tracing::{info, warn};
 
 use super::{FlowCounters, FlowError};
 use imgest_core::Ports;
 use imgest_core::domain::{
-    BlobKey, Generation, ImageId, ImageRecord, ImageState, StoredVariant, VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, StoredVariant,
+    VariantSetVersion,
 };
 use imgest_core::ports::{ReadyImage, StoreError};
 use imgest_pipeline::Processed;
+
+/// The record write whose new files are at stake.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RecordWrite<'a> {
+    /// The writer's claim made ready ([`ImageIndex::complete`](imgest_core::ports::ImageIndex::complete)).
+    Complete,
+    /// A new ready record ([`ImageIndex::create_ready`](imgest_core::ports::ImageIndex::create_ready)).
+    CreateReady,
+    /// A ready record re-pointed from `expected` ([`ImageIndex::replace_files`](imgest_core::ports::ImageIndex::replace_files)).
+    Replace { expected: &'a Generation },
+}
+
+/// What the record write answered.
+#[derive(Debug)]
+pub(crate) enum Answer<'a> {
+    /// Written: the record it returned.
+    Applied(Box<ImageRecord>),
+    /// Refused by its condition (`None` from `create_ready`/`replace_files`, `Conflict` from
+    /// `complete`).
+    Refused,
+    /// Failed: it may or may not have been applied, or may still be.
+    Failed(&'a StoreError),
+}
+
+/// What becomes of the files written under the writer's generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FilesFate {
+    /// The record names them: they are its files. Never delete.
+    Ours(Box<ImageRecord>),
+    /// No write of ours can make a record name them, now or later: delete them.
+    Delete,
+    /// Unknown: leave them to the sweep.
+    Leave,
+}
+
+/// The decision, from the answer and the record read back (consistently) after it. Generations
+/// are random and never reused, and every condition names one: a record of another generation
+/// than the ones a write's condition names can never let that write land.
+pub(crate) fn decide(
+    write: RecordWrite<'_>,
+    ours: &Generation,
+    answer: &Answer<'_>,
+    read_back: Result<Option<&ImageRecord>, &StoreError>,
+) -> FilesFate {
+    let failed = matches!(answer, Answer::Failed(_));
+    match (answer, read_back) {
+        (Answer::Applied(record), _) => FilesFate::Ours(record.clone()),
+        (_, Err(_)) => FilesFate::Leave,
+        (_, Ok(Some(record))) if &record.generation == ours => {
+            if record.is_ready() {
+                FilesFate::Ours(Box::new(record.clone()))
+            } else {
+                // Still our claim: a failed completion may yet land; a refused one is
+                // unexplained. Either way the files are not known to be garbage.
+                FilesFate::Leave
+            }
+        }
+        (_, Ok(Some(record))) => match write {
+            // Still as the condition wants it: a failed write may yet land (a refusal with the
+            // condition still true is unexplained).
+            RecordWrite::Replace { expected } if &record.generation == expected => FilesFate::Leave,
+            // Another generation: a condition naming ours (or `expected`) can never hold again.
+            // A create is refused while any record exists, and the record there can go only
+            // through GC, after `IMGEST_ORPHAN_TTL` (at least an hour: longer than any request
+            // of ours lives).
+            _ => FilesFate::Delete,
+        },
+        (_, Ok(None)) => match write {
+            // Refused, then gone: the record that refused it was collected meanwhile.
+            RecordWrite::CreateReady if !failed => FilesFate::Delete,
+            // A create that failed may still land on the empty key.
+            RecordWrite::CreateReady => FilesFate::Leave,
+            // Our claim, or the record as `expected`, is gone: the condition can never hold.
+            RecordWrite::Complete | RecordWrite::Replace { .. } => FilesFate::Delete,
+        },
+    }
+}
+
+/// Reads the record back (unless the write was applied) and decides the fate of the files
+/// written under `ours`; logs what a lost answer or an unknown outcome did.
+pub(crate) async fn settle_files(
+    ports: &Ports,
+    counters: &FlowCounters,
+    id: &ImageId,
+    ours: &Generation,
+    write: RecordWrite<'_>,
+    answer: Answer<'_>,
+) -> FilesFate {
+    if let Answer::Applied(record) = answer {
+        return FilesFate::Ours(record);
+    }
+    let read = ports.images.get(id).await;
+    let fate = decide(write, ours, &answer, read.as_ref().map(Option::as_ref));
+    match (&fate, &answer) {
+        (FilesFate::Ours(_), _) => {
+            counters.record_answers_lost.increment(1);
+            info!(image_id = %id, generation = %ours, ?write, "a record write whose answer was lost was ours: the files stay");
+        }
+        (FilesFate::Leave, answer) => {
+            let failed = match answer {
+                Answer::Failed(e) => Some(e.to_string()),
+                _ => None,
+            };
+            let read = read.as_ref().err().map(ToString::to_string);
+            warn!(image_id = %id, generation = %ours, ?write, ?failed, ?read, "unknown whether a record will name these files: left to the sweep");
+        }
+        (FilesFate::Delete, _) => {}
+    }
+    fate
+}
 
 /// Writes the original and every variant (concurrently) and describes them for the record.
 pub(crate) async fn write_files(
@@ -54,6 +174,7 @@ pub(crate) async fn write_files(
     }
     counters.files_written.increment(writes.len() as u64);
     Ok(ReadyImage {
+        sha256: Some(ContentHash::of_bytes(original)),
         format: processed.format,
         width: processed.width,
         height: processed.height,
@@ -63,14 +184,31 @@ pub(crate) async fn write_files(
     })
 }
 
-/// Deletes every file under one generation of an image, found by listing its prefixes.
+/// Which of a generation's files a deletion may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileScope {
+    /// The variants only (under `public/`): what a failed upload, crawl or re-processing
+    /// removes. Its original is left to the sweep: only the collectors (GC, the sweep) delete
+    /// originals, the only copy of a photo (on AWS no other function may).
+    Variants,
+    /// The original too: GC, for a record it removed.
+    All,
+}
+
+/// Deletes the files under one generation of an image in `scope`, found by listing.
 pub(crate) async fn delete_generation_files(
     ports: &Ports,
     id: &ImageId,
     generation: &Generation,
+    scope: FileScope,
 ) -> Result<u64, StoreError> {
     let mut deleted = 0;
-    for prefix in BlobKey::generation_prefixes(id, generation) {
+    let [public, originals] = BlobKey::generation_prefixes(id, generation);
+    let prefixes = match scope {
+        FileScope::Variants => vec![public],
+        FileScope::All => vec![public, originals],
+    };
+    for prefix in prefixes {
         loop {
             // Always from the start: the previous page is gone once deleted.
             let page = ports.blobs.list(&prefix, None, 1000).await?;
@@ -101,7 +239,120 @@ pub(crate) async fn delete_record_files(
             Ok(keys.len() as u64)
         }
         ImageState::Processing { .. } => {
-            delete_generation_files(ports, &record.id, &record.generation).await
+            delete_generation_files(ports, &record.id, &record.generation, FileScope::All).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use imgest_core::domain::{SourceFormat, Timestamp};
+
+    fn record(generation: &Generation, ready: bool) -> ImageRecord {
+        let state = if ready {
+            ImageState::Ready {
+                format: SourceFormat::Jpeg,
+                width: 1,
+                height: 1,
+                original_bytes: 1,
+                variants: Vec::new(),
+                variant_set: None,
+                sha256: None,
+            }
+        } else {
+            ImageState::Processing {
+                claim_expires_at: Timestamp::from_millis(1),
+            }
+        };
+        ImageRecord {
+            id: ImageId::of_bytes(b"x"),
+            generation: generation.clone(),
+            state,
+            created_at: Timestamp::from_millis(0),
+            last_update: Timestamp::from_millis(0),
+            link_count: 0,
+            expires_at: None,
+            previous: None,
+        }
+    }
+
+    /// The decision table of `docs/consistency.md`, row by row, for both answers.
+    #[test]
+    fn files_are_deleted_only_when_no_write_of_ours_can_name_them() {
+        use FilesFate::{Delete, Leave};
+        let ours = Generation::random();
+        let expected = Generation::random();
+        let other = Generation::random();
+        let failure = StoreError::Unavailable {
+            message: "timed out".into(),
+            source: None,
+        };
+        let read_failure = StoreError::Unavailable {
+            message: "read timed out".into(),
+            source: None,
+        };
+        let replace = RecordWrite::Replace {
+            expected: &expected,
+        };
+        let answers = [Answer::Refused, Answer::Failed(&failure)];
+        let decide_all = |write, read: Result<Option<&ImageRecord>, &StoreError>| {
+            answers
+                .iter()
+                .map(|answer| decide(write, &ours, answer, read))
+                .collect::<Vec<_>>()
+        };
+        let ours_ready = record(&ours, true);
+        let is_ours = FilesFate::Ours(Box::new(ours_ready.clone()));
+        for write in [RecordWrite::Complete, RecordWrite::CreateReady, replace] {
+            // Ours and ready: the write went through.
+            assert_eq!(
+                decide_all(write, Ok(Some(&ours_ready))),
+                [is_ours.clone(), is_ours.clone()],
+                "{write:?}"
+            );
+            // Another generation: our condition can never hold again.
+            assert_eq!(
+                decide_all(write, Ok(Some(&record(&other, true)))),
+                [Delete, Delete],
+                "{write:?}"
+            );
+            // The record could not be read: unknown.
+            assert_eq!(
+                decide_all(write, Err(&read_failure)),
+                [Leave, Leave],
+                "{write:?}"
+            );
+        }
+        // Our claim still there: a failed completion may land; a refusal is unexplained.
+        assert_eq!(
+            decide_all(RecordWrite::Complete, Ok(Some(&record(&ours, false)))),
+            [Leave, Leave]
+        );
+        // The record still as the re-pointing expects it.
+        assert_eq!(
+            decide_all(replace, Ok(Some(&record(&expected, true)))),
+            [Leave, Leave]
+        );
+        // No record: a completion or re-pointing needs one; a create may still land.
+        assert_eq!(
+            decide_all(RecordWrite::Complete, Ok(None)),
+            [Delete, Delete]
+        );
+        assert_eq!(decide_all(replace, Ok(None)), [Delete, Delete]);
+        assert_eq!(
+            decide_all(RecordWrite::CreateReady, Ok(None)),
+            [Delete, Leave]
+        );
+        // Applied: ours without reading.
+        assert_eq!(
+            decide(
+                RecordWrite::CreateReady,
+                &ours,
+                &Answer::Applied(Box::new(ours_ready.clone())),
+                Err(&read_failure)
+            ),
+            is_ours
+        );
     }
 }

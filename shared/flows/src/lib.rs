@@ -9,6 +9,7 @@
 //! - [`gc`]: collecting expired orphans, record first, then that generation's files.
 //! - [`sweep`]: garbage collection that starts from the files: files no record needs.
 //! - [`backfill`]: re-processing stored photos under the configured variant set.
+//! - [`variants`]: the variant set an operator confirmed (what the sweep may retire).
 //! - [`audit`]: records checked against their files and link counts against the offers.
 //! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
 //! - [`stats`]: what is stored and what is waiting, counted from the stores.
@@ -36,6 +37,7 @@ mod service;
 pub mod stats;
 pub mod sweep;
 pub mod upload;
+pub mod variants;
 
 pub use counts::{CrawlCounters, CrawlCounts, FlowCounters, FlowCounts};
 pub use error::FlowError;

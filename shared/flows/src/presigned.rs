@@ -116,7 +116,22 @@ impl Service {
         let limit = self.pipeline.config().max_body;
         // Held until the body is dropped, at the end of this call.
         let _memory = self.reserve_body(record.size.min(limit)).await?;
-        let body = self.ports.blobs.get(&key).await?;
+        let body = match self.ports.blobs.get(&key).await {
+            Ok(body) => body,
+            // Pending, and no body: it expired under incoming/ (a message redriven late). The
+            // upload fails as `body_gone`, for its client to see, and so does the message.
+            Err(StoreError::NotFound(_)) => {
+                let gone = FlowError::BodyGone(format!(
+                    "upload {id}: its body is gone from storage (it expired before it was processed); upload the photo again"
+                ));
+                self.ports
+                    .uploads
+                    .finish_upload(id, &failed(id, &gone))
+                    .await?;
+                return Err(gone);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let state = if body.len() as u64 > limit {
             failed(
                 id,
@@ -135,7 +150,7 @@ impl Service {
             )
         } else {
             let image_id = ImageId::of_bytes(&body);
-            match self.upload(image_id, body).await {
+            match self.upload_queued(image_id, body).await {
                 Ok(outcome) => UploadState::Done {
                     image_id: outcome.record.id,
                     deduplicated: outcome.deduplicated,

@@ -22,6 +22,12 @@ pub struct Policy {
     pub orphan_ttl: Duration,
     pub claim_ttl: Duration,
     pub sweep_grace: Duration,
+    /// How long an API upload waits for another request's claim on the same bytes
+    /// (`IMGEST_DEDUP_WAIT`) before answering `still_processing`.
+    pub dedup_wait: Duration,
+    /// The share of a shard's files (percent) a sweep may delete before it stops and reports
+    /// (`IMGEST_SWEEP_MAX_SHARE`).
+    pub sweep_max_share: u8,
     pub max_photos_per_offer: usize,
     pub process_concurrency: usize,
     /// New photos allowed to wait for a decode slot; beyond that uploads are refused (429).
@@ -52,6 +58,8 @@ impl Policy {
             orphan_ttl: s.orphan_ttl,
             claim_ttl: s.claim_ttl,
             sweep_grace: s.sweep_grace,
+            dedup_wait: s.dedup_wait,
+            sweep_max_share: s.sweep_max_share,
             max_photos_per_offer: s.max_photos_per_offer,
             process_concurrency: s.process_concurrency,
             max_pending_uploads: s.max_pending_uploads,

@@ -5,7 +5,8 @@
 //! gets the existing record (a dedup hit costs one read, plus one conditional write when the
 //! record was last refreshed longer ago than the refresh granularity; no decoding) or waits
 //! for the claimant. Files are written before the record becomes ready, so a ready record never
-//! points at a missing file; a failed or cancelled processing run removes its claim and files.
+//! points at a missing file; a failed or cancelled processing run removes its claim and its
+//! variants (its original is left to the sweep: only the collectors delete originals).
 //!
 //! A dedup hit is the common case and should cost what hashing costs: so the body is kept as
 //! the chunks it arrived in (joined only for new content), and only its magic bytes are checked
@@ -16,13 +17,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tracing::{Instrument, info, warn};
+use tracing::{Instrument, error, info, warn};
 
 use super::decode::decode;
-use super::files::{delete_generation_files, write_files};
+use super::files::{
+    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+};
 use super::service::Ports;
 use super::{FlowError, Service};
-use imgest_core::domain::{Generation, ImageId, ImageRecord, Owner};
+use imgest_core::domain::{
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, Owner, Timestamp,
+};
 use imgest_core::ports::{Claim, StoreError};
 use imgest_core::telemetry::metrics::Stage;
 
@@ -72,6 +77,11 @@ impl UploadBody {
         }
     }
 
+    /// SHA-256 of the whole body, over its chunks as they arrived.
+    pub fn strong_hash(&self) -> ContentHash {
+        ContentHash::of_chunks(self.chunks.iter().map(|c| c.as_ref()))
+    }
+
     /// The whole body in one buffer (no copy when it arrived in one chunk).
     pub fn into_bytes(self) -> Bytes {
         match self.chunks.len() {
@@ -104,14 +114,44 @@ const UPLOAD_RATE_WINDOW: Duration = Duration::from_secs(60);
 /// How often a caller waiting for another caller's claim looks again (doubling, capped).
 const WAIT_FIRST_POLL: Duration = Duration::from_millis(10);
 const WAIT_MAX_POLL: Duration = Duration::from_millis(250);
+/// The `Retry-After` a caller waiting for another's claim is given: the claim's time left,
+/// within these bounds.
+const RETRY_AFTER_MIN: Duration = Duration::from_secs(1);
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(5);
 
 impl Service {
-    /// Uploads `body`, whose MD5 the caller computed while receiving it.
+    /// Uploads `body`, whose MD5 the caller computed while receiving it (an API request): the
+    /// same bytes being processed by another request are waited for `IMGEST_DEDUP_WAIT` at
+    /// most, then answered [`FlowError::StillProcessing`] (`503` with `Retry-After`), well
+    /// before API Gateway gives up on the request.
     pub async fn upload(
         &self,
         id: ImageId,
         body: impl Into<UploadBody>,
     ) -> Result<UploadOutcome, FlowError> {
+        self.upload_within(id, body, self.policy.dedup_wait).await
+    }
+
+    /// [`upload`](Self::upload) for work from a queue (a presigned upload's processing, a
+    /// crawled photo): it may wait up to a claim's lifetime (`IMGEST_CLAIM_TTL`), as a
+    /// message that still finds the bytes in progress then fails retryably and comes back.
+    pub(crate) async fn upload_queued(
+        &self,
+        id: ImageId,
+        body: impl Into<UploadBody>,
+    ) -> Result<UploadOutcome, FlowError> {
+        self.upload_within(id, body, self.policy.claim_ttl).await
+    }
+
+    /// Uploads `body`, waiting at most `wait` (wall-clock time: whatever the store's clock
+    /// says) for another caller's claim on the same bytes.
+    async fn upload_within(
+        &self,
+        id: ImageId,
+        body: impl Into<UploadBody>,
+        wait: Duration,
+    ) -> Result<UploadOutcome, FlowError> {
+        let deadline = tokio::time::Instant::now() + wait;
         let body = body.into();
         if body.is_empty() {
             return Err(FlowError::EmptyBody);
@@ -123,8 +163,17 @@ impl Service {
             .inspect_err(|_| {
                 self.counters.pipeline_rejections.increment(1);
             })?;
+        // Every hit on the MD5 is checked against the body's SHA-256 (computed once, when a
+        // record is found: new content gets its hash from the files step).
+        let mut sha256: Option<ContentHash> = None;
         let mut body = Some(body);
         let mut joined = Bytes::new();
+        let mut strong_hash = |body: &Option<UploadBody>, joined: &Bytes| {
+            *sha256.get_or_insert_with(|| match body {
+                Some(parts) => parts.strong_hash(),
+                None => ContentHash::of_bytes(joined),
+            })
+        };
 
         // A waiter re-claims when the claimant gave up (abandoned or expired claim); the loop is
         // bounded because each round either returns or sees a claim end.
@@ -132,6 +181,9 @@ impl Service {
         loop {
             match self.claim(&id).await? {
                 Claim::Existing(record) => {
+                    let record = self
+                        .verify_hit(record, &strong_hash(&body, &joined))
+                        .await?;
                     self.counters.uploads_deduplicated.increment(1);
                     return Ok(UploadOutcome {
                         record,
@@ -166,38 +218,102 @@ impl Service {
                         None => continue,
                     }
                 }
-                Claim::InProgress { .. } => {
+                Claim::InProgress { claim_expires_at } => {
                     waited_rounds += 1;
-                    if waited_rounds > 3 {
-                        return Err(FlowError::StillProcessing(id));
-                    }
-                    if let Some(record) = self.wait_for_claim(&id).await? {
-                        self.counters.uploads_deduplicated.increment(1);
-                        return Ok(UploadOutcome {
-                            record,
-                            deduplicated: true,
-                        });
+                    let waited = if waited_rounds > 3 {
+                        Waited::Deadline { claim_expires_at }
+                    } else {
+                        self.wait_for_claim(&id, claim_expires_at, deadline).await?
+                    };
+                    match waited {
+                        Waited::Ready(record) => {
+                            let record = self
+                                .verify_hit(*record, &strong_hash(&body, &joined))
+                                .await?;
+                            self.counters.uploads_deduplicated.increment(1);
+                            return Ok(UploadOutcome {
+                                record,
+                                deduplicated: true,
+                            });
+                        }
+                        Waited::Ended => {}
+                        Waited::Deadline { claim_expires_at } => {
+                            let left = claim_expires_at.since(self.ports.clock.now());
+                            return Err(FlowError::StillProcessing {
+                                id,
+                                retry_after: left.clamp(RETRY_AFTER_MIN, RETRY_AFTER_MAX),
+                            });
+                        }
                     }
                 }
             }
         }
     }
 
-    /// The images among `ids` that are stored, each refreshed as an upload of its bytes would
-    /// refresh it (its orphan expiry pushed back, an expired one not yet collected revived), in
-    /// the order of `ids` (each once): a client that hashed its photos asks first and sends only
-    /// the others. An id without a record stays without one: only ids with a ready record are
-    /// claimed, and a record collected in between gets the claim back at once.
-    pub async fn known_images(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, FlowError> {
-        let mut seen = std::collections::HashSet::with_capacity(ids.len());
-        let ids: Vec<ImageId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+    /// A record found under an MD5 is the bytes we hold only if their SHA-256s agree too:
+    /// MD5 collisions between two different photos are cheap to make. A mismatch is refused
+    /// (`409 hash_collision`), counted and logged, and never linked. A record written before
+    /// strong hashes were recorded is checked against its original once, and given the hash.
+    pub(crate) async fn verify_hit(
+        &self,
+        record: ImageRecord,
+        ours: &ContentHash,
+    ) -> Result<ImageRecord, FlowError> {
+        let theirs = match record.sha256() {
+            Some(theirs) => *theirs,
+            None => self.adopt_strong_hash(&record).await?,
+        };
+        if &theirs != ours {
+            self.counters.hash_collisions.increment(1);
+            error!(image_id = %record.id, ours = %ours, theirs = %theirs, "an MD5 collision: the bytes differ from the stored image's; refused");
+            return Err(FlowError::HashCollision(record.id));
+        }
+        Ok(record)
+    }
+
+    /// The SHA-256 of a record's original (one written before strong hashes), recorded on it.
+    async fn adopt_strong_hash(&self, record: &ImageRecord) -> Result<ContentHash, FlowError> {
+        let original = self
+            .ports
+            .blobs
+            .get(&BlobKey::original(&record.id, &record.generation))
+            .await?;
+        let hash = ContentHash::of_bytes(&original);
+        // Conditional on the generation, and on no hash yet: a race changes nothing.
+        self.ports
+            .images
+            .set_strong_hash(&record.id, &record.generation, &hash)
+            .await?;
+        info!(image_id = %record.id, "recorded the SHA-256 of an image stored before strong hashes");
+        Ok(hash)
+    }
+
+    /// The images among `photos` (MD5 and SHA-256 of each) that are stored, each refreshed as
+    /// an upload of its bytes would refresh it (its orphan expiry pushed back, an expired one
+    /// not yet collected revived), in the order of `photos` (each once): a client that hashed
+    /// its photos asks first and sends only the others. Only a record whose SHA-256 is the one
+    /// asked about is known: one of another (an MD5 collision) or of none (stored before strong
+    /// hashes; its upload checks it against its original) is left for the client to upload.
+    /// An id without a record stays without one: only ids with a ready record are claimed, and
+    /// a record collected in between gets the claim back at once.
+    pub async fn known_images(
+        &self,
+        photos: &[(ImageId, ContentHash)],
+    ) -> Result<Vec<ImageRecord>, FlowError> {
+        let mut seen = std::collections::HashSet::with_capacity(photos.len());
+        let photos: Vec<&(ImageId, ContentHash)> =
+            photos.iter().filter(|(id, _)| seen.insert(id)).collect();
+        let ids: Vec<ImageId> = photos.iter().map(|(id, _)| id.clone()).collect();
+        let asked: std::collections::HashMap<&ImageId, &ContentHash> =
+            photos.iter().map(|(id, h)| (id, h)).collect();
+        let same = |record: &ImageRecord| record.sha256() == asked.get(&record.id).copied();
         let stored = self.ports.images.get_many(&ids).await?;
         let refreshes = stored
             .into_iter()
-            .filter(ImageRecord::is_ready)
+            .filter(|r| r.is_ready() && same(r))
             .map(|record| self.refresh_known(record.id));
         let refreshed = futures_util::future::try_join_all(refreshes).await?;
-        Ok(refreshed.into_iter().flatten().collect())
+        Ok(refreshed.into_iter().flatten().filter(same).collect())
     }
 
     /// The claim an upload of `id`'s bytes would make, for an id that had a ready record a
@@ -214,13 +330,14 @@ impl Service {
         }
     }
 
-    /// What an upload of `id`'s bytes claims now (see [`ImageIndex::claim`](imgest_core::ports::ImageIndex::claim)).
+    /// What an upload of `id`'s bytes claims now (see [`ImageIndex::claim`](imgest_core::ports::ImageIndex::claim)),
+    /// proposing a fresh generation: a claim made again after its answer was lost finds it.
     async fn claim(&self, id: &ImageId) -> Result<Claim, StoreError> {
         let now = self.ports.clock.now();
         let (claim_ttl, orphan_ttl) = (self.policy.claim_ttl, self.policy.orphan_ttl);
         self.ports
             .images
-            .claim(id, now, claim_ttl, orphan_ttl)
+            .claim(id, &Generation::random(), now, claim_ttl, orphan_ttl)
             .await
     }
 
@@ -277,7 +394,7 @@ impl Service {
         }
         // A peek: new bytes are stored with a conditional write, and a record seen is claimed.
         if self.ports.images.peek(&id).await?.is_some() {
-            return self.upload(id, body).await;
+            return self.upload_queued(id, body).await;
         }
         let checked = self
             .pipeline
@@ -300,22 +417,37 @@ impl Service {
                 })
             }
             // Stored meanwhile (the same bytes under another URL, or uploaded): theirs wins.
-            None => self.upload(id, body).await,
+            None => self.upload_queued(id, body).await,
         }
     }
 
-    /// Waits until another caller's claim on `id` ends. Returns the ready record, or `None` when
-    /// the claim ended without one (failed, or expired: the caller claims again).
-    async fn wait_for_claim(&self, id: &ImageId) -> Result<Option<ImageRecord>, FlowError> {
+    /// Waits until another caller's claim on `id` ends, or until `deadline`.
+    async fn wait_for_claim(
+        &self,
+        id: &ImageId,
+        mut claim_expires_at: Timestamp,
+        deadline: tokio::time::Instant,
+    ) -> Result<Waited, FlowError> {
         let mut poll = WAIT_FIRST_POLL;
         loop {
-            tokio::time::sleep(poll).await;
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(Waited::Deadline { claim_expires_at });
+            }
+            tokio::time::sleep(poll.min(deadline - now)).await;
             poll = (poll * 2).min(WAIT_MAX_POLL);
             let now = self.ports.clock.now();
             match self.ports.images.get(id).await? {
-                Some(record) if record.is_ready() => return Ok(Some(record)),
-                Some(record) if !record.is_expired(now) => continue,
-                _ => return Ok(None),
+                Some(record) if record.is_ready() => return Ok(Waited::Ready(Box::new(record))),
+                Some(record) if !record.is_expired(now) => {
+                    if let ImageState::Processing {
+                        claim_expires_at: at,
+                    } = record.state
+                    {
+                        claim_expires_at = at;
+                    }
+                }
+                _ => return Ok(Waited::Ended),
             }
         }
     }
@@ -380,35 +512,38 @@ impl Service {
                         .await
                 }
             };
-            // Refused, or failed: the write may still be ours (applied, its answer lost, and
-            // refused when the SDK tried again). Only the record read back tells.
-            let failure = match written {
-                Ok(Some(record)) => return Ok(Some(stored(&mut guard, record))),
-                Ok(None) => Ok(None),
-                Err(StoreError::Conflict(reason)) => Ok(Some(reason)),
-                Err(e) => Err(e),
+            let write = match record {
+                Record::Claimed => RecordWrite::Complete,
+                Record::New => RecordWrite::CreateReady,
             };
-            match (find_ours(&ports, &id, &generation).await, failure) {
-                (Ok(Some(record)), _) => Ok(Some(stored(&mut guard, record))),
-                (Ok(None), Ok(lost_claim)) => {
-                    match lost_claim {
-                        Some(reason) => {
-                            warn!(image_id = %id, generation = %generation, %reason, "claim lost while processing");
-                        }
-                        None => {
-                            info!(image_id = %id, generation = %generation, "the same bytes were stored meanwhile");
-                        }
-                    }
+            let answer = match &written {
+                Ok(Some(record)) => Answer::Applied(Box::new(record.clone())),
+                Ok(None) | Err(StoreError::Conflict(_)) => Answer::Refused,
+                Err(e) => Answer::Failed(e),
+            };
+            match settle_files(&ports, &counters, &id, &generation, write, answer).await {
+                FilesFate::Ours(record) => Ok(Some(stored(&mut guard, *record))),
+                // Someone else's record (or none, and ours can never be written): theirs wins.
+                FilesFate::Delete => {
+                    info!(image_id = %id, generation = %generation, "the record was written by another run meanwhile");
                     guard.release_files_only().await;
                     Ok(None)
                 }
-                // Not ours: the guard removes the files (and the claim) as it drops.
-                (Ok(None), Err(e)) => Err(FlowError::Store(e)),
-                // Unknown: the files stay. A file without a record is garbage the sweeper
-                // collects; a record without its files is a broken image.
-                (Err(read), failure) => {
+                // Unknown: the files stay (a file without a record is garbage the sweep
+                // collects; a record without its files is a broken image). Our claim, if it is
+                // still there, is given back: then our completion can never land.
+                FilesFate::Leave => {
                     guard.disarm();
-                    Err(FlowError::Store(failure.err().unwrap_or(read)))
+                    if record == Record::Claimed
+                        && let Err(e) = ports.images.abandon(&id, &generation).await
+                    {
+                        warn!(image_id = %id, generation = %generation, error = %e, "could not remove a claim whose completion is unknown; it expires by itself");
+                    }
+                    Err(FlowError::Store(written.err().unwrap_or_else(|| {
+                        StoreError::Conflict(format!(
+                            "image {id}: the record write of generation {generation} was refused unexplained"
+                        ))
+                    })))
                 }
             }
         }
@@ -418,24 +553,21 @@ impl Service {
     }
 }
 
+/// How a wait for another caller's claim ended.
+enum Waited {
+    /// Its record is ready.
+    Ready(Box<ImageRecord>),
+    /// It ended without one (failed, or expired): claim again.
+    Ended,
+    /// Still held at the deadline; it expires at `claim_expires_at`.
+    Deadline { claim_expires_at: Timestamp },
+}
+
 /// A record of ours is written: the files are its now.
 fn stored(guard: &mut ClaimGuard, record: ImageRecord) -> ImageRecord {
     guard.disarm();
     info!(image_id = %record.id, generation = %record.generation, "image processed");
     record
-}
-
-/// The ready record of `id` if it is `generation`'s (a write of ours that went through).
-async fn find_ours(
-    ports: &Ports,
-    id: &ImageId,
-    generation: &Generation,
-) -> Result<Option<ImageRecord>, StoreError> {
-    Ok(ports
-        .images
-        .get(id)
-        .await?
-        .filter(|r| &r.generation == generation && r.is_ready()))
 }
 
 /// Which record the files of a processing run end up in.
@@ -515,7 +647,7 @@ impl Drop for ClaimGuard {
 
 /// Best effort: what it cannot delete, the sweeper deletes after its grace period.
 async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_claim: bool) {
-    if let Err(e) = delete_generation_files(&ports, &id, &generation).await {
+    if let Err(e) = delete_generation_files(&ports, &id, &generation, FileScope::Variants).await {
         warn!(image_id = %id, generation = %generation, error = %e, "could not remove files of a failed upload; the sweeper will");
     }
     if abandon_claim && let Err(e) = ports.images.abandon(&id, &generation).await {
@@ -527,11 +659,11 @@ async fn cleanup(ports: Ports, id: ImageId, generation: Generation, abandon_clai
 mod tests {
     use super::*;
     use crate::Policy;
-    use imgest_core::ports::ReadyImage;
-    use imgest_core::ports::SystemClock;
+    use imgest_core::ports::{ImageIndex, SystemClock};
     use imgest_embedded::{FsBlobStore, SqliteStore};
     use imgest_pipeline::{Pipeline, PipelineConfig};
     use imgest_settings::Settings;
+    use imgest_testing::crashing::{Fault, Faults, FaultyImages};
 
     fn service(dir: &std::path::Path, max_pending_uploads: usize) -> Service {
         let store = Arc::new(SqliteStore::open_in_memory().unwrap());
@@ -601,117 +733,17 @@ mod tests {
         assert!(!outcome.deduplicated);
     }
 
-    /// An image index whose record writes are applied and then answered with an error, as
-    /// when a timeout hides a write that went through.
-    struct AnswerLost(Arc<SqliteStore>);
-
-    fn lost() -> StoreError {
-        StoreError::Unavailable {
-            message: "the answer was lost".into(),
-            source: None,
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl imgest_core::ports::ImageIndex for AnswerLost {
-        async fn claim(
-            &self,
-            id: &ImageId,
-            now: imgest_core::domain::Timestamp,
-            claim_ttl: Duration,
-            orphan_ttl: Duration,
-        ) -> Result<Claim, StoreError> {
-            self.0.claim(id, now, claim_ttl, orphan_ttl).await
-        }
-        async fn complete(
-            &self,
-            id: &ImageId,
-            generation: &Generation,
-            ready: ReadyImage,
-            now: imgest_core::domain::Timestamp,
-            orphan_ttl: Duration,
-        ) -> Result<ImageRecord, StoreError> {
-            self.0
-                .complete(id, generation, ready, now, orphan_ttl)
-                .await?;
-            Err(lost())
-        }
-        async fn create_ready(
-            &self,
-            id: &ImageId,
-            generation: &Generation,
-            ready: ReadyImage,
-            now: imgest_core::domain::Timestamp,
-            orphan_ttl: Duration,
-        ) -> Result<Option<ImageRecord>, StoreError> {
-            self.0
-                .create_ready(id, generation, ready, now, orphan_ttl)
-                .await?;
-            Err(lost())
-        }
-        async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
-            self.0.abandon(id, generation).await
-        }
-        async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
-            self.0.get(id).await
-        }
-        async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
-            self.0.get_many(ids).await
-        }
-        async fn expired(
-            &self,
-            now: imgest_core::domain::Timestamp,
-            limit: usize,
-        ) -> Result<Vec<ImageRecord>, StoreError> {
-            self.0.expired(now, limit).await
-        }
-        async fn delete_if_expired(
-            &self,
-            id: &ImageId,
-            generation: &Generation,
-            now: imgest_core::domain::Timestamp,
-        ) -> Result<bool, StoreError> {
-            self.0.delete_if_expired(id, generation, now).await
-        }
-        async fn replace_files(
-            &self,
-            id: &ImageId,
-            expected: &Generation,
-            generation: &Generation,
-            ready: ReadyImage,
-            keep_previous_until: imgest_core::domain::Timestamp,
-        ) -> Result<Option<ImageRecord>, StoreError> {
-            self.0
-                .replace_files(id, expected, generation, ready, keep_previous_until)
-                .await
-        }
-        async fn correct_link_count(
-            &self,
-            seen: &ImageRecord,
-            count: u32,
-            now: imgest_core::domain::Timestamp,
-            orphan_ttl: Duration,
-        ) -> Result<bool, StoreError> {
-            self.0
-                .correct_link_count(seen, count, now, orphan_ttl)
-                .await
-        }
-        async fn scan(
-            &self,
-            segment: u32,
-            segments: u32,
-            cursor: Option<&str>,
-            limit: usize,
-        ) -> Result<imgest_core::ports::ScanPage, StoreError> {
-            self.0.scan(segment, segments, cursor, limit).await
-        }
+    /// The crash model's index for one request: its `write`th write applied and answered with
+    /// `fault`.
+    fn misanswering(store: &Arc<SqliteStore>, fault: Fault) -> Arc<dyn ImageIndex> {
+        Arc::new(FaultyImages {
+            inner: store.clone(),
+            faults: Faults::new(fault),
+        })
     }
 
     #[tokio::test]
     async fn a_record_written_whose_answer_was_lost_keeps_its_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open_in_memory().unwrap());
-        let service = service_with(dir.path(), 8, store.clone(), Arc::new(AnswerLost(store)));
         let png = Bytes::from(
             std::fs::read(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -719,18 +751,33 @@ mod tests {
             ))
             .unwrap(),
         );
-        // A crawled photo (created without a claim) and an upload (a claim, completed).
-        let fetched = service
-            .store_fetched(ImageId::of_bytes(&photo()), photo())
-            .await
-            .unwrap();
-        let uploaded = service.upload_bytes(png).await.unwrap();
-        for outcome in [fetched, uploaded] {
-            assert!(!outcome.deduplicated);
-            let record = service.ports.images.get(&outcome.record.id).await.unwrap();
-            assert_eq!(record.as_ref(), Some(&outcome.record));
-            for key in outcome.record.file_keys() {
-                assert!(service.ports.blobs.get(&key).await.is_ok(), "{key} is kept");
+        // The record write is a crawled photo's 1st write (`create_ready`, no claim) and an
+        // upload's 2nd (its claim, then `complete`); answered as timed out or as refused.
+        for fault in [Fault::TimedOutAfterApply(0), Fault::RefusedAfterApply(0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+            let at = |n| match fault {
+                Fault::TimedOutAfterApply(_) => Fault::TimedOutAfterApply(n),
+                _ => Fault::RefusedAfterApply(n),
+            };
+            let crawling = service_with(dir.path(), 8, store.clone(), misanswering(&store, at(1)));
+            let fetched = crawling
+                .store_fetched(ImageId::of_bytes(&photo()), photo())
+                .await
+                .unwrap();
+            let uploading = service_with(dir.path(), 8, store.clone(), misanswering(&store, at(2)));
+            let uploaded = uploading.upload_bytes(png.clone()).await.unwrap();
+            for (service, outcome) in [(&crawling, fetched), (&uploading, uploaded)] {
+                assert!(!outcome.deduplicated, "{fault:?}");
+                assert_eq!(service.counts().record_answers_lost, 1, "{fault:?}");
+                let record = store.get(&outcome.record.id).await.unwrap();
+                assert_eq!(record.as_ref(), Some(&outcome.record), "{fault:?}");
+                for key in outcome.record.file_keys() {
+                    assert!(
+                        service.ports.blobs.get(&key).await.is_ok(),
+                        "{key} is kept ({fault:?})"
+                    );
+                }
             }
         }
     }

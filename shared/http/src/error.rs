@@ -52,7 +52,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
         ],
     ),
     (405, &["method_not_allowed"]),
-    (409, &["upload_already_received"]),
+    (409, &["upload_already_received", "hash_collision"]),
     (410, &["upload_expired"]),
     (413, &["too_large"]),
     (415, &["unsupported_format"]),
@@ -199,16 +199,24 @@ impl From<FlowError> for ApiError {
             | FlowError::OfferNotFound(_)
             | FlowError::UploadNotFound(_) => StatusCode::NOT_FOUND,
             FlowError::UploadExpired(_) => StatusCode::GONE,
-            FlowError::UploadAlreadyReceived(_) => StatusCode::CONFLICT,
+            FlowError::UploadAlreadyReceived(_) | FlowError::HashCollision(_) => {
+                StatusCode::CONFLICT
+            }
             FlowError::SizeMismatch { .. } => StatusCode::BAD_REQUEST,
             FlowError::UnknownImage(_)
             | FlowError::DuplicateImage(_)
             | FlowError::TooManyPhotos { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             FlowError::Overloaded | FlowError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            FlowError::StillProcessing(_) => StatusCode::SERVICE_UNAVAILABLE,
+            FlowError::StillProcessing { .. } => StatusCode::SERVICE_UNAVAILABLE,
             FlowError::Forbidden(_) => StatusCode::FORBIDDEN,
             FlowError::Store(s) if s.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
-            FlowError::Store(_) | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // Operator flows' refusals: no route leads to them.
+            FlowError::VariantDropUnconfirmed(_)
+            | FlowError::VariantSetUnconfirmed(_)
+            | FlowError::SweepStopped(_)
+            | FlowError::BodyGone(_)
+            | FlowError::Store(_)
+            | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status.is_server_error() {
             error!(kind = e.kind(), error = %e, "request failed");
@@ -220,7 +228,9 @@ impl From<FlowError> for ApiError {
             e.kind()
         };
         let mut api = Self::new(status, kind, e.to_string());
-        if let FlowError::RateLimited { retry_after } = e {
+        if let FlowError::RateLimited { retry_after }
+        | FlowError::StillProcessing { retry_after, .. } = e
+        {
             api.retry_after = Some(retry_after);
         }
         api
@@ -271,7 +281,10 @@ mod tests {
             FlowError::RateLimited {
                 retry_after: std::time::Duration::from_secs(3),
             },
-            FlowError::StillProcessing(image),
+            FlowError::StillProcessing {
+                id: image,
+                retry_after: std::time::Duration::from_secs(2),
+            },
             FlowError::UploadNotFound(upload.clone()),
             FlowError::UploadExpired(upload.clone()),
             FlowError::UploadAlreadyReceived(upload),
@@ -281,6 +294,13 @@ mod tests {
             },
             FlowError::Internal("x".into()),
             FlowError::Forbidden("x".into()),
+            FlowError::VariantDropUnconfirmed(vec![
+                imgest_core::domain::VariantName::parse("large").unwrap(),
+            ]),
+            FlowError::VariantSetUnconfirmed("x".into()),
+            FlowError::SweepStopped("x".into()),
+            FlowError::BodyGone("x".into()),
+            FlowError::HashCollision(ImageId::of_bytes(b"x")),
             store(StoreError::NotFound("x".into())),
             store(StoreError::Conflict("x".into())),
             store(StoreError::Unavailable {
@@ -333,12 +353,17 @@ mod tests {
                 | FlowError::TooManyPhotos { .. }
                 | FlowError::Overloaded
                 | FlowError::RateLimited { .. }
-                | FlowError::StillProcessing(_)
+                | FlowError::StillProcessing { .. }
                 | FlowError::UploadNotFound(_)
                 | FlowError::UploadExpired(_)
                 | FlowError::UploadAlreadyReceived(_)
                 | FlowError::SizeMismatch { .. }
                 | FlowError::Forbidden(_)
+                | FlowError::VariantDropUnconfirmed(_)
+                | FlowError::VariantSetUnconfirmed(_)
+                | FlowError::SweepStopped(_)
+                | FlowError::BodyGone(_)
+                | FlowError::HashCollision(_)
                 | FlowError::Store(_)
                 | FlowError::Internal(_) => {}
             }

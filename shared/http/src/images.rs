@@ -14,7 +14,7 @@ use super::json::ImageJson;
 use super::openapi::{ErrorBody, UploadForm};
 use super::{ApiError, ApiState};
 use crate::auth::Uploader;
-use imgest_core::domain::ImageId;
+use imgest_core::domain::{ContentHash, ImageId};
 use imgest_flows::FlowError;
 
 /// Upload a photo
@@ -46,12 +46,13 @@ use imgest_flows::FlowError;
         (status = 200, description = "These bytes were uploaded before: the stored image (`deduplicated`: true).", body = ImageJson),
         (status = 400, description = "`empty_body`, `invalid_request` (Content-Length is not a number), `invalid_multipart`, `missing_file` (no `file` part), `body_read_error`.", body = ErrorBody,
             example = json!({"error": {"kind": "empty_body", "message": "the body is empty"}})),
+        (status = 409, description = "`hash_collision`: these bytes have the MD5 (the image id) of a stored photo but another SHA-256; nothing is stored or linked.", body = ErrorBody),
         (status = 413, description = "`too_large`: more than `IMGEST_MAX_BODY` bytes.", body = ErrorBody),
         (status = 415, description = "`unsupported_format`: not a JPEG, PNG, WebP or GIF (or a feature of one imgest does not read).", body = ErrorBody),
         (status = 422, description = "`corrupt_image`, `too_many_pixels`.", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the caller's upload rate, or too many photos being processed; see `Retry-After`.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "`still_processing` (the same photo is being processed by another request), `storage_unavailable`, `conflict`: try again; see `Retry-After`.", body = ErrorBody,
+        (status = 503, description = "`still_processing` (the same photo is being processed by another request, waited for `IMGEST_DEDUP_WAIT` at most), `storage_unavailable`, `conflict`: try again; see `Retry-After`.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
 )]
@@ -109,17 +110,27 @@ pub async fn get(
 
 /// The most ids one precheck asks about (a listing form's photos, with room to spare).
 pub const KNOWN_MAX_IDS: usize = 100;
-/// The precheck's largest body: [`KNOWN_MAX_IDS`] ids and their JSON, with room for spaces.
-pub const KNOWN_MAX_BODY: usize = 16 * 1024;
+/// The precheck's largest body: [`KNOWN_MAX_IDS`] photos and their JSON, with room for spaces.
+pub const KNOWN_MAX_BODY: usize = 24 * 1024;
 
 /// The `POST /v1/images/known` body.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"image_ids": ["3b5d5c3712955042212316173ccf37be", "0cc175b9c0f1b6a831c399e269772661"]}))]
+#[schema(example = json!({"images": [{"image_id": "3b5d5c3712955042212316173ccf37be", "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}]}))]
 pub struct KnownRequest {
-    /// The lowercase hex MD5 of each photo's bytes, as the client computed it: at most 100.
-    #[schema(inline, value_type = Vec<String>, max_items = 100)]
-    image_ids: Vec<String>,
+    /// The photos, at most 100.
+    #[schema(inline, max_items = 100)]
+    images: Vec<KnownPhoto>,
+}
+
+/// One photo of a precheck: both hashes of its bytes, as the client computed them.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KnownPhoto {
+    /// Lowercase hex MD5 of the bytes.
+    image_id: String,
+    /// Lowercase hex SHA-256 of the bytes: a stored image is known only if its own agrees.
+    sha256: String,
 }
 
 /// The images of a precheck that are stored.
@@ -132,10 +143,13 @@ pub struct KnownImages {
 
 /// Ask which photos are already stored
 ///
-/// Before uploading, a client hashes each photo (MD5 of its bytes, lowercase hex) and asks
-/// which are stored: each of those is refreshed as an upload of the same bytes would refresh it
-/// (so it cannot expire in between) and answered with its variants, and need not be sent. The
-/// others are uploaded as usual. Counts once against the caller's `IMGEST_UPLOAD_RPM`.
+/// Before uploading, a client hashes each photo (MD5 and SHA-256 of its bytes, lowercase hex)
+/// and asks which are stored: each of those is refreshed as an upload of the same bytes would
+/// refresh it (so it cannot expire in between) and answered with its variants, and need not be
+/// sent. A stored image is known only if its SHA-256 is the one asked about too (an MD5 is
+/// easy to collide); one stored before strong hashes were recorded is not known (its upload
+/// checks it). The others are uploaded as usual. Counts once against the caller's
+/// `IMGEST_UPLOAD_RPM`.
 #[utoipa::path(
     post,
     path = "/v1/images/known",
@@ -146,8 +160,8 @@ pub struct KnownImages {
         (status = 200, description = "The stored images among those asked, in the order asked.", body = KnownImages,
             example = json!({"known": [{"image_id": "3b5d5c3712955042212316173ccf37be", "deduplicated": true, "width": 4032, "height": 3024, "format": "jpeg",
                 "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}}}]})),
-        (status = 400, description = "`invalid_body` (not the JSON above, or more than 100 ids), `invalid_image_id`.", body = ErrorBody),
-        (status = 413, description = "`too_large`: a body of more than 16 KiB.", body = ErrorBody),
+        (status = 400, description = "`invalid_body` (not the JSON above, the form of old clients `{\"image_ids\": […]}` included, a SHA-256 that is not 64 lowercase hex characters, or more than 100 photos), `invalid_image_id`.", body = ErrorBody),
+        (status = 413, description = "`too_large`: a body of more than 24 KiB.", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the caller's upload rate; see `Retry-After`.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
@@ -164,25 +178,32 @@ pub async fn known(
                 "too_large",
                 format!("a precheck body is at most {KNOWN_MAX_BODY} bytes"),
             )
+        } else if e.body_text().contains("image_ids") {
+            ApiError::bad_request(
+                "invalid_body",
+                "the precheck takes {\"images\": [{\"image_id\": MD5, \"sha256\": SHA-256}]}: \
+                 both hashes of each photo (an MD5 alone is easy to collide)",
+            )
         } else {
             ApiError::bad_request("invalid_body", e.body_text())
         }
     })?;
-    if body.image_ids.len() > KNOWN_MAX_IDS {
+    if body.images.len() > KNOWN_MAX_IDS {
         return Err(ApiError::bad_request(
             "invalid_body",
             format!(
-                "at most {KNOWN_MAX_IDS} image ids per precheck, got {}",
-                body.image_ids.len()
+                "at most {KNOWN_MAX_IDS} photos per precheck, got {}",
+                body.images.len()
             ),
         ));
     }
-    let ids = body
-        .image_ids
-        .iter()
-        .map(|s| ImageId::parse(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(FlowError::from)?;
+    let mut ids = Vec::with_capacity(body.images.len());
+    for photo in &body.images {
+        let id = ImageId::parse(&photo.image_id).map_err(FlowError::from)?;
+        let sha256 = ContentHash::parse(&photo.sha256)
+            .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+        ids.push((id, sha256));
+    }
     state.service.admit_upload(caller.owner.as_ref()).await?;
     let records = state.service.known_images(&ids).await?;
     let known = records

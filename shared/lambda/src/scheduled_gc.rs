@@ -1,6 +1,8 @@
 //! The `scheduled-gc` function, hourly: first collect expired records through the GC index
 //! (DynamoDB's TTL deleter lags hours to days), then sweep the next batch of shards from the
-//! saved checkpoint. On its second schedule (the event `{"job": "audit"}`) it audits the next
+//! saved checkpoint. A sweep that stopped at a shard rather than delete more than its share
+//! fails the run (the function's error alarm fires) and starts there again next time, until
+//! an operator checked it (`imgest sweep --shard SHARD --go-on`). On its second schedule (the event `{"job": "audit"}`) it audits the next
 //! segment of the index instead (see `flows::audit`).
 
 use serde::Serialize;
@@ -22,6 +24,9 @@ pub async fn handle(
 ) -> Result<ScheduledReport, FlowError> {
     let gc = service.gc().await?;
     let sweep = service.sweep_batch(shards_per_run, false).await?;
+    if let Some(stop) = sweep.stopped {
+        return Err(FlowError::SweepStopped(stop.to_string()));
+    }
     Ok(ScheduledReport { gc, sweep })
 }
 

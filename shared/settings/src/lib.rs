@@ -9,6 +9,7 @@ mod crawl;
 mod memory;
 mod parse;
 mod senders;
+mod windows;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -68,6 +69,14 @@ pub struct Settings {
     pub sweep_grace: Duration,
     /// `IMGEST_CLAIM_TTL`: how long a processing claim holds before another worker takes over.
     pub claim_ttl: Duration,
+    /// `IMGEST_DEDUP_WAIT` (8s, 1s–25s): how long an API upload of bytes another request is
+    /// processing waits for it before answering `503 still_processing` (API Gateway gives up
+    /// after 30 s).
+    pub dedup_wait: Duration,
+    /// `IMGEST_SWEEP_MAX_SHARE` (10%): the share of a shard's files a sweep may delete as
+    /// garbage (files of no record, of a variant no record lists, not image files); past it,
+    /// the sweep stops and reports instead of deleting.
+    pub sweep_max_share: u8,
     /// `IMGEST_GC_INTERVAL`: how often `serve` runs GC.
     pub gc_interval: Duration,
     /// `IMGEST_PROCESS_CONCURRENCY`: photos decoded at once (default: the number of cores).
@@ -137,12 +146,12 @@ impl AuthSettings {
 impl Settings {
     pub fn from_env() -> Result<Self, SettingsError> {
         let vars: HashMap<String, String> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("IMGEST_"))
+            .filter(|(k, _)| k.starts_with("IMGEST_") || k == windows::LAMBDA_MARKER)
             .collect();
         let settings = Self::from_map(&vars)?;
         // Set by AWS Lambda in every function's environment (not by the project's Runtime API
         // emulator, whose smoke test downloads from hosts on 127.0.0.1).
-        settings.refuse_on_lambda(std::env::var_os("AWS_LAMBDA_INITIALIZATION_TYPE").is_some())?;
+        settings.refuse_on_lambda(vars.contains_key(windows::LAMBDA_MARKER))?;
         Ok(settings)
     }
 
@@ -183,6 +192,14 @@ impl Settings {
         };
         let watermark = watermark(&vars, &variants)?;
         let max_body = vars.size("IMGEST_MAX_BODY", 20_000_000)?;
+        let windows = windows::Windows {
+            orphan_ttl: vars.duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?,
+            sweep_grace: vars.duration("IMGEST_SWEEP_GRACE", Duration::from_secs(86_400))?,
+            claim_ttl: vars.duration("IMGEST_CLAIM_TTL", Duration::from_secs(120))?,
+            upload_url_ttl: vars.duration("IMGEST_UPLOAD_URL_TTL", Duration::from_secs(900))?,
+            dedup_wait: dedup_wait(&vars)?,
+        };
+        windows::check(&vars, &windows)?;
         Ok(Self {
             backend: backend(&vars)?,
             sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,
@@ -195,11 +212,13 @@ impl Settings {
             max_body,
             max_pixels: vars.count("IMGEST_MAX_PIXELS", 50_000_000)?,
             max_photos_per_offer: vars.number("IMGEST_MAX_PHOTOS_PER_OFFER", 50, 1, 1000)?,
-            orphan_ttl: vars.duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?,
-            sweep_grace: vars.duration("IMGEST_SWEEP_GRACE", Duration::from_secs(86_400))?,
-            claim_ttl: vars.duration("IMGEST_CLAIM_TTL", Duration::from_secs(120))?,
+            orphan_ttl: windows.orphan_ttl,
+            sweep_grace: windows.sweep_grace,
+            claim_ttl: windows.claim_ttl,
+            dedup_wait: windows.dedup_wait,
+            sweep_max_share: sweep_max_share(&vars)?,
             gc_interval: vars.duration("IMGEST_GC_INTERVAL", Duration::from_secs(3600))?,
-            upload_url_ttl: vars.duration("IMGEST_UPLOAD_URL_TTL", Duration::from_secs(900))?,
+            upload_url_ttl: windows.upload_url_ttl,
             process_concurrency,
             max_pending_uploads: vars.number("IMGEST_MAX_PENDING_UPLOADS", 64, 0, 1_000_000)?,
             watermark,
@@ -241,6 +260,36 @@ impl Settings {
             (None, Backend::Embedded { .. }) => format!("http://{}", self.listen),
         }
     }
+}
+
+/// `IMGEST_DEDUP_WAIT`: within API Gateway's 30 s, with room for the rest of the request.
+fn dedup_wait(vars: &Vars<'_>) -> Result<Duration, SettingsError> {
+    let wait = vars.duration("IMGEST_DEDUP_WAIT", Duration::from_secs(8))?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(25)).contains(&wait) {
+        return Err(vars.bad(
+            "IMGEST_DEDUP_WAIT",
+            "expected 1s to 25s (API Gateway gives up on a request after 30 s)",
+        ));
+    }
+    Ok(wait)
+}
+
+/// `IMGEST_SWEEP_MAX_SHARE`: a percentage, `10%` or `10`.
+fn sweep_max_share(vars: &Vars<'_>) -> Result<u8, SettingsError> {
+    let Some(v) = vars.get("IMGEST_SWEEP_MAX_SHARE") else {
+        return Ok(10);
+    };
+    v.trim_end_matches('%')
+        .trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|n| *n <= 100)
+        .ok_or_else(|| {
+            vars.bad(
+                "IMGEST_SWEEP_MAX_SHARE",
+                "expected a percentage, 0% to 100%",
+            )
+        })
 }
 
 fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
@@ -423,6 +472,7 @@ mod tests {
             ("IMGEST_MAX_BODY", "5MiB"),
             ("IMGEST_MAX_PIXELS", "2M"),
             ("IMGEST_ORPHAN_TTL", "2s"),
+            ("IMGEST_UNSAFE_SHORT_WINDOWS", "1"),
         ])
         .unwrap();
         assert_eq!(s.max_body, 5 << 20);
@@ -444,6 +494,67 @@ mod tests {
             assert!(err.to_string().starts_with(var), "{err}");
         }
     }
+
+    #[test]
+    fn windows_below_their_bounds_are_refused_with_the_reason() {
+        for (vars, var, reason) in [
+            (
+                vec![("IMGEST_SWEEP_GRACE", "30m")],
+                "IMGEST_SWEEP_GRACE",
+                "before its record",
+            ),
+            (
+                vec![("IMGEST_ORPHAN_TTL", "10m")],
+                "IMGEST_ORPHAN_TTL",
+                "form's submission",
+            ),
+            (
+                vec![("IMGEST_ORPHAN_TTL", "1h"), ("IMGEST_UPLOAD_URL_TTL", "1h")],
+                "IMGEST_ORPHAN_TTL",
+                "IMGEST_UPLOAD_URL_TTL",
+            ),
+            (
+                vec![("IMGEST_CLAIM_TTL", "10s")],
+                "IMGEST_CLAIM_TTL",
+                "taken over mid-way",
+            ),
+        ] {
+            let err = with(&vars).unwrap_err();
+            assert_eq!(err.var, var, "{vars:?}");
+            assert!(err.reason.contains("must be at least"), "{err}");
+            assert!(err.reason.contains(reason), "{err}");
+            // Lifted for tests and demos, except on Lambda.
+            let mut unsafe_vars = vars.clone();
+            unsafe_vars.push(("IMGEST_UNSAFE_SHORT_WINDOWS", "1"));
+            assert!(with(&unsafe_vars).is_ok(), "{vars:?}");
+            unsafe_vars.push(("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand"));
+            assert_eq!(
+                with(&unsafe_vars).unwrap_err().var,
+                "IMGEST_UNSAFE_SHORT_WINDOWS"
+            );
+        }
+        let s = with(&[("IMGEST_SWEEP_GRACE", "1h"), ("IMGEST_ORPHAN_TTL", "1h")]).unwrap();
+        assert_eq!((s.sweep_grace, s.orphan_ttl), (HOUR, HOUR));
+        assert_eq!(s.dedup_wait, Duration::from_secs(8));
+        for bad in ["0s", "26s"] {
+            assert_eq!(
+                with(&[("IMGEST_DEDUP_WAIT", bad)]).unwrap_err().var,
+                "IMGEST_DEDUP_WAIT"
+            );
+        }
+        assert_eq!(
+            with(&[("IMGEST_SWEEP_MAX_SHARE", "25%")])
+                .unwrap()
+                .sweep_max_share,
+            25
+        );
+        assert_eq!(
+            with(&[("IMGEST_SWEEP_MAX_SHARE", "101%")]).unwrap_err().var,
+            "IMGEST_SWEEP_MAX_SHARE"
+        );
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
 
     #[test]
     fn the_aws_backend_needs_a_bucket_and_a_table() {

@@ -1,6 +1,9 @@
 //! Connecting tests to AWS APIs served by an emulator (moto's server, started by
 //! `infra/test.sh`). A test asked to run against AWS that finds no endpoint fails loudly.
+//! [`LoseAnswer`] makes the emulator's answer to one request look lost, as a network does.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -203,5 +206,82 @@ impl QueueReader for SqsQueueReader {
             }
         }
         mine
+    }
+}
+
+/// An SDK interceptor that loses the answer of the `nth` request (1-based) of one operation
+/// (its `X-Amz-Target`, e.g. `DynamoDB_20120810.UpdateItem`): the emulator applies the
+/// request, and the client sees an HTTP 500 instead of its answer, so the SDK's standard retry
+/// makes the very request again, as it does when AWS's answer is lost. A conditional write
+/// then meets its own result and is refused.
+#[derive(Debug)]
+pub struct LoseAnswer {
+    target: &'static str,
+    nth: u32,
+    seen: AtomicU32,
+    losing: AtomicBool,
+    lost: AtomicU32,
+}
+
+impl LoseAnswer {
+    pub fn new(target: &'static str, nth: u32) -> Arc<Self> {
+        Arc::new(Self {
+            target,
+            nth,
+            seen: AtomicU32::new(0),
+            losing: AtomicBool::new(false),
+            lost: AtomicU32::new(0),
+        })
+    }
+
+    /// How many answers were lost (0 or 1).
+    pub fn lost(&self) -> u32 {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// A DynamoDB client on `config` whose answers pass through `lose`.
+    pub fn dynamodb(lose: &Arc<Self>, config: &SdkConfig) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(config)
+                .interceptor(LoseAnswerInterceptor(Arc::clone(lose)))
+                .build(),
+        )
+    }
+}
+
+#[derive(Debug)]
+struct LoseAnswerInterceptor(Arc<LoseAnswer>);
+
+impl aws_sdk_dynamodb::config::Intercept for LoseAnswerInterceptor {
+    fn name(&self) -> &'static str {
+        "LoseAnswer"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        let lose = &self.0;
+        let ours = context.request().headers().get("x-amz-target") == Some(lose.target);
+        let nth = ours && lose.seen.fetch_add(1, Ordering::SeqCst) + 1 == lose.nth;
+        lose.losing.store(nth, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut aws_sdk_dynamodb::config::interceptors::BeforeDeserializationInterceptorContextMut<'_>,
+        _: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        if self.0.losing.swap(false, Ordering::SeqCst) {
+            self.0.lost.fetch_add(1, Ordering::SeqCst);
+            // A server error: the SDK's standard retry classifies it transient.
+            *context.response_mut().status_mut() =
+                500.try_into().map_err(|e| format!("status 500: {e}"))?;
+        }
+        Ok(())
     }
 }

@@ -5,6 +5,12 @@
 //! dead process runs), or stops it before its nth call until the test resumes it (another
 //! process acts meanwhile). So a flow can be stopped between any two storage writes.
 //!
+//! Two faults misanswer a write and let the process live on, as a lost answer does on a real
+//! network: its nth *write* is applied and then answered as if it had been refused (the same
+//! request made again, as the AWS SDK retries a request whose answer it did not get: a
+//! conditional write then meets its own result), or as a timeout. Every write of the wrapped
+//! ports can be hit; reads are numbered apart, so the nth write is hit whatever reads come first.
+//!
 //! [`ClockedBlobs`] stamps files with the test's clock instead of the real one (a directory's
 //! mtime, S3's `LastModified`), so the sweep's grace period follows a clock the test moves.
 
@@ -18,7 +24,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use imgest_core::domain::{BlobKey, Generation, ImageId, ImageRecord, OfferKey, Timestamp};
+use imgest_core::domain::{
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OfferKey, Timestamp,
+};
 use imgest_core::ports::{
     BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
     ReadyImage, ScanPage, StoreError,
@@ -35,6 +43,11 @@ pub enum Fault {
     /// The process stops before its nth call until [`Faults::resume`]: every call from the nth
     /// on waits.
     PauseAt(u32),
+    /// The nth *write* is applied, its answer is lost and the very request is made again (an
+    /// SDK's retry): the process sees the second answer (a conditional write: refused).
+    RefusedAfterApply(u32),
+    /// The nth *write* is applied, then the process sees a timeout (`Unavailable`).
+    TimedOutAfterApply(u32),
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -49,7 +62,9 @@ struct Calls {
 pub struct Faults {
     fault: Fault,
     calls: AtomicU32,
+    writes: AtomicU32,
     dead: AtomicBool,
+    misanswered: AtomicBool,
     state: watch::Sender<Calls>,
     resumed: watch::Sender<bool>,
     log: Mutex<Vec<String>>,
@@ -77,7 +92,9 @@ impl Faults {
         Arc::new(Self {
             fault,
             calls: AtomicU32::new(0),
+            writes: AtomicU32::new(0),
             dead: AtomicBool::new(false),
+            misanswered: AtomicBool::new(false),
             state: watch::Sender::new(Calls::default()),
             resumed: watch::Sender::new(false),
             log: Mutex::new(Vec::new()),
@@ -94,6 +111,12 @@ impl Faults {
     /// Whether the process died (a crash fault was reached).
     pub fn crashed(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Whether a write was answered wrongly (refused or timed out after it was applied): the
+    /// process lived on, but what it did with the answer is as uncertain as after a crash.
+    pub fn misanswered(&self) -> bool {
+        self.misanswered.load(Ordering::SeqCst)
     }
 
     /// Storage calls made (or attempted) so far.
@@ -140,12 +163,19 @@ impl Faults {
         self.resumed.send_replace(true);
     }
 
-    async fn call<T, E: From<StoreError>>(
-        &self,
-        what: &str,
-        f: impl Future<Output = Result<T, E>>,
-    ) -> Result<T, E> {
+    /// Makes one storage call through the fault: `f` makes the request (called twice when the
+    /// fault replays it); `write` says whether it changes storage.
+    async fn call<T, E, Fut>(&self, what: &str, write: bool, f: impl Fn() -> Fut) -> Result<T, E>
+    where
+        E: From<StoreError>,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let w = if write {
+            self.writes.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            0
+        };
         lock(&self.log).push(format!("{n}:{what}"));
         if self.crashed() {
             return Err(died(n).into());
@@ -164,7 +194,24 @@ impl Faults {
             _ => {}
         }
         self.state.send_modify(|c| c.inflight += 1);
-        let out = f.await;
+        let out = f().await;
+        let out = match self.fault {
+            Fault::RefusedAfterApply(k) if w == k && out.is_ok() => {
+                self.misanswered.store(true, Ordering::SeqCst);
+                lock(&self.log).push(format!("{n}:{what} applied, answered as made again"));
+                f().await
+            }
+            Fault::TimedOutAfterApply(k) if w == k => {
+                self.misanswered.store(true, Ordering::SeqCst);
+                lock(&self.log).push(format!("{n}:{what} applied, answered as timed out"));
+                Err(StoreError::Unavailable {
+                    message: format!("storage call {n} timed out"),
+                    source: None,
+                }
+                .into())
+            }
+            _ => out,
+        };
         self.state.send_modify(|c| c.inflight -= 1);
         if matches!(self.fault, Fault::CrashAfter(k) if k == n) {
             self.dead.store(true, Ordering::SeqCst);
@@ -185,17 +232,23 @@ impl BlobStore for FaultyBlobs {
     async fn put(&self, key: &BlobKey, body: Bytes, content_type: &str) -> Result<(), StoreError> {
         let what = format!("blobs.put {key}");
         self.faults
-            .call(&what, self.inner.put(key, body, content_type))
+            .call(&what, true, || {
+                self.inner.put(key, body.clone(), content_type)
+            })
             .await
     }
 
     async fn get(&self, key: &BlobKey) -> Result<Bytes, StoreError> {
-        self.faults.call("blobs.get", self.inner.get(key)).await
+        self.faults
+            .call("blobs.get", false, || self.inner.get(key))
+            .await
     }
 
     async fn delete(&self, keys: &[BlobKey]) -> Result<(), StoreError> {
         let what = format!("blobs.delete {} keys", keys.len());
-        self.faults.call(&what, self.inner.delete(keys)).await
+        self.faults
+            .call(&what, true, || self.inner.delete(keys))
+            .await
     }
 
     async fn list(
@@ -206,7 +259,7 @@ impl BlobStore for FaultyBlobs {
     ) -> Result<BlobPage, StoreError> {
         let what = format!("blobs.list {prefix}");
         self.faults
-            .call(&what, self.inner.list(prefix, after, limit))
+            .call(&what, false, || self.inner.list(prefix, after, limit))
             .await
     }
 }
@@ -222,13 +275,17 @@ impl ImageIndex for FaultyImages {
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
     ) -> Result<Claim, StoreError> {
         self.faults
-            .call("images.claim", async {
-                let claim = self.inner.claim(id, now, claim_ttl, orphan_ttl).await;
+            .call("images.claim", true, || async {
+                let claim = self
+                    .inner
+                    .claim(id, proposed, now, claim_ttl, orphan_ttl)
+                    .await;
                 if let Ok(Claim::New { generation }) = &claim {
                     *lock(&self.faults.claimed) = Some(generation.clone());
                 }
@@ -246,10 +303,10 @@ impl ImageIndex for FaultyImages {
         orphan_ttl: Duration,
     ) -> Result<ImageRecord, StoreError> {
         self.faults
-            .call("images.complete", async {
+            .call("images.complete", true, || async {
                 let done = self
                     .inner
-                    .complete(id, generation, ready, now, orphan_ttl)
+                    .complete(id, generation, ready.clone(), now, orphan_ttl)
                     .await;
                 if done.is_ok() {
                     lock(&self.faults.made_ready).push((id.clone(), generation.clone()));
@@ -268,10 +325,10 @@ impl ImageIndex for FaultyImages {
         orphan_ttl: Duration,
     ) -> Result<Option<ImageRecord>, StoreError> {
         self.faults
-            .call("images.create_ready", async {
+            .call("images.create_ready", true, || async {
                 let done = self
                     .inner
-                    .create_ready(id, generation, ready, now, orphan_ttl)
+                    .create_ready(id, generation, ready.clone(), now, orphan_ttl)
                     .await;
                 if matches!(done, Ok(Some(_))) {
                     lock(&self.faults.made_ready).push((id.clone(), generation.clone()));
@@ -283,27 +340,33 @@ impl ImageIndex for FaultyImages {
 
     async fn abandon(&self, id: &ImageId, generation: &Generation) -> Result<(), StoreError> {
         self.faults
-            .call("images.abandon", self.inner.abandon(id, generation))
+            .call("images.abandon", true, || {
+                self.inner.abandon(id, generation)
+            })
             .await
     }
 
     async fn get(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
-        self.faults.call("images.get", self.inner.get(id)).await
+        self.faults
+            .call("images.get", false, || self.inner.get(id))
+            .await
     }
 
     async fn peek(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
-        self.faults.call("images.peek", self.inner.peek(id)).await
+        self.faults
+            .call("images.peek", false, || self.inner.peek(id))
+            .await
     }
 
     async fn get_many(&self, ids: &[ImageId]) -> Result<Vec<ImageRecord>, StoreError> {
         self.faults
-            .call("images.get_many", self.inner.get_many(ids))
+            .call("images.get_many", false, || self.inner.get_many(ids))
             .await
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
         self.faults
-            .call("images.expired", self.inner.expired(now, limit))
+            .call("images.expired", false, || self.inner.expired(now, limit))
             .await
     }
 
@@ -314,10 +377,9 @@ impl ImageIndex for FaultyImages {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         self.faults
-            .call(
-                "images.delete_if_expired",
-                self.inner.delete_if_expired(id, generation, now),
-            )
+            .call("images.delete_if_expired", true, || {
+                self.inner.delete_if_expired(id, generation, now)
+            })
             .await
     }
 
@@ -330,15 +392,28 @@ impl ImageIndex for FaultyImages {
         keep_previous_until: Timestamp,
     ) -> Result<Option<ImageRecord>, StoreError> {
         self.faults
-            .call("images.replace_files", async {
+            .call("images.replace_files", true, || async {
                 let done = self
                     .inner
-                    .replace_files(id, expected, generation, ready, keep_previous_until)
+                    .replace_files(id, expected, generation, ready.clone(), keep_previous_until)
                     .await;
                 if matches!(done, Ok(Some(_))) && generation != expected {
                     lock(&self.faults.made_ready).push((id.clone(), generation.clone()));
                 }
                 done
+            })
+            .await
+    }
+
+    async fn set_strong_hash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        sha256: &ContentHash,
+    ) -> Result<bool, StoreError> {
+        self.faults
+            .call("images.set_strong_hash", true, || {
+                self.inner.set_strong_hash(id, generation, sha256)
             })
             .await
     }
@@ -351,10 +426,9 @@ impl ImageIndex for FaultyImages {
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {
         self.faults
-            .call(
-                "images.correct_link_count",
-                self.inner.correct_link_count(seen, count, now, orphan_ttl),
-            )
+            .call("images.correct_link_count", true, || {
+                self.inner.correct_link_count(seen, count, now, orphan_ttl)
+            })
             .await
     }
 
@@ -366,10 +440,9 @@ impl ImageIndex for FaultyImages {
         limit: usize,
     ) -> Result<ScanPage, StoreError> {
         self.faults
-            .call(
-                "images.scan",
-                self.inner.scan(segment, segments, cursor, limit),
-            )
+            .call("images.scan", false, || {
+                self.inner.scan(segment, segments, cursor, limit)
+            })
             .await
     }
 }
@@ -390,7 +463,7 @@ impl OfferLinks for FaultyOffers {
         orphan_ttl: Duration,
     ) -> Result<(), LinkError> {
         self.faults
-            .call("offers.set_photos", async {
+            .call("offers.set_photos", true, || async {
                 let done = self.inner.set_photos(offer, images, now, orphan_ttl).await;
                 if done.is_ok() {
                     self.faults.wrote_offer();
@@ -409,7 +482,7 @@ impl OfferLinks for FaultyOffers {
         orphan_ttl: Duration,
     ) -> Result<(), LinkError> {
         self.faults
-            .call("offers.set_photos_keyed", async {
+            .call("offers.set_photos_keyed", true, || async {
                 let done = self
                     .inner
                     .set_photos_keyed(offer, images, key, now, orphan_ttl)
@@ -430,17 +503,16 @@ impl OfferLinks for FaultyOffers {
         limit: usize,
     ) -> Result<PhotoListPage, StoreError> {
         self.faults
-            .call(
-                "offers.scan_photo_lists",
+            .call("offers.scan_photo_lists", false, || {
                 self.inner
-                    .scan_photo_lists(segment, segments, cursor, limit),
-            )
+                    .scan_photo_lists(segment, segments, cursor, limit)
+            })
             .await
     }
 
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {
         self.faults
-            .call("offers.photos", self.inner.photos(offer))
+            .call("offers.photos", false, || self.inner.photos(offer))
             .await
     }
 
@@ -451,7 +523,7 @@ impl OfferLinks for FaultyOffers {
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {
         self.faults
-            .call("offers.delete_offer", async {
+            .call("offers.delete_offer", true, || async {
                 let done = self.inner.delete_offer(offer, now, orphan_ttl).await;
                 if done.is_ok() {
                     self.faults.wrote_offer();

@@ -7,8 +7,8 @@ use super::{
     BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
 };
 use imgest_core::domain::{
-    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, Timestamp, VariantSetVersion,
-    refresh_granularity,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, Timestamp,
+    VariantSetVersion, refresh_granularity,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, StoreError};
 
@@ -17,6 +17,8 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     claim_revives_an_expired_ready_record,
     a_reupload_within_the_refresh_granularity_writes_nothing,
     an_expired_claim_is_taken_over_under_a_new_generation,
+    a_claim_made_again_after_it_was_applied_is_the_callers,
+    a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation,
     abandon_removes_only_the_holders_claim,
     complete_without_the_claim_is_a_conflict,
     get_many_keeps_the_order_of_ids_and_skips_missing,
@@ -30,7 +32,10 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
 );
 
 async fn claim(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Claim {
-    images.claim(id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap()
+    images
+        .claim(id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap()
 }
 
 async fn claim_new(images: &dyn ImageIndex, id: &ImageId, now: Timestamp) -> Generation {
@@ -100,6 +105,7 @@ pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<
             original_bytes: ready.original_bytes,
             variants: ready.variants,
             variant_set: Some(ready.variant_set),
+            sha256: ready.sha256,
         }
     );
     assert_eq!((record.created_at, record.last_update), (t0, t1));
@@ -210,6 +216,114 @@ pub async fn an_expired_claim_is_taken_over_under_a_new_generation(images: Arc<d
         "{refused:?}"
     );
     assert_eq!(must_get(images, &id).await, done);
+}
+
+/// A claim applied whose answer was lost is made again by the SDK's retry: the same proposed
+/// generation finds its own claim and answers `New` again, while anyone else waits for it.
+pub async fn a_claim_made_again_after_it_was_applied_is_the_callers(images: Arc<dyn ImageIndex>) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let proposed = Generation::random();
+    let ours = Claim::New {
+        generation: proposed.clone(),
+    };
+    let first = images
+        .claim(&id, &proposed, BASE, CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(first, ours);
+    let again = images
+        .claim(&id, &proposed, BASE.plus(secs(1)), CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(again, ours);
+    assert_eq!(
+        claim(images, &id, BASE.plus(secs(1))).await,
+        Claim::InProgress {
+            claim_expires_at: BASE.plus(CLAIM_TTL)
+        }
+    );
+    // A take-over under a proposed generation is recognised the same way.
+    let late = BASE.plus(CLAIM_TTL);
+    let taker = Generation::random();
+    for _ in 0..2 {
+        assert_eq!(
+            images
+                .claim(&id, &taker, late, CLAIM_TTL, ORPHAN_TTL)
+                .await
+                .unwrap(),
+            Claim::New {
+                generation: taker.clone()
+            }
+        );
+    }
+    assert_eq!(must_get(images, &id).await.generation, taker);
+}
+
+/// A record written before strong hashes gets one, once, for its own generation; a record
+/// written with one keeps it through a re-pointing that brings none (a retired variant).
+pub async fn a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let Claim::New { generation } = claim(images, &id, BASE).await else {
+        panic!("a fresh id is new");
+    };
+    let hash = ContentHash::of_bytes(b"the original");
+    // A claim has no hash to record.
+    assert!(
+        !images
+            .set_strong_hash(&id, &generation, &hash)
+            .await
+            .unwrap()
+    );
+    let legacy = ReadyImage {
+        sha256: None,
+        ..sample_ready()
+    };
+    let record = images
+        .complete(&id, &generation, legacy.clone(), BASE, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(record.sha256(), None);
+    assert!(
+        !images
+            .set_strong_hash(&id, &Generation::random(), &hash)
+            .await
+            .unwrap(),
+        "another generation"
+    );
+    assert!(
+        images
+            .set_strong_hash(&id, &generation, &hash)
+            .await
+            .unwrap()
+    );
+    let other = ContentHash::of_bytes(b"another original");
+    assert!(
+        !images
+            .set_strong_hash(&id, &generation, &other)
+            .await
+            .unwrap(),
+        "recorded once"
+    );
+    let record = must_get(images, &id).await;
+    assert_eq!(record.sha256(), Some(&hash));
+    // Re-pointed in place with nothing to say about the hash: it stays.
+    let kept = images
+        .replace_files(&id, &generation, &generation, legacy, BASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.sha256(), Some(&hash));
+    // Missing records and unknown ids change nothing.
+    assert!(
+        !images
+            .set_strong_hash(&random_image_id(), &generation, &hash)
+            .await
+            .unwrap()
+    );
 }
 
 pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {
@@ -412,9 +526,12 @@ pub async fn concurrent_claims_of_a_new_id_make_exactly_one_new(images: Arc<dyn 
         let tasks: Vec<_> = (0..CLAIMANTS)
             .map(|_| {
                 let (images, id) = (images.clone(), id.clone());
-                tokio::spawn(
-                    async move { images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap() },
-                )
+                tokio::spawn(async move {
+                    images
+                        .claim(&id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL)
+                        .await
+                        .unwrap()
+                })
             })
             .collect();
         async move {
@@ -485,7 +602,7 @@ pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIn
     );
     // An upload of the same bytes finds it, as it would a completed claim.
     assert!(matches!(
-        images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap(),
+        images.claim(&id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL).await.unwrap(),
         Claim::Existing(r) if r.generation == generation
     ));
 

@@ -89,8 +89,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use imgest_core::domain::{
-    ClientId, ImageId, ImageRecord, OfferId, OfferKey, SourceFormat, StoredVariant, Tenant,
-    Timestamp, VariantName,
+    ClientId, ContentHash, Generation, ImageId, ImageRecord, OfferId, OfferKey, SourceFormat,
+    StoredVariant, Tenant, Timestamp, VariantName,
 };
 use imgest_core::ports::{
     Checkpoints, Claim, ImageIndex, MessageSender, OfferLinks, ReadyImage, UploadRecords,
@@ -229,6 +229,7 @@ pub(crate) fn sample_ready() -> ReadyImage {
             },
         ],
         variant_set: sample_version(),
+        sha256: Some(ContentHash::of_bytes(b"a sample original")),
     }
 }
 
@@ -241,7 +242,10 @@ pub(crate) fn sample_version() -> imgest_core::domain::VariantSetVersion {
 /// `now + ORPHAN_TTL`.
 pub(crate) async fn ready_image(images: &dyn ImageIndex, now: Timestamp) -> ImageRecord {
     let id = random_image_id();
-    let Claim::New { generation } = images.claim(&id, now, CLAIM_TTL, ORPHAN_TTL).await.unwrap()
+    let Claim::New { generation } = images
+        .claim(&id, &Generation::random(), now, CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap()
     else {
         panic!("a fresh id must be claimed as new");
     };

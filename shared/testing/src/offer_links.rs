@@ -4,7 +4,7 @@ use super::{
     BASE, CLAIM_TTL, LinkPorts, ORPHAN_TTL, mins, must_get, random_image_id, random_offer,
     ready_image,
 };
-use imgest_core::domain::{ImageId, OfferKey, Tenant, Timestamp};
+use imgest_core::domain::{Generation, ImageId, OfferKey, Tenant, Timestamp};
 use imgest_core::ports::{Claim, ImageIndex, LinkError, OfferLinks};
 
 contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
@@ -99,7 +99,13 @@ pub async fn unknown_images_are_refused_and_nothing_changes(ports: LinkPorts) {
     let processing = random_image_id();
     assert!(matches!(
         images
-            .claim(&processing, now, CLAIM_TTL, ORPHAN_TTL)
+            .claim(
+                &processing,
+                &Generation::random(),
+                now,
+                CLAIM_TTL,
+                ORPHAN_TTL
+            )
             .await
             .unwrap(),
         Claim::New { .. }
@@ -170,7 +176,11 @@ pub async fn link_counts_follow_every_offer(ports: LinkPorts) {
 
     // A re-upload of a linked image refreshes it without giving it an expiry.
     let t3 = t2.plus(mins(1));
-    let Claim::Existing(record) = images.claim(&x, t3, CLAIM_TTL, ORPHAN_TTL).await.unwrap() else {
+    let Claim::Existing(record) = images
+        .claim(&x, &Generation::random(), t3, CLAIM_TTL, ORPHAN_TTL)
+        .await
+        .unwrap()
+    else {
         panic!("a ready record must be claimed as existing");
     };
     assert_eq!(
@@ -226,7 +236,10 @@ pub async fn an_expired_image_is_linkable_once_revived(ports: LinkPorts) {
         "{r:?}"
     );
     assert!(matches!(
-        images.claim(&x, late, CLAIM_TTL, ORPHAN_TTL).await.unwrap(),
+        images
+            .claim(&x, &Generation::random(), late, CLAIM_TTL, ORPHAN_TTL)
+            .await
+            .unwrap(),
         Claim::Existing(_)
     ));
     set(offers, &offer, &[&x], late).await;

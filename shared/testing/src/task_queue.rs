@@ -13,6 +13,7 @@ contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
     tasks_wait_for_their_run_at,
     receive_delivers_the_earliest_run_at_first,
     a_lease_hides_the_task_until_it_ends,
+    released_leases_are_delivered_again_at_once,
     replacing_a_leased_task_voids_its_receipt,
     retry_ends_the_lease_and_reschedules,
     dead_letter_moves_the_task_with_its_reason,
@@ -150,6 +151,34 @@ pub async fn a_lease_hides_the_task_until_it_ends(queue: Arc<dyn TaskQueue>) {
         counts(q, &name, BASE.plus(mins(10))).await,
         QueueCounts::default()
     );
+}
+
+/// A worker that died holding leases: a new one releases them, and their tasks are delivered
+/// again at once, under new receipts; a task not leased, or of another queue, is untouched.
+pub async fn released_leases_are_delivered_again_at_once(queue: Arc<dyn TaskQueue>) {
+    let (q, name, other) = (
+        queue.as_ref(),
+        unique_name("released"),
+        unique_name("released-other"),
+    );
+    enqueue(q, &name, "leased", "p", BASE).await;
+    enqueue(q, &name, "later", "p", BASE.plus(mins(5))).await;
+    enqueue(q, &other, "leased", "p", BASE).await;
+    let dead = receive_one(q, &name, BASE).await;
+    let elsewhere = receive_one(q, &other, BASE).await;
+    let now = BASE.plus(secs(1));
+    assert_eq!(q.release_leases(&name).await.unwrap(), 1);
+    let again = receive_one(q, &name, now).await;
+    assert_eq!((again.key.as_str(), again.attempts), ("leased", 2));
+    assert!(
+        !q.ack(&dead).await.unwrap(),
+        "the dead worker's lease is gone"
+    );
+    assert!(q.ack(&again).await.unwrap());
+    assert!(receive(q, &name, now, 10).await.is_empty(), "not due yet");
+    assert_eq!(q.release_leases(&name).await.unwrap(), 0);
+    assert!(receive(q, &other, now, 10).await.is_empty());
+    assert!(q.ack(&elsewhere).await.unwrap());
 }
 
 pub async fn replacing_a_leased_task_voids_its_receipt(queue: Arc<dyn TaskQueue>) {

@@ -182,6 +182,9 @@ impl TestApp {
             "IMGEST_DATA_DIR".into(),
             data_dir.path().display().to_string(),
         );
+        // Tests move a manual clock through seconds-long windows.
+        map.entry("IMGEST_UNSAFE_SHORT_WINDOWS".into())
+            .or_insert_with(|| "1".into());
         if let Some((bucket, table)) = aws.clone() {
             map.insert("IMGEST_BACKEND".into(), "aws".into());
             map.insert("IMGEST_BUCKET".into(), bucket);

@@ -11,6 +11,8 @@
 //!   (`Select: SPECIFIC_ATTRIBUTES`, `dynamodb:Attributes`: the adapters' projections);
 //! - `s3:ListBucket` only under the prefixes a function walks (S3 then answers a read of a
 //!   missing key with 403, which the S3 adapter reads as missing);
+//! - only the collectors delete under `originals/` (the one copy of each photo; the bucket
+//!   keeps deleted versions for a while too);
 //! - a dead-letter queue is sent to only by its queues' consumers (with the reasons of what
 //!   they gave up on);
 //! - the delayed-send state machine reaches the fetch queues only (whoever may start it cannot
@@ -75,6 +77,7 @@ const ITEM_RWD: &[&str] = &[
     "dynamodb:DeleteItem",
 ];
 const FILES: &[Res] = &[Res::Objects("public/"), Res::Objects("originals/")];
+const VARIANTS: &[Res] = &[Res::Objects("public/")];
 const FILE_PREFIXES: Cond = Cond::Prefixes(&["public/*", "originals/*"]);
 const FETCH_QUEUES: &[Res] = &[
     Res::Queue("FetchQueue0"),
@@ -147,9 +150,9 @@ const API: &[Grant] = &[
         Cond::None,
     ),
     grant(
-        "What its failed uploads leave.",
+        "The variants its failed uploads leave (the original is left to the sweep).",
         &["s3:DeleteObject"],
-        FILES,
+        VARIANTS,
         Cond::None,
     ),
     LIST_FILES,
@@ -209,9 +212,9 @@ const FETCH: &[Grant] = &[
         Cond::None,
     ),
     grant(
-        "What a failed processing wrote.",
+        "The variants a failed processing wrote (the original is left to the sweep).",
         &["s3:DeleteObject"],
-        FILES,
+        VARIANTS,
         Cond::None,
     ),
     LIST_FILES,
@@ -246,13 +249,12 @@ const PROCESS: &[Grant] = &[
     ),
     grant("The image's files.", &["s3:PutObject"], FILES, Cond::None),
     grant(
-        "The bodies once processed, and what a failed processing wrote.",
+        "The bodies once processed, and the variants a failed processing wrote (the original is left to the sweep).",
         &["s3:DeleteObject"],
         &[
             Res::Objects("incoming/"),
             Res::Objects("fetched/"),
             Res::Objects("public/"),
-            Res::Objects("originals/"),
         ],
         Cond::None,
     ),
@@ -350,9 +352,15 @@ const BACKFILL: &[Grant] = &[
         Cond::None,
     ),
     grant(
-        "The new generation's files, and what a failed one wrote.",
-        &["s3:PutObject", "s3:DeleteObject"],
+        "The new generation's files.",
+        &["s3:PutObject"],
         FILES,
+        Cond::None,
+    ),
+    grant(
+        "The variants a failed re-processing wrote (its original is left to the sweep).",
+        &["s3:DeleteObject"],
+        VARIANTS,
         Cond::None,
     ),
     LIST_FILES,
@@ -413,6 +421,11 @@ const PARSERS: &[&str] = &[
     "FetchFunction2",
     "ProcessFunction",
 ];
+
+/// The functions that collect (expired generations, unlinked images, files no record owns):
+/// the only ones that may delete an original, the one copy of a photo. Everything else that
+/// fails half-way leaves its original to the sweep.
+const COLLECTORS: &[&str] = &["TtlCleanupFunction", "ScheduledGcFunction"];
 
 /// Actions no grant may have: they lose data for good, or change who may do what.
 const NEVER: &[&str] = &[
@@ -481,8 +494,12 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
                     _ => bad("s3:ListBucket of the whole bucket".into()),
                 }
             }
+            let deletes = g.actions.contains(&"s3:DeleteObject");
             for r in g.resources {
                 match r {
+                    Res::Objects("originals/") if deletes && !COLLECTORS.contains(function) => {
+                        bad("deletes under originals/, which only the collectors may".into());
+                    }
                     Res::Objects(prefix) if prefix.is_empty() || prefix.contains('*') => {
                         bad(format!("objects under {prefix:?}"));
                     }
@@ -687,7 +704,9 @@ fn a_widened_policy_is_caught() {
         &[Res::Queue("ProcessDeadLetterQueue")],
         Cond::None,
     )];
+    const ORIGINALS_TOO: &[Grant] = &[grant("widened", &["s3:DeleteObject"], FILES, Cond::None)];
     for (function, widened, rule) in [
+        ("BackfillFunction", ORIGINALS_TOO, "only the collectors"),
         ("FetchFunction0", ANY_KEY, "name no kind"),
         ("FetchFunction1", OFFERS_TOO, "may write offers"),
         ("ProcessFunction", RESULTS_TOO, "may send results"),

@@ -10,6 +10,7 @@
 //! | `format`, `width`, `height`, `original_bytes` | S, N, N, N | ready only               |
 //! | `variants`         | S    | ready only: JSON array of `StoredVariant`                   |
 //! | `variant_set`      | S    | ready only: the variant set version of the files (absent on items written before versions) |
+//! | `sha256`           | S    | ready only: hex SHA-256 of the original, checked on every dedup hit (absent on items written before strong hashes) |
 //! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
@@ -41,8 +42,8 @@ use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
-    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant,
-    Timestamp, VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SourceFormat,
+    StoredVariant, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
@@ -58,6 +59,7 @@ const HEIGHT: &str = "height";
 const ORIGINAL_BYTES: &str = "original_bytes";
 const VARIANTS: &str = "variants";
 const VARIANT_SET: &str = "variant_set";
+const SHA256: &str = "sha256";
 const PREVIOUS_GENERATION: &str = "previous_generation";
 const PREVIOUS_UNTIL: &str = "previous_until";
 const CREATED_AT: &str = "created_at";
@@ -109,11 +111,12 @@ pub(super) fn set_orphan_expiry(e: &mut Expr, id: &ImageId, expires_at: Timestam
         .set_if_absent(GC_AT, ms(expires_at));
 }
 
-/// The attributes a ready image has and a claim has not.
+/// The attributes a ready image has and a claim has not (a SHA-256 only when known: one
+/// written before stays where it is).
 fn ready_attributes(
     id: &ImageId,
     ready: &ReadyImage,
-) -> Result<[(&'static str, AttributeValue); 7], StoreError> {
+) -> Result<Vec<(&'static str, AttributeValue)>, StoreError> {
     let original_bytes = i64::try_from(ready.original_bytes).map_err(|_| {
         StoreError::corrupt(format!(
             "image {id}: original size {} is out of range",
@@ -122,7 +125,7 @@ fn ready_attributes(
     })?;
     let variants = serde_json::to_string(&ready.variants)
         .map_err(|e| StoreError::backend(format!("image {id}: encoding variants"), e))?;
-    Ok([
+    let mut attributes = vec![
         (STATE, s(READY)),
         (FORMAT, s(ready.format.as_str())),
         (WIDTH, n(i64::from(ready.width))),
@@ -130,7 +133,11 @@ fn ready_attributes(
         (ORIGINAL_BYTES, n(original_bytes)),
         (VARIANTS, s(variants)),
         (VARIANT_SET, s(ready.variant_set.as_str())),
-    ])
+    ];
+    if let Some(sha256) = &ready.sha256 {
+        attributes.push((SHA256, s(sha256.to_hex())));
+    }
+    Ok(attributes)
 }
 
 /// A claim's place in the GC index: its expiry, or the orphan expiry it would get if it
@@ -178,6 +185,11 @@ pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
                     .map(VariantSetVersion::parse)
                     .transpose()
                     .map_err(|_| a.corrupt(VARIANT_SET, "is not a variant set version"))?,
+                sha256: a
+                    .opt_s(SHA256)?
+                    .map(ContentHash::parse)
+                    .transpose()
+                    .map_err(|_| a.corrupt(SHA256, "is not a SHA-256"))?,
             }
         }
         _ => return Err(a.corrupt(STATE, "is not processing or ready")),
@@ -338,11 +350,11 @@ impl DynamoStore {
     async fn put_claim(
         &self,
         id: &ImageId,
+        generation: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
-        let generation = Generation::random();
         let claim_expires_at = now.plus(claim_ttl);
         let mut item = image_key(id);
         for (attr, value) in [
@@ -361,7 +373,9 @@ impl DynamoStore {
         let created = self
             .put_new_image(item, &format!("claiming image {id}"))
             .await?;
-        Ok(created.then_some(Claim::New { generation }))
+        Ok(created.then(|| Claim::New {
+            generation: generation.clone(),
+        }))
     }
 
     /// Puts an image item if the id has none; `false` if it has one.
@@ -424,16 +438,16 @@ impl DynamoStore {
         }
     }
 
-    /// Takes over an expired claim as seen under a fresh generation; `None` if it changed.
+    /// Takes over an expired claim as seen under `generation`; `None` if it changed.
     async fn take_over(
         &self,
         seen: &ImageRecord,
+        generation: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
     ) -> Result<Option<Claim>, StoreError> {
         let id = &seen.id;
-        let generation = Generation::random_other_than(&seen.generation);
         let claim_expires_at = now.plus(claim_ttl);
         let mut e = Expr::new();
         e.set(GENERATION, s(generation.as_str()))
@@ -456,7 +470,9 @@ impl DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(_) => Ok(Some(Claim::New { generation })),
+            Ok(_) => Ok(Some(Claim::New {
+                generation: generation.clone(),
+            })),
             Err(e) if is_condition_failed(&e) => Ok(None),
             Err(e) => Err(sdk_error(format!("taking over the claim of image {id}"), e)),
         }
@@ -567,6 +583,7 @@ impl ImageIndex for DynamoStore {
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
@@ -576,17 +593,27 @@ impl ImageIndex for DynamoStore {
                 backoff(attempt - 2).await;
             }
             let outcome = match self.get_image(id).await? {
-                None => self.put_claim(id, now, claim_ttl, orphan_ttl).await?,
+                None => {
+                    self.put_claim(id, proposed, now, claim_ttl, orphan_ttl)
+                        .await?
+                }
                 Some(seen) if seen.is_freshly_refreshed(now, orphan_ttl) => {
                     Some(Claim::Existing(seen))
                 }
                 Some(seen) => match seen.state {
                     ImageState::Ready { .. } => self.refresh(&seen, now, orphan_ttl).await?,
+                    // Our own claim: a put whose answer was lost, refused when made again.
+                    ImageState::Processing { .. } if &seen.generation == proposed => {
+                        Some(Claim::New {
+                            generation: proposed.clone(),
+                        })
+                    }
                     ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
                         Some(Claim::InProgress { claim_expires_at })
                     }
                     ImageState::Processing { .. } => {
-                        self.take_over(&seen, now, claim_ttl, orphan_ttl).await?
+                        self.take_over(&seen, proposed, now, claim_ttl, orphan_ttl)
+                            .await?
                     }
                 },
             };
@@ -828,6 +855,32 @@ impl ImageIndex for DynamoStore {
                 format!("correcting the link count of image {id}"),
                 e,
             )),
+        }
+    }
+
+    async fn set_strong_hash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        sha256: &ContentHash,
+    ) -> Result<bool, StoreError> {
+        let mut e = Expr::new();
+        e.set(SHA256, s(sha256.to_hex()));
+        let condition = format!(
+            "{} AND {} AND {}",
+            e.eq(STATE, s(READY)),
+            e.eq(GENERATION, s(generation.as_str())),
+            e.not_exists(SHA256),
+        );
+        let parts = e.finish();
+        let updated = self
+            .update(image_key(id), parts, Some(condition))
+            .send()
+            .await;
+        match updated {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(format!("recording the SHA-256 of image {id}"), e)),
         }
     }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BlobKey, Generation, ImageId, Timestamp, VariantName, VariantSetVersion};
+use super::{BlobKey, ContentHash, Generation, ImageId, Timestamp, VariantName, VariantSetVersion};
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -72,6 +72,10 @@ pub enum ImageState {
         /// The variant set the files were made with (`None`: written before versions were
         /// recorded). Reads serve the variants listed, whatever the version.
         variant_set: Option<VariantSetVersion>,
+        /// SHA-256 of the original bytes, checked on every dedup hit (`None`: written before
+        /// it was recorded; the first hit adopts it from the original).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<ContentHash>,
     },
 }
 
@@ -121,6 +125,14 @@ impl ImageRecord {
     pub fn variant_set(&self) -> Option<&VariantSetVersion> {
         match &self.state {
             ImageState::Ready { variant_set, .. } => variant_set.as_ref(),
+            ImageState::Processing { .. } => None,
+        }
+    }
+
+    /// The SHA-256 of the original, if recorded.
+    pub fn sha256(&self) -> Option<&ContentHash> {
+        match &self.state {
+            ImageState::Ready { sha256, .. } => sha256.as_ref(),
             ImageState::Processing { .. } => None,
         }
     }
@@ -187,6 +199,7 @@ mod tests {
                 original_bytes: 1,
                 variants: Vec::new(),
                 variant_set: None,
+                sha256: None,
             },
             created_at: last_update,
             last_update,

@@ -1,6 +1,7 @@
 //! Domain types: parsed once at the edge, so nothing past it handles raw strings.
 
 mod blob_key;
+mod content_hash;
 mod ids;
 mod image;
 pub mod random;
@@ -14,6 +15,7 @@ pub use blob_key::{
     BlobKey, IMAGE_AREAS, INCOMING_PREFIX, ImageBlobKey, ORIGINALS_PREFIX, PUBLIC_PREFIX,
     SHARD_COUNT, shard_prefixes,
 };
+pub use content_hash::{ContentHash, ContentHashError};
 pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{
     ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,

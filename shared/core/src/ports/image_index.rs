@@ -6,7 +6,8 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::domain::{
-    Generation, ImageId, ImageRecord, SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, SourceFormat, StoredVariant, Timestamp,
+    VariantSetVersion,
 };
 
 /// The outcome of claiming an image id. Dedup is a value, not an error.
@@ -33,6 +34,8 @@ pub struct ReadyImage {
     pub variants: Vec<StoredVariant>,
     /// The variant set the files were made with.
     pub variant_set: VariantSetVersion,
+    /// SHA-256 of the original bytes.
+    pub sha256: Option<ContentHash>,
 }
 
 /// One page of a walk over every record ([`ImageIndex::scan`]).
@@ -46,14 +49,17 @@ pub struct ScanPage {
 
 #[async_trait]
 pub trait ImageIndex: Send + Sync {
-    /// Atomically: no record → create a `Processing` claim with a fresh generation, expiring at
-    /// `now + claim_ttl` (`Claim::New`); a `Ready` record → refresh it (`Claim::Existing`), or
-    /// return it unwritten if it [`is_freshly_refreshed`](ImageRecord::is_freshly_refreshed);
-    /// an unexpired claim → `Claim::InProgress`; an expired claim → take it over with a fresh
-    /// generation (`Claim::New`).
+    /// Atomically: no record → create a `Processing` claim under `proposed` (a fresh
+    /// generation the caller drew), expiring at `now + claim_ttl` (`Claim::New`); a `Ready`
+    /// record → refresh it (`Claim::Existing`), or return it unwritten if it
+    /// [`is_freshly_refreshed`](ImageRecord::is_freshly_refreshed); a claim under `proposed`
+    /// → `Claim::New` again (the caller's own: an earlier attempt of this request was applied
+    /// and its answer lost, so the SDK's retry finds it); another unexpired claim →
+    /// `Claim::InProgress`; an expired claim → take it over under `proposed` (`Claim::New`).
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
@@ -150,6 +156,16 @@ pub trait ImageIndex: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<ScanPage, StoreError>;
+
+    /// Records the SHA-256 of a ready record's original, only if it is still ready under
+    /// `generation` and has none (a record written before strong hashes were recorded, whose
+    /// original was just hashed); returns whether it was written.
+    async fn set_strong_hash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        sha256: &ContentHash,
+    ) -> Result<bool, StoreError>;
 
     /// Deletes the record only if it is still `generation` and still expired at `now` (unlinked,
     /// not refreshed); returns whether it was deleted. The caller then deletes that

@@ -71,6 +71,13 @@ pub trait TaskQueue: Send + Sync {
         visibility: Duration,
     ) -> Result<Vec<Delivery>, StoreError>;
 
+    /// Ends every lease on `queue`: its leased tasks are due again at once (their receipts no
+    /// longer acknowledge them); returns how many. For a worker starting on a queue whose
+    /// previous worker died holding leases (the local runner killed), so their tasks need not
+    /// wait out the leases. A worker still running beside it may then see a task twice, which
+    /// every consumer tolerates: delivery is at least once.
+    async fn release_leases(&self, queue: &str) -> Result<u64, StoreError>;
+
     /// Removes a finished task; false if the lease was lost (expired or the task replaced).
     async fn ack(&self, delivery: &Delivery) -> Result<bool, StoreError>;
 

@@ -8,14 +8,14 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
 use imgest_core::domain::{
-    Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SHARD_COUNT, SourceFormat,
-    StoredVariant, Timestamp, VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SHARD_COUNT,
+    SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
                        original_bytes, variants, created_at, last_update, link_count, expires_at, \
-                       variant_set, previous_generation, previous_until";
+                       variant_set, previous_generation, previous_until, sha256";
 
 /// A row as stored, before it is checked into an [`ImageRecord`].
 struct RawImage {
@@ -35,6 +35,7 @@ struct RawImage {
     variant_set: Option<String>,
     previous_generation: Option<String>,
     previous_until: Option<i64>,
+    sha256: Option<String>,
 }
 
 impl RawImage {
@@ -57,6 +58,7 @@ impl RawImage {
             variant_set: row.get(13)?,
             previous_generation: row.get(14)?,
             previous_until: row.get(15)?,
+            sha256: row.get(16)?,
         })
     }
 
@@ -104,6 +106,12 @@ impl RawImage {
                         .map(VariantSetVersion::parse)
                         .transpose()
                         .map_err(|_| bad("invalid variant_set"))?,
+                    sha256: self
+                        .sha256
+                        .as_deref()
+                        .map(ContentHash::parse)
+                        .transpose()
+                        .map_err(|_| bad("invalid sha256"))?,
                 }
             }
             _ => return Err(bad("unknown state")),
@@ -188,6 +196,7 @@ fn millis(d: Duration, from: Timestamp) -> i64 {
 fn claim_tx(
     conn: &mut Connection,
     id: &ImageId,
+    proposed: &Generation,
     now: Timestamp,
     claim_ttl: Duration,
     orphan_ttl: Duration,
@@ -200,7 +209,7 @@ fn claim_tx(
             // `refresh_granularity`).
             Some(record) if record.is_freshly_refreshed(now, orphan_ttl) => Claim::Existing(record),
             None => {
-                let generation = Generation::random();
+                let generation = proposed.clone();
                 tx.execute(
                     "INSERT INTO images (id, generation, state, claim_expires_at, created_at, \
                  last_update, link_count, expires_at) \
@@ -231,13 +240,17 @@ fn claim_tx(
                     record.expires_at = orphan_expiry;
                     Claim::Existing(record)
                 }
+                // Our own claim, made by an earlier attempt whose answer was lost.
+                ImageState::Processing { .. } if &record.generation == proposed => Claim::New {
+                    generation: proposed.clone(),
+                },
                 ImageState::Processing { claim_expires_at } if claim_expires_at > now => {
                     Claim::InProgress { claim_expires_at }
                 }
                 ImageState::Processing { .. } => {
                     // The holder crashed: take over under a generation of our own, so its late
                     // writes never land on our keys and its `complete` is refused.
-                    let generation = Generation::random_other_than(&record.generation);
+                    let generation = proposed.clone();
                     tx.execute(
                     "UPDATE images SET generation = ?2, claim_expires_at = ?3, created_at = ?4, \
                      last_update = ?4, link_count = 0, expires_at = NULL \
@@ -282,8 +295,8 @@ fn create_ready_tx(
         .execute(
             "INSERT INTO images (id, generation, state, claim_expires_at, format, width, height, \
              original_bytes, variants, created_at, last_update, link_count, expires_at, \
-             variant_set) \
-             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10) \
+             variant_set, sha256) \
+             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10, ?11) \
              ON CONFLICT (id) DO NOTHING",
             params![
                 id.as_str(),
@@ -296,6 +309,7 @@ fn create_ready_tx(
                 now.as_millis(),
                 millis(orphan_ttl, now),
                 ready.variant_set.as_str(),
+                ready.sha256.map(|h| h.to_hex()),
             ],
         )
         .map_err(|e| sql_error("creating an image", e))?;
@@ -325,7 +339,8 @@ fn complete_tx(
         .execute(
             "UPDATE images SET state = 'ready', claim_expires_at = NULL, format = ?3, \
              width = ?4, height = ?5, original_bytes = ?6, variants = ?7, last_update = ?8, \
-             expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END, variant_set = ?10 \
+             expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END, variant_set = ?10, \
+             sha256 = ?11 \
              WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
             params![
                 id.as_str(),
@@ -338,6 +353,7 @@ fn complete_tx(
                 now.as_millis(),
                 millis(orphan_ttl, now),
                 ready.variant_set.as_str(),
+                ready.sha256.map(|h| h.to_hex()),
             ],
         )
         .map_err(|e| sql_error("completing an image", e))?;
@@ -377,7 +393,7 @@ fn replace_files_tx(
     tx.execute(
         "UPDATE images SET generation = ?2, format = ?3, width = ?4, height = ?5, \
          original_bytes = ?6, variants = ?7, variant_set = ?8, previous_generation = ?9, \
-         previous_until = ?10 WHERE id = ?1",
+         previous_until = ?10, sha256 = COALESCE(?11, sha256) WHERE id = ?1",
         params![
             id.as_str(),
             generation.as_str(),
@@ -389,6 +405,7 @@ fn replace_files_tx(
             ready.variant_set.as_str(),
             previous.as_ref().map(|p| p.generation.as_str()),
             previous.as_ref().map(|p| p.kept_until.as_millis()),
+            ready.sha256.map(|h| h.to_hex()),
         ],
     )
     .map_err(|e| sql_error("replacing an image's files", e))?;
@@ -483,6 +500,7 @@ impl ImageIndex for SqliteStore {
     async fn claim(
         &self,
         id: &ImageId,
+        proposed: &Generation,
         now: Timestamp,
         claim_ttl: Duration,
         orphan_ttl: Duration,
@@ -494,8 +512,8 @@ impl ImageIndex for SqliteStore {
         {
             return Ok(Claim::Existing(record));
         }
-        let id = id.clone();
-        self.run(move |conn| claim_tx(conn, &id, now, claim_ttl, orphan_ttl))
+        let (id, proposed) = (id.clone(), proposed.clone());
+        self.run(move |conn| claim_tx(conn, &id, &proposed, now, claim_ttl, orphan_ttl))
             .await
     }
 
@@ -647,6 +665,25 @@ impl ImageIndex for SqliteStore {
             )
             .map(|n| n > 0)
             .map_err(|e| sql_error("deleting an expired image", e))
+        })
+        .await
+    }
+
+    async fn set_strong_hash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        sha256: &ContentHash,
+    ) -> Result<bool, StoreError> {
+        let (id, generation, sha256) = (id.clone(), generation.clone(), *sha256);
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE images SET sha256 = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND sha256 IS NULL",
+                params![id.as_str(), generation.as_str(), sha256.to_hex()],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| sql_error("recording an image's SHA-256", e))
         })
         .await
     }

@@ -325,6 +325,20 @@ impl TaskQueue for SqliteStore {
         .await
     }
 
+    async fn release_leases(&self, queue: &str) -> Result<u64, StoreError> {
+        let queue = queue.to_owned();
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE tasks SET receipt = NULL, leased_until = NULL \
+                 WHERE queue = ?1 AND receipt IS NOT NULL",
+                params![queue],
+            )
+            .map(|n| n as u64)
+            .map_err(|e| sql_error("releasing leases", e))
+        })
+        .await
+    }
+
     async fn redrive(&self, queue: &str, max: usize, now: Timestamp) -> Result<u64, StoreError> {
         let queue = queue.to_owned();
         self.run(move |conn| redrive_tx(conn, &queue, max, now))

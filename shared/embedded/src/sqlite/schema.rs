@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -167,6 +167,12 @@ UPDATE dead_letters
  WHERE instr(reason, ':') > 1;
 ";
 
+/// The SHA-256 of each ready image's original, checked on every dedup hit (NULL on rows
+/// written before: the first hit adopts it).
+const V6: &str = "
+ALTER TABLE images ADD COLUMN sha256 TEXT;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -200,6 +206,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 5 {
         tx.execute_batch(V5)
             .map_err(|e| sql_error("keeping dead letters' kinds", e))?;
+    }
+    if version < 6 {
+        tx.execute_batch(V6)
+            .map_err(|e| sql_error("recording strong hashes", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)

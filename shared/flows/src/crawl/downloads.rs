@@ -11,10 +11,12 @@ use super::Crawler;
 use super::fetch::{Settlement, download_key};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
 use crate::FlowError;
-use crate::crawl::messages::{DownloadedPhoto, PhotoStatus};
+use crate::crawl::messages::{DownloadedPhoto, PhotoError, PhotoStatus};
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{BlobKey, ImageId, OfferKey};
 use imgest_core::ports::StoreError;
+use imgest_download::FetchErrorKind;
+use tracing::error;
 
 /// A processed download whose URL is still to be settled.
 pub struct ProcessedDownload {
@@ -38,8 +40,11 @@ impl ProcessedDownload {
 
 impl Crawler {
     /// Processes the body waiting under `fetched/{url_hash}` (a photo, or a failure for a body
-    /// that is none); `None` if the body is gone (a redelivered message: processed and settled
-    /// before). Settle the result with [`settle_downloads`](Self::settle_downloads).
+    /// that is none); `None` if the body is gone because it was processed and settled before
+    /// (a redelivered message). A body gone while its URL is still unsettled (a message
+    /// redriven from the dead-letter queue after the body expired) settles the URL as failed,
+    /// `body_gone` (transient: downloaded again on the next crawl), so its crawls finish.
+    /// Settle the result with [`settle_downloads`](Self::settle_downloads).
     pub async fn process_download(
         &self,
         photo: DownloadedPhoto,
@@ -50,7 +55,7 @@ impl Crawler {
         let _memory = self.service.reserve_body(limit).await?;
         let bytes = match self.service.ports().blobs.get(&body).await {
             Ok(bytes) => bytes,
-            Err(StoreError::NotFound(_)) => return Ok(None),
+            Err(StoreError::NotFound(_)) => return self.body_gone(photo).await,
             Err(e) => return Err(e.into()),
         };
         let image_id = ImageId::of_bytes(&bytes);
@@ -62,6 +67,30 @@ impl Crawler {
             hash: photo.url_hash,
             settlement,
             body: Some(body),
+        }))
+    }
+
+    /// A download whose body is gone: nothing to do if its URL settled, else a `body_gone`
+    /// failure to settle.
+    async fn body_gone(
+        &self,
+        photo: DownloadedPhoto,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        let records = self.service.ports().documents.as_ref();
+        let record =
+            records::read::<UrlRecord>(records, URL_KIND, photo.url_hash.as_str(), self.now())
+                .await?;
+        // No crawl waits for it: settled before.
+        if record.is_none_or(|r| r.waiters.is_empty()) {
+            return Ok(None);
+        }
+        error!(url_hash = %photo.url_hash, "a downloaded body is gone before it was processed (expired under fetched/): its URL settles as body_gone");
+        Ok(Some(ProcessedDownload {
+            hash: photo.url_hash,
+            settlement: Settlement::Failed {
+                error: PhotoError::new(FetchErrorKind::BodyGone, None, photo.attempts),
+            },
+            body: None,
         }))
     }
 

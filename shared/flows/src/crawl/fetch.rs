@@ -15,7 +15,7 @@ use super::{Crawler, Processing, grants};
 use crate::FlowError;
 use crate::Service;
 use crate::crawl::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
-use imgest_core::domain::{BlobKey, ImageId, Timestamp};
+use imgest_core::domain::{BlobKey, ContentHash, ImageId, ImageRecord, Timestamp};
 use imgest_core::domain::{UrlHash, loggable};
 use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
@@ -365,6 +365,9 @@ impl Crawler {
             Err(FlowError::EmptyBody) => Ok(Settlement::Failed {
                 error: PhotoError::new(FetchErrorKind::UnsupportedFormat, None, attempts),
             }),
+            Err(FlowError::HashCollision(_)) => Ok(Settlement::Failed {
+                error: PhotoError::new(FetchErrorKind::HashCollision, None, attempts),
+            }),
             Err(e) => Err(e),
         }
     }
@@ -384,11 +387,21 @@ impl Crawler {
         let ports = self.service.ports();
         // An expired record not yet collected goes through the process function, whose claim
         // revives it (without decoding), as an upload would.
-        if is_live(&self.service, &download.image_id).await? {
-            self.counters.photos_deduplicated.increment(1);
-            let settlement = Settlement::Ok {
-                image_id: download.image_id,
-                validators: Some(validators),
+        if let Some(record) = live_record(&self.service, &download.image_id).await? {
+            // The body was read: the hit is checked against its SHA-256.
+            let sha256 = ContentHash::of_bytes(&download.bytes);
+            let settlement = match self.service.verify_hit(record, &sha256).await {
+                Ok(_) => {
+                    self.counters.photos_deduplicated.increment(1);
+                    Settlement::Ok {
+                        image_id: download.image_id,
+                        validators: Some(validators),
+                    }
+                }
+                Err(FlowError::HashCollision(_)) => Settlement::Failed {
+                    error: PhotoError::new(FetchErrorKind::HashCollision, None, attempts),
+                },
+                Err(e) => return Err(e),
             };
             return self.finish_url(&task.url_hash, settlement).await;
         }
@@ -622,15 +635,17 @@ fn fetch_span(task: &FetchTask) -> tracing::Span {
 /// bytes, the common case, are seen missing by a peek; a record the peek sees is read again
 /// consistently, since settling on it is not checked again.
 async fn is_live(service: &Service, id: &ImageId) -> Result<bool, FlowError> {
+    Ok(live_record(service, id).await?.is_some())
+}
+
+/// The live record of `id`, if any (a peek first: most new photos have none).
+async fn live_record(service: &Service, id: &ImageId) -> Result<Option<ImageRecord>, FlowError> {
     let images = &service.ports().images;
     if images.peek(id).await?.is_none() {
-        return Ok(false);
+        return Ok(None);
     }
     let now = service.ports().clock.now();
-    Ok(images
-        .get(id)
-        .await?
-        .is_some_and(|image| image.is_live(now)))
+    Ok(images.get(id).await?.filter(|image| image.is_live(now)))
 }
 
 /// Images a body need not be read for: live records. A store error reads as unknown: the

@@ -4,7 +4,7 @@
 "use strict";
 
 const TOKEN_KEY = "imgest-token";
-// The precheck takes at most this many ids at once (POST /v1/images/known).
+// The precheck takes at most this many photos at once (POST /v1/images/known).
 const PRECHECK_MAX = 100;
 // Uploads at once: each photo uploads on its own, a few side by side.
 const UPLOADS_AT_ONCE = 3;
@@ -140,6 +140,11 @@ function arrange(event) {
   render();
 }
 
+// Lowercase hex of a digest.
+function hex(buffer) {
+  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 // Runs `work` on every item, at most `width` at once.
 async function pool(items, width, work) {
   let next = 0;
@@ -154,8 +159,14 @@ async function addFiles(files) {
   const added = Array.from(files, (file) => ({ file, name: file.name, state: "hashing" }));
   photos.push(...added);
   render();
+  // The precheck needs both hashes (an MD5 alone is easy to collide): SHA-256 comes from
+  // WebCrypto, which a browser offers on secure origins only (https, localhost); elsewhere the
+  // photos are uploaded without a precheck.
+  const subtle = globalThis.crypto && globalThis.crypto.subtle;
   for (const photo of added) {
-    photo.id = SparkMD5.ArrayBuffer.hash(await photo.file.arrayBuffer());
+    const bytes = await photo.file.arrayBuffer();
+    photo.id = SparkMD5.ArrayBuffer.hash(bytes);
+    if (subtle) photo.sha256 = hex(await subtle.digest("SHA-256", bytes));
     photo.state = "checking";
   }
   // An offer lists an image once: the same photo added twice stays once.
@@ -164,9 +175,11 @@ async function addFiles(files) {
   render();
 
   const known = new Map();
-  const ids = fresh.map((p) => p.id);
-  for (let start = 0; start < ids.length; start += PRECHECK_MAX) {
-    const body = JSON.stringify({ image_ids: ids.slice(start, start + PRECHECK_MAX) });
+  const asked = fresh
+    .filter((p) => p.sha256)
+    .map((p) => ({ image_id: p.id, sha256: p.sha256 }));
+  for (let start = 0; start < asked.length; start += PRECHECK_MAX) {
+    const body = JSON.stringify({ images: asked.slice(start, start + PRECHECK_MAX) });
     try {
       const answer = await call("POST", "/v1/images/known", body, "application/json");
       for (const image of answer.known) known.set(image.image_id, image);

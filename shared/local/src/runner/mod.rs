@@ -217,6 +217,14 @@ impl Drop for LocalRunner {
 /// every second while none is running (or it is paused).
 async fn backfill_worker(service: Arc<Service>, mut stop: watch::Receiver<bool>) {
     const BATCH: usize = 8;
+    // The tasks a runner that died left leased run now, not when their leases end.
+    if let Some(queue) = service.ports().queue.as_ref()
+        && let Err(e) = queue
+            .release_leases(imgest_flows::backfill::BACKFILL_QUEUE)
+            .await
+    {
+        warn!(error = %e, "could not release stale backfill leases; their tasks wait for the leases to end");
+    }
     while !*stop.borrow() {
         let idle = Duration::from_secs(1);
         let wait = match service.backfill_step(BATCH).await {
