@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use aws_sdk_dynamodb::types::AttributeValue;
-use imgest_core::domain::{ClientId, ImageId, NormalizedUrl, OfferId, OfferKey, Tenant};
+use imgest_core::domain::{
+    ClientId, Generation, ImageId, NormalizedUrl, OfferId, OfferKey, Tenant,
+};
 use imgest_core::ports::{Claim, SystemClock};
 use imgest_flows::Service;
 use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask};
@@ -458,7 +460,11 @@ async fn image(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
     let logo = ImageId::of_bytes(format!("logo {}", fastrand::u64(..)).as_bytes());
     let now = imgest_core::ports::Clock::now(&SystemClock);
     let ttl = Duration::from_secs(3600);
-    let Claim::New { generation } = ports.images.claim(&logo, now, ttl, ttl).await? else {
+    let Claim::New { generation } = ports
+        .images
+        .claim(&logo, &Generation::random(), now, ttl, ttl)
+        .await?
+    else {
         bail!("the logo's id was taken");
     };
     ports
@@ -529,6 +535,7 @@ fn sample_ready() -> imgest_core::ports::ReadyImage {
         width: 1600,
         height: 1200,
         original_bytes: 100_000,
+        sha256: None,
         variants: VariantName::parse("thumb")
             .map(|name| {
                 vec![StoredVariant {
