@@ -28,9 +28,8 @@ use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
+use super::DynamoStore;
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
-use super::{DynamoStore, is_condition_failed};
-use crate::sdk_error::sdk_error;
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
 
@@ -144,15 +143,10 @@ impl DynamoStore {
             .set(TTL, n(ttl_secs(expires_at.plus(TTL_GRACE))));
         let condition = when(&mut e)?;
         let parts = e.finish();
-        match self
-            .update(record_key(kind, key_)?, parts, Some(condition))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(format!("writing record {kind}/{key_:?}"), e)),
-        }
+        self.update_if(record_key(kind, key_)?, parts, condition, || {
+            format!("writing record {kind}/{key_:?}")
+        })
+        .await
     }
 }
 

@@ -844,18 +844,10 @@ impl ImageIndex for DynamoStore {
             e.eq(LAST_UPDATE, ms(seen.last_update)),
         );
         let parts = e.finish();
-        let updated = self
-            .update(image_key(id), parts, Some(condition))
-            .send()
-            .await;
-        match updated {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(
-                format!("correcting the link count of image {id}"),
-                e,
-            )),
-        }
+        self.update_if(image_key(id), parts, condition, || {
+            format!("correcting the link count of image {id}")
+        })
+        .await
     }
 
     async fn set_strong_hash(
@@ -873,15 +865,10 @@ impl ImageIndex for DynamoStore {
             e.not_exists(SHA256),
         );
         let parts = e.finish();
-        let updated = self
-            .update(image_key(id), parts, Some(condition))
-            .send()
-            .await;
-        match updated {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(format!("recording the SHA-256 of image {id}"), e)),
-        }
+        self.update_if(image_key(id), parts, condition, || {
+            format!("recording the SHA-256 of image {id}")
+        })
+        .await
     }
 
     async fn delete_if_expired(

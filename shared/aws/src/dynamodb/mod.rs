@@ -122,6 +122,22 @@ impl DynamoStore {
             .set_expression_attribute_names(parts.names)
             .set_expression_attribute_values(parts.values)
     }
+
+    /// A conditional `UpdateItem` answered as a decision: `true` if applied, `false` if its
+    /// condition was false; any other failure is translated with `context`.
+    pub(crate) async fn update_if(
+        &self,
+        key: item::Item,
+        parts: item::ExprParts,
+        condition: String,
+        context: impl FnOnce() -> String,
+    ) -> Result<bool, StoreError> {
+        match self.update(key, parts, Some(condition)).send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error(context(), e)),
+        }
+    }
 }
 
 /// Whether the call failed only because its condition expression was false.

@@ -229,15 +229,10 @@ impl DynamoStore {
             e.eq(LINKED_BY, s(marker)),
         );
         let parts = e.finish();
-        match self
-            .update(image_key(id), parts, Some(condition))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error(format!("linking image {id}"), e)),
-        }
+        self.update_if(image_key(id), parts, condition, || {
+            format!("linking image {id}")
+        })
+        .await
     }
 
     /// Unlinks `id` if its link count is still `seen`.
