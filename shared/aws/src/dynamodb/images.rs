@@ -439,10 +439,7 @@ impl DynamoStore {
         match updated {
             Ok(_) => Ok(Some(Claim::New { generation })),
             Err(e) if is_condition_failed(&e) => Ok(None),
-            Err(e) => Err(sdk_error(
-                format!("taking over the claim of image {id}"),
-                e,
-            )),
+            Err(e) => Err(sdk_error(format!("taking over the claim of image {id}"), e)),
         }
     }
 
