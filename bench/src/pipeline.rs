@@ -69,6 +69,19 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
     Ok(())
 }
 
+/// `icc`: moxcms' own encoding of a well-known RGB profile, written to `out`.
+pub fn icc(name: &str, out: &Path) -> Result<()> {
+    let profile = match name {
+        "display-p3" => moxcms::ColorProfile::new_display_p3(),
+        "adobe-rgb" => moxcms::ColorProfile::new_adobe_rgb(),
+        other => anyhow::bail!("unknown profile {other}"),
+    };
+    let bytes = profile
+        .encode()
+        .map_err(|e| anyhow::anyhow!("encoding {name}: {e}"))?;
+    std::fs::write(out, bytes).with_context(|| format!("writing {}", out.display()))
+}
+
 /// `md5`: the md-5 crate's single-core throughput on an in-memory buffer, the ceiling
 /// for a dedup hit (which is MD5 plus one record write).
 pub fn md5(mb: usize, rounds: usize) -> Result<()> {

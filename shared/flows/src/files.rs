@@ -11,7 +11,7 @@ use imgest_core::domain::{
     BlobKey, Generation, ImageId, ImageRecord, ImageState, StoredVariant, VariantSetVersion,
 };
 use imgest_core::ports::{ReadyImage, StoreError};
-use imgest_pipeline::Processed;
+use imgest_pipeline::{Colour, Processed};
 
 /// Writes the original and every variant (concurrently) and describes them for the record.
 pub(crate) async fn write_files(
@@ -23,6 +23,12 @@ pub(crate) async fn write_files(
     variant_set: VariantSetVersion,
     counters: &FlowCounters,
 ) -> Result<ReadyImage, FlowError> {
+    if let Colour::Ignored(why) = &processed.colour {
+        // The variants are made all the same (the pixels taken as sRGB): worth knowing, not
+        // worth refusing the photo for.
+        tracing::warn!(image_id = %id, reason = %why, "colour profile ignored");
+        counters.colour_profiles_ignored.increment(1);
+    }
     let mut writes = Vec::with_capacity(processed.variants.len() + 1);
     let mut variants = Vec::with_capacity(processed.variants.len());
     writes.push((
