@@ -105,7 +105,8 @@ def main():
             if kind == "p3-untagged":
                 continue
             import_profile = args.cmyk if kind == "cmyk-untagged" else None
-            kwargs = {"export_profile": "srgb", "intent": "relative", "height": 1280}
+            # size="down": imgest never upscales, libvips' thumbnail does by default.
+            kwargs = {"export_profile": "srgb", "intent": "relative", "height": 1280, "size": "down"}
             if import_profile:
                 kwargs["import_profile"] = import_profile
             ref = pixels(pyvips.Image.thumbnail(path, 1280, **kwargs))
