@@ -156,6 +156,13 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Write an RGB colour profile (moxcms' `display-p3` or `adobe-rgb`) to a file: the
+    /// profiles bench/colour.sh makes its test photos with.
+    Icc {
+        #[arg(value_parser = ["display-p3", "adobe-rgb"])]
+        name: String,
+        out: PathBuf,
+    },
     /// Measure single-core MB/s of MD5, SHA-256 and both on an in-memory buffer: one JSON line.
     Md5 {
         #[arg(long, default_value_t = 256)]
@@ -256,6 +263,7 @@ fn main() -> ExitCode {
             Command::Hostile { out } => hostile::write(&out),
             Command::Pipeline { rounds, out, files } => pipeline::pipeline(rounds, out, files),
             Command::Md5 { mb, rounds } => pipeline::md5(mb, rounds),
+            Command::Icc { name, out } => pipeline::icc(&name, &out),
         }
     });
     match result {

@@ -77,6 +77,19 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
     Ok(())
 }
 
+/// `icc`: moxcms' own encoding of a well-known RGB profile, written to `out`.
+pub fn icc(name: &str, out: &Path) -> Result<()> {
+    let profile = match name {
+        "display-p3" => moxcms::ColorProfile::new_display_p3(),
+        "adobe-rgb" => moxcms::ColorProfile::new_adobe_rgb(),
+        other => anyhow::bail!("unknown profile {other}"),
+    };
+    let bytes = profile
+        .encode()
+        .map_err(|e| anyhow::anyhow!("encoding {name}: {e}"))?;
+    std::fs::write(out, bytes).with_context(|| format!("writing {}", out.display()))
+}
+
 /// `md5`: single-core MB/s of what a dedup hit hashes, on an in-memory buffer: MD5 alone (the
 /// image id, hashed while the body streams in), SHA-256 alone, and both one after the other (a
 /// hit checks the SHA-256 of the body it read; with its one record write, that is a hit's

@@ -171,16 +171,20 @@ fn processed_line(
                 (v.name.to_string(), facts)
             })
             .collect();
-        return serde_json::json!({
+        let mut line = serde_json::json!({
             "file": file.display().to_string(),
             "image_id": id.to_string(),
             "format": processed.format.as_str(),
             "width": processed.width,
             "height": processed.height,
+            "colour": processed.colour.as_str(),
             "ms": ms,
             "variants": variants,
-        })
-        .to_string();
+        });
+        if let imgest_pipeline::Colour::Ignored(why) = &processed.colour {
+            line["colour_ignored"] = why.as_str().into();
+        }
+        return line.to_string();
     }
     let sizes: Vec<String> = processed
         .variants
@@ -195,13 +199,18 @@ fn processed_line(
             )
         })
         .collect();
+    let colour = match &processed.colour {
+        imgest_pipeline::Colour::Ignored(why) => format!("colour profile ignored ({why})"),
+        other => other.as_str().to_owned(),
+    };
     format!(
-        "{}  {}  {}x{} {}  {:.1} ms  {}",
+        "{}  {}  {}x{} {} {}  {:.1} ms  {}",
         file.display(),
         id,
         processed.width,
         processed.height,
         processed.format.as_str(),
+        colour,
         ms,
         sizes.join(" ")
     )

@@ -210,6 +210,29 @@ pub fn huge_canvas_webp() -> Vec<u8> {
     out
 }
 
+/// A small AVIF (48x32, from `tests/fixtures/orientation/`) whose every image size property
+/// (`ispe`) is made to say `w`x`h`: a container that lies about its stream either way.
+pub fn avif_declaring(w: u32, h: u32) -> Vec<u8> {
+    let mut bytes = include_bytes!("../../tests/fixtures/orientation/avif-1.avif").to_vec();
+    let mut at = 0;
+    while let Some(found) = bytes[at..].windows(4).position(|b| b == b"ispe") {
+        let ispe = at + found;
+        // The type, then version and flags, then width and height.
+        if let Some(size) = bytes.get_mut(ispe + 8..ispe + 16) {
+            size[..4].copy_from_slice(&w.to_be_bytes());
+            size[4..].copy_from_slice(&h.to_be_bytes());
+        }
+        at = ispe + 4;
+    }
+    bytes
+}
+
+/// A 7000x7000 AVIF of one colour (8-bit 4:2:0, 754 bytes): the largest photo the default pixel
+/// limit takes.
+pub fn flat_avif_49mp() -> Vec<u8> {
+    include_bytes!("../../tests/fixtures/large/flat-49mp.avif").to_vec()
+}
+
 /// One photo of the hostile corpus.
 pub struct Case {
     /// What it is, for messages.
@@ -297,6 +320,30 @@ pub fn corpus() -> Vec<Case> {
             "268 MP WebP canvas",
             "canvas-268mp.webp",
             huge_canvas_webp(),
+            Some("too_many_pixels"),
+        ),
+        case(
+            "49 MP AVIF, 754 bytes",
+            "flat-49mp.avif",
+            flat_avif_49mp(),
+            None,
+        ),
+        case(
+            "AVIF declaring 16 MP, its stream 48x32",
+            "declared-16mp.avif",
+            avif_declaring(4000, 4000),
+            corrupt,
+        ),
+        case(
+            "AVIF declaring 8x8, its stream 48x32 (refused before the decoder allocates)",
+            "understated.avif",
+            avif_declaring(8, 8),
+            corrupt,
+        ),
+        case(
+            "AVIF declaring 268 MP",
+            "declared-268mp.avif",
+            avif_declaring(16384, 16384),
             Some("too_many_pixels"),
         ),
     ]

@@ -19,6 +19,17 @@ async fn each_bad_input_gets_its_documented_error_and_leaves_nothing_behind() {
         assert_eq!((r.status, r.kind()), (status, kind), "{name}: {}", r.json);
         assert!(!r.json["error"]["message"].as_str().unwrap().is_empty());
     }
+    // A HEIC photo (an iPhone's own format) is refused with what to send instead.
+    let heic = b"\0\0\0\x18ftypheic\0\0\0\0mif1heic\0\0\0\x08meta";
+    let r = app.upload_as(heic, "image/heic").await;
+    assert_eq!(
+        (r.status, r.kind()),
+        (415, "unsupported_format"),
+        "{}",
+        r.json
+    );
+    let message = r.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("send the photo as JPEG"), "{message}");
     assert!(
         app.files().await.is_empty(),
         "no file stays behind: {:?}",
@@ -42,6 +53,8 @@ async fn unusual_but_valid_images_are_processed() {
         ("animated.gif", "gif"),
         ("rgba16.png", "png"),
         ("photo.webp", "webp"),
+        ("alpha.avif", "avif"),
+        ("grid.avif", "avif"),
     ] {
         let r = app.upload(&fixture(name)).await;
         assert_eq!(r.status, 201, "{name}: {}", r.json);

@@ -15,6 +15,8 @@ imgest_core::counters! {
     pipeline_runs,
     /// Photos the pipeline refused (bad or hostile input).
     pipeline_rejections,
+    /// Photos whose unusable colour profile was ignored (their pixels taken as sRGB).
+    colour_profiles_ignored,
     /// Files written (originals and variants).
     files_written,
     /// Expired images collected by GC.

@@ -21,7 +21,7 @@ use imgest_core::domain::{
     VariantSetVersion,
 };
 use imgest_core::ports::{ReadyImage, StoreError};
-use imgest_pipeline::Processed;
+use imgest_pipeline::{Colour, Processed};
 
 /// The record write whose new files are at stake.
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +143,12 @@ pub(crate) async fn write_files(
     variant_set: VariantSetVersion,
     counters: &FlowCounters,
 ) -> Result<ReadyImage, FlowError> {
+    if let Colour::Ignored(why) = &processed.colour {
+        // The variants are made all the same (the pixels taken as sRGB): worth knowing, not
+        // worth refusing the photo for.
+        tracing::warn!(image_id = %id, reason = %why, "colour profile ignored");
+        counters.colour_profiles_ignored.increment(1);
+    }
     let mut writes = Vec::with_capacity(processed.variants.len() + 1);
     let mut variants = Vec::with_capacity(processed.variants.len());
     writes.push((

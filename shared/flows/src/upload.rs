@@ -107,7 +107,7 @@ impl From<Bytes> for UploadBody {
 }
 
 /// Enough leading bytes to tell every accepted format from its magic bytes.
-const MAGIC_LEN: usize = 16;
+const MAGIC_LEN: usize = imgest_core::domain::SNIFF_LEN;
 /// The window `IMGEST_UPLOAD_RPM` counts in.
 const UPLOAD_RATE_WINDOW: Duration = Duration::from_secs(60);
 

@@ -19,7 +19,7 @@ use imgest_flows::FlowError;
 
 /// Upload a photo
 ///
-/// The body is the photo's bytes (JPEG, PNG, WebP or GIF; any `Content-Type` but
+/// The body is the photo's bytes (JPEG, PNG, WebP, GIF or AVIF; any `Content-Type` but
 /// `multipart/form-data`), or a `multipart/form-data` form whose part named `file` is the
 /// photo. The same bytes uploaded again answer the stored image (200, `deduplicated`)
 /// without processing them again. Counts against the caller's `IMGEST_UPLOAD_RPM`.
@@ -48,7 +48,7 @@ use imgest_flows::FlowError;
             example = json!({"error": {"kind": "empty_body", "message": "the body is empty"}})),
         (status = 409, description = "`hash_collision`: these bytes have the MD5 (the image id) of a stored photo but another SHA-256; nothing is stored or linked.", body = ErrorBody),
         (status = 413, description = "`too_large`: more than `IMGEST_MAX_BODY` bytes.", body = ErrorBody),
-        (status = 415, description = "`unsupported_format`: not a JPEG, PNG, WebP or GIF (or a feature of one imgest does not read).", body = ErrorBody),
+        (status = 415, description = "`unsupported_format`: not a JPEG, PNG, WebP, GIF or AVIF (HEIC: the message says to send a JPEG), or a feature of one imgest does not read.", body = ErrorBody),
         (status = 422, description = "`corrupt_image`, `too_many_pixels`.", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the caller's upload rate, or too many photos being processed; see `Retry-After`.", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),

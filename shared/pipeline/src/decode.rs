@@ -1,18 +1,23 @@
 //! Decoding, once per photo: pixels to 8-bit RGB (alpha over white) or a JPEG's own YCbCr planes,
-//! EXIF orientation applied.
+//! turned upright, CMYK converted to sRGB; the colour conversion the variants still need.
 //!
 //! JPEGs go through libjpeg-turbo's DCT-scaled decoder when the `turbojpeg` feature is on (see
 //! `turbo.rs`): only as many pixels as the largest variant needs. Everything else, and any JPEG
 //! libjpeg-turbo declines, is decoded at full size: WebP by libwebp when the `libwebp` feature is
 //! on (see `webp.rs`), the rest (and any WebP libwebp declines) by the `image` crate's pure-Rust
-//! decoders.
+//! decoders. The orientation and the colour profile come from the container (`meta.rs`), not
+//! from the decoders.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use image::{DynamicImage, ImageDecoder, RgbImage, RgbaImage, metadata::Orientation};
 
 use super::PipelineError;
+use super::colour::{Colour, Transform};
 use super::detect::{self, Limits};
+use super::jpeg::Structure;
+use super::meta::Meta;
 use super::scratch::Scratch;
 use imgest_core::domain::{SourceFormat, VariantSpec};
 
@@ -24,6 +29,10 @@ pub(crate) struct Decoded {
     pub width: u32,
     pub height: u32,
     pub pixels: Pixels,
+    /// The conversion to sRGB each variant still needs (only ever with RGB pixels).
+    pub transform: Option<Arc<Transform>>,
+    /// What was done about the photo's colour profile.
+    pub colour: Colour,
 }
 
 impl Decoded {
@@ -35,6 +44,16 @@ impl Decoded {
             width: image.width(),
             height: image.height(),
             pixels: Pixels::Rgb(image),
+            transform: None,
+            colour: Colour::Untagged,
+        }
+    }
+
+    fn with_colour(self, (transform, colour): (Option<Arc<Transform>>, Colour)) -> Self {
+        Self {
+            transform,
+            colour,
+            ..self
         }
     }
 }
@@ -49,8 +68,8 @@ pub(crate) enum Pixels {
 }
 
 /// Checks the limits, then decodes `bytes` into upright pixels, at least as large as every
-/// variant of `specs` needs: YCbCr planes when `planar` allows them and the photo has them,
-/// else 8-bit RGB.
+/// variant of `specs` needs: YCbCr planes when `planar` allows them and the photo has them
+/// (and needs no colour conversion), else 8-bit RGB.
 ///
 /// The only entry point to decoding.
 pub(crate) fn decode(
@@ -80,36 +99,97 @@ fn decode_inner(
     scratch: &Scratch,
 ) -> Result<Decoded, PipelineError> {
     detect::check_size(bytes, limits)?;
-    if detect::sniff(bytes)? == SourceFormat::Png {
-        let info = detect::inspect(bytes, limits)?;
-        let (stored, orientation) = super::png::decode(bytes, limits.max_alloc())?;
-        return Ok(Decoded::full_size(info.format, stored, orientation));
+    match detect::sniff(bytes)? {
+        SourceFormat::Jpeg => decode_jpeg(bytes, limits, specs, planar, scratch),
+        SourceFormat::Png => {
+            let info = detect::inspect(bytes, limits)?;
+            let meta = super::png::metadata(bytes);
+            let decoded = super::png::decode(bytes, limits.max_alloc())?;
+            let colour = scratch.profiles.for_rgb(meta.icc.as_deref(), decoded.grey);
+            Ok(
+                Decoded::full_size(info.format, decoded.image, meta.orientation)
+                    .with_colour(colour),
+            )
+        }
+        SourceFormat::Webp => {
+            let meta = super::riff::metadata(bytes);
+            let colour = scratch.profiles.for_rgb(meta.icc.as_deref(), false);
+            #[cfg(feature = "libwebp")]
+            {
+                detect::inspect(bytes, limits)?;
+                if let Some(stored) = super::webp::decode(bytes, flatten_over_white) {
+                    return Ok(
+                        Decoded::full_size(SourceFormat::Webp, stored, meta.orientation)
+                            .with_colour(colour),
+                    );
+                }
+            }
+            general(bytes, limits, &meta).map(|d| d.with_colour(colour))
+        }
+        SourceFormat::Gif => general(bytes, limits, &Meta::default()),
+        SourceFormat::Avif => {
+            let info = detect::inspect(bytes, limits)?;
+            let decoded = super::avif::decode(bytes, limits.max_pixels)?;
+            let orientation =
+                Orientation::from_exif(decoded.orientation).unwrap_or(Orientation::NoTransforms);
+            let colour = match (&decoded.icc, decoded.nclx) {
+                (Some(icc), _) => scratch.profiles.for_rgb(Some(icc), decoded.grey),
+                (None, Some(nclx)) => scratch.profiles.for_coding_points(nclx),
+                (None, None) => (None, Colour::Untagged),
+            };
+            Ok(Decoded::full_size(info.format, decoded.image, orientation).with_colour(colour))
+        }
     }
-    let (info, mut decoder) = detect::open(bytes, limits)?;
-    // A JPEG's markers are checked before any decoder sees it (see `jpeg.rs`).
-    let scans = match info.format {
-        SourceFormat::Jpeg => super::jpeg::read(bytes)?.scans,
-        _ => Vec::new(),
-    };
-    // A missing, unreadable or corrupt EXIF block means "no orientation", never a failure.
-    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
-    if decoder.total_bytes() > limits.max_alloc() {
-        return Err(PipelineError::TooManyPixels {
-            width: info.width,
-            height: info.height,
-            limit: limits.max_pixels,
+}
+
+/// A JPEG: checked by `jpeg::read` before any decoder sees it; CMYK converted to sRGB here.
+fn decode_jpeg(
+    bytes: &[u8],
+    limits: &Limits,
+    specs: &[VariantSpec],
+    planar: bool,
+    scratch: &Scratch,
+) -> Result<Decoded, PipelineError> {
+    let structure = super::jpeg::read(bytes)?;
+    let frame = &structure.frame;
+    let info = detect::checked(
+        SourceFormat::Jpeg,
+        u32::from(frame.width),
+        u32::from(frame.height),
+        limits,
+    )?;
+    let meta = structure.metadata.meta(bytes);
+    let orientation = meta.orientation;
+    let (width, height) = upright(info.width, info.height, orientation);
+    let min_scale = super::resize::min_scale(width, height, specs);
+    if frame.components.len() == 4 {
+        let (transform, colour) = scratch.profiles.for_cmyk(meta.icc.as_deref())?;
+        let (w, h, mut cmyk) = decode_cmyk(bytes, &structure, min_scale, limits, scratch)?;
+        // libjpeg's rule: a 4-component JPEG with an Adobe segment (Photoshop's) stores its
+        // inks inverted (255 = no ink).
+        if structure.metadata.adobe {
+            cmyk.iter_mut().for_each(|v| *v = 255 - *v);
+        }
+        let rgb = transform.cmyk_to_rgb(&cmyk, w, h)?;
+        drop(cmyk);
+        return Ok(Decoded {
+            format: info.format,
+            width,
+            height,
+            pixels: Pixels::Rgb(oriented(rgb, orientation)),
+            transform: None,
+            colour,
         });
     }
+    let colour = scratch
+        .profiles
+        .for_rgb(meta.icc.as_deref(), frame.components.len() == 1);
     #[cfg(feature = "turbojpeg")]
-    let decoder = if info.format == SourceFormat::Jpeg {
-        // The general decoder holds a copy of the whole file: not kept while libjpeg-turbo
-        // decodes (a progressive JPEG's coefficients are in memory then), made again only if
-        // libjpeg-turbo declines this JPEG.
-        drop(decoder);
-        let (width, height) = upright(info.width, info.height, orientation);
-        let min_scale = super::resize::min_scale(width, height, specs);
-        let planes = match planar {
-            true => super::turbo::decode_scaled_yuv(bytes, &scans, min_scale, scratch)?,
+    {
+        let scans = &structure.scans;
+        // Planes only when no variant needs the pixels converted.
+        let planes = match planar && colour.0.is_none() {
+            true => super::turbo::decode_scaled_yuv(bytes, scans, min_scale, scratch)?,
             false => None,
         };
         if let Some(stored) = planes {
@@ -118,27 +198,55 @@ fn decode_inner(
                 width,
                 height,
                 pixels: Pixels::Yuv(stored.oriented(orientation, &scratch.buffers)),
+                transform: None,
+                colour: colour.1,
             });
         }
-        if let Some(stored) = super::turbo::decode_scaled(bytes, &scans, min_scale, scratch)? {
+        if let Some(stored) = super::turbo::decode_scaled(bytes, scans, min_scale, scratch)? {
             return Ok(Decoded {
                 format: info.format,
                 width,
                 height,
                 pixels: Pixels::Rgb(oriented(stored, orientation)),
+                transform: colour.0,
+                colour: colour.1,
             });
         }
-        detect::open(bytes, limits)?.1
-    } else {
-        decoder
-    };
+    }
     #[cfg(not(feature = "turbojpeg"))]
-    let _ = (specs, planar, scratch, scans);
-    #[cfg(feature = "libwebp")]
-    if info.format == SourceFormat::Webp
-        && let Some(stored) = super::webp::decode(bytes, flatten_over_white)
+    let _ = (planar, min_scale);
+    general(bytes, limits, &meta).map(|d| d.with_colour(colour))
+}
+
+/// A CMYK or YCCK JPEG's inks as stored (4 bytes a pixel), with its size: scaled by
+/// libjpeg-turbo when it takes it, else at full size by zune-jpeg.
+fn decode_cmyk(
+    bytes: &[u8],
+    structure: &Structure,
+    min_scale: f64,
+    limits: &Limits,
+    scratch: &Scratch,
+) -> Result<(u32, u32, Vec<u8>), PipelineError> {
+    #[cfg(feature = "turbojpeg")]
+    if let Some(cmyk) =
+        super::turbo::decode_scaled_cmyk(bytes, &structure.scans, min_scale, scratch)?
     {
-        return Ok(Decoded::full_size(info.format, stored, orientation));
+        return Ok(cmyk);
+    }
+    #[cfg(not(feature = "turbojpeg"))]
+    let _ = (structure, min_scale, scratch);
+    super::jpeg::decode_cmyk(bytes, limits)
+}
+
+/// The `image` crate's decoder, at full size; `meta` says how to turn the result.
+fn general(bytes: &[u8], limits: &Limits, meta: &Meta<'_>) -> Result<Decoded, PipelineError> {
+    let (info, decoder) = detect::open(bytes, limits)?;
+    if decoder.total_bytes() > limits.max_alloc() {
+        return Err(PipelineError::TooManyPixels {
+            width: info.width,
+            height: info.height,
+            limit: limits.max_pixels,
+        });
     }
     let image = DynamicImage::from_decoder(decoder).map_err(|e| match e {
         image::ImageError::Limits(_) => PipelineError::TooManyPixels {
@@ -151,12 +259,11 @@ fn decode_inner(
     Ok(Decoded::full_size(
         info.format,
         to_rgb_over_white(image),
-        orientation,
+        meta.orientation,
     ))
 }
 
 /// The size after `orientation`: the quarter turns swap the sides.
-#[cfg(feature = "turbojpeg")]
 fn upright(width: u32, height: u32, orientation: Orientation) -> (u32, u32) {
     match orientation {
         Orientation::Rotate90

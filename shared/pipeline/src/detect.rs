@@ -2,7 +2,6 @@
 
 use std::io::Cursor;
 
-use image::metadata::Orientation;
 use image::{ImageDecoder, ImageFormat, ImageReader};
 
 use super::{PipelineError, SourceInfo};
@@ -61,20 +60,17 @@ pub(crate) fn check_len(len: usize, limits: &Limits) -> Result<(), PipelineError
 
 /// The format, from the magic bytes only.
 pub(crate) fn sniff(bytes: &[u8]) -> Result<SourceFormat, PipelineError> {
-    SourceFormat::sniff(bytes).map_err(|other| {
-        PipelineError::UnsupportedFormat(match other.0 {
-            "empty" => "empty body".into(),
-            what => what.into(),
-        })
-    })
+    SourceFormat::sniff(bytes).map_err(|other| PipelineError::UnsupportedFormat(other.describe()))
 }
 
-fn image_format(format: SourceFormat) -> ImageFormat {
+/// The `image` crate's decoder of `format`: every format but AVIF (read by `avif/`).
+fn image_format(format: SourceFormat) -> Option<ImageFormat> {
     match format {
-        SourceFormat::Jpeg => ImageFormat::Jpeg,
-        SourceFormat::Png => ImageFormat::Png,
-        SourceFormat::Webp => ImageFormat::WebP,
-        SourceFormat::Gif => ImageFormat::Gif,
+        SourceFormat::Jpeg => Some(ImageFormat::Jpeg),
+        SourceFormat::Png => Some(ImageFormat::Png),
+        SourceFormat::Webp => Some(ImageFormat::WebP),
+        SourceFormat::Gif => Some(ImageFormat::Gif),
+        SourceFormat::Avif => None,
     }
 }
 
@@ -86,7 +82,9 @@ pub(crate) fn open<'a>(
 ) -> Result<(SourceInfo, impl ImageDecoder + 'a), PipelineError> {
     check_size(bytes, limits)?;
     let format = sniff(bytes)?;
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format(format));
+    let decoder = image_format(format)
+        .ok_or_else(|| PipelineError::UnsupportedFormat(format!("{} here", format.as_str())))?;
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), decoder);
     reader.limits(limits.for_header());
     let mut decoder = reader.into_decoder().map_err(PipelineError::from_decoder)?;
     let (width, height) = decoder.dimensions();
@@ -105,40 +103,31 @@ pub(crate) fn open<'a>(
     Ok((info, decoder))
 }
 
-/// Header facts only: what [`open`] checks, without keeping a decoder. A PNG's header is read
-/// by the `png` crate with its text and ICC chunks skipped (see `png.rs`).
+/// Header facts only: what [`open`] checks, without keeping a decoder. A JPEG's header is
+/// read by walking its markers up to the frame header (`jpeg.rs`), a PNG's by the `png` crate
+/// with its text and ICC chunks skipped (see `png.rs`).
 pub(crate) fn inspect(bytes: &[u8], limits: &Limits) -> Result<SourceInfo, PipelineError> {
     check_size(bytes, limits)?;
-    if sniff(bytes)? == SourceFormat::Png {
-        return png_header(bytes, limits).map(|(info, _)| info);
+    match sniff(bytes)? {
+        SourceFormat::Jpeg => {
+            let frame = super::jpeg::frame(bytes)?;
+            let (width, height) = (u32::from(frame.width), u32::from(frame.height));
+            checked(SourceFormat::Jpeg, width, height, limits)
+        }
+        SourceFormat::Png => {
+            let (width, height) = super::png::header(bytes)?;
+            checked(SourceFormat::Png, width, height, limits)
+        }
+        SourceFormat::Avif => {
+            let avif = super::avif::container::parse(bytes)?;
+            checked(SourceFormat::Avif, avif.width, avif.height, limits)
+        }
+        SourceFormat::Webp | SourceFormat::Gif => open(bytes, limits).map(|(info, _)| info),
     }
-    open(bytes, limits).map(|(info, _)| info)
-}
-
-/// [`inspect`], and the EXIF orientation (none when absent or unreadable).
-pub(crate) fn inspect_oriented(
-    bytes: &[u8],
-    limits: &Limits,
-) -> Result<(SourceInfo, Orientation), PipelineError> {
-    check_size(bytes, limits)?;
-    if sniff(bytes)? == SourceFormat::Png {
-        return png_header(bytes, limits);
-    }
-    let (info, mut decoder) = open(bytes, limits)?;
-    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
-    Ok((info, orientation))
-}
-
-fn png_header(bytes: &[u8], limits: &Limits) -> Result<(SourceInfo, Orientation), PipelineError> {
-    let (width, height, orientation) = super::png::header(bytes)?;
-    Ok((
-        checked(SourceFormat::Png, width, height, limits)?,
-        orientation,
-    ))
 }
 
 /// Refuses an empty image, or one over the pixel limit.
-fn checked(
+pub(crate) fn checked(
     format: SourceFormat,
     width: u32,
     height: u32,

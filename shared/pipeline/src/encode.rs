@@ -1,4 +1,5 @@
-//! JPEG encoding of fresh pixels: baseline, 4:2:0 chroma, no metadata (EXIF and ICC are gone).
+//! JPEG encoding of fresh pixels: baseline, 4:2:0 chroma, no metadata (the pixels are upright
+//! and sRGB: neither EXIF nor an ICC profile is needed to show them).
 
 use image::RgbImage;
 use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};

@@ -21,9 +21,9 @@ pub enum PipelineError {
         needed: u64,
         budget: u64,
     },
-    /// Not JPEG, PNG, WebP or GIF (empty bodies, text, BMP, TIFF, ...), or a feature of one of
-    /// them that the decoder does not support.
-    #[error("unsupported image format: {0} (accepted: JPEG, PNG, WebP, GIF)")]
+    /// Not JPEG, PNG, WebP, GIF or AVIF (empty bodies, text, BMP, TIFF, HEIC, ...), or a
+    /// feature of one of them that the decoder does not support.
+    #[error("unsupported image format: {0} (accepted: JPEG, PNG, WebP, GIF, AVIF)")]
     UnsupportedFormat(String),
     /// A supported format whose data is truncated or invalid.
     #[error("corrupt image: {0}")]

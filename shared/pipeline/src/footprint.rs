@@ -10,6 +10,9 @@
 
 use image::metadata::Orientation;
 
+use std::borrow::Cow;
+
+use super::meta::Meta;
 use super::{PipelineError, SourceInfo, detect, jpeg, resize};
 use imgest_core::domain::{SourceFormat, VariantSpec};
 
@@ -30,33 +33,79 @@ pub(crate) fn estimate(
     limits: &detect::Limits,
     specs: &[VariantSpec],
 ) -> Result<Footprint, PipelineError> {
-    let (info, orientation) = detect::inspect_oriented(bytes, limits)?;
+    let info = detect::inspect(bytes, limits)?;
     let (w, h) = (u64::from(info.width), u64::from(info.height));
     let pixels = w * h;
-    // The decoded image (width, height, bytes) the variants are made from, and what decoding
-    // holds besides it.
-    let (decoded, decoding) = match info.format {
+    // The decoded image (width, height, bytes) the variants are made from, what decoding
+    // holds besides it, and the photo's ICC profile.
+    let (decoded, decoding, meta) = match info.format {
         SourceFormat::Jpeg => jpeg_decode(bytes, info, specs)?,
         // One buffer of at most 4 bytes a pixel, made RGB in place (`png.rs`).
-        SourceFormat::Png => (
-            (info.width, info.height, pixels * 3),
-            super::png::peak_bytes(info.width, info.height) - pixels * 3
-                + rotation_copy(orientation, pixels * 3),
-        ),
+        SourceFormat::Png => {
+            let meta = super::png::metadata(bytes);
+            (
+                (info.width, info.height, pixels * 3),
+                super::png::peak_bytes(info.width, info.height) - pixels * 3
+                    + rotation_copy(meta.orientation, pixels * 3),
+                meta,
+            )
+        }
         // The first frame as RGBA, and the canvas it is drawn on when it is smaller than the
         // canvas, flattened in place.
-        SourceFormat::Gif => ((info.width, info.height, pixels * 3), pixels * 5),
-        // libwebp's output and our copy of it (RGBA), and a lossless image's own ARGB pixels.
-        SourceFormat::Webp => (
+        SourceFormat::Gif => (
             (info.width, info.height, pixels * 3),
-            pixels * 9 + rotation_copy(orientation, pixels * 3),
+            pixels * 5,
+            Meta::default(),
         ),
+        // The RGB image made from the decoder's planes (and alpha), and the orientation copy.
+        SourceFormat::Avif => {
+            let avif = super::avif::container::parse(bytes)?;
+            let rotated = avif.orientation != 1;
+            let meta = Meta {
+                icc: avif.icc.map(Cow::Borrowed),
+                orientation: Orientation::from_exif(avif.orientation)
+                    .unwrap_or(Orientation::NoTransforms),
+            };
+            (
+                (info.width, info.height, pixels * 3),
+                super::avif::decoding_bytes(&avif) + if rotated { pixels * 3 } else { 0 },
+                meta,
+            )
+        }
+        // libwebp's output and our copy of it (RGBA), and a lossless image's own ARGB pixels.
+        SourceFormat::Webp => {
+            let meta = super::riff::metadata(bytes);
+            (
+                (info.width, info.height, pixels * 3),
+                pixels * 9 + rotation_copy(meta.orientation, pixels * 3),
+                meta,
+            )
+        }
     };
     let (dw, dh, decoded_bytes) = decoded;
+    let variants = variants(info, (dw, dh), specs);
     Ok(Footprint {
         info,
-        bytes: decoded_bytes + decoding + variants(info, (dw, dh), specs) + SLACK,
+        bytes: decoded_bytes + decoding + variants + colour(&meta, info, specs) + SLACK,
     })
+}
+
+/// Converting the variants' colours: the profile, twice (its bytes and what is parsed from
+/// them), and the largest variant's converted copy (and its grey samples, for a grey
+/// profile). Transforms themselves are the process's own (kept per profile, `colour.rs`).
+fn colour(meta: &Meta<'_>, info: SourceInfo, specs: &[VariantSpec]) -> u64 {
+    let Some(icc) = &meta.icc else {
+        return 0;
+    };
+    let largest = specs
+        .iter()
+        .map(|spec| {
+            let g = resize::plan(info.width, info.height, spec);
+            u64::from(g.width) * u64::from(g.height)
+        })
+        .max()
+        .unwrap_or(0);
+    icc.len() as u64 * 2 + largest * 4
 }
 
 /// A second copy of the decoded image when the EXIF orientation turns or flips it.
@@ -68,15 +117,20 @@ fn rotation_copy(orientation: Orientation, decoded: u64) -> u64 {
     }
 }
 
-/// A JPEG: decoded by libjpeg-turbo at the DCT scale the variants allow when it takes it (1 or
-/// 3 components), with a progressive JPEG's whole-image coefficients (2 bytes each) besides;
-/// else by the general decoder at full size.
-fn jpeg_decode(
-    bytes: &[u8],
+/// The decoded image (width, height, bytes), what decoding holds besides it, and the photo's
+/// metadata.
+type Decoding<'a> = ((u32, u32, u64), u64, Meta<'a>);
+
+/// A JPEG: decoded by libjpeg-turbo at the DCT scale the variants allow, with a progressive
+/// JPEG's whole-image coefficients (2 bytes each) besides; else by the general decoder at full
+/// size. A CMYK JPEG's inks (4 bytes a pixel) are held while they become RGB.
+fn jpeg_decode<'a>(
+    bytes: &'a [u8],
     info: SourceInfo,
     specs: &[VariantSpec],
-) -> Result<((u32, u32, u64), u64), PipelineError> {
+) -> Result<Decoding<'a>, PipelineError> {
     let structure = jpeg::read(bytes)?;
+    let meta = structure.metadata.meta(bytes);
     let frame = &structure.frame;
     let (w, h) = (u64::from(info.width), u64::from(info.height));
     let components = frame.components.len() as u64;
@@ -99,15 +153,16 @@ fn jpeg_decode(
             bw * bh * 128
         })
         .sum();
-    let turbo = cfg!(feature = "turbojpeg") && components != 4;
-    if !turbo {
-        // Full size: coefficients (progressive), the decoder's own samples, RGB, and the
-        // orientation copy.
+    let inks = |pixels: u64| if components == 4 { pixels * 4 } else { 0 };
+    if !cfg!(feature = "turbojpeg") {
+        // Full size: coefficients (progressive), the decoder's own samples, RGB (or the inks),
+        // and the orientation copy.
         let pixels = w * h;
         let progressive = if frame.progressive { coefficients } else { 0 };
         return Ok((
             (info.width, info.height, pixels * 3),
-            progressive + pixels * components + pixels * 3,
+            progressive + pixels * components + inks(pixels) + pixels * 3,
+            meta,
         ));
     }
     // The largest upright box any variant needs, and the DCT scale that keeps it.
@@ -134,7 +189,11 @@ fn jpeg_decode(
         u32::try_from(sh).unwrap_or(u32::MAX),
     );
     // The orientation copy, at the scaled size.
-    Ok(((dw, dh, decoded), progressive + rows + decoded))
+    Ok((
+        (dw, dh, decoded),
+        progressive + rows + inks(sw * sh) + decoded,
+        meta,
+    ))
 }
 
 /// The variants: each one's pixels and its JPEG (at most 3 bytes a pixel before it is cut to

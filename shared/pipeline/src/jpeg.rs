@@ -10,10 +10,19 @@
 //! so every decoder makes at most `MAX_SCANS` passes. It also gives the memory estimate its
 //! frame (`footprint.rs`) and `turbo.rs` the scans a reduced output can do without.
 //!
+//! The same walk collects what the photo says about itself in its application segments
+//! (`Metadata`): its ICC profile (APP2, possibly split over several segments), its EXIF and
+//! XMP blocks (APP1) for the orientation, and whether it has an Adobe segment (APP14, which
+//! says a 4-component JPEG stores inverted CMYK).
+//!
 //! [`dct_scale`] is the reduced size libjpeg-turbo is asked to decode at, here so that the
 //! decoder and the memory estimate (which is built without libjpeg-turbo too) agree on it.
 
+use std::borrow::Cow;
+
 use super::PipelineError;
+use super::detect::Limits;
+use super::meta::Meta;
 
 /// The most scans accepted. A progressive JPEG as libjpeg, mozjpeg or a camera writes it has
 /// 10 or fewer (mozjpeg's optimised scripts up to a few more); a sequential one has at most
@@ -77,6 +86,85 @@ pub(crate) struct Scan {
 pub(crate) struct Structure {
     pub frame: Frame,
     pub scans: Vec<Scan>,
+    pub metadata: Metadata,
+}
+
+/// The application segments that matter here, as positions in the JPEG's bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Metadata {
+    /// The ICC profile's chunks (APP2 `ICC_PROFILE`): each one's sequence number and data.
+    icc: Vec<(u8, std::ops::Range<usize>)>,
+    /// The first APP1 `Exif` block, without its `Exif\0\0` prefix.
+    pub exif: Option<std::ops::Range<usize>>,
+    /// The first APP1 XMP packet.
+    pub xmp: Option<std::ops::Range<usize>>,
+    /// An APP14 `Adobe` segment with its colour transform byte was seen (libjpeg's
+    /// `saw_Adobe_marker`: a shorter one is not one).
+    pub adobe: bool,
+}
+
+/// The largest ICC profile read: a CMYK profile with large tables is about a megabyte (the
+/// JPEG's own limit is 255 chunks of 65,519 bytes: 16 MB).
+pub(crate) const MAX_ICC: usize = 4 << 20;
+
+impl Metadata {
+    const ICC: &[u8] = b"ICC_PROFILE\0";
+    const EXIF: &[u8] = b"Exif\0\0";
+    const XMP: &[u8] = b"http://ns.adobe.com/xap/1.0/\0";
+
+    /// Notes segment `marker` whose data lies at `at` in the JPEG.
+    fn note(&mut self, marker: u8, segment: &[u8], at: usize) {
+        let from = |prefix: &[u8]| at + prefix.len()..at + segment.len();
+        match marker {
+            0xE1 if self.exif.is_none() && segment.starts_with(Self::EXIF) => {
+                self.exif = Some(from(Self::EXIF));
+            }
+            0xE1 if self.xmp.is_none() && segment.starts_with(Self::XMP) => {
+                self.xmp = Some(from(Self::XMP));
+            }
+            // `ICC_PROFILE\0`, the chunk's sequence number (from 1) and the number of chunks.
+            0xE2 if segment.starts_with(Self::ICC) && segment.len() > Self::ICC.len() + 2 => {
+                let seq = segment[Self::ICC.len()];
+                let start = at + Self::ICC.len() + 2;
+                if !self.icc.iter().any(|(s, _)| *s == seq) {
+                    self.icc.push((seq, start..at + segment.len()));
+                }
+            }
+            0xEE if segment.len() >= 12 && segment.starts_with(b"Adobe") => self.adobe = true,
+            _ => {}
+        }
+    }
+
+    /// The profile and the orientation, as every container gives them.
+    pub(crate) fn meta(&self, bytes: &[u8]) -> Meta<'static> {
+        let block =
+            |range: &Option<std::ops::Range<usize>>| range.clone().and_then(|r| bytes.get(r));
+        Meta::from_blocks(
+            self.icc(bytes).map(Cow::Owned),
+            block(&self.exif),
+            block(&self.xmp),
+        )
+    }
+
+    /// The ICC profile, its chunks joined in order; `None` when there is none, or when its
+    /// chunks are not numbered 1, 2, ... without a gap, or it is over [`MAX_ICC`] bytes.
+    pub(crate) fn icc(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let mut chunks = self.icc.clone();
+        chunks.sort_by_key(|(seq, _)| *seq);
+        let numbered = chunks
+            .iter()
+            .enumerate()
+            .all(|(i, (seq, _))| usize::from(*seq) == i + 1);
+        let len: usize = chunks.iter().map(|(_, r)| r.len()).sum();
+        if chunks.is_empty() || !numbered || len > MAX_ICC {
+            return None;
+        }
+        let mut icc = Vec::with_capacity(len);
+        for (_, range) in chunks {
+            icc.extend_from_slice(bytes.get(range)?);
+        }
+        Some(icc)
+    }
 }
 
 fn corrupt(why: impl Into<String>) -> PipelineError {
@@ -92,11 +180,22 @@ fn truncated() -> PipelineError {
 /// success), has no frame before its first scan, more than [`MAX_SCANS`] scans, or an invalid
 /// progression. Stops at the end-of-image marker: what follows is not looked at.
 pub(crate) fn read(bytes: &[u8]) -> Result<Structure, PipelineError> {
+    walk(bytes, false)
+}
+
+/// The frame header alone: the markers walked as [`read`] walks them, up to the first frame
+/// header (the header checks, before the rest of the file is looked at).
+pub(crate) fn frame(bytes: &[u8]) -> Result<Frame, PipelineError> {
+    walk(bytes, true).map(|s| s.frame)
+}
+
+fn walk(bytes: &[u8], frame_only: bool) -> Result<Structure, PipelineError> {
     if bytes.get(..2) != Some(&[0xFF, 0xD8]) {
         return Err(corrupt("not a JPEG (no start-of-image marker)"));
     }
     let mut frame: Option<Frame> = None;
     let mut scans: Vec<Scan> = Vec::new();
+    let mut metadata = Metadata::default();
     let mut progression = Progression::default();
     let mut i = 2;
     loop {
@@ -129,7 +228,15 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Structure, PipelineError> {
         let segment = bytes.get(i + 4..i + 2 + len).ok_or_else(truncated)?;
         match marker {
             0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF if frame.is_none() => {
-                frame = Some(parse_frame(marker, segment)?);
+                let found = parse_frame(marker, segment)?;
+                if frame_only {
+                    return Ok(Structure {
+                        frame: found,
+                        scans,
+                        metadata,
+                    });
+                }
+                frame = Some(found);
             }
             0xDA => {
                 let frame = frame
@@ -147,6 +254,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Structure, PipelineError> {
                 i = end;
                 continue;
             }
+            0xE1 | 0xE2 | 0xEE => metadata.note(marker, segment, i + 4),
             _ => {}
         }
         i += 2 + len;
@@ -155,7 +263,11 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Structure, PipelineError> {
     if scans.is_empty() {
         return Err(truncated());
     }
-    Ok(Structure { frame, scans })
+    Ok(Structure {
+        frame,
+        scans,
+        metadata,
+    })
 }
 
 fn parse_frame(marker: u8, segment: &[u8]) -> Result<Frame, PipelineError> {
@@ -289,6 +401,57 @@ impl Progression {
         }
         Ok(())
     }
+}
+
+/// A CMYK or YCCK JPEG's inks as stored (4 bytes a pixel), at full size, with its size: by
+/// zune-jpeg (without libjpeg-turbo, or when it declines). zune-jpeg gives YCCK as it is coded:
+/// its Y, Cb and Cr are turned back into the three inks here, as libjpeg does.
+pub(crate) fn decode_cmyk(
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<(u32, u32, Vec<u8>), PipelineError> {
+    use zune_core::bytestream::ZCursor;
+    use zune_core::colorspace::ColorSpace;
+    use zune_core::options::DecoderOptions;
+    let fail = |e: zune_jpeg::errors::DecodeErrors| corrupt(format!("zune-jpeg: {e:?}"));
+    let side = usize::try_from(limits.max_pixels).unwrap_or(usize::MAX);
+    let options = DecoderOptions::default()
+        .set_max_width(side)
+        .set_max_height(side)
+        .jpeg_set_out_colorspace(ColorSpace::CMYK);
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+    decoder.decode_headers().map_err(fail)?;
+    let ycck = decoder.input_colorspace() == Some(ColorSpace::YCCK);
+    if ycck {
+        decoder.set_options(options.jpeg_set_out_colorspace(ColorSpace::YCCK));
+    }
+    let info = decoder.info().ok_or_else(|| corrupt("no frame header"))?;
+    let (width, height) = (u32::from(info.width), u32::from(info.height));
+    let expected = u64::from(width) * u64::from(height) * 4;
+    if decoder.output_buffer_size().map(|n| n as u64) != Some(expected) {
+        return Err(corrupt(
+            "a 4-component JPEG that does not decode to 4 samples a pixel",
+        ));
+    }
+    let mut samples = decoder.decode().map_err(fail)?;
+    if ycck {
+        for px in samples.chunks_exact_mut(4) {
+            let [r, g, b] = ycc_to_rgb(px[0], px[1], px[2]);
+            px[..3].copy_from_slice(&[255 - r, 255 - g, 255 - b]);
+        }
+    }
+    Ok((width, height, samples))
+}
+
+/// JFIF's YCbCr to RGB (full range, BT.601), rounded.
+fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
+    let (y, cb, cr) = (f32::from(y), f32::from(cb) - 128.0, f32::from(cr) - 128.0);
+    let clamp = |v: f32| v.round().clamp(0.0, 255.0) as u8;
+    [
+        clamp(y + 1.402 * cr),
+        clamp(y - 0.344_136 * cb - 0.714_136 * cr),
+        clamp(y + 1.772 * cb),
+    ]
 }
 
 #[cfg(test)]

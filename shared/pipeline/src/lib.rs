@@ -1,4 +1,5 @@
-//! The photo pipeline: bytes in, JPEG variants out (sniff, limit, decode once, orient, resize, watermark, encode).
+//! The photo pipeline: bytes in, JPEG variants out (sniff, limit, decode once, orient, resize,
+//! convert to sRGB, watermark, encode).
 //!
 //! Pixels are RGB, except for a YCbCr JPEG when nothing needs RGB (no watermark on its
 //! variants) and libjpeg-turbo is built in: then they stay YCbCr planes throughout (`planar.rs`).
@@ -7,16 +8,20 @@
 //! `spawn_blocking`. Everything that can be wrong with the bytes comes back as a
 //! [`PipelineError`]; nothing panics on bad input.
 
+mod avif;
+mod colour;
 mod decode;
 mod detect;
 mod encode;
 mod error;
 mod footprint;
 mod jpeg;
+mod meta;
 #[cfg(feature = "turbojpeg")]
 mod planar;
 mod png;
 mod resize;
+mod riff;
 mod scratch;
 #[cfg(test)]
 mod tests;
@@ -30,6 +35,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+pub use colour::Colour;
 pub use error::PipelineError;
 pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
@@ -105,6 +111,8 @@ pub struct Processed {
     /// Width and height after EXIF orientation.
     pub width: u32,
     pub height: u32,
+    /// What was done about its colour profile (the variants are sRGB).
+    pub colour: Colour,
     /// In the [`VariantSet`]'s order.
     pub variants: Vec<EncodedVariant>,
 }
@@ -171,7 +179,7 @@ impl Pipeline {
     }
 
     /// The cheap checks only: a body of `len` bytes within the size limit, whose first bytes
-    /// (`head`, 16 are enough) are the magic bytes of an accepted format.
+    /// (`head`, [`SNIFF_LEN`](imgest_core::domain::SNIFF_LEN) are enough) are the magic bytes of an accepted format.
     pub fn check_format(&self, len: usize, head: &[u8]) -> Result<SourceFormat, PipelineError> {
         detect::check_len(len, &self.limits())?;
         detect::sniff(head)
@@ -189,8 +197,8 @@ impl Pipeline {
         footprint::estimate(bytes, &self.limits(), self.config.variants.specs())
     }
 
-    /// [`inspect`](Self::inspect), then decodes once, applies the EXIF orientation, and makes
-    /// and encodes every variant from the one decoded image.
+    /// [`inspect`](Self::inspect), then decodes once, applies the orientation, and makes and
+    /// encodes every variant from the one decoded image, converted to sRGB.
     pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
         let specs = self.config.variants.specs();
         // The watermark is blended in RGB: with one, every variant is made in RGB.
@@ -211,6 +219,9 @@ impl Pipeline {
                 let rendered =
                     Stage::Resize.time(|| resize::render_all(&image, full, specs, scratch))?;
                 for (spec, mut pixels) in specs.iter().zip(rendered) {
+                    if let Some(transform) = &decoded.transform {
+                        transform.apply(pixels.to_mut(), &scratch.buffers)?;
+                    }
                     if let Some(watermark) = &self.config.watermark
                         && watermark.applies_to(&spec.name)
                     {
@@ -254,6 +265,7 @@ impl Pipeline {
             format: decoded.format,
             width: decoded.width,
             height: decoded.height,
+            colour: decoded.colour,
             variants,
         })
     }

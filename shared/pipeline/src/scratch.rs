@@ -1,5 +1,5 @@
-//! Working memory kept from one photo to the next: pixel buffers, resizers and (with
-//! libjpeg-turbo) codec handles.
+//! Working memory kept from one photo to the next: pixel buffers, resizers, colour transforms
+//! and (with libjpeg-turbo) codec handles.
 //!
 //! A warm process handles photo after photo. Freed between them, the few megabytes of planes
 //! and resize intermediates a photo needs go back to the operating system (glibc trims the heap
@@ -121,6 +121,8 @@ impl Buffers {
 #[derive(Debug)]
 pub(crate) struct Scratch {
     pub buffers: Buffers,
+    /// Colour profiles seen and their transforms to sRGB.
+    pub profiles: super::colour::Profiles,
     pub resizers: Pool<fast_image_resize::Resizer>,
     #[cfg(feature = "turbojpeg")]
     pub decompressors: Pool<turbojpeg::Decompressor>,
@@ -138,6 +140,7 @@ impl Default for Scratch {
             // variant, encoder output), some 10 MB for a 1920x1200 JPEG or a 20 MP one (decoded
             // at a quarter): the bytes bound keeps two such photos' worth.
             buffers: Buffers::new(16 * KEPT_PHOTOS, 32 << 20),
+            profiles: super::colour::Profiles::default(),
             resizers: Pool::new(KEPT_PHOTOS),
             #[cfg(feature = "turbojpeg")]
             decompressors: Pool::new(KEPT_PHOTOS),

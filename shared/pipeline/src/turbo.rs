@@ -94,7 +94,7 @@ fn rgb_with(
     let Ok(header) = decompressor.read_header(bytes) else {
         return Ok(None);
     };
-    // CMYK and YCCK need the Adobe inversion handling of the general decoder.
+    // CMYK and YCCK are decoded to their inks (`decode_scaled_cmyk`).
     if !matches!(
         header.colorspace,
         Colorspace::YCbCr | Colorspace::Gray | Colorspace::RGB
@@ -120,6 +120,43 @@ fn rgb_with(
     };
     decompressed(decompressor.decompress(bytes, output))?;
     Ok(RgbImage::from_raw(width, height, pixels))
+}
+
+/// [`decode_scaled`] for CMYK and YCCK JPEGs: their inks as stored (4 bytes a pixel; a YCCK
+/// JPEG's converted to CMYK by libjpeg-turbo), with the scaled size. `Ok(None)` for any other
+/// JPEG.
+pub(crate) fn decode_scaled_cmyk(
+    bytes: &[u8],
+    scans: &[Scan],
+    min_scale: f64,
+    scratch: &Scratch,
+) -> Decoded<(u32, u32, Vec<u8>)> {
+    with_decompressor(scratch, |decompressor| {
+        let Ok(header) = decompressor.read_header(bytes) else {
+            return Ok(None);
+        };
+        if !matches!(header.colorspace, Colorspace::CMYK | Colorspace::YCCK) {
+            return Ok(None);
+        }
+        let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, scans, min_scale) else {
+            return Ok(None);
+        };
+        let bytes = pruned.as_deref().unwrap_or(bytes);
+        let (Ok(width), Ok(height)) = (u32::try_from(scaled.width), u32::try_from(scaled.height))
+        else {
+            return Ok(None);
+        };
+        let mut inks = vec![0u8; scaled.width * scaled.height * 4];
+        let output = Image {
+            pixels: inks.as_mut_slice(),
+            width: scaled.width,
+            pitch: scaled.width * 4,
+            height: scaled.height,
+            format: PixelFormat::CMYK,
+        };
+        decompressed(decompressor.decompress(bytes, output))?;
+        Ok(Some((width, height, inks)))
+    })
 }
 
 /// Sets the DCT scale for `min_scale` (see [`decode_scaled`]); the scaled header, and the

@@ -14,6 +14,7 @@ pub enum SourceFormat {
     Png,
     Webp,
     Gif,
+    Avif,
 }
 
 impl SourceFormat {
@@ -23,6 +24,7 @@ impl SourceFormat {
             Self::Png => "png",
             Self::Webp => "webp",
             Self::Gif => "gif",
+            Self::Avif => "avif",
         }
     }
 
@@ -32,6 +34,7 @@ impl SourceFormat {
             "png" => Some(Self::Png),
             "webp" => Some(Self::Webp),
             "gif" => Some(Self::Gif),
+            "avif" => Some(Self::Avif),
             _ => None,
         }
     }
@@ -42,6 +45,7 @@ impl SourceFormat {
             Self::Png => "image/png",
             Self::Webp => "image/webp",
             Self::Gif => "image/gif",
+            Self::Avif => "image/avif",
         }
     }
 }

@@ -20,7 +20,7 @@ pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{
     ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,
 };
-pub use sniff::NotSupported;
+pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};
 pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;
 pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, loggable, redacted};

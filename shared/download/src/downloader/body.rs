@@ -6,10 +6,7 @@ use md5::{Digest, Md5};
 
 use super::DownloadError;
 use crate::FetchErrorKind;
-use imgest_core::domain::{ImageId, SourceFormat};
-
-/// Enough bytes for every signature we accept (WebP's is the longest, 12 bytes).
-const SNIFF_LEN: usize = 16;
+use imgest_core::domain::{ImageId, SNIFF_LEN, SourceFormat};
 
 /// The most a declared `Content-Length` makes us reserve up front: a server may declare the
 /// limit and send far less, and many downloads run at once.
@@ -25,8 +22,8 @@ pub(super) struct Body {
 /// Reads the body of a 2xx response.
 ///
 /// Refuses a declared `Content-Length` over `max_body` without reading, stops as soon as the
-/// bytes read exceed it, and refuses a body whose first bytes are not a JPEG, PNG, WebP or
-/// GIF signature as soon as it has them (the declared `Content-Type` is ignored: partners
+/// bytes read exceed it, and refuses a body whose first bytes are not a JPEG, PNG, WebP, GIF
+/// or AVIF signature as soon as it has them (the declared `Content-Type` is ignored: partners
 /// mislabel real photos, and a label is no proof). An empty body is `unsupported_format`.
 pub(super) async fn read(
     mut response: reqwest::Response,
@@ -74,15 +71,15 @@ fn too_large(message: String) -> DownloadError {
     DownloadError::new(FetchErrorKind::TooLarge, message)
 }
 
-/// The image format of a body's first bytes: the four formats the pipeline decodes, told by
-/// the same table ([`SourceFormat::sniff`]) the pipeline sniffs with.
+/// The image format of a body's first bytes: the formats the pipeline decodes, told by the
+/// same table ([`SourceFormat::sniff`]) the pipeline sniffs with.
 pub(super) fn sniff(first: &[u8]) -> Result<SourceFormat, DownloadError> {
     SourceFormat::sniff(first).map_err(|other| {
         DownloadError::new(
             FetchErrorKind::UnsupportedFormat,
             format!(
-                "the body is {}, not a JPEG, PNG, WebP or GIF image",
-                other.0
+                "the body is {}, not a JPEG, PNG, WebP, GIF or AVIF image",
+                other.describe()
             ),
         )
     })
