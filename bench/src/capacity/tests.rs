@@ -257,23 +257,51 @@ fn the_default_scenario_matches_the_templates_defaults() {
     ] {
         expect(name, parameter_default(&template, name), value);
     }
-    // One throttle for every route today.
-    assert_eq!(
-        d.api.routes.keys().collect::<Vec<_>>(),
-        ["default"],
-        "routes throttled on their own"
-    );
-    let [rate, burst] = d.api.routes["default"];
-    expect(
-        "ApiThrottlingRateLimit",
-        parameter_default(&template, "ApiThrottlingRateLimit"),
-        rate,
-    );
-    expect(
-        "ApiThrottlingBurstLimit",
-        parameter_default(&template, "ApiThrottlingBurstLimit"),
-        burst,
-    );
+    // The upload routes throttled on their own (the HttpApi's `RouteSettings`), every other
+    // route by the default.
+    let upload_routes = [
+        "POST /v1/images",
+        "POST /v1/uploads",
+        "GET /v1/uploads/{upload_id}",
+    ];
+    let mut throttled: Vec<&str> = d.api.routes.keys().map(String::as_str).collect();
+    throttled.sort_unstable();
+    let mut expected: Vec<&str> = upload_routes.iter().copied().chain(["default"]).collect();
+    expected.sort_unstable();
+    assert_eq!(throttled, expected, "routes throttled on their own");
+    let settings = route_settings(&template);
+    assert_eq!(settings, upload_routes, "the template's RouteSettings");
+    for (route, rate_param, burst_param) in upload_routes
+        .iter()
+        .map(|r| (*r, "ApiUploadThrottlingRateLimit", "ApiUploadThrottlingBurstLimit"))
+        .chain([("default", "ApiThrottlingRateLimit", "ApiThrottlingBurstLimit")])
+    {
+        let [rate, burst] = d.api.routes[route];
+        expect(
+            &format!("{route}: {rate_param}"),
+            parameter_default(&template, rate_param),
+            rate,
+        );
+        expect(
+            &format!("{route}: {burst_param}"),
+            parameter_default(&template, burst_param),
+            burst,
+        );
+    }
+}
+
+/// The route keys under the HttpApi's `RouteSettings`, in order (read as text: no YAML crate).
+fn route_settings(template: &str) -> Vec<String> {
+    let header = "\n      RouteSettings:\n";
+    let start = template
+        .find(header)
+        .unwrap_or_else(|| panic!("template.yaml has no RouteSettings"));
+    template[start + header.len()..]
+        .lines()
+        .take_while(|l| l.starts_with("        ") || l.trim().starts_with('#'))
+        .filter(|l| !l.starts_with("          ") && !l.trim().starts_with('#'))
+        .map(|l| l.trim().trim_end_matches(':').trim_matches('"').to_owned())
+        .collect()
 }
 
 /// The `Default:` of a template parameter (read as text: no YAML crate).

@@ -9,7 +9,9 @@
 //! change if an added image is not live (`LinkError::UnknownImage`, nothing written), then
 //! writes in ONE transaction: the offer (conditional on the version read), every added image
 //! (conditional on still being live: `link_count + 1`, expiry removed) and every dropped image
-//! (conditional on the link count read: `- 1`, orphan expiry set when it reaches 0). A lost
+//! (`- 1` conditional on more than one link being left, or, for the last link, conditional on
+//! exactly one, with the orphan expiry set: concurrent unlinks of a popular image do not
+//! conflict). A lost
 //! condition means someone changed an item in between: the whole read-compute-write starts
 //! again (the re-read finds an image that is no longer live), up to [`CHANGE_ATTEMPTS`]
 //! times, then `StoreError::Conflict`.
@@ -168,8 +170,37 @@ fn live_condition(e: &mut Expr, now: Timestamp) -> String {
     )
 }
 
-/// The expression of one link fewer on an image whose count was `seen` (> 0).
+/// The expression of one link fewer, inside a transaction, on an image whose count was `seen`
+/// (> 0).
+///
+/// Only the last link's removal depends on the exact count (it starts the orphan's expiry, so
+/// it must know the count reaches 0): it is conditional on `link_count = 1`. Any other is a
+/// decrement conditional on `link_count > 1`, true for every concurrent unlink of a popular
+/// image (a dealer's logo in 100,000 offers), so those do not fail each other's conditions, and
+/// the count cannot reach 0 without the expiry. A read that saw more than one link when one is
+/// left fails the condition and is read again. The decrement is not idempotent, so it is only
+/// sent in a transaction, whose client request token makes the SDK's retries of one send
+/// commit it at most once.
 fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) -> (Expr, String) {
+    if seen <= 1 {
+        return exact_unlink_expr(id, 1, now, orphan_ttl);
+    }
+    let mut e = Expr::new();
+    e.add_to(LINK_COUNT, -1)
+        .set(LAST_UPDATE, ms(now))
+        .remove(LINKED_BY);
+    let condition = e.cmp(LINK_COUNT, ">", n(1));
+    (e, condition)
+}
+
+/// One link fewer on an image whose count is still `seen` (> 0): idempotent, so a plain update
+/// the SDK may send twice cannot take two links away.
+fn exact_unlink_expr(
+    id: &ImageId,
+    seen: u32,
+    now: Timestamp,
+    orphan_ttl: Duration,
+) -> (Expr, String) {
     let mut e = Expr::new();
     e.set(LINK_COUNT, n(i64::from(seen) - 1))
         .set(LAST_UPDATE, ms(now))
@@ -235,7 +266,8 @@ impl DynamoStore {
         .await
     }
 
-    /// Unlinks `id` if its link count is still `seen`.
+    /// Unlinks `id` inside a transaction, conditional on what `seen` allows (see
+    /// [`unlink_expr`]).
     fn unlink_op(
         &self,
         id: &ImageId,
@@ -349,7 +381,8 @@ impl DynamoStore {
         }
     }
 
-    /// One link fewer on `id`, on its own (reads the count, writes conditionally on it).
+    /// One link fewer on `id`, on its own (reads the count, writes conditionally on it: see
+    /// [`exact_unlink_expr`]). Rare: undoing links of a change that lost, late unlinks.
     async fn unlink_one(
         &self,
         id: &ImageId,
@@ -366,7 +399,7 @@ impl DynamoStore {
             if record.link_count == 0 {
                 return Ok(());
             }
-            let (e, condition) = unlink_expr(id, record.link_count, now, orphan_ttl);
+            let (e, condition) = exact_unlink_expr(id, record.link_count, now, orphan_ttl);
             let parts = e.finish();
             let updated = self
                 .update(image_key(id), parts, Some(condition))
