@@ -126,7 +126,10 @@ fn decode_inner(
             }
             general(bytes, limits, &meta).map(|d| d.with_colour(colour))
         }
-        SourceFormat::Gif => general(bytes, limits, &Meta::default()),
+        SourceFormat::Gif => {
+            let greyed = super::gif::with_grey_palette(bytes);
+            general(greyed.as_deref().unwrap_or(bytes), limits, &Meta::default())
+        }
         SourceFormat::Avif => {
             let info = detect::inspect(bytes, limits)?;
             let decoded = super::avif::decode(bytes, limits.max_pixels)?;
@@ -151,6 +154,12 @@ fn decode_jpeg(
     scratch: &Scratch,
 ) -> Result<Decoded, PipelineError> {
     let structure = super::jpeg::read(bytes)?;
+    // Stray bytes or a short Adobe segment: the decoders see the JPEG as libjpeg reads it.
+    let cleaned = super::jpeg::without_skipped(bytes, &structure)?;
+    let (bytes, structure) = match &cleaned {
+        Some((kept, structure)) => (kept.as_slice(), structure),
+        None => (bytes, &structure),
+    };
     let frame = &structure.frame;
     let info = detect::checked(
         SourceFormat::Jpeg,
@@ -164,7 +173,7 @@ fn decode_jpeg(
     let min_scale = super::resize::min_scale(width, height, specs);
     if frame.components.len() == 4 {
         let (transform, colour) = scratch.profiles.for_cmyk(meta.icc.as_deref())?;
-        let (w, h, mut cmyk) = decode_cmyk(bytes, &structure, min_scale, limits, scratch)?;
+        let (w, h, mut cmyk) = decode_cmyk(bytes, structure, min_scale, limits, scratch)?;
         // libjpeg's rule: a 4-component JPEG with an Adobe segment (Photoshop's) stores its
         // inks inverted (255 = no ink).
         if structure.metadata.adobe {

@@ -51,10 +51,15 @@ pub(crate) fn estimate(
             )
         }
         // The first frame as RGBA, and the canvas it is drawn on when it is smaller than the
-        // canvas, flattened in place.
+        // canvas, flattened in place; a copy of the file when it has no colour table (`gif.rs`).
         SourceFormat::Gif => (
             (info.width, info.height, pixels * 3),
-            pixels * 5,
+            pixels * 5
+                + if super::gif::lacks_global_table(bytes) {
+                    bytes.len() as u64 + 768
+                } else {
+                    0
+                },
             Meta::default(),
         ),
         // The RGB image made from the decoder's planes (and alpha), and the orientation copy.
@@ -154,6 +159,12 @@ fn jpeg_decode<'a>(
         })
         .sum();
     let inks = |pixels: u64| if components == 4 { pixels * 4 } else { 0 };
+    // The copy without stray bytes the decoders are given (`jpeg::without_skipped`).
+    let cleaned = if structure.skipped.is_empty() {
+        0
+    } else {
+        bytes.len() as u64
+    };
     if !cfg!(feature = "turbojpeg") {
         // Full size: coefficients (progressive), the decoder's own samples, RGB (or the inks),
         // and the orientation copy.
@@ -161,7 +172,7 @@ fn jpeg_decode<'a>(
         let progressive = if frame.progressive { coefficients } else { 0 };
         return Ok((
             (info.width, info.height, pixels * 3),
-            progressive + pixels * components + inks(pixels) + pixels * 3,
+            cleaned + progressive + pixels * components + inks(pixels) + pixels * 3,
             meta,
         ));
     }
@@ -191,7 +202,7 @@ fn jpeg_decode<'a>(
     // The orientation copy, at the scaled size.
     Ok((
         (dw, dh, decoded),
-        progressive + rows + inks(sw * sh) + decoded,
+        cleaned + progressive + rows + inks(sw * sh) + decoded,
         meta,
     ))
 }

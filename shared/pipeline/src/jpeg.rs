@@ -15,6 +15,12 @@
 //! XMP blocks (APP1) for the orientation, and whether it has an Adobe segment (APP14, which
 //! says a 4-component JPEG stores inverted CMYK).
 //!
+//! Some writers leave stray bytes between segments, or cut Adobe's segment short (libjpeg
+//! skips both, with a warning, and so Pillow and libvips show such a file). Not every decoder
+//! does: libjpeg-turbo's TurboJPEG API fails the header on the warning, zune-jpeg refuses a
+//! short Adobe segment. [`read`] lists them ([`Structure::skipped`]) and [`without_skipped`]
+//! gives the decoders a copy without them.
+//!
 //! [`dct_scale`] is the reduced size libjpeg-turbo is asked to decode at, here so that the
 //! decoder and the memory estimate (which is built without libjpeg-turbo too) agree on it.
 
@@ -87,6 +93,9 @@ pub(crate) struct Structure {
     pub frame: Frame,
     pub scans: Vec<Scan>,
     pub metadata: Metadata,
+    /// What libjpeg skips and other decoders may not: stray bytes before a marker, and APP14
+    /// `Adobe` segments too short to be one (see [`without_skipped`]).
+    pub skipped: Vec<std::ops::Range<usize>>,
 }
 
 /// The application segments that matter here, as positions in the JPEG's bytes.
@@ -111,6 +120,8 @@ impl Metadata {
     const ICC: &[u8] = b"ICC_PROFILE\0";
     const EXIF: &[u8] = b"Exif\0\0";
     const XMP: &[u8] = b"http://ns.adobe.com/xap/1.0/\0";
+    /// An APP14 `Adobe` segment's data: the name, version, two flag words and the transform.
+    const ADOBE_LEN: usize = 12;
 
     /// Notes segment `marker` whose data lies at `at` in the JPEG.
     fn note(&mut self, marker: u8, segment: &[u8], at: usize) {
@@ -130,7 +141,9 @@ impl Metadata {
                     self.icc.push((seq, start..at + segment.len()));
                 }
             }
-            0xEE if segment.len() >= 12 && segment.starts_with(b"Adobe") => self.adobe = true,
+            0xEE if segment.len() >= Self::ADOBE_LEN && segment.starts_with(b"Adobe") => {
+                self.adobe = true;
+            }
             _ => {}
         }
     }
@@ -197,13 +210,18 @@ fn walk(bytes: &[u8], frame_only: bool) -> Result<Structure, PipelineError> {
     let mut scans: Vec<Scan> = Vec::new();
     let mut metadata = Metadata::default();
     let mut progression = Progression::default();
+    let mut skipped = Vec::new();
     let mut i = 2;
     loop {
         // libjpeg skips stray bytes before a marker (with a warning): so do we.
-        i += bytes
+        let stray = bytes
             .get(i..)
             .and_then(|rest| memchr::memchr(0xFF, rest))
             .ok_or_else(truncated)?;
+        if stray > 0 {
+            skipped.push(i..i + stray);
+        }
+        i += stray;
         // Markers may be preceded by any number of 0xFF fill bytes.
         while bytes.get(i + 1) == Some(&0xFF) {
             i += 1;
@@ -234,6 +252,7 @@ fn walk(bytes: &[u8], frame_only: bool) -> Result<Structure, PipelineError> {
                         frame: found,
                         scans,
                         metadata,
+                        skipped,
                     });
                 }
                 frame = Some(found);
@@ -254,6 +273,10 @@ fn walk(bytes: &[u8], frame_only: bool) -> Result<Structure, PipelineError> {
                 i = end;
                 continue;
             }
+            // Too short for its transform byte: libjpeg ignores it, zune-jpeg refuses the file.
+            0xEE if segment.starts_with(b"Adobe") && segment.len() < Metadata::ADOBE_LEN => {
+                skipped.push(i..i + 2 + len);
+            }
             0xE1 | 0xE2 | 0xEE => metadata.note(marker, segment, i + 4),
             _ => {}
         }
@@ -267,7 +290,29 @@ fn walk(bytes: &[u8], frame_only: bool) -> Result<Structure, PipelineError> {
         frame,
         scans,
         metadata,
+        skipped,
     })
+}
+
+/// `bytes` without the ranges `structure` lists as [`skipped`](Structure::skipped), read again
+/// (the positions of the scans and segments move); `None` when there are none. The pixels are
+/// the same: libjpeg skips these bytes too.
+pub(crate) fn without_skipped(
+    bytes: &[u8],
+    structure: &Structure,
+) -> Result<Option<(Vec<u8>, Structure)>, PipelineError> {
+    if structure.skipped.is_empty() {
+        return Ok(None);
+    }
+    let mut kept = Vec::with_capacity(bytes.len());
+    let mut from = 0;
+    for range in &structure.skipped {
+        kept.extend_from_slice(bytes.get(from..range.start).ok_or_else(truncated)?);
+        from = range.end;
+    }
+    kept.extend_from_slice(bytes.get(from..).ok_or_else(truncated)?);
+    let structure = read(&kept)?;
+    Ok(Some((kept, structure)))
 }
 
 fn parse_frame(marker: u8, segment: &[u8]) -> Result<Frame, PipelineError> {
@@ -547,6 +592,38 @@ pub(crate) mod tests {
         let scans = vec![(&[1u8][..], 0, 63, 0, 0); MAX_SCANS + 1];
         let err = read(&jpeg_with_scans(false, &scans)).unwrap_err();
         assert!(err.to_string().contains("more than 64 scans"), "{err}");
+    }
+
+    /// `jpeg` with `inserted` right after its start-of-image marker.
+    pub(crate) fn with_after_soi(jpeg: &[u8], inserted: &[u8]) -> Vec<u8> {
+        [&jpeg[..2], inserted, &jpeg[2..]].concat()
+    }
+
+    /// An APP14 `Adobe` segment cut one byte short (its transform byte left behind as a stray
+    /// byte), as in Pillow's `truncated_app14.jpg`.
+    pub(crate) const SHORT_ADOBE: &[u8] = b"\xFF\xEE\x00\x0DAdobe\x00\x64\x40\x00\x00\x00\x01";
+
+    #[test]
+    fn stray_bytes_and_a_short_adobe_segment_are_skipped() {
+        let good = jpeg_with_scans(false, &[(&[1, 2, 3], 0, 63, 0, 0)]);
+        assert!(read(&good).unwrap().skipped.is_empty());
+        assert!(
+            without_skipped(&good, &read(&good).unwrap())
+                .unwrap()
+                .is_none()
+        );
+        let odd = with_after_soi(&good, SHORT_ADOBE);
+        let s = read(&odd).unwrap();
+        // The segment (2 + 13 bytes), then the byte after it.
+        assert_eq!(s.skipped, vec![2..17, 17..18]);
+        assert!(!s.metadata.adobe);
+        let (kept, again) = without_skipped(&odd, &s).unwrap().unwrap();
+        assert_eq!(kept, good);
+        assert_eq!(again, read(&good).unwrap());
+        // A whole Adobe segment is kept, and noted.
+        let adobe = with_after_soi(&good, b"\xFF\xEE\x00\x0EAdobe\x00\x64\x40\x00\x00\x00\x01");
+        let s = read(&adobe).unwrap();
+        assert!(s.skipped.is_empty() && s.metadata.adobe);
     }
 
     #[test]

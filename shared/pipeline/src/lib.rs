@@ -15,6 +15,7 @@ mod detect;
 mod encode;
 mod error;
 mod footprint;
+mod gif;
 mod jpeg;
 mod meta;
 #[cfg(feature = "turbojpeg")]

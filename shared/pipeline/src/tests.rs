@@ -215,6 +215,21 @@ fn jpeg_with_profile(rgb: [u8; 3], icc: Option<&[u8]>) -> Vec<u8> {
     out
 }
 
+#[test]
+fn a_jpeg_with_a_short_adobe_segment_and_stray_bytes_is_read_as_libjpeg_reads_it() {
+    let plain = jpeg_with_profile([200, 40, 60], None);
+    let want = pixels(variant(&pipeline().process(&plain).unwrap(), "large"));
+    let odd = jpeg::tests::with_after_soi(&plain, jpeg::tests::SHORT_ADOBE);
+    let p = pipeline().process(&odd).unwrap();
+    assert_eq!((p.width, p.height), (64, 48));
+    assert_eq!(pixels(variant(&p, "large")), want);
+    // Stray bytes alone, after an empty APP15 segment (libjpeg-turbo's header read fails on
+    // its warning about them).
+    let stray = jpeg::tests::with_after_soi(&plain, b"\xFF\xEF\x00\x02\x00\x01\x02");
+    let p = pipeline().process(&stray).unwrap();
+    assert_eq!(pixels(variant(&p, "large")), want);
+}
+
 /// A 64x48 PNG of one colour, with `icc` in an `iCCP` chunk.
 fn png_with_profile(rgb: [u8; 3], icc: &[u8]) -> Vec<u8> {
     use std::io::Write;
@@ -318,6 +333,16 @@ fn an_animated_gif_gives_its_first_frame() {
     assert_eq!((p.format, p.width, p.height), (SourceFormat::Gif, 40, 30));
     let img = pixels(variant(&p, "large"));
     assert_colour(&img, 20, 15, [255, 0, 0]);
+}
+
+#[test]
+fn a_gif_without_any_colour_table_reads_its_indices_as_greys() {
+    for grey in [0, 200] {
+        let bare = gif::tests::gif_without_palette(&[grey; 16]);
+        let p = pipeline().process(&bare).unwrap();
+        assert_eq!((p.format, p.width, p.height), (SourceFormat::Gif, 16, 1));
+        assert_colour(&pixels(variant(&p, "large")), 8, 0, [grey; 3]);
+    }
 }
 
 #[test]
