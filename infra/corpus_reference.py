@@ -46,12 +46,12 @@ def render(path, default_cmyk):
     if im.mode == "RGBA":
         im = im.convert("RGB")
     if icc or im.mode == "CMYK":
-        source = ImageCms.ImageCmsProfile(io.BytesIO(icc)) if icc else default_cmyk
         try:
+            source = ImageCms.ImageCmsProfile(io.BytesIO(icc)) if icc else default_cmyk
             im = ImageCms.profileToProfile(im, source, SRGB, renderingIntent=1, outputMode="RGB")
         except (ImageCms.PyCMSError, OSError, ValueError):
-            # A profile LittleCMS refuses (or of another kind than the pixels): as imgest, the
-            # pixels as they are (CMYK through the default profile).
+            # A profile LittleCMS cannot read or refuses (or of another kind than the pixels):
+            # as imgest, the pixels as they are (CMYK through the default profile).
             if im.mode == "CMYK":
                 im = ImageCms.profileToProfile(im, default_cmyk, SRGB, renderingIntent=1, outputMode="RGB")
     im = im.convert("RGB")
