@@ -1,4 +1,4 @@
-# Sourced by hand (not by infra/test.sh: it downloads): `corpus_install` fetches the public corpus the pipeline's corpus test
+# Sourced by infra/test.sh (or by hand): `corpus_install` fetches the public corpus the pipeline's corpus test
 # runs (shared/pipeline/tests/corpus.rs) and renders its reference pictures, once, under
 # ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools}/corpus, then exports IMGEST_CORPUS_DIR.
 #

