@@ -1,6 +1,7 @@
-# Sourced by infra/test.sh (or by hand): `corpus_install` fetches the public corpus the pipeline's corpus test
-# runs (shared/pipeline/tests/corpus.rs) and renders its reference pictures, once, under
-# ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools}/corpus, then exports IMGEST_CORPUS_DIR.
+# Sourced by infra/test.sh (or by hand): `corpus_install` fetches the public corpus the
+# pipeline's corpus test runs (shared/pipeline/tests/corpus.rs) and renders its reference
+# pictures, once, under ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools}/corpus, then exports
+# IMGEST_CORPUS_DIR.
 #
 # The corpus: Pillow's own test images (Tests/images of the Pillow 13.0.0 source distribution on
 # PyPI, `pip download`; about 1,000 files of every format Pillow reads, odd and broken ones

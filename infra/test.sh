@@ -12,9 +12,9 @@
 # arm64 glibc), and the first run installs moto, schemathesis, selenium, SAM, cargo-lambda and
 # zig into venvs under ${IMGEST_TOOLS_DIR:-~/.cache/imgest-tools} (see infra/moto.sh,
 # infra/schemathesis.sh, infra/browser-test.sh, infra/lambda-build.sh) and fetches the
-# pipeline's public corpus, Pillow's test images, with their references (infra/corpus.sh). The first run builds
-# the arm64 functions too (in target/lambda-arm64, the longest step the first time:
-# docs/benchmarks.md#build-times; later runs rebuild what changed).
+# pipeline's public corpus, Pillow's test images, with their references (infra/corpus.sh). The
+# first run builds the arm64 functions too (in target/lambda-arm64, the longest step the first
+# time: docs/benchmarks.md#build-times; later runs rebuild what changed).
 #
 # Usage:
 #   infra/test.sh              # everything

@@ -49,7 +49,6 @@ fn the_default_scenario_breaches_where_the_peak_outgrows_todays_deployment() {
         "the popular URL: joins/s vs half its read-then-write ceiling",
         "the popular URL: settling every waiter in the download's invocation",
         "the popular image: changes/s vs half its read-then-write ceiling",
-        "POST /v1/images: requests/s vs throttle",
         "GC: records collected/s vs orphans expiring",
         "sweep: files judged/s vs a pass in sweep_pass_days",
         "audit: a segment's records in memory",
@@ -64,6 +63,8 @@ fn the_default_scenario_breaches_where_the_peak_outgrows_todays_deployment() {
         "process: concurrency vs its queue's maximum",
         "a gc-index partition: write units/s",
         "a shard prefix: PUT/s",
+        "POST /v1/images: requests/s vs throttle",
+        "GET /v1/uploads/{upload_id}: requests/s vs throttle",
     ] {
         assert!(!row(&report, item).breach, "{item} should not breach");
     }
@@ -273,8 +274,18 @@ fn the_default_scenario_matches_the_templates_defaults() {
     assert_eq!(settings, upload_routes, "the template's RouteSettings");
     for (route, rate_param, burst_param) in upload_routes
         .iter()
-        .map(|r| (*r, "ApiUploadThrottlingRateLimit", "ApiUploadThrottlingBurstLimit"))
-        .chain([("default", "ApiThrottlingRateLimit", "ApiThrottlingBurstLimit")])
+        .map(|r| {
+            (
+                *r,
+                "ApiUploadThrottlingRateLimit",
+                "ApiUploadThrottlingBurstLimit",
+            )
+        })
+        .chain([(
+            "default",
+            "ApiThrottlingRateLimit",
+            "ApiThrottlingBurstLimit",
+        )])
     {
         let [rate, burst] = d.api.routes[route];
         expect(
