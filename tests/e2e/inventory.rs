@@ -3,7 +3,9 @@
 //! triggers). Every other list of them is held to that one here: `template.yaml`, `events/`
 //! and its README, the bootstraps' smoke test, the fuzz target of the events, and the table in
 //! `docs/architecture.md` ("Adding a Lambda function" is the checklist these tests enforce).
-//! The scripts that build or run every function read it (`infra/functions.sh`).
+//! The scripts that build or run every function read it (`infra/functions.sh`). And every
+//! function resolves the same features of the crates they share, so `sam build` compiles each
+//! shared crate once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -314,6 +316,78 @@ fn the_scripts_that_build_every_function_read_the_list() {
             );
         }
     }
+}
+
+/// Each dependency's features as `cargo tree` resolves them for `package` alone (what `sam
+/// build` builds), by `name version`; the workspace's own crates left out.
+fn resolved_features(package: &str) -> BTreeMap<String, String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--locked",
+            "-p",
+            package,
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-f",
+            "{p}|{f}",
+            "--target",
+            "aarch64-unknown-linux-gnu",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (crate_, features) = line.trim_end_matches(" (*)").split_once('|')?;
+            let mut words = crate_.split_whitespace();
+            let (name, version) = (words.next()?, words.next()?);
+            (!name.starts_with("imgest")).then(|| (format!("{name} {version}"), features.into()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_function_resolves_the_same_features_of_the_crates_they_share() {
+    // `sam build` builds one function at a time in one target directory: a shared crate whose
+    // features differ between two functions is compiled again, with all that depends on it.
+    // shared/lambda/Cargo.toml turns the union on for every function.
+    let resolved: Vec<(String, BTreeMap<String, String>)> = functions()
+        .iter()
+        .map(|f| (f.package.clone(), resolved_features(&f.package)))
+        .collect();
+    let mut differing = Vec::new();
+    let mut crates: BTreeSet<&String> = BTreeSet::new();
+    for (_, features) in &resolved {
+        crates.extend(features.keys());
+    }
+    for crate_ in crates {
+        let sets: BTreeMap<&str, Vec<&str>> =
+            resolved
+                .iter()
+                .fold(BTreeMap::new(), |mut sets, (package, features)| {
+                    if let Some(f) = features.get(crate_) {
+                        sets.entry(f.as_str()).or_default().push(package.as_str());
+                    }
+                    sets
+                });
+        if sets.len() > 1 {
+            differing.push(format!("{crate_}: {sets:?}"));
+        }
+    }
+    assert!(
+        differing.is_empty(),
+        "features differ between functions (turn the union on in shared/lambda/Cargo.toml):\n{}",
+        differing.join("\n")
+    );
 }
 
 #[test]
