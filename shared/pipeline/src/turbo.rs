@@ -91,35 +91,15 @@ fn rgb_with(
     scans: &[Scan],
     min_scale: f64,
 ) -> Decoded<RgbImage> {
-    let Ok(header) = decompressor.read_header(bytes) else {
-        return Ok(None);
-    };
     // CMYK and YCCK are decoded to their inks (`decode_scaled_cmyk`).
-    if !matches!(
-        header.colorspace,
-        Colorspace::YCbCr | Colorspace::Gray | Colorspace::RGB
-    ) {
-        return Ok(None);
-    }
-    let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, scans, min_scale) else {
-        return Ok(None);
-    };
-    let bytes = pruned.as_deref().unwrap_or(bytes);
-    let (Ok(width), Ok(height)) = (u32::try_from(scaled.width), u32::try_from(scaled.height))
-    else {
-        return Ok(None);
-    };
+    let decoded = pixels_with(
+        decompressor,
+        (bytes, scans, min_scale),
+        &[Colorspace::YCbCr, Colorspace::Gray, Colorspace::RGB],
+        PixelFormat::RGB,
+    )?;
     // Not from the scratch: decoded RGB is freed, not kept (see `Pipeline::process`).
-    let mut pixels = vec![0u8; scaled.width * scaled.height * 3];
-    let output = Image {
-        pixels: pixels.as_mut_slice(),
-        width: scaled.width,
-        pitch: scaled.width * 3,
-        height: scaled.height,
-        format: PixelFormat::RGB,
-    };
-    decompressed(decompressor.decompress(bytes, output))?;
-    Ok(RgbImage::from_raw(width, height, pixels))
+    Ok(decoded.and_then(|(width, height, pixels)| RgbImage::from_raw(width, height, pixels)))
 }
 
 /// [`decode_scaled`] for CMYK and YCCK JPEGs: their inks as stored (4 bytes a pixel; a YCCK
@@ -132,31 +112,49 @@ pub(crate) fn decode_scaled_cmyk(
     scratch: &Scratch,
 ) -> Decoded<(u32, u32, Vec<u8>)> {
     with_decompressor(scratch, |decompressor| {
-        let Ok(header) = decompressor.read_header(bytes) else {
-            return Ok(None);
-        };
-        if !matches!(header.colorspace, Colorspace::CMYK | Colorspace::YCCK) {
-            return Ok(None);
-        }
-        let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, scans, min_scale) else {
-            return Ok(None);
-        };
-        let bytes = pruned.as_deref().unwrap_or(bytes);
-        let (Ok(width), Ok(height)) = (u32::try_from(scaled.width), u32::try_from(scaled.height))
-        else {
-            return Ok(None);
-        };
-        let mut inks = vec![0u8; scaled.width * scaled.height * 4];
-        let output = Image {
-            pixels: inks.as_mut_slice(),
-            width: scaled.width,
-            pitch: scaled.width * 4,
-            height: scaled.height,
-            format: PixelFormat::CMYK,
-        };
-        decompressed(decompressor.decompress(bytes, output))?;
-        Ok(Some((width, height, inks)))
+        pixels_with(
+            decompressor,
+            (bytes, scans, min_scale),
+            &[Colorspace::CMYK, Colorspace::YCCK],
+            PixelFormat::CMYK,
+        )
     })
+}
+
+/// The JPEG `bytes` (with its `scans`, at the DCT scale for `min_scale`) decoded to `format`,
+/// if its colourspace is one of `colorspaces`: the scaled width and height and the pixels.
+/// `Ok(None)` for a JPEG of another colourspace, or one libjpeg-turbo cannot set up.
+fn pixels_with(
+    decompressor: &mut Decompressor,
+    (bytes, scans, min_scale): (&[u8], &[Scan], f64),
+    colorspaces: &[Colorspace],
+    format: PixelFormat,
+) -> Decoded<(u32, u32, Vec<u8>)> {
+    let Ok(header) = decompressor.read_header(bytes) else {
+        return Ok(None);
+    };
+    if !colorspaces.contains(&header.colorspace) {
+        return Ok(None);
+    }
+    let Some((scaled, pruned)) = prepare(decompressor, &header, bytes, scans, min_scale) else {
+        return Ok(None);
+    };
+    let bytes = pruned.as_deref().unwrap_or(bytes);
+    let (Ok(width), Ok(height)) = (u32::try_from(scaled.width), u32::try_from(scaled.height))
+    else {
+        return Ok(None);
+    };
+    let channels = format.size();
+    let mut pixels = vec![0u8; scaled.width * scaled.height * channels];
+    let output = Image {
+        pixels: pixels.as_mut_slice(),
+        width: scaled.width,
+        pitch: scaled.width * channels,
+        height: scaled.height,
+        format,
+    };
+    decompressed(decompressor.decompress(bytes, output))?;
+    Ok(Some((width, height, pixels)))
 }
 
 /// Sets the DCT scale for `min_scale` (see [`decode_scaled`]); the scaled header, and the
