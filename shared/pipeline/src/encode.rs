@@ -1,6 +1,5 @@
-//! JPEG encoding of fresh pixels: baseline, 4:2:0 chroma, Huffman tables optimised per photo, no
-//! metadata (the pixels are upright and sRGB: neither EXIF nor an ICC profile is needed to show
-//! them).
+//! JPEG encoding of fresh pixels: baseline, 4:2:0 chroma, no metadata (the pixels are upright
+//! and sRGB: neither EXIF nor an ICC profile is needed to show them).
 
 use image::RgbImage;
 use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
@@ -38,7 +37,6 @@ fn encode_pure(image: &RgbImage, quality: u8) -> Result<Vec<u8>, PipelineError> 
     let mut encoder = Encoder::new(&mut out, quality.clamp(1, 100));
     encoder.set_sampling_factor(SamplingFactor::F_2_2);
     encoder.set_chroma_subsampling_method(ChromaSubsamplingMethod::Average);
-    encoder.set_optimized_huffman_tables(true);
     encoder
         .encode(image.as_raw(), width, height, ColorType::Rgb)
         .map_err(|e| fail(&e))?;

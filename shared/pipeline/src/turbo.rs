@@ -340,8 +340,8 @@ fn encode_failed(e: turbojpeg::Error) -> PipelineError {
     PipelineError::CorruptImage(format!("JPEG encoding failed: {e}"))
 }
 
-/// Runs `f` with a compressor kept from an earlier photo (or a new one) set to `quality`, 4:2:0
-/// and optimised Huffman tables, and an output buffer large enough for any `width`x`height` JPEG; the result is copied
+/// Runs `f` with a compressor kept from an earlier photo (or a new one) set to `quality` and
+/// 4:2:0, and an output buffer large enough for any `width`x`height` JPEG; the result is copied
 /// out of that buffer. Compressor and buffer are kept for the next photo if `f` succeeded.
 fn compress_with(
     scratch: &Scratch,
@@ -359,9 +359,6 @@ fn compress_with(
     compressor
         .set_subsamp(Subsamp::Sub2x2)
         .map_err(encode_failed)?;
-    // Huffman tables made for this photo (a second pass over its coefficients): the same
-    // pixels in fewer bytes, for a variant served thousands of times (docs/benchmarks.md).
-    compressor.set_optimize(true).map_err(encode_failed)?;
     let len = compressor.buf_len(width, height).map_err(encode_failed)?;
     // libjpeg-turbo's worst case for this size: a few times the JPEG, but kept, so its pages
     // are touched once, not on every photo (as a buffer the encoder allocates would be).
@@ -373,9 +370,8 @@ fn compress_with(
     jpeg.ok_or_else(|| encode_failed(turbojpeg::Error::Null))
 }
 
-/// Encodes RGB pixels at `quality` with 4:2:0 chroma and Huffman tables optimised for the
-/// photo (what sharp writes by default; libvips' own default is the standard tables), no
-/// metadata.
+/// Encodes RGB pixels at `quality` with 4:2:0 chroma and libjpeg-turbo's standard Huffman
+/// tables (what libvips writes by default), no metadata.
 pub(crate) fn encode(
     image: &RgbImage,
     quality: u8,
