@@ -50,22 +50,33 @@ impl<T> Pool<T> {
 /// Byte buffers of any size, at most `max_count` of them and `max_bytes` in all (by capacity).
 #[derive(Debug)]
 pub(crate) struct Buffers {
-    items: Mutex<Vec<Vec<u8>>>,
+    kept: Mutex<Kept>,
     max_count: usize,
     max_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    /// Each buffer with the value of `takes` when it was put back.
+    items: Vec<(u64, Vec<u8>)>,
+    /// Buffers handed out so far: the clock that says which kept buffers are still in use.
+    takes: u64,
 }
 
 impl Buffers {
     pub(crate) const fn new(max_count: usize, max_bytes: usize) -> Self {
         Self {
-            items: Mutex::new(Vec::new()),
+            kept: Mutex::new(Kept {
+                items: Vec::new(),
+                takes: 0,
+            }),
             max_count,
             max_bytes,
         }
     }
 
     /// A buffer of exactly `len` bytes, of unspecified content: the smallest kept one that
-    /// holds `len` without growing, else a new one.
+    /// holds `len` without growing (of equals, the one put back last), else a new one.
     pub(crate) fn take(&self, len: usize) -> Vec<u8> {
         let mut buf = self.take_capacity(len);
         // Only bytes beyond the buffer's old length are written (zeroed) here.
@@ -82,37 +93,54 @@ impl Buffers {
     }
 
     fn take_capacity(&self, capacity: usize) -> Vec<u8> {
-        let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
-        let best = items
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.takes += 1;
+        let best = kept
+            .items
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.capacity() >= capacity)
-            .min_by_key(|(_, b)| b.capacity())
+            .filter(|(_, (_, b))| b.capacity() >= capacity)
+            // Of equals, the one put back last: so a spare left by other photos ages and goes.
+            .min_by_key(|(_, (stamp, b))| (b.capacity(), std::cmp::Reverse(*stamp)))
             .map(|(i, _)| i);
         match best {
-            Some(i) => items.swap_remove(i),
+            Some(i) => kept.items.swap_remove(i).1,
             None => {
-                drop(items);
+                drop(kept);
                 Vec::with_capacity(capacity)
             }
         }
     }
 
-    /// Keeps `buf` for a later [`take`](Self::take). Over the bounds, the largest buffers kept
-    /// are freed first (one photo far larger than the rest should not pin its memory).
+    /// Keeps `buf` for a later [`take`](Self::take). Over the bounds, buffers go in this
+    /// order: first those nobody took back within the last `max_count / 2` takes (some two
+    /// photos' worth: what photos of another shape left), largest first; then, if the photos
+    /// now running need more than the bounds, the largest of theirs (one photo far larger than
+    /// the rest should not pin its memory, and the smaller buffers serve every photo).
+    ///
+    /// Freeing the largest first regardless of age freed exactly the buffers a photo had just
+    /// allocated whenever earlier photos of another shape filled the bound, so each later photo
+    /// of its shape allocated and page-faulted them again; freeing the oldest first fails the
+    /// other way (a photo that needs more than the bound frees, in turn, everything it uses).
     pub(crate) fn put(&self, buf: Vec<u8>) {
         if buf.capacity() == 0 || buf.capacity() > self.max_bytes {
             return;
         }
-        let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
-        items.push(buf);
-        let mut total: usize = items.iter().map(Vec::capacity).sum();
-        while items.len() > self.max_count || total > self.max_bytes {
-            let Some((largest, _)) = items.iter().enumerate().max_by_key(|(_, b)| b.capacity())
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = kept.takes;
+        kept.items.push((now, buf));
+        let recent = now.saturating_sub((self.max_count / 2) as u64);
+        let mut total: usize = kept.items.iter().map(|(_, b)| b.capacity()).sum();
+        while kept.items.len() > self.max_count || total > self.max_bytes {
+            let Some((victim, _)) = kept
+                .items
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, (stamp, b))| (*stamp < recent, b.capacity()))
             else {
                 break;
             };
-            total -= items.swap_remove(largest).capacity();
+            total -= kept.items.swap_remove(victim).1.capacity();
         }
     }
 }
@@ -174,10 +202,37 @@ mod tests {
         buffers.put(Vec::with_capacity(600));
         buffers.put(Vec::with_capacity(300));
         buffers.put(Vec::with_capacity(200)); // 1100 bytes: the 600 goes
-        let kept = buffers.items.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut caps: Vec<usize> = kept.iter().map(Vec::capacity).collect();
+        assert_eq!(capacities(&buffers), [200, 300]);
+    }
+
+    #[test]
+    fn a_photo_of_another_shape_keeps_its_buffers_over_those_nobody_uses() {
+        let buffers = Buffers::new(8, 1000);
+        // An earlier photo's buffers, the bound nearly full.
+        for _ in 0..3 {
+            buffers.put(Vec::with_capacity(300));
+        }
+        // Photos of another shape, one after the other: each needs 400 and 300 bytes.
+        let mut allocated = Vec::new();
+        for _ in 0..6 {
+            allocated.push(!capacities(&buffers).contains(&400));
+            let a = buffers.take(400);
+            let b = buffers.take(300);
+            for buf in [a, b] {
+                buffers.put(buf);
+            }
+        }
+        // Allocated anew until the unused 300s aged, then kept (they went instead, though the
+        // 400 was the largest).
+        assert_eq!(allocated[3..], [false, false, false], "{allocated:?}");
+        assert!(capacities(&buffers).contains(&400));
+    }
+
+    fn capacities(buffers: &Buffers) -> Vec<usize> {
+        let kept = buffers.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut caps: Vec<usize> = kept.items.iter().map(|(_, b)| b.capacity()).collect();
         caps.sort_unstable();
-        assert_eq!(caps, [200, 300]);
+        caps
     }
 
     #[test]
