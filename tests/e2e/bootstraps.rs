@@ -25,6 +25,7 @@ use crate::aws::{TtlRemoval, event, ttl_removal};
 use crate::crawl_aws::{CrawlOnAws, intake_event, take};
 use crate::identity_aws::api_event;
 use crate::support::{TestApp, fixture, sample};
+use crate::watermark_aws;
 
 /// A function of `template.yaml`: its binary (cargo-lambda's layout) and its logical id
 /// (SAM's).
@@ -387,7 +388,19 @@ async fn the_intake_fetch_and_process_bootstraps_crawl_a_url_from_a_local_host()
 async fn the_process_bootstrap_processes_a_presigned_upload_from_its_s3_notification() {
     let stack = Stack::start("process bootstrap").await;
     let app = &stack.crawl.app;
-    let mut process = stack.function(PROCESS, &[]).await;
+    // With a watermark, as a deployed stack has it (WatermarkKey): read from S3 at start-up.
+    let (bucket, _) = app.aws.clone().unwrap();
+    let watermark = watermark_aws::put_watermark("process bootstrap", &bucket).await;
+    let mut process = stack
+        .function(
+            PROCESS,
+            &[
+                ("IMGEST_WATERMARK", &watermark),
+                ("IMGEST_WATERMARK_OPACITY", "1"),
+                ("IMGEST_WATERMARK_VARIANTS", "thumb"),
+            ],
+        )
+        .await;
     let photo = sample("storm.jpg");
     let ticket = app
         .post_json("/v1/uploads", &json!({"size": photo.len()}))
@@ -415,8 +428,16 @@ async fn the_process_bootstrap_processes_a_presigned_upload_from_its_s3_notifica
     assert_eq!(done.json["state"], "done", "{}", done.json);
     let image_id = ImageId::of_bytes(&photo).to_string();
     assert_eq!(done.json["image"]["image_id"], image_id);
-    assert_eq!(app.files_of(&image_id).await.len(), 4);
+    let files = app.files_of(&image_id).await;
+    assert_eq!(files.len(), 4);
     assert!(!app.files().await.iter().any(|f| f.starts_with("incoming/")));
+    // The thumbnail carries the watermark in its bottom-right corner.
+    let thumb = files.iter().find(|f| f.contains("thumb")).unwrap();
+    let blob = &app.service.ports().blobs;
+    let bytes = blob.get(&BlobKey::parse(thumb).unwrap()).await.unwrap();
+    let thumb = image::load_from_memory(&bytes).unwrap().to_rgb8();
+    let (w, h) = thumb.dimensions();
+    assert!(watermark_aws::magenta(thumb.get_pixel(w - 10, h - 15)));
 }
 
 #[tokio::test]

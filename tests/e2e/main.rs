@@ -32,3 +32,4 @@ mod scenario;
 mod stats;
 mod strong_hash;
 mod template;
+mod watermark_aws;

@@ -1,6 +1,7 @@
 //! The ports on AWS: S3 ([`S3BlobStore`], presigned upload URLs), DynamoDB ([`DynamoStore`]),
-//! SQS with Step Functions for long delays and SNS for the results topic ([`SqsSender`]), and
-//! [`ports`], which builds them all from an [`AwsBackend`](imgest_core::backend::AwsBackend).
+//! SQS with Step Functions for long delays and SNS for the results topic ([`SqsSender`]),
+//! [`ports`], which builds them all from an [`AwsBackend`](imgest_core::backend::AwsBackend), and
+//! [`read_object`] for what a function reads once at start-up (the watermark).
 
 pub mod dynamodb;
 pub mod s3;
@@ -20,23 +21,30 @@ use std::sync::Arc;
 
 use imgest_core::Ports;
 use imgest_core::backend::AwsBackend;
-use imgest_core::ports::Clock;
+use imgest_core::ports::{Clock, StoreError};
 
-/// The ports on AWS: the clients configured from the standard AWS environment (region,
-/// credentials, `AWS_ENDPOINT_URL` for emulators) and the resources `aws` names.
-pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
+/// The SDK's configuration from the standard AWS environment (region, credentials,
+/// `AWS_ENDPOINT_URL` for emulators), or the endpoint `aws` names.
+async fn sdk_config(aws: &AwsBackend) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
     if let Some(url) = &aws.endpoint_url {
         loader = loader.endpoint_url(url);
     }
-    let config = loader.load().await;
-    let s3_config = aws_sdk_s3::config::Builder::from(&config)
+    loader.load().await
+}
+
+fn s3_client(aws: &AwsBackend, config: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
+    let s3_config = aws_sdk_s3::config::Builder::from(config)
         .force_path_style(aws.force_path_style)
         .build();
-    let blobs = Arc::new(S3BlobStore::new(
-        aws_sdk_s3::Client::from_conf(s3_config),
-        &aws.bucket,
-    ));
+    aws_sdk_s3::Client::from_conf(s3_config)
+}
+
+/// The ports on AWS: the clients configured from the standard AWS environment and the
+/// resources `aws` names.
+pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
+    let config = sdk_config(aws).await;
+    let blobs = Arc::new(S3BlobStore::new(s3_client(aws, &config), &aws.bucket));
     let records = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&config),
         &aws.table,
@@ -64,4 +72,18 @@ pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         queue: None,
         clock,
     }
+}
+
+/// The S3 object `bucket`/`key` whole, refused over `limit` bytes: configuration a function reads
+/// once at start-up (the watermark). A missing object is [`StoreError::NotFound`].
+pub async fn read_object(
+    aws: &AwsBackend,
+    bucket: &str,
+    key: &str,
+    limit: u64,
+) -> Result<Vec<u8>, StoreError> {
+    let config = sdk_config(aws).await;
+    S3BlobStore::new(s3_client(aws, &config), bucket)
+        .read_whole(key, limit)
+        .await
 }

@@ -127,6 +127,48 @@ impl S3BlobStore {
     }
 }
 
+impl S3BlobStore {
+    /// The object `key` whole, refused over `limit` bytes (by its length before its body is
+    /// read, and again as the body streams in).
+    pub async fn read_whole(&self, key: &str, limit: u64) -> Result<Vec<u8>, StoreError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| {
+                if is_denied(&e) || e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+                    return StoreError::NotFound(format!(
+                        "s3://{}/{key}: no such object, or this role may not read it",
+                        self.bucket
+                    ));
+                }
+                sdk_error(format!("reading s3://{}/{key}", self.bucket), e)
+            })?;
+        let too_big =
+            || StoreError::corrupt(format!("s3://{}/{key} is over {limit} bytes", self.bucket));
+        if out
+            .content_length()
+            .is_some_and(|n| n.unsigned_abs() > limit)
+        {
+            return Err(too_big());
+        }
+        let mut body = out.body;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.try_next().await.map_err(|e| {
+            StoreError::unavailable(format!("reading the body of s3://{}/{key}", self.bucket), e)
+        })? {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(too_big());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+}
+
 #[async_trait]
 impl BlobStore for S3BlobStore {
     async fn put(&self, key: &BlobKey, body: Bytes, content_type: &str) -> Result<(), StoreError> {

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use imgest_core::backend::Backend;
 use imgest_core::ports::SystemClock;
 use imgest_core::telemetry::metrics::{MetricsError, MetricsLevel};
-use imgest_flows::Service;
 use imgest_flows::crawl::{Crawler, Processing};
+use imgest_flows::{Service, configure};
 use imgest_settings::Settings;
 
 /// A Lambda function's start-up failed (it reports this as its init error).
@@ -47,14 +47,21 @@ pub fn init(default_log: &str) -> Result<MetricsLevel, MetricsError> {
 }
 
 /// What every Lambda function starts with: settings from the environment and the service on
-/// AWS (the backend they must name), with the system clock.
+/// AWS (the backend they must name), with the system clock. A watermark in S3 is read here,
+/// once: a function that cannot read it fails to start (it would make unmarked variants).
 pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
     let settings = Settings::from_env()?;
     let Backend::Aws(aws) = &settings.backend else {
         return Err("the Lambda functions run on AWS: set IMGEST_BACKEND=aws".into());
     };
     let ports = imgest_aws::ports(aws, Arc::new(SystemClock)).await;
-    let service = imgest_flows::configure::service(ports, &settings)?;
+    let watermark = match configure::watermark_on_s3(&settings) {
+        Some((bucket, key)) => {
+            Some(imgest_aws::read_object(aws, bucket, key, configure::MAX_WATERMARK_BYTES).await?)
+        }
+        None => None,
+    };
+    let service = configure::service_with(ports, &settings, watermark)?;
     Ok((settings, service))
 }
 

@@ -44,5 +44,14 @@ pub async fn service(
     clock: Arc<dyn Clock>,
 ) -> Result<Service, AppError> {
     let ports = ports(settings, public_url, clock).await?;
-    Ok(configure::service(ports, settings)?)
+    // A watermark in S3 (settings allow one only on AWS) is read here, once.
+    let watermark = match (&settings.backend, configure::watermark_on_s3(settings)) {
+        (Backend::Aws(aws), Some((bucket, key))) => Some(
+            imgest_aws::read_object(aws, bucket, key, configure::MAX_WATERMARK_BYTES)
+                .await
+                .map_err(|e| AppError::Startup(format!("reading the watermark: {e}")))?,
+        ),
+        _ => None,
+    };
+    Ok(configure::service_with(ports, settings, watermark)?)
 }

@@ -34,13 +34,33 @@ pub struct SettingsError {
     pub reason: String,
 }
 
-/// Where the watermark comes from; the file is read when the pipeline is built.
+/// The watermark: where its PNG is read from (once, when the pipeline is built), where it goes
+/// and on which variants.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatermarkSettings {
-    pub path: PathBuf,
+    pub source: WatermarkSource,
     pub position: WatermarkPosition,
     pub opacity: f32,
     pub variants: Vec<VariantName>,
+}
+
+/// Where the watermark's PNG is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatermarkSource {
+    /// A file (the local runner and the CLI).
+    File(PathBuf),
+    /// An S3 object, `s3://bucket/key`: how a deployed stack gets one (the template's
+    /// `WatermarkKey`); read by the AWS backend's start-up, so only with `IMGEST_BACKEND=aws`.
+    S3 { bucket: String, key: String },
+}
+
+impl std::fmt::Display for WatermarkSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +106,8 @@ pub struct Settings {
     pub max_pending_uploads: usize,
     /// `IMGEST_UPLOAD_URL_TTL`: how long a presigned upload URL stays valid.
     pub upload_url_ttl: Duration,
-    /// `IMGEST_WATERMARK` (a PNG path) with `IMGEST_WATERMARK_POSITION`,
+    /// `IMGEST_WATERMARK` (a PNG's path, or `s3://bucket/key` on AWS) with
+    /// `IMGEST_WATERMARK_POSITION`,
     /// `IMGEST_WATERMARK_OPACITY` and `IMGEST_WATERMARK_VARIANTS`.
     pub watermark: Option<WatermarkSettings>,
     /// The crawl flows' settings.
@@ -190,7 +211,8 @@ impl Settings {
                 .unwrap_or(2),
             Some(_) => vars.number("IMGEST_PROCESS_CONCURRENCY", 1, 1, 4096)?,
         };
-        let watermark = watermark(&vars, &variants)?;
+        let backend = backend(&vars)?;
+        let watermark = watermark(&vars, &variants, &backend)?;
         let max_body = vars.size("IMGEST_MAX_BODY", 20_000_000)?;
         let windows = windows::Windows {
             orphan_ttl: vars.duration("IMGEST_ORPHAN_TTL", Duration::from_secs(14 * 86_400))?,
@@ -201,7 +223,7 @@ impl Settings {
         };
         windows::check(&vars, &windows)?;
         Ok(Self {
-            backend: backend(&vars)?,
+            backend,
             sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,
             listen,
             public_url: vars
@@ -363,9 +385,30 @@ fn auth(vars: &Vars<'_>) -> Result<AuthSettings, SettingsError> {
 fn watermark(
     vars: &Vars<'_>,
     variants: &VariantSet,
+    backend: &Backend,
 ) -> Result<Option<WatermarkSettings>, SettingsError> {
-    let Some(path) = vars.get("IMGEST_WATERMARK") else {
+    let Some(value) = vars.get("IMGEST_WATERMARK") else {
         return Ok(None);
+    };
+    let source = match value.strip_prefix("s3://") {
+        None => WatermarkSource::File(PathBuf::from(value)),
+        Some(object) => {
+            let (bucket, key) = object
+                .split_once('/')
+                .filter(|(bucket, key)| !bucket.is_empty() && !key.is_empty())
+                .ok_or_else(|| vars.bad("IMGEST_WATERMARK", "expected s3://bucket/key"))?;
+            if !matches!(backend, Backend::Aws(_)) {
+                return Err(vars.bad(
+                    "IMGEST_WATERMARK",
+                    "an S3 object is read by the AWS backend: with IMGEST_BACKEND=embedded, \
+                     name a file",
+                ));
+            }
+            WatermarkSource::S3 {
+                bucket: bucket.to_owned(),
+                key: key.to_owned(),
+            }
+        }
     };
     let position = match vars.get("IMGEST_WATERMARK_POSITION") {
         None => WatermarkPosition::BottomRight,
@@ -403,7 +446,7 @@ fn watermark(
         marked.push(name);
     }
     Ok(Some(WatermarkSettings {
-        path: PathBuf::from(path),
+        source,
         position,
         opacity,
         variants: marked,
@@ -708,5 +751,38 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.var, "IMGEST_WATERMARK_VARIANTS");
+    }
+
+    #[test]
+    fn a_watermark_is_a_file_or_on_aws_an_s3_object() {
+        let source = |pairs: &[(&str, &str)]| with(pairs).map(|s| s.watermark.unwrap().source);
+        assert_eq!(
+            source(&[("IMGEST_WATERMARK", "wm.png")]).unwrap(),
+            WatermarkSource::File("wm.png".into())
+        );
+        let aws = [
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", "b"),
+            ("IMGEST_TABLE", "t"),
+        ];
+        let on_s3 = source(&[
+            aws[0],
+            aws[1],
+            aws[2],
+            ("IMGEST_WATERMARK", "s3://c/config/wm.png"),
+        ]);
+        let expected = WatermarkSource::S3 {
+            bucket: "c".into(),
+            key: "config/wm.png".into(),
+        };
+        assert_eq!(on_s3.unwrap(), expected);
+        assert_eq!(expected.to_string(), "s3://c/config/wm.png");
+        // The embedded backend has no S3 to read it from; a URL without a key names nothing.
+        let err = source(&[("IMGEST_WATERMARK", "s3://c/wm.png")]).unwrap_err();
+        assert_eq!(err.var, "IMGEST_WATERMARK");
+        for bad in ["s3://c", "s3://c/", "s3:///wm.png"] {
+            let err = source(&[aws[0], aws[1], aws[2], ("IMGEST_WATERMARK", bad)]).unwrap_err();
+            assert_eq!(err.var, "IMGEST_WATERMARK", "{bad}");
+        }
     }
 }

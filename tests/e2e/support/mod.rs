@@ -171,6 +171,11 @@ impl TestApp {
         Some(Self::start_on(vars, Some((storage.bucket, storage.table))).await)
     }
 
+    /// Starts on the AWS adapters over the bucket and table of another app (`aws`).
+    pub async fn start_aws_in(vars: &[(&str, &str)], aws: (String, String)) -> Self {
+        Self::start_on(vars, Some(aws)).await
+    }
+
     async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {
         imgest_download::install_default_provider();
         let data_dir = tempfile::tempdir().unwrap();

@@ -113,6 +113,12 @@ const LIST_FILES: Grant = grant(
     &[Res::Bucket],
     FILE_PREFIXES,
 );
+const CONFIGURATION: Grant = grant(
+    "The deployment's configuration, read once at start-up: the watermark (WatermarkKey, under config/).",
+    &["s3:GetObject"],
+    &[Res::Objects("config/")],
+    Cond::None,
+);
 const DELAYED_SENDS: Grant = grant(
     "Retries and re-checks due later than SQS's 15 minutes (the state machine sends to the fetch queues only).",
     &["states:StartExecution"],
@@ -121,6 +127,7 @@ const DELAYED_SENDS: Grant = grant(
 );
 
 const API: &[Grant] = &[
+    CONFIGURATION,
     grant(
         "Images, offers, uploads, the crawls' records (POST /v1/crawl runs intake) and the sellers' upload budgets; DeleteItem only abandons a failed upload's claim.",
         ITEM_RWD,
@@ -235,6 +242,7 @@ const FETCH: &[Grant] = &[
 ];
 
 const PROCESS: &[Grant] = &[
+    CONFIGURATION,
     grant(
         "Images (DeleteItem abandons a failed claim), uploads and the crawls' records; no offer: a crawl that settles here is finished by the intake function.",
         ITEM_RWD,
@@ -333,6 +341,7 @@ const SCHEDULED_GC: &[Grant] = &[
 ];
 
 const BACKFILL: &[Grant] = &[
+    CONFIGURATION,
     grant(
         "The enumeration's parallel scan of the image records (Scan takes no key condition: it reads only their attributes).",
         &["dynamodb:Scan"],
