@@ -543,6 +543,7 @@ fn sample_ready() -> imgest_core::ports::ReadyImage {
                     width: 200,
                     height: 200,
                     bytes: 4_000,
+                    format: imgest_core::domain::OutputFormat::Jpeg,
                 }]
             })
             .unwrap_or_default(),

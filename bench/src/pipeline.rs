@@ -55,7 +55,7 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
             .variants
             .iter()
             .map(|v| {
-                let facts = json!({"width": v.width, "height": v.height, "bytes": v.jpeg.len()});
+                let facts = json!({"width": v.width, "height": v.height, "bytes": v.bytes.len(), "format": v.format.as_str()});
                 (v.name.to_string(), facts)
             })
             .collect();

@@ -167,7 +167,7 @@ fn processed_line(
             .variants
             .iter()
             .map(|v| {
-                let facts = serde_json::json!({"width": v.width, "height": v.height, "bytes": v.jpeg.len()});
+                let facts = serde_json::json!({"width": v.width, "height": v.height, "bytes": v.bytes.len(), "format": v.format.as_str()});
                 (v.name.to_string(), facts)
             })
             .collect();
@@ -191,11 +191,12 @@ fn processed_line(
         .iter()
         .map(|v| {
             format!(
-                "{}={}x{} {}kB",
+                "{}={}x{} {} {}kB",
                 v.name,
                 v.width,
                 v.height,
-                v.jpeg.len() / 1000
+                v.format,
+                v.bytes.len() / 1000
             )
         })
         .collect();

@@ -42,6 +42,7 @@ async fn the_audit_mends_counts_and_files_it_can_and_reports_the_rest() {
         &damaged.id,
         &damaged.generation,
         &imgest_core::domain::VariantName::parse("medium").unwrap(),
+        imgest_core::domain::OutputFormat::Jpeg,
     );
     let broken = record(&app, &ids[2]).await;
     let blobs = &app.service.ports().blobs;

@@ -287,3 +287,54 @@ async fn a_hostile_precheck_is_refused_before_any_read() {
         r.json
     );
 }
+
+/// Variants in each format `IMGEST_VARIANTS` may name: listed with their format, served with
+/// its content type, read back as stored, and owned (the sweep keeps them).
+async fn variants_in_each_format(app: &TestApp) {
+    let r = app.upload(&fixture("photo.jpg")).await;
+    assert_eq!(r.status, 201, "{}", r.json);
+    let id = r.json["image_id"].as_str().unwrap().to_owned();
+    for (name, format, mime) in [
+        ("large", "jpeg", "image/jpeg"),
+        ("small_webp", "webp", "image/webp"),
+        ("small_avif", "avif", "image/avif"),
+    ] {
+        let v = &r.json["variants"][name];
+        assert_eq!(v["format"], format, "{v}");
+        let url = v["url"].as_str().unwrap();
+        let extension = if format == "jpeg" { "jpg" } else { format };
+        assert!(url.ends_with(&format!("/{name}.{extension}")), "{url}");
+        let served = reqwest::get(url).await.unwrap();
+        assert_eq!(served.status(), 200, "{url}");
+        assert_eq!(served.headers()["content-type"], mime, "{url}");
+        let bytes = served.bytes().await.unwrap();
+        if format == "webp" {
+            let img = image::load_from_memory_with_format(&bytes, image::ImageFormat::WebP);
+            assert_eq!(img.unwrap().width(), v["width"].as_u64().unwrap() as u32);
+        }
+    }
+    let again = app.get(&format!("/v1/images/{id}")).await;
+    assert_eq!(again.json["variants"], r.json["variants"]);
+    app.advance_clock(std::time::Duration::from_secs(3 * 86_400));
+    let swept = app.sweep().await;
+    assert_eq!(swept.garbage_files, 0, "{swept:?}");
+    assert_eq!(app.files_of(&id).await.len(), 4);
+}
+
+const EACH_FORMAT: &str =
+    "large=fit:1280x1280,small_webp=fit:320x320:webp,small_avif=fit:320x320:avif:50";
+
+#[tokio::test]
+async fn variants_may_be_webp_or_avif_and_are_listed_and_served_as_such() {
+    let app = TestApp::start_with(&[("IMGEST_VARIANTS", EACH_FORMAT)]).await;
+    variants_in_each_format(&app).await;
+}
+
+#[tokio::test]
+async fn variants_may_be_webp_or_avif_on_the_aws_adapters() {
+    let vars = [("IMGEST_VARIANTS", EACH_FORMAT)];
+    let Some(app) = TestApp::start_aws("variants in each format", &vars).await else {
+        return;
+    };
+    variants_in_each_format(&app).await;
+}

@@ -141,7 +141,7 @@ async fn gc_racing_a_re_upload_never_deletes_the_new_generation() {
     old_keys.extend(
         variants
             .iter()
-            .map(|v| BlobKey::variant(&id, &old.generation, &v.name)),
+            .map(|v| BlobKey::variant(&id, &old.generation, &v.name, v.format)),
     );
     app.service.ports().blobs.delete(&old_keys).await.unwrap();
 
@@ -216,6 +216,7 @@ async fn files_without_records(app: &TestApp, n: usize) -> Vec<BlobKey> {
             &id,
             &Generation::parse("0000000a").unwrap(),
             &imgest_core::domain::VariantName::parse("large").unwrap(),
+            imgest_core::domain::OutputFormat::Jpeg,
         );
         blobs
             .put(&key, Bytes::from_static(b"x"), "image/jpeg")

@@ -161,12 +161,13 @@ pub(crate) async fn write_files(
             name: v.name.clone(),
             width: v.width,
             height: v.height,
-            bytes: v.jpeg.len() as u64,
+            bytes: v.bytes.len() as u64,
+            format: v.format,
         });
         writes.push((
-            BlobKey::variant(id, generation, &v.name),
-            Bytes::from(v.jpeg),
-            "image/jpeg",
+            BlobKey::variant(id, generation, &v.name, v.format),
+            Bytes::from(v.bytes),
+            v.format.mime(),
         ));
     }
     let results = futures_util::future::join_all(

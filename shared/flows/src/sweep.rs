@@ -177,7 +177,7 @@ fn judge(key: &BlobKey, record: Option<&ImageRecord>, now: Timestamp) -> Option<
             match &record.state {
                 ImageState::Ready { variants, .. } => variants
                     .iter()
-                    .any(|v| file.strip_suffix(".jpg") == Some(v.name.as_str())),
+                    .any(|v| file == format!("{}.{}", v.name, v.format.extension())),
                 // A claim's files are being written: all of them are its own.
                 ImageState::Processing { .. } => true,
             }

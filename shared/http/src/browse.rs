@@ -82,7 +82,7 @@ pub struct ImagePage {
     responses(
         (status = 200, description = "A page of images.", body = ImagePage,
             example = json!({"images": [{"image_id": "3b5d5c3712955042212316173ccf37be", "width": 4032, "height": 3024, "format": "jpeg",
-                "variants": {"thumb": {"url": "http://127.0.0.1:8080/files/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}},
+                "variants": {"thumb": {"url": "http://127.0.0.1:8080/files/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240, "format": "jpeg"}},
                 "offers": 0, "created_at": "2026-11-20T10:00:00.000Z", "last_update": "2026-11-20T10:05:00.000Z", "expires_at": "2026-11-27T10:05:00.000Z"}],
                 "next_cursor": "M2I1ZDVjMzcxMjk1NTA0MjIxMjMxNjE3M2NjZjM3YmU"})),
         (status = 400, description = "`invalid_query`: an unknown parameter, `orphans` not `true` or `false`, `limit` not 1 to 200, or a cursor longer than 512 characters or not one this API gave out.", body = ErrorBody,

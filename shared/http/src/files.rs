@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use super::body::bytes_body;
 use super::openapi::ErrorBody;
 use super::{ApiError, ApiState};
-use imgest_core::domain::BlobKey;
+use imgest_core::domain::{BlobKey, OutputFormat};
 use imgest_core::ports::StoreError;
 
 /// Get a public file (local runner only)
@@ -51,11 +51,11 @@ pub async fn get(
         Err(StoreError::NotFound(_)) => return Err(not_found()),
         Err(e) => return Err(imgest_flows::FlowError::Store(e).into()),
     };
-    let content_type = if key.as_str().ends_with(".jpg") {
-        "image/jpeg"
-    } else {
-        "application/octet-stream"
-    };
+    let content_type = key
+        .as_str()
+        .rsplit_once('.')
+        .and_then(|(_, extension)| OutputFormat::from_extension(extension))
+        .map_or("application/octet-stream", OutputFormat::mime);
     let mut response = (StatusCode::OK, bytes_body(bytes)).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -42,7 +42,7 @@ use imgest_flows::FlowError;
     responses(
         (status = 201, description = "A new photo, processed: its variants are ready.", body = ImageJson,
             example = json!({"image_id": "3b5d5c3712955042212316173ccf37be", "deduplicated": false, "width": 4032, "height": 3024, "format": "jpeg",
-                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}}})),
+                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240, "format": "jpeg"}}})),
         (status = 200, description = "These bytes were uploaded before: the stored image (`deduplicated`: true).", body = ImageJson),
         (status = 400, description = "`empty_body`, `invalid_request` (Content-Length is not a number), `invalid_multipart`, `missing_file` (no `file` part), `body_read_error`.", body = ErrorBody,
             example = json!({"error": {"kind": "empty_body", "message": "the body is empty"}})),
@@ -159,7 +159,7 @@ pub struct KnownImages {
     responses(
         (status = 200, description = "The stored images among those asked, in the order asked.", body = KnownImages,
             example = json!({"known": [{"image_id": "3b5d5c3712955042212316173ccf37be", "deduplicated": true, "width": 4032, "height": 3024, "format": "jpeg",
-                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}}}]})),
+                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240, "format": "jpeg"}}}]})),
         (status = 400, description = "`invalid_body` (not the JSON above, the form of old clients `{\"image_ids\": […]}` included, a SHA-256 that is not 64 lowercase hex characters, or more than 100 photos), `invalid_image_id`.", body = ErrorBody),
         (status = 413, description = "`too_large`: a body of more than 24 KiB.", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the caller's upload rate; see `Retry-After`.", body = ErrorBody,

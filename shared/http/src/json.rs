@@ -9,14 +9,17 @@ use utoipa::ToSchema;
 use imgest_core::domain::{BlobKey, ImageRecord, ImageState};
 use imgest_flows::offers::OfferPhotos;
 
-/// One resized copy of a photo (a JPEG).
+/// One resized copy of a photo, in its variant's format.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(example = json!({"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}))]
+#[schema(example = json!({"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240, "format": "jpeg"}))]
 pub struct VariantJson {
     /// Where the file is served (public, immutable: cache it forever).
     pub url: String,
     pub width: u32,
     pub height: u32,
+    /// The file's format (`IMGEST_VARIANTS` says each variant's).
+    #[schema(value_type = String, example = "jpeg")]
+    pub format: &'static str,
 }
 
 /// An image: its id, its size and format once processed, and its variants by name.
@@ -84,13 +87,14 @@ impl FileUrls {
             ImageState::Ready { variants, .. } => variants
                 .iter()
                 .map(|v| {
-                    let key = BlobKey::variant(&record.id, &record.generation, &v.name);
+                    let key = BlobKey::variant(&record.id, &record.generation, &v.name, v.format);
                     (
                         v.name.to_string(),
                         VariantJson {
                             url: self.url(&key),
                             width: v.width,
                             height: v.height,
+                            format: v.format.as_str(),
                         },
                     )
                 })

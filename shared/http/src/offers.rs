@@ -81,7 +81,7 @@ pub async fn put_photos(
     responses(
         (status = 200, description = "The offer's photos, in order.", body = OfferJson,
             example = json!({"offer_id": "car-1", "photos": [{"image_id": "3b5d5c3712955042212316173ccf37be",
-                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240}}}]})),
+                "variants": {"thumb": {"url": "https://cdn.example.com/public/3b/3b5d5c3712955042212316173ccf37be/1a2b3c4d/thumb.jpg", "width": 320, "height": 240, "format": "jpeg"}}}]})),
         (status = 400, description = "`invalid_offer_id`.", body = ErrorBody),
         (status = 404, description = "`offer_not_found`: the offer has no photos set.", body = ErrorBody),
     ),

@@ -1,11 +1,57 @@
-//! JPEG encoding of fresh pixels: baseline, 4:2:0 chroma, no metadata (the pixels are upright
-//! and sRGB: neither EXIF nor an ICC profile is needed to show them).
+//! Encoding fresh pixels in a variant's format, without metadata (the pixels are upright and
+//! sRGB: neither EXIF nor an ICC profile is needed to show them). JPEG here (baseline, 4:2:0
+//! chroma); WebP in `webp.rs`, AVIF in `avif/encode.rs`.
 
 use image::RgbImage;
+use imgest_core::domain::OutputFormat;
 use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
 
 use super::PipelineError;
 use super::scratch::Scratch;
+
+/// A WebP variant's quality unless it names one: about the SSIMULACRA2 score of JPEG at the
+/// default `IMGEST_JPEG_QUALITY` (82) on the benchmark photos (docs/benchmarks.md).
+pub const DEFAULT_WEBP_QUALITY: u8 = 80;
+/// An AVIF variant's quality unless it names one (ravif's scale), chosen the same way.
+pub const DEFAULT_AVIF_QUALITY: u8 = 60;
+
+/// Whether this build can encode `format` (WebP needs the `libwebp` feature, AVIF `avif`).
+pub fn supports(format: OutputFormat) -> bool {
+    match format {
+        OutputFormat::Jpeg => true,
+        OutputFormat::Webp => cfg!(feature = "libwebp"),
+        OutputFormat::Avif => cfg!(feature = "avif"),
+    }
+}
+
+/// The other formats' defaults and encoder settings, for the variant set's version.
+pub(crate) fn settings() -> String {
+    #[cfg(feature = "avif")]
+    let speed = super::avif::encode::SPEED;
+    #[cfg(not(feature = "avif"))]
+    let speed = 0;
+    format!("webp:{DEFAULT_WEBP_QUALITY},avif:{DEFAULT_AVIF_QUALITY}:speed{speed}")
+}
+
+/// Encodes RGB pixels as `format` at `quality` (1..=100, the format's own scale).
+pub(crate) fn encode(
+    image: &RgbImage,
+    format: OutputFormat,
+    quality: u8,
+    scratch: &Scratch,
+) -> Result<Vec<u8>, PipelineError> {
+    match format {
+        OutputFormat::Jpeg => encode_jpeg(image, quality, scratch),
+        #[cfg(feature = "libwebp")]
+        OutputFormat::Webp => super::webp::encode(image, quality),
+        #[cfg(feature = "avif")]
+        OutputFormat::Avif => super::avif::encode::encode(image, quality),
+        #[allow(unreachable_patterns)]
+        other => Err(PipelineError::UnsupportedFormat(format!(
+            "{other} variants (this build has no {other} encoder)"
+        ))),
+    }
+}
 
 /// Encodes RGB pixels at `quality` (1..=100) with 4:2:0 chroma subsampling (libvips' default):
 /// with libjpeg-turbo when the `turbojpeg` feature is on (about 2.8 times faster), else with

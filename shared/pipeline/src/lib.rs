@@ -1,8 +1,9 @@
-//! The photo pipeline: bytes in, JPEG variants out (sniff, limit, decode once, orient, resize,
-//! convert to sRGB, watermark, encode).
+//! The photo pipeline: bytes in, JPEG, WebP or AVIF variants out (sniff, limit, decode once,
+//! orient, resize, convert to sRGB, watermark, encode).
 //!
 //! Pixels are RGB, except for a YCbCr JPEG when nothing needs RGB (no watermark on its
-//! variants) and libjpeg-turbo is built in: then they stay YCbCr planes throughout (`planar.rs`).
+//! variants, every variant JPEG) and libjpeg-turbo is built in: then they stay YCbCr planes
+//! throughout (`planar.rs`).
 //!
 //! [`Pipeline::process`] is synchronous and CPU-bound: async callers run it in
 //! `spawn_blocking`. Everything that can be wrong with the bytes comes back as a
@@ -37,11 +38,14 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use colour::Colour;
+pub use encode::{DEFAULT_AVIF_QUALITY, DEFAULT_WEBP_QUALITY, supports};
 pub use error::PipelineError;
 pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
 
-use imgest_core::domain::{SourceFormat, VariantName, VariantSet, VariantSetVersion};
+use imgest_core::domain::{
+    OutputFormat, SourceFormat, VariantName, VariantSet, VariantSetVersion, VariantSpec,
+};
 use imgest_core::telemetry::metrics::Stage;
 use resize::Raster;
 use scratch::Scratch;
@@ -50,7 +54,7 @@ use scratch::Scratch;
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
     pub variants: VariantSet,
-    /// JPEG quality, 1..=100 (values outside are clamped).
+    /// JPEG quality, 1..=100 (values outside are clamped), of the JPEG variants that name none.
     pub jpeg_quality: u8,
     /// Largest accepted body, in bytes.
     pub max_body: u64,
@@ -85,13 +89,15 @@ pub struct SourceInfo {
     pub height: u32,
 }
 
-/// One variant, JPEG-encoded.
+/// One variant, encoded in its format.
 #[derive(Clone, PartialEq, Eq)]
 pub struct EncodedVariant {
     pub name: VariantName,
     pub width: u32,
     pub height: u32,
-    pub jpeg: Vec<u8>,
+    pub format: OutputFormat,
+    /// The file.
+    pub bytes: Vec<u8>,
 }
 
 impl fmt::Debug for EncodedVariant {
@@ -100,7 +106,8 @@ impl fmt::Debug for EncodedVariant {
             .field("name", &self.name)
             .field("width", &self.width)
             .field("height", &self.height)
-            .field("jpeg_bytes", &self.jpeg.len())
+            .field("format", &self.format)
+            .field("bytes", &self.bytes.len())
             .finish()
     }
 }
@@ -119,16 +126,16 @@ pub struct Processed {
 }
 
 impl Processed {
-    /// Writes each variant to `{dir}/{stem}.{variant}.jpg` (the CLI's `process --out`, the
-    /// pipeline benchmark), naming the file that could not be written.
+    /// Writes each variant to `{dir}/{stem}.{variant}.{jpg,webp,avif}` (the CLI's `process
+    /// --out`, the pipeline benchmark), naming the file that could not be written.
     pub fn write_variants(
         &self,
         dir: &std::path::Path,
         stem: &str,
     ) -> Result<(), (std::path::PathBuf, std::io::Error)> {
         for v in &self.variants {
-            let path = dir.join(format!("{stem}.{}.jpg", v.name));
-            std::fs::write(&path, &v.jpeg).map_err(|e| (path, e))?;
+            let path = dir.join(format!("{stem}.{}.{}", v.name, v.format.extension()));
+            std::fs::write(&path, &v.bytes).map_err(|e| (path, e))?;
         }
         Ok(())
     }
@@ -150,11 +157,18 @@ impl Pipeline {
             .watermark
             .as_ref()
             .map_or_else(|| "none".to_owned(), Watermark::fingerprint);
-        let version = VariantSetVersion::of(&[
-            config.variants.to_string().as_bytes(),
-            &[config.jpeg_quality],
-            watermark.as_bytes(),
-        ]);
+        let mut parts: Vec<Vec<u8>> = vec![
+            config.variants.to_string().into_bytes(),
+            vec![config.jpeg_quality],
+            watermark.into_bytes(),
+        ];
+        // The other formats' defaults and encoder settings, only where a variant uses them (a
+        // JPEG set versions as before they existed).
+        if config.variants.specs().iter().any(|s| !s.format.is_jpeg()) {
+            parts.push(encode::settings().into_bytes());
+        }
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let version = VariantSetVersion::of(&parts);
         Self {
             config,
             version,
@@ -170,6 +184,15 @@ impl Pipeline {
     /// with, and what a backfill brings every record to.
     pub fn version(&self) -> &VariantSetVersion {
         &self.version
+    }
+
+    /// The quality `spec`'s variant is encoded at: its own, else its format's default.
+    fn quality(&self, spec: &VariantSpec) -> u8 {
+        spec.quality.unwrap_or(match spec.format {
+            OutputFormat::Jpeg => self.config.jpeg_quality,
+            OutputFormat::Webp => DEFAULT_WEBP_QUALITY,
+            OutputFormat::Avif => DEFAULT_AVIF_QUALITY,
+        })
     }
 
     fn limits(&self) -> detect::Limits {
@@ -202,17 +225,18 @@ impl Pipeline {
     /// encodes every variant from the one decoded image, converted to sRGB.
     pub fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
         let specs = self.config.variants.specs();
-        // The watermark is blended in RGB: with one, every variant is made in RGB.
-        let planar = self
-            .config
-            .watermark
-            .as_ref()
-            .is_none_or(|w| !specs.iter().any(|s| w.applies_to(&s.name)));
+        // The watermark is blended in RGB, and only the JPEG encoder takes YCbCr planes: with
+        // either, every variant is made in RGB.
+        let planar = specs.iter().all(|s| s.format.is_jpeg())
+            && self
+                .config
+                .watermark
+                .as_ref()
+                .is_none_or(|w| !specs.iter().any(|s| w.applies_to(&s.name)));
         let scratch = &*self.scratch;
         let decoded =
             Stage::Decode.time(|| decode::decode(bytes, &self.limits(), specs, planar, scratch))?;
         let full = (decoded.width, decoded.height);
-        let quality = self.config.jpeg_quality;
         let mut variants = Vec::with_capacity(specs.len());
         // Every pixel buffer goes back to the scratch once encoded (on an error, it is freed).
         match decoded.pixels {
@@ -228,12 +252,14 @@ impl Pipeline {
                     {
                         watermark.apply(pixels.to_mut())?;
                     }
+                    let quality = self.quality(spec);
                     variants.push(EncodedVariant {
                         name: spec.name.clone(),
                         width: pixels.width(),
                         height: pixels.height(),
-                        jpeg: Stage::Encode
-                            .time(|| encode::encode_jpeg(&pixels, quality, scratch))?,
+                        format: spec.format,
+                        bytes: Stage::Encode
+                            .time(|| encode::encode(&pixels, spec.format, quality, scratch))?,
                     });
                     if let Cow::Owned(pixels) = pixels {
                         pixels.recycle(&scratch.buffers);
@@ -248,11 +274,13 @@ impl Pipeline {
                 let rendered =
                     Stage::Resize.time(|| resize::render_all(&planes, full, specs, scratch))?;
                 for (spec, rendered) in specs.iter().zip(rendered) {
+                    let quality = self.quality(spec);
                     variants.push(EncodedVariant {
                         name: spec.name.clone(),
                         width: rendered.y.width,
                         height: rendered.y.height,
-                        jpeg: Stage::Encode
+                        format: OutputFormat::Jpeg,
+                        bytes: Stage::Encode
                             .time(|| turbo::encode_yuv(&rendered, quality, scratch))?,
                     });
                     if let Cow::Owned(rendered) = rendered {

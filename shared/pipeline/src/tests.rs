@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use image::{ImageFormat, Rgb, RgbImage};
 
 use super::*;
-use imgest_core::domain::FitMode;
+use imgest_core::domain::{FitMode, OutputFormat};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -24,9 +24,18 @@ fn variant<'a>(p: &'a Processed, name: &str) -> &'a EncodedVariant {
 }
 
 fn pixels(v: &EncodedVariant) -> RgbImage {
-    let img = image::load_from_memory_with_format(&v.jpeg, ImageFormat::Jpeg)
-        .unwrap()
-        .into_rgb8();
+    let img = match v.format {
+        OutputFormat::Jpeg => image::load_from_memory_with_format(&v.bytes, ImageFormat::Jpeg)
+            .unwrap()
+            .into_rgb8(),
+        OutputFormat::Webp => image::load_from_memory_with_format(&v.bytes, ImageFormat::WebP)
+            .unwrap()
+            .into_rgb8(),
+        #[cfg(feature = "avif")]
+        OutputFormat::Avif => crate::avif::decode(&v.bytes, 1 << 26).unwrap().image,
+        #[cfg(not(feature = "avif"))]
+        OutputFormat::Avif => panic!("no AVIF decoder in this build"),
+    };
     assert_eq!((img.width(), img.height()), (v.width, v.height));
     img
 }
@@ -36,6 +45,66 @@ fn assert_colour(img: &RgbImage, x: u32, y: u32, want: [u8; 3]) {
     let got = img.get_pixel(x, y).0;
     let close = got.iter().zip(want).all(|(&g, w)| g.abs_diff(w) <= 12);
     assert!(close, "pixel ({x},{y}) is {got:?}, expected about {want:?}");
+}
+
+fn with_variants(variants: &str) -> Pipeline {
+    Pipeline::new(PipelineConfig {
+        variants: VariantSet::from_str(variants).unwrap(),
+        ..PipelineConfig::default()
+    })
+}
+
+#[cfg(all(feature = "libwebp", feature = "avif"))]
+#[test]
+fn a_variant_may_be_webp_or_avif_and_shows_the_same_picture_as_the_jpeg() {
+    let variants = "j=fit:320x320,w=fit:320x320:webp,a=fit:320x320:avif,small=fit:320x320:webp:10";
+    let processed = with_variants(variants)
+        .process(&fixture("photo.jpg"))
+        .unwrap();
+    let magic = |v: &EncodedVariant| match v.format {
+        OutputFormat::Jpeg => v.bytes.starts_with(&[0xFF, 0xD8]),
+        OutputFormat::Webp => v.bytes.starts_with(b"RIFF") && &v.bytes[8..12] == b"WEBP",
+        OutputFormat::Avif => &v.bytes[4..12] == b"ftypavif",
+    };
+    let formats: Vec<_> = processed.variants.iter().map(|v| v.format).collect();
+    use OutputFormat::{Avif, Jpeg, Webp};
+    assert_eq!(formats, [Jpeg, Webp, Avif, Webp]);
+    assert!(processed.variants.iter().all(magic));
+    let jpeg = pixels(variant(&processed, "j"));
+    for name in ["w", "a"] {
+        let diff = mean_difference(&jpeg, &pixels(variant(&processed, name)));
+        assert!(
+            diff < 3.0,
+            "{name}: mean difference {diff:.2} from the JPEG"
+        );
+    }
+    // Its own quality where it names one.
+    assert!(variant(&processed, "small").bytes.len() < variant(&processed, "w").bytes.len() / 2);
+}
+
+#[test]
+fn a_set_of_jpeg_variants_versions_as_before_formats_existed() {
+    // Naming the default format and quality changes nothing but the version.
+    let plain = with_variants("large=fit:1280x1280");
+    assert_eq!(plain.version(), pipeline_version_of("large=fit:1280x1280"));
+    assert_ne!(
+        with_variants("large=fit:1280x1280:jpeg:82").version(),
+        plain.version()
+    );
+    assert_ne!(
+        with_variants("large=fit:1280x1280:webp").version(),
+        plain.version()
+    );
+}
+
+/// The version a set of JPEG variants had before variants had formats: its specs as printed,
+/// the default quality, no watermark.
+fn pipeline_version_of(variants: &str) -> &'static VariantSetVersion {
+    Box::leak(Box::new(VariantSetVersion::of(&[
+        variants.as_bytes(),
+        &[PipelineConfig::DEFAULT_JPEG_QUALITY],
+        b"none",
+    ])))
 }
 
 #[test]
@@ -388,7 +457,7 @@ fn exif_orientation_6_is_applied() {
     assert_colour(&img, 10, 10, [0, 0, 255]);
     assert_colour(&img, 190, 290, [0, 0, 255]);
     // Fresh pixels, no metadata: the orientation tag is not carried over.
-    assert!(!large.jpeg.windows(4).any(|w| w == b"Exif"));
+    assert!(!large.bytes.windows(4).any(|w| w == b"Exif"));
 }
 
 #[test]
@@ -552,7 +621,7 @@ fn a_photo_gets_every_variant_in_order() {
     assert_eq!(dims("thumb"), (200, 200));
     for v in &p.variants {
         pixels(v);
-        assert!(v.jpeg.len() < photo.len(), "{v:?}");
+        assert!(v.bytes.len() < photo.len(), "{v:?}");
     }
 }
 
@@ -700,7 +769,7 @@ fn jpeg_quality_is_clamped_and_used() {
         });
         (
             p.config().jpeg_quality,
-            variant(&p.process(&photo).unwrap(), "medium").jpeg.len(),
+            variant(&p.process(&photo).unwrap(), "medium").bytes.len(),
         )
     };
     let (q0, low) = size(0);

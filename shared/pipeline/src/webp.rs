@@ -1,5 +1,6 @@
 //! WebP through libwebp (feature `libwebp`): the reference decoder, with SIMD, several times
-//! faster than the pure-Rust `image-webp` on lossy photos.
+//! faster than the pure-Rust `image-webp` on lossy photos; and the encoder of WebP variants
+//! (lossy, no metadata: the pixels are upright and sRGB).
 //!
 //! Only still images: an animated WebP (and anything libwebp refuses) is left to the general
 //! decoder, which takes the first frame and words the error if the data is really broken.
@@ -21,4 +22,13 @@ pub(crate) fn decode(bytes: &[u8], flatten: fn(RgbaImage) -> RgbImage) -> Option
     } else {
         RgbImage::from_raw(width, height, pixels)
     }
+}
+
+/// Encodes `image` as a lossy WebP at `quality` (1..=100, libwebp's scale; its default method 4).
+pub(crate) fn encode(image: &RgbImage, quality: u8) -> Result<Vec<u8>, crate::PipelineError> {
+    let (width, height) = image.dimensions();
+    webp::Encoder::from_rgb(image.as_raw(), width, height)
+        .encode_simple(false, f32::from(quality.clamp(1, 100)))
+        .map(|memory| memory.to_vec())
+        .map_err(|e| crate::PipelineError::CorruptImage(format!("WebP encoding failed: {e:?}")))
 }

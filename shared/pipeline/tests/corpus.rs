@@ -198,7 +198,7 @@ fn every_file_of_the_public_corpus_is_the_same_picture_or_documented() {
             Err(e) => Outcome::Refused(e.kind()),
             Ok(processed) => {
                 let variant = &processed.variants[0];
-                let ours = image::load_from_memory(&variant.jpeg).unwrap().into_rgb8();
+                let ours = image::load_from_memory(&variant.bytes).unwrap().into_rgb8();
                 let reference = dir.join("reference").join(format!("{name}.png"));
                 match image::open(&reference) {
                     Ok(reference) => {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{random_image_id, unique_name};
-use imgest_core::domain::{BlobKey, Generation, VariantName};
+use imgest_core::domain::{BlobKey, Generation, OutputFormat, VariantName};
 use imgest_core::ports::{BlobMeta, BlobStore, StoreError};
 
 contract_suite!($ blob_store_contract_tests, blob_store, Arc<dyn BlobStore>;
@@ -248,7 +248,7 @@ pub async fn list_walks_one_image_shard(store: Arc<dyn BlobStore>) {
         let generation = Generation::random();
         for k in [
             BlobKey::original(&id, &generation),
-            BlobKey::variant(&id, &generation, &large),
+            BlobKey::variant(&id, &generation, &large, OutputFormat::Jpeg),
         ] {
             let k = key(&scope, k.as_str());
             store

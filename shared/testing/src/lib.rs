@@ -89,8 +89,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use imgest_core::domain::{
-    ClientId, ContentHash, Generation, ImageId, ImageRecord, OfferId, OfferKey, SourceFormat,
-    StoredVariant, Tenant, Timestamp, VariantName,
+    ClientId, ContentHash, Generation, ImageId, ImageRecord, OfferId, OfferKey, OutputFormat,
+    SourceFormat, StoredVariant, Tenant, Timestamp, VariantName,
 };
 use imgest_core::ports::{
     Checkpoints, Claim, ImageIndex, MessageSender, OfferLinks, ReadyImage, UploadRecords,
@@ -220,12 +220,15 @@ pub(crate) fn sample_ready() -> ReadyImage {
                 width: 1280,
                 height: 960,
                 bytes: 98_765,
+                format: OutputFormat::Jpeg,
             },
+            // Of another format: stores keep each variant's.
             StoredVariant {
                 name: VariantName::parse("thumb").unwrap(),
                 width: 200,
                 height: 200,
                 bytes: 4_321,
+                format: OutputFormat::Webp,
             },
         ],
         variant_set: sample_version(),

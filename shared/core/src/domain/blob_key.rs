@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::{Generation, ImageId, UploadId, VariantName};
+use super::{Generation, ImageId, OutputFormat, UploadId, VariantName};
 
 /// Number of shard prefixes (`00` … `ff`).
 pub const SHARD_COUNT: usize = 256;
@@ -66,14 +66,20 @@ impl BlobKey {
         ))
     }
 
-    /// The key of one JPEG variant (public).
-    pub fn variant(id: &ImageId, generation: &Generation, name: &VariantName) -> Self {
+    /// The key of one variant (public): `{name}.jpg`, `.webp` or `.avif`.
+    pub fn variant(
+        id: &ImageId,
+        generation: &Generation,
+        name: &VariantName,
+        format: OutputFormat,
+    ) -> Self {
         Self(format!(
-            "{PUBLIC_PREFIX}{}/{}/{}/{}.jpg",
+            "{PUBLIC_PREFIX}{}/{}/{}/{}.{}",
             id.shard(),
             id,
             generation,
-            name
+            name,
+            format.extension()
         ))
     }
 
@@ -153,7 +159,7 @@ mod tests {
         let id = ImageId::of_bytes(b"a");
         let g = Generation::parse("0badcafe").unwrap();
         let name = VariantName::parse("large").unwrap();
-        let key = BlobKey::variant(&id, &g, &name);
+        let key = BlobKey::variant(&id, &g, &name, OutputFormat::Jpeg);
         assert_eq!(
             key.as_str(),
             "public/0c/0cc175b9c0f1b6a831c399e269772661/0badcafe/large.jpg"

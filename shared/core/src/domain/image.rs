@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BlobKey, ContentHash, Generation, ImageId, Timestamp, VariantName, VariantSetVersion};
+use super::{
+    BlobKey, ContentHash, Generation, ImageId, OutputFormat, Timestamp, VariantName,
+    VariantSetVersion,
+};
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,13 +53,16 @@ impl SourceFormat {
     }
 }
 
-/// One stored rendition of an image (always JPEG).
+/// One stored rendition of an image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredVariant {
     pub name: VariantName,
     pub width: u32,
     pub height: u32,
     pub bytes: u64,
+    /// Not written for JPEG (records written before variants had formats are JPEG).
+    #[serde(default, skip_serializing_if = "OutputFormat::is_jpeg")]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +125,7 @@ impl ImageRecord {
             keys.extend(
                 variants
                     .iter()
-                    .map(|v| BlobKey::variant(&self.id, &self.generation, &v.name)),
+                    .map(|v| BlobKey::variant(&self.id, &self.generation, &v.name, v.format)),
             );
         }
         keys

@@ -25,5 +25,6 @@ pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;
 pub use url::{NormalizationRules, NormalizedUrl, UrlError, UrlHash, loggable, redacted};
 pub use variant::{
-    FitMode, VariantName, VariantSet, VariantSetVersion, VariantSpec, VariantSpecError,
+    FitMode, OutputFormat, VariantName, VariantSet, VariantSetVersion, VariantSpec,
+    VariantSpecError,
 };

@@ -1,5 +1,6 @@
-//! Variant specifications: the sizes every photo is turned into, parsed from
-//! `large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200`.
+//! Variant specifications: the sizes (and file formats) every photo is turned into, parsed from
+//! `large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200`; a variant may name its format
+//! and quality, `large_avif=fit:1280x1280:avif` or `thumb=cover:200x200:webp:70`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -70,12 +71,83 @@ pub enum FitMode {
     Cover,
 }
 
+/// The file format of a variant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputFormat {
+    /// Baseline JPEG, 4:2:0: every browser and app shows it.
+    #[default]
+    Jpeg,
+    /// Lossy WebP (libwebp): about a quarter fewer bytes than JPEG at the same quality.
+    Webp,
+    /// AVIF (AV1 through rav1e): about half the bytes of JPEG at the same quality, at many
+    /// times its encoding CPU (docs/benchmarks.md, docs/cost.md).
+    Avif,
+}
+
+impl OutputFormat {
+    pub const ALL: [Self; 3] = [Self::Jpeg, Self::Webp, Self::Avif];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Jpeg => "jpeg",
+            Self::Webp => "webp",
+            Self::Avif => "avif",
+        }
+    }
+
+    /// The file name's extension (its files' keys end with it).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Jpeg => "jpg",
+            Self::Webp => "webp",
+            Self::Avif => "avif",
+        }
+    }
+
+    /// Its files' `Content-Type`.
+    pub fn mime(self) -> &'static str {
+        match self {
+            Self::Jpeg => "image/jpeg",
+            Self::Webp => "image/webp",
+            Self::Avif => "image/avif",
+        }
+    }
+
+    /// The format whose files end with `.{extension}`.
+    pub fn from_extension(extension: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.extension() == extension)
+    }
+
+    /// Serde's `skip_serializing_if`: JPEG, the default, is not written (records written before
+    /// variants had a format read back the same).
+    pub fn is_jpeg(&self) -> bool {
+        *self == Self::Jpeg
+    }
+}
+
+impl FromStr for OutputFormat {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Self::ALL.into_iter().find(|f| f.as_str() == s).ok_or(())
+    }
+}
+
+impl fmt::Display for OutputFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct VariantSpec {
     pub name: VariantName,
     pub mode: FitMode,
     pub width: u32,
     pub height: u32,
+    pub format: OutputFormat,
+    /// 1..=100; `None`: the format's default (`IMGEST_JPEG_QUALITY` for JPEG).
+    pub quality: Option<u8>,
 }
 
 impl VariantSpec {
@@ -85,7 +157,8 @@ impl VariantSpec {
 impl FromStr for VariantSpec {
     type Err = VariantSpecError;
 
-    /// `name=fit:WxH` or `name=cover:WxH`.
+    /// `name=fit:WxH` or `name=cover:WxH`, then optionally `:format` (`jpeg`, `webp`, `avif`)
+    /// and `:quality` (1 to 100) after it.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |reason| VariantSpecError {
             spec: s.to_owned(),
@@ -95,9 +168,26 @@ impl FromStr for VariantSpec {
             .trim()
             .split_once('=')
             .ok_or(err("expected name=mode:WIDTHxHEIGHT"))?;
-        let (mode, size) = rest
-            .split_once(':')
-            .ok_or(err("expected name=mode:WIDTHxHEIGHT"))?;
+        let mut parts = rest.split(':');
+        let (Some(mode), Some(size)) = (parts.next(), parts.next()) else {
+            return Err(err("expected name=mode:WIDTHxHEIGHT"));
+        };
+        let format = match parts.next() {
+            None => OutputFormat::Jpeg,
+            Some(f) => f
+                .parse()
+                .map_err(|()| err("the format must be jpeg, webp or avif"))?,
+        };
+        let quality = match parts.next() {
+            None => None,
+            Some(q) => match q.parse::<u8>() {
+                Ok(q) if (1..=100).contains(&q) => Some(q),
+                _ => return Err(err("the quality must be a whole number from 1 to 100")),
+            },
+        };
+        if parts.next().is_some() {
+            return Err(err("expected name=mode:WIDTHxHEIGHT[:format[:quality]]"));
+        }
         let mode = match mode {
             "fit" => FitMode::Fit,
             "cover" => FitMode::Cover,
@@ -119,6 +209,8 @@ impl FromStr for VariantSpec {
             mode,
             width: side(w)?,
             height: side(h)?,
+            format,
+            quality,
         })
     }
 }
@@ -129,7 +221,15 @@ impl fmt::Display for VariantSpec {
             FitMode::Fit => "fit",
             FitMode::Cover => "cover",
         };
-        write!(f, "{}={}:{}x{}", self.name, mode, self.width, self.height)
+        write!(f, "{}={}:{}x{}", self.name, mode, self.width, self.height)?;
+        // Only what was said: a JPEG set prints (and so versions) as before formats existed.
+        if !self.format.is_jpeg() || self.quality.is_some() {
+            write!(f, ":{}", self.format)?;
+        }
+        if let Some(q) = self.quality {
+            write!(f, ":{q}")?;
+        }
+        Ok(())
     }
 }
 
@@ -272,6 +372,33 @@ mod tests {
     }
 
     #[test]
+    fn a_variant_may_name_its_format_and_quality() {
+        let set = VariantSet::from_str(
+            "large=fit:1280x1280,large_avif=fit:1280x1280:avif,t=cover:9x9:jpeg:70",
+        )
+        .unwrap();
+        let formats: Vec<_> = set.specs().iter().map(|s| (s.format, s.quality)).collect();
+        assert_eq!(
+            formats,
+            [
+                (OutputFormat::Jpeg, None),
+                (OutputFormat::Avif, None),
+                (OutputFormat::Jpeg, Some(70))
+            ]
+        );
+        // Printed as said, so a set without formats versions as before they existed.
+        assert_eq!(
+            set.to_string(),
+            "large=fit:1280x1280,large_avif=fit:1280x1280:avif,t=cover:9x9:jpeg:70"
+        );
+        assert_eq!(
+            OutputFormat::from_extension("webp"),
+            Some(OutputFormat::Webp)
+        );
+        assert_eq!(OutputFormat::from_extension("jpeg"), None);
+    }
+
+    #[test]
     fn a_version_names_every_part_and_parses_back() {
         let a = VariantSetVersion::of(&[b"large=fit:10x10", b"82"]);
         assert_eq!(a, VariantSetVersion::of(&[b"large=fit:10x10", b"82"]));
@@ -296,6 +423,11 @@ mod tests {
             "Large=fit:10x10",
             "original=fit:10x10",
             "a=fit:10x10,a=cover:5x5",
+            "large=fit:10x10:gif",
+            "large=fit:10x10:webp:0",
+            "large=fit:10x10:webp:101",
+            "large=fit:10x10:webp:80:1",
+            "large=fit:10x10:",
         ] {
             assert!(
                 VariantSet::from_str(bad).is_err(),

@@ -1,6 +1,6 @@
 //! AVIF: the container read here (`container.rs`), each AV1 image decoded by rav1d (a Rust port
 //! of dav1d, through `re_rav1d`'s safe API; feature `avif`), its planes made RGB (`yuv.rs`),
-//! alpha composited over white.
+//! alpha composited over white; and AVIF variants encoded (`encode.rs`, rav1e).
 //!
 //! The decoder runs on the calling thread (one photo per core, as every decoder here) and is
 //! told the frame size the container declares before it allocates anything: a stream that
@@ -8,6 +8,8 @@
 //! memory estimate were checked against, is what is decoded.
 
 pub(crate) mod container;
+#[cfg(feature = "avif")]
+pub(crate) mod encode;
 mod obu;
 #[cfg(feature = "avif")]
 mod yuv;
