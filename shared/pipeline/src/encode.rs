@@ -9,11 +9,12 @@ use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
 use super::PipelineError;
 use super::scratch::Scratch;
 
-/// A WebP variant's quality unless it names one: about the SSIMULACRA2 score of JPEG at the
-/// default `IMGEST_JPEG_QUALITY` (82) on the benchmark photos (docs/benchmarks.md).
-pub const DEFAULT_WEBP_QUALITY: u8 = 80;
+/// A WebP variant's quality unless it names one: the butteraugli distance of JPEG at the default
+/// `IMGEST_JPEG_QUALITY` (82), interpolated on the benchmark photos (`bench/formats.sh`,
+/// docs/benchmarks.md#output-formats).
+pub const DEFAULT_WEBP_QUALITY: u8 = 88;
 /// An AVIF variant's quality unless it names one (ravif's scale), chosen the same way.
-pub const DEFAULT_AVIF_QUALITY: u8 = 60;
+pub const DEFAULT_AVIF_QUALITY: u8 = 83;
 
 /// Whether this build can encode `format` (WebP needs the `libwebp` feature, AVIF `avif`).
 pub fn supports(format: OutputFormat) -> bool {

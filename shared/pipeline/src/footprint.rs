@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use super::meta::Meta;
 use super::{PipelineError, SourceInfo, detect, jpeg, resize};
-use imgest_core::domain::{SourceFormat, VariantSpec};
+use imgest_core::domain::{OutputFormat, SourceFormat, VariantSpec};
 
 /// Allocator rounding, decoder tables and row buffers not worth modelling one by one.
 const SLACK: u64 = 4 << 20;
@@ -91,9 +91,39 @@ pub(crate) fn estimate(
     let variants = variants(info, (dw, dh), specs);
     Ok(Footprint {
         info,
-        bytes: decoded_bytes + decoding + variants + colour(&meta, info, specs) + SLACK,
+        bytes: decoded_bytes
+            + decoding
+            + variants
+            + encoding(info, specs)
+            + colour(&meta, info, specs)
+            + SLACK,
     })
 }
+
+/// What the WebP and AVIF encoders hold besides the variant's pixels and file, for the largest
+/// such variant (variants are encoded one at a time). Measured as the peak RSS of `imgest-bench
+/// pipeline` with one variant of each format, less JPEG's, on a 1280x853 and a 2560x1440 PNG:
+/// libwebp 0 and 5.0 bytes a pixel (its YUV copy and token buffers), rav1e 35.8 and 32.0 (the
+/// 10-bit 4:4:4 source and reconstruction frames, and its per-block state); counted here with
+/// room to spare.
+fn encoding(info: SourceInfo, specs: &[VariantSpec]) -> u64 {
+    specs
+        .iter()
+        .map(|spec| {
+            let g = resize::plan(info.width, info.height, spec);
+            let out = u64::from(g.width) * u64::from(g.height);
+            out * match spec.format {
+                OutputFormat::Jpeg => 0,
+                OutputFormat::Webp => WEBP_BYTES_PER_PIXEL,
+                OutputFormat::Avif => AVIF_BYTES_PER_PIXEL,
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+const WEBP_BYTES_PER_PIXEL: u64 = 8;
+const AVIF_BYTES_PER_PIXEL: u64 = 40;
 
 /// Converting the variants' colours: the profile, twice (its bytes and what is parsed from
 /// them), and the largest variant's converted copy (and its grey samples, for a grey
@@ -243,6 +273,22 @@ mod tests {
         w.write_image_data(&vec![0u8; len]).unwrap();
         w.finish().unwrap();
         out
+    }
+
+    #[test]
+    fn a_webp_or_avif_variant_reserves_its_encoder_once_for_the_largest() {
+        let photo = png(2000, 1000, png::ColorType::Rgb, png::BitDepth::Eight);
+        let of = |variants: &str| {
+            let set: VariantSet = variants.parse().unwrap();
+            estimate(&photo, &LIMITS, set.specs()).unwrap().bytes
+        };
+        let jpeg = of("l=fit:1000x1000,s=fit:100x100");
+        // A 1000x500 AVIF variant: its encoder, beside what the JPEG one holds.
+        let avif = of("l=fit:1000x1000:avif,s=fit:100x100");
+        assert_eq!(avif - jpeg, 500_000 * AVIF_BYTES_PER_PIXEL);
+        // The small one's encoder is done before the large one's starts.
+        let both = of("l=fit:1000x1000:avif,s=fit:100x100:webp");
+        assert_eq!(both, avif);
     }
 
     #[test]

@@ -7,8 +7,9 @@ use rgb::FromSlice;
 
 use crate::PipelineError;
 
-/// rav1e's speed, 1 (slowest, fewest bytes) to 10: 6 spends about a third of the CPU of 4 for
-/// some 5 % more bytes (docs/benchmarks.md has the table).
+/// rav1e's speed, 1 (slowest, fewest bytes) to 10 (ravif's default is 5). Even at 6 a 1280x853
+/// variant takes 1 to 2 s of one core (docs/benchmarks.md#output-formats): AVIF variants are
+/// for deployments whose CDN bill outweighs it (docs/cost.md#an-avif-variant).
 pub(crate) const SPEED: u8 = 6;
 
 /// Encodes `image` at `quality` (1..=100, ravif's scale), on this thread.
