@@ -32,3 +32,19 @@ pub(crate) fn encode(image: &RgbImage, quality: u8) -> Result<Vec<u8>, crate::Pi
         .map(|memory| memory.to_vec())
         .map_err(|e| crate::PipelineError::CorruptImage(format!("WebP encoding failed: {e:?}")))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_the_smallest_and_thinnest_variants() {
+        for (w, h) in [(1, 1), (1, 97), (97, 1), (2, 3)] {
+            let img = RgbImage::from_pixel(w, h, image::Rgb([200, 30, 90]));
+            let webp = encode(&img, 88).unwrap();
+            let back = decode(&webp, |rgba| image::DynamicImage::from(rgba).into_rgb8()).unwrap();
+            assert_eq!(back.dimensions(), (w, h));
+        }
+    }
+}

@@ -49,4 +49,14 @@ mod tests {
             "mean difference {diff}"
         );
     }
+
+    #[test]
+    fn encodes_the_smallest_and_thinnest_variants() {
+        for (w, h) in [(1, 1), (1, 97), (97, 1), (2, 3)] {
+            let img = RgbImage::from_pixel(w, h, image::Rgb([200, 30, 90]));
+            let avif = encode(&img, 83).unwrap();
+            let back = crate::avif::decode(&avif, 1 << 20).unwrap().image;
+            assert_eq!(back.dimensions(), (w, h));
+        }
+    }
 }
