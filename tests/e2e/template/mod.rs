@@ -8,6 +8,7 @@
 mod edges;
 mod permissions;
 mod routes;
+mod watermark;
 
 use std::path::PathBuf;
 

@@ -196,6 +196,7 @@ const INTAKE: &[Grant] = &[
 ];
 
 const FETCH: &[Grant] = &[
+    CONFIGURATION,
     grant(
         "URL, crawl and host records, the clients' rate limits, and the images of photos processed here (DeleteItem abandons a failed claim); no offer: a crawl that settles here is finished by the intake function.",
         ITEM_RWD,
