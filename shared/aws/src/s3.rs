@@ -128,25 +128,36 @@ impl S3BlobStore {
 }
 
 impl S3BlobStore {
-    /// The object `key` whole, refused over `limit` bytes (by its length before its body is
-    /// read, and again as the body streams in).
-    pub async fn read_whole(&self, key: &str, limit: u64) -> Result<Vec<u8>, StoreError> {
-        let out = self
-            .client
+    /// `GetObject` of `key`, its headers answered (the body streams after): a missing key is
+    /// [`StoreError::NotFound`], and so is a denied read (`is_denied`). `context` names the read
+    /// in errors.
+    async fn get_object(
+        &self,
+        key: &str,
+        context: String,
+    ) -> Result<aws_sdk_s3::operation::get_object::GetObjectOutput, StoreError> {
+        self.client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
             .send()
             .await
             .map_err(|e| {
-                if is_denied(&e) || e.as_service_error().is_some_and(|s| s.is_no_such_key()) {
+                if is_denied(&e) {
                     return StoreError::NotFound(format!(
-                        "s3://{}/{key}: no such object, or this role may not read it",
-                        self.bucket
+                        "{context}: S3 answered 403, which is how it answers a missing key to a caller that may not list the bucket"
                     ));
                 }
-                sdk_error(format!("reading s3://{}/{key}", self.bucket), e)
-            })?;
+                sdk_error(context, e)
+            })
+    }
+
+    /// The object `key` whole, refused over `limit` bytes (by its length before its body is
+    /// read, and again as the body streams in).
+    pub async fn read_whole(&self, key: &str, limit: u64) -> Result<Vec<u8>, StoreError> {
+        let out = self
+            .get_object(key, format!("reading s3://{}/{key}", self.bucket))
+            .await?;
         let too_big =
             || StoreError::corrupt(format!("s3://{}/{key} is over {limit} bytes", self.bucket));
         if out
@@ -192,20 +203,8 @@ impl BlobStore for S3BlobStore {
 
     async fn get(&self, key: &BlobKey) -> Result<Bytes, StoreError> {
         let out = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key.as_str())
-            .send()
-            .await
-            .map_err(|e| {
-                if is_denied(&e) {
-                    return StoreError::NotFound(format!(
-                        "reading blob {key}: S3 answered 403, which is how it answers a missing key to a caller that may not list the bucket"
-                    ));
-                }
-                sdk_error(format!("reading blob {key}"), e)
-            })?;
+            .get_object(key.as_str(), format!("reading blob {key}"))
+            .await?;
         // The body streams after the headers: a failure here is a broken connection.
         let body =
             out.body.collect().await.map_err(|e| {

@@ -177,7 +177,10 @@ fn judge(key: &BlobKey, record: Option<&ImageRecord>, now: Timestamp) -> Option<
             match &record.state {
                 ImageState::Ready { variants, .. } => variants
                     .iter()
-                    .any(|v| file == format!("{}.{}", v.name, v.format.extension())),
+                    // No allocation: the sweep judges every stored file this way.
+                    .any(|v| {
+                        file.rsplit_once('.') == Some((v.name.as_str(), v.format.extension()))
+                    }),
                 // A claim's files are being written: all of them are its own.
                 ImageState::Processing { .. } => true,
             }
