@@ -11,8 +11,9 @@
 //! - `host`: a fetch's outcomes of one CDN host shared (`observe` then a flush), the host's
 //!   health and the (client, host) tier statistics;
 //! - `image`: an offer linking a popular image (already linked 100,000 times), then deleted;
-//! - `url`: a crawl of a new offer listing one popular URL whose download has not answered;
-//!   after the run the download answers and every crawl must settle, each told once.
+//! - `url`: a crawl of a new offer listing one popular URL whose download (started by one
+//!   crawl before the run) has not answered; after the run the download answers and every
+//!   crawl must settle, each told once.
 //!
 //! A last target, `emulator`, writes distinct items with the same writers: the emulator's
 //! own ceiling, which bounds every absolute rate here (moto serialises DynamoDB requests).
@@ -558,7 +559,17 @@ async fn url(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
     let hash = NormalizedUrl::parse(&banner, &setup.crawler.settings().normalization)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .hash();
-    let joined = AtomicU64::new(0);
+    // The download runs before the joins are measured (its first crawl started it): the
+    // target is the joins of a running download, not the race to start one.
+    tally.enter("url: start");
+    let first = CrawlRequest {
+        client_id: client.clone(),
+        offer_id: OfferId::parse("u-first")?,
+        urls: vec![banner.clone()],
+    };
+    setup.crawler.intake(&tenant, first).await?;
+    tally.enter("url");
+    let joined = AtomicU64::new(1);
     let refs = (&client, &tenant, &banner, &joined);
     let (updates, errors, seconds) = drive(o.writers, o.duration, move |w, round| {
         let (client, tenant, banner, joined) = refs;
@@ -585,7 +596,8 @@ async fn url(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
     tally.enter("url: settling");
     let started = Instant::now();
     let told = settle_all(setup, joined.load(Ordering::Relaxed)).await?;
-    let expected = updates;
+    // Every join, and the crawl that started the download.
+    let expected = updates + 1;
     f.lost = i64::try_from(expected).unwrap_or(i64::MAX) - i64::try_from(told).unwrap_or(0);
     f.note = format!(
         "{told} of {expected} crawls told in {:.1} s after the download (host requests: {})",

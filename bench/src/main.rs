@@ -11,6 +11,7 @@ mod crawl;
 mod data_dir;
 mod hostile;
 mod intake;
+mod joins;
 mod photos;
 mod pipeline;
 
@@ -113,6 +114,17 @@ enum Command {
         /// A short run (4,000 URLs per case) to see it work.
         #[arg(long, conflicts_with = "urls")]
         quick: bool,
+    },
+    /// A popular URL on the embedded store: crawls joining its one held download through the
+    /// API, joins per second and the time until all settle once the host answers. Build with
+    /// --release.
+    Joins {
+        /// Crawls that join the download.
+        #[arg(long, default_value_t = 10_000)]
+        crawls: usize,
+        /// Crawl requests in flight at once.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
     },
     /// A backfill of a new size over a stored corpus, paused and resumed half-way, with live
     /// uploads alone and beside it: their latencies side by side. Build with --release.
@@ -252,6 +264,16 @@ fn main() -> ExitCode {
             } => {
                 intake::run(intake::Options {
                     urls: if quick { 4_000 } else { urls },
+                    concurrency,
+                })
+                .await
+            }
+            Command::Joins {
+                crawls,
+                concurrency,
+            } => {
+                joins::run(joins::Options {
+                    crawls,
                     concurrency,
                 })
                 .await

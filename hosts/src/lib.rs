@@ -43,7 +43,7 @@ use axum::http::{HeaderMap, Uri, header};
 use axum::response::Response;
 use tokio::task::JoinHandle;
 
-pub use self::route::{PHOTO_LAST_MODIFIED, Route, etag_of, redirect_chain};
+pub use self::route::{Gate, PHOTO_LAST_MODIFIED, Route, etag_of, redirect_chain};
 
 /// How a host is configured before it starts; see [`PartnerHost::builder`].
 #[derive(Debug, Clone, Default)]
@@ -226,8 +226,11 @@ async fn handle(State(state): State<Arc<HostState>>, uri: Uri, headers: HeaderMa
         .map(|(route, hit)| route::settle(route, hit));
     tokio::time::sleep(state.latency).await;
     match settled {
-        Some((wait, route)) => {
+        Some((wait, gates, route)) => {
             tokio::time::sleep(wait).await;
+            for gate in gates {
+                gate.passed().await;
+            }
             route::render(route, &headers)
         }
         None => route::respond(404, &[], Body::from("no such path on this host")),

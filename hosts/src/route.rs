@@ -29,6 +29,9 @@ pub enum Route {
     NoContentLength(Bytes),
     /// Waits, then answers as the inner route (nothing is sent during the wait).
     Delay(Duration, Box<Route>),
+    /// Waits until the test opens the gate, then answers as the inner route: a host as slow as
+    /// a test needs, without a guess at how long that is.
+    Held(Gate, Box<Route>),
     /// Headers (with the full `Content-Length`) at once, then `chunk` bytes after each
     /// `per_chunk` wait: a host that drips.
     Drip {
@@ -100,6 +103,11 @@ impl Route {
         Self::Delay(wait, Box::new(then))
     }
 
+    /// `then`, once `gate` is open.
+    pub fn held(gate: &Gate, then: Route) -> Self {
+        Self::Held(gate.clone(), Box::new(then))
+    }
+
     /// One byte after each `per_byte` wait.
     pub fn drip(bytes: impl Into<Bytes>, per_byte: Duration) -> Self {
         Self::Drip {
@@ -132,6 +140,34 @@ impl Route {
     }
 }
 
+/// What a [`Route::Held`] waits for: closed when made, open for good once
+/// [`open`](Gate::open)ed.
+#[derive(Debug, Clone)]
+pub struct Gate(std::sync::Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lets every request held at it, now and later, through.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub(crate) async fn passed(&self) {
+        let mut open = self.0.subscribe();
+        // The sender lives in `self`, so the wait ends only when the gate opens.
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
 /// `hops` redirects: `{prefix}/0` → `{prefix}/1` → … → `{prefix}/{hops-1}` → `target`, as
 /// routes to add to a host (`target` is sent as is, so it may be a path or a full URL).
 pub fn redirect_chain(prefix: &str, hops: usize, target: &str) -> Vec<(String, Route)> {
@@ -147,14 +183,19 @@ pub fn redirect_chain(prefix: &str, hops: usize, target: &str) -> Vec<(String, R
         .collect()
 }
 
-/// Unwraps delays and counted failures down to the route that is rendered, adding up the
-/// waits. `hit` is how many earlier requests this path has had.
-pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Route) {
+/// Unwraps delays, gates and counted failures down to the route that is rendered, adding up
+/// the waits and gathering the gates. `hit` is how many earlier requests this path has had.
+pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Vec<Gate>, Route) {
     let mut wait = Duration::ZERO;
+    let mut gates = Vec::new();
     loop {
         match route {
             Route::Delay(d, inner) => {
                 wait = wait.saturating_add(*d);
+                route = inner;
+            }
+            Route::Held(gate, inner) => {
+                gates.push(gate.clone());
                 route = inner;
             }
             Route::FailTimes {
@@ -163,23 +204,28 @@ pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Route) {
                 then,
             } => {
                 if hit < *times {
-                    return (wait, Route::status(*status));
+                    return (wait, gates, Route::status(*status));
                 }
                 route = then;
             }
             // The headers go on whatever the inner route settles to.
             Route::Headers { headers, then } => {
-                let (more, inner) = settle(then, hit);
+                let (more, held, inner) = settle(then, hit);
+                gates.extend(held);
                 let headers = headers.clone();
                 let then = Box::new(inner);
-                return (wait.saturating_add(more), Route::Headers { headers, then });
+                return (
+                    wait.saturating_add(more),
+                    gates,
+                    Route::Headers { headers, then },
+                );
             }
-            other => return (wait, other.clone()),
+            other => return (wait, gates, other.clone()),
         }
     }
 }
 
-/// Renders a settled route (never `Delay` or `FailTimes`; those render as 500).
+/// Renders a settled route (never `Delay`, `Held` or `FailTimes`; those render as 500).
 pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
     match route {
         Route::Photo(bytes) => photo(bytes, request),
@@ -253,7 +299,7 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
             }
             response
         }
-        Route::Delay(..) | Route::FailTimes { .. } => respond(
+        Route::Delay(..) | Route::Held(..) | Route::FailTimes { .. } => respond(
             500,
             &[],
             Body::from("imgest-hosts: unsettled route (a bug in the host)"),
@@ -366,16 +412,32 @@ mod tests {
                 Route::delay(Duration::from_millis(7), Route::status(204)),
             ),
         );
-        let (wait, first) = settle(&route, 0);
+        let (wait, gates, first) = settle(&route, 0);
         assert_eq!(wait, Duration::from_millis(5));
+        assert!(gates.is_empty());
         assert!(matches!(first, Route::Status { code: 503, .. }));
         assert!(matches!(
-            settle(&route, 1).1,
+            settle(&route, 1).2,
             Route::Status { code: 503, .. }
         ));
-        let (wait, third) = settle(&route, 2);
+        let (wait, _, third) = settle(&route, 2);
         assert_eq!(wait, Duration::from_millis(12));
         assert!(matches!(third, Route::Status { code: 204, .. }));
+    }
+
+    #[tokio::test]
+    async fn a_held_route_answers_once_its_gate_opens() {
+        let gate = Gate::new();
+        let route = Route::held(&gate, Route::status(204));
+        let (_, gates, inner) = settle(&route, 0);
+        assert!(matches!(inner, Route::Status { code: 204, .. }));
+        assert_eq!(gates.len(), 1);
+        let mut waiting = std::pin::pin!(gates[0].passed());
+        assert!(futures_util::FutureExt::now_or_never(waiting.as_mut()).is_none());
+        gate.open();
+        waiting.await;
+        // Open for good: a later request passes at once.
+        gates[0].passed().await;
     }
 
     #[test]

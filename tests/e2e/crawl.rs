@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use imgest_core::domain::ImageId;
-use imgest_hosts::{PartnerHost, Route, redirect_chain};
+use imgest_hosts::{Gate, PartnerHost, Route, redirect_chain};
 use serde_json::Value;
 
 use crate::support::crawl::{CrawlApp, SLOW_IN_TIER};
@@ -331,6 +332,75 @@ async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_
     assert_eq!(x["photos"][0]["status"], "ok");
     assert_eq!(x["photos"][0]["image_id"], y["photos"][0]["image_id"]);
     assert_eq!(host.hits("/shared.jpg"), 1);
+}
+
+/// A popular URL (a dealer's banner in every offer): thousands of crawls join its one running
+/// download, each with a small write of its own, so the URL's record does not grow with them;
+/// the host sees one request, and every crawl settles once the download ends.
+#[tokio::test]
+async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download() {
+    const JOINERS: usize = 10_000;
+    // Tiers far longer than the test: the download is held at the host, not cut.
+    let app = CrawlApp::start(&[("IMGEST_FETCH_TIERS", "100s,110s,120s")]).await;
+    let gate = Gate::new();
+    let banner = photo("dune.jpg");
+    let host = PartnerHost::builder()
+        .route(
+            "/banner.jpg",
+            Route::held(&gate, Route::photo(banner.clone())),
+        )
+        .start()
+        .await
+        .unwrap();
+    let urls = vec![host.url("/banner.jpg")];
+    assert_eq!(app.crawl("dealer", "offer-first", &urls).await.status, 202);
+    app.until("the download reaches the host", || {
+        host.hits("/banner.jpg") == 1
+    })
+    .await;
+
+    let offers: Vec<String> = (0..JOINERS).map(|i| format!("offer-{i}")).collect();
+    let accepted: Vec<u16> = futures_util::stream::iter(&offers)
+        .map(|offer| async { app.crawl("dealer", offer, &urls).await.status })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(accepted.iter().all(|&s| s == 202), "{accepted:?}");
+    assert_eq!(app.counts().urls_joined, JOINERS as u64);
+    // The URL's record holds the download and the crawl that started it, not the joiners.
+    let documents = &app.crawler.service().ports().documents;
+    let now = app.crawler.service().ports().clock.now();
+    let records = documents
+        .scan_documents("url", None, 10, now)
+        .await
+        .unwrap();
+    let [(_, record)] = records.documents.as_slice() else {
+        panic!("one URL record: {records:?}");
+    };
+    assert!(record.body.len() < 512, "{} bytes", record.body.len());
+    assert_eq!(app.crawl_status("offer-7").await.json["state"], "pending");
+
+    gate.open();
+    let total = JOINERS as u64 + 1;
+    app.until("every crawl settles", || {
+        app.counts().offers_settled == total
+    })
+    .await;
+    assert_eq!(host.requests(), 1);
+    let results = app.results().await;
+    assert_eq!(results.len(), JOINERS + 1);
+    let id = id_of(&banner);
+    for result in &results {
+        assert_eq!(result["photos"][0]["image_id"], id.as_str(), "{result}");
+    }
+    assert_eq!(app.photo_ids("offer-9999").await, [id]);
+    // Every joiner told is no longer filed.
+    let key = &records.documents[0].0;
+    let left = documents
+        .list_members("waiter", key, None, 10, now)
+        .await
+        .unwrap();
+    assert!(left.members.is_empty(), "{left:?}");
 }
 
 #[tokio::test]

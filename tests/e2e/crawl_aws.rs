@@ -611,3 +611,285 @@ async fn a_crawl_whose_downloaded_body_is_gone_settles_as_body_gone() {
         "{result}"
     );
 }
+
+/// A popular URL on AWS: the crawls that joined its download are told a page per invocation.
+/// The fetch function that finished the download tells the first page and hands the next on
+/// to the settle queue, where the intake function tells it and hands on the one after; every
+/// crawl gets its result once, the host sees one request, and no filing is left.
+#[tokio::test]
+async fn a_popular_urls_joined_crawls_are_told_a_page_per_invocation() {
+    const JOINERS: usize = 205;
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+        ..
+    }) = CrawlOnAws::start("popular url on aws").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([(
+        "/banner.jpg",
+        Route::photo(Bytes::from(sample("storm.jpg"))),
+    )])
+    .await
+    .unwrap();
+    let crawl = |offer: String| json!({"client_id": "acme", "offer_id": offer, "urls": [host.url("/banner.jpg")]});
+    let response =
+        handlers::intake::handle(&crawler, intake_event("p-0", &crawl("first".into()))).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    // The others join while its task waits on the tier queue.
+    use futures_util::StreamExt;
+    let joined: Vec<usize> = futures_util::stream::iter(0..JOINERS)
+        .map(|i| {
+            let (crawler, request) = (&crawler, crawl(format!("joiner-{i}")));
+            async move {
+                let event = intake_event(&format!("p-{}", i + 1), &request);
+                handlers::intake::handle(crawler, event)
+                    .await
+                    .batch_item_failures
+                    .len()
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(joined.iter().all(|&failed| failed == 0));
+    assert_eq!(crawler.counts().urls_joined, JOINERS as u64);
+
+    let fetching = app
+        .crawler(Processing::InlineWhenItFits, &[])
+        .finishing_elsewhere();
+    let response = handlers::fetch::handle(&fetching, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(host.requests(), 1);
+
+    // The settle queue: the crawls the fetch function settled, and the pages handed on.
+    let mut pages = 0;
+    loop {
+        let event = drain(&sqs, &urls["settle"]).await;
+        if event.records.is_empty() {
+            break;
+        }
+        pages += event
+            .records
+            .iter()
+            .filter(|m| {
+                m.body
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("\"joiners\"")
+            })
+            .count();
+        let response = handlers::settle::handle(&crawler, event).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    assert_eq!(pages, JOINERS.div_ceil(100) - 1, "pages handed on");
+
+    let mut offers = std::collections::HashSet::new();
+    loop {
+        let event = drain(&sqs, &urls["results"]).await;
+        if event.records.is_empty() {
+            break;
+        }
+        for m in &event.records {
+            let result: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+            let offer = result["offer_id"].as_str().unwrap().to_owned();
+            assert!(offers.insert(offer.clone()), "{offer} told twice");
+        }
+    }
+    assert_eq!(offers.len(), JOINERS + 1);
+    let documents = &app.service.ports().documents;
+    let now = app.service.ports().clock.now();
+    let hash = imgest_core::domain::NormalizedUrl::parse(
+        &host.url("/banner.jpg"),
+        &crawler.settings().normalization,
+    )
+    .unwrap()
+    .hash();
+    let left = documents
+        .list_members("waiter", hash.as_str(), None, 10, now)
+        .await
+        .unwrap();
+    assert!(left.members.is_empty(), "{left:?}");
+}
+
+/// The documents of a process that dies right after a finisher recorded a URL's outcome: its
+/// first walk of the joined crawls fails (the process is gone before it tells them).
+struct DiesBeforeTelling {
+    inner: std::sync::Arc<dyn imgest_core::ports::Documents>,
+    died: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl imgest_core::ports::Documents for DiesBeforeTelling {
+    async fn get_document(
+        &self,
+        kind: &str,
+        key: &str,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<Option<imgest_core::ports::StoredDocument>, imgest_core::ports::StoreError> {
+        self.inner.get_document(kind, key, now).await
+    }
+
+    async fn put_document(
+        &self,
+        kind: &str,
+        key: &str,
+        body: &str,
+        expected: Option<u64>,
+        expires_at: imgest_core::domain::Timestamp,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<u64, imgest_core::ports::StoreError> {
+        self.inner
+            .put_document(kind, key, body, expected, expires_at, now)
+            .await
+    }
+
+    async fn scan_documents(
+        &self,
+        kind: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<imgest_core::ports::DocumentPage, imgest_core::ports::StoreError> {
+        self.inner.scan_documents(kind, cursor, limit, now).await
+    }
+
+    async fn put_member(
+        &self,
+        kind: &str,
+        group: &str,
+        member: &str,
+        body: &str,
+        expires_at: imgest_core::domain::Timestamp,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<(), imgest_core::ports::StoreError> {
+        self.inner
+            .put_member(kind, group, member, body, expires_at, now)
+            .await
+    }
+
+    async fn list_members(
+        &self,
+        kind: &str,
+        group: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<imgest_core::ports::MemberPage, imgest_core::ports::StoreError> {
+        if !self.died.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(imgest_core::ports::StoreError::Unavailable {
+                message: "the process died".into(),
+                source: None,
+            });
+        }
+        self.inner
+            .list_members(kind, group, cursor, limit, now)
+            .await
+    }
+
+    async fn delete_members(
+        &self,
+        kind: &str,
+        group: &str,
+        members: &[String],
+    ) -> Result<(), imgest_core::ports::StoreError> {
+        self.inner.delete_members(kind, group, members).await
+    }
+
+    async fn add_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        bucket: i64,
+        counts: &[(&str, u64)],
+        expires_at: imgest_core::domain::Timestamp,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<(), imgest_core::ports::StoreError> {
+        self.inner
+            .add_counts(kind, key, bucket, counts, expires_at, now)
+            .await
+    }
+
+    async fn read_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        from: i64,
+        to: i64,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<Vec<imgest_core::ports::CountBucket>, imgest_core::ports::StoreError> {
+        self.inner.read_counts(kind, key, from, to, now).await
+    }
+}
+
+/// A fetch function that dies after recording a popular URL's outcome, before telling the
+/// crawls that joined: its task is delivered again, finds the URL settled, and tells them.
+#[tokio::test]
+async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivered_again() {
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+        ..
+    }) = CrawlOnAws::start("popular url, finisher dies").await
+    else {
+        return;
+    };
+    let host = PartnerHost::start([(
+        "/banner.jpg",
+        Route::photo(Bytes::from(sample("storm.jpg"))),
+    )])
+    .await
+    .unwrap();
+    for (i, offer) in ["first", "second", "third"].iter().enumerate() {
+        let request = json!({"client_id": "acme", "offer_id": offer,
+            "urls": [host.url("/banner.jpg")]});
+        let event = intake_event(&format!("d-{i}"), &request);
+        let response = handlers::intake::handle(&crawler, event).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    assert_eq!(crawler.counts().urls_joined, 2);
+
+    let mut ports = app.service.ports().clone();
+    ports.documents = std::sync::Arc::new(DiesBeforeTelling {
+        inner: ports.documents.clone(),
+        died: false.into(),
+    });
+    let dying = imgest_flows::crawl::Crawler::new(
+        std::sync::Arc::new(imgest_flows::Service::new(
+            ports,
+            imgest_pipeline::Pipeline::new(app.service.pipeline().config().clone()),
+            app.service.policy().clone(),
+        )),
+        crawler.settings().clone(),
+        Processing::Inline,
+    );
+    let task = take(&sqs, &urls["fetch-0"], 1).await;
+    let response = handlers::fetch::handle(&dying, task.clone()).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "{response:?}");
+    // The crawl that started the download was told with the outcome; the joiners were not.
+    let results = take(&sqs, &urls["results"], 1).await;
+    let first: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(first["offer_id"], "first");
+
+    let response = handlers::fetch::handle(&crawler, task).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(host.requests(), 1);
+    let results = take(&sqs, &urls["results"], 2).await;
+    let mut told: Vec<String> = results
+        .records
+        .iter()
+        .map(|m| {
+            let result: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+            result["offer_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    told.sort();
+    assert_eq!(told, ["second", "third"]);
+}

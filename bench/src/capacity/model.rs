@@ -7,6 +7,7 @@ use anyhow::Result;
 use super::measured::{Figure, Measured};
 use super::scenario::{AuditMode, Checkpoint, LongWaits, Scenario};
 use imgest_core::budget::MemoryBudget;
+use imgest_flows::crawl::JOINERS_PER_PAGE;
 
 /// Lambda gives a full vCPU at this much memory, and CPU in proportion below it.
 const FULL_VCPU_MB: f64 = 1769.0;
@@ -14,6 +15,8 @@ const FULL_VCPU_MB: f64 = 1769.0;
 /// holds no more.
 const SQS_RECEIVE_MAX: f64 = 10.0;
 const MB: f64 = 1024.0 * 1024.0;
+/// The item class of a popular URL's waiters filed as items of their own.
+const WAITER_CLASS: &str = "rec waiter";
 
 /// One figure of the model.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -638,11 +641,18 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // The popular URL: what a join writes.
     let joins = l.popular_url.join_per_s;
     let url_writes = m.writes_per_item("join: intake", "rec url")?;
-    let wait_writes = m.writes_per_item("join: intake", "wait")?;
+    let wait_writes = m.writes_per_item("join: intake", WAITER_CLASS)?;
     let base = m.largest_item("new: intake", "rec url")?;
     let joined = m.largest_item("join: intake", "rec url")?;
     let joins_measured = m.stage("join: intake")?.items as f64;
-    let growth = ((joined.value - base.value) / joins_measured.max(1.0)).max(0.0);
+    // A record that joins rewrite grows by what each adds; one they do not write (the first
+    // joiner marks it, once) stays the size measured.
+    let rewritten = url_writes.value >= 0.5;
+    let growth = if rewritten {
+        ((joined.value - base.value) / joins_measured.max(1.0)).max(0.0)
+    } else {
+        0.0
+    };
     let url_size = joined.value.max(base.value) + growth * l.popular_url.offers;
     r.row(
         "dynamodb",
@@ -650,15 +660,23 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         url_size / 1024.0,
         "KB",
         Some(lim.item_kb),
-        format!(
-            "{} + {} B per join [({} − {}) ÷ {} joins] × offers {}",
-            fmt(joined.value.max(base.value)),
-            fmt(growth),
-            f(&joined),
-            f(&base),
-            fmt(joins_measured),
-            fmt(l.popular_url.offers)
-        ),
+        if rewritten {
+            format!(
+                "{} + {} B per join [({} − {}) ÷ {} joins] × offers {}",
+                fmt(joined.value.max(base.value)),
+                fmt(growth),
+                f(&joined),
+                f(&base),
+                fmt(joins_measured),
+                fmt(l.popular_url.offers)
+            )
+        } else {
+            format!(
+                "{}; joins do not rewrite it ({} writes per join)",
+                f(&joined),
+                f(&url_writes)
+            )
+        },
     );
     let url_wcu = joins * url_writes.value * (url_size / 1024.0).ceil().max(1.0);
     r.row(
@@ -671,7 +689,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     // Waiters as items of their own, where the design has them.
     if wait_writes.value > 0.0 {
-        let wait_wcu = m.wcu_per_write("join: intake", "wait")?;
+        let wait_wcu = m.wcu_per_write("join: intake", WAITER_CLASS)?;
         r.row(
             "dynamodb",
             "the popular URL's waiters: write units/s",
@@ -686,18 +704,33 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             ),
         );
     }
-    // When its download settles, the fetch invocation that ran it settles every waiter.
+    // When its download settles, the invocation that ran it tells the waiters a page at most
+    // and hands the next page on (each page's message hands on the one after before it tells
+    // its own); where the design tells them all in that invocation, the page is all of them.
     let per_waiter = m.settle_seconds_per_waiter()?;
+    let paged = wait_writes.value > 0.0;
+    let per_invocation = if paged {
+        l.popular_url.offers.min(JOINERS_PER_PAGE as f64)
+    } else {
+        l.popular_url.offers
+    };
     let tier = 2;
     r.row(
         "functions",
-        "the popular URL: settling every waiter in the download's invocation",
-        l.popular_url.offers * per_waiter.value,
+        "the popular URL: waiters told in one invocation",
+        per_invocation * per_waiter.value,
         "s",
         Some(d.fetch[tier].timeout_s),
         format!(
-            "offers {} × {}; against the slowest tier's timeout",
-            fmt(l.popular_url.offers),
+            "{} waiters × {}; against the slowest tier's timeout",
+            if paged {
+                format!(
+                    "min(offers {}, a page {JOINERS_PER_PAGE})",
+                    fmt(l.popular_url.offers)
+                )
+            } else {
+                format!("offers {}", fmt(l.popular_url.offers))
+            },
             f(&per_waiter)
         ),
     );

@@ -80,6 +80,30 @@ pub enum HostEvent {
     Failed,
 }
 
+/// A host's outcomes counted together (a time bucket's worth, from every process): what the
+/// shared counts hold of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    pub answered: u64,
+    pub rate_limited: u64,
+    pub failed: u64,
+}
+
+impl EventCounts {
+    /// One more `event`.
+    pub fn count(&mut self, event: HostEvent) {
+        match event {
+            HostEvent::Answered => self.answered += 1,
+            HostEvent::RateLimited => self.rate_limited += 1,
+            HostEvent::Failed => self.failed += 1,
+        }
+    }
+}
+
+/// Answers and 429s folded one by one, at most (their effect on the score and the limit is
+/// saturated long before: a score halved a thousand times is zero, a limit halved 64 times one).
+const FOLD_CAP: u64 = 1_000;
+
 /// One host's health.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostHealth {
@@ -143,6 +167,57 @@ impl HostHealth {
                 cool_down_ms: millis(rules.cool_down),
             };
         }
+    }
+
+    /// Folds in `counts` outcomes observed at `at` (a bucket of the shared counts), as that
+    /// many [`apply`](Self::apply)s would, taking the failures and 429s first and the answers
+    /// after (their order within a bucket is not kept). The circuit is left as it is: whether
+    /// the counts call for opening it is [`should_open`](Self::should_open)'s question.
+    pub fn apply_counts(
+        &mut self,
+        counts: EventCounts,
+        at: Timestamp,
+        max: f64,
+        rules: &CircuitRules,
+    ) {
+        let bad = (counts.failed + counts.rate_limited) as f64;
+        let halvings = i32::try_from(counts.answered.min(FOLD_CAP)).unwrap_or(i32::MAX);
+        self.score = (self.score_at(at) + bad) * 0.5f64.powi(halvings);
+        self.score_at = self.score_at.max(at);
+        let mut limit = self.limit;
+        for _ in 0..counts.rate_limited.min(64) {
+            limit = (limit / 2.0).max(1.0);
+        }
+        for _ in 0..counts.answered.min(FOLD_CAP) {
+            if limit >= max {
+                break;
+            }
+            limit = (limit + 1.0 / limit.max(1.0)).min(max);
+        }
+        self.limit = limit;
+        let kept = half_life_factor(self.counted_at, at, rules.window);
+        let all = counts.answered + counts.rate_limited + counts.failed;
+        self.requests = self.requests * kept + all as f64;
+        self.failures = self.failures * kept + counts.failed as f64;
+        self.counted_at = self.counted_at.max(at);
+    }
+
+    /// Whether the host's recent requests, as of `now`, call for opening its circuit: enough of
+    /// them, and most of them failed (the rule [`apply`](Self::apply) opens it by).
+    pub fn should_open(&self, now: Timestamp, rules: &CircuitRules) -> bool {
+        let kept = half_life_factor(self.counted_at, now, rules.window);
+        let (requests, failures) = (self.requests * kept, self.failures * kept);
+        requests.round() >= f64::from(rules.min_requests)
+            && failures * 100.0 >= requests * f64::from(rules.failure_percent)
+    }
+
+    /// Opens the circuit now for the configured cool-down (what [`apply`](Self::apply) does
+    /// when the failures pass the rule).
+    pub fn open(&mut self, now: Timestamp, rules: &CircuitRules) {
+        self.circuit = Circuit::Open {
+            until: now.plus(rules.cool_down),
+            cool_down_ms: millis(rules.cool_down),
+        };
     }
 
     /// How long to hold off new downloads, if the failure score is high.
@@ -370,6 +445,70 @@ mod tests {
             panic!("{:?}", h.circuit)
         };
         assert_eq!(cool_down_ms, 30_000 * 32);
+    }
+
+    #[test]
+    fn counts_fold_as_the_events_would_one_by_one() {
+        let (max, rules) = (32.0, rules());
+        let counts = EventCounts {
+            answered: 0,
+            rate_limited: 2,
+            failed: 3,
+        };
+        let (mut one_by_one, mut counted) = (health(), health());
+        for event in [HostEvent::Failed, HostEvent::Failed, HostEvent::Failed] {
+            one_by_one.apply(event, T0, max, &rules);
+        }
+        for _ in 0..2 {
+            one_by_one.apply(HostEvent::RateLimited, T0, max, &rules);
+        }
+        counted.apply_counts(counts, T0, max, &rules);
+        assert_eq!(counted.limit, one_by_one.limit);
+        assert!((counted.score - one_by_one.score).abs() < 1e-9);
+        assert!((counted.requests - one_by_one.requests).abs() < 1e-9);
+        assert!((counted.failures - one_by_one.failures).abs() < 1e-9);
+        // Answers after them: the score halves per answer, the limit grows by one per window.
+        let later = T0.plus(Duration::from_secs(10));
+        for _ in 0..5 {
+            one_by_one.apply(HostEvent::Answered, later, max, &rules);
+        }
+        let answers = EventCounts {
+            answered: 5,
+            ..EventCounts::default()
+        };
+        counted.apply_counts(answers, later, max, &rules);
+        assert!((counted.limit - one_by_one.limit).abs() < 1e-9);
+        assert!((counted.score - one_by_one.score).abs() < 1e-9);
+        assert!((counted.requests - one_by_one.requests).abs() < 1e-9);
+    }
+
+    #[test]
+    fn counts_say_open_when_most_recent_requests_failed_and_not_once_they_fade() {
+        let mut h = health();
+        let failed = |n| EventCounts {
+            failed: n,
+            ..EventCounts::default()
+        };
+        h.apply_counts(failed(9), T0, 32.0, &rules());
+        assert!(!h.should_open(T0, &rules()), "9 requests are too few");
+        h.apply_counts(failed(1), T0, 32.0, &rules());
+        assert!(h.should_open(T0, &rules()));
+        assert_eq!(
+            h.circuit,
+            Circuit::Closed,
+            "counts leave the circuit to the caller"
+        );
+        assert!(!h.should_open(T0.plus(Duration::from_secs(600)), &rules()));
+        // A million answers in one bucket fold in bounded time, and the limit stops at its cap.
+        let answers = EventCounts {
+            answered: 1_000_000,
+            ..EventCounts::default()
+        };
+        h.apply_counts(answers, T0, 32.0, &rules());
+        assert_eq!(h.limit, 32.0);
+        assert_eq!(h.backoff(T0), None);
+        h.open(T0, &rules());
+        assert_eq!(h.admission(T0), Admission::Refused);
     }
 
     #[test]

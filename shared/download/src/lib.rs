@@ -36,6 +36,6 @@ pub use self::downloader::{
 pub use self::egress::{AllowedPorts, HostAllowlist};
 pub use self::error_kind::{FailureClass, FetchErrorKind};
 pub use self::hash_headers::HashHeaders;
-pub use self::host_health::{Admission, Circuit, CircuitRules, HostEvent, HostHealth};
+pub use self::host_health::{Admission, Circuit, CircuitRules, EventCounts, HostEvent, HostHealth};
 pub use self::host_limits::{HostLimits, HostSlot};
-pub use self::tier_chooser::{Observation, TierChooser, TierStats};
+pub use self::tier_chooser::{Observation, TierChooser, TierCounts, TierStats};

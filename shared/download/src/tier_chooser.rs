@@ -66,13 +66,67 @@ impl TierStats {
         // Tiers added since the statistics were written start with no misses.
         self.miss_rate.resize(tiers.len(), 0.0);
         for (i, (rate, deadline)) in self.miss_rate.iter_mut().zip(tiers).enumerate() {
-            let missed = match observation {
-                Observation::Finished(elapsed) => elapsed > *deadline,
-                Observation::TimedOut { tier } if i <= tier => true,
-                // A timeout says nothing about the slower tiers.
-                Observation::TimedOut { .. } => continue,
+            // A timeout says nothing about the slower tiers.
+            let Some(missed) = missed(observation, i, *deadline) else {
+                continue;
             };
             *rate = (1.0 - alpha) * *rate + alpha * if missed { 1.0 } else { 0.0 };
+        }
+    }
+}
+
+/// Per tier, how many downloads would have missed its deadline and how many fitted it (a
+/// time bucket's worth of outcomes, from every process): what the shared counts hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TierCounts {
+    /// `(missed, fitted)` per tier, fastest first.
+    pub tiers: Vec<(u64, u64)>,
+}
+
+impl TierCounts {
+    /// One more outcome.
+    pub fn count(&mut self, tiers: &[Duration], observation: Observation) {
+        self.tiers.resize(tiers.len().max(self.tiers.len()), (0, 0));
+        for (i, (counts, deadline)) in self.tiers.iter_mut().zip(tiers).enumerate() {
+            match missed(observation, i, *deadline) {
+                Some(true) => counts.0 += 1,
+                Some(false) => counts.1 += 1,
+                None => {}
+            }
+        }
+    }
+}
+
+/// Whether `observation` says a download would have missed tier `i` (of `deadline`); `None`
+/// when it says nothing of it (a timeout, of the slower tiers).
+fn missed(observation: Observation, i: usize, deadline: Duration) -> Option<bool> {
+    match observation {
+        Observation::Finished(elapsed) => Some(elapsed > deadline),
+        Observation::TimedOut { tier } if i <= tier => Some(true),
+        Observation::TimedOut { .. } => None,
+    }
+}
+
+impl TierStats {
+    /// Folds in a bucket of counted outcomes as that many [`observe`](Self::observe)s would,
+    /// taking each tier's misses and fits as spread evenly (their order within a bucket is not
+    /// kept): the miss rate moves toward the bucket's share of misses by `1 − (1 − α)ⁿ`.
+    pub fn observe_counts(&mut self, tiers: usize, counts: &TierCounts) {
+        let first = self.miss_rate.is_empty();
+        self.miss_rate.resize(tiers, 0.0);
+        for (rate, &(missed, fitted)) in self.miss_rate.iter_mut().zip(&counts.tiers) {
+            let n = missed + fitted;
+            if n == 0 {
+                continue;
+            }
+            let share = missed as f64 / n as f64;
+            // A host's first outcomes are all there is to go on: they set the rates outright.
+            let weight = if first {
+                1.0
+            } else {
+                1.0 - (1.0 - ALPHA).powi(i32::try_from(n.min(1_000)).unwrap_or(1_000))
+            };
+            *rate = (1.0 - weight) * *rate + weight * share;
         }
     }
 }
@@ -169,6 +223,35 @@ mod tests {
 
     fn client() -> ClientId {
         ClientId::parse("acme").unwrap()
+    }
+
+    #[test]
+    fn counted_outcomes_fold_as_the_outcomes_would_one_by_one() {
+        let tiers = [1, 5, 30].map(Duration::from_secs);
+        let outcomes = [
+            Observation::TimedOut { tier: 0 },
+            Observation::Finished(Duration::from_secs(3)),
+            Observation::Finished(Duration::from_secs(3)),
+            Observation::Finished(Duration::from_millis(300)),
+        ];
+        let (mut one_by_one, mut counted) = (TierStats::default(), TierStats::default());
+        let mut first = TierCounts::default();
+        first.count(&tiers, outcomes[0]);
+        one_by_one.observe(&tiers, outcomes[0]);
+        counted.observe_counts(tiers.len(), &first);
+        assert_eq!(counted, one_by_one, "the first outcome sets the rates");
+        let mut rest = TierCounts::default();
+        for o in &outcomes[1..] {
+            rest.count(&tiers, *o);
+            one_by_one.observe(&tiers, *o);
+        }
+        assert_eq!(rest.tiers, [(2, 1), (0, 3), (0, 3)]);
+        counted.observe_counts(tiers.len(), &rest);
+        for (a, b) in counted.miss_rate.iter().zip(&one_by_one.miss_rate) {
+            // The same weight overall; only the order within the bucket differs.
+            assert!((a - b).abs() < 0.1, "{counted:?} vs {one_by_one:?}");
+        }
+        assert_eq!(counted.tier(3), one_by_one.tier(3));
     }
 
     #[test]

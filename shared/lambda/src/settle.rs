@@ -1,13 +1,15 @@
 //! The intake function's second queue: crawls whose URLs all settled in the fetch or process
 //! functions (which may not link offers nor send results), each `{"settle": {"offer",
-//! "crawl_id"}}`. Each is finished here: the offer's photos linked, the result sent. Only the
-//! functions' own roles may send to this queue; the intake queue, which partners send to, never
-//! takes these messages (the function tells its two queues apart by the event's source).
+//! "crawl_id"}}`, finished here (the offer's photos linked, the result sent); and pages of the
+//! crawls that joined a popular URL's download, `{"joiners": {"url_hash", "from"}}`, told its
+//! outcome here a page a message. Only the functions' own roles may send to this queue; the
+//! intake queue, which partners send to, never takes these messages (the function tells its
+//! two queues apart by the event's source).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
 use super::batch::{BatchResponse, ItemError, run_batch};
-use imgest_flows::crawl::messages::SettleMessage;
+use imgest_flows::crawl::messages::SettleQueueMessage;
 use imgest_flows::crawl::{Crawler, SETTLE_QUEUE};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
@@ -17,9 +19,13 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
         .map(|item| (item.id.clone(), item.body.as_str()))
         .collect();
     let outcomes = run_batch(work, |body| async move {
-        let message: SettleMessage = serde_json::from_str(body)
-            .map_err(|e| ItemError::unusable(format!("not a settled crawl: {e}")))?;
-        crawler.finish_handed_off(&message.settle).await?;
+        let message: SettleQueueMessage = serde_json::from_str(body).map_err(|e| {
+            ItemError::unusable(format!("not a settled crawl nor a page of joiners: {e}"))
+        })?;
+        match message {
+            SettleQueueMessage::Crawl(m) => crawler.finish_handed_off(&m.settle).await?,
+            SettleQueueMessage::Joiners(m) => crawler.tell_joiners_page(&m.joiners).await?,
+        }
         Ok(())
     })
     .await;

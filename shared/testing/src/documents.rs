@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::{BASE, mins, secs, unique_name};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
+use imgest_core::ports::{
+    CountBucket, DocumentPage, Documents, MemberPage, StoreError, StoredDocument,
+};
 
 contract_suite!($ documents_contract_tests, documents, Arc<dyn Documents>;
     an_absent_record_reads_as_none,
@@ -21,6 +23,12 @@ contract_suite!($ documents_contract_tests, documents, Arc<dyn Documents>;
     a_walk_returns_every_live_record_of_its_kind_once,
     a_walk_sees_a_record_changed_during_it_once,
     a_walk_refuses_a_cursor_it_did_not_give,
+    members_are_listed_in_name_order_a_page_at_a_time_and_groups_are_apart,
+    a_member_put_again_is_replaced_and_deleted_or_expired_ones_are_not_listed,
+    members_stay_out_of_a_walk_of_their_kind,
+    counts_add_up_per_bucket_and_are_read_in_bucket_order,
+    concurrent_adds_to_one_bucket_all_count,
+    expired_buckets_and_bad_names_are_left_out_or_refused,
 );
 
 /// The kind the checks use (each check uses fresh keys).
@@ -409,4 +417,245 @@ pub async fn a_walk_refuses_a_cursor_it_did_not_give(documents: Arc<dyn Document
             "{cursor:?}: {walked:?}"
         );
     }
+}
+
+/// Every member of `group` at `now`, `limit` a page, each page checked against `limit`.
+async fn members(
+    r: &dyn Documents,
+    group: &str,
+    limit: usize,
+    now: Timestamp,
+) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let page: MemberPage = r
+            .list_members(KIND, group, cursor.as_deref(), limit, now)
+            .await
+            .unwrap();
+        assert!(
+            page.members.len() <= limit,
+            "{} > {limit}",
+            page.members.len()
+        );
+        seen.extend(page.members);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return seen,
+        }
+    }
+    panic!("the members of {group} did not end within {MAX_PAGES} pages");
+}
+
+async fn put_member(
+    r: &dyn Documents,
+    group: &str,
+    member: &str,
+    body: &str,
+    expires_at: Timestamp,
+) {
+    r.put_member(KIND, group, member, body, expires_at, BASE)
+        .await
+        .unwrap();
+}
+
+pub async fn members_are_listed_in_name_order_a_page_at_a_time_and_groups_are_apart(
+    documents: Arc<dyn Documents>,
+) {
+    let r = documents.as_ref();
+    let (group, other) = (unique_name("group"), unique_name("group"));
+    let names: Vec<String> = (0..7)
+        .rev()
+        .map(|i| format!("{i:02}/acme/offer {i}"))
+        .collect();
+    for name in &names {
+        put_member(
+            r,
+            &group,
+            name,
+            &format!("{{\"n\":\"{name}\"}}"),
+            BASE.plus(LIFETIME),
+        )
+        .await;
+    }
+    put_member(r, &other, "00/acme/offer 0", "{}", BASE.plus(LIFETIME)).await;
+    let mut sorted = names.clone();
+    sorted.sort();
+    for limit in [1, 3, 7, 100] {
+        let seen = members(r, &group, limit, BASE).await;
+        let seen_names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(seen_names, sorted, "{limit} a page");
+        for (name, body) in &seen {
+            assert_eq!(body, &format!("{{\"n\":\"{name}\"}}"));
+        }
+    }
+    assert_eq!(members(r, &other, 10, BASE).await.len(), 1);
+    assert!(members(r, &unique_name("group"), 10, BASE).await.is_empty());
+    // A cursor of another group's walk is refused, not followed.
+    let page = r.list_members(KIND, &group, None, 1, BASE).await.unwrap();
+    let cursor = page.next.expect("a next page");
+    let refused = r.list_members(KIND, &other, Some(&cursor), 1, BASE).await;
+    assert!(
+        matches!(refused, Err(StoreError::BadCursor(_))),
+        "{refused:?}"
+    );
+}
+
+pub async fn a_member_put_again_is_replaced_and_deleted_or_expired_ones_are_not_listed(
+    documents: Arc<dyn Documents>,
+) {
+    let r = documents.as_ref();
+    let group = unique_name("group");
+    put_member(r, &group, "a", "1", BASE.plus(LIFETIME)).await;
+    put_member(r, &group, "a", "2", BASE.plus(LIFETIME)).await;
+    put_member(r, &group, "b", "1", BASE.plus(LIFETIME)).await;
+    put_member(r, &group, "c", "1", BASE.plus(secs(10))).await;
+    put_member(r, &group, "d", "1", BASE.plus(LIFETIME)).await;
+    let all = members(r, &group, 10, BASE).await;
+    assert_eq!(
+        all,
+        [("a", "2"), ("b", "1"), ("c", "1"), ("d", "1")].map(|(n, b)| (n.to_owned(), b.to_owned()))
+    );
+    r.delete_members(KIND, &group, &["b".to_owned(), "never".to_owned()])
+        .await
+        .unwrap();
+    r.delete_members(KIND, &group, &[]).await.unwrap();
+    let later = members(r, &group, 10, BASE.plus(secs(10))).await;
+    assert_eq!(
+        later,
+        [("a", "2"), ("d", "1")].map(|(n, b)| (n.to_owned(), b.to_owned()))
+    );
+    // More than one request's worth of deletions (DynamoDB takes 25 a request).
+    let many: Vec<String> = (0..60).map(|i| format!("m{i:03}")).collect();
+    for name in &many {
+        put_member(r, &group, name, "x", BASE.plus(LIFETIME)).await;
+    }
+    r.delete_members(KIND, &group, &many).await.unwrap();
+    assert_eq!(members(r, &group, 100, BASE.plus(secs(10))).await.len(), 2);
+}
+
+pub async fn members_stay_out_of_a_walk_of_their_kind(documents: Arc<dyn Documents>) {
+    let r = documents.as_ref();
+    let kind = unique_name("kind").replace('-', "_");
+    r.put_member(&kind, "g", "m", "{}", BASE.plus(LIFETIME), BASE)
+        .await
+        .unwrap();
+    r.put_document(&kind, "g", "{}", None, BASE.plus(LIFETIME), BASE)
+        .await
+        .unwrap();
+    let seen = by_key(walk(r, &kind, 10, BASE, async || {}).await);
+    assert_eq!(seen.keys().collect::<Vec<_>>(), ["g"]);
+    assert_eq!(members(r, "g", 10, BASE).await, []);
+}
+
+fn bucket(bucket: i64, counts: &[(&str, u64)]) -> CountBucket {
+    CountBucket {
+        bucket,
+        counts: counts.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
+    }
+}
+
+pub async fn counts_add_up_per_bucket_and_are_read_in_bucket_order(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("series"));
+    let live = BASE.plus(LIFETIME);
+    let add = async |b: i64, counts: &[(&str, u64)]| {
+        r.add_counts(KIND, &key, b, counts, live, BASE)
+            .await
+            .unwrap();
+    };
+    add(12, &[("answered", 2)]).await;
+    add(9, &[("answered", 1), ("failed", 4)]).await;
+    add(12, &[("answered", 3), ("failed", 1)]).await;
+    add(100, &[("answered", 1)]).await;
+    assert_eq!(
+        r.read_counts(KIND, &key, 0, 99, BASE).await.unwrap(),
+        [
+            bucket(9, &[("answered", 1), ("failed", 4)]),
+            bucket(12, &[("answered", 5), ("failed", 1)]),
+        ]
+    );
+    assert_eq!(
+        r.read_counts(KIND, &key, 12, 100, BASE).await.unwrap(),
+        [
+            bucket(12, &[("answered", 5), ("failed", 1)]),
+            bucket(100, &[("answered", 1)]),
+        ]
+    );
+    assert!(
+        r.read_counts(KIND, &key, 13, 99, BASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Series are apart by kind and key.
+    assert!(
+        r.read_counts(KIND, &unique_name("series"), 0, 200, BASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        r.read_counts("other", &key, 0, 200, BASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn concurrent_adds_to_one_bucket_all_count(documents: Arc<dyn Documents>) {
+    let key = unique_name("series");
+    let adds = (0..32).map(|i| {
+        let (documents, key) = (Arc::clone(&documents), key.clone());
+        async move {
+            documents
+                .add_counts(
+                    KIND,
+                    &key,
+                    5,
+                    &[("answered", 1), ("failed", i % 2)],
+                    BASE.plus(LIFETIME),
+                    BASE,
+                )
+                .await
+                .unwrap();
+        }
+    });
+    futures_util::future::join_all(adds).await;
+    assert_eq!(
+        documents.read_counts(KIND, &key, 5, 5, BASE).await.unwrap(),
+        [bucket(5, &[("answered", 32), ("failed", 16)])]
+    );
+}
+
+pub async fn expired_buckets_and_bad_names_are_left_out_or_refused(documents: Arc<dyn Documents>) {
+    let (r, key) = (documents.as_ref(), unique_name("series"));
+    r.add_counts(KIND, &key, 1, &[("answered", 1)], BASE.plus(secs(10)), BASE)
+        .await
+        .unwrap();
+    r.add_counts(KIND, &key, 2, &[("answered", 1)], BASE.plus(LIFETIME), BASE)
+        .await
+        .unwrap();
+    let later = BASE.plus(secs(10));
+    assert_eq!(
+        r.read_counts(KIND, &key, 0, 10, later).await.unwrap(),
+        [bucket(2, &[("answered", 1)])]
+    );
+    for bad in ["", "Answered", "a-b", "a b", &"x".repeat(33)] {
+        let refused = r
+            .add_counts(KIND, &key, 3, &[(bad, 1)], BASE.plus(LIFETIME), BASE)
+            .await;
+        assert!(refused.is_err(), "{bad:?}");
+    }
+    assert!(
+        r.add_counts(
+            KIND,
+            &key,
+            -1,
+            &[("answered", 1)],
+            BASE.plus(LIFETIME),
+            BASE
+        )
+        .await
+        .is_err()
+    );
 }

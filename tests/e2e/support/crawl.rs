@@ -164,4 +164,17 @@ impl CrawlApp {
     pub fn counts(&self) -> CrawlCounts {
         self.crawler.counts()
     }
+
+    /// Waits until `done` holds (checked every 20 ms), failing the test after the settle
+    /// deadline with `what`.
+    pub async fn until(&self, what: &str, done: impl Fn() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < SETTLE_DEADLINE,
+                "{what}: not within {SETTLE_DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }

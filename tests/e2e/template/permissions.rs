@@ -107,6 +107,22 @@ const fn grant(
     }
 }
 
+/// The crawls that joined a URL's download, filed beside its record (`PutItem` under `rec#`),
+/// read a page at a time and deleted once told (or by the joiner that found the download over).
+const JOINERS: Grant = grant(
+    "The crawls that joined a URL's download, filed beside its record: read a page at a time, deleted once told.",
+    &["dynamodb:Query", "dynamodb:BatchWriteItem"],
+    &[Res::Table],
+    Cond::LeadingKeys(&["rec#waiter#*"]),
+);
+/// What hosts taught: the outcome counts, read as a range of time buckets.
+const READ_COUNTS: Grant = grant(
+    "The hosts' and the (client, host)s' outcome counts, read as a range of time buckets.",
+    &["dynamodb:Query"],
+    &[Res::Table],
+    Cond::LeadingKeys(&["ctr#host#*", "ctr#route#*"]),
+);
+
 const LIST_FILES: Grant = grant(
     "Lists a generation's files to delete them (no other listing: a read of a missing key then answers 403, read as missing).",
     &["s3:ListBucket"],
@@ -146,6 +162,8 @@ const API: &[Grant] = &[
         &[Res::Table],
         Cond::LeadingKeys(&["ratelimit#upload/*"]),
     ),
+    JOINERS,
+    READ_COUNTS,
     grant(
         "Files of uploads processed inline; signs presigned PUTs to incoming/.",
         &["s3:PutObject"],
@@ -180,6 +198,8 @@ const INTAKE: &[Grant] = &[
         &[Res::Table],
         Cond::LeadingKeys(&["rec#*", "image#*", "offer#*"]),
     ),
+    JOINERS,
+    READ_COUNTS,
     grant(
         "Downloads, and the crawl requests it gives up on (with their reasons).",
         &["sqs:SendMessage"],
@@ -208,6 +228,13 @@ const FETCH: &[Grant] = &[
         &["dynamodb:Query"],
         &[Res::Table],
         Cond::LeadingKeys(&["ratelimit#*"]),
+    ),
+    JOINERS,
+    grant(
+        "Adds its downloads' outcomes to the hosts' and the (client, host)s' counts (ADD, no condition), and reads them as a range of time buckets.",
+        &["dynamodb:UpdateItem", "dynamodb:Query"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["ctr#host#*", "ctr#route#*"]),
     ),
     grant(
         "A new photo that fits this function's memory is processed here (its files); one that does not waits under fetched/ for the process function.",
@@ -250,6 +277,7 @@ const PROCESS: &[Grant] = &[
         &[Res::Table],
         Cond::LeadingKeys(&["image#*", "upload#*", "rec#*"]),
     ),
+    JOINERS,
     grant(
         "Reads the bodies waiting for it.",
         &["s3:GetObject"],

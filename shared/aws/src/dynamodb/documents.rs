@@ -31,7 +31,9 @@ use flate2::write::DeflateEncoder;
 use super::DynamoStore;
 use super::item::{Attrs, Expr, Item, PK, TTL, key, ms, n, s, ttl_secs};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
+use imgest_core::ports::{
+    CountBucket, DocumentPage, Documents, MemberPage, StoreError, StoredDocument,
+};
 
 const KIND: &str = "rec";
 const BODY: &str = "body";
@@ -300,6 +302,64 @@ impl Documents for DynamoStore {
             documents: records,
             next,
         })
+    }
+
+    async fn put_member(
+        &self,
+        kind: &str,
+        group: &str,
+        member: &str,
+        body: &str,
+        expires_at: Timestamp,
+        _now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.put_member_item(kind, group, member, body, expires_at)
+            .await
+    }
+
+    async fn list_members(
+        &self,
+        kind: &str,
+        group: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<MemberPage, StoreError> {
+        self.list_member_items(kind, group, cursor, limit, now)
+            .await
+    }
+
+    async fn delete_members(
+        &self,
+        kind: &str,
+        group: &str,
+        members: &[String],
+    ) -> Result<(), StoreError> {
+        self.delete_member_items(kind, group, members).await
+    }
+
+    async fn add_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        bucket: i64,
+        counts: &[(&str, u64)],
+        expires_at: Timestamp,
+        _now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.add_count_item(kind, key, bucket, counts, expires_at)
+            .await
+    }
+
+    async fn read_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        from: i64,
+        to: i64,
+        now: Timestamp,
+    ) -> Result<Vec<CountBucket>, StoreError> {
+        self.read_count_items(kind, key, from, to, now).await
     }
 }
 

@@ -27,9 +27,11 @@
 //! the SDK error as the source.
 
 mod checkpoints;
+mod counts;
 mod documents;
 mod images;
 mod item;
+mod members;
 mod offers;
 mod rate_limits;
 mod scan;

@@ -3,6 +3,14 @@
 //! tier statistics). A write names the version it read; if someone wrote in between, it fails
 //! with `Conflict` and the flow reads again and retries. One generic port keeps each adapter a
 //! few lines; the typed documents live in the flows.
+//!
+//! Beside them, **members**: small bodies filed under a group key (the crawls waiting for one
+//! URL's download), each written on its own with no version, so that adding one is one small
+//! write however many the group holds, and read back a page at a time; and **counter series**:
+//! named counts in time buckets (what hosts taught), only ever added to, so that any number of
+//! writers add to one series without reading it or retrying.
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
@@ -23,6 +31,23 @@ pub struct DocumentPage {
     pub documents: Vec<(String, StoredDocument)>,
     /// Where the next page starts; `None` once the walk is over.
     pub next: Option<String>,
+}
+
+/// One page of a group's members ([`Documents::list_members`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberPage {
+    /// Each member's name and body, in name order.
+    pub members: Vec<(String, String)>,
+    /// Where the next page starts; `None` once the group is read to its end.
+    pub next: Option<String>,
+}
+
+/// One bucket of a counter series ([`Documents::read_counts`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CountBucket {
+    pub bucket: i64,
+    /// Each count's name and value (counts never added to are absent).
+    pub counts: BTreeMap<String, u64>,
 }
 
 #[async_trait]
@@ -78,4 +103,72 @@ pub trait Documents: Send + Sync {
         limit: usize,
         now: Timestamp,
     ) -> Result<DocumentPage, StoreError>;
+
+    /// Files `body` as `member` of `group` (of `kind`), replacing a member of that name: one
+    /// write of its own, whatever else the group holds. It expires at `expires_at` (read as
+    /// absent at or after it). `member` is not empty.
+    async fn put_member(
+        &self,
+        kind: &str,
+        group: &str,
+        member: &str,
+        body: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// One page of the live members of `group`, in name order, read consistently (a member put
+    /// before the call began is in the walk unless deleted since). Start with `cursor` `None`,
+    /// then pass each page's `next`; a page holds at most `limit` members and may hold fewer
+    /// and still have a next one. A cursor that is not one this group's walk gave is an error.
+    async fn list_members(
+        &self,
+        kind: &str,
+        group: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<MemberPage, StoreError>;
+
+    /// Deletes these members of `group` (names that are not there are ignored).
+    async fn delete_members(
+        &self,
+        kind: &str,
+        group: &str,
+        members: &[String],
+    ) -> Result<(), StoreError>;
+
+    /// Adds each of `counts` (name, amount) to bucket `bucket` (at least 0) of the series of
+    /// `kind` under `key`, a count never added to starting at zero, and keeps the bucket at
+    /// least until `expires_at`. One write that reads nothing and never conflicts: concurrent
+    /// adds all count. Names are lowercase ASCII letters, digits and `_`.
+    async fn add_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        bucket: i64,
+        counts: &[(&str, u64)],
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// The series' buckets from `from` to `to` (both included) that hold counts, in bucket
+    /// order; buckets expired at `now` are left out. The answer may miss adds of about the last
+    /// second (DynamoDB's eventually consistent read).
+    async fn read_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        from: i64,
+        to: i64,
+        now: Timestamp,
+    ) -> Result<Vec<CountBucket>, StoreError>;
+}
+
+/// Whether `name` may name a count: lowercase ASCII letters, digits and `_`, 1 to 32 of them.
+pub fn is_count_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }

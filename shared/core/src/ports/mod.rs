@@ -16,7 +16,9 @@ mod uploads;
 pub use blob_store::{BlobMeta, BlobPage, BlobStore};
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use documents::{DocumentPage, Documents, StoredDocument};
+pub use documents::{
+    CountBucket, DocumentPage, Documents, MemberPage, StoredDocument, is_count_name,
+};
 pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
 pub use messages::{DeadMessage, Letter, MessageSender, OutgoingMessage, Reason};
 pub use offer_links::{LinkError, OfferLinks, PhotoListPage};

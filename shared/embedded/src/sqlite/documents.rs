@@ -18,7 +18,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::images::{commit, immediate};
 use super::{SqliteStore, sql_error, sql_limit};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{DocumentPage, Documents, StoreError, StoredDocument};
+use imgest_core::ports::{
+    CountBucket, DocumentPage, Documents, MemberPage, StoreError, StoredDocument,
+};
 
 /// How long an expired row is kept before it may be deleted.
 const DELETE_GRACE: Duration = Duration::from_secs(3600);
@@ -230,6 +232,88 @@ impl Documents for SqliteStore {
     ) -> Result<DocumentPage, StoreError> {
         let (kind, cursor) = (kind.to_owned(), cursor.map(str::to_owned));
         self.run(move |conn| scan_page(conn, &kind, cursor.as_deref(), limit, now))
+            .await
+    }
+
+    async fn put_member(
+        &self,
+        kind: &str,
+        group: &str,
+        member: &str,
+        body: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (kind, group, member, body) = (
+            kind.to_owned(),
+            group.to_owned(),
+            member.to_owned(),
+            body.to_owned(),
+        );
+        self.run(move |conn| {
+            super::members::put(conn, &kind, &group, &member, &body, expires_at, now)
+        })
+        .await
+    }
+
+    async fn list_members(
+        &self,
+        kind: &str,
+        group: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Timestamp,
+    ) -> Result<MemberPage, StoreError> {
+        let (kind, group, cursor) = (kind.to_owned(), group.to_owned(), cursor.map(str::to_owned));
+        self.run(move |conn| {
+            super::members::list(conn, &kind, &group, cursor.as_deref(), limit, now)
+        })
+        .await
+    }
+
+    async fn delete_members(
+        &self,
+        kind: &str,
+        group: &str,
+        members: &[String],
+    ) -> Result<(), StoreError> {
+        if members.is_empty() {
+            return Ok(());
+        }
+        let (kind, group, members) = (kind.to_owned(), group.to_owned(), members.to_vec());
+        self.run(move |conn| super::members::delete(conn, &kind, &group, &members))
+            .await
+    }
+
+    async fn add_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        bucket: i64,
+        counts: &[(&str, u64)],
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let counts: Vec<(String, u64)> =
+            counts.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
+        super::counts::check(bucket, &counts)?;
+        let (kind, key) = (kind.to_owned(), key.to_owned());
+        self.run(move |conn| {
+            super::counts::add(conn, &kind, &key, bucket, &counts, expires_at, now)
+        })
+        .await
+    }
+
+    async fn read_counts(
+        &self,
+        kind: &str,
+        key: &str,
+        from: i64,
+        to: i64,
+        now: Timestamp,
+    ) -> Result<Vec<CountBucket>, StoreError> {
+        let (kind, key) = (kind.to_owned(), key.to_owned());
+        self.run(move |conn| super::counts::read(conn, &kind, &key, from, to, now))
             .await
     }
 }

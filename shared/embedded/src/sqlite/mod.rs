@@ -10,8 +10,10 @@
 //! between processes sharing the file (serialised by SQLite's lock, waited for up to the busy
 //! timeout). A lock still held after that is `StoreError::Unavailable` (retryable).
 
+mod counts;
 mod documents;
 mod images;
+mod members;
 mod messages;
 mod offers;
 mod queue;

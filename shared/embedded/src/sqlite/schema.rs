@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -173,6 +173,33 @@ const V6: &str = "
 ALTER TABLE images ADD COLUMN sha256 TEXT;
 ";
 
+/// Members filed under a group of a record kind (the crawls waiting for a URL's download): one
+/// row each, so adding one never rewrites the others; and counter series (what hosts taught),
+/// one row per bucket and count.
+const V7: &str = "
+CREATE TABLE IF NOT EXISTS record_members (
+    kind       TEXT    NOT NULL,
+    grp        TEXT    NOT NULL,
+    member     TEXT    NOT NULL,
+    body       TEXT    NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, grp, member)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS record_members_expiry ON record_members (expires_at);
+
+-- Counter series: named counts per time bucket, only ever added to.
+CREATE TABLE IF NOT EXISTS record_counts (
+    kind       TEXT    NOT NULL,
+    key        TEXT    NOT NULL,
+    bucket     INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    value      INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, key, bucket, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS record_counts_expiry ON record_counts (expires_at);
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -210,6 +237,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 6 {
         tx.execute_batch(V6)
             .map_err(|e| sql_error("recording strong hashes", e))?;
+    }
+    if version < 7 {
+        tx.execute_batch(V7)
+            .map_err(|e| sql_error("adding record members and counts", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)

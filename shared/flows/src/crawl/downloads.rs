@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use futures_util::future::try_join_all;
 
 use super::Crawler;
-use super::fetch::{Settlement, download_key};
+use super::fetch::{Settlement, UrlRead, download_key};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
 use crate::FlowError;
 use crate::crawl::messages::{DownloadedPhoto, PhotoError, PhotoStatus};
@@ -25,15 +25,19 @@ pub struct ProcessedDownload {
     /// The body waiting under `fetched/`, deleted once settled (none for a photo processed
     /// where it was downloaded).
     body: Option<BlobKey>,
+    /// The URL's record as read before the download (where it was downloaded): settling
+    /// writes over it without reading it again.
+    read: Option<UrlRead>,
 }
 
 impl ProcessedDownload {
     /// A photo processed where it was downloaded (nothing under `fetched/`).
-    pub(super) fn here(hash: UrlHash, settlement: Settlement) -> Self {
+    pub(super) fn here(hash: UrlHash, settlement: Settlement, read: UrlRead) -> Self {
         Self {
             hash,
             settlement,
             body: None,
+            read: Some(read),
         }
     }
 }
@@ -67,6 +71,7 @@ impl Crawler {
             hash: photo.url_hash,
             settlement,
             body: Some(body),
+            read: None,
         }))
     }
 
@@ -80,8 +85,8 @@ impl Crawler {
         let record =
             records::read::<UrlRecord>(records, URL_KIND, photo.url_hash.as_str(), self.now())
                 .await?;
-        // No crawl waits for it: settled before.
-        if record.is_none_or(|r| r.waiters.is_empty()) {
+        // Its download ended: settled before.
+        if record.is_none_or(|r| r.fetch.is_none()) {
             return Ok(None);
         }
         error!(url_hash = %photo.url_hash, "a downloaded body is gone before it was processed (expired under fetched/): its URL settles as body_gone");
@@ -91,21 +96,25 @@ impl Crawler {
                 error: PhotoError::new(FetchErrorKind::BodyGone, None, photo.attempts),
             },
             body: None,
+            read: None,
         }))
     }
 
     /// Records each URL's outcome, settles every waiting crawl with all of its URLs' outcomes
-    /// at once, and deletes the bodies. As for one URL, the crawls are told before the URL
-    /// records are written (conditionally on the versions read); a URL whose record changed
-    /// meanwhile is settled again on its own. Idempotent.
+    /// at once, and deletes the bodies. As for one URL, the crawls that started the downloads
+    /// are told before the URL records are written (conditionally on the versions read), those
+    /// that joined after; a URL whose record changed meanwhile is settled again on its own.
+    /// Idempotent.
     pub async fn settle_downloads(&self, done: Vec<ProcessedDownload>) -> Result<(), FlowError> {
         let records = self.service.ports().documents.as_ref();
         let now = self.now();
         let finished = try_join_all(done.iter().map(|d| async move {
-            // A peek: the write below names its version, and a URL whose write conflicts is
-            // settled again on its own, reading consistently.
-            let (record, version) =
-                records::peek::<UrlRecord>(records, URL_KIND, d.hash.as_str(), now).await?;
+            // As read before the download, or a peek: the write below names its version, and
+            // a URL whose write conflicts is settled again on its own, reading consistently.
+            let (record, version) = match &d.read {
+                Some(read) => (Some(read.record.clone()), read.version),
+                None => records::peek::<UrlRecord>(records, URL_KIND, d.hash.as_str(), now).await?,
+            };
             Ok::<_, FlowError>((self.record_outcome(record, &d.settlement, now), version))
         }))
         .await?;
@@ -127,8 +136,10 @@ impl Crawler {
         .await?;
 
         for (d, (f, version)) in done.iter().zip(&finished) {
-            if !self.write_finished(&d.hash, f, *version, now).await? {
-                self.finish_url(&d.hash, d.settlement.clone()).await?;
+            if self.write_finished(&d.hash, f, *version, now).await? {
+                self.tell_joiners(&d.hash, Some(&f.status)).await?;
+            } else {
+                self.finish_url(&d.hash, d.settlement.clone(), None).await?;
             }
         }
         // Settled: the bodies are no longer needed (each original is kept under its image).

@@ -40,6 +40,13 @@ pub(super) struct Finished {
     pub waiters: Vec<Waiter>,
 }
 
+/// A URL's record as read before a download, and the version a write over it names.
+#[derive(Clone)]
+pub(super) struct UrlRead {
+    pub record: UrlRecord,
+    pub version: Option<u64>,
+}
+
 /// How a URL ended, before it is written down.
 #[derive(Clone)]
 pub(super) enum Settlement {
@@ -98,19 +105,34 @@ impl Crawler {
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         let now = self.now();
         let records = self.service.ports().documents.as_ref();
-        let Some(record) =
-            records::read::<UrlRecord>(records, URL_KIND, task.url_hash.as_str(), now).await?
-        else {
+        // A peek: a task whose URL settled a moment ago may download again (as a task
+        // delivered twice may), and the outcome's write names the version peeked, so a stale
+        // peek costs a conflict and a consistent read, never a lost write. A peek that finds
+        // no download running may have missed the lease written a moment ago: it is asked
+        // again, consistently, before the task is dropped.
+        let hash = task.url_hash.as_str();
+        let (mut record, mut version) =
+            records::peek::<UrlRecord>(records, URL_KIND, hash, now).await?;
+        if record.as_ref().is_none_or(|r| r.fetch.is_none()) {
+            (record, version) = records::read_versioned(records, URL_KIND, hash, now).await?;
+        }
+        let Some(record) = record else {
             return Ok(None);
         };
+        let read = UrlRead {
+            record: record.clone(),
+            version,
+        };
         if record.fetch.is_none() {
-            // Settled already (a redelivered task).
+            // Settled already (a redelivered task): the crawls that joined may not all have been
+            // told (the finisher stopped after recording the outcome).
+            self.tell_joiners(&task.url_hash, None).await?;
             return Ok(None);
         }
         let Ok(url) = url::Url::parse(&task.url) else {
             let error = PhotoError::new(FetchErrorKind::InvalidUrl, None, task.attempt);
             return self
-                .finish_url(&task.url_hash, Settlement::Failed { error })
+                .finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
                 .await
                 .map(|()| None);
         };
@@ -123,7 +145,7 @@ impl Crawler {
                 self.counters.circuit_refusals.increment(1);
                 let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, task.attempt);
                 return self
-                    .finish_url(&task.url_hash, Settlement::Failed { error })
+                    .finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
                     .await
                     .map(|()| None);
             }
@@ -204,7 +226,7 @@ impl Crawler {
                     Observation::Finished(download.elapsed),
                 );
                 self.counters.downloads_ok.increment(1);
-                self.photo_downloaded(&task, download, attempts, settle)
+                self.photo_downloaded(&task, download, attempts, settle, read)
                     .await
             }
             Ok(Downloaded::Known {
@@ -220,7 +242,7 @@ impl Crawler {
                     validators: Some(Validators::new(image_id.clone(), validator)),
                     image_id,
                 };
-                self.finish_url(&task.url_hash, settlement)
+                self.finish_url(&task.url_hash, settlement, Some(read))
                     .await
                     .map(|()| None)
             }
@@ -233,21 +255,21 @@ impl Crawler {
                             image_id: v.image_id.clone(),
                             validators: Some(v),
                         };
-                        self.finish_url(&task.url_hash, settlement)
+                        self.finish_url(&task.url_hash, settlement, Some(read))
                             .await
                             .map(|()| None)
                     }
                     // A 304 to a request without validators is the server's error.
                     None => {
                         let error = PhotoError::new(FetchErrorKind::HttpError, Some(304), attempts);
-                        self.finish_url(&task.url_hash, Settlement::Failed { error })
+                        self.finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
                             .await
                             .map(|()| None)
                     }
                 }
             }
             Err(e) => self
-                .download_failed(&task, &host, e, attempts)
+                .download_failed(&task, &host, e, attempts, read)
                 .await
                 .map(|()| None),
         }
@@ -259,6 +281,7 @@ impl Crawler {
         host: &str,
         e: DownloadError,
         attempts: u32,
+        read: UrlRead,
     ) -> Result<(), FlowError> {
         debug!(url_hash = %task.url_hash, kind = %e.kind, tier = task.tier, attempts, "download failed: {e}");
         if e.http_status.is_some() {
@@ -300,7 +323,7 @@ impl Crawler {
             }
             FailureClass::Transient | FailureClass::Permanent => {}
         }
-        self.finish_url(&task.url_hash, Settlement::Failed { error })
+        self.finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
             .await
     }
 
@@ -310,6 +333,7 @@ impl Crawler {
         download: Download,
         attempts: u32,
         settle: Settle,
+        read: UrlRead,
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         let validators = Validators::new(download.image_id.clone(), download.validator.clone());
         let here = match self.processing {
@@ -319,7 +343,7 @@ impl Crawler {
         };
         if !here {
             return self
-                .hand_off(task, download, validators, attempts)
+                .hand_off(task, download, validators, attempts, read)
                 .await
                 .map(|()| None);
         }
@@ -329,12 +353,13 @@ impl Crawler {
             .await?;
         match settle {
             Settle::Now => self
-                .finish_url(&task.url_hash, settlement)
+                .finish_url(&task.url_hash, settlement, Some(read))
                 .await
                 .map(|()| None),
             Settle::WithBatch => Ok(Some(ProcessedDownload::here(
                 task.url_hash.clone(),
                 settlement,
+                read,
             ))),
         }
     }
@@ -383,6 +408,7 @@ impl Crawler {
         download: Download,
         validators: Validators,
         attempts: u32,
+        read: UrlRead,
     ) -> Result<(), FlowError> {
         let ports = self.service.ports();
         // An expired record not yet collected goes through the process function, whose claim
@@ -403,7 +429,9 @@ impl Crawler {
                 },
                 Err(e) => return Err(e),
             };
-            return self.finish_url(&task.url_hash, settlement).await;
+            return self
+                .finish_url(&task.url_hash, settlement, Some(read))
+                .await;
         }
         ports
             .blobs
@@ -436,30 +464,42 @@ impl Crawler {
 
     /// Records the URL's outcome, ends its download, and settles every waiting crawl.
     ///
-    /// One write: the waiting crawls are settled first and removed in the write that records
-    /// the outcome. A crawl that joins meanwhile makes that write conflict and is settled in
-    /// the next round; settling twice changes nothing, and a crash before the write leaves
-    /// the download running, so the redelivered task settles everyone again.
+    /// One write: the crawl that started the download is settled first and removed in the
+    /// write that records the outcome (a crash before the write leaves the download running,
+    /// so the redelivered task settles it again; settling twice changes nothing). The crawls
+    /// that joined are told after the write ([`tell_joiners`](Self::tell_joiners)): one that
+    /// joins after it settles from the outcome itself, and a redelivered task tells those a
+    /// crash left untold.
+    ///
+    /// `read` is the record as the caller read it (a peek will do: a write over a stale one
+    /// conflicts and the next round reads consistently); `None` reads it here.
     pub(super) async fn finish_url(
         &self,
         hash: &UrlHash,
         settlement: Settlement,
+        mut read: Option<UrlRead>,
     ) -> Result<(), FlowError> {
         let records = self.service.ports().documents.as_ref();
         for round in 0..records::MAX_ROUNDS {
             let now = self.now();
-            let (record, version) = records::read_to_write::<UrlRecord>(
-                records,
-                URL_KIND,
-                hash.as_str(),
-                now,
-                round > 0,
-            )
-            .await?;
+            let (record, version) = match read.take() {
+                Some(read) => (Some(read.record), read.version),
+                None => {
+                    records::read_to_write::<UrlRecord>(
+                        records,
+                        URL_KIND,
+                        hash.as_str(),
+                        now,
+                        round > 0,
+                    )
+                    .await?
+                }
+            };
             let finished = self.record_outcome(record, &settlement, now);
             self.settle_waiters(hash, &finished.waiters, &finished.status)
                 .await?;
             if self.write_finished(hash, &finished, version, now).await? {
+                self.tell_joiners(hash, Some(&finished.status)).await?;
                 return Ok(());
             }
             imgest_core::retry::backoff(round).await;
@@ -530,8 +570,8 @@ impl Crawler {
         }
     }
 
-    /// Writes a finished URL's record if it is still at `version`; `false` if it changed (a
-    /// crawl joined meanwhile, and has not been told).
+    /// Writes a finished URL's record if it is still at `version`; `false` if it changed (the
+    /// first crawl joined meanwhile, or another finisher got in first).
     pub(super) async fn write_finished(
         &self,
         hash: &UrlHash,
@@ -583,7 +623,7 @@ pub(super) fn download_key(hash: &UrlHash) -> Result<BlobKey, FlowError> {
         .ok_or_else(|| FlowError::Internal(format!("URL hash {hash} makes no storage key")))
 }
 
-fn status_of(outcome: &UrlOutcome) -> PhotoStatus {
+pub(super) fn status_of(outcome: &UrlOutcome) -> PhotoStatus {
     match outcome {
         UrlOutcome::Ok { image_id, .. } => PhotoStatus::Ok {
             image_id: image_id.clone(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use md5::{Digest, Md5};
 
 use super::Crawler;
+use super::joiners::AfterJoin;
 use super::records::{
     self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, URL_KIND, UrlOutcome, UrlRecord,
     Waiter,
@@ -309,6 +310,10 @@ impl Crawler {
     }
 
     /// Settles `url` from its record, joins its running download, or starts one.
+    ///
+    /// Joining a running download writes nothing to the URL's record: the crawl is filed apart
+    /// ([`file_joiner`](Self::file_joiner)), so that a popular URL's joins are one small write
+    /// each rather than rewrites of one record that grows with them.
     async fn join(
         &self,
         url: &NormalizedUrl,
@@ -322,56 +327,84 @@ impl Crawler {
         let host = super::host_of(url.fetch_url());
         self.refresh_host(host).await;
         let host_down = self.hosts.admission(host, now) == Admission::Refused;
-        let started = self
-            .update_record(URL_KIND, hash.as_str(), now, |record: Option<UrlRecord>| {
-                let mut record = record.unwrap_or_default();
-                if let Some(status) = settled_status(&record, now, url_ttl) {
-                    return Ok(Change::Keep(Some(Joined::Settled(status))));
-                }
-                let running = record.fetch.as_ref().is_some_and(|lease| now < lease.until);
-                if host_down && !running {
-                    let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, 0);
-                    return Ok(Change::Keep(Some(Joined::Settled(PhotoStatus::Failed {
-                        error,
-                    }))));
-                }
-                let rejoined = record.waiters.contains(waiter);
-                if !rejoined {
-                    record.waiters.push(waiter.clone());
-                }
-                if running && rejoined {
-                    // This crawl's intake ran before and did not finish: the task it meant to
-                    // send may never have left. Sending it again costs at most a second
-                    // download; not sending it may leave the URL waiting out the lease.
-                    return Ok(Change::Keep(Some(Joined::Waiting)));
-                }
-                if running {
-                    return Ok(Change::Write(record, None));
-                }
-                record.fetch = Some(FetchLease {
-                    client_id: client.clone(),
-                    until: now.plus(FETCH_LEASE),
-                });
-                Ok(Change::Write(record, Some(Joined::Waiting)))
-            })
+        let records = self.service.ports().documents.as_ref();
+        // The first read is a peek, as in `records::update`: a write over a stale one conflicts
+        // and the next round reads consistently (a join over a stale one finds the download
+        // ended when it reads the record again).
+        let mut consistent = false;
+        for round in 0..records::MAX_ROUNDS {
+            let (record, version) = records::read_to_write::<UrlRecord>(
+                records,
+                URL_KIND,
+                hash.as_str(),
+                now,
+                consistent,
+            )
             .await?;
-        match started {
-            Some(Joined::Settled(PhotoStatus::Failed { error }))
-                if error.kind == FetchErrorKind::HostUnavailable =>
-            {
-                self.counters.circuit_refusals.increment(1);
-                Ok(Joined::Settled(PhotoStatus::Failed { error }))
+            consistent = true;
+            let mut record = record.unwrap_or_default();
+            if let Some(status) = settled_status(&record, now, url_ttl) {
+                return Ok(Joined::Settled(status));
             }
-            Some(Joined::Settled(status)) => Ok(Joined::Settled(status)),
-            Some(Joined::Waiting) => {
-                self.queue_first_download(url, client, now).await?;
-                Ok(Joined::Waiting)
+            let running = record.fetch.clone().filter(|lease| now < lease.until);
+            match running {
+                None if host_down => {
+                    self.counters.circuit_refusals.increment(1);
+                    let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, 0);
+                    return Ok(Joined::Settled(PhotoStatus::Failed { error }));
+                }
+                None => {
+                    record.fetch = Some(FetchLease {
+                        client_id: client.clone(),
+                        until: now.plus(FETCH_LEASE),
+                        id: secure_hex::<8>(),
+                    });
+                    record.waiters = vec![waiter.clone()];
+                    if self.put_url(&hash, &record, version, now).await? {
+                        self.queue_first_download(url, client, now).await?;
+                        return Ok(Joined::Waiting);
+                    }
+                }
+                // This crawl started it, and its intake runs again (it did not finish): the
+                // task it meant to send may never have left. Sending it again costs at most a
+                // second download; not sending it may leave the URL waiting out the lease.
+                Some(_) if record.waiters.contains(waiter) => {
+                    self.queue_first_download(url, client, now).await?;
+                    return Ok(Joined::Waiting);
+                }
+                Some(lease) => match self.file_joiner(&hash, &lease, waiter, now).await? {
+                    AfterJoin::Waiting => {
+                        self.counters.urls_joined.increment(1);
+                        return Ok(Joined::Waiting);
+                    }
+                    AfterJoin::Settled(status) => return Ok(Joined::Settled(status)),
+                    AfterJoin::Ended => {}
+                },
             }
-            None => {
-                self.counters.urls_joined.increment(1);
-                Ok(Joined::Waiting)
-            }
+            imgest_core::retry::backoff(round).await;
         }
+        Err(records::too_many_rounds(URL_KIND, hash.as_str()))
+    }
+
+    /// Writes a URL's record if it is still at `version`; `false` if another writer got in first.
+    async fn put_url(
+        &self,
+        hash: &UrlHash,
+        record: &UrlRecord,
+        version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<bool, FlowError> {
+        let records = self.service.ports().documents.as_ref();
+        records::put(
+            records,
+            URL_KIND,
+            hash.as_str(),
+            record,
+            version,
+            self.retention(now),
+            now,
+        )
+        .await
     }
 
     /// Queues a URL's first download in the tier its host's statistics predict, at the

@@ -1,23 +1,30 @@
 //! What downloads teach about hosts, shared by every process. On AWS the tier a download
 //! starts in is chosen by the intake function and outcomes are seen by the fetch functions,
 //! and fifty fetch instances would each allow a throttling host its full concurrency: so the
-//! (client, host) tier statistics ([`TierStats`], records of kind `tier`) and each host's
-//! health ([`HostHealth`]: concurrency after AIMD, failure score, circuit; kind `host`) are
-//! records that every process folds its outcomes into.
+//! (client, host) tier statistics ([`TierStats`]) and each host's health ([`HostHealth`]:
+//! concurrency after AIMD, failure score, circuit) are folded from outcomes that every process
+//! shares.
 //!
 //! - Outcomes change this process's copy at once and are kept as pending; a host's pending
-//!   outcomes are folded into the shared record in one conditional write when they are
-//!   [`FLUSH_EVERY`] old, and all of them at the end of every fetch invocation
-//!   ([`Crawler::flush_learning`]): one write per host per invocation or per few seconds,
-//!   never one per download.
-//! - Readers use the shared record for [`FRESH_FOR`] before reading it again, with their own
+//!   outcomes are added to the shared **counts** when they are [`FLUSH_EVERY`] old (5 s), and all of
+//!   them at the end of every fetch invocation ([`Crawler::flush_learning`]): per host (series
+//!   `host`) and per (client, host) (series `route`), counts of outcomes in time buckets, each
+//!   flush one add that reads nothing and never conflicts. A hot host's every fetch instance
+//!   flushing at once costs one write each, at the partition's rate, and nothing is dropped
+//!   for losing a race.
+//! - The shared copy is the fold of the counts over a horizon ([`HostHealth::apply_counts`],
+//!   [`TierStats::observe_counts`]): ten minutes of a host's buckets of ten seconds (longer
+//!   with a longer circuit window), an hour of a route's buckets of a minute.
+//! - A host's circuit is the one decision that needs agreement: it is its record (kind
+//!   `host`), written by a conditional write only when it changes: opened when the counts say
+//!   most recent requests fail, the probe claimed after the cool-down, the probe's result
+//!   (a success closes it and forgets the counts up to then: a clean slate).
+//! - Readers use the shared copy for [`FRESH_FOR`] before reading it again, with their own
 //!   pending outcomes folded on top.
-//! - Learning is advice: a record that cannot be read or written is logged and the pending
-//!   outcomes are dropped (a few seconds of samples); no download waits for it or fails by it.
-//! - The probe of an open circuit is the one decision that needs agreement: it is claimed by a
-//!   conditional write of the host's record, and its result written at once.
+//! - Learning is advice: counts that cannot be read or added to are logged and the pending
+//!   outcomes dropped (a few seconds of samples); no download waits for it or fails by it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -27,14 +34,36 @@ use super::Crawler;
 use super::records::{self, Change};
 use crate::FlowError;
 use imgest_core::domain::{ClientId, Timestamp};
-use imgest_download::{Admission, HostEvent, HostHealth, Observation, TierStats};
+use serde::{Deserialize, Serialize};
 
-pub(super) const TIER_KIND: &str = "tier";
+use imgest_download::{Admission, Circuit, EventCounts, HostEvent, HostHealth};
+use imgest_download::{Observation, TierCounts, TierStats};
+
+/// The counter series of (client, host) outcomes, keyed `{client}/{host}`.
+pub(super) const ROUTE_SERIES: &str = "route";
+/// The counter series of a host's outcomes, keyed by host.
+pub(super) const HOST_SERIES: &str = "host";
+/// The records of hosts' circuits, keyed by host.
 pub(super) const HOST_KIND: &str = "host";
 
-/// A host's outcomes are folded into the shared records once they are this old.
-pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
-/// A shared record is used this long before it is read again.
+/// A host's count buckets (at least; see [`Crawler::host_bucket`]) and how many make its
+/// horizon.
+const HOST_BUCKET: Duration = Duration::from_secs(10);
+const HOST_BUCKETS: i64 = 60;
+/// A route's count buckets and how many make its horizon (an hour).
+const ROUTE_BUCKET: Duration = Duration::from_secs(60);
+const ROUTE_BUCKETS: i64 = 60;
+/// The names of a host's counts.
+const ANSWERED: &str = "answered";
+const RATE_LIMITED: &str = "rate_limited";
+const FAILED: &str = "failed";
+
+/// A host's outcomes are added to the shared counts once they are this old: as often as
+/// readers read the counts again ([`FRESH_FOR`]), since adding more often would reach no one
+/// sooner and only write more (a slow tier's invocation of 30 s flushes mid-way six times, not
+/// fifteen: the biggest host's partition takes a fraction of the writes).
+pub const FLUSH_EVERY: Duration = FRESH_FOR;
+/// Shared counts are used this long before they are read again.
 pub const FRESH_FOR: Duration = Duration::from_secs(5);
 /// Outcomes kept per key between flushes; beyond it the oldest are dropped.
 const MAX_PENDING: usize = 512;
@@ -144,14 +173,12 @@ impl Crawler {
     /// statistics (read again when older than [`FRESH_FOR`]).
     pub async fn start_tier(&self, client: &ClientId, host: &str) -> usize {
         let key = tier_key(client, host);
-        let read_at = self.learning.read_at(TIER_KIND, &key);
+        let read_at = self.learning.read_at(ROUTE_SERIES, &key);
         let mut read_at = read_at.lock().await;
         let now = self.now();
         if needs_read(&mut read_at, now) {
-            let records = self.service.ports().documents.as_ref();
-            match records::peek::<TierStats>(records, TIER_KIND, &key, now).await {
-                Ok((Some(shared), _)) => self.adopt_tiers(&key, shared),
-                Ok((None, _)) => {}
+            match self.read_tiers(&key, now).await {
+                Ok(shared) => self.adopt_tiers(&key, shared),
                 Err(e) => warn!(host = host, error = %e, "cannot read a host's tier statistics"),
             }
         }
@@ -167,10 +194,8 @@ impl Crawler {
         if !needs_read(&mut read_at, now) {
             return;
         }
-        let records = self.service.ports().documents.as_ref();
-        match records::peek::<HostHealth>(records, HOST_KIND, host, now).await {
-            Ok((Some(shared), _)) => self.adopt_host(host, shared),
-            Ok((None, _)) => {}
+        match self.read_host(host, now).await {
+            Ok((shared, _)) => self.adopt_host(host, shared),
             Err(e) => warn!(host = host, error = %e, "cannot read a host's health"),
         }
     }
@@ -195,53 +220,73 @@ impl Crawler {
         }
         let lease = self.settings.tiers[self.settings.last_tier()] + PROBE_MARGIN;
         let fresh = self.hosts.fresh(now);
-        let (admitted, health) = self
-            .update_record(HOST_KIND, host, now, |current: Option<HostHealth>| {
-                let mut health = current.unwrap_or_else(|| fresh.clone());
+        // Opened here by outcomes not shared yet: as good a reason for a probe as the record's.
+        let here = self.hosts.health(host, now).circuit;
+        let (admitted, circuit) = self
+            .update_record(HOST_KIND, host, now, |current: Option<HostCircuit>| {
+                let mut record = current.unwrap_or_default();
+                let mut health = fresh.clone();
+                health.circuit = match record.circuit {
+                    Circuit::Closed => here,
+                    recorded => recorded,
+                };
                 Ok(match health.admission(now) {
                     // Another process's probe closed it, or only this process had it open.
-                    Admission::Go => Change::Keep((Admitted::Go, health)),
-                    Admission::Refused => Change::Keep((Admitted::Refused, health)),
+                    Admission::Go => Change::Keep((Admitted::Go, record)),
+                    Admission::Refused => Change::Keep((Admitted::Refused, record)),
                     Admission::ProbeDue => {
                         health.claim_probe(now, lease);
-                        Change::Write(health.clone(), (Admitted::Probe, health))
+                        record.circuit = health.circuit;
+                        Change::Write(record.clone(), (Admitted::Probe, record))
                     }
                 })
             })
             .await?;
-        self.adopt_host(host, health);
+        self.adopt_circuit(host, &circuit, now);
         if admitted == Admitted::Probe {
             info!(host = host, "circuit open: probing the host");
         }
         Ok(admitted)
     }
 
-    /// Closes the host's circuit if the probe succeeded, or opens it again for longer.
+    /// Closes the host's circuit if the probe succeeded (forgetting its outcomes so far), or
+    /// opens it again for longer.
     pub(super) async fn probe_result(&self, host: &str, ok: bool) -> Result<(), FlowError> {
         let now = self.now();
         let (_, rules) = self.hosts.rules();
         let rules = *rules;
         let fresh = self.hosts.fresh(now);
-        let health = self
-            .update_record(HOST_KIND, host, now, |current: Option<HostHealth>| {
-                let mut health = current.unwrap_or_else(|| fresh.clone());
+        let (before, after) = self
+            .update_record(HOST_KIND, host, now, |current: Option<HostCircuit>| {
+                let mut record = current.unwrap_or_default();
+                let before = record.circuit;
+                let mut health = fresh.clone();
+                health.circuit = before;
                 health.probe_result(ok, now, &rules);
-                Ok(Change::Write(health.clone(), health))
+                record.circuit = health.circuit;
+                if ok && before != record.circuit {
+                    record.reset_at = Some(now);
+                }
+                Ok(Change::Write(record.clone(), (before, record)))
             })
             .await?;
-        info!(host = host, ok, circuit = ?health.circuit, "circuit probe settled");
-        self.adopt_host(host, health);
+        info!(host = host, ok, circuit = ?after.circuit, "circuit probe settled");
+        let mut health = self.hosts.health(host, now);
+        health.circuit = before;
+        health.probe_result(ok, now, &rules);
+        health.circuit = after.circuit;
+        self.hosts.set_health(host, health, now);
         Ok(())
     }
 
-    /// Folds the outcomes pending for longer than [`FLUSH_EVERY`] into the shared records.
+    /// Folds the outcomes pending for longer than [`FLUSH_EVERY`] into the shared counts.
     pub(super) async fn flush_due_learning(&self) {
         let now = self.now();
         self.flush_where(|since| now >= since.plus(FLUSH_EVERY))
             .await;
     }
 
-    /// Folds every pending outcome into the shared records: the fetch function calls it at the
+    /// Folds every pending outcome into the shared counts: the fetch function calls it at the
     /// end of each invocation (a frozen instance would keep them from everyone else), the
     /// local runner when it stops.
     pub async fn flush_learning(&self) {
@@ -302,20 +347,50 @@ impl Crawler {
         shared
     }
 
+    /// Adds a (client, host)'s outcomes to its counts (in the bucket of now: they are at most
+    /// a flush old), then takes the shared statistics they make.
     async fn flush_tiers(&self, key: &str, observations: &[Observation]) -> Result<(), FlowError> {
         let now = self.now();
         let tiers = self.chooser.tiers();
-        let stats = self
-            .update_record(TIER_KIND, key, now, |current: Option<TierStats>| {
-                let mut stats = current.unwrap_or_default();
-                for observation in observations {
-                    stats.observe(tiers, *observation);
-                }
-                Ok(Change::Write(stats.clone(), stats))
-            })
+        let mut counts = TierCounts::default();
+        for observation in observations {
+            counts.count(tiers, *observation);
+        }
+        let names = tier_count_names(&counts);
+        let adds: Vec<(&str, u64)> = names.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let bucket = bucket_of(now, ROUTE_BUCKET);
+        self.service
+            .ports()
+            .documents
+            .add_counts(
+                ROUTE_SERIES,
+                key,
+                bucket,
+                &adds,
+                bucket_expiry(bucket, ROUTE_BUCKET, ROUTE_BUCKETS),
+                now,
+            )
             .await?;
-        self.adopt_tiers(key, stats);
+        let shared = self.read_tiers(key, now).await?;
+        self.adopt_tiers(key, shared);
         Ok(())
+    }
+
+    /// A (client, host)'s statistics: its counts over the horizon, folded bucket by bucket.
+    async fn read_tiers(&self, key: &str, now: Timestamp) -> Result<TierStats, FlowError> {
+        let to = bucket_of(now, ROUTE_BUCKET);
+        let buckets = self
+            .service
+            .ports()
+            .documents
+            .read_counts(ROUTE_SERIES, key, to - ROUTE_BUCKETS + 1, to, now)
+            .await?;
+        let tiers = self.chooser.tiers().len();
+        let mut stats = TierStats::default();
+        for bucket in &buckets {
+            stats.observe_counts(tiers, &tier_counts(&bucket.counts, tiers));
+        }
+        Ok(stats)
     }
 
     /// Makes `shared` this process's copy of a (client, host)'s statistics, with the
@@ -332,32 +407,113 @@ impl Crawler {
         self.chooser.set(&client, host, shared);
     }
 
+    /// Adds a host's outcomes to its counts (each in the bucket of when it was seen), then takes
+    /// the shared health they make, opening the circuit if the counts say so and it is closed.
     async fn flush_host(
         &self,
         host: &str,
         events: &[(HostEvent, Timestamp)],
     ) -> Result<(), FlowError> {
-        let now = self.now();
-        let (max, rules) = self.hosts.rules();
-        let rules = *rules;
-        let first = events.first().map_or(now, |(_, at)| *at);
-        let fresh = self.hosts.fresh(first);
-        let (health, opened) = self
-            .update_record(HOST_KIND, host, now, |current: Option<HostHealth>| {
-                let mut health = current.unwrap_or_else(|| fresh.clone());
-                let was = health.circuit;
-                for (event, at) in events {
-                    health.apply(*event, *at, max, &rules);
-                }
-                let opened = was != health.circuit;
-                Ok(Change::Write(health.clone(), (health, opened)))
-            })
-            .await?;
-        if opened {
-            warn!(host = host, circuit = ?health.circuit, "circuit opened: most of the host's recent requests failed");
+        let width = self.host_bucket();
+        let mut buckets: BTreeMap<i64, EventCounts> = BTreeMap::new();
+        for (event, at) in events {
+            buckets
+                .entry(bucket_of(*at, width))
+                .or_default()
+                .count(*event);
         }
-        self.adopt_host(host, health);
+        let documents = &self.service.ports().documents;
+        for (bucket, counts) in &buckets {
+            let adds: Vec<(&str, u64)> = [
+                (ANSWERED, counts.answered),
+                (RATE_LIMITED, counts.rate_limited),
+                (FAILED, counts.failed),
+            ]
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+            let expires_at = bucket_expiry(*bucket, width, HOST_BUCKETS);
+            documents
+                .add_counts(HOST_SERIES, host, *bucket, &adds, expires_at, self.now())
+                .await?;
+        }
+        let now = self.now();
+        let (mut shared, record) = self.read_host(host, now).await?;
+        let (_, rules) = self.hosts.rules();
+        if record.circuit == Circuit::Closed && shared.should_open(now, rules) {
+            // Open since the last failure that tipped it, as if it had been folded in then.
+            let at = events
+                .iter()
+                .filter(|(event, _)| *event == HostEvent::Failed)
+                .map(|(_, at)| *at)
+                .max()
+                .unwrap_or(now);
+            let record = self.open_circuit(host, at).await?;
+            shared.circuit = record.circuit;
+            warn!(host = host, circuit = ?shared.circuit, "circuit opened: most of the host's recent requests failed");
+        }
+        self.adopt_host(host, shared);
         Ok(())
+    }
+
+    /// Opens a host's circuit as of `at` unless another process changed it first; the record
+    /// as it is.
+    async fn open_circuit(&self, host: &str, at: Timestamp) -> Result<HostCircuit, FlowError> {
+        let (_, rules) = self.hosts.rules();
+        let rules = *rules;
+        let fresh = self.hosts.fresh(at);
+        let now = self.now();
+        self.update_record(HOST_KIND, host, now, |current: Option<HostCircuit>| {
+            let mut record = current.unwrap_or_default();
+            if record.circuit != Circuit::Closed {
+                return Ok(Change::Keep(record));
+            }
+            let mut health = fresh.clone();
+            health.open(at, &rules);
+            record.circuit = health.circuit;
+            Ok(Change::Write(record.clone(), record))
+        })
+        .await
+    }
+
+    /// A host's shared health (its counts over the horizon folded bucket by bucket, those
+    /// before the circuit's last reset left out, and the circuit as recorded) and its record.
+    async fn read_host(
+        &self,
+        host: &str,
+        now: Timestamp,
+    ) -> Result<(HostHealth, HostCircuit), FlowError> {
+        let width = self.host_bucket();
+        let to = bucket_of(now, width);
+        let documents = self.service.ports().documents.as_ref();
+        let buckets = documents
+            .read_counts(HOST_SERIES, host, to - HOST_BUCKETS + 1, to, now)
+            .await?;
+        let (record, _) = records::peek::<HostCircuit>(documents, HOST_KIND, host, now).await?;
+        let record = record.unwrap_or_default();
+        let (max, rules) = self.hosts.rules();
+        let width_ms = millis(width);
+        let first = buckets.first().map_or(now, |b| {
+            Timestamp::from_millis(b.bucket.saturating_mul(width_ms))
+        });
+        let mut health = self.hosts.fresh(first);
+        for bucket in &buckets {
+            let start = Timestamp::from_millis(bucket.bucket.saturating_mul(width_ms));
+            // A clean slate forgets the bucket it was made in too (its outcomes are not told
+            // apart by time within it).
+            if record.reset_at.is_some_and(|reset| start <= reset) {
+                continue;
+            }
+            let end = Timestamp::from_millis(
+                (bucket.bucket + 1)
+                    .saturating_mul(width_ms)
+                    .saturating_sub(1)
+                    .min(now.as_millis()),
+            );
+            health.apply_counts(event_counts(&bucket.counts), end, max, rules);
+        }
+        health.circuit = record.circuit;
+        Ok((health, record))
     }
 
     /// Makes `shared` this process's copy of the host's health, with the outcomes still
@@ -370,6 +526,78 @@ impl Crawler {
             }
         }
         self.hosts.set_health(host, shared, self.now());
+    }
+
+    /// Takes the recorded circuit into this process's copy of the host's health.
+    fn adopt_circuit(&self, host: &str, record: &HostCircuit, now: Timestamp) {
+        let mut health = self.hosts.health(host, now);
+        health.circuit = record.circuit;
+        self.hosts.set_health(host, health, now);
+    }
+
+    /// The width of a host's count buckets: ten seconds, or a sixth of the circuit's window
+    /// when that is longer, so the horizon always holds ten windows.
+    fn host_bucket(&self) -> Duration {
+        let (_, rules) = self.hosts.rules();
+        HOST_BUCKET.max(rules.window / 6)
+    }
+}
+
+/// A host's circuit as every process agrees on it (the record of kind `host`). Records written
+/// before the counts held the whole health read as this, their circuit kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct HostCircuit {
+    #[serde(default)]
+    circuit: Circuit,
+    /// Outcomes counted in buckets that began by this instant are forgotten: a probe that
+    /// worked closed the circuit with a clean slate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reset_at: Option<Timestamp>,
+}
+
+/// The bucket of `at` for buckets of `width`.
+fn bucket_of(at: Timestamp, width: Duration) -> i64 {
+    at.as_millis().div_euclid(millis(width).max(1))
+}
+
+/// A bucket is kept while it is within the horizon of `buckets`, and a bucket more.
+fn bucket_expiry(bucket: i64, width: Duration, buckets: i64) -> Timestamp {
+    Timestamp::from_millis((bucket + buckets + 1).saturating_mul(millis(width)))
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn event_counts(counts: &BTreeMap<String, u64>) -> EventCounts {
+    let get = |name: &str| counts.get(name).copied().unwrap_or(0);
+    EventCounts {
+        answered: get(ANSWERED),
+        rate_limited: get(RATE_LIMITED),
+        failed: get(FAILED),
+    }
+}
+
+/// A route's counts by name: `miss_{tier}` and `fit_{tier}`, the zero ones left out.
+fn tier_count_names(counts: &TierCounts) -> Vec<(String, u64)> {
+    let mut names = Vec::new();
+    for (i, &(missed, fitted)) in counts.tiers.iter().enumerate() {
+        if missed > 0 {
+            names.push((format!("miss_{i}"), missed));
+        }
+        if fitted > 0 {
+            names.push((format!("fit_{i}"), fitted));
+        }
+    }
+    names
+}
+
+fn tier_counts(counts: &BTreeMap<String, u64>, tiers: usize) -> TierCounts {
+    let get = |name: String| counts.get(&name).copied().unwrap_or(0);
+    TierCounts {
+        tiers: (0..tiers)
+            .map(|i| (get(format!("miss_{i}")), get(format!("fit_{i}"))))
+            .collect(),
     }
 }
 

@@ -69,6 +69,32 @@ pub struct SettledCrawl {
     pub crawl_id: String,
 }
 
+/// The crawls that joined a popular URL's download, still to be told its outcome, a page at a
+/// time (`{"joiners": {"url_hash", "from"}}` on the settle queue): the invocation that finished
+/// the download told the first page and handed on the rest, so that no invocation tells more
+/// than a page however many crawls joined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinersMessage {
+    pub joiners: JoinersPage,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinersPage {
+    pub url_hash: UrlHash,
+    /// Where the page starts in the URL's list of joined crawls (the cursor of the page
+    /// before).
+    pub from: String,
+}
+
+/// What the settle queue carries: a settled crawl to finish, or a page of joined crawls to
+/// tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SettleQueueMessage {
+    Crawl(SettleMessage),
+    Joiners(JoinersMessage),
+}
+
 /// What happened to one URL of an offer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]

@@ -20,6 +20,7 @@ mod fetch;
 mod gather;
 mod grants;
 mod intake;
+mod joiners;
 mod learning;
 pub mod messages;
 mod pacer;
@@ -37,6 +38,7 @@ use imgest_settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
 pub use self::gather::Expected;
+pub use self::joiners::JOINERS_PER_PAGE;
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR, Shared};
 use self::pacer::Pacer;
 pub(super) use self::records::for_each_latest_crawl;

@@ -2,8 +2,8 @@
 //! read-modify-write loop every change to them goes through.
 //!
 //! - URL record (`url`, keyed by url hash): the last outcome of the URL, its validators for
-//!   conditional requests, the running download's lease (singleflight) and the crawls waiting
-//!   for it.
+//!   conditional requests, the running download's lease (singleflight) and the crawl that
+//!   started it (the crawls that join it are filed apart: [`joiners`](super::joiners)).
 //! - Crawl record (`crawl`, keyed by the offer's key: its id within its client's namespace): the
 //!   offer's latest crawl, one status per URL.
 
@@ -82,6 +82,10 @@ pub(super) enum UrlOutcome {
 pub(super) struct FetchLease {
     pub client_id: ClientId,
     pub until: Timestamp,
+    /// Names this download among the URL's downloads (the crawls that join it file it with
+    /// themselves; empty on leases written before joins were filed apart).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +103,9 @@ pub(super) struct UrlRecord {
     pub transient_failures: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch: Option<FetchLease>,
+    /// The crawl that started the running download (and, in records written before joins were
+    /// filed apart, those that joined it). The crawls that join are filed as members of the
+    /// URL's group ([`joiners`](super::joiners)), so this never grows with them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiters: Vec<Waiter>,
 }

@@ -1,0 +1,184 @@
+//! Counter series ([`Documents::add_counts`](imgest_core::ports::Documents)).
+//!
+//! Item `pk = ctr#{kind}#{key}`, `sk = b#{bucket}` (zero-padded so buckets sort): `c_{name}` N
+//! per count, `expires_at` N ms and `ttl` N (epoch seconds, an hour after `expires_at`). An add
+//! is one `UpdateItem` of `ADD` and `SET` with no condition: it reads nothing, so any number of
+//! writers add to one series at the partition's rate and never retry. A read is one eventually
+//! consistent `Query` of the buckets in range. The `ctr#` prefix keeps the items out of the
+//! image stream's filter and the GC index.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::DynamoStore;
+use super::item::{Attrs, Expr, Item, PK, SK, TTL, ms, n, s, ttl_secs};
+use crate::sdk_error::sdk_error;
+use imgest_core::domain::Timestamp;
+use imgest_core::ports::{CountBucket, StoreError, is_count_name};
+
+const KIND: &str = "ctr";
+const EXPIRES_AT: &str = "expires_at";
+/// A count's attribute is its name after this prefix.
+const COUNT_PREFIX: &str = "c_";
+/// How long after expiry the TTL deleter may remove an item (as for records).
+const TTL_GRACE: Duration = Duration::from_secs(3600);
+
+fn series_pk(kind: &str, key: &str) -> Result<String, StoreError> {
+    if kind.contains('#') {
+        return Err(StoreError::corrupt(format!(
+            "dynamodb: counter kind {kind:?} contains '#'"
+        )));
+    }
+    Ok(format!("{KIND}#{kind}#{key}"))
+}
+
+fn bucket_sk(bucket: i64) -> String {
+    format!("b#{bucket:019}")
+}
+
+fn bucket_key(pk: &str, bucket: i64) -> Item {
+    Item::from([
+        (PK.to_owned(), s(pk)),
+        (SK.to_owned(), s(bucket_sk(bucket))),
+    ])
+}
+
+fn check(bucket: i64, counts: &[(&str, u64)]) -> Result<(), StoreError> {
+    if bucket < 0 {
+        return Err(StoreError::corrupt(format!(
+            "dynamodb: counter bucket {bucket} is negative"
+        )));
+    }
+    if let Some((name, _)) = counts.iter().find(|(name, _)| !is_count_name(name)) {
+        return Err(StoreError::corrupt(format!(
+            "dynamodb: {name:?} cannot name a count"
+        )));
+    }
+    Ok(())
+}
+
+impl DynamoStore {
+    pub(super) async fn add_count_item(
+        &self,
+        kind: &str,
+        key: &str,
+        bucket: i64,
+        counts: &[(&str, u64)],
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        check(bucket, counts)?;
+        let pk = series_pk(kind, key)?;
+        let mut e = Expr::new();
+        for (name, value) in counts {
+            let value = i64::try_from(*value).map_err(|_| {
+                StoreError::corrupt(format!("dynamodb: count {value} is too large"))
+            })?;
+            e.add(&format!("{COUNT_PREFIX}{name}"), value);
+        }
+        e.set(EXPIRES_AT, ms(expires_at))
+            .set(TTL, n(ttl_secs(expires_at.plus(TTL_GRACE))));
+        let parts = e.finish();
+        self.update(bucket_key(&pk, bucket), parts, None)
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("adding to bucket {bucket} of {pk}"), e))?;
+        Ok(())
+    }
+
+    pub(super) async fn read_count_items(
+        &self,
+        kind: &str,
+        key: &str,
+        from: i64,
+        to: i64,
+        now: Timestamp,
+    ) -> Result<Vec<CountBucket>, StoreError> {
+        let pk = series_pk(kind, key)?;
+        if to < from || to < 0 {
+            return Ok(Vec::new());
+        }
+        let mut e = Expr::new();
+        let condition = format!(
+            "{} AND {} BETWEEN {} AND {}",
+            e.eq(PK, s(pk.as_str())),
+            e.name(SK),
+            e.value(s(bucket_sk(from.max(0)))),
+            e.value(s(bucket_sk(to))),
+        );
+        let parts = e.finish();
+        let mut buckets = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression(&condition)
+                .set_expression_attribute_names(parts.names.clone())
+                .set_expression_attribute_values(parts.values.clone())
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| sdk_error(format!("reading the counts of {pk}"), e))?;
+            for item in page.items.unwrap_or_default() {
+                if let Some(bucket) = bucket_of(&item, &pk, now)? {
+                    buckets.push(bucket);
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(buckets);
+            }
+        }
+    }
+}
+
+/// A stored bucket, unless it expired at or before `now`.
+fn bucket_of(item: &Item, pk: &str, now: Timestamp) -> Result<Option<CountBucket>, StoreError> {
+    let what = format!("a bucket of {pk}");
+    let a = Attrs::new(item, &what);
+    if a.time(EXPIRES_AT)? <= now {
+        return Ok(None);
+    }
+    let bucket = a
+        .s(SK)?
+        .strip_prefix("b#")
+        .and_then(|b| b.parse::<i64>().ok())
+        .ok_or_else(|| a.corrupt(SK, "is not a bucket's"))?;
+    let mut counts = BTreeMap::new();
+    for (attr, value) in item {
+        let Some(name) = attr.strip_prefix(COUNT_PREFIX) else {
+            continue;
+        };
+        let value = match value {
+            AttributeValue::N(v) => v.parse::<u64>().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| a.corrupt(attr, "is not a count"))?;
+        counts.insert(name.to_owned(), value);
+    }
+    Ok(Some(CountBucket { bucket, counts }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn buckets_sort_as_numbers_and_series_stay_apart_from_records() {
+        assert!(bucket_sk(9) < bucket_sk(10));
+        assert!(bucket_sk(10) < bucket_sk(170_000_000_000));
+        assert_eq!(
+            series_pk("host", "cdn.example").unwrap(),
+            "ctr#host#cdn.example"
+        );
+        assert!(series_pk("ho#st", "x").is_err());
+        assert!(check(-1, &[]).is_err());
+        assert!(check(0, &[("Answered", 1)]).is_err());
+        assert!(check(0, &[("answered", 1), ("tier_0_miss", 2)]).is_ok());
+    }
+}
