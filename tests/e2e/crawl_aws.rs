@@ -612,6 +612,18 @@ async fn a_crawl_whose_downloaded_body_is_gone_settles_as_body_gone() {
     );
 }
 
+/// The AWS app and a partner host serving one banner photo at `/banner.jpg`.
+async fn with_banner(name: &str) -> Option<(CrawlOnAws, PartnerHost)> {
+    let aws = CrawlOnAws::start(name).await?;
+    let host = PartnerHost::start([(
+        "/banner.jpg",
+        Route::photo(Bytes::from(sample("storm.jpg"))),
+    )])
+    .await
+    .unwrap();
+    Some((aws, host))
+}
+
 /// A popular URL on AWS: the crawls that joined its download are told a page per invocation.
 /// The fetch function that finished the download tells the first page and hands the next on
 /// to the settle queue, where the intake function tells it and hands on the one after; every
@@ -619,22 +631,19 @@ async fn a_crawl_whose_downloaded_body_is_gone_settles_as_body_gone() {
 #[tokio::test]
 async fn a_popular_urls_joined_crawls_are_told_a_page_per_invocation() {
     const JOINERS: usize = 205;
-    let Some(CrawlOnAws {
-        sqs,
-        urls,
-        app,
-        crawler,
-        ..
-    }) = CrawlOnAws::start("popular url on aws").await
+    let Some((
+        CrawlOnAws {
+            sqs,
+            urls,
+            app,
+            crawler,
+            ..
+        },
+        host,
+    )) = with_banner("popular url on aws").await
     else {
         return;
     };
-    let host = PartnerHost::start([(
-        "/banner.jpg",
-        Route::photo(Bytes::from(sample("storm.jpg"))),
-    )])
-    .await
-    .unwrap();
     let crawl = |offer: String| json!({"client_id": "acme", "offer_id": offer, "urls": [host.url("/banner.jpg")]});
     let response =
         handlers::intake::handle(&crawler, intake_event("p-0", &crawl("first".into()))).await;
@@ -830,22 +839,19 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
 /// crawls that joined: its task is delivered again, finds the URL settled, and tells them.
 #[tokio::test]
 async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivered_again() {
-    let Some(CrawlOnAws {
-        sqs,
-        urls,
-        app,
-        crawler,
-        ..
-    }) = CrawlOnAws::start("popular url, finisher dies").await
+    let Some((
+        CrawlOnAws {
+            sqs,
+            urls,
+            app,
+            crawler,
+            ..
+        },
+        host,
+    )) = with_banner("popular url, finisher dies").await
     else {
         return;
     };
-    let host = PartnerHost::start([(
-        "/banner.jpg",
-        Route::photo(Bytes::from(sample("storm.jpg"))),
-    )])
-    .await
-    .unwrap();
     for (i, offer) in ["first", "second", "third"].iter().enumerate() {
         let request = json!({"client_id": "acme", "offer_id": offer,
             "urls": [host.url("/banner.jpg")]});

@@ -172,3 +172,41 @@ pub fn is_count_name(name: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
+
+/// What every adapter refuses of an [`add_counts`](Documents::add_counts): a negative bucket,
+/// or a name that cannot name a count (`store` names the adapter in the error).
+pub fn check_counts<'a>(
+    store: &str,
+    bucket: i64,
+    mut names: impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    if bucket < 0 {
+        return Err(StoreError::corrupt(format!(
+            "{store}: counter bucket {bucket} is negative"
+        )));
+    }
+    match names.find(|name| !is_count_name(name)) {
+        Some(name) => Err(StoreError::corrupt(format!(
+            "{store}: {name:?} cannot name a count"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A walk's cursor as the adapters give it: the walk's scope (a record kind, a group) and the
+/// last key read, as JSON, so that a cursor of another walk, or none at all, is refused rather
+/// than silently starting somewhere else.
+pub fn walk_cursor(scope: &str, last: &str) -> String {
+    serde_json::json!([scope, last]).to_string()
+}
+
+/// The last key read, from a [`walk_cursor`] of `scope` (`store` names the adapter in the
+/// error).
+pub fn walk_cursor_key(store: &str, scope: &str, cursor: &str) -> Result<String, StoreError> {
+    match serde_json::from_str::<[String; 2]>(cursor) {
+        Ok([of, key]) if of == scope => Ok(key),
+        _ => Err(StoreError::BadCursor(format!(
+            "{store}: {cursor:?} is not a cursor of a walk of {scope:?}"
+        ))),
+    }
+}

@@ -17,7 +17,8 @@ pub use blob_store::{BlobMeta, BlobPage, BlobStore};
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use documents::{
-    CountBucket, DocumentPage, Documents, MemberPage, StoredDocument, is_count_name,
+    CountBucket, DocumentPage, Documents, MemberPage, StoredDocument, check_counts, is_count_name,
+    walk_cursor, walk_cursor_key,
 };
 pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
 pub use messages::{DeadMessage, Letter, MessageSender, OutgoingMessage, Reason};

@@ -11,26 +11,12 @@ use rusqlite::{Connection, params};
 use super::images::{commit, immediate};
 use super::sql_error;
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{CountBucket, StoreError, is_count_name};
+use imgest_core::ports::{CountBucket, StoreError};
 
 /// How long an expired row is kept before it may be deleted.
 const DELETE_GRACE: Duration = Duration::from_secs(3600);
 /// Expired rows deleted by one `add_counts`, at most.
 const DELETE_BATCH: i64 = 32;
-
-pub(super) fn check(bucket: i64, counts: &[(String, u64)]) -> Result<(), StoreError> {
-    if bucket < 0 {
-        return Err(StoreError::corrupt(format!(
-            "sqlite: counter bucket {bucket} is negative"
-        )));
-    }
-    if let Some((name, _)) = counts.iter().find(|(name, _)| !is_count_name(name)) {
-        return Err(StoreError::corrupt(format!(
-            "sqlite: {name:?} cannot name a count"
-        )));
-    }
-    Ok(())
-}
 
 pub(super) fn add(
     conn: &mut Connection,
@@ -41,7 +27,6 @@ pub(super) fn add(
     expires_at: Timestamp,
     now: Timestamp,
 ) -> Result<(), StoreError> {
-    check(bucket, counts)?;
     let tx = immediate(conn)?;
     {
         let mut st = tx

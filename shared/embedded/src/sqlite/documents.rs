@@ -19,7 +19,8 @@ use super::images::{commit, immediate};
 use super::{SqliteStore, sql_error, sql_limit};
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::{
-    CountBucket, DocumentPage, Documents, MemberPage, StoreError, StoredDocument,
+    CountBucket, DocumentPage, Documents, MemberPage, StoreError, StoredDocument, walk_cursor,
+    walk_cursor_key,
 };
 
 /// How long an expired row is kept before it may be deleted.
@@ -107,22 +108,6 @@ fn put_tx(
     Ok(version)
 }
 
-/// A walk's cursor: the kind and the last key read, as JSON (so a cursor of another kind's
-/// walk, or no cursor at all, is refused rather than silently starting somewhere else).
-fn cursor_of(kind: &str, last_key: &str) -> String {
-    serde_json::json!([kind, last_key]).to_string()
-}
-
-/// The key after which the page starts.
-fn key_of_cursor(kind: &str, cursor: &str) -> Result<String, StoreError> {
-    match serde_json::from_str::<[String; 2]>(cursor) {
-        Ok([of, key]) if of == kind => Ok(key),
-        _ => Err(StoreError::BadCursor(format!(
-            "sqlite: {cursor:?} is not a cursor of a walk of {kind} records"
-        ))),
-    }
-}
-
 fn scan_page(
     conn: &Connection,
     kind: &str,
@@ -130,7 +115,9 @@ fn scan_page(
     limit: usize,
     now: Timestamp,
 ) -> Result<DocumentPage, StoreError> {
-    let after = cursor.map(|c| key_of_cursor(kind, c)).transpose()?;
+    let after = cursor
+        .map(|c| walk_cursor_key("sqlite", kind, c))
+        .transpose()?;
     let limit = limit.max(1);
     // Two statements rather than `(?2 IS NULL OR key > ?2)`, which would keep SQLite from
     // seeking the primary key to the cursor.
@@ -159,7 +146,7 @@ fn scan_page(
         .map_err(|e| sql_error("walking records", e))?;
     // A full page may be the last one: the next then comes back empty, with no next.
     let next = if rows.len() >= limit {
-        rows.last().map(|(key, _, _)| cursor_of(kind, key))
+        rows.last().map(|(key, _, _)| walk_cursor(kind, key))
     } else {
         None
     };
@@ -294,9 +281,9 @@ impl Documents for SqliteStore {
         expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        imgest_core::ports::check_counts("sqlite", bucket, counts.iter().map(|(n, _)| *n))?;
         let counts: Vec<(String, u64)> =
             counts.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
-        super::counts::check(bucket, &counts)?;
         let (kind, key) = (kind.to_owned(), key.to_owned());
         self.run(move |conn| {
             super::counts::add(conn, &kind, &key, bucket, &counts, expires_at, now)

@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 use super::images::{commit, immediate};
 use super::{sql_error, sql_limit};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{MemberPage, StoreError};
+use imgest_core::ports::{MemberPage, StoreError, walk_cursor, walk_cursor_key};
 
 /// How long an expired row is kept before it may be deleted.
 const DELETE_GRACE: Duration = Duration::from_secs(3600);
@@ -44,21 +44,6 @@ pub(super) fn put(
     commit(tx)
 }
 
-/// A walk's cursor: the group and the last member read, as JSON (a cursor of another group's
-/// walk is refused rather than silently starting somewhere else).
-fn cursor_of(group: &str, last: &str) -> String {
-    serde_json::json!([group, last]).to_string()
-}
-
-fn member_of_cursor(group: &str, cursor: &str) -> Result<String, StoreError> {
-    match serde_json::from_str::<[String; 2]>(cursor) {
-        Ok([of, member]) if of == group => Ok(member),
-        _ => Err(StoreError::BadCursor(format!(
-            "sqlite: {cursor:?} is not a cursor of group {group:?}"
-        ))),
-    }
-}
-
 pub(super) fn list(
     conn: &Connection,
     kind: &str,
@@ -67,7 +52,9 @@ pub(super) fn list(
     limit: usize,
     now: Timestamp,
 ) -> Result<MemberPage, StoreError> {
-    let after = cursor.map(|c| member_of_cursor(group, c)).transpose()?;
+    let after = cursor
+        .map(|c| walk_cursor_key("sqlite", group, c))
+        .transpose()?;
     let limit = limit.max(1);
     // `>=` from the empty name for the first page, `>` after the cursor: either way SQLite seeks
     // the primary key.
@@ -90,7 +77,7 @@ pub(super) fn list(
         })
         .map_err(|e| sql_error("reading record members", e))?;
     let next = (rows.len() >= limit)
-        .then(|| rows.last().map(|(m, _)| cursor_of(group, m)))
+        .then(|| rows.last().map(|(m, _)| walk_cursor(group, m)))
         .flatten();
     Ok(MemberPage {
         members: rows,

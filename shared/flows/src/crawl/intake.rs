@@ -359,7 +359,11 @@ impl Crawler {
                         until: now.plus(FETCH_LEASE),
                         id: secure_hex::<8>(),
                     });
-                    record.waiters = vec![waiter.clone()];
+                    // Crawls left by a download whose task was lost (its lease ran out) wait for
+                    // this one with the crawl that starts it.
+                    if !record.waiters.contains(waiter) {
+                        record.waiters.push(waiter.clone());
+                    }
                     if self.put_url(&hash, &record, version, now).await? {
                         self.queue_first_download(url, client, now).await?;
                         return Ok(Joined::Waiting);

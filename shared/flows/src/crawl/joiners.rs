@@ -25,7 +25,6 @@ use super::{Crawler, Finishing};
 use crate::FlowError;
 use crate::crawl::messages::{JoinersMessage, JoinersPage, PhotoStatus};
 use imgest_core::domain::{OfferKey, Timestamp, UrlHash};
-use imgest_core::ports::OutgoingMessage;
 
 /// The group kind the joined crawls are filed under (keyed by the URL's hash).
 pub(super) const JOINER_KIND: &str = "waiter";
@@ -209,15 +208,6 @@ impl Crawler {
                 from: from.to_owned(),
             },
         };
-        let body = serde_json::to_string(&message)
-            .map_err(|e| FlowError::Internal(format!("cannot encode a joiners message: {e}")))?;
-        self.sends
-            .send(
-                self.service.ports().messages.as_ref(),
-                super::SETTLE_QUEUE,
-                OutgoingMessage::now(body),
-            )
-            .await?;
-        Ok(())
+        self.send_to_settle(&message).await
     }
 }

@@ -80,7 +80,16 @@ impl Crawler {
                 crawl_id: crawl_id.to_owned(),
             },
         };
-        let body = serde_json::to_string(&message)
+        self.send_to_settle(&message).await
+    }
+
+    /// Sends `message` to [`SETTLE_QUEUE`](super::SETTLE_QUEUE) (with the other sends of this
+    /// batch: one send).
+    pub(super) async fn send_to_settle(
+        &self,
+        message: &impl serde::Serialize,
+    ) -> Result<(), FlowError> {
+        let body = serde_json::to_string(message)
             .map_err(|e| FlowError::Internal(format!("cannot encode a settle message: {e}")))?;
         self.sends
             .send(
