@@ -899,3 +899,62 @@ async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivere
     told.sort();
     assert_eq!(told, ["second", "third"]);
 }
+
+/// The settle queue's pages of joined crawls are input like any other: a page naming no URL
+/// hash, or starting at a cursor the store never gave, is a dead letter with its reason, and
+/// nobody is told; a page of a URL with nothing recorded tells nobody.
+#[tokio::test]
+async fn forged_pages_of_joined_crawls_are_dead_letters_with_their_reasons() {
+    let Some((
+        CrawlOnAws {
+            sqs, urls, crawler, ..
+        },
+        host,
+    )) = with_banner("forged pages of joiners").await
+    else {
+        return;
+    };
+    let dead = with_dead_letter_queue(&sqs, &urls["settle"], 5).await;
+    // A URL with its outcome recorded (nobody joined it).
+    let request =
+        json!({"client_id": "acme", "offer_id": "banner", "urls": [host.url("/banner.jpg")]});
+    let response = handlers::intake::handle(&crawler, intake_event("f-1", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    fetch_then_process(&sqs, &urls, &crawler, 1).await;
+    take(&sqs, &urls["results"], 1).await;
+    let hash = imgest_core::domain::NormalizedUrl::parse(
+        &host.url("/banner.jpg"),
+        &crawler.settings().normalization,
+    )
+    .unwrap()
+    .hash();
+
+    let page = |url_hash: &str, from: &str| {
+        intake_event(
+            "forged",
+            &json!({"joiners": {"url_hash": url_hash, "from": from}}),
+        )
+    };
+    let cases = [
+        (page("not a url hash", "x"), Some("unusable")),
+        (page(hash.as_str(), "not a cursor"), Some("bad_cursor")),
+        (
+            page("0cc175b9c0f1b6a831c399e269772661", "not a cursor"),
+            None,
+        ),
+    ];
+    for (event, kind) in cases {
+        let response = handlers::settle::handle(&crawler, event).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+        match kind {
+            Some(kind) => {
+                let letters = take(&sqs, &dead, 1).await;
+                let got = &letters.records[0].message_attributes["imgest.kind"];
+                assert_eq!(got.string_value.as_deref(), Some(kind));
+            }
+            None => assert!(drain(&sqs, &dead).await.records.is_empty()),
+        }
+    }
+    assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+    assert_eq!(host.requests(), 1);
+}
