@@ -60,7 +60,7 @@ pub(super) enum AfterJoin {
     Waiting,
     /// It ended meanwhile: the crawl settles with the outcome recorded.
     Settled(PhotoStatus),
-    /// It ended with nothing recorded (the record expired): join again.
+    /// It ended and another runs, or nothing is recorded (the record expired): join again.
     Ended,
 }
 
@@ -93,10 +93,14 @@ impl Crawler {
         if still_running(record.fetch.as_ref(), lease, now) {
             return Ok(AfterJoin::Waiting);
         }
-        // Ended between the join's read and the filing: settled here, so the filing is spent.
+        // Ended between the join's read and the filing: the filing is spent.
         records
             .delete_members(JOINER_KIND, hash.as_str(), &[name])
             .await?;
+        // Another download of the URL runs already (the join's read was stale): join that one.
+        if record.fetch.as_ref().is_some_and(|l| now < l.until) {
+            return Ok(AfterJoin::Ended);
+        }
         Ok(match &record.last {
             Some(last) => AfterJoin::Settled(status_of(last)),
             None => AfterJoin::Ended,
