@@ -94,30 +94,19 @@ impl DynamoStore {
             e.value(s(bucket_sk(to))),
         );
         let parts = e.finish();
-        let mut buckets = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression(&condition)
-                .set_expression_attribute_names(parts.names.clone())
-                .set_expression_attribute_values(parts.values.clone())
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| sdk_error(format!("reading the counts of {pk}"), e))?;
-            for item in page.items.unwrap_or_default() {
-                if let Some(bucket) = bucket_of(&item, &pk, now)? {
-                    buckets.push(bucket);
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(buckets);
+        // Eventually consistent: learning is advice, and a second's lag costs nothing.
+        let items = self
+            .query_all(&condition, parts, false, || {
+                format!("reading the counts of {pk}")
+            })
+            .await?;
+        let mut buckets = Vec::with_capacity(items.len());
+        for item in &items {
+            if let Some(bucket) = bucket_of(item, &pk, now)? {
+                buckets.push(bucket);
             }
         }
+        Ok(buckets)
     }
 }
 

@@ -142,6 +142,40 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Every item a key-condition `Query` of the table finds, page after page (for ranges
+    /// known to be small: a client's buckets of one window, a series' buckets of one horizon).
+    pub(crate) async fn query_all(
+        &self,
+        condition: &str,
+        parts: item::ExprParts,
+        consistent: bool,
+        context: impl Fn() -> String,
+    ) -> Result<Vec<item::Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression(condition)
+                .set_expression_attribute_names(parts.names.clone())
+                .set_expression_attribute_values(parts.values.clone())
+                .consistent_read(consistent)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| sdk_error(context(), e))?;
+            items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+}
+
 /// Whether the call failed only because its condition expression was false.
 pub(crate) fn is_condition_failed<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
     e.as_service_error()

@@ -155,35 +155,22 @@ impl DynamoStore {
             e.value(s(bucket_sk(width, to.max(0)))),
         );
         let parts = e.finish();
+        let items = self
+            .query_all(&condition, parts, true, || {
+                format!("reading the rate limit of {client:?}")
+            })
+            .await?;
         let mut out = BTreeMap::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression(&condition)
-                .set_expression_attribute_names(parts.names.clone())
-                .set_expression_attribute_values(parts.values.clone())
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| sdk_error(format!("reading the rate limit of {client:?}"), e))?;
-            for item in page.items.unwrap_or_default() {
-                let index = item
-                    .get(SK)
-                    .and_then(|v| v.as_s().ok())
-                    .and_then(|sk| sk.rsplit('#').next()?.parse::<i64>().ok());
-                if let (Some(index), Some(g)) = (index, granted_of(&item)) {
-                    out.insert(index, g);
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
+        for item in items {
+            let index = item
+                .get(SK)
+                .and_then(|v| v.as_s().ok())
+                .and_then(|sk| sk.rsplit('#').next()?.parse::<i64>().ok());
+            if let (Some(index), Some(g)) = (index, granted_of(&item)) {
+                out.insert(index, g);
             }
         }
+        Ok(out)
     }
 
     /// The client's buckets in the window of `now`, the closed ones from the cache (read once

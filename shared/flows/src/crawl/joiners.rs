@@ -31,7 +31,6 @@ pub(super) const JOINER_KIND: &str = "waiter";
 /// Joined crawls told per page (per invocation on AWS): each is a crawl record's read and write,
 /// and finishing the crawls that settle, about a second for a page told 16 at a time.
 pub const JOINERS_PER_PAGE: usize = 100;
-const PAGE: usize = JOINERS_PER_PAGE;
 /// Crawls of a page told at once.
 const AT_ONCE: usize = 16;
 
@@ -159,7 +158,13 @@ impl Crawler {
         let running = running.as_deref();
         loop {
             let page = records
-                .list_members(JOINER_KIND, hash.as_str(), cursor.as_deref(), PAGE, now)
+                .list_members(
+                    JOINER_KIND,
+                    hash.as_str(),
+                    cursor.as_deref(),
+                    JOINERS_PER_PAGE,
+                    now,
+                )
                 .await?;
             if hand_on && let Some(next) = &page.next {
                 self.hand_on_joiners(hash, next).await?;

@@ -373,6 +373,8 @@ impl Crawler {
             .await?;
         let shared = self.read_tiers(key, now).await?;
         self.adopt_tiers(key, shared);
+        // As good as a reader's read: the next one waits its FRESH_FOR from here.
+        *self.learning.read_at(ROUTE_SERIES, key).lock().await = Some(now);
         Ok(())
     }
 
@@ -439,6 +441,7 @@ impl Crawler {
         }
         let now = self.now();
         let (mut shared, record) = self.read_host(host, now).await?;
+        *self.learning.read_at(HOST_KIND, host).lock().await = Some(now);
         let (_, rules) = self.hosts.rules();
         if record.circuit == Circuit::Closed && shared.should_open(now, rules) {
             // Open since the last failure that tipped it, as if it had been folded in then.
