@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, the port contract suites on the embedded adapters and on the
 # AWS adapters (against moto, a local AWS emulator), the end-to-end tests (the runner on a
-# real socket, real SQLite, a real directory), then the HTTP API fuzzed against its OpenAPI
+# real socket, real SQLite, a real directory), then the capacity model on seed 001's peak (no
+# breach), then the HTTP API fuzzed against its OpenAPI
 # document by schemathesis (infra/schemathesis.sh: no 5xx, and every answer as documented),
 # then the page in a headless Chromium (infra/browser-test.sh), then the Lambda functions as
 # SAM ships them: the seven arm64 bootstraps built by `sam build` and run under qemu-user
@@ -45,6 +46,10 @@ corpus_install
 export IMGEST_TEST_CORPUS=1
 
 cargo test --workspace --all-targets "$@"
+
+# The capacity model on seed 001's peak (docs/capacity.md), from the committed profiles: a
+# breach fails the suite.
+BENCH_PROFILE=dev bench/capacity.sh
 
 if [ "${IMGEST_TEST_SCHEMATHESIS:-1}" != 0 ]; then
     infra/schemathesis.sh

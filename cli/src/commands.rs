@@ -221,7 +221,7 @@ pub async fn gc(json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
     let progress = Progress::counter("expired records");
     let report = service
-        .gc_watched(|so_far| {
+        .gc_watched(None, |so_far| {
             progress.count(so_far.examined);
             progress.message(format!("{} deleted", so_far.images_deleted));
         })
@@ -340,10 +340,48 @@ pub async fn audit(dry_run: bool, json: bool) -> Result<()> {
         })
         .await?;
     progress.finish();
+    audit_done(&r, dry_run, json)
+}
+
+/// The most findings one run takes: a comparison that finds more has found something other
+/// than damage (a wrong bucket, a wrong export) and is refused whole.
+const MAX_FINDINGS: usize = 1_000_000;
+
+pub async fn audit_findings(
+    file: &std::path::Path,
+    as_of: std::time::SystemTime,
+    dry_run: bool,
+    json: bool,
+) -> Result<()> {
+    use std::io::BufRead;
+    let reader = std::io::BufReader::new(
+        std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?,
+    );
+    let mut findings = Vec::new();
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading {}", file.display()))?;
+        let found = imgest_flows::audit::Finding::parse(&line)
+            .map_err(|e| anyhow::anyhow!("{}:{}: {e}", file.display(), n + 1))?;
+        findings.extend(found);
+        if findings.len() > MAX_FINDINGS {
+            anyhow::bail!(
+                "{}: more than {MAX_FINDINGS} findings: check the comparison (the bucket, the export) before mending",
+                file.display()
+            );
+        }
+    }
+    let (_, service) = operator_service().await?;
+    let as_of = imgest_core::domain::Timestamp::from_system(as_of);
+    let r = service.audit_findings(&findings, as_of, dry_run).await?;
+    audit_done(&r, dry_run, json)
+}
+
+/// Prints an audit's report; fails if it left damage it cannot mend.
+fn audit_done(r: &imgest_flows::audit::AuditReport, dry_run: bool, json: bool) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", serde_json::to_string_pretty(r)?);
     } else {
-        print_audit(&r, dry_run);
+        print_audit(r, dry_run);
     }
     if r.link_counts_too_low > 0 {
         eprintln!(

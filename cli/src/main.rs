@@ -81,6 +81,7 @@ enum Command {
     },
     /// Check every image record against its files (repairing missing ones from the original)
     /// and its link count against the offers (correcting it), and report what was found.
+    /// At scale, check and mend only what an inventory comparison found (`--findings`).
     /// Example: `imgest audit --dry-run`
     Audit {
         /// Only report what would be repaired or corrected.
@@ -89,6 +90,15 @@ enum Command {
         /// Print the report as JSON (the exit status still says whether damage was left).
         #[arg(long)]
         json: bool,
+        /// Lines of `image_id` or `image_id,offers,last_update_ms` from the comparison of an S3
+        /// Inventory with a table export (docs/operations.md, "The audit at scale"): only these
+        /// images are checked and mended.
+        #[arg(long, requires = "as_of")]
+        findings: Option<PathBuf>,
+        /// The table export's time (RFC 3339, e.g. 2026-11-27T06:00:00Z): a count is corrected
+        /// only if its record was settled then and has not changed since.
+        #[arg(long, requires = "findings")]
+        as_of: Option<humantime::Timestamp>,
     },
     /// Show the local task queue: each queue's tasks by state, priority and tier, and the
     /// newest dead letters with their reasons. Example: `imgest queue --dead-letters 20`
@@ -200,7 +210,13 @@ fn main() -> ExitCode {
             } => commands::sweep(dry_run, shard, go_on, json).await,
             Command::Variants { command, json } => variants::run(command, json).await,
             Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
-            Command::Audit { dry_run, json } => commands::audit(dry_run, json).await,
+            Command::Audit {
+                dry_run,
+                json,
+                findings: Some(file),
+                as_of: Some(as_of),
+            } => commands::audit_findings(&file, as_of.into(), dry_run, json).await,
+            Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,

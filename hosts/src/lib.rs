@@ -94,6 +94,8 @@ impl HostBuilder {
             latency: self.latency,
             max_rps: self.max_rps,
             requests: AtomicU64::new(0),
+            answering: AtomicU64::new(0),
+            most_answering: AtomicU64::new(0),
             times: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(state.clone());
@@ -157,6 +159,13 @@ impl PartnerHost {
             .map_or(0, |n| n.load(Ordering::Relaxed))
     }
 
+    /// The most requests this host was answering at once (from their arrival to their
+    /// response's headers): how many downloads a client had started side by side, as the host
+    /// saw them.
+    pub fn most_at_once(&self) -> u64 {
+        self.state.most_answering.load(Ordering::Relaxed)
+    }
+
     /// When each request arrived, in arrival order.
     pub fn request_times(&self) -> Vec<Instant> {
         self.state
@@ -181,7 +190,26 @@ struct HostState {
     latency: Duration,
     max_rps: Option<u32>,
     requests: AtomicU64,
+    answering: AtomicU64,
+    most_answering: AtomicU64,
     times: Mutex<Vec<Instant>>,
+}
+
+/// One request being answered, counted in [`HostState::answering`] while it lives.
+struct Answering<'a>(&'a HostState);
+
+impl<'a> Answering<'a> {
+    fn new(state: &'a HostState) -> Self {
+        let now = state.answering.fetch_add(1, Ordering::SeqCst) + 1;
+        state.most_answering.fetch_max(now, Ordering::SeqCst);
+        Self(state)
+    }
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.0.answering.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl HostState {
@@ -218,6 +246,7 @@ impl HostState {
 }
 
 async fn handle(State(state): State<Arc<HostState>>, uri: Uri, headers: HeaderMap) -> Response {
+    let _answering = Answering::new(&state);
     if state.arrive() {
         return route::respond(429, &[(header::RETRY_AFTER, "1".to_owned())], Body::empty());
     }

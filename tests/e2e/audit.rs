@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use imgest_core::domain::{BlobKey, ImageId, ImageRecord};
-use imgest_flows::audit::{AuditScope, SETTLE};
+use imgest_flows::audit::{AuditScope, Finding, SETTLE, SnapshotCount};
 
 use crate::support::TestApp;
 
@@ -164,4 +164,142 @@ async fn the_scheduled_audit_covers_every_record_once_a_cycle_a_segment_a_run() 
     assert_eq!(record(&app, &ids[5]).await.link_count, 2);
     // The next run starts the next cycle.
     assert_eq!(app.service.audit_next_segment(4).await.unwrap().0, 0);
+}
+
+#[tokio::test]
+async fn findings_of_a_snapshot_are_mended_only_where_the_record_is_the_one_it_held() {
+    let app = TestApp::start().await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            app.upload_ok(&imgest_hosts::hostile::jpeg(50 + i, 30, false, None))
+                .await,
+        );
+    }
+    assert_eq!(
+        app.link("a", &[&ids[0], &ids[1], &ids[2]]).await.status,
+        200
+    );
+    let images = &app.service.ports().images;
+    let ttl = app.service.policy().orphan_ttl;
+    // Counts too high, as a keyed crawl link may leave them; a variant of one lost.
+    for id in &ids {
+        let now = app.service.ports().clock.now();
+        let r = record(&app, id).await;
+        assert!(images.correct_link_count(&r, 2, now, ttl).await.unwrap());
+    }
+    let damaged = record(&app, &ids[2]).await;
+    let variant = BlobKey::variant(
+        &damaged.id,
+        &damaged.generation,
+        &imgest_core::domain::VariantName::parse("medium").unwrap(),
+        imgest_core::domain::OutputFormat::Jpeg,
+    );
+    let blobs = &app.service.ports().blobs;
+    blobs.delete(std::slice::from_ref(&variant)).await.unwrap();
+    // The export: a snapshot taken once the counts settled.
+    app.advance_clock(SETTLE + Duration::from_secs(1));
+    let as_of = app.service.ports().clock.now();
+    let snapshot: Vec<SnapshotCount> = {
+        let mut held = Vec::new();
+        for id in &ids {
+            held.push(SnapshotCount {
+                offers: 1,
+                last_update: record(&app, id).await.last_update,
+            });
+        }
+        held
+    };
+    // After the export, the second image is linked again (its record moves on).
+    assert_eq!(app.link("b", &[&ids[1]]).await.status, 200);
+    let findings: Vec<Finding> = ids
+        .iter()
+        .zip(&snapshot)
+        .map(|(id, count)| Finding {
+            id: ImageId::parse(id).unwrap(),
+            count: Some(*count),
+        })
+        .collect();
+
+    let dry = app
+        .service
+        .audit_findings(&findings, as_of, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            dry.link_counts_too_high,
+            dry.link_counts_unsettled,
+            dry.link_counts_corrected
+        ),
+        (2, 1, 0),
+        "{dry:?}"
+    );
+    assert!(
+        blobs.get(&variant).await.is_err(),
+        "a dry run mends nothing"
+    );
+
+    let report = app
+        .service
+        .audit_findings(&findings, as_of, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            report.images_checked,
+            report.images_repaired,
+            report.link_counts_corrected,
+            report.link_counts_unsettled
+        ),
+        (3, 1, 2, 1),
+        "{report:?}"
+    );
+    assert_eq!(record(&app, &ids[0]).await.link_count, 1);
+    assert_eq!(
+        record(&app, &ids[1]).await.link_count,
+        3,
+        "changed since the snapshot: left alone"
+    );
+    let repaired = record(&app, &ids[2]).await;
+    assert_eq!(repaired.link_count, 1);
+    assert_ne!(
+        repaired.generation, damaged.generation,
+        "rebuilt from its original"
+    );
+    let files_only = Finding {
+        id: repaired.id.clone(),
+        count: None,
+    };
+    let again = app
+        .service
+        .audit_findings(&[files_only], as_of, true)
+        .await
+        .unwrap();
+    assert_eq!((again.images_checked, again.images_missing_files), (1, 0));
+
+    // A snapshot taken while a count was still moving (linked a moment before it) corrects
+    // nothing, however long after it is mended.
+    assert_eq!(app.link("c", &[&ids[0]]).await.status, 200);
+    let now = app.service.ports().clock.now();
+    let r = record(&app, &ids[0]).await;
+    assert!(images.correct_link_count(&r, 5, now, ttl).await.unwrap());
+    let moving = Finding {
+        id: r.id.clone(),
+        count: Some(SnapshotCount {
+            offers: 2,
+            last_update: record(&app, &ids[0]).await.last_update,
+        }),
+    };
+    app.advance_clock(SETTLE + Duration::from_secs(1));
+    let early = app
+        .service
+        .audit_findings(&[moving], now, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        (early.link_counts_unsettled, early.link_counts_corrected),
+        (1, 0)
+    );
+    assert_eq!(record(&app, &ids[0]).await.link_count, 5);
 }

@@ -211,11 +211,11 @@ async fn the_scheduled_gc_function_collects_and_sweeps_on_its_schedule() {
     let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value> =
         serde_json::from_str(&event("schedule.json", &[])).unwrap();
     app.upload_ok(&fixture("photo.jpg")).await;
-    let first = handlers::scheduled_gc::handle(&app.service, 128)
+    let first = handlers::scheduled_gc::handle(&app.service, 128, Duration::from_secs(600))
         .await
         .unwrap();
     assert_eq!(first.sweep.shards, 128);
-    let second = handlers::scheduled_gc::handle(&app.service, 128)
+    let second = handlers::scheduled_gc::handle(&app.service, 128, Duration::from_secs(600))
         .await
         .unwrap();
     assert_eq!(

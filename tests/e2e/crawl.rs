@@ -294,6 +294,52 @@ async fn bodies_are_judged_by_their_bytes_and_size_not_their_headers() {
 }
 
 #[tokio::test]
+async fn downloads_start_only_while_their_bodies_fit_the_memory_budget() {
+    // A body pool of 48 MiB (a quarter of what is left after the process's own 64 MiB), and
+    // 12 MB held per download before its request: four fit at once, of eight workers.
+    let app = CrawlApp::start(&[
+        ("IMGEST_MEMORY_BUDGET", "256MiB"),
+        ("IMGEST_FETCH_RESERVE", "12MB"),
+        ("IMGEST_FETCH_TIERS", "10s,20s,30s"),
+    ])
+    .await;
+    let gate = Gate::new();
+    let body = Bytes::from(fixture("photo.jpg"));
+    let paths: Vec<String> = (0..8).map(|i| format!("/{i}.jpg")).collect();
+    let host = PartnerHost::start(
+        paths
+            .iter()
+            .map(|p| (p.clone(), Route::held(&gate, Route::photo(body.clone())))),
+    )
+    .await
+    .unwrap();
+    let urls: Vec<String> = paths.iter().map(|p| host.url(p)).collect();
+    let accepted = app.crawl("acme", "memory", &urls).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.json);
+    app.until("the downloads that fit reach the host", || {
+        host.requests() >= 4
+    })
+    .await;
+    // Every task taken by a worker: the four that do not fit wait for room, not for the host.
+    let queue = imgest_flows::crawl::tier_queue(0);
+    loop {
+        let now = app.crawler.service().ports().clock.now();
+        if app.queue.counts(&queue, now).await.unwrap().in_flight == 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gate.open();
+    let done = app.settled("memory").await;
+    let photos = done["photos"].as_array().unwrap();
+    assert!(photos.iter().all(|p| p["status"] == "ok"), "{photos:?}");
+    assert!(host.most_at_once() <= 4, "{} at once", host.most_at_once());
+    // The others waited for room before their requests: none was sent twice, none timed out.
+    assert_eq!(host.requests(), 8);
+    assert_eq!(app.counts().timeouts, 0);
+}
+
+#[tokio::test]
 async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_once() {
     let app = CrawlApp::start(&[]).await;
     let bytes = photo("storm.jpg");

@@ -28,9 +28,20 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
     assert_eq!(app.gc().await.images_deleted, 0);
 
     app.advance_clock(Duration::from_millis(200));
+    // A run whose time is spent collects nothing and says so; the next one goes on.
+    let spent = app
+        .service
+        .gc_watched(Some(std::time::Instant::now()), |_| {})
+        .await
+        .unwrap();
+    assert!(spent.out_of_time && spent.examined == 0, "{spent:?}");
     // Watched (as `imgest gc` draws its progress): told after each record it examined.
     let mut so_far = Vec::new();
-    let report = app.service.gc_watched(|r| so_far.push(*r)).await.unwrap();
+    let report = app
+        .service
+        .gc_watched(None, |r| so_far.push(*r))
+        .await
+        .unwrap();
     assert_eq!(report.images_deleted, 2, "{report:?}");
     let examined: Vec<u64> = so_far.iter().map(|r| r.examined).collect();
     assert_eq!(examined, (1..=report.examined).collect::<Vec<_>>());
@@ -205,19 +216,51 @@ async fn the_sweeper_deletes_only_old_files_that_no_record_owns() {
     assert_eq!(app.upload(&fixture("photo.jpg")).await.status, 200);
 }
 
+/// A scheduled run's time: far more than these tests need.
+const RUN: Duration = Duration::from_secs(600);
+
+/// Where the scheduled sweep resumes, as saved.
+async fn sweep_place(app: &TestApp) -> serde_json::Value {
+    let saved = app
+        .service
+        .ports()
+        .checkpoints
+        .load_checkpoint("sweep.next_shard")
+        .await
+        .unwrap()
+        .unwrap();
+    serde_json::from_str(&saved).unwrap()
+}
+
 /// Files of `n` images of shard `ab` whose records are gone (lost, or the wrong table): what
 /// makes a sweep judge a whole shard garbage at once.
 async fn files_without_records(app: &TestApp, n: usize) -> Vec<BlobKey> {
+    files_without_records_in(app, n, 0, false).await
+}
+
+/// [`files_without_records`], ids numbered from `from`, in the originals' area or the
+/// variants'.
+async fn files_without_records_in(
+    app: &TestApp,
+    n: usize,
+    from: usize,
+    originals: bool,
+) -> Vec<BlobKey> {
     let blobs = &app.service.ports().blobs;
     let mut keys = Vec::new();
-    for i in 0..n {
+    for i in from..from + n {
         let id = ImageId::parse(&format!("ab{i:030x}")).unwrap();
-        let key = BlobKey::variant(
-            &id,
-            &Generation::parse("0000000a").unwrap(),
-            &imgest_core::domain::VariantName::parse("large").unwrap(),
-            imgest_core::domain::OutputFormat::Jpeg,
-        );
+        let generation = Generation::parse("0000000a").unwrap();
+        let key = if originals {
+            BlobKey::original(&id, &generation)
+        } else {
+            BlobKey::variant(
+                &id,
+                &generation,
+                &imgest_core::domain::VariantName::parse("large").unwrap(),
+                imgest_core::domain::OutputFormat::Jpeg,
+            )
+        };
         blobs
             .put(&key, Bytes::from_static(b"x"), "image/jpeg")
             .await
@@ -225,6 +268,62 @@ async fn files_without_records(app: &TestApp, n: usize) -> Vec<BlobKey> {
         keys.push(key);
     }
     keys
+}
+
+#[tokio::test]
+async fn a_sweep_out_of_time_resumes_at_its_page_and_counts_its_share_over_the_whole_shard() {
+    let app = TestApp::start().await;
+    // Shard ab: a few leftovers in each area, each area under the floor, together over it.
+    let half = STOP_FLOOR as usize - 5;
+    let variants = files_without_records_in(&app, half, 0, false).await;
+    let originals = files_without_records_in(&app, half, half, true).await;
+    app.advance_clock(Duration::from_secs(2 * 86_400));
+    let (shards, dry_run) = (256, false);
+    // The place as saved before places had pages: a shard alone.
+    app.service
+        .ports()
+        .checkpoints
+        .save_checkpoint("sweep.next_shard", "ab")
+        .await
+        .unwrap();
+    // A run whose time is spent at once still sweeps a page, then saves where it is.
+    let report = app
+        .service
+        .sweep_batch(shards, dry_run, Some(std::time::Instant::now()))
+        .await
+        .unwrap();
+    assert!(report.out_of_time, "{report:?}");
+    assert_eq!(report.files_deleted, half as u64, "{report:?}");
+    let place = sweep_place(&app).await;
+    assert_eq!(
+        (place["shard"].as_str(), place["prefix"].as_u64()),
+        (Some("ab"), Some(1))
+    );
+    assert_eq!(
+        (place["scanned"].as_u64(), place["garbage"].as_u64()),
+        (Some(half as u64), Some(half as u64))
+    );
+    for key in &variants {
+        assert!(app.service.ports().blobs.get(key).await.is_err(), "{key}");
+    }
+    // The next run goes on at the originals: their garbage and what the first run deleted
+    // pass the share together, so it stops there, deleting none of them.
+    let report = app
+        .service
+        .sweep_batch(shards, dry_run, None)
+        .await
+        .unwrap();
+    let stop = report
+        .stopped
+        .expect("the share counted over the whole shard");
+    assert_eq!(
+        (stop.prefix().as_str(), stop.scanned, stop.garbage),
+        ("ab", 2 * half as u64, 2 * half as u64)
+    );
+    for key in &originals {
+        assert!(app.service.ports().blobs.get(key).await.is_ok(), "{key}");
+    }
+    assert_eq!(sweep_place(&app).await["prefix"], 1);
 }
 
 #[tokio::test]
@@ -255,16 +354,9 @@ async fn a_sweep_that_would_delete_most_of_a_shard_stops_until_told_to_go_on() {
     }
 
     // The scheduled run fails (its alarm fires) and keeps its place at that shard.
-    let run = imgest_lambda::scheduled_gc::handle(&app.service, 256).await;
+    let run = imgest_lambda::scheduled_gc::handle(&app.service, 256, RUN).await;
     assert_eq!(run.unwrap_err().kind(), "sweep_stopped");
-    let next = app
-        .service
-        .ports()
-        .checkpoints
-        .load_checkpoint("sweep.next_shard")
-        .await
-        .unwrap();
-    assert_eq!(next.as_deref(), Some("ab"));
+    assert_eq!(sweep_place(&app).await["shard"], "ab");
 
     // An operator checked: go on, for that shard.
     let mut report = SweepReport::default();
@@ -281,7 +373,7 @@ async fn a_sweep_that_would_delete_most_of_a_shard_stops_until_told_to_go_on() {
         (keys.len() as u64, None)
     );
     assert!(
-        imgest_lambda::scheduled_gc::handle(&app.service, 256)
+        imgest_lambda::scheduled_gc::handle(&app.service, 256, RUN)
             .await
             .is_ok()
     );

@@ -502,8 +502,10 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         Some(lim.account_concurrency - lim.unreserved_min),
         "Σ fetch reserved + api + backfill ≤ account − unreserved_min",
     );
-    let used: f64 =
-        functions.iter().map(|fl| fl.concurrency).sum::<f64>() + d.maintenance_instances;
+    // A backfill may run through the peak, with every instance its concurrency allows.
+    let used: f64 = functions.iter().map(|fl| fl.concurrency).sum::<f64>()
+        + d.maintenance_instances
+        + d.backfill.concurrency;
     r.row(
         "functions",
         "account: concurrency at peak",
@@ -511,13 +513,14 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "instances",
         Some(lim.account_concurrency),
         format!(
-            "Σ {} + maintenance {}",
+            "Σ {} + maintenance {} + backfill {}",
             functions
                 .iter()
                 .map(|fl| format!("{} {}", fl.name, fmt(fl.concurrency)))
                 .collect::<Vec<_>>()
                 .join(" + "),
-            fmt(d.maintenance_instances)
+            fmt(d.maintenance_instances),
+            fmt(d.backfill.concurrency)
         ),
     );
 
@@ -885,10 +888,31 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         Some(rcu_limit),
         rcu_trace.join(" + "),
     );
+    // A backfill may run through the peak, at its rate: its records' rewrites come on top.
+    let backfill_wcu = d.backfill.rate * d.backfill.wcu_per_photo;
+    r.row(
+        "dynamodb",
+        "table: write units/s with a backfill running vs its warm throughput",
+        wcu + backfill_wcu,
+        "WCU/s",
+        Some(wcu_limit),
+        format!(
+            "{} at peak + BackfillRate {} × {} WCU per photo",
+            fmt(wcu),
+            fmt(d.backfill.rate),
+            fmt(d.backfill.wcu_per_photo)
+        ),
+    );
     r.suggest(
-        "RecordsTable: warm write units",
-        format!("{}", (s.targets.headroom * wcu / 1000.0).ceil() * 1000.0),
-        format!("headroom × {} WCU/s, in thousands", fmt(wcu)),
+        "TableWarmWriteUnits",
+        format!(
+            "{}",
+            (s.targets.headroom * (wcu + backfill_wcu) / 1000.0).ceil() * 1000.0
+        ),
+        format!(
+            "headroom × {} WCU/s (a backfill running), in thousands",
+            fmt(wcu + backfill_wcu)
+        ),
     );
 
     // 3. S3 prefixes (256 shards per area).
@@ -956,7 +980,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
 
     // 5. Maintenance against the rate of new work.
     let gc_record = m.seconds_per_item("gc: collect")?;
-    let gc_rate = d.gc.jobs * d.gc.concurrency * d.gc.duty / gc_record.value.max(1e-9);
+    let gc_flat_out = d.gc.jobs * d.gc.concurrency / gc_record.value.max(1e-9);
+    let gc_rate = gc_flat_out * d.gc.duty;
     r.row_at_least(
         "maintenance",
         "GC: records collected/s vs orphans expiring",
@@ -971,9 +996,12 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             f(&gc_record)
         ),
     );
+    // The runs' time GC does not need is the sweep's.
+    let gc_used = (orphans / gc_flat_out.max(1e-9)).min(d.gc.duty);
+    let sweep_duty = (d.sweep.run_s / d.sweep.period_s - gc_used).max(0.0);
     let files = l.stored_images * l.files_per_image;
     let sweep_needed = files / (s.targets.sweep_pass_days * 86_400.0);
-    let sweep_rate = d.sweep.jobs * d.sweep.files_per_s_per_job;
+    let sweep_rate = d.sweep.jobs * d.sweep.files_per_s_per_job * sweep_duty;
     let shard_s = files / d.sweep.shards / d.sweep.files_per_s_per_job;
     let sweep_progress = if d.sweep.checkpoint == Checkpoint::Shard && shard_s > d.sweep.run_s {
         0.0
@@ -987,9 +1015,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "files/s",
         sweep_needed,
         format!(
-            "jobs {} × {} files/s; a shard takes {} s of a {}-s run, checkpoint per {:?}",
+            "jobs {} × {} files/s × its share of the time {} [run {} s ÷ every {} s − GC's {}]; a shard takes {} s of a {}-s run, checkpoint per {:?}",
             fmt(d.sweep.jobs),
             fmt(d.sweep.files_per_s_per_job),
+            fmt(sweep_duty),
+            fmt(d.sweep.run_s),
+            fmt(d.sweep.period_s),
+            fmt(gc_used),
             fmt(shard_s),
             fmt(d.sweep.run_s),
             d.sweep.checkpoint
@@ -1050,6 +1082,51 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             );
         }
     }
+    let bf = &d.backfill;
+    let bf_vcpu = (bf.memory_mb / FULL_VCPU_MB).min(1.0);
+    let bf_instances = bf.rate * bf.cpu_s_per_photo / bf_vcpu;
+    r.row(
+        "maintenance",
+        "backfill: instances at BackfillRate vs BackfillConcurrency",
+        bf_instances,
+        "instances",
+        Some(bf.concurrency),
+        format!(
+            "rate {} × {} CPU s ÷ vCPU {} (one decode at a time per instance)",
+            fmt(bf.rate),
+            fmt(bf.cpu_s_per_photo),
+            fmt(bf_vcpu)
+        ),
+    );
+    r.suggest(
+        "BackfillConcurrency",
+        format!("{}", (s.targets.headroom * bf_instances).ceil().max(2.0)),
+        format!("⌈headroom × {}⌉", fmt(bf_instances)),
+    );
+    // Enumeration: a round scans a page of each segment, then queues its tasks in
+    // `SendMessageBatch`es of 10, 16 at once; the schedule enumerates half of every minute.
+    let round_tasks = bf.segments * imgest_flows::backfill::SCAN_PAGE as f64;
+    let sends = (round_tasks / 10.0 / 16.0).ceil();
+    let round_s = (3.0 * s.latency_ms.dynamodb + sends * s.latency_ms.sqs) / 1000.0;
+    let duty = imgest_lambda::backfill::ENUMERATE_BUDGET.as_secs_f64() / 60.0;
+    r.row_at_least(
+        "maintenance",
+        "backfill: tasks queued/s vs BackfillRate",
+        round_tasks / round_s * duty,
+        "tasks/s",
+        bf.rate,
+        format!(
+            "{} tasks a round [segments {} × page {}] ÷ {} s [scan and state {} ms × 3 + {} sends of 16 batches × {} ms] × {} of each minute",
+            fmt(round_tasks),
+            fmt(bf.segments),
+            imgest_flows::backfill::SCAN_PAGE,
+            fmt(round_s),
+            fmt(s.latency_ms.dynamodb),
+            fmt(sends),
+            fmt(s.latency_ms.sqs),
+            fmt(duty)
+        ),
+    );
     let backfill_needed = l.stored_images / (s.targets.backfill_days * 86_400.0);
     r.row_at_least(
         "maintenance",

@@ -93,6 +93,8 @@ pub struct Latency {
     pub dynamodb: f64,
     /// A `TransactWriteItems`.
     pub transaction: f64,
+    /// An SQS request (`SendMessageBatch`).
+    pub sqs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -199,9 +201,10 @@ pub struct Api {
 pub struct Gc {
     /// Jobs running at once (each one GC-index bucket's page at a time).
     pub jobs: f64,
-    /// Records one job collects at once.
+    /// Records one job collects at once (`GC_CONCURRENCY`).
     pub concurrency: f64,
-    /// The share of the time jobs run (a 900-s run each hour: 0.25; jobs kept going: 1).
+    /// The most of the time GC may run: half of each run (`run_s` of the sweep) every
+    /// `period_s` (the rest is the sweep's).
     pub duty: f64,
     /// GC-index partitions the candidates are spread over.
     pub buckets: f64,
@@ -214,8 +217,10 @@ pub struct Sweep {
     /// Files one job lists and judges per second.
     pub files_per_s_per_job: f64,
     pub checkpoint: Checkpoint,
-    /// A run's length, seconds.
+    /// A run's length, seconds (the function's timeout less its margin).
     pub run_s: f64,
+    /// How often a run starts (`GcSchedule`), seconds.
+    pub period_s: f64,
     pub shards: f64,
 }
 
@@ -236,9 +241,16 @@ pub struct Audit {
 pub struct Backfill {
     /// Photos re-processed per second at most (`BackfillRate`).
     pub rate: f64,
+    /// Invocations on its queue at most (`BackfillConcurrency`).
+    pub concurrency: f64,
     pub reserved: f64,
+    pub memory_mb: f64,
+    /// Parallel segments of its scan (`BackfillSegments`).
+    pub segments: f64,
     /// CPU seconds per re-processed photo (1 vCPU).
     pub cpu_s_per_photo: f64,
+    /// Write units per re-processed photo (its record rewritten once, about 1.5 KB).
+    pub wcu_per_photo: f64,
 }
 
 /// AWS's limits (us-east-1 defaults).

@@ -74,7 +74,7 @@ const SAMPLES: [&[u8]; 5] = [
 
 /// Lambda's SQS trigger batch sizes, as in `template.yaml`.
 const INTAKE_BATCH: i32 = 10;
-const FETCH_BATCH: i32 = 10;
+const FETCH_BATCH: i32 = 100;
 const PROCESS_BATCH: i32 = 10;
 /// The ttl-cleanup function's DynamoDB stream batch size.
 const GC_BATCH: usize = 100;
@@ -641,7 +641,7 @@ impl Lambda<'_> {
         Fut: Future<Output = BatchResponse>,
     {
         loop {
-            let messages = self.receive(queue, batch).await?;
+            let messages = self.gather(queue, batch).await?;
             if messages.is_empty() {
                 if self.direct.pending(queue).await? == 0 {
                     return Ok(());
@@ -690,6 +690,23 @@ impl Lambda<'_> {
             self.delete(queue, &messages).await?;
         }
         Ok(())
+    }
+
+    /// A batch as Lambda's poller gathers one within its batching window: receives of at most
+    /// 10 (SQS's limit) until `batch` messages, or the queue has no more now.
+    async fn gather(&self, queue: &str, batch: i32) -> Result<Vec<aws_sdk_sqs::types::Message>> {
+        let mut messages = Vec::new();
+        loop {
+            let want = batch - i32::try_from(messages.len()).unwrap_or(batch);
+            if want <= 0 {
+                return Ok(messages);
+            }
+            let got = self.receive(queue, want.min(10)).await?;
+            if got.is_empty() {
+                return Ok(messages);
+            }
+            messages.extend(got);
+        }
     }
 
     async fn receive(&self, queue: &str, batch: i32) -> Result<Vec<aws_sdk_sqs::types::Message>> {

@@ -88,7 +88,7 @@ pub(super) fn sizing(stage: &str) -> Sizing {
         // Sized for five large photos at once, not for these samples (template.yaml).
         "process" => Sizing::Fixed(512),
         // It processes the new photos it downloads: sized as deployed, not by this process's RSS.
-        "fetch" => Sizing::Fixed(256),
+        "fetch" => Sizing::Fixed(512),
         // (The results stage is the marketplace's: no invocations, so no Lambda cost.)
         _ => Sizing::Cheapest,
     }

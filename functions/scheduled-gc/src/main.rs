@@ -1,9 +1,19 @@
-//! The `scheduled-gc` Lambda function, hourly: GC of expired records, then a batch of the
-//! sweep's shards; on the audit's schedule, the audit of one segment of the index.
+//! The `scheduled-gc` Lambda function, every 15 minutes: GC of expired records, then the sweep from its
+//! saved place, within the invocation's time; on the audit's schedule, the audit of one segment of the index.
 
 use imgest_lambda::cloudwatch::flushed;
 use imgest_lambda::scheduled_gc;
 use lambda_runtime::{LambdaEvent, service_fn};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The time until the invocation's deadline (milliseconds since the epoch, from Lambda).
+fn time_left(deadline_ms: u64) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    Duration::from_millis(deadline_ms.saturating_sub(u64::try_from(now).unwrap_or(u64::MAX)))
+}
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -17,7 +27,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 Ok::<_, lambda_runtime::Error>(if scheduled_gc::is_audit(&event.payload) {
                     serde_json::to_value(scheduled_gc::audit(service, audit_segments).await?)?
                 } else {
-                    serde_json::to_value(scheduled_gc::handle(service, shards).await?)?
+                    let budget = scheduled_gc::budget(time_left(event.context.deadline));
+                    serde_json::to_value(scheduled_gc::handle(service, shards, budget).await?)?
                 })
             });
             answer.await

@@ -27,6 +27,8 @@ use imgest_core::ports::{
 const BATCH_ENTRIES: usize = 10;
 /// ...and at most this many bytes of bodies in all.
 const BATCH_BYTES: usize = 256 * 1024;
+/// `SendMessageBatch` calls in flight at once for one send.
+const BATCHES_AT_ONCE: usize = 16;
 /// Sends of one batch's failed entries, the first included.
 const BATCH_ATTEMPTS: u32 = 4;
 /// The wait before the first resend of failed entries (doubled each time, plus jitter).
@@ -96,16 +98,28 @@ impl SqsSender {
         self.send_now(queue, queue_url, &messages).await
     }
 
+    /// Sends the batches [`BATCHES_AT_ONCE`] at a time: a backfill round or a large intake
+    /// queues thousands of messages, a round trip each batch. Every batch is tried; the first
+    /// failure is the call's (the others may have been sent: a retry sends them again, which
+    /// SQS's at-least-once delivery allows for).
     async fn send_now(
         &self,
         queue: &str,
         queue_url: &str,
         messages: &[&OutgoingMessage],
     ) -> Result<(), StoreError> {
-        for batch in batches(messages) {
-            self.send_batch(queue, queue_url, batch).await?;
+        let mut failed = None;
+        for group in batches(messages).chunks(BATCHES_AT_ONCE) {
+            let sends = group
+                .iter()
+                .map(|batch| self.send_batch(queue, queue_url, batch));
+            for sent in futures_util::future::join_all(sends).await {
+                if let Err(e) = sent {
+                    failed.get_or_insert(e);
+                }
+            }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// One `SendMessageBatch`, resending the entries that failed on SQS's side.

@@ -25,6 +25,54 @@ pub struct Reservation {
     _permit: OwnedSemaphorePermit,
 }
 
+/// Body memory that grows as a body arrives (a download whose length is not known before
+/// its headers, or not declared at all): reserved a first estimate before the request
+/// leaves, then grown to what the body needs. Given back when dropped.
+#[derive(Debug)]
+pub struct BodyHold {
+    pool: Pool,
+    permit: Option<OwnedSemaphorePermit>,
+    bytes: u64,
+    waiting: bool,
+}
+
+impl BodyHold {
+    /// The bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Whether the hold was waiting for room when last left (a caller whose deadline cut a
+    /// [`grow_to`](Self::grow_to) tells its own wait from the far side's slowness by it).
+    pub fn was_waiting(&self) -> bool {
+        self.waiting
+    }
+
+    /// Holds at least `bytes`, waiting as long as it takes for the rest (the caller bounds
+    /// the wait, and can tell it was cut while waiting by [`was_waiting`](Self::was_waiting)).
+    /// More than the whole pool never fits.
+    pub async fn grow_to(&mut self, bytes: u64) -> Result<(), Refusal> {
+        if bytes <= self.bytes {
+            return Ok(());
+        }
+        if bytes > self.pool.bytes {
+            return Err(Refusal::NeverFits {
+                needed: bytes,
+                pool: self.pool.bytes,
+            });
+        }
+        self.waiting = true;
+        let more = self.pool.permit(bytes - self.bytes, None).await?;
+        self.waiting = false;
+        match &mut self.permit {
+            Some(permit) => permit.merge(more),
+            None => self.permit = Some(more),
+        }
+        self.bytes = bytes;
+        Ok(())
+    }
+}
+
 /// Why a reservation was not made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -60,6 +108,16 @@ impl Pool {
     }
 
     async fn reserve(&self, bytes: u64, wait: Option<Duration>) -> Result<Reservation, Refusal> {
+        self.permit(bytes, wait)
+            .await
+            .map(|p| Reservation { _permit: p })
+    }
+
+    async fn permit(
+        &self,
+        bytes: u64,
+        wait: Option<Duration>,
+    ) -> Result<OwnedSemaphorePermit, Refusal> {
         if bytes > self.bytes {
             return Err(Refusal::NeverFits {
                 needed: bytes,
@@ -77,9 +135,7 @@ impl Pool {
             },
         };
         // The semaphore is never closed.
-        permit
-            .map(|p| Reservation { _permit: p })
-            .map_err(|_| Refusal::Busy { needed: bytes })
+        permit.map_err(|_| Refusal::Busy { needed: bytes })
     }
 
     fn available(&self) -> u64 {
@@ -117,6 +173,18 @@ impl MemoryBudget {
     /// Room for a body of `len` bytes, waiting at most `wait` for it.
     pub async fn body(&self, len: u64, wait: Duration) -> Result<Reservation, Refusal> {
         self.bodies.reserve(len, Some(wait)).await
+    }
+
+    /// A growable hold on body memory, `first` bytes of it at once, waiting at most `wait`
+    /// for them.
+    pub async fn body_hold(&self, first: u64, wait: Duration) -> Result<BodyHold, Refusal> {
+        let permit = self.bodies.permit(first, Some(wait)).await?;
+        Ok(BodyHold {
+            pool: self.bodies.clone(),
+            permit: Some(permit),
+            bytes: first,
+            waiting: false,
+        })
     }
 
     /// Room for a decode of `bytes`, waiting for it as long as it takes (first come, first
@@ -166,6 +234,34 @@ mod tests {
         drop(first);
         waiting.await.unwrap().unwrap();
         assert_eq!(budget.available().1, 300 * MB);
+    }
+
+    #[tokio::test]
+    async fn a_body_hold_grows_while_there_is_room_and_gives_it_all_back() {
+        let budget = MemoryBudget::new(BASE + 40 * MB);
+        let mut hold = budget.body_hold(MB, Duration::ZERO).await.unwrap();
+        hold.grow_to(6 * MB).await.unwrap();
+        assert_eq!(hold.bytes(), 6 * MB);
+        assert_eq!(budget.available().0, 4 * MB);
+        // Growing past what is free waits for it.
+        let other = budget.body(4 * MB, Duration::ZERO).await.unwrap();
+        let grown = tokio::spawn(async move { hold.grow_to(8 * MB).await.map(|()| hold) });
+        tokio::task::yield_now().await;
+        assert!(!grown.is_finished());
+        drop(other);
+        let hold = grown.await.unwrap().unwrap();
+        assert!(!hold.was_waiting());
+        drop(hold);
+        assert_eq!(budget.available().0, 10 * MB);
+        let mut hold = budget.body_hold(MB, Duration::ZERO).await.unwrap();
+        assert_eq!(
+            hold.grow_to(11 * MB).await.unwrap_err(),
+            Refusal::NeverFits {
+                needed: 11 * MB,
+                pool: 10 * MB
+            }
+        );
+        assert_eq!(hold.bytes(), MB);
     }
 
     #[tokio::test]

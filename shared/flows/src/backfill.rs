@@ -44,7 +44,7 @@ pub const BACKFILL_QUEUE: &str = "backfill";
 const STATE_CHECKPOINT: &str = "backfill.state";
 
 /// Records read per segment in one round of enumeration, at most.
-const SCAN_PAGE: usize = 500;
+pub const SCAN_PAGE: usize = 500;
 
 /// How far ahead of now tasks are queued at the rate limit: enumeration waits while the last
 /// task queued is due later than this, so a pause stops the work within it (on SQS too, where

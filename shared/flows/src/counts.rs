@@ -67,8 +67,10 @@ imgest_core::counters! {
     retries,
     /// Downloads moved to a slower tier.
     tier_moves,
-    /// Downloads put back because the client's budget or the host's backoff said "later".
+    /// Downloads put back because the client's budget, a host's backoff or memory said "later".
     deferrals,
+    /// Downloads put back: no memory for their body yet in this process (also `deferrals`).
+    memory_deferrals,
     /// URLs that failed for good in this crawl.
     urls_failed,
     /// New photos processed from downloads.

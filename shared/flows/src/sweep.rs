@@ -28,10 +28,17 @@
 //! operator checked; the scheduled sweep stays at that shard (and fails its run, so its error
 //! alarm fires) until then.
 //!
+//! **A run of the scheduled sweep has a time budget** ([`Service::sweep_batch`]): it saves its
+//! place after every page (the shard, the prefix in it, the listing's cursor, and the shard's
+//! count toward its share so far) and the next run resumes there, so a shard larger than a run
+//! (at 10⁹ images one takes some 25 minutes) is swept over several, its share still counted
+//! over all of it.
+//!
 //! [`variants`]: crate::variants
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracing::{error, info, warn};
 
 use super::{FlowError, Service};
@@ -68,6 +75,9 @@ pub struct SweepReport {
     pub files_deleted: u64,
     /// Where the sweep stopped rather than delete more than its share of a shard.
     pub stopped: Option<SweepStop>,
+    /// The run's time budget was spent before its shards were (the next run resumes at the
+    /// page it saved).
+    pub out_of_time: bool,
 }
 
 /// A sweep that stopped at a shard: what it found there when it stopped.
@@ -134,9 +144,66 @@ struct ShardTally {
     garbage: u64,
     /// Records that list sizes kept for want of a confirmed drop (each listed in two areas).
     kept_unconfirmed: HashSet<ImageId>,
-    /// Records that retired a confirmed drop: their files of that size do not count toward
-    /// the share (an operator asked for their deletion).
-    retired: HashSet<ImageId>,
+}
+
+/// Where a shard's sweep is, and its count toward the share so far: what the scheduled sweep
+/// saves after every page and resumes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct SweepPlace {
+    /// The shard, two hex digits (`"3f"`).
+    shard: String,
+    /// Which of the shard's prefixes ([`shard_sweep_prefixes`]).
+    prefix: usize,
+    /// Where the listing of that prefix goes on (`None`: at its start).
+    cursor: Option<String>,
+    scanned: u64,
+    garbage: u64,
+}
+
+impl SweepPlace {
+    fn at_shard(shard: usize) -> Self {
+        Self {
+            shard: format!("{:02x}", shard % SHARD_COUNT),
+            ..Self::default()
+        }
+    }
+
+    /// A saved place; before places were saved per page, a shard alone (`"3f"`). Anything
+    /// unreadable starts at the first shard.
+    fn parse(saved: &str) -> Self {
+        let place = serde_json::from_str::<Self>(saved).unwrap_or_else(|_| Self {
+            shard: saved.to_owned(),
+            ..Self::default()
+        });
+        match usize::from_str_radix(&place.shard, 16) {
+            Ok(n) if n < SHARD_COUNT && place.shard.len() == 2 && place.prefix < 3 => place,
+            _ => Self::at_shard(0),
+        }
+    }
+
+    fn index(&self) -> usize {
+        usize::from_str_radix(&self.shard, 16).unwrap_or(0)
+    }
+}
+
+/// How sweeping a shard from a place ended.
+enum ShardEnd {
+    Done,
+    /// Past its share ([`SweepReport::stopped`]).
+    Stopped,
+    /// The time budget was spent mid-shard.
+    OutOfTime,
+}
+
+/// The prefixes a shard's files are under: both image areas (variants and originals), then
+/// the layout before areas (`{shard}/{id}/...`: nothing of it is an image file now).
+fn shard_sweep_prefixes(shard: &str) -> [String; 3] {
+    let [variants, originals] = IMAGE_AREAS;
+    [
+        format!("{variants}{shard}/"),
+        format!("{originals}{shard}/"),
+        format!("{shard}/"),
+    ]
 }
 
 /// Why a file is garbage.
@@ -195,7 +262,7 @@ fn judge(key: &BlobKey, record: Option<&ImageRecord>, now: Timestamp) -> Option<
     }
 }
 
-/// Where `sweep_batch` resumes: the next shard, two hex digits.
+/// Where `sweep_batch` resumes: a [`SweepPlace`], as JSON.
 const SWEEP_CHECKPOINT: &str = "sweep.next_shard";
 
 /// Files listed (and records looked up) per page.
@@ -228,39 +295,63 @@ impl Service {
         Ok(report)
     }
 
-    /// Sweeps the next `shards` shards, resuming from the saved checkpoint and saving it after
-    /// each shard, so a run cut short (Lambda's 15-minute limit) loses at most one shard's work.
-    /// A shard where the sweep stopped is not passed: the next run starts there again.
+    /// Sweeps the next `shards` shards, or until `until` (checked after each page): resumes
+    /// at the saved place and saves it after every page, so a run cut short (Lambda's
+    /// 15-minute limit) loses at most a page's work, and a shard longer than a run is swept
+    /// over several. A shard where the sweep stopped is not passed: the next run starts at the
+    /// page it stopped at again.
     pub async fn sweep_batch(
         &self,
         shards: usize,
         dry_run: bool,
+        until: Option<Instant>,
     ) -> Result<SweepReport, FlowError> {
-        let start = self
+        let mut place = self
             .ports
             .checkpoints
             .load_checkpoint(SWEEP_CHECKPOINT)
             .await?
-            .and_then(|s| usize::from_str_radix(&s, 16).ok())
-            .filter(|&n| n < SHARD_COUNT)
-            .unwrap_or(0);
+            .map_or_else(
+                || SweepPlace::at_shard(0),
+                |saved| SweepPlace::parse(&saved),
+            );
+        let start = place.index();
         let mut report = SweepReport::default();
         let options = SweepOptions::dry_run(dry_run);
-        for i in 0..shards.min(SHARD_COUNT) {
-            let shard = (start + i) % SHARD_COUNT;
-            self.sweep_shard(&format!("{shard:02x}"), options, &mut report)
-                .await?;
-            if report.stopped.is_some() {
+        let mut done = 0;
+        while done < shards.min(SHARD_COUNT) {
+            // A run sweeps at least a page, however little time it was given.
+            if done > 0 && until.is_some_and(|u| Instant::now() >= u) {
+                report.out_of_time = true;
                 break;
             }
-            let next = format!("{:02x}", (shard + 1) % SHARD_COUNT);
-            self.ports
-                .checkpoints
-                .save_checkpoint(SWEEP_CHECKPOINT, &next)
-                .await?;
+            match self
+                .sweep_from(&mut place, options, &mut report, until, true)
+                .await?
+            {
+                ShardEnd::Done => {}
+                ShardEnd::Stopped => break,
+                ShardEnd::OutOfTime => {
+                    report.out_of_time = true;
+                    break;
+                }
+            }
+            done += 1;
+            place = SweepPlace::at_shard(place.index() + 1);
+            self.save_place(&place).await?;
         }
         self.log_sweep(&report, options, Some(start));
         Ok(report)
+    }
+
+    async fn save_place(&self, place: &SweepPlace) -> Result<(), FlowError> {
+        let saved = serde_json::to_string(place)
+            .map_err(|e| FlowError::Internal(format!("cannot encode the sweep's place: {e}")))?;
+        self.ports
+            .checkpoints
+            .save_checkpoint(SWEEP_CHECKPOINT, &saved)
+            .await?;
+        Ok(())
     }
 
     fn log_sweep(&self, report: &SweepReport, options: SweepOptions, start: Option<usize>) {
@@ -286,132 +377,172 @@ impl Service {
         options: SweepOptions,
         report: &mut SweepReport,
     ) -> Result<(), FlowError> {
+        let mut place = SweepPlace {
+            shard: shard.to_owned(),
+            ..SweepPlace::default()
+        };
+        self.sweep_from(&mut place, options, report, None, false)
+            .await
+            .map(drop)
+    }
+
+    /// Sweeps a shard from `place` to its end, page by page, moving `place` on after each page
+    /// (and saving it, with `save`); stops past the share, or mid-shard once `until` passed.
+    async fn sweep_from(
+        &self,
+        place: &mut SweepPlace,
+        options: SweepOptions,
+        report: &mut SweepReport,
+        until: Option<Instant>,
+        save: bool,
+    ) -> Result<ShardEnd, FlowError> {
         report.shards += 1;
         let confirmed = self.confirmed_variants().await?.map(|c| c.names);
         let mut tally = ShardTally {
-            shard: u8::from_str_radix(shard, 16).unwrap_or_default(),
+            shard: u8::from_str_radix(&place.shard, 16).unwrap_or_default(),
+            scanned: place.scanned,
+            garbage: place.garbage,
             ..ShardTally::default()
         };
-        Stage::Sweep
+        let prefixes = shard_sweep_prefixes(&place.shard);
+        let end = Stage::Sweep
             .time_async(async {
-                for area in IMAGE_AREAS {
-                    let prefix = format!("{area}{shard}/");
-                    self.sweep_prefix(&prefix, options, confirmed.as_ref(), &mut tally, report)
+                while let Some(prefix) = prefixes.get(place.prefix) {
+                    let cursor = place.cursor.as_deref().and_then(BlobKey::parse);
+                    let next = self
+                        .sweep_page(
+                            prefix,
+                            cursor.as_ref(),
+                            options,
+                            confirmed.as_ref(),
+                            &mut tally,
+                            report,
+                        )
                         .await?;
                     if report.stopped.is_some() {
-                        report.variants_kept_unconfirmed += tally.kept_unconfirmed.len() as u64;
-                        return Ok(());
+                        return Ok(ShardEnd::Stopped);
+                    }
+                    match next {
+                        Some(next) => place.cursor = Some(next.as_str().to_owned()),
+                        None => (place.prefix, place.cursor) = (place.prefix + 1, None),
+                    }
+                    (place.scanned, place.garbage) = (tally.scanned, tally.garbage);
+                    let more = place.prefix < prefixes.len();
+                    if save && more {
+                        self.save_place(place).await?;
+                    }
+                    if more && until.is_some_and(|u| Instant::now() >= u) {
+                        return Ok(ShardEnd::OutOfTime);
                     }
                 }
-                // The layout before areas (`{shard}/{id}/...`): nothing of it is an image file
-                // now.
-                self.sweep_prefix(
-                    &format!("{shard}/"),
-                    options,
-                    confirmed.as_ref(),
-                    &mut tally,
-                    report,
-                )
-                .await
+                Ok::<_, FlowError>(ShardEnd::Done)
             })
             .await?;
         report.variants_kept_unconfirmed += tally.kept_unconfirmed.len() as u64;
-        Ok(())
+        Ok(end)
     }
 
-    /// Sweeps the files under one prefix, page by page.
-    async fn sweep_prefix(
+    /// Sweeps one page of the files under `prefix` from `cursor`; returns where the next page
+    /// starts (`None`: the prefix is done). A page that would pass the share is not deleted
+    /// ([`SweepReport::stopped`]).
+    async fn sweep_page(
         &self,
         prefix: &str,
+        cursor: Option<&BlobKey>,
         options: SweepOptions,
         confirmed: Option<&BTreeSet<VariantName>>,
         tally: &mut ShardTally,
         report: &mut SweepReport,
-    ) -> Result<(), FlowError> {
+    ) -> Result<Option<BlobKey>, FlowError> {
         let dry_run = options.dry_run;
-        let mut cursor: Option<BlobKey> = None;
-        loop {
-            let page = self
-                .ports
-                .blobs
-                .list(prefix, cursor.as_ref(), SWEEP_PAGE)
-                .await?;
-            report.files_scanned += page.blobs.len() as u64;
-            tally.scanned += page.blobs.len() as u64;
+        let page = self.ports.blobs.list(prefix, cursor, SWEEP_PAGE).await?;
+        report.files_scanned += page.blobs.len() as u64;
+        tally.scanned += page.blobs.len() as u64;
 
-            let mut ids: Vec<ImageId> = page
-                .blobs
-                .iter()
-                .filter_map(|b| b.key.image_part())
-                .map(|k| k.id)
-                .collect();
-            ids.dedup();
-            let mut owners: HashMap<ImageId, ImageRecord> = HashMap::with_capacity(ids.len());
-            for record in self.ports.images.get_many(&ids).await? {
-                let (retiring, kept) = self.without_retired(&record, confirmed);
-                if kept {
-                    tally.kept_unconfirmed.insert(record.id.clone());
-                }
-                let (record, did_retire) = match retiring {
-                    None => (record, false),
-                    Some((r, _)) if dry_run => (r, true),
-                    Some((_, ready)) => self.retire_variants(record, ready, report).await?,
-                };
-                if did_retire {
-                    tally.retired.insert(record.id.clone());
-                }
-                owners.insert(record.id.clone(), record);
+        let mut ids: Vec<ImageId> = page
+            .blobs
+            .iter()
+            .filter_map(|b| b.key.image_part())
+            .map(|k| k.id)
+            .collect();
+        ids.dedup();
+        let mut owners: HashMap<ImageId, ImageRecord> = HashMap::with_capacity(ids.len());
+        for record in self.ports.images.get_many(&ids).await? {
+            let (retiring, kept) = self.without_retired(&record, confirmed);
+            if kept {
+                tally.kept_unconfirmed.insert(record.id.clone());
             }
-
-            let now = self.ports.clock.now();
-            let mut garbage = Vec::new();
-            let mut counted = 0u64;
-            for blob in &page.blobs {
-                let owner = blob.key.image_part().and_then(|p| owners.get(&p.id));
-                let Some(kind) = judge(&blob.key, owner, now) else {
-                    continue;
-                };
-                if now.since(blob.last_modified) < self.policy.sweep_grace {
-                    report.young_unowned_files += 1;
-                    continue;
-                }
-                let confirmed_drop = kind == Garbage::Unlisted
-                    && owner.is_some_and(|o| tally.retired.contains(&o.id));
-                if kind != Garbage::Previous && !confirmed_drop {
-                    counted += 1;
-                }
-                report.count(kind, blob);
-                if dry_run {
-                    info!(key = %blob.key, kind = ?kind, bytes = blob.size, "sweep would delete");
-                } else if kind == Garbage::Unrecognised {
-                    warn!(key = %blob.key, "sweeper deletes a file that is not an image file");
-                }
-                garbage.push(blob.key.clone());
-            }
-            let allowed =
-                (tally.scanned * u64::from(self.policy.sweep_max_share) / 100).max(STOP_FLOOR);
-            if !options.go_on && tally.garbage + counted > allowed {
-                report.stopped = Some(SweepStop {
-                    shard: tally.shard,
-                    scanned: tally.scanned,
-                    garbage: tally.garbage + counted,
-                    max_share: self.policy.sweep_max_share,
-                });
-                return Ok(());
-            }
-            tally.garbage += counted;
-            if !dry_run && !garbage.is_empty() {
-                self.ports.blobs.delete(&garbage).await?;
-                report.files_deleted += garbage.len() as u64;
-                self.counters
-                    .sweep_files_deleted
-                    .increment(garbage.len() as u64);
-            }
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => return Ok(()),
-            }
+            let record = match retiring {
+                None => record,
+                Some((r, _)) if dry_run => r,
+                Some((_, ready)) => self.retire_variants(record, ready, report).await?,
+            };
+            owners.insert(record.id.clone(), record);
         }
+
+        let now = self.ports.clock.now();
+        let mut garbage = Vec::new();
+        let mut counted = 0u64;
+        for blob in &page.blobs {
+            let owner = blob.key.image_part().and_then(|p| owners.get(&p.id));
+            let Some(kind) = judge(&blob.key, owner, now) else {
+                continue;
+            };
+            if now.since(blob.last_modified) < self.policy.sweep_grace {
+                report.young_unowned_files += 1;
+                continue;
+            }
+            // Files of a size whose drop an operator confirmed are what they asked to
+            // delete: they do not count toward the share (whichever run retired them).
+            let confirmed_drop =
+                kind == Garbage::Unlisted && self.drop_confirmed(&blob.key, confirmed);
+            if kind != Garbage::Previous && !confirmed_drop {
+                counted += 1;
+            }
+            report.count(kind, blob);
+            if dry_run {
+                info!(key = %blob.key, kind = ?kind, bytes = blob.size, "sweep would delete");
+            } else if kind == Garbage::Unrecognised {
+                warn!(key = %blob.key, "sweeper deletes a file that is not an image file");
+            }
+            garbage.push(blob.key.clone());
+        }
+        let allowed =
+            (tally.scanned * u64::from(self.policy.sweep_max_share) / 100).max(STOP_FLOOR);
+        if !options.go_on && tally.garbage + counted > allowed {
+            report.stopped = Some(SweepStop {
+                shard: tally.shard,
+                scanned: tally.scanned,
+                garbage: tally.garbage + counted,
+                max_share: self.policy.sweep_max_share,
+            });
+            return Ok(None);
+        }
+        tally.garbage += counted;
+        if !dry_run && !garbage.is_empty() {
+            self.ports.blobs.delete(&garbage).await?;
+            report.files_deleted += garbage.len() as u64;
+            self.counters
+                .sweep_files_deleted
+                .increment(garbage.len() as u64);
+        }
+        Ok(page.next)
+    }
+
+    /// Whether the variant file `key` is of a size the configuration no longer makes and
+    /// whose drop an operator confirmed.
+    fn drop_confirmed(&self, key: &BlobKey, confirmed: Option<&BTreeSet<VariantName>>) -> bool {
+        let Some(confirmed) = confirmed else {
+            return false;
+        };
+        let file = key.as_str().rsplit('/').next().unwrap_or_default();
+        let Some(name) = file
+            .rsplit_once('.')
+            .and_then(|(name, _)| VariantName::parse(name).ok())
+        else {
+            return false;
+        };
+        self.pipeline.config().variants.get(&name).is_none() && !confirmed.contains(&name)
     }
 
     /// `record` without the variants the configuration no longer makes and whose drop was
@@ -468,13 +599,13 @@ impl Service {
 
     /// Retires the variants `record` lists whose drop was confirmed (`ready` is what it keeps):
     /// the record first (conditional on its generation), so its files are garbage only once
-    /// no record lists them. Returns the record as it now is, and whether it retired any.
+    /// no record lists them. Returns the record as it now is.
     async fn retire_variants(
         &self,
         record: ImageRecord,
         ready: ReadyImage,
         report: &mut SweepReport,
-    ) -> Result<(ImageRecord, bool), FlowError> {
+    ) -> Result<ImageRecord, FlowError> {
         let g = &record.generation;
         let keep = record
             .previous
@@ -489,13 +620,10 @@ impl Service {
             Some(updated) => {
                 report.records_retired += 1;
                 info!(image_id = %record.id, "retired variants whose drop was confirmed");
-                Ok((updated, true))
+                Ok(updated)
             }
             // Changed meanwhile (collected, re-processed): read it again to judge its files.
-            None => Ok((
-                self.ports.images.get(&record.id).await?.unwrap_or(record),
-                false,
-            )),
+            None => Ok(self.ports.images.get(&record.id).await?.unwrap_or(record)),
         }
     }
 }

@@ -204,7 +204,13 @@ impl Service {
                         return Err(e.into());
                     }
                     match self
-                        .process_and_store(id.clone(), generation, joined.clone(), Record::Claimed)
+                        .process_and_store(
+                            id.clone(),
+                            generation,
+                            joined.clone(),
+                            Record::Claimed,
+                            Admission::Refuse,
+                        )
                         .await?
                     {
                         Some(record) => {
@@ -406,7 +412,13 @@ impl Service {
         }
         let generation = Generation::random();
         match self
-            .process_and_store(id.clone(), generation, body.clone(), Record::New)
+            .process_and_store(
+                id.clone(),
+                generation,
+                body.clone(),
+                Record::New,
+                Admission::Wait,
+            )
             .await?
         {
             Some(record) => {
@@ -462,6 +474,7 @@ impl Service {
         generation: Generation,
         body: Bytes,
         record: Record,
+        admission_when_full: Admission,
     ) -> Result<Option<ImageRecord>, FlowError> {
         let ports = self.ports.clone();
         let pipeline = Arc::clone(&self.pipeline);
@@ -473,7 +486,11 @@ impl Service {
         let version = self.pipeline.version().clone();
         let task = tokio::spawn(async move {
             let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone(), record);
-            let Ok(_admitted) = admission.try_acquire_owned() else {
+            let admitted = match admission_when_full {
+                Admission::Refuse => admission.try_acquire_owned().ok(),
+                Admission::Wait => admission.acquire_owned().await.ok(),
+            };
+            let Some(_admitted) = admitted else {
                 guard.release().await;
                 return Err(FlowError::Overloaded);
             };
@@ -568,6 +585,18 @@ fn stored(guard: &mut ClaimGuard, record: ImageRecord) -> ImageRecord {
     guard.disarm();
     info!(image_id = %record.id, generation = %record.generation, "image processed");
     record
+}
+
+/// What a new photo does when as many are being processed or wait for a slot as the process
+/// admits (`IMGEST_MAX_PENDING_UPLOADS` beyond its decode slots).
+#[derive(Debug, Clone, Copy)]
+enum Admission {
+    /// An upload: refused (429, to retry), so a flood of uploads holds no more bodies.
+    Refuse,
+    /// A downloaded photo: waits its turn. Its body is held in the memory budget already
+    /// (the fetch function's holds bound how many there are), and refusing it would put the
+    /// whole download back on its queue, to be fetched again.
+    Wait,
 }
 
 /// Which record the files of a processing run end up in.
@@ -706,6 +735,30 @@ mod tests {
             "/../../tests/fixtures/photo.jpg"
         );
         Bytes::from(std::fs::read(path).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_downloaded_photo_beyond_the_admission_limit_waits_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = Arc::new(service(dir.path(), 0));
+        let held = Arc::clone(&service.admission)
+            .acquire_owned()
+            .await
+            .unwrap();
+        let id = ImageId::of_bytes(&photo());
+        let mut stored = {
+            let service = Arc::clone(&service);
+            let id = id.clone();
+            tokio::spawn(async move { service.store_fetched(id, photo()).await })
+        };
+        // A refusal would come back at once (an upload's does, above): this one waits for
+        // the permit.
+        let early = tokio::time::timeout(std::time::Duration::from_millis(500), &mut stored).await;
+        assert!(early.is_err(), "not waiting: {early:?}");
+        drop(held);
+        let outcome = stored.await.unwrap().unwrap();
+        assert_eq!(outcome.record.id, id);
+        assert!(!outcome.deduplicated);
     }
 
     #[tokio::test]

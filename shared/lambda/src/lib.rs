@@ -12,7 +12,7 @@
 //!   and the photos the fetch functions downloaded.
 //! - [`backfill`]: the backfill's enumeration (scheduled) and its re-processing tasks (SQS).
 //! - [`ttl_cleanup`]: image records removed by DynamoDB's TTL (read from the table's stream).
-//! - [`scheduled_gc`]: the hourly GC pass and sweep batch.
+//! - [`scheduled_gc`]: the scheduled GC pass and sweep, within its run's time.
 
 pub mod backfill;
 pub mod batch;

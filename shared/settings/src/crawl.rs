@@ -45,6 +45,10 @@ pub struct CrawlSettings {
     pub client_rpm_overrides: HashMap<ClientId, u32>,
     /// `IMGEST_RATE_WINDOW` (60s): the window the per-client limit counts in.
     pub rate_window: Duration,
+    /// `IMGEST_FETCH_RESERVE` (1MiB, or `IMGEST_MAX_BODY` if less): body memory a download holds in the process's budget
+    /// before its request leaves; grown to the declared length once the headers come (or as
+    /// an undeclared body arrives). A batch's downloads start only while their first holds fit.
+    pub fetch_reserve: u64,
     /// `IMGEST_DOMAIN_CONCURRENCY` (16): downloads at once per domain, to start with; halved
     /// on 429, grown by one per success up to 4× this.
     pub domain_concurrency: usize,
@@ -237,6 +241,7 @@ impl CrawlSettings {
             circuit,
             hash_headers,
             client_rpm: vars.number("IMGEST_CLIENT_RPM", 600, 1, 1_000_000)?,
+            fetch_reserve: vars.size("IMGEST_FETCH_RESERVE", 1 << 20)?,
             client_rpm_overrides,
             rate_window: vars.positive_duration("IMGEST_RATE_WINDOW", Duration::from_secs(60))?,
             domain_concurrency: vars.number("IMGEST_DOMAIN_CONCURRENCY", 16, 1, 4096)?,

@@ -235,6 +235,17 @@ impl Settings {
             dedup_wait: dedup_wait(&vars)?,
         };
         windows::check(&vars, &windows)?;
+        let mut crawl = CrawlSettings::parse(&vars)?;
+        // The default is a mebibyte, or the largest body if that is less; a reserve set larger
+        // than any body could be is refused.
+        if vars.get("IMGEST_FETCH_RESERVE").is_none() {
+            crawl.fetch_reserve = crawl.fetch_reserve.min(max_body);
+        } else if crawl.fetch_reserve > max_body {
+            return Err(vars.bad(
+                "IMGEST_FETCH_RESERVE",
+                format!("must not be more than IMGEST_MAX_BODY ({max_body} bytes)"),
+            ));
+        }
         Ok(Self {
             backend,
             sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,
@@ -257,7 +268,7 @@ impl Settings {
             process_concurrency,
             max_pending_uploads: vars.number("IMGEST_MAX_PENDING_UPLOADS", 64, 0, 1_000_000)?,
             watermark,
-            crawl: CrawlSettings::parse(&vars)?,
+            crawl,
             auth: auth(&vars)?,
             upload_rpm: vars.number("IMGEST_UPLOAD_RPM", 120, 1, 1_000_000)?,
             memory_budget: memory::budget(&vars, max_body)?,
@@ -520,6 +531,10 @@ mod tests {
         assert_eq!(s.sweep_grace, Duration::from_secs(86_400));
         assert_eq!(s.variants.to_string(), VariantSet::DEFAULT);
         assert_eq!(s.public_base_url(), "http://127.0.0.1:8080");
+        assert_eq!(s.crawl.fetch_reserve, 1 << 20);
+        // A smaller largest body makes a smaller default.
+        let small = with(&[("IMGEST_MAX_BODY", "200kB")]).unwrap();
+        assert_eq!(small.crawl.fetch_reserve, 200_000);
     }
 
     #[test]
@@ -544,6 +559,9 @@ mod tests {
             ("IMGEST_MAX_BODY", "lots"),
             ("IMGEST_ORPHAN_TTL", "fortnight"),
             ("IMGEST_VARIANTS", "big"),
+            ("IMGEST_FETCH_RESERVE", "lots"),
+            // More than a body may be: no download could ever start.
+            ("IMGEST_FETCH_RESERVE", "21MB"),
         ] {
             let err = with(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var);

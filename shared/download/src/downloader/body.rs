@@ -6,6 +6,7 @@ use md5::{Digest, Md5};
 
 use super::DownloadError;
 use crate::FetchErrorKind;
+use imgest_core::budget::{BodyHold, Refusal};
 use imgest_core::domain::{ImageId, SNIFF_LEN, SourceFormat};
 
 /// The most a declared `Content-Length` makes us reserve up front: a server may declare the
@@ -21,6 +22,10 @@ pub(super) struct Body {
 
 /// Reads the body of a 2xx response.
 ///
+/// With `memory`, the body's bytes are held in the process's budget before they are read: the
+/// declared length at once, an undeclared body as it grows (doubling its hold, up to
+/// `max_body`), waiting for room while the deadline allows.
+///
 /// Refuses a declared `Content-Length` over `max_body` without reading, stops as soon as the
 /// bytes read exceed it, and refuses a body whose first bytes are not a JPEG, PNG, WebP, GIF
 /// or AVIF signature as soon as it has them (the declared `Content-Type` is ignored: partners
@@ -28,12 +33,16 @@ pub(super) struct Body {
 pub(super) async fn read(
     mut response: reqwest::Response,
     max_body: u64,
+    mut memory: Option<&mut BodyHold>,
 ) -> Result<Body, DownloadError> {
     let declared = response.content_length();
     if let Some(declared) = declared.filter(|&len| len > max_body) {
         return Err(too_large(format!(
             "Content-Length is {declared} bytes, the limit is {max_body}"
         )));
+    }
+    if let (Some(hold), Some(declared)) = (memory.as_deref_mut(), declared) {
+        hold.grow_to(declared).await.map_err(no_room)?;
     }
     let reserve = declared.unwrap_or(0).min(MAX_RESERVE);
     let mut buf = BytesMut::with_capacity(usize::try_from(reserve).unwrap_or(0));
@@ -50,6 +59,10 @@ pub(super) async fn read(
                 "the body passed the limit of {max_body} bytes"
             )));
         }
+        if let Some(hold) = memory.as_deref_mut().filter(|h| total > h.bytes()) {
+            let next = total.max(hold.bytes().saturating_mul(2)).min(max_body);
+            hold.grow_to(next).await.map_err(no_room)?;
+        }
         md5.update(&chunk);
         buf.extend_from_slice(&chunk);
         if format.is_none() && buf.len() >= SNIFF_LEN {
@@ -65,6 +78,10 @@ pub(super) async fn read(
         image_id: ImageId::from_md5(md5.finalize().into()),
         format,
     })
+}
+
+fn no_room(refusal: Refusal) -> DownloadError {
+    DownloadError::no_room(format!("no memory for the body in this process: {refusal}"))
 }
 
 fn too_large(message: String) -> DownloadError {

@@ -26,6 +26,9 @@ pub struct DownloadError {
     pub message: String,
     /// From the start of the download (first request) to the failure.
     pub elapsed: Duration,
+    /// The download stopped because this process had no memory for its body yet, not because
+    /// of anything the host did (see [`is_no_room`](Self::is_no_room)).
+    no_room: bool,
     #[source]
     source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
 }
@@ -38,8 +41,24 @@ impl DownloadError {
             retry_after: None,
             message: message.into(),
             elapsed: Duration::ZERO,
+            no_room: false,
             source: None,
         }
+    }
+
+    /// This process had no room for the body in its memory budget (within the deadline):
+    /// the host is not to blame, and the download is to be tried again later. Its kind is
+    /// `connection` for a caller that does not ask.
+    pub(crate) fn no_room(message: impl Into<String>) -> Self {
+        Self {
+            no_room: true,
+            ..Self::new(FetchErrorKind::Connection, message)
+        }
+    }
+
+    /// See [`no_room`](Self::no_room).
+    pub fn is_no_room(&self) -> bool {
+        self.no_room
     }
 
     pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {

@@ -13,6 +13,9 @@
 //! - **Body** (`body`): refused by `Content-Length` before reading, cut as soon as it passes
 //!   the limit, refused after its first bytes unless they are a JPEG/PNG/WebP/GIF signature,
 //!   hashed (MD5, the [`ImageId`]) as it streams.
+//! - **Memory** ([`Downloader::download_unless_known`] with a [`BodyHold`]): the body is held
+//!   in the process's memory budget as it arrives; a download that finds no room within its
+//!   deadline ends [`DownloadError::is_no_room`], which blames nobody.
 //! - **Conditional requests** (`headers`): a [`Validator`] from an earlier download is sent
 //!   as `If-None-Match` / `If-Modified-Since`; a 304 is [`Downloaded::NotModified`].
 //! - **Dedup before the body** ([`Downloader::download_unless_known`]): a trusted host's response
@@ -41,6 +44,7 @@ pub use self::error::DownloadError;
 pub use self::headers::Validator;
 pub use self::tls::{TlsSetupError, install_default_provider};
 use crate::{AllowedPorts, FetchErrorKind, HashHeaders, HostAllowlist};
+use imgest_core::budget::BodyHold;
 use imgest_core::domain::{ImageId, SourceFormat};
 
 /// How downloads behave; one per [`Downloader`].
@@ -194,12 +198,16 @@ impl Downloader {
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
     ) -> Result<Downloaded, DownloadError> {
-        self.download_unless_known(url, deadline, validator, hosts, None)
+        self.download_unless_known(url, deadline, validator, hosts, None, None)
             .await
     }
 
     /// [`download`](Self::download), but a response whose trusted hash header names a known image
     /// is [`Downloaded::Known`], its body unread. The check is part of the deadline.
+    ///
+    /// With `memory`, the body is held in it as it arrives (see the module's documentation); a
+    /// deadline that passes while the hold waits for room is [`DownloadError::is_no_room`],
+    /// not a timeout of the host's.
     pub async fn download_unless_known(
         &self,
         url: &Url,
@@ -207,10 +215,14 @@ impl Downloader {
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
         dedup: Option<BodyDedup<'_>>,
+        mut memory: Option<&mut BodyHold>,
     ) -> Result<Downloaded, DownloadError> {
         let started = Instant::now();
-        let outcome =
-            tokio::time::timeout(deadline, self.follow(url, validator, hosts, dedup)).await;
+        let outcome = tokio::time::timeout(
+            deadline,
+            self.follow(url, validator, hosts, dedup, memory.as_deref_mut()),
+        )
+        .await;
         let elapsed = started.elapsed();
         match outcome {
             Ok(Ok(mut fetched)) => {
@@ -222,10 +234,16 @@ impl Downloader {
                 Err(error)
             }
             Err(_) => {
-                let mut error = DownloadError::new(
-                    FetchErrorKind::Timeout,
-                    format!("no complete response within {deadline:?}"),
-                );
+                let mut error = if memory.is_some_and(|m| m.was_waiting()) {
+                    DownloadError::no_room(format!(
+                        "no memory for the body in this process within {deadline:?}"
+                    ))
+                } else {
+                    DownloadError::new(
+                        FetchErrorKind::Timeout,
+                        format!("no complete response within {deadline:?}"),
+                    )
+                };
                 error.elapsed = elapsed;
                 Err(error)
             }
@@ -239,6 +257,7 @@ impl Downloader {
         validator: Option<&Validator>,
         hosts: Option<&HostAllowlist>,
         dedup: Option<BodyDedup<'_>>,
+        memory: Option<&mut BodyHold>,
     ) -> Result<Downloaded, DownloadError> {
         let rules = target::Rules {
             allow_private: self.config.allow_private,
@@ -287,7 +306,7 @@ impl Downloader {
                             elapsed: Duration::ZERO,
                         });
                     }
-                    let body = body::read(response, self.config.max_body).await?;
+                    let body = body::read(response, self.config.max_body, memory).await?;
                     return Ok(Downloaded::Body(Download {
                         bytes: body.bytes,
                         image_id: body.image_id,

@@ -15,6 +15,7 @@ use super::{Crawler, Processing, grants};
 use crate::FlowError;
 use crate::Service;
 use crate::crawl::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
+use imgest_core::budget::BodyHold;
 use imgest_core::domain::{BlobKey, ContentHash, ImageId, ImageRecord, Timestamp};
 use imgest_core::domain::{UrlHash, loggable};
 use imgest_core::ports::OutgoingMessage;
@@ -154,6 +155,13 @@ impl Crawler {
             self.counters.deferrals.increment(1);
             return self.queue_task(&task, wait).await.map(|()| None);
         }
+        let tier = task.tier.min(self.settings.last_tier());
+        let deadline = self.settings.tiers[tier];
+        // The body's first hold before anything else: a batch larger than the body pool starts
+        // the downloads that fit and the rest as bodies finish, instead of reading them all.
+        let Some(mut memory) = self.hold_body_memory(deadline, place.as_deref_mut()).await else {
+            return self.defer_for_memory(&task).await.map(|()| None);
+        };
         let downloader = self.downloader()?;
         // The host slot first: the permit is taken right before the request leaves, so the
         // limiter's clock and the host's agree to within a connect.
@@ -190,8 +198,6 @@ impl Crawler {
             return self.queue_task(&task, wait + jitter).await.map(|()| None);
         }
 
-        let tier = task.tier.min(self.settings.last_tier());
-        let deadline = self.settings.tiers[tier];
         let validator = record.validators.as_ref().map(Validators::validator);
         self.counters.download_attempts.increment(1);
         let hosts = self.settings.hosts_of(&task.client_id);
@@ -202,10 +208,23 @@ impl Crawler {
         });
         let run = Stage::Fetch(u8::try_from(tier).unwrap_or(u8::MAX)).start();
         let result = downloader
-            .download_unless_known(&url, deadline, validator.as_ref(), hosts, dedup)
+            .download_unless_known(
+                &url,
+                deadline,
+                validator.as_ref(),
+                hosts,
+                dedup,
+                Some(&mut memory),
+            )
             .await;
         run.finish(result.is_ok());
         drop(slot);
+        if result.as_ref().is_err_and(DownloadError::is_no_room) {
+            // This process's memory, not the host: neither learns from it, and the task is
+            // not an attempt.
+            drop(memory);
+            return self.defer_for_memory(&task).await.map(|()| None);
+        }
         let attempts = task.attempt + 1;
         let event = match &result {
             Ok(_) => Some(HostEvent::Answered),
@@ -273,6 +292,35 @@ impl Crawler {
                 .await
                 .map(|()| None),
         }
+    }
+
+    /// The first hold on body memory for a download (`IMGEST_FETCH_RESERVE`): at once if free;
+    /// otherwise the batch's shared limiter request stops waiting for this task, which waits
+    /// for room up to the tier's deadline. `None`: no room in that time.
+    async fn hold_body_memory(
+        &self,
+        deadline: Duration,
+        place: Option<&mut Expected<'_>>,
+    ) -> Option<BodyHold> {
+        let budget = self.service.budget();
+        let first = self.settings.fetch_reserve;
+        if let Ok(hold) = budget.body_hold(first, Duration::ZERO).await {
+            return Some(hold);
+        }
+        if let Some(place) = place {
+            place.give_up();
+        }
+        budget.body_hold(first, deadline).await.ok()
+    }
+
+    /// A task this process had no memory for goes back on its queue, a moment later, as it
+    /// was (not an attempt; nothing learned of its host).
+    async fn defer_for_memory(&self, task: &FetchTask) -> Result<(), FlowError> {
+        self.counters.deferrals.increment(1);
+        self.counters.memory_deferrals.increment(1);
+        debug!(url_hash = %task.url_hash, "no memory for a body: the task goes back on its queue");
+        let wait = Duration::from_millis(500).mul_f64(1.0 + fastrand::f64());
+        self.queue_task(task, wait).await
     }
 
     async fn download_failed(

@@ -12,6 +12,13 @@
 //!   correction is a conditional write on the record as read before the offers were counted
 //!   (same count, same `last_update`), so a link or unlink meanwhile wins, and it is made only
 //!   on records untouched for [`SETTLE`], longer than a crawl's change may be in flight.
+//! - **At scale** (`findings`): past what one function can list and count, an S3 Inventory
+//!   and a table export compared by Athena find the damage, and
+//!   [`Service::audit_findings`] checks and mends the images they name.
+
+mod findings;
+
+pub use self::findings::{Finding, SnapshotCount};
 
 use std::collections::HashMap;
 use std::time::Duration;
