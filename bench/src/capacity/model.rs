@@ -1104,9 +1104,14 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         format!("⌈headroom × {}⌉", fmt(bf_instances)),
     );
     // Enumeration: a round scans a page of each segment, then queues its tasks in
-    // `SendMessageBatch`es of 10, 16 at once; the schedule enumerates half of every minute.
+    // `SendMessageBatch`es (`SqsSender`'s batches, so many at once); the schedule enumerates
+    // half of every minute.
     let round_tasks = bf.segments * imgest_flows::backfill::SCAN_PAGE as f64;
-    let sends = (round_tasks / 10.0 / 16.0).ceil();
+    let (entries, at_once) = (
+        imgest_aws::sqs::BATCH_ENTRIES as f64,
+        imgest_aws::sqs::BATCHES_AT_ONCE as f64,
+    );
+    let sends = (round_tasks / entries / at_once).ceil();
     let round_s = (3.0 * s.latency_ms.dynamodb + sends * s.latency_ms.sqs) / 1000.0;
     let duty = imgest_lambda::backfill::ENUMERATE_BUDGET.as_secs_f64() / 60.0;
     r.row_at_least(
@@ -1116,13 +1121,14 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "tasks/s",
         bf.rate,
         format!(
-            "{} tasks a round [segments {} × page {}] ÷ {} s [scan and state {} ms × 3 + {} sends of 16 batches × {} ms] × {} of each minute",
+            "{} tasks a round [segments {} × page {}] ÷ {} s [scan and state {} ms × 3 + {} sends of {} batches × {} ms] × {} of each minute",
             fmt(round_tasks),
             fmt(bf.segments),
             imgest_flows::backfill::SCAN_PAGE,
             fmt(round_s),
             fmt(s.latency_ms.dynamodb),
             fmt(sends),
+            fmt(at_once),
             fmt(s.latency_ms.sqs),
             fmt(duty)
         ),

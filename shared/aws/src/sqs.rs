@@ -24,11 +24,11 @@ use imgest_core::ports::{
 };
 
 /// `SendMessageBatch` takes at most this many entries...
-const BATCH_ENTRIES: usize = 10;
+pub const BATCH_ENTRIES: usize = 10;
 /// ...and at most this many bytes of bodies in all.
 const BATCH_BYTES: usize = 256 * 1024;
 /// `SendMessageBatch` calls in flight at once for one send.
-const BATCHES_AT_ONCE: usize = 16;
+pub const BATCHES_AT_ONCE: usize = 16;
 /// Sends of one batch's failed entries, the first included.
 const BATCH_ATTEMPTS: u32 = 4;
 /// The wait before the first resend of failed entries (doubled each time, plus jitter).

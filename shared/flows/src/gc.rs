@@ -71,7 +71,7 @@ impl Service {
             let mut collecting = futures_util::stream::iter(batch)
                 .map(|record| async move {
                     let run = Stage::Gc.start();
-                    let collected = self.collect_one(&record).await;
+                    let collected = self.collect(&record).await;
                     run.finish(collected.is_ok());
                     collected
                 })
@@ -119,16 +119,7 @@ impl Service {
     }
 
     /// Collects one record if it is still expired: the record, then its generation's files.
-    pub async fn collect(
-        &self,
-        record: &ImageRecord,
-        report: &mut GcReport,
-    ) -> Result<(), FlowError> {
-        report.add(self.collect_one(record).await?);
-        Ok(())
-    }
-
-    async fn collect_one(&self, record: &ImageRecord) -> Result<Collected, FlowError> {
+    async fn collect(&self, record: &ImageRecord) -> Result<Collected, FlowError> {
         let now = self.ports.clock.now();
         if !self
             .ports

@@ -90,7 +90,8 @@ impl CrawlSettings {
         self.tiers.len().saturating_sub(1)
     }
 
-    pub(super) fn parse(vars: &Vars<'_>) -> Result<Self, SettingsError> {
+    /// The crawl settings; `max_body` (`IMGEST_MAX_BODY`) bounds the fetch reserve.
+    pub(super) fn parse(vars: &Vars<'_>, max_body: u64) -> Result<Self, SettingsError> {
         let tiers = match vars.list("IMGEST_FETCH_TIERS") {
             None => vec![
                 Duration::from_secs(1),
@@ -241,7 +242,7 @@ impl CrawlSettings {
             circuit,
             hash_headers,
             client_rpm: vars.number("IMGEST_CLIENT_RPM", 600, 1, 1_000_000)?,
-            fetch_reserve: vars.size("IMGEST_FETCH_RESERVE", 1 << 20)?,
+            fetch_reserve: fetch_reserve(vars, max_body)?,
             client_rpm_overrides,
             rate_window: vars.positive_duration("IMGEST_RATE_WINDOW", Duration::from_secs(60))?,
             domain_concurrency: vars.number("IMGEST_DOMAIN_CONCURRENCY", 16, 1, 4096)?,
@@ -266,6 +267,23 @@ impl CrawlSettings {
     }
 }
 
+/// `IMGEST_FETCH_RESERVE`: a mebibyte, or the largest body if that is less; a reserve set
+/// larger than any body could be is refused.
+fn fetch_reserve(vars: &Vars<'_>, max_body: u64) -> Result<u64, SettingsError> {
+    const VAR: &str = "IMGEST_FETCH_RESERVE";
+    if vars.get(VAR).is_none() {
+        return Ok((1 << 20).min(max_body));
+    }
+    let reserve = vars.size(VAR, 1 << 20)?;
+    if reserve > max_body {
+        return Err(vars.bad(
+            VAR,
+            format!("must not be more than IMGEST_MAX_BODY ({max_body} bytes)"),
+        ));
+    }
+    Ok(reserve)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,7 +293,7 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        CrawlSettings::parse(&Vars::new(&map))
+        CrawlSettings::parse(&Vars::new(&map), 20_000_000)
     }
 
     #[test]

@@ -235,17 +235,7 @@ impl Settings {
             dedup_wait: dedup_wait(&vars)?,
         };
         windows::check(&vars, &windows)?;
-        let mut crawl = CrawlSettings::parse(&vars)?;
-        // The default is a mebibyte, or the largest body if that is less; a reserve set larger
-        // than any body could be is refused.
-        if vars.get("IMGEST_FETCH_RESERVE").is_none() {
-            crawl.fetch_reserve = crawl.fetch_reserve.min(max_body);
-        } else if crawl.fetch_reserve > max_body {
-            return Err(vars.bad(
-                "IMGEST_FETCH_RESERVE",
-                format!("must not be more than IMGEST_MAX_BODY ({max_body} bytes)"),
-            ));
-        }
+        let crawl = CrawlSettings::parse(&vars, max_body)?;
         Ok(Self {
             backend,
             sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,

@@ -117,27 +117,8 @@ impl Service {
             report.link_counts_unsettled += 1;
             return Ok(());
         }
-        if seen.offers > record.link_count {
-            report.link_counts_too_low += 1;
-            error!(image_id = %record.id, count = record.link_count, offers = seen.offers, "a link count is too low (a bug: the photo could be collected while linked)");
-        } else {
-            report.link_counts_too_high += 1;
-            info!(image_id = %record.id, count = record.link_count, offers = seen.offers, "a link count is too high");
-        }
-        if dry_run {
-            return Ok(());
-        }
-        let corrected = self
-            .ports
-            .images
-            .correct_link_count(record, seen.offers, now, self.policy.orphan_ttl)
-            .await?;
-        if corrected {
-            report.link_counts_corrected += 1;
-        } else {
-            report.link_counts_unsettled += 1;
-        }
-        Ok(())
+        self.correct_count(record, seen.offers, true, now, dry_run, report)
+            .await
     }
 }
 

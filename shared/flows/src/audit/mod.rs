@@ -28,7 +28,7 @@ use tracing::{error, info, warn};
 
 use super::backfill::Reprocessed;
 use super::{FlowError, Service};
-use imgest_core::domain::{BlobKey, ImageId, ImageRecord};
+use imgest_core::domain::{BlobKey, ImageId, ImageRecord, Timestamp};
 use imgest_core::ports::StoreError;
 
 /// How long a record must be untouched before its link count is corrected: longer than a
@@ -231,33 +231,51 @@ impl Service {
                 report.link_counts_unsettled += 1;
                 continue;
             }
-            if actual > record.link_count {
-                report.link_counts_too_low += 1;
-                error!(image_id = %record.id, count = record.link_count, offers = actual, "a link count is too low (a bug: the photo could be collected while linked)");
-            } else {
-                report.link_counts_too_high += 1;
-                info!(image_id = %record.id, count = record.link_count, offers = actual, "a link count is too high");
-            }
-            if now.since(record.last_update) < SETTLE {
-                report.link_counts_unsettled += 1;
-                continue;
-            }
-            if dry_run {
-                continue;
-            }
-            let corrected = self
-                .ports
-                .images
-                .correct_link_count(record, actual, now, self.policy.orphan_ttl)
+            let settled = now.since(record.last_update) >= SETTLE;
+            self.correct_count(record, actual, settled, now, dry_run, &mut report)
                 .await?;
-            if corrected {
-                report.link_counts_corrected += 1;
-            } else {
-                report.link_counts_unsettled += 1;
-            }
         }
         info!(?report, dry_run, "audit finished");
         Ok(report)
+    }
+
+    /// A count that disagrees with the `offers` listing the image: reported (too low is a
+    /// bug), and corrected (a write conditional on `record` as read) if it was `settled` and
+    /// this is no dry run; one that was not, or moved before the write, is left unsettled.
+    async fn correct_count(
+        &self,
+        record: &ImageRecord,
+        offers: u32,
+        settled: bool,
+        now: Timestamp,
+        dry_run: bool,
+        report: &mut AuditReport,
+    ) -> Result<(), FlowError> {
+        if offers > record.link_count {
+            report.link_counts_too_low += 1;
+            error!(image_id = %record.id, count = record.link_count, offers, "a link count is too low (a bug: the photo could be collected while linked)");
+        } else {
+            report.link_counts_too_high += 1;
+            info!(image_id = %record.id, count = record.link_count, offers, "a link count is too high");
+        }
+        if !settled {
+            report.link_counts_unsettled += 1;
+            return Ok(());
+        }
+        if dry_run {
+            return Ok(());
+        }
+        let corrected = self
+            .ports
+            .images
+            .correct_link_count(record, offers, now, self.policy.orphan_ttl)
+            .await?;
+        if corrected {
+            report.link_counts_corrected += 1;
+        } else {
+            report.link_counts_unsettled += 1;
+        }
+        Ok(())
     }
 
     /// Lists a live record's files: the damage, if any are missing.
