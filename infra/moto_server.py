@@ -4,7 +4,7 @@ moto's DynamoDB is not safe under concurrent requests: conditional writes check 
 without a lock, and a cancelled transaction restores a snapshot of the whole table, wiping out
 writes made meanwhile. Real DynamoDB makes each request atomic, and the contract suites rely on
 it (e.g. 16 concurrent claims of one id yield exactly one winner). Serialising only DynamoDB
-keeps S3, SQS long polls and Step Functions concurrent.
+keeps S3 and SQS long polls concurrent.
 
 moto 5.2.5 gives every SQS message one constant SenderId, whoever sent it. AWS gives the unique
 id of the sender's IAM identity: an IAM user's id, or an assumed role's "RoleId:session". The
@@ -92,8 +92,7 @@ def serialise_dynamodb(app):
 
 if __name__ == "__main__":
     port = int(sys.argv[1])
-    # moto's Step Functions executions call the other services through this server, on the
-    # port named here (as moto_server sets it).
+    # The port moto's own cross-service calls use (as moto_server sets it).
     os.environ.setdefault("MOTO_PORT", str(port))
     sqs_sender_ids()
     app = DomainDispatcherApplication(create_backend_app)

@@ -13,7 +13,7 @@ use futures_util::{StreamExt, stream};
 pub const PHOTO_LAST_MODIFIED: &str = "Wed, 21 Oct 2015 07:28:00 GMT";
 
 /// One path's behaviour. Plain data: the per-path request counter that
-/// [`FailTimes`](Route::FailTimes) reads is kept by the host, not in the route.
+/// [`FailTimes`](Route::FailTimes) and [`Switch`](Route::Switch) read is kept by the host, not in the route.
 #[derive(Debug, Clone)]
 pub enum Route {
     /// 200 with the Content-Type of the bytes' signature (`application/octet-stream` if none),
@@ -49,6 +49,13 @@ pub enum Route {
     FailTimes {
         times: u64,
         status: u16,
+        then: Box<Route>,
+    },
+    /// The path's first `times` requests get `first`, the later ones `then`: a photo
+    /// replaced at its URL.
+    Switch {
+        times: u64,
+        first: Box<Route>,
         then: Box<Route>,
     },
     /// A redirect; `location` is sent as given (relative, absolute, another host, an IP...).
@@ -131,6 +138,14 @@ impl Route {
         }
     }
 
+    pub fn switch_after(times: u64, first: Route, then: Route) -> Self {
+        Self::Switch {
+            times,
+            first: Box::new(first),
+            then: Box::new(then),
+        }
+    }
+
     pub fn fail_times(times: u64, status: u16, then: Route) -> Self {
         Self::FailTimes {
             times,
@@ -208,6 +223,9 @@ pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Vec<Gate>, Route
                 }
                 route = then;
             }
+            Route::Switch { times, first, then } => {
+                route = if hit < *times { first } else { then };
+            }
             // The headers go on whatever the inner route settles to.
             Route::Headers { headers, then } => {
                 let (more, held, inner) = settle(then, hit);
@@ -225,7 +243,8 @@ pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Vec<Gate>, Route
     }
 }
 
-/// Renders a settled route (never `Delay`, `Held` or `FailTimes`; those render as 500).
+/// Renders a settled route (never `Delay`, `Held`, `FailTimes` or `Switch`; those render as
+/// 500).
 pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
     match route {
         Route::Photo(bytes) => photo(bytes, request),
@@ -299,11 +318,13 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
             }
             response
         }
-        Route::Delay(..) | Route::Held(..) | Route::FailTimes { .. } => respond(
-            500,
-            &[],
-            Body::from("imgest-hosts: unsettled route (a bug in the host)"),
-        ),
+        Route::Delay(..) | Route::Held(..) | Route::FailTimes { .. } | Route::Switch { .. } => {
+            respond(
+                500,
+                &[],
+                Body::from("imgest-hosts: unsettled route (a bug in the host)"),
+            )
+        }
     }
 }
 

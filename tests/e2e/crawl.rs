@@ -514,13 +514,7 @@ async fn recent_urls_and_unchanged_offers_settle_without_a_download() {
 
     // Deleting the offer through the API: the same crawl request links its photos again (from
     // the URL records: still no download).
-    let deleted = app
-        .client
-        .delete(app.url("/v1/offers/o1"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(app.delete_offer("o1").await, 204);
     app.crawl_settled("acme", "o1", &urls).await;
     assert_eq!(app.photo_ids("o1").await.len(), 2);
     assert_eq!(host.requests(), 2);
@@ -542,6 +536,156 @@ async fn an_expired_url_is_downloaded_again_with_its_etag() {
         1,
         "the second download was a 304"
     );
+}
+
+/// An offer re-sent with its last crawl's URLs after the URL window (1 ms here): answered at
+/// once from its crawl record, and crawled again behind that answer.
+async fn revalidating_app() -> CrawlApp {
+    CrawlApp::start(&[
+        ("IMGEST_URL_TTL", "1ms"),
+        ("IMGEST_REVALIDATION_DELAY", "1ms"),
+        ("IMGEST_MAX_ATTEMPTS", "1"),
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn an_unchanged_offer_past_the_url_window_is_answered_at_once_and_revalidated_behind() {
+    let app = revalidating_app().await;
+    let kept = photo("dune.jpg");
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(kept.clone())),
+        // Down when the revalidation asks: a transient failure does not unlink the photo.
+        (
+            "/b.jpg",
+            Route::switch_after(1, Route::photo(photo("storm.jpg")), Route::status(503)),
+        ),
+    ])
+    .await
+    .unwrap();
+    let urls = vec![host.url("/a.jpg"), host.url("/b.jpg")];
+    app.crawl_settled("acme", "o1", &urls).await;
+    let first = app.results().await;
+    assert_eq!(first.len(), 1);
+    let linked = app.photo_ids("o1").await;
+
+    let again = app.crawl("acme", "o1", &urls).await;
+    assert_eq!(again.status, 202);
+    assert_eq!(
+        again.json["state"], "done",
+        "answered from the crawl record"
+    );
+    app.until("the revalidation ends", || {
+        let c = app.counts();
+        c.revalidations_unchanged + c.revalidations_changed == 1
+    })
+    .await;
+    let counts = app.counts();
+    assert_eq!(counts.offers_revalidated, 1, "{counts:?}");
+    assert_eq!(counts.revalidations_unchanged, 1, "{counts:?}");
+    assert_eq!(
+        counts.not_modified, 1,
+        "the kept photo's ETag was sent: {counts:?}"
+    );
+    assert_eq!(host.requests(), 4, "each URL asked again once");
+
+    // One result more: the first one told again (the same crawl id and photos); nothing else.
+    let told = app.results().await;
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["crawl_id"], first[0]["crawl_id"]);
+    assert_eq!(told[0]["photos"], first[0]["photos"]);
+    assert_eq!(app.photo_ids("o1").await, linked);
+    let status = app.settled("o1").await;
+    assert_eq!(status["crawl_id"], first[0]["crawl_id"]);
+}
+
+#[tokio::test]
+async fn a_revalidation_that_finds_a_photo_replaced_links_it_and_sends_a_new_result() {
+    let app = revalidating_app().await;
+    let kept = photo("dune.jpg");
+    let replacement = photo("ladybird.jpg");
+    let host = PartnerHost::start([
+        ("/a.jpg", Route::photo(kept.clone())),
+        (
+            "/b.jpg",
+            Route::switch_after(
+                1,
+                Route::photo(photo("storm.jpg")),
+                Route::photo(replacement.clone()),
+            ),
+        ),
+    ])
+    .await
+    .unwrap();
+    let urls = vec![host.url("/a.jpg"), host.url("/b.jpg")];
+    app.crawl_settled("acme", "o1", &urls).await;
+    let first = app.results().await;
+
+    let again = app.crawl("acme", "o1", &urls).await;
+    assert_eq!(again.json["state"], "done");
+    app.until("the revalidation ends", || {
+        app.counts().revalidations_changed == 1
+    })
+    .await;
+    assert_eq!(
+        app.photo_ids("o1").await,
+        vec![id_of(&kept), id_of(&replacement)]
+    );
+    // The told result, then the revalidation's, under a crawl id of its own.
+    let results = app.results().await;
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["crawl_id"], first[0]["crawl_id"]);
+    assert_ne!(results[1]["crawl_id"], first[0]["crawl_id"]);
+    assert_eq!(
+        results[1]["photos"][1]["image_id"],
+        id_of(&replacement).as_str()
+    );
+    assert_eq!(app.counts().revalidations_unchanged, 0);
+}
+
+#[tokio::test]
+async fn an_offer_changed_through_the_api_during_its_revalidation_is_not_linked_over() {
+    let app = revalidating_app().await;
+    let gate = Gate::new();
+    let bytes = photo("dune.jpg");
+    let host = PartnerHost::start([(
+        "/a.jpg",
+        Route::switch_after(
+            1,
+            Route::photo(bytes.clone()),
+            Route::held(&gate, Route::photo(bytes.clone())),
+        ),
+    )])
+    .await
+    .unwrap();
+    let urls = vec![host.url("/a.jpg")];
+    app.crawl_settled("acme", "o1", &urls).await;
+    app.results().await;
+    assert_eq!(app.crawl("acme", "o1", &urls).await.json["state"], "done");
+    app.until("the revalidation's request", || host.requests() == 2)
+        .await;
+
+    // The seller deletes the offer while its revalidation waits on the host.
+    assert_eq!(app.delete_offer("o1").await, 204);
+    gate.open();
+    app.until("the revalidation's download settles", || {
+        app.counts().not_modified == 1
+    })
+    .await;
+    // Its outcome reaches no crawl: the offer stays deleted, and nothing more is sent.
+    let status = app.settled("o1").await;
+    assert_eq!(status["state"], "done");
+    let photos = app
+        .client
+        .get(app.url("/v1/offers/o1/photos"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(photos.status(), 404, "not linked again by the revalidation");
+    assert_eq!(app.results().await.len(), 1, "the told answer only");
+    // The feed again: a crawl of its own (from the fresh URL record), linked again.
+    app.crawl_settled("acme", "o1", &urls).await;
+    assert_eq!(app.photo_ids("o1").await, vec![id_of(&bytes)]);
 }
 
 #[tokio::test]

@@ -181,8 +181,6 @@ pub(crate) struct CrawlOnAws {
     pub crawler: Crawler,
     /// The app's `IMGEST_QUEUES` (each queue's name and URL), for processes of its own.
     pub queues: String,
-    /// The delayed-send state machine over the fetch queues, when the app has one.
-    pub delayed_sends: Option<String>,
 }
 
 impl CrawlOnAws {
@@ -193,16 +191,6 @@ impl CrawlOnAws {
 
     /// [`start`](Self::start), with the app's settings `vars` besides its queues.
     pub async fn start_with(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
-        Self::start_on(name, vars, false).await
-    }
-
-    /// [`start_with`](Self::start_with), and the delayed-send state machine over the fetch
-    /// queues (as the template deploys it) in `IMGEST_DELAY_STATE_MACHINE_ARN`.
-    pub async fn start_with_delayed_sends(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
-        Self::start_on(name, vars, true).await
-    }
-
-    async fn start_on(name: &str, vars: &[(&str, &str)], delayed_sends: bool) -> Option<Self> {
         let config = imgest_testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();
@@ -220,19 +208,6 @@ impl CrawlOnAws {
         let queues = queues_of(&urls);
         let mut vars = vars.to_vec();
         vars.push(("IMGEST_QUEUES", &queues));
-        let delayed_sends = if delayed_sends {
-            let sfn = aws_sdk_sfn::Client::new(&config);
-            let fetch = [&urls["fetch-0"], &urls["fetch-1"], &urls["fetch-2"]];
-            Some(
-                imgest_testing::aws::delayed_send_state_machine(&sfn, fetch.map(String::as_str))
-                    .await,
-            )
-        } else {
-            None
-        };
-        if let Some(arn) = &delayed_sends {
-            vars.push(("IMGEST_DELAY_STATE_MACHINE_ARN", arn));
-        }
         let app = TestApp::start_aws(name, &vars).await.unwrap();
         let crawler = app.crawler(Processing::Handoff, &[]);
         Some(Self {
@@ -241,7 +216,6 @@ impl CrawlOnAws {
             app,
             crawler,
             queues,
-            delayed_sends,
         })
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
+use imgest_aws::sqs::DUE_ATTRIBUTE;
 use imgest_core::domain::ImageId;
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{PartnerHost, Route};
@@ -164,27 +165,20 @@ async fn a_permanent_failure_is_rechecked_on_schedule_from_its_dynamodb_record()
 }
 
 #[tokio::test]
-async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_state_machine() {
-    const NAME: &str = "retries: long retry-after";
-    let Some(config) = imgest_testing::aws::sdk_config(NAME).await else {
-        return;
-    };
-    let sfn = aws_sdk_sfn::Client::new(&config);
-    // SQS's limit shortened to a second: the host's 2 s is "longer than SQS allows".
-    let Some(CrawlOnAws {
-        sqs,
-        urls,
-        app,
-        delayed_sends,
-        ..
-    }) = CrawlOnAws::start_with_delayed_sends(NAME, &[("IMGEST_SQS_MAX_DELAY", "1s")]).await
+async fn a_retry_after_longer_than_sqs_allows_is_sent_on_at_each_hop_until_it_is_due() {
+    // SQS's limit shortened to a second: the host's minute is "longer than SQS allows". The
+    // app's clock stands still unless the test moves it, so a hop arrives early until then.
+    let Some(CrawlOnAws { sqs, urls, app, .. }) = CrawlOnAws::start_with(
+        "retries: long retry-after",
+        &[("IMGEST_SQS_MAX_DELAY", "1s")],
+    )
+    .await
     else {
         return;
     };
-    let arn = delayed_sends.unwrap();
     let crawler = app.crawler(Processing::Handoff, &[]);
     let busy_once = Route::with_headers(
-        [("retry-after", "2")],
+        [("retry-after", "60")],
         Route::fail_times(1, 429, Route::photo(Bytes::from(sample("ladybird.jpg")))),
     );
     let host = PartnerHost::start([("/busy.jpg", busy_once)])
@@ -195,11 +189,29 @@ async fn a_retry_after_longer_than_sqs_allows_goes_through_the_delayed_send_stat
     fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
     assert_eq!(host.hits("/busy.jpg"), 1);
 
-    // The retry waits in a state machine execution, which sends it to the tier's queue.
-    let retry = take(&sqs, &urls["fetch-0"], 1).await;
-    assert_eq!(only(&retry)["attempt"], 1);
-    assert_eq!(imgest_testing::aws::executions(&sfn, &arn).await, 1);
-    fetch(&crawler, retry).await;
+    // The retry arrives after its first hop, a minute early: the fetch function sends it on
+    // with the rest of its wait and does not download.
+    let due_of = |event: &SqsEvent| {
+        event.records[0]
+            .message_attributes
+            .get(DUE_ATTRIBUTE)
+            .and_then(|a| a.string_value.clone())
+    };
+    let hop = take(&sqs, &urls["fetch-0"], 1).await;
+    assert_eq!(only(&hop)["attempt"], 1);
+    let due = due_of(&hop).expect("a chained retry carries its due instant");
+    fetch(&crawler, hop).await;
+    assert_eq!(host.hits("/busy.jpg"), 1, "not before it is due");
+    let next = take(&sqs, &urls["fetch-0"], 1).await;
+    assert_eq!(
+        due_of(&next),
+        Some(due),
+        "sent on, still due at the same instant"
+    );
+
+    // Once it is due, it runs.
+    app.advance_clock(Duration::from_secs(120));
+    fetch(&crawler, next).await;
     assert_eq!(host.hits("/busy.jpg"), 2);
     process(&crawler, take(&sqs, &urls["process"], 1).await).await;
     let result = only(&take(&sqs, &urls["results"], 1).await);

@@ -154,7 +154,7 @@ impl Measured {
         let mut dollars = 0.0;
         for name in stages {
             let s = self.stage(name)?;
-            dollars += s.dollars.dynamodb + s.dollars.sqs + s.dollars.s3_gets + s.dollars.sfn;
+            dollars += s.dollars.dynamodb + s.dollars.sqs + s.dollars.s3_gets;
         }
         Ok(Figure {
             value: dollars / per.max(1e-9),

@@ -121,6 +121,15 @@ fn f(fig: &Figure) -> String {
     format!("{} [{}]", fmt(fig.value), fig.source)
 }
 
+/// How a shared item's writes grow with a fetch invocation.
+#[derive(Clone, Copy)]
+enum Writes {
+    /// A flush per invocation that holds the entity's tasks (and every `FLUSH_EVERY` of it).
+    PerFlush,
+    /// With the entity's tasks in the batch (a rate limit: a request per gathered group).
+    PerTask,
+}
+
 /// What one function needs at peak.
 struct FunctionLoad {
     name: String,
@@ -141,13 +150,17 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let lim = &s.limits;
     let p = l.photos_per_hour / 3600.0;
     let extra = (l.attempts_per_photo - 1.0).max(0.0) * p;
+    // Revalidations: a conditional request per photo of an unchanged offer re-sent past the URL
+    // window, answered in the first tier (a 304 has no body).
+    let unchanged = p * l.unchanged_resent_per_new;
+    let revalidated = unchanged * l.unchanged_past_window_share;
     let lambda = [
-        l.tier_mix[0] * p + extra,
+        l.tier_mix[0] * p + extra + revalidated,
         l.tier_mix[1] * p,
         l.tier_mix[2] * p,
     ];
     let lambda_trace = [
-        "tier_mix[0]·p + (attempts_per_photo − 1)·p",
+        "tier_mix[0]·p + (attempts_per_photo − 1)·p + p·unchanged_resent_per_new·unchanged_past_window_share",
         "tier_mix[1]·p",
         "tier_mix[2]·p",
     ];
@@ -302,8 +315,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
         (
             "unchanged: intake",
-            p * l.unchanged_resent_per_new / l.photos_per_offer,
-            "p × unchanged_resent_per_new ÷ photos_per_offer",
+            (unchanged - revalidated) / l.photos_per_offer,
+            "p × unchanged_resent_per_new × (1 − unchanged_past_window_share) ÷ photos_per_offer",
+        ),
+        (
+            "revalidate: intake",
+            revalidated / l.photos_per_offer,
+            "p × unchanged_resent_per_new × unchanged_past_window_share ÷ photos_per_offer",
         ),
     ];
     let mut intake_c = 0.0;
@@ -317,15 +335,28 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     }
     // The crawls the fetch and process functions settle come back to the intake function (its
     // settle queue), one message per crawl.
-    let settled = p / l.photos_per_offer;
-    let per = m.seconds_per_item("new: settle")?;
-    intake_c += settled * per.value;
-    intake_inv += settled / d.intake.batch;
-    intake_trace.push(format!(
-        "{} settled crawls/s [p ÷ photos_per_offer] × {}",
-        fmt(settled),
-        f(&per)
-    ));
+    let settled = [
+        (
+            "new: settle",
+            p / l.photos_per_offer,
+            "p ÷ photos_per_offer",
+        ),
+        (
+            "revalidate: settle",
+            revalidated / l.photos_per_offer,
+            "revalidations ÷ photos_per_offer",
+        ),
+    ];
+    for (stage, rate, how) in settled {
+        let per = m.seconds_per_item(stage)?;
+        intake_c += rate * per.value;
+        intake_inv += rate / d.intake.batch;
+        intake_trace.push(format!(
+            "{} settled crawls/s [{how}] × {}",
+            fmt(rate),
+            f(&per)
+        ));
+    }
     r.row(
         "functions",
         "intake: concurrency vs its queues' maximum",
@@ -528,41 +559,52 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let hot = lim.partition_fraction * lim.partition_wcu;
     let rmw_ceiling = 1000.0 / (2.0 * s.latency_ms.dynamodb);
     let flush_every = imgest_flows::crawl::FLUSH_EVERY.as_secs_f64();
+    // The measured batches' tasks, all of one client on one host: a batch's writes to the
+    // client's rate limit grow with its tasks (those that wait for the host's slots ask
+    // apart), so a client with a share of a batch's tasks makes at most that share of them.
+    let measured_batch = {
+        let fetch = m.stage("new: fetch")?;
+        fetch.items as f64 / (fetch.invocations as f64).max(1.0)
+    };
     let shared_item = |r: &mut Report,
                        name: &str,
                        class: &str,
                        share: f64,
                        share_trace: &str,
                        target: &str,
-                       mid_flushes: bool|
+                       writes: Writes|
      -> Result<()> {
         let w = m.writes_per_invocation("new: fetch", class)?;
         let wcu = m.wcu_per_write("new: fetch", class)?;
         let mut rate = 0.0;
         let mut parts = Vec::new();
         for t in 0..3 {
-            let flushes = if mid_flushes {
-                (fetch_durations[t] / flush_every).max(1.0)
-            } else {
-                1.0
-            };
-            let pr = in_batch(share, fetch_batches[t]);
-            rate += fetch_invocations[t] * pr * w.value * flushes;
-            parts.push(format!(
-                "{} inv/s × {} [1 − (1 − {share_trace})^{}] × {}",
-                fmt(fetch_invocations[t]),
-                fmt(pr),
-                fmt(fetch_batches[t]),
-                if mid_flushes {
+            let (per, per_trace) = match writes {
+                Writes::PerFlush => (
+                    in_batch(share, fetch_batches[t]) * (fetch_durations[t] / flush_every).max(1.0),
                     format!(
-                        "max(1, {} s ÷ FLUSH_EVERY {} s)",
+                        "{} [1 − (1 − {share_trace})^{}] × max(1, {} s ÷ FLUSH_EVERY {} s)",
+                        fmt(in_batch(share, fetch_batches[t])),
+                        fmt(fetch_batches[t]),
                         fmt(fetch_durations[t]),
                         fmt(flush_every)
+                    ),
+                ),
+                Writes::PerTask => {
+                    let part = (share * fetch_batches[t] / measured_batch).min(1.0);
+                    (
+                        part,
+                        format!(
+                            "{} [min(1, {share_trace} × batch {} ÷ measured batch {})]",
+                            fmt(part),
+                            fmt(fetch_batches[t]),
+                            fmt(measured_batch)
+                        ),
                     )
-                } else {
-                    "1".to_owned()
                 }
-            ));
+            };
+            rate += fetch_invocations[t] * per * w.value;
+            parts.push(format!("{} inv/s × {per_trace}", fmt(fetch_invocations[t])));
         }
         let (_, rmw, how) = m.contention(target)?;
         r.row(
@@ -605,7 +647,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         l.biggest_client_share,
         "biggest_client_share",
         "ratelimit",
-        false,
+        Writes::PerTask,
     )?;
     let host_class = if m
         .stage("new: fetch")?
@@ -629,7 +671,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         l.biggest_host_share,
         "biggest_host_share",
         "host",
-        true,
+        Writes::PerFlush,
     )?;
     shared_item(
         &mut r,
@@ -638,7 +680,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         l.biggest_client_share * l.biggest_host_share,
         "client share × host share",
         "host",
-        true,
+        Writes::PerFlush,
     )?;
 
     // The popular URL: what a join writes.
@@ -812,6 +854,12 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     ];
     let known_stages = ["known URLs: intake", "known URLs: results"];
     let unchanged_stages = ["unchanged: intake", "unchanged: results"];
+    let revalidated_stages = [
+        "revalidate: intake",
+        "revalidate: fetch",
+        "revalidate: settle",
+        "revalidate: results",
+    ];
     let still = format!("deleted: {}", crate::cost::STILL_LINKED);
     let last = format!("deleted: {}", crate::cost::LAST_LINK);
     let streams: Vec<(String, f64, Vec<&str>, f64)> = vec![
@@ -829,8 +877,14 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
         (
             "unchanged photos".into(),
-            p * l.unchanged_resent_per_new,
+            unchanged - revalidated,
             unchanged_stages.to_vec(),
+            photos,
+        ),
+        (
+            "revalidated photos".into(),
+            revalidated,
+            revalidated_stages.to_vec(),
             photos,
         ),
         (
@@ -914,6 +968,18 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(wcu + backfill_wcu)
         ),
     );
+    r.suggest(
+        "TableWarmReadUnits",
+        format!(
+            "{}",
+            ((s.targets.headroom * rcu / 1000.0).ceil() * 1000.0).max(lim.table_initial_rcu)
+        ),
+        format!(
+            "headroom × {} RCU/s, in thousands (at least a new table's {})",
+            fmt(rcu),
+            fmt(lim.table_initial_rcu)
+        ),
+    );
 
     // 3. S3 prefixes (256 shards per area).
     let stored_per_s = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
@@ -971,7 +1037,10 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             "messages",
             None,
             format!(
-                "long_wait_share × attempts × mean wait; {} hops/s [÷ {} s per hop]",
+                "long_wait_share {} × attempts {}/s × long_wait_mean_s {}; {} hops/s [open waits ÷ sqs_max_delay_s {}: each wait hops once per delay]",
+                fmt(l.long_wait_share),
+                fmt(attempts),
+                fmt(l.long_wait_mean_s),
                 fmt(open / lim.sqs_max_delay_s),
                 fmt(lim.sqs_max_delay_s)
             ),
@@ -1202,7 +1271,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         LongWaits::SqsChain => (
             open / lim.sqs_max_delay_s * 3600.0 * 0.3 * pr.sqs_request,
             format!(
-                "{} hops/s × 0.3 requests (a tenth of a batched send, receive and delete)",
+                "{} hops/s × 3600 × 0.3 requests [a tenth each of the SendMessageBatch that sends it on, the event source mapping's receive and its batched delete] × price",
                 fmt(open / lim.sqs_max_delay_s)
             ),
         ),

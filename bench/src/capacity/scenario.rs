@@ -42,6 +42,10 @@ pub struct Load {
     pub known_url_photos_per_new: f64,
     /// Photos of offers re-sent unchanged, per new photo.
     pub unchanged_resent_per_new: f64,
+    /// Share of those re-sent after the URL window (`IMGEST_URL_TTL`) since their last
+    /// settlement: answered the same, and revalidated in the background (a conditional request
+    /// per photo). An offer re-sent every `r` days under a `w`-day window: `r ÷ w` (at most 1).
+    pub unchanged_past_window_share: f64,
     /// Photos unlinked (offers deleted or changed), per new photo.
     pub unlinked_photos_per_new: f64,
     pub uploads_per_s: f64,
@@ -138,9 +142,11 @@ pub struct Deployment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LongWaits {
-    /// One Step Functions execution per wait.
+    /// One Step Functions execution per wait: what the service did before long waits were
+    /// chained, kept so that a scenario can weigh the two.
     StepFunctions,
-    /// A chain of SQS delays of at most 15 minutes each.
+    /// A chain of SQS delays of at most 15 minutes each, the message sent on by its queue's
+    /// handler at each early arrival (what the service does).
     SqsChain,
 }
 

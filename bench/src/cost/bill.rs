@@ -5,8 +5,7 @@
 use super::proxy::Run;
 use super::proxy::StageCounts;
 
-/// us-east-1 list prices (arm64 Lambda, DynamoDB on demand, SQS standard, S3 standard, Step
-/// Functions standard workflows).
+/// us-east-1 list prices (arm64 Lambda, DynamoDB on demand, SQS standard, S3 standard).
 pub mod price {
     pub const LAMBDA_GB_SECOND: f64 = 0.000_013_333_4;
     pub const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
@@ -15,7 +14,6 @@ pub mod price {
     pub const SQS_REQUEST: f64 = 0.40 / 1e6;
     pub const S3_PUT_CLASS: f64 = 5.0 / 1e6;
     pub const S3_GET_CLASS: f64 = 0.40 / 1e6;
-    pub const SFN_TRANSITION: f64 = 25.0 / 1e6;
 }
 
 /// Lambda gives a function one full vCPU at 1769 MB, and CPU in proportion below that.
@@ -42,13 +40,12 @@ pub struct StageBill {
     pub sqs: f64,
     pub s3_puts: f64,
     pub s3_gets: f64,
-    pub sfn: f64,
 }
 
 impl StageBill {
     /// Compute, queues and table: everything but S3 PUTs (the targets count those on top: docs/cost.md).
     pub fn without_puts(&self) -> f64 {
-        self.lambda + self.dynamodb + self.sqs + self.s3_gets + self.sfn
+        self.lambda + self.dynamodb + self.sqs + self.s3_gets
     }
 
     pub fn add(&mut self, other: &StageBill) {
@@ -57,7 +54,6 @@ impl StageBill {
         self.sqs += other.sqs;
         self.s3_puts += other.s3_puts;
         self.s3_gets += other.s3_gets;
-        self.sfn += other.sfn;
     }
 
     pub fn scaled(&self, by: f64) -> StageBill {
@@ -68,7 +64,6 @@ impl StageBill {
             sqs: self.sqs * by,
             s3_puts: self.s3_puts * by,
             s3_gets: self.s3_gets * by,
-            sfn: self.sfn * by,
         }
     }
 }
@@ -113,7 +108,6 @@ pub fn bill(counts: &StageCounts, sizing: Sizing) -> StageBill {
         sqs: counts.sqs_requests as f64 * price::SQS_REQUEST,
         s3_puts: counts.s3_put_class as f64 * price::S3_PUT_CLASS,
         s3_gets: counts.s3_get_class as f64 * price::S3_GET_CLASS,
-        sfn: counts.sfn_transitions as f64 * price::SFN_TRANSITION,
     }
 }
 

@@ -10,7 +10,8 @@
 //!    through the intake function (its settle queue), the results consumer,
 //! 2. URL-dedup hits: the same offers re-sent with other known URLs (changed offers: no
 //!    download, no decode, no S3 PUT),
-//! 3. unchanged offers: the same crawl requests again,
+//! 3. unchanged offers: the same crawl requests again, then once more past the URL window
+//!    (answered the same way, and revalidated behind: conditional requests, 304s),
 //! 4. uploads through the API function: new photos, then the same bytes again (dedup hits);
 //!    left unlinked, they expire, and a GC job collects them (the clock moved past their
 //!    expiry),
@@ -19,7 +20,7 @@
 //! 6. end of life: every offer deleted, the image records expired by DynamoDB's TTL (free),
 //!    and the ttl-cleanup function collecting their files from the stream.
 //!
-//! Stages 4 and 5 feed the capacity model (`--profile-out`), not the bill's scenarios.
+//! The revalidation and stages 4 and 5 feed the capacity model (`--profile-out`), not the bill's scenarios.
 
 mod bill;
 mod capacity;
@@ -147,10 +148,10 @@ pub async fn run(options: Options) -> Result<()> {
         ))
     })
     .await??;
-    // Every photo once, and the popular URL once.
-    if host.requests() != photos as u64 + 1 {
+    // Every photo once, once more when revalidated (a 304), and the popular URL once.
+    if host.requests() != 2 * photos as u64 + 1 {
         bail!(
-            "the partner host served {} downloads for {photos} photos and one popular URL",
+            "the partner host served {} requests for {photos} photos (each revalidated once) and one popular URL",
             host.requests()
         );
     }
@@ -176,6 +177,29 @@ pub async fn run(options: Options) -> Result<()> {
         println!("\nThe measured profile is in {}.", path.display());
     }
     Ok(())
+}
+
+/// Every fetch queue, delivered to `fetcher`'s fetch function until it is empty, measured as
+/// `stage`.
+async fn fetch_all(
+    tally: &Tally,
+    fetching: &Lambda<'_>,
+    names: &Resources,
+    fetcher: &Crawler,
+    stage: &str,
+) -> Result<()> {
+    tally.enter(stage);
+    measured(tally, async {
+        for tier in ["fetch-0", "fetch-1", "fetch-2"] {
+            fetching
+                .deliver(&names.queues[tier], FETCH_BATCH, |e| {
+                    handlers::fetch::handle(fetcher, e)
+                })
+                .await?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// The popular URL's path: every offer of the join stage lists it.
@@ -235,6 +259,9 @@ async fn drive(
         ("IMGEST_AUTH", "gateway"),
         ("IMGEST_JWT_AUDIENCE", "imgest"),
         ("IMGEST_INTAKE_SENDERS", &senders),
+        // Revalidations are queued at once rather than minutes later (one fetch task each
+        // either way: within SQS's delay, no hop).
+        ("IMGEST_REVALIDATION_DELAY", "1ms"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -292,21 +319,14 @@ async fn drive(
         external_wait: host_latency,
         ..lambda
     };
-    // Every fetch queue, delivered to the fetch function until it is empty.
-    let fetch_all = |stage: String| {
-        tally.enter(&stage);
-        measured(tally, async {
-            for tier in ["fetch-0", "fetch-1", "fetch-2"] {
-                fetching
-                    .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                        handlers::fetch::handle(&fetcher, e)
-                    })
-                    .await?;
-            }
-            Ok(())
-        })
-    };
-    fetch_all(Scenario::New.stage("fetch")).await?;
+    fetch_all(
+        tally,
+        &fetching,
+        &names,
+        &fetcher,
+        &Scenario::New.stage("fetch"),
+    )
+    .await?;
     tally.enter(&Scenario::New.stage("process"));
     // What the fetch function's memory could not hold (none of the samples) comes here.
     measured(
@@ -331,6 +351,47 @@ async fn drive(
         .intake(Scenario::Unchanged, &listing("offer")?)
         .await?;
     stages.results(Scenario::Unchanged, offers.len()).await?;
+
+    // 3b. The same again past the URL window (a clock moved past it): answered from the crawl
+    // records all the same, and each offer crawled again behind, with conditional requests.
+    let later = ManualClock::starting_now();
+    later.advance(settings.crawl.url_ttl + Duration::from_secs(3600));
+    let later = Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(later)).await?);
+    let re_crawler = Crawler::new(
+        Arc::clone(&later),
+        settings.crawl.clone(),
+        Processing::Handoff,
+    );
+    let re_fetcher = Crawler::new(
+        Arc::clone(&later),
+        settings.crawl.clone(),
+        Processing::InlineWhenItFits,
+    )
+    .finishing_elsewhere();
+    let revalidating = Stages {
+        crawler: &re_crawler,
+        ..stages
+    };
+    revalidating
+        .intake_stage("revalidate: intake", &listing("offer")?)
+        .await?;
+    fetch_all(tally, &fetching, &names, &re_fetcher, "revalidate: fetch").await?;
+    revalidating.settle("revalidate: settle").await?;
+    tally.enter("revalidate: results");
+    lambda
+        .consume_results(&names.queues["results"], offers.len())
+        .await?;
+    let photos: usize = offers.iter().map(Vec::len).sum();
+    let counts = re_crawler.counts();
+    let fetched = re_fetcher.counts();
+    if counts.offers_revalidated != offers.len() as u64 || fetched.not_modified != photos as u64 {
+        bail!(
+            "revalidation: {} of {} offers revalidated, {} of {photos} photos not modified",
+            counts.offers_revalidated,
+            offers.len(),
+            fetched.not_modified
+        );
+    }
 
     // 4. Uploads through the API function, one per invocation: new bytes, then the same again.
     let uploads: Vec<Vec<u8>> = (0..offers.len())
@@ -388,7 +449,7 @@ async fn drive(
         .map(|(id, urls)| (id.clone(), urls))
         .collect();
     stages.intake_stage("join: intake", &joiners).await?;
-    fetch_all("join: fetch".to_owned()).await?;
+    fetch_all(tally, &fetching, &names, &fetcher, "join: fetch").await?;
     stages.settle("join: settle").await?;
     tally.enter("join: results");
     lambda

@@ -40,7 +40,6 @@ pub struct StageProfile {
     pub sqs_requests: u64,
     pub s3_put_class: u64,
     pub s3_get_class: u64,
-    pub sfn_transitions: u64,
     /// The stage's bill in dollars (not per photo), by service.
     pub dollars: Dollars,
     /// Requests by service and operation.
@@ -56,7 +55,6 @@ pub struct Dollars {
     pub sqs: f64,
     pub s3_puts: f64,
     pub s3_gets: f64,
-    pub sfn: f64,
 }
 
 /// The DynamoDB requests of one operation on one class of item.
@@ -97,14 +95,12 @@ fn stage_profile(name: &str, c: &StageCounts) -> StageProfile {
         sqs_requests: c.sqs_requests,
         s3_put_class: c.s3_put_class,
         s3_get_class: c.s3_get_class,
-        sfn_transitions: c.sfn_transitions,
         dollars: Dollars {
             lambda: b.lambda,
             dynamodb: b.dynamodb,
             sqs: b.sqs,
             s3_puts: b.s3_puts,
             s3_gets: b.s3_gets,
-            sfn: b.sfn,
         },
         requests: c.requests.clone(),
         keys: c

@@ -1,8 +1,8 @@
 //! A counting proxy in front of the AWS emulator: every request the functions make passes
 //! through it and is billed to the stage running at the time, the way AWS would bill it
-//! (DynamoDB in capacity units from item sizes, SQS and S3 per request by price class, Step
-//! Functions per state transition). The emulator answers; the proxy only watches, and may add
-//! a fixed latency to every request (as a network would: concurrent requests overlap).
+//! (DynamoDB in capacity units from item sizes, SQS and S3 per request by price class). The
+//! emulator answers; the proxy only watches, and may add a fixed latency to every request (as
+//! a network would: concurrent requests overlap).
 //!
 //! Per DynamoDB request it also records which partition keys it touched and how it ended
 //! (written, condition failed, transaction conflict, too large), by operation and item class
@@ -37,7 +37,6 @@ pub struct StageCounts {
     pub s3_put_class: u64,
     /// S3 GET and HEAD requests.
     pub s3_get_class: u64,
-    pub sfn_transitions: u64,
     /// The Lambda side, recorded by the driver.
     pub invocations: u64,
     pub items: u64,
@@ -422,15 +421,6 @@ impl Proxy {
             };
             self.tally.request(name, |s| {
                 if !empty_receive {
-                    s.sqs_requests += 1;
-                }
-            });
-        } else if let Some(op) = target.strip_prefix("AWSStepFunctions.") {
-            self.tally.request(format!("sfn.{op}"), |s| {
-                if op == "StartExecution" {
-                    // infra/statemachine/delayed-send.asl.json: Wait, then Send (which is one
-                    // more SQS request).
-                    s.sfn_transitions += 2;
                     s.sqs_requests += 1;
                 }
             });

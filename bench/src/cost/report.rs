@@ -170,7 +170,7 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
     println!("\nLargest item written, by record (a write unit is 1 KB): {largest}");
 
     println!(
-        "\nPer million photos (list prices: Lambda arm64 ${}/GB-s + ${:.2}/M requests, DynamoDB ${:.3}/M WCU, ${:.3}/M RCU, SQS ${:.2}/M, S3 PUT ${:.0}/M, GET ${:.2}/M, Step Functions ${:.0}/M transitions):\n",
+        "\nPer million photos (list prices: Lambda arm64 ${}/GB-s + ${:.2}/M requests, DynamoDB ${:.3}/M WCU, ${:.3}/M RCU, SQS ${:.2}/M, S3 PUT ${:.0}/M, GET ${:.2}/M):\n",
         price::LAMBDA_GB_SECOND,
         price::LAMBDA_REQUEST * 1e6,
         price::DYNAMODB_WRITE_UNIT * 1e6,
@@ -178,20 +178,19 @@ pub fn print(tally: &Tally, photos: usize, options: &Options) {
         price::SQS_REQUEST * 1e6,
         price::S3_PUT_CLASS * 1e6,
         price::S3_GET_CLASS * 1e6,
-        price::SFN_TRANSITION * 1e6,
     );
     println!(
-        "| per million | Lambda | DynamoDB | SQS | S3 GET | Step Functions | total | target | S3 PUTs on top |"
+        "| per million | Lambda | DynamoDB | SQS | S3 GET | total | target | S3 PUTs on top |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (title, target, b) in totals {
         let total = b.without_puts();
         let target = target.map_or("-".to_owned(), |t| {
             format!("≤ ${t:.2} {}", if total <= t { "met" } else { "MISSED" })
         });
         println!(
-            "| {title} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | **${total:.3}** | {target} | ${:.3} |",
-            b.lambda, b.dynamodb, b.sqs, b.s3_gets, b.sfn, b.s3_puts,
+            "| {title} | ${:.3} | ${:.3} | ${:.3} | ${:.3} | **${total:.3}** | {target} | ${:.3} |",
+            b.lambda, b.dynamodb, b.sqs, b.s3_gets, b.s3_puts,
         );
     }
 }

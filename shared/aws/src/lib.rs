@@ -1,19 +1,17 @@
 //! The ports on AWS: S3 ([`S3BlobStore`], presigned upload URLs), DynamoDB ([`DynamoStore`]),
-//! SQS with Step Functions for long delays and SNS for the results topic ([`SqsSender`]),
+//! SQS, with chained delays for long waits, and SNS for the results topic ([`SqsSender`]),
 //! [`ports`], which builds them all from an [`AwsBackend`](imgest_core::backend::AwsBackend), and
 //! [`read_object`] for what a function reads once at start-up (the watermark).
 
 pub mod dynamodb;
 pub mod s3;
 mod sdk_error;
-pub mod sfn;
 pub mod sns;
 pub mod sqs;
 pub mod sqs_dead_letters;
 
 pub use dynamodb::DynamoStore;
 pub use s3::S3BlobStore;
-pub use sfn::StepFunctionsDelay;
 pub use sns::SnsTopics;
 pub use sqs::SqsSender;
 
@@ -49,14 +47,11 @@ pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         aws_sdk_dynamodb::Client::new(&config),
         &aws.table,
     ));
-    let delay = aws
-        .delay_state_machine_arn
-        .as_deref()
-        .map(|arn| StepFunctionsDelay::new(aws_sdk_sfn::Client::new(&config), arn));
     let messages = Arc::new(
-        SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone(), delay)
+        SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone())
             .with_topics(SnsTopics::new(aws_sdk_sns::Client::new(&config)))
-            .with_max_sqs_delay(aws.sqs_max_delay),
+            .with_max_sqs_delay(aws.sqs_max_delay)
+            .with_clock(clock.clone()),
     );
     Ports {
         blobs: blobs.clone(),

@@ -1,5 +1,5 @@
 //! The one translation of AWS SDK errors into [`StoreError`], for every client (S3, DynamoDB,
-//! SQS, Step Functions), so that "may a retry help?" has one answer per error code:
+//! SQS, SNS), so that "may a retry help?" has one answer per error code:
 //!
 //! - `NoSuchKey`, or any other 404 but a missing bucket → [`StoreError::NotFound`];
 //! - throttling and server errors (429, 5xx, the codes in [`RETRYABLE_CODES`]), timeouts,

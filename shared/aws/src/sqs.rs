@@ -4,10 +4,15 @@
 //! `SendMessageBatch`, ten (and at most 256 KiB) per call, with `DelaySeconds` rounded up so a
 //! message is never delivered early. Entries SQS reports as failed by its own fault are sent
 //! again a few times before the call gives up with `Unavailable`; an entry refused as the
-//! sender's fault (too large, invalid characters) fails at once with `Backend`. Messages
-//! delayed longer go through Step Functions ([`StepFunctionsDelay`]): one execution per
-//! message that waits, then sends it.
+//! sender's fault (too large, invalid characters) fails at once with `Backend`.
+//!
+//! A message delayed longer (a day-long `Retry-After`) is chained: sent with the longest delay
+//! SQS allows and the instant it is due in its [`DUE_ATTRIBUTE`]; its queue's handler sends it
+//! on with the rest of its wait when it arrives early (`imgest_lambda::chain`), a hop every 15
+//! minutes, until it is due. A wait costs a few queue requests per hop, nothing per second, and
+//! no quota of open executions bounds how many wait at once.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -15,13 +20,21 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
 
-use super::sfn::StepFunctionsDelay;
 use super::sns::{SnsTopics, is_topic};
 use crate::sdk_error::sdk_error;
 use imgest_core::backend::MAX_SQS_DELAY;
 use imgest_core::ports::{
-    DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts, StoreError,
+    Clock, DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts, StoreError,
+    SystemClock,
 };
+
+/// The message attribute of a chained message: when it is due, in milliseconds since the Unix
+/// epoch. A message that carries it may arrive before then, and is sent on until it is due.
+pub const DUE_ATTRIBUTE: &str = "imgest.due";
+/// The longest delay a message may be sent with (a chain of 672 hops): every wait the flows
+/// schedule is shorter (the longest, a `Retry-After`, is capped at a day), so a longer one is a
+/// bug, refused rather than left circling for months.
+pub const MAX_CHAINED_DELAY: Duration = Duration::from_secs(7 * 86_400);
 
 /// `SendMessageBatch` takes at most this many entries...
 pub const BATCH_ENTRIES: usize = 10;
@@ -35,7 +48,7 @@ const BATCH_ATTEMPTS: u32 = 4;
 const RESEND_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Sends to SQS queues by logical name. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SqsSender {
     pub(super) client: aws_sdk_sqs::Client,
     /// Logical queue name → queue URL (a queue's dead-letter queue may be listed as
@@ -43,29 +56,42 @@ pub struct SqsSender {
     queues: HashMap<String, String>,
     /// Dead-letter queue URLs found through their queues' redrive policies, by logical name.
     pub(super) found_dead: Arc<Mutex<HashMap<String, String>>>,
-    delay: Option<StepFunctionsDelay>,
     /// Publishes to the logical queues that are SNS topics (their entry is the topic's ARN).
     topics: Option<SnsTopics>,
-    /// Messages delayed longer than this go through Step Functions.
+    /// Messages delayed longer than this are chained.
     max_sqs_delay: Duration,
+    /// What a chained message's due instant is counted from (the flows' clock, so that its
+    /// handler, reading the same clock, agrees on when it is due).
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for SqsSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsSender")
+            .field("queues", &self.queues)
+            .field("max_sqs_delay", &self.max_sqs_delay)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SqsSender {
-    /// A sender to the queues in `queues` (logical name → queue URL). Without `delay`,
-    /// messages delayed beyond SQS's 15 minutes are refused.
-    pub fn new(
-        client: aws_sdk_sqs::Client,
-        queues: HashMap<String, String>,
-        delay: Option<StepFunctionsDelay>,
-    ) -> Self {
+    /// A sender to the queues in `queues` (logical name → queue URL), counting chained
+    /// messages' due instants from the system clock.
+    pub fn new(client: aws_sdk_sqs::Client, queues: HashMap<String, String>) -> Self {
         Self {
             client,
             queues,
             found_dead: Arc::default(),
-            delay,
             topics: None,
             max_sqs_delay: MAX_SQS_DELAY,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Counts chained messages' due instants from `clock` (the one their handlers read).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Publishes to the logical queues whose entry is an SNS topic's ARN through `topics`
@@ -75,8 +101,8 @@ impl SqsSender {
         self
     }
 
-    /// Sends messages delayed longer than `max` through Step Functions (default and upper
-    /// bound: [`MAX_SQS_DELAY`]; tests use a small one).
+    /// Chains messages delayed longer than `max` (default and upper bound: [`MAX_SQS_DELAY`];
+    /// tests use a small one).
     pub fn with_max_sqs_delay(mut self, max: Duration) -> Self {
         self.max_sqs_delay = max.min(MAX_SQS_DELAY);
         self
@@ -208,30 +234,9 @@ impl MessageSender for SqsSender {
             }
             return topics.publish(queue, queue_url, messages).await;
         }
-        let (direct, delayed): (Vec<&OutgoingMessage>, Vec<&OutgoingMessage>) =
-            messages.iter().partition(|m| m.delay <= self.max_sqs_delay);
-        // Refuse before sending anything rather than send half of the messages.
-        let step_functions = match (&self.delay, delayed.is_empty()) {
-            (_, true) => None,
-            (Some(sfn), false) => Some(sfn),
-            (None, false) => {
-                return Err(StoreError::Backend {
-                    message: format!(
-                        "sending to queue {queue:?}: a message is delayed beyond {}s and no Step Functions state machine is configured for long delays",
-                        self.max_sqs_delay.as_secs()
-                    ),
-                    source: None,
-                });
-            }
-        };
-        self.send_now(queue, queue_url, &direct).await?;
-        if let Some(sfn) = step_functions {
-            for message in delayed {
-                sfn.start(queue, &message.body, ceil_secs(message.delay))
-                    .await?;
-            }
-        }
-        Ok(())
+        let chained = self.chained(queue, messages)?;
+        let messages: Vec<&OutgoingMessage> = chained.iter().map(AsRef::as_ref).collect();
+        self.send_now(queue, queue_url, &messages).await
     }
 
     async fn dead_letter(&self, queue: &str, letters: &[Letter]) -> Result<(), StoreError> {
@@ -285,6 +290,45 @@ impl MessageSender for SqsSender {
 }
 
 impl SqsSender {
+    /// `messages` as SQS takes them: one delayed beyond [`max_sqs_delay`](Self::max_sqs_delay)
+    /// goes with that delay and its due instant in [`DUE_ATTRIBUTE`]. A delay beyond
+    /// [`MAX_CHAINED_DELAY`] is refused before anything is sent.
+    fn chained<'a>(
+        &self,
+        queue: &str,
+        messages: &'a [OutgoingMessage],
+    ) -> Result<Vec<Cow<'a, OutgoingMessage>>, StoreError> {
+        let now = self.clock.now();
+        messages
+            .iter()
+            .map(|m| {
+                if m.delay <= self.max_sqs_delay {
+                    return Ok(Cow::Borrowed(m));
+                }
+                if m.delay > MAX_CHAINED_DELAY {
+                    return Err(StoreError::Backend {
+                        message: format!(
+                            "sending to queue {queue:?}: a message is delayed {}s, beyond the longest wait a chain carries ({}s)",
+                            m.delay.as_secs(),
+                            MAX_CHAINED_DELAY.as_secs()
+                        ),
+                        source: None,
+                    });
+                }
+                let due = now.plus(m.delay);
+                let mut hop = OutgoingMessage::delayed(m.body.clone(), self.max_sqs_delay);
+                hop.attributes = m
+                    .attributes
+                    .iter()
+                    .filter(|(name, _)| name != DUE_ATTRIBUTE)
+                    .cloned()
+                    .chain([(DUE_ATTRIBUTE.to_owned(), due.as_millis().to_string())])
+                    .collect();
+                Ok(Cow::Owned(hop))
+            })
+            .collect()
+    }
+
     /// The URL of a logical queue.
     pub(super) fn url(&self, queue: &str) -> Result<&str, StoreError> {
         self.queues
@@ -382,6 +426,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
 
     use super::*;
+    use imgest_core::domain::Timestamp;
 
     fn msg(len: usize) -> OutgoingMessage {
         OutgoingMessage::now("x".repeat(len))
@@ -428,29 +473,69 @@ mod tests {
             "jobs".to_owned(),
             "http://127.0.0.1:9/123456789012/jobs".to_owned(),
         )]);
-        SqsSender::new(client, queues, None)
+        SqsSender::new(client, queues)
     }
 
     #[tokio::test]
-    async fn unknown_queues_and_long_delays_without_step_functions_are_refused_up_front() {
+    async fn unknown_queues_and_delays_beyond_a_chain_are_refused_up_front() {
         let sender = offline_sender();
         let messages = [msg(3)];
         assert!(matches!(
             sender.send("nope", &messages).await,
             Err(StoreError::NotFound(_))
         ));
-        let late = [
+        let too_late = [
             msg(3),
-            OutgoingMessage::delayed("late", Duration::from_secs(901)),
+            OutgoingMessage::delayed("late", MAX_CHAINED_DELAY + Duration::from_secs(1)),
         ];
-        match sender.send("jobs", &late).await {
+        match sender.send("jobs", &too_late).await {
             Err(StoreError::Backend { message, .. }) => {
-                assert!(message.contains("Step Functions"), "{message}");
+                assert!(
+                    message.contains("longest wait a chain carries"),
+                    "{message}"
+                );
             }
-            other => panic!("expected a configuration error, got {other:?}"),
+            other => panic!("expected a refusal, got {other:?}"),
         }
         // Nothing to send is nothing to do.
         sender.send("jobs", &[]).await.unwrap();
+    }
+
+    #[test]
+    fn a_long_delay_goes_as_sqs_longest_with_its_due_instant() {
+        let clock = Arc::new(imgest_core::ports::ManualClock::new(
+            Timestamp::from_millis(1_000_000),
+        ));
+        let sender = offline_sender().with_clock(clock);
+        let mut redriven = OutgoingMessage::delayed("b", Duration::from_secs(3600));
+        redriven.attributes = vec![
+            ("imgest.sender".into(), "AROA:fetch".into()),
+            (DUE_ATTRIBUTE.into(), "1".into()),
+        ];
+        let messages = [
+            OutgoingMessage::delayed("a", Duration::from_secs(900)),
+            redriven,
+            OutgoingMessage::delayed("c", MAX_CHAINED_DELAY),
+        ];
+        let sent = sender.chained("jobs", &messages).unwrap();
+        assert!(
+            matches!(sent[0], Cow::Borrowed(_)),
+            "within SQS's delay: as is"
+        );
+        assert_eq!(sent[1].delay, MAX_SQS_DELAY);
+        assert_eq!(sent[1].body, "b");
+        // Its other attributes kept; an earlier hop's due instant replaced.
+        assert_eq!(
+            sent[1].attributes,
+            [
+                ("imgest.sender".to_owned(), "AROA:fetch".to_owned()),
+                (
+                    DUE_ATTRIBUTE.to_owned(),
+                    (1_000_000 + 3_600_000).to_string()
+                ),
+            ]
+        );
+        assert_eq!(sent[2].delay, MAX_SQS_DELAY);
     }
 
     #[test]

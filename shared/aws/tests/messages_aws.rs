@@ -1,7 +1,6 @@
 //! `SqsSender` on the emulator: the `MessageSender` contract (one test per check, each on a
 //! fresh queue of its own), batched sends with per-message delays on SQS, and delays past the
-//! SQS threshold through the delayed-send state machine
-//! (`infra/statemachine/delayed-send.asl.json`) on Step Functions.
+//! SQS threshold chained: sent with SQS's longest delay and their due instant.
 //!
 //! Messages are awaited with long-polling `ReceiveMessage` calls until a deadline, never with
 //! sleeps. Without an emulator the tests say they skipped (unless `IMGEST_TEST_AWS=1` or `CI`).
@@ -12,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
-use imgest_aws::{SqsSender, StepFunctionsDelay};
+use imgest_aws::SqsSender;
+use imgest_aws::sqs::DUE_ATTRIBUTE;
 use imgest_core::ports::{MessageSender, OutgoingMessage, StoreError};
 use imgest_testing as testing;
 use imgest_testing::aws::{self, SqsQueueReader};
@@ -44,7 +44,6 @@ async fn sqs_sender_ports(test: &str) -> Option<SenderPorts> {
     let sender = SqsSender::new(
         sqs.clone(),
         HashMap::from([(QUEUE.to_owned(), url.clone())]),
-        None,
     );
     Some(SenderPorts {
         sender: Arc::new(sender),
@@ -128,7 +127,6 @@ async fn messages_arrive_and_a_delayed_one_arrives_later() {
     let sender = SqsSender::new(
         sqs.clone(),
         HashMap::from([(QUEUE.to_owned(), url.clone())]),
-        None,
     );
     let sent = Instant::now();
     sender
@@ -161,7 +159,7 @@ async fn unknown_queue_names_are_not_found_and_missing_queues_are_failures() {
     };
     let (sqs, url) = fresh_queue(&config).await;
     sqs.delete_queue().queue_url(&url).send().await.unwrap();
-    let sender = SqsSender::new(sqs, HashMap::from([(QUEUE.to_owned(), url)]), None);
+    let sender = SqsSender::new(sqs, HashMap::from([(QUEUE.to_owned(), url)]));
     let batch = [message("x", Duration::ZERO)];
     assert!(matches!(
         sender.send("other", &batch).await,
@@ -173,63 +171,60 @@ async fn unknown_queue_names_are_not_found_and_missing_queues_are_failures() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_delays_go_through_the_step_functions_state_machine() {
-    let Some(config) =
-        aws::sdk_config("long_delays_go_through_the_step_functions_state_machine").await
+async fn long_delays_are_chained_with_their_due_instant() {
+    let Some(config) = aws::sdk_config("long_delays_are_chained_with_their_due_instant").await
     else {
         return;
     };
     let (sqs, url) = fresh_queue(&config).await;
-    let (_, other) = fresh_queue(&config).await;
-    let sfn = aws_sdk_sfn::Client::new(&config);
-    // The state machine sends only to the fetch queues: here all three are this one.
-    let arn = aws::delayed_send_state_machine(&sfn, [&url, &url, &url]).await;
+    let sent_at = imgest_core::domain::Timestamp::from_millis(1_800_000_000_000);
+    let clock = Arc::new(imgest_core::ports::ManualClock::new(sent_at));
     let sender = SqsSender::new(
         sqs.clone(),
-        HashMap::from([
-            ("fetch-1".to_owned(), url.clone()),
-            ("process".to_owned(), other.clone()),
-        ]),
-        Some(StepFunctionsDelay::new(sfn.clone(), arn.clone())),
+        HashMap::from([(QUEUE.to_owned(), url.clone())]),
     )
-    .with_max_sqs_delay(Duration::from_secs(1));
-
-    let sent = Instant::now();
+    .with_max_sqs_delay(Duration::from_secs(1))
+    .with_clock(clock);
     sender
         .send(
-            "fetch-1",
+            QUEUE,
             &[
                 message("direct", Duration::ZERO),
-                message("via-step-functions", Duration::from_secs(2)),
+                message("chained", Duration::from_secs(3600)),
             ],
         )
         .await
         .unwrap();
-    let got = receive(&sqs, &url, 2, Duration::from_secs(60)).await;
-    assert_eq!(
-        bodies(&got),
-        BTreeSet::from(["direct", "via-step-functions"])
-    );
-    let (_, arrived) = got.iter().find(|(b, _)| b == "via-step-functions").unwrap();
-    assert!(
-        arrived.duration_since(sent) >= Duration::from_millis(1500),
-        "the delayed message came after {:?}",
-        arrived.duration_since(sent)
-    );
-    // Exactly one execution: the direct message did not go through Step Functions.
-    assert_eq!(aws::executions(&sfn, &arn).await, 1);
 
-    // Any other queue is refused by the state machine itself: its execution fails, and
-    // nothing arrives there.
-    sender
-        .send("process", &[message("not for you", Duration::from_secs(2))])
-        .await
-        .unwrap();
-    let failed = aws::wait_for_failed_executions(&sfn, &arn, 1).await;
-    assert_eq!(failed, 1);
-    assert!(
-        receive(&sqs, &other, 1, Duration::from_secs(4))
+    // Both arrive within the emulator's first seconds: the chained one after its first hop,
+    // carrying the instant it is due (an hour after it was sent).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut due = HashMap::new();
+    while due.len() < 2 && Instant::now() < deadline {
+        let out = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(2)
+            .message_attribute_names("All")
+            .send()
             .await
-            .is_empty()
+            .unwrap();
+        for m in out.messages() {
+            let attribute = m
+                .message_attributes()
+                .and_then(|a| a.get(DUE_ATTRIBUTE))
+                .and_then(|v| v.string_value().map(str::to_owned));
+            due.insert(m.body().unwrap_or_default().to_owned(), attribute);
+        }
+    }
+    assert_eq!(due.len(), 2, "{due:?}");
+    assert_eq!(
+        due["direct"], None,
+        "a message within SQS's delay is not chained"
+    );
+    assert_eq!(
+        due["chained"].as_deref(),
+        Some((sent_at.as_millis() + 3_600_000).to_string().as_str())
     );
 }

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// SQS's maximum `DelaySeconds`: messages delayed longer go through the delayed-send state
-/// machine ([`AwsBackend::delay_state_machine_arn`]).
+/// SQS's maximum `DelaySeconds`: messages delayed longer are chained (sent on at each hop until
+/// they are due).
 pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
 
 /// Where records, files and queues live (`IMGEST_BACKEND`), parsed by the settings and
@@ -16,7 +16,7 @@ pub enum Backend {
     /// One SQLite file (records and queues) and a directory of files under `data_dir`
     /// (`IMGEST_DATA_DIR`, default `./imgest-data`): the default.
     Embedded { data_dir: PathBuf },
-    /// S3, DynamoDB, SQS and Step Functions; credentials, region and endpoint come from the
+    /// S3, DynamoDB, SQS and SNS; credentials, region and endpoint come from the
     /// standard AWS variables.
     Aws(AwsBackend),
 }
@@ -33,11 +33,8 @@ pub struct AwsBackend {
     /// `IMGEST_QUEUES` (`name=url,…`): the SQS queue URL of each logical queue the flows
     /// send to (empty: none; sending to a name not listed fails).
     pub queues: HashMap<String, String>,
-    /// `IMGEST_DELAY_STATE_MACHINE_ARN`: the state machine that sends messages delayed
-    /// beyond SQS's 15 minutes (unset: such messages are refused).
-    pub delay_state_machine_arn: Option<String>,
-    /// `IMGEST_SQS_MAX_DELAY` (15m, at most 15m): longer delays go through the state machine.
-    /// Shorter only to exercise that path in tests.
+    /// `IMGEST_SQS_MAX_DELAY` (15m, at most 15m): longer delays are chained, a hop of this
+    /// long each. Shorter only to exercise that path in tests.
     pub sqs_max_delay: Duration,
     /// Where every AWS API is reached instead of the standard endpoints. Not a variable:
     /// `None` lets the AWS environment decide (`AWS_ENDPOINT_URL` included); benchmarks set it

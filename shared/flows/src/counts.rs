@@ -45,6 +45,12 @@ imgest_core::counters! {
     offers_received,
     /// Crawl requests that repeated the offer's last one: settled from its crawl record.
     offers_unchanged,
+    /// Of those, past the URL window: crawled again in the background (conditional requests).
+    offers_revalidated,
+    /// Revalidations that found every photo as told: nothing linked or sent.
+    revalidations_unchanged,
+    /// Revalidations that found a photo replaced or gone: linked again, a new result sent.
+    revalidations_changed,
     /// Crawls whose every URL settled (the offer's photos set, the result sent).
     offers_settled,
     /// Photo URLs in crawl requests.

@@ -78,6 +78,9 @@ pub struct SqsItem {
     /// The original sender a redriven message carries (`imgest.sender`), which only a trusted
     /// redriver may vouch for.
     pub original_sender: Option<String>,
+    /// When a chained message is due (`imgest.due`), which may be after this receive
+    /// ([`chain`](crate::chain)).
+    pub due: Option<imgest_core::domain::Timestamp>,
 }
 
 /// Why an item failed, as the batch keeps it (one failure of a shared step fails several
@@ -315,6 +318,7 @@ mod tests {
             receives,
             sender_id: Some("AIDASENDER".into()),
             original_sender: None,
+            due: None,
         }
     }
 

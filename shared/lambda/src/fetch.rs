@@ -2,7 +2,8 @@
 //! one fetch task. Retries and tier moves are sent as new messages, so a message is done once
 //! its attempt is. The batch asks the rate limiter once per client, settles the photos it
 //! processed together (one crawl write per offer), and shares what it learned about its hosts
-//! before the invocation ends.
+//! before the invocation ends. A long wait that arrives before it is due is sent on first
+//! ([`chain`](super::chain)) and does not run.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -13,7 +14,11 @@ use imgest_flows::crawl::{Crawler, tier_queue};
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // Every task's place in the rate limiter's shared request is announced before any runs:
     // the batch asks the limiter once per client, however its tasks straggle on the way.
-    let items = super::sqs_items(event);
+    let queue = tier_queue(crawler.settings().fetch_tier);
+    let service = crawler.service();
+    let now = service.ports().clock.now();
+    let arrived = super::chain::send_on_early(service, &queue, super::sqs_items(event), now).await;
+    let items = arrived.due;
     let work = items
         .iter()
         .map(|item| {
@@ -35,8 +40,9 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
         .await;
     // The instance may be frozen until its next invocation: what it learned goes out now.
     crawler.flush_learning().await;
-    let queue = tier_queue(crawler.settings().fetch_tier);
-    outcomes
-        .settle(&items, &super::dead_letters(crawler.service(), &queue))
-        .await
+    let mut response = outcomes
+        .settle(&items, &super::dead_letters(service, &queue))
+        .await;
+    response.batch_item_failures.extend(arrived.unsent);
+    response
 }

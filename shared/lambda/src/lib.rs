@@ -5,7 +5,8 @@
 //! embedded-metric-format lines, [`cloudwatch`]). The function binaries only wire them to
 //! `lambda_runtime`.
 //!
-//! - [`batch`]: partial batch failures, shared by the SQS and stream handlers.
+//! - [`batch`]: partial batch failures, shared by the SQS and stream handlers; [`chain`]:
+//!   long waits sent on at each of their 15-minute hops.
 //! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS; [`settle`]: the crawls
 //!   the fetch and process functions hand to the intake function to finish.
 //! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
@@ -16,6 +17,7 @@
 
 pub mod backfill;
 pub mod batch;
+pub mod chain;
 pub mod cloudwatch;
 pub mod fetch;
 pub mod intake;
@@ -93,8 +95,8 @@ pub fn from_queue(event: &aws_lambda_events::event::sqs::SqsEvent, name: &str) -
     })
 }
 
-/// Every message of an SQS batch, as the handlers take it: its id, body, receive count and
-/// sender. Public so that the fuzz targets read an SQS event as the handlers do.
+/// Every message of an SQS batch, as the handlers take it: its id, body, receive count, sender
+/// and, for a chained wait, when it is due. Public so that the fuzz targets read an SQS event as the handlers do.
 pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsItem> {
     event
         .records
@@ -114,6 +116,11 @@ pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsItem>
                     .unwrap_or(1),
                 sender_id: m.attributes.get("SenderId").cloned(),
                 original_sender,
+                due: chain::due_of(
+                    m.message_attributes
+                        .get(imgest_aws::sqs::DUE_ATTRIBUTE)
+                        .and_then(|v| v.string_value.as_deref()),
+                ),
             }
         })
         .collect()

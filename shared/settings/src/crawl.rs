@@ -14,6 +14,10 @@ use imgest_download::{AllowedPorts, CircuitRules, HashHeaders, HostAllowlist};
 pub struct CrawlSettings {
     /// `IMGEST_URL_TTL` (7d): a URL downloaded successfully within this is not downloaded again.
     pub url_ttl: Duration,
+    /// `IMGEST_REVALIDATION_DELAY` (15m, at most 1d): an offer re-sent unchanged after the URL
+    /// window is answered from its crawl record at once, and its URLs downloaded again (with
+    /// conditional requests) half this long to this long later, behind new photos.
+    pub revalidation_delay: Duration,
     /// `IMGEST_FETCH_TIERS` (`1s,5s,30s`): whole-request deadlines, one lane each.
     pub tiers: Vec<Duration>,
     /// `IMGEST_FETCH_WORKERS` (`32,16,8`): concurrent downloads per tier in the local runner.
@@ -228,8 +232,14 @@ impl CrawlSettings {
                 "must not be less than IMGEST_RETRY_BASE",
             ));
         }
+        let revalidation_delay =
+            vars.positive_duration("IMGEST_REVALIDATION_DELAY", Duration::from_secs(900))?;
+        if revalidation_delay > Duration::from_secs(86_400) {
+            return Err(vars.bad("IMGEST_REVALIDATION_DELAY", "at most 1d"));
+        }
         Ok(Self {
             url_ttl: vars.positive_duration("IMGEST_URL_TTL", Duration::from_secs(7 * 86_400))?,
+            revalidation_delay,
             workers,
             fetch_tier,
             retry_base,
@@ -300,6 +310,7 @@ mod tests {
     fn defaults_follow_the_issue() {
         let s = parse(&[]).unwrap();
         assert_eq!(s.url_ttl, Duration::from_secs(7 * 86_400));
+        assert_eq!(s.revalidation_delay, Duration::from_secs(900));
         assert_eq!(
             s.tiers,
             [1, 5, 30].map(Duration::from_secs).to_vec(),
@@ -368,6 +379,8 @@ mod tests {
             ("IMGEST_HOST_REWRITES", "a.example"),
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "yes"),
             ("IMGEST_URL_TTL", "0s"),
+            ("IMGEST_REVALIDATION_DELAY", "0s"),
+            ("IMGEST_REVALIDATION_DELAY", "2d"),
             ("IMGEST_MAX_ATTEMPTS", "many"),
             ("IMGEST_FETCH_PORTS", "80,https"),
             ("IMGEST_CLIENT_HOSTS", "acme"),

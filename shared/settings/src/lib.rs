@@ -339,22 +339,11 @@ fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
                 None => HashMap::new(),
                 Some(v) => parse_queues(v).map_err(|reason| vars.bad("IMGEST_QUEUES", reason))?,
             };
-            let delay_state_machine_arn = match vars.get("IMGEST_DELAY_STATE_MACHINE_ARN") {
-                None => None,
-                Some(v) if v.starts_with("arn:") => Some(v.to_owned()),
-                Some(_) => {
-                    return Err(vars.bad(
-                        "IMGEST_DELAY_STATE_MACHINE_ARN",
-                        "expected a state machine ARN (arn:aws:states:…)",
-                    ));
-                }
-            };
             Ok(Backend::Aws(AwsBackend {
                 bucket: vars.required("IMGEST_BUCKET", needed_by)?.to_owned(),
                 table: vars.required("IMGEST_TABLE", needed_by)?.to_owned(),
                 force_path_style: vars.flag("IMGEST_S3_FORCE_PATH_STYLE", false)?,
                 queues,
-                delay_state_machine_arn,
                 sqs_max_delay: vars
                     .positive_duration("IMGEST_SQS_MAX_DELAY", MAX_SQS_DELAY)?
                     .min(MAX_SQS_DELAY),
@@ -637,7 +626,6 @@ mod tests {
                 table: "t".into(),
                 force_path_style: false,
                 queues: HashMap::new(),
-                delay_state_machine_arn: None,
                 sqs_max_delay: MAX_SQS_DELAY,
                 endpoint_url: None,
             })
@@ -661,38 +649,23 @@ mod tests {
             vars.extend_from_slice(extra);
             with(&vars)
         };
-        let s = with_aws(&[
-            (
-                "IMGEST_QUEUES",
-                " results=arn:aws:sns:eu-west-1:1:results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
-            ),
-            (
-                "IMGEST_DELAY_STATE_MACHINE_ARN",
-                "arn:aws:states:eu-west-1:1:stateMachine:delayed-send",
-            ),
-        ])
+        let s = with_aws(&[(
+            "IMGEST_QUEUES",
+            " results=arn:aws:sns:eu-west-1:1:results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
+        )])
         .unwrap();
-        let Backend::Aws(AwsBackend {
-            queues,
-            delay_state_machine_arn,
-            ..
-        }) = s.backend
-        else {
+        let Backend::Aws(AwsBackend { queues, .. }) = s.backend else {
             panic!("the aws backend");
         };
         assert_eq!(queues.len(), 2);
         assert_eq!(queues["results"], "arn:aws:sns:eu-west-1:1:results");
         assert_eq!(queues["fetch-0"], "http://127.0.0.1:5000/1/f0");
-        assert_eq!(
-            delay_state_machine_arn.as_deref(),
-            Some("arn:aws:states:eu-west-1:1:stateMachine:delayed-send")
-        );
-        // Absent or empty: no queues and no long delays.
+        // Absent or empty: no queues.
         for extra in [&[][..], &[("IMGEST_QUEUES", " ")][..]] {
             let s = with_aws(extra).unwrap();
             assert!(matches!(
                 s.backend,
-                Backend::Aws(AwsBackend { ref queues, delay_state_machine_arn: None, .. })
+                Backend::Aws(AwsBackend { ref queues, .. })
                     if queues.is_empty()
             ));
         }
@@ -702,7 +675,6 @@ mod tests {
             ("IMGEST_QUEUES", "results=sqs/1/q"),
             ("IMGEST_QUEUES", "results=arn:aws:sqs:eu-west-1:1:results"),
             ("IMGEST_QUEUES", "a=https://x/1/a,a=https://x/1/b"),
-            ("IMGEST_DELAY_STATE_MACHINE_ARN", "delayed-send"),
         ] {
             let err = with_aws(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");

@@ -93,64 +93,6 @@ pub async fn with_dead_letter_queue(
     dead
 }
 
-/// The delayed-send state machine the SAM template deploys, created on the emulator (which
-/// runs its executions: the wait, then the SQS send), sending to the fetch queues at
-/// `fetch_queue_urls` (tier 0 first; SAM's `DefinitionSubstitutions` on AWS); its ARN.
-pub async fn delayed_send_state_machine(
-    sfn: &aws_sdk_sfn::Client,
-    fetch_queue_urls: [&str; 3],
-) -> String {
-    let mut definition =
-        include_str!("../../../infra/statemachine/delayed-send.asl.json").to_owned();
-    for (tier, url) in fetch_queue_urls.iter().enumerate() {
-        definition = definition.replace(&format!("${{FetchQueue{tier}Url}}"), url);
-    }
-    sfn.create_state_machine()
-        .name(unique_name("imgest-delayed-send"))
-        .definition(definition)
-        .role_arn("arn:aws:iam::123456789012:role/x")
-        .send()
-        .await
-        .expect("the emulator creates the state machine")
-        .state_machine_arn
-}
-
-/// How many executions the state machine `arn` has had.
-pub async fn executions(sfn: &aws_sdk_sfn::Client, arn: &str) -> usize {
-    sfn.list_executions()
-        .state_machine_arn(arn)
-        .send()
-        .await
-        .expect("the emulator lists the executions")
-        .executions()
-        .len()
-}
-
-/// Waits (up to a minute) until the state machine `arn` has `want` failed executions; how many
-/// it has then.
-pub async fn wait_for_failed_executions(
-    sfn: &aws_sdk_sfn::Client,
-    arn: &str,
-    want: usize,
-) -> usize {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let failed = sfn
-            .list_executions()
-            .state_machine_arn(arn)
-            .status_filter(aws_sdk_sfn::types::ExecutionStatus::Failed)
-            .send()
-            .await
-            .expect("the emulator lists the executions")
-            .executions()
-            .len();
-        if failed >= want || std::time::Instant::now() >= deadline {
-            return failed;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Reads an SQS queue back: long-polling `ReceiveMessage`, then `DeleteMessage` for the
 /// messages taken (and `ChangeMessageVisibility` to 0 for the ones put back).
 pub struct SqsQueueReader {

@@ -128,6 +128,17 @@ impl CrawlApp {
         done["photos"].as_array().unwrap().clone()
     }
 
+    /// `DELETE /v1/offers/{offer}`: its status.
+    pub async fn delete_offer(&self, offer: &str) -> u16 {
+        let r = self
+            .client
+            .delete(self.url(&format!("/v1/offers/{offer}")))
+            .send()
+            .await
+            .unwrap();
+        r.status().as_u16()
+    }
+
     /// `GET /v1/offers/{offer}/photos`: the image ids in order.
     pub async fn photo_ids(&self, offer: &str) -> Vec<String> {
         let r = self

@@ -15,8 +15,8 @@
 //!   keeps deleted versions for a while too);
 //! - a dead-letter queue is sent to only by its queues' consumers (with the reasons of what
 //!   they gave up on);
-//! - the delayed-send state machine reaches the fetch queues only (whoever may start it cannot
-//!   reach any other queue through it).
+//! - the delayed-send state machine, kept only while the executions started before long waits
+//!   were chained through SQS drain (no function may start it), reaches the fetch queues only.
 
 use imgest_aws::dynamodb::{IMAGE_SCAN_ATTRIBUTES, OFFER_SCAN_ATTRIBUTES};
 
@@ -33,8 +33,6 @@ pub enum Res {
     Objects(&'static str),
     /// An SQS queue, by its logical id.
     Queue(&'static str),
-    /// The delayed-send state machine.
-    StateMachine,
     /// An SNS topic, by its logical id.
     Topic(&'static str),
 }
@@ -135,12 +133,6 @@ const CONFIGURATION: Grant = grant(
     &[Res::Objects("config/")],
     Cond::None,
 );
-const DELAYED_SENDS: Grant = grant(
-    "Retries and re-checks due later than SQS's 15 minutes (the state machine sends to the fetch queues only).",
-    &["states:StartExecution"],
-    &[Res::StateMachine],
-    Cond::None,
-);
 
 const API: &[Grant] = &[
     CONFIGURATION,
@@ -188,7 +180,6 @@ const API: &[Grant] = &[
         Cond::None,
     ),
     RESULTS,
-    DELAYED_SENDS,
 ];
 
 const INTAKE: &[Grant] = &[
@@ -212,7 +203,6 @@ const INTAKE: &[Grant] = &[
         Cond::None,
     ),
     RESULTS,
-    DELAYED_SENDS,
 ];
 
 const FETCH: &[Grant] = &[
@@ -266,7 +256,6 @@ const FETCH: &[Grant] = &[
         ],
         Cond::None,
     ),
-    DELAYED_SENDS,
 ];
 
 const PROCESS: &[Grant] = &[
@@ -579,7 +568,6 @@ fn resource(r: Res) -> String {
         Res::Bucket => "!GetAtt FilesBucket.Arn".into(),
         Res::Objects(prefix) => format!("!Sub \"${{FilesBucket.Arn}}/{prefix}*\""),
         Res::Queue(q) => format!("!GetAtt {q}.Arn"),
-        Res::StateMachine => "!Ref DelayedSendStateMachine".into(),
         Res::Topic(t) => format!("!Ref {t}"),
     }
 }

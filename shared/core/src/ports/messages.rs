@@ -1,5 +1,6 @@
-//! Sending work to named queues: SQS on AWS (Step Functions for delays beyond SQS's 15 minutes),
-//! the embedded task queue locally; and the messages given up on, kept with their reasons.
+//! Sending work to named queues: SQS on AWS (a delay beyond SQS's 15 minutes chained over
+//! hops), the embedded task queue locally; and the messages given up on, kept with their
+//! reasons.
 
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 //!
 //! Each message becomes a task of its own in the queue of that name, under a fresh random key
 //! (queues are sets by key; a message is never meant to replace another), due at the clock's
-//! now plus its delay. The queue's run-at time stands in for SQS's delivery delay and for Step
-//! Functions' long waits alike. Every name is a queue here (queues exist by being used), so
+//! now plus its delay. The queue's run-at time stands in for SQS's delivery delay, and for the
+//! chain of delays that carries a longer wait on AWS. Every name is a queue here (queues exist by being used), so
 //! unlike `SqsSender` no name is `NotFound`.
 
 use std::sync::Arc;

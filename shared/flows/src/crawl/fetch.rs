@@ -82,7 +82,8 @@ impl Crawler {
     }
 
     /// [`run_fetch`](Self::run_fetch) of one task of a batch, whose place was announced. A
-    /// photo processed here is not settled yet: the batch settles its photos together
+    /// photo processed here (or answered 304, or named known by a hash header) is not settled
+    /// yet: the batch settles its photos together
     /// ([`settle_downloads`](Self::settle_downloads): one crawl write per offer, not per photo).
     pub async fn run_batched_fetch(
         &self,
@@ -261,22 +262,20 @@ impl Crawler {
                     validators: Some(Validators::new(image_id.clone(), validator)),
                     image_id,
                 };
-                self.finish_url(&task.url_hash, settlement, Some(read))
-                    .await
-                    .map(|()| None)
+                self.settled(&task, settlement, settle, read).await
             }
             Ok(Downloaded::NotModified { elapsed, .. }) => {
                 self.learn_tier(&task.client_id, &host, Observation::Finished(elapsed));
                 self.counters.not_modified.increment(1);
                 match record.validators {
+                    // Settled with the batch's other photos, as a new photo is: a revalidated
+                    // offer's photos answer 304 together, and their crawl is written once.
                     Some(v) => {
                         let settlement = Settlement::Ok {
                             image_id: v.image_id.clone(),
                             validators: Some(v),
                         };
-                        self.finish_url(&task.url_hash, settlement, Some(read))
-                            .await
-                            .map(|()| None)
+                        self.settled(&task, settlement, settle, read).await
                     }
                     // A 304 to a request without validators is the server's error.
                     None => {
@@ -399,6 +398,18 @@ impl Crawler {
         let settlement = self
             .process_inline(download.image_id, download.bytes, validators, attempts)
             .await?;
+        self.settled(task, settlement, settle, read).await
+    }
+
+    /// A download's outcome, settled now or left for the batch to settle together
+    /// ([`settle_downloads`](Self::settle_downloads): one crawl write per offer).
+    async fn settled(
+        &self,
+        task: &FetchTask,
+        settlement: Settlement,
+        settle: Settle,
+        read: UrlRead,
+    ) -> Result<Option<ProcessedDownload>, FlowError> {
         match settle {
             Settle::Now => self
                 .finish_url(&task.url_hash, settlement, Some(read))

@@ -1,6 +1,8 @@
 //! Intake: a crawl request becomes the offer's crawl record, immediate settlements from the
 //! URL records (and from hosts whose circuit is open), joins of running downloads and new
-//! fetch tasks in the tier the shared statistics predict.
+//! fetch tasks in the tier the shared statistics predict. An offer re-sent unchanged settles
+//! from its crawl record; past the URL window it is crawled again behind that answer, in the
+//! background ([`Told`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,8 +12,8 @@ use md5::{Digest, Md5};
 use super::Crawler;
 use super::joiners::AfterJoin;
 use super::records::{
-    self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, URL_KIND, UrlOutcome, UrlRecord,
-    Waiter,
+    self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, Told, URL_KIND, UrlOutcome,
+    UrlRecord, Waiter,
 };
 use crate::FlowError;
 use crate::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
@@ -30,6 +32,22 @@ use tracing::Instrument;
 const FETCH_LEASE: Duration = Duration::from_secs(6 * 3600);
 /// How long a settled crawl (and a URL's record) outlives `IMGEST_URL_TTL`.
 pub(super) const RETENTION_MARGIN: Duration = Duration::from_secs(86_400);
+
+/// A revalidation still pending this long after it started is taken as lost (its tasks
+/// dead-lettered): the offer's next unchanged request starts another. Longer than any crawl
+/// runs (a day-long `Retry-After` and its retries).
+const REVALIDATION_LOST_AFTER: Duration = Duration::from_secs(2 * 86_400);
+
+/// What an offer re-sent with its last crawl's URLs settles from.
+enum Unchanged {
+    /// Nothing: it is crawled as new (the last crawl failed a photo, or is still running).
+    No,
+    /// The last crawl's result, told again.
+    Settled,
+    /// The last crawl's result (this), told again, and the offer crawled again in the
+    /// background: past the URL window a photo may have been replaced at its URL.
+    Revalidate(Told),
+}
 
 /// What joining a URL gave.
 enum Joined {
@@ -161,16 +179,27 @@ impl Crawler {
         // peeked, so a stale peek only costs a conflict and a consistent read.
         let (previous, previous_version) =
             records::peek::<CrawlRecord>(records, CRAWL_KIND, offer_key, now).await?;
-        if let Some(previous) = previous
-            && self.is_unchanged(&previous, &fingerprint, now)
-        {
-            // The common case for offers that are re-sent whole: nothing to download or link.
-            self.counters.offers_unchanged.increment(1);
-            // The previous crawl's result again: the same crawl id, and when it settled.
-            let settled_at = previous.settled_at.unwrap_or(now);
-            self.send_result(&offer, &previous, settled_at).await?;
-            return Ok(CrawlState::Done);
+        let mut told = None;
+        if let Some(previous) = previous.filter(|p| p.fingerprint == fingerprint) {
+            let unchanged = self.unchanged(&previous, &crawl_id, now);
+            if let Unchanged::Settled | Unchanged::Revalidate(_) = unchanged {
+                // The common case for offers that are re-sent whole: the previous crawl's
+                // result again (the same crawl id, and when it settled), nothing downloaded.
+                self.counters.offers_unchanged.increment(1);
+                let previous = previous.as_told();
+                let settled_at = previous.settled_at.unwrap_or(now);
+                self.send_result(&offer, &previous, settled_at).await?;
+            }
+            match unchanged {
+                Unchanged::No => {}
+                Unchanged::Settled => return Ok(CrawlState::Done),
+                Unchanged::Revalidate(was_told) => {
+                    self.counters.offers_revalidated.increment(1);
+                    told = Some(was_told);
+                }
+            }
         }
+        let background = told.is_some();
 
         // Offers whose URLs are all known settle here, in the crawl's first write.
         let known = self.settled_by_records(&parsed, now).await?;
@@ -181,6 +210,7 @@ impl Crawler {
             state: CrawlState::Pending,
             started_at: now,
             settled_at: None,
+            told,
             photos: parsed
                 .iter()
                 .map(|(shown, url)| CrawlPhoto {
@@ -223,6 +253,8 @@ impl Crawler {
             self.finish_crawl(&offer, crawl).await?;
             return Ok(CrawlState::Done);
         }
+        // A revalidation's partner has its result already; the crawl goes on behind it.
+        let state_told = |state| if background { CrawlState::Done } else { state };
 
         let waiter = Waiter {
             offer_id: offer.clone(),
@@ -239,7 +271,7 @@ impl Crawler {
         // intakes' tasks wait for.
         let joined = futures_util::future::join_all(
             urls.iter()
-                .map(|url| self.join(url, &request.client_id, &waiter, now)),
+                .map(|url| self.join(url, &request.client_id, &waiter, background, now)),
         )
         .await
         .into_iter()
@@ -251,7 +283,9 @@ impl Crawler {
                 settled.insert(url.hash(), status);
             }
         }
-        self.settle(&offer, &crawl_id, &settled).await
+        self.settle(&offer, &crawl_id, &settled)
+            .await
+            .map(state_told)
     }
 
     /// Whether the downloader may go to `url` at all for this client: its port, and the
@@ -273,16 +307,37 @@ impl Crawler {
         }
     }
 
-    fn is_unchanged(&self, previous: &CrawlRecord, fingerprint: &str, now: Timestamp) -> bool {
-        previous.state == CrawlState::Done
-            && previous.fingerprint == fingerprint
-            && previous
-                .settled_at
-                .is_some_and(|at| now < at.plus(self.reuse_window()))
-            && previous
-                .photos
-                .iter()
-                .all(|p| matches!(p.status, PhotoStatus::Ok { .. }))
+    /// What a request that lists the offer's URLs as its last crawl did (`previous`) may
+    /// settle from. The offer's photos are still linked: changing or deleting them through the
+    /// API forgets the crawl's fingerprint
+    /// ([`forget_settled_crawl`](Crawler::forget_settled_crawl)), and linked images are never
+    /// collected.
+    fn unchanged(&self, previous: &CrawlRecord, crawl_id: &str, now: Timestamp) -> Unchanged {
+        if let Some(told) = &previous.told {
+            // A revalidation runs: its own request delivered again goes on with it (it sends
+            // again the downloads it started); another is told the same, unless the
+            // revalidation looks lost.
+            return if previous.crawl_id == crawl_id
+                || now >= previous.started_at.plus(REVALIDATION_LOST_AFTER)
+            {
+                Unchanged::Revalidate(told.clone())
+            } else {
+                Unchanged::Settled
+            };
+        }
+        let (CrawlState::Done, Some(images), Some(settled_at)) =
+            (previous.state, previous.images(), previous.settled_at)
+        else {
+            return Unchanged::No;
+        };
+        if now < settled_at.plus(self.reuse_window()) {
+            return Unchanged::Settled;
+        }
+        Unchanged::Revalidate(Told {
+            crawl_id: previous.crawl_id.clone(),
+            settled_at,
+            images,
+        })
     }
 
     /// Every valid URL's status, when their records settle them all now (read only: nothing
@@ -319,6 +374,7 @@ impl Crawler {
         url: &NormalizedUrl,
         client: &ClientId,
         waiter: &Waiter,
+        background: bool,
         now: Timestamp,
     ) -> Result<Joined, FlowError> {
         let url_ttl = self.reuse_window();
@@ -365,7 +421,8 @@ impl Crawler {
                         record.waiters.push(waiter.clone());
                     }
                     if self.put_url(&hash, &record, version, now).await? {
-                        self.queue_first_download(url, client, now).await?;
+                        self.queue_first_download(url, client, background, now)
+                            .await?;
                         return Ok(Joined::Waiting);
                     }
                 }
@@ -373,7 +430,8 @@ impl Crawler {
                 // task it meant to send may never have left. Sending it again costs at most a
                 // second download; not sending it may leave the URL waiting out the lease.
                 Some(_) if record.waiters.contains(waiter) => {
-                    self.queue_first_download(url, client, now).await?;
+                    self.queue_first_download(url, client, background, now)
+                        .await?;
                     return Ok(Joined::Waiting);
                 }
                 Some(lease) => match self.file_joiner(&hash, &lease, waiter, now).await? {
@@ -412,11 +470,13 @@ impl Crawler {
     }
 
     /// Queues a URL's first download in the tier its host's statistics predict, at the
-    /// client's next paced slot.
+    /// client's next paced slot; a `background` one (a revalidation's) no sooner than
+    /// `IMGEST_REVALIDATION_DELAY`, behind the downloads of new photos.
     async fn queue_first_download(
         &self,
         url: &NormalizedUrl,
         client: &ClientId,
+        background: bool,
         now: Timestamp,
     ) -> Result<(), FlowError> {
         let run = Stage::Route.start();
@@ -427,8 +487,17 @@ impl Crawler {
             0
         };
         run.finish(true);
-        let rpm = self.settings.rpm_for(client);
-        let at = self.pacer.slot(client, rpm, self.settings.rate_window, now);
+        let delay = if background {
+            // Off the pacer: a revalidation takes no slot from the client's new downloads (the
+            // rate limiter still counts it when it runs); revalidations re-sent together spread
+            // over the delay's second half (within SQS's delay at the default: no hop).
+            let after = self.settings.revalidation_delay;
+            after.mul_f64(0.5 + fastrand::f64() / 2.0)
+        } else {
+            let rpm = self.settings.rpm_for(client);
+            let at = self.pacer.slot(client, rpm, self.settings.rate_window, now);
+            at.since(now)
+        };
         let task = FetchTask {
             url_hash: url.hash(),
             url: url.fetch_url().to_string(),
@@ -437,7 +506,7 @@ impl Crawler {
             attempt: 0,
         };
         self.counters.downloads_queued.increment(1);
-        self.queue_task(&task, at.since(now)).await
+        self.queue_task(&task, delay).await
     }
 
     pub(super) async fn queue_task(

@@ -132,6 +132,20 @@ pub(super) struct CrawlRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_at: Option<Timestamp>,
     pub photos: Vec<CrawlPhoto>,
+    /// While an unchanged offer re-sent after the URL window is revalidated in the background:
+    /// the result its partner was told at once (the crawl it settled from), which stands until
+    /// the revalidation finds otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told: Option<Told>,
+}
+
+/// The result a revalidated offer's partner was told: every photo ok, with these images.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Told {
+    pub crawl_id: String,
+    pub settled_at: Timestamp,
+    /// Each photo's image, in the crawl's order.
+    pub images: Vec<ImageId>,
 }
 
 impl CrawlRecord {
@@ -139,6 +153,51 @@ impl CrawlRecord {
         self.photos
             .iter()
             .all(|p| !matches!(p.status, PhotoStatus::Pending))
+    }
+
+    /// Each photo's image, if every photo is ok.
+    pub fn images(&self) -> Option<Vec<ImageId>> {
+        self.photos
+            .iter()
+            .map(|p| match &p.status {
+                PhotoStatus::Ok { image_id } => Some(image_id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The crawl as its partner knows it: while a revalidation runs, the result it was told
+    /// (done, every photo ok); otherwise the crawl itself.
+    pub fn as_told(&self) -> std::borrow::Cow<'_, Self> {
+        let Some(told) = self
+            .told
+            .as_ref()
+            .filter(|t| t.images.len() == self.photos.len())
+        else {
+            return std::borrow::Cow::Borrowed(self);
+        };
+        let photos = self
+            .photos
+            .iter()
+            .zip(&told.images)
+            .map(|(p, image_id)| CrawlPhoto {
+                url: p.url.clone(),
+                url_hash: p.url_hash.clone(),
+                status: PhotoStatus::Ok {
+                    image_id: image_id.clone(),
+                },
+            })
+            .collect();
+        std::borrow::Cow::Owned(Self {
+            crawl_id: told.crawl_id.clone(),
+            client_id: self.client_id.clone(),
+            fingerprint: self.fingerprint.clone(),
+            state: CrawlState::Done,
+            started_at: self.started_at,
+            settled_at: Some(told.settled_at),
+            photos,
+            told: None,
+        })
     }
 }
 
@@ -376,6 +435,7 @@ mod tests {
                     status: status.clone(),
                 })
                 .collect(),
+            told: None,
         })
         .unwrap()
     }

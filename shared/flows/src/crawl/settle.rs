@@ -17,6 +17,7 @@ use crate::crawl::messages::{
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::OutgoingMessage;
+use imgest_download::FailureClass;
 
 impl Crawler {
     /// Applies `outcomes` to the offer's crawl `crawl_id` (ignored if a newer crawl replaced
@@ -126,11 +127,23 @@ impl Crawler {
     }
 
     /// Links the successful photos in the request's order, sends the result, marks the crawl done.
+    ///
+    /// A revalidation (the crawl carries what its partner was [`told`](CrawlRecord::told)) keeps
+    /// a told photo whose URL now fails transiently (a host's bad hour does not unlink it), and
+    /// when every photo is as told, links and sends nothing: the crawl becomes the told one
+    /// again, settled now (its URL window starts again).
     pub(super) async fn finish_crawl(
         &self,
         offer: &OfferKey,
-        crawl: CrawlRecord,
+        mut crawl: CrawlRecord,
     ) -> Result<(), FlowError> {
+        if let Some(told) = crawl.told.clone() {
+            keep_told_through_transient_failures(&mut crawl, &told.images);
+            if crawl.images().as_ref() == Some(&told.images) {
+                return self.finish_unchanged(offer, &crawl, told.crawl_id).await;
+            }
+            self.counters.revalidations_changed.increment(1);
+        }
         let mut images: Vec<ImageId> = Vec::new();
         for photo in &crawl.photos {
             if let PhotoStatus::Ok { image_id } = &photo.status
@@ -147,6 +160,39 @@ impl Crawler {
         // A finish cut short and run again sends the result again, with the same crawl id (and
         // a later settled_at): the partner keeps one.
         self.send_result(offer, &crawl, now).await?;
+        self.mark_done(offer, &crawl, &crawl.crawl_id, now).await?;
+        // A revalidation's offer was counted when it was answered (`offers_unchanged`).
+        if crawl.told.is_none() {
+            self.counters.offers_settled.increment(1);
+        }
+        info!(offer_id = %offer, photos = images.len(), urls = crawl.photos.len(), "crawl settled");
+        Ok(())
+    }
+
+    /// Ends a revalidation that found every photo as told: the crawl becomes the told one
+    /// (`told_id`, the id its partner has) again, settled now; nothing is linked or sent.
+    async fn finish_unchanged(
+        &self,
+        offer: &OfferKey,
+        crawl: &CrawlRecord,
+        told_id: String,
+    ) -> Result<(), FlowError> {
+        self.mark_done(offer, crawl, &told_id, self.now()).await?;
+        self.counters.revalidations_unchanged.increment(1);
+        info!(offer_id = %offer, urls = crawl.photos.len(), "revalidated: unchanged");
+        Ok(())
+    }
+
+    /// Marks the offer's crawl `crawl` done, settled `now`, with its photos as finished and
+    /// `id` as its crawl id (its own, or the told one after a revalidation that changed
+    /// nothing), if it is still that pending crawl.
+    async fn mark_done(
+        &self,
+        offer: &OfferKey,
+        crawl: &CrawlRecord,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<(), FlowError> {
         self.update_record(
             CRAWL_KIND,
             &offer.to_string(),
@@ -156,18 +202,18 @@ impl Crawler {
                     Some(mut c)
                         if c.crawl_id == crawl.crawl_id && c.state == CrawlState::Pending =>
                     {
+                        id.clone_into(&mut c.crawl_id);
                         c.state = CrawlState::Done;
                         c.settled_at = Some(now);
+                        c.photos = crawl.photos.clone();
+                        c.told = None;
                         Change::Write(c, ())
                     }
                     _ => Change::Keep(()),
                 })
             },
         )
-        .await?;
-        self.counters.offers_settled.increment(1);
-        info!(offer_id = %offer, photos = images.len(), urls = crawl.photos.len(), "crawl settled");
-        Ok(())
+        .await
     }
 
     /// Sends the crawl's result, settled at `settled_at`, with its client as the message's
@@ -195,7 +241,9 @@ impl Crawler {
 
     /// Forgets that the offer's last crawl settled, after its photos were changed or deleted
     /// through the API: the next crawl that lists the same URLs links them again instead
-    /// of settling at once as unchanged.
+    /// of settling at once as unchanged. A revalidation running then is given up (the record
+    /// goes back to the told crawl, which its outcomes no longer reach): it would link the
+    /// feed's photos over the API's change.
     pub async fn forget_settled_crawl(&self, offer: &OfferKey) -> Result<(), FlowError> {
         let now = self.now();
         self.update_record(
@@ -204,6 +252,13 @@ impl Crawler {
             now,
             |crawl: Option<CrawlRecord>| {
                 Ok(match crawl {
+                    Some(c) if c.told.is_some() => {
+                        let mut told = c.as_told().into_owned();
+                        told.told = None;
+                        told.state = CrawlState::Done;
+                        told.fingerprint.clear();
+                        Change::Write(told, ())
+                    }
                     Some(mut c) if !c.fingerprint.is_empty() && c.state == CrawlState::Done => {
                         c.fingerprint.clear();
                         Change::Write(c, ())
@@ -226,8 +281,30 @@ impl Crawler {
             now,
         )
         .await?;
-        // `done` only once the offer's photos are linked, not as soon as the last URL settles.
-        Ok(crawl.map(|c| result_of(offer, &c, c.state)))
+        // `done` only once the offer's photos are linked, not as soon as the last URL settles;
+        // while a revalidation runs, what the partner was told.
+        Ok(crawl.map(|c| {
+            let told = c.as_told();
+            result_of(offer, &told, told.state)
+        }))
+    }
+}
+
+/// A revalidated photo whose URL failed transiently (a 5xx, a timeout, a host's open circuit)
+/// keeps the image its partner was told: only a definite answer (another image, a 404, a body
+/// that is no photo) changes an offer that was re-sent unchanged.
+fn keep_told_through_transient_failures(crawl: &mut CrawlRecord, told: &[ImageId]) {
+    if told.len() != crawl.photos.len() {
+        return;
+    }
+    for (photo, image_id) in crawl.photos.iter_mut().zip(told) {
+        if let PhotoStatus::Failed { error } = &photo.status
+            && error.kind.class() != FailureClass::Permanent
+        {
+            photo.status = PhotoStatus::Ok {
+                image_id: image_id.clone(),
+            };
+        }
     }
 }
 
