@@ -179,6 +179,27 @@ pub async fn run(options: Options) -> Result<()> {
     Ok(())
 }
 
+/// The crawl functions' crawlers on one service, as deployed: the intake function hands
+/// photos on; the fetch function processes the photos its memory holds (all of these); both
+/// fetch and process hand the crawls that settle there back to the intake function.
+struct Functions {
+    crawler: Crawler,
+    fetcher: Crawler,
+    processor: Crawler,
+}
+
+impl Functions {
+    fn on(service: &Arc<imgest_flows::Service>, settings: &Settings) -> Self {
+        let crawler =
+            |processing| Crawler::new(Arc::clone(service), settings.crawl.clone(), processing);
+        Self {
+            crawler: crawler(Processing::Handoff),
+            fetcher: crawler(Processing::InlineWhenItFits).finishing_elsewhere(),
+            processor: crawler(Processing::Handoff).finishing_elsewhere(),
+        }
+    }
+}
+
 /// Every fetch queue, delivered to `fetcher`'s fetch function until it is empty, measured as
 /// `stage`.
 async fn fetch_all(
@@ -272,26 +293,11 @@ async fn drive(
     }
     let service =
         Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(SystemClock)).await?);
-    // As deployed: the intake function hands photos on; the fetch function processes the
-    // photos its memory holds (all of these); both fetch and process hand the crawls that
-    // settle there back to the intake function.
-    let crawler = Crawler::new(
-        Arc::clone(&service),
-        settings.crawl.clone(),
-        Processing::Handoff,
-    );
-    let fetcher = Crawler::new(
-        Arc::clone(&service),
-        settings.crawl.clone(),
-        Processing::InlineWhenItFits,
-    )
-    .finishing_elsewhere();
-    let processor = Crawler::new(
-        Arc::clone(&service),
-        settings.crawl.clone(),
-        Processing::Handoff,
-    )
-    .finishing_elsewhere();
+    let Functions {
+        crawler,
+        fetcher,
+        processor,
+    } = Functions::on(&service, &settings);
     let client = ClientId::parse("bench").context("client id")?;
     let lambda = Lambda {
         sqs: &sqs,
@@ -357,17 +363,11 @@ async fn drive(
     let later = ManualClock::starting_now();
     later.advance(settings.crawl.url_ttl + Duration::from_secs(3600));
     let later = Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(later)).await?);
-    let re_crawler = Crawler::new(
-        Arc::clone(&later),
-        settings.crawl.clone(),
-        Processing::Handoff,
-    );
-    let re_fetcher = Crawler::new(
-        Arc::clone(&later),
-        settings.crawl.clone(),
-        Processing::InlineWhenItFits,
-    )
-    .finishing_elsewhere();
+    let Functions {
+        crawler: re_crawler,
+        fetcher: re_fetcher,
+        ..
+    } = Functions::on(&later, &settings);
     let revalidating = Stages {
         crawler: &re_crawler,
         ..stages

@@ -83,6 +83,15 @@ pub struct SqsItem {
     pub due: Option<imgest_core::domain::Timestamp>,
 }
 
+impl SqsItem {
+    /// Who the message is from: the original sender a redriven one names, else SQS's.
+    pub fn sender(&self) -> Option<&str> {
+        self.original_sender
+            .as_deref()
+            .or(self.sender_id.as_deref())
+    }
+}
+
 /// Why an item failed, as the batch keeps it (one failure of a shared step fails several
 /// items alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +250,7 @@ impl Outcomes {
                 reason,
                 attempts: receives,
                 message_id: id,
-                sender: item.and_then(|i| i.original_sender.clone().or(i.sender_id.clone())),
+                sender: item.and_then(SqsItem::sender).map(str::to_owned),
             });
         }
         if letters.is_empty() {

@@ -28,13 +28,10 @@ pub struct Arrived {
 }
 
 /// Sends each message of `items` that is not yet due back to `queue` with the rest of its
-/// wait, and returns the others. `now` is the clock the senders counted the due instants from.
-pub async fn send_on_early(
-    service: &Service,
-    queue: &str,
-    items: Vec<SqsItem>,
-    now: Timestamp,
-) -> Arrived {
+/// wait, and returns the others, by the service's clock (the one the senders counted the due
+/// instants from).
+pub async fn send_on_early(service: &Service, queue: &str, items: Vec<SqsItem>) -> Arrived {
+    let now = service.ports().clock.now();
     let (early, due): (Vec<SqsItem>, Vec<SqsItem>) = items
         .into_iter()
         .partition(|item| item.due.is_some_and(|due| due > now));
@@ -49,7 +46,7 @@ pub async fn send_on_early(
         .map(|item| {
             let rest = item.due.map_or_else(Default::default, |due| due.since(now));
             let message = OutgoingMessage::delayed(item.body.clone(), rest);
-            match item.original_sender.as_ref().or(item.sender_id.as_ref()) {
+            match item.sender() {
                 Some(sender) => message.with_attribute(SENDER, sender),
                 None => message,
             }
@@ -143,7 +140,7 @@ mod tests {
             item("due", Some(10_000_000)),
             item("early", Some(10_000_000 + 3_600_000)),
         ];
-        let arrived = send_on_early(&service, "fetch-1", items, now).await;
+        let arrived = send_on_early(&service, "fetch-1", items).await;
         let ids: Vec<&str> = arrived.due.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(ids, ["plain", "due"]);
         assert!(arrived.unsent.is_empty());

@@ -16,8 +16,7 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // the batch asks the limiter once per client, however its tasks straggle on the way.
     let queue = tier_queue(crawler.settings().fetch_tier);
     let service = crawler.service();
-    let now = service.ports().clock.now();
-    let arrived = super::chain::send_on_early(service, &queue, super::sqs_items(event), now).await;
+    let arrived = super::chain::send_on_early(service, &queue, super::sqs_items(event)).await;
     let items = arrived.due;
     let work = items
         .iter()

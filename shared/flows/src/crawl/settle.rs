@@ -255,7 +255,6 @@ impl Crawler {
                     Some(c) if c.told.is_some() => {
                         let mut told = c.as_told().into_owned();
                         told.told = None;
-                        told.state = CrawlState::Done;
                         told.fingerprint.clear();
                         Change::Write(told, ())
                     }
