@@ -1,4 +1,5 @@
-"""moto's server, with DynamoDB requests serialised and SQS's SenderId as AWS sets it.
+"""moto's server, with DynamoDB requests serialised and SQS's SenderId and
+DeadLetterQueueSourceArn as AWS sets them.
 
 moto's DynamoDB is not safe under concurrent requests: conditional writes check and write
 without a lock, and a cancelled transaction restores a snapshot of the whole table, wiping out
@@ -13,6 +14,12 @@ tests/e2e/intake_senders_aws.rs sends as two IAM users: sends are wrapped here t
 the request's access key (moto's own constant for keys no IAM user or role owns, such as the
 tests' shared "test" key). This touches moto's private names: after a moto upgrade (moto.sh's
 MOTO_VERSION), run that test again.
+
+moto moves a message to its queue's dead-letter queue after maxReceiveCount receives, as SQS
+does, but does not record where it came from: SQS gives such a message the system attribute
+DeadLetterQueueSourceArn (the queue it was moved from), which the dead-letter tools read to
+tell a moved message from a handler's letter. Receives are wrapped here to mark the messages
+about to be moved and to report the attribute (tests/e2e/dlq_aws.rs relies on it).
 
 Usage: python moto_server.py PORT  (binds 127.0.0.1)
 """
@@ -79,6 +86,46 @@ def sqs_sender_ids():
     sqs_models.Message.__init__ = message_init
 
 
+def sqs_dead_letter_sources():
+    from moto.sqs import models as sqs_models
+    from moto.sqs.responses import SQSResponse
+
+    receive = sqs_models.SQSBackend.receive_message
+
+    def marked_receive(self, queue_name, *args, **kwargs):
+        queue = self.get_queue(queue_name)
+        if queue.dead_letter_queue is not None and queue.redrive_policy:
+            limit = queue.redrive_policy["maxReceiveCount"]
+            for message in list(queue._messages):
+                if message.approximate_receive_count >= limit:
+                    message.imgest_dlq_source = queue.queue_arn
+        return receive(self, queue_name, *args, **kwargs)
+
+    sqs_models.SQSBackend.receive_message = marked_receive
+
+    respond = SQSResponse.receive_message
+
+    def with_source(self):
+        result = respond(self)
+        names = set(self._get_param("AttributeNames", []))
+        names |= set(self._get_param("MessageSystemAttributeNames", []))
+        if not ("All" in names or "DeadLetterQueueSourceArn" in names):
+            return result
+        queue = self.sqs_backend.get_queue(self._get_queue_name())
+        sources = {
+            m.id: m.imgest_dlq_source
+            for m in queue._messages
+            if getattr(m, "imgest_dlq_source", None)
+        }
+        for msg in result.result.get("Messages", []):
+            source = sources.get(msg["MessageId"])
+            if source:
+                msg.setdefault("Attributes", {})["DeadLetterQueueSourceArn"] = source
+        return result
+
+    SQSResponse.receive_message = with_source
+
+
 def serialise_dynamodb(app):
     def wrapped(environ, start_response):
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB"):
@@ -95,6 +142,7 @@ if __name__ == "__main__":
     # The port moto's own cross-service calls use (as moto_server sets it).
     os.environ.setdefault("MOTO_PORT", str(port))
     sqs_sender_ids()
+    sqs_dead_letter_sources()
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(
         "127.0.0.1",

@@ -324,6 +324,15 @@ pub async fn stats(json: bool) -> Result<()> {
             stats.unreadable_crawl_records
         );
     }
+    for s in &stats.results_subscribers {
+        match &s.client {
+            Some(client) => println!("results subscriber {} (client {client})", s.endpoint),
+            None => println!(
+                "WARNING: results subscriber {} ({}) filters on no single client: it may read every client's results",
+                s.endpoint, s.subscription
+            ),
+        }
+    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 use crate::commands::operator_service;
 use anyhow::{Result, bail};
 use clap::Subcommand;
+use imgest_core::ports::RedriveKinds;
 
 #[derive(Subcommand)]
 pub enum DlqCommand {
@@ -21,8 +22,9 @@ pub enum DlqCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Move a queue's dead letters back onto it, due now (every handler is idempotent).
-    /// Example: `imgest dlq redrive --queue process --max 100`
+    /// Move a queue's dead letters back onto it, due now (every handler is idempotent): every
+    /// kind but `forbidden` unless `--kind` names the kinds to move. Example: `imgest dlq
+    /// redrive --queue process --max 100`
     Redrive {
         /// The queue whose dead letters go back.
         #[arg(long)]
@@ -30,6 +32,10 @@ pub enum DlqCommand {
         /// At most this many.
         #[arg(long, default_value_t = 1000)]
         max: usize,
+        /// Only letters of this kind (repeat for several; `died` for those SQS moved without a
+        /// reason). A `forbidden` letter, refused for its sender, goes back only when named.
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
         /// Print JSON instead of a line.
         #[arg(long)]
         json: bool,
@@ -75,21 +81,78 @@ pub async fn run(command: DlqCommand) -> Result<()> {
                         },
                         ToString::to_string,
                     );
+                    let sender = letter.sender.as_deref().unwrap_or("-");
                     let body: String = letter.body.chars().take(120).collect();
-                    println!("  {}  {reason}\n    {body}", letter.id);
+                    println!(
+                        "  {}  sender {}  {}\n    {}",
+                        shown(&letter.id),
+                        shown(sender),
+                        shown(&reason),
+                        shown(&body)
+                    );
                 }
             }
             Ok(())
         }
-        DlqCommand::Redrive { queue, max, json } => {
+        DlqCommand::Redrive {
+            queue,
+            max,
+            kinds,
+            json,
+        } => {
             check(&queue)?;
-            let moved = service.redrive(&queue, max).await?;
-            if json {
-                println!("{}", serde_json::json!({"queue": queue, "redriven": moved}));
+            let filter = if kinds.is_empty() {
+                RedriveKinds::Routine
             } else {
-                println!("{queue}: {moved} dead letter(s) moved back onto the queue");
+                RedriveKinds::Only(kinds.clone())
+            };
+            let moved = service.redrive_kinds(&queue, max, &filter).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"queue": queue, "redriven": moved, "kinds": kinds})
+                );
+            } else if kinds.is_empty() {
+                println!(
+                    "{queue}: {moved} dead letter(s) moved back onto the queue (forbidden ones left: name them with --kind forbidden)"
+                );
+            } else {
+                println!(
+                    "{queue}: {moved} dead letter(s) of kind {} moved back onto the queue",
+                    kinds.join(", ")
+                );
             }
             Ok(())
         }
+    }
+}
+
+/// `text` for a terminal: control characters (a partner's body or sender may hold escape
+/// sequences) escaped as Rust writes them, the rest as is.
+fn shown(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(shown("plain text é"), "plain text é");
+        assert_eq!(
+            shown("\u{1b}[2J\u{1b}]0;owned\u{7}ok\r\n"),
+            "\\u{1b}[2J\\u{1b}]0;owned\\u{7}ok\\r\\n"
+        );
+        assert!(!shown("a\u{9b}b\u{0}").chars().any(char::is_control));
     }
 }

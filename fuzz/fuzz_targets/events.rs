@@ -26,6 +26,7 @@ use imgest_flows::crawl::messages::{CrawlRequest, FetchTask};
 use imgest_lambda::backfill::Event;
 use imgest_lambda::process::{Work, work_in};
 use imgest_lambda::sqs_items;
+use imgest_settings::QueueSenders;
 use libfuzzer_sys::fuzz_target;
 
 const KINDS: u8 = 7;
@@ -79,8 +80,8 @@ fuzz_target!(init: tolerate_lambda_http_panics(), |bytes: &[u8]| {
             if let Ok(value) = serde_json::from_slice::<serde_json::Value>(event)
                 && let Ok(Event::Tasks(batch)) = Event::of(value)
             {
-                for (_, body) in sqs_items(batch) {
-                    let _ = ImageId::parse(body.trim());
+                for item in sqs_items(batch, &QueueSenders::default()) {
+                    let _ = ImageId::parse(item.body.trim());
                 }
             }
         }
@@ -103,7 +104,7 @@ fuzz_target!(init: tolerate_lambda_http_panics(), |bytes: &[u8]| {
 /// The messages of an SQS batch event, as the handlers take them: each id and body.
 fn sqs_bodies(event: &[u8]) -> Vec<(String, String)> {
     serde_json::from_slice::<SqsEvent>(event)
-        .map(sqs_items)
+        .map(|event| sqs_items(event, &QueueSenders::default()))
         .unwrap_or_default()
         .into_iter()
         .map(|item| (item.id, item.body))

@@ -358,7 +358,8 @@ async fn the_backfill_function_reprocesses_the_image_its_sample_event_names() {
     let imgest_lambda::backfill::Event::Tasks(batch) = event else {
         panic!("an SQS batch reads as tasks: {event:?}");
     };
-    let response = imgest_lambda::backfill::tasks(&new, batch).await;
+    let response =
+        imgest_lambda::backfill::tasks(&new, &crate::support::stack_senders(), batch).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(is_current(&new, &id).await);
     assert!(variant_names(&new, &id).await.contains(&"tiny".to_owned()));

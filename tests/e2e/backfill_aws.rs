@@ -56,7 +56,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
     // Paused: a batch re-processes nothing and its tasks go back on the queue, delayed.
     new.backfill_pause().await.unwrap();
     let batch = take(&sqs, &urls["backfill"], 3).await;
-    let response = backfill::tasks(&new, batch).await;
+    let response = backfill::tasks(&new, &crate::support::stack_senders(), batch).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     for id in &ids {
         assert!(!current(id).await);
@@ -89,7 +89,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
     junk.message_id = Some("junk".into());
     junk.body = Some("not-an-image-id".into());
     batch.records.push(junk);
-    let response = backfill::tasks(&new, batch).await;
+    let response = backfill::tasks(&new, &crate::support::stack_senders(), batch).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let letters = drain(&sqs, &dead).await.records;
     assert_eq!(letters.len(), 1);

@@ -96,6 +96,15 @@ impl Stack {
                 "IMGEST_INTAKE_SENDERS",
                 &format!("{}=*", crate::support::TEST_SENDER),
             ),
+            // The app's own sends and the sample events come from the stack's roles.
+            (
+                "IMGEST_STACK_ROLES",
+                &format!(
+                    "{},{}",
+                    crate::support::STACK_SENDER,
+                    crate::support::SAMPLE_EVENT_SENDER
+                ),
+            ),
             ("IMGEST_LOG", "info"),
         ]
         .iter()

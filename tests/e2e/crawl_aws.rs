@@ -119,12 +119,21 @@ pub(crate) async fn with_shared_dead_letter_queue(
 
 /// A crawl request as the intake queue delivers it, sent by [`TEST_SENDER`].
 pub(crate) fn intake_event(message_id: &str, request: &Value) -> SqsEvent {
+    event_from(TEST_SENDER, message_id, request)
+}
+
+/// A message of one of the stack's functions to another (an internal queue's), as its queue
+/// delivers it.
+pub(crate) fn stack_event(message_id: &str, body: &Value) -> SqsEvent {
+    event_from(crate::support::STACK_SENDER, message_id, body)
+}
+
+/// One message from `sender`, as SQS delivers it.
+fn event_from(sender: &str, message_id: &str, request: &Value) -> SqsEvent {
     let mut message = SqsMessage::default();
     message.message_id = Some(message_id.into());
     message.body = Some(request.to_string());
-    message
-        .attributes
-        .insert("SenderId".into(), TEST_SENDER.into());
+    message.attributes.insert("SenderId".into(), sender.into());
     message
         .attributes
         .insert("ApproximateReceiveCount".into(), "1".into());
@@ -867,9 +876,10 @@ async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivere
     assert_eq!(ok_offers(&results), ["second", "third"]);
 }
 
-/// The settle queue's pages of joined crawls are input like any other: a page naming no URL
-/// hash, or starting at a cursor the store never gave, is a dead letter with its reason, and
-/// nobody is told; a page of a URL with nothing recorded tells nobody.
+/// The settle queue's pages of joined crawls are input like any other: a page a partner sent
+/// is refused, and one of the stack's naming no URL hash, or starting at a cursor the store
+/// never gave, is a dead letter with its reason, and nobody is told; a page of a URL with
+/// nothing recorded tells nobody.
 #[tokio::test]
 async fn forged_pages_of_joined_crawls_are_dead_letters_with_their_reasons() {
     let Some((
@@ -897,12 +907,18 @@ async fn forged_pages_of_joined_crawls_are_dead_letters_with_their_reasons() {
     .hash();
 
     let page = |url_hash: &str, from: &str| {
-        intake_event(
+        stack_event(
             "forged",
             &json!({"joiners": {"url_hash": url_hash, "from": from}}),
         )
     };
+    // A partner's page is refused before it is read.
+    let partners = intake_event(
+        "forged",
+        &json!({"joiners": {"url_hash": hash.as_str(), "from": "x"}}),
+    );
     let cases = [
+        (partners, Some("forbidden")),
         (page("not a url hash", "x"), Some("unusable")),
         (page(hash.as_str(), "not a cursor"), Some("bad_cursor")),
         (

@@ -136,7 +136,9 @@ async fn handle(
     match queue {
         "intake" => handlers::intake::handle(&app.crawler(Processing::Handoff, &[]), event).await,
         "process" => handlers::process::handle(&app.crawler(Processing::Handoff, &[]), event).await,
-        "backfill" => handlers::backfill::tasks(&app.service, event).await,
+        "backfill" => {
+            handlers::backfill::tasks(&app.service, &crate::support::stack_senders(), event).await
+        }
         fetch => {
             let tier = fetch.trim_start_matches("fetch-");
             let crawler = app.crawler(Processing::Handoff, &[("IMGEST_FETCH_TIER", tier)]);
@@ -205,16 +207,17 @@ async fn every_queue_gives_up_on_a_poison_message_with_its_reason_and_a_redrive_
         assert_eq!(letter.body, poison);
         assert_eq!(letter.attempts, Some(1), "{queue}");
 
-        // Redriven, the message carries its reason back onto its queue; given up on again,
-        // it is one dead letter again, with its reason.
+        // Redriven, the message carries its original sender back onto its queue (nothing
+        // else it said); given up on again, it is one dead letter again, with its reason.
         assert_eq!(app.service.redrive(queue, 10).await.unwrap(), 1, "{queue}");
         let back = crate::crawl_aws::take(&sqs, &urls[queue], 1).await;
         let kept = &back.records[0].message_attributes;
         assert_eq!(
-            kept["imgest.kind"].string_value.as_deref(),
-            Some(Reason::UNUSABLE),
+            kept["imgest.sender"].string_value.as_deref(),
+            Some(crate::support::STACK_SENDER),
             "{queue}"
         );
+        assert!(!kept.contains_key("imgest.kind"), "{queue}: {kept:?}");
         let response = handle(&app, queue, back).await;
         assert!(
             response.batch_item_failures.is_empty(),

@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used)]
 
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
-use imgest_core::ports::Reason;
+use imgest_core::ports::{Reason, RedriveKinds};
 use imgest_flows::crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
@@ -19,7 +19,7 @@ use crate::support::iam::{IamUser, iam_user};
 
 /// moto's `SenderId` for requests signed with a key no IAM identity owns (the tests' shared
 /// `test` key: what the operator's redrive sends as here).
-const SHARED_KEY_SENDER: &str = "AIDAIT2UOQQY3AUEKVGXU";
+const SHARED_KEY_SENDER: &str = crate::support::STACK_SENDER;
 
 async fn send(user: &IamUser, url: &str, request: &Value) {
     user.sqs
@@ -123,19 +123,31 @@ async fn a_crawl_from_a_sender_not_allowed_for_its_client_ends_forbidden_and_cha
     assert_eq!(crawler.counts().crawls_forbidden, 1);
     assert_eq!(app.service.counts().messages_dead_lettered, 1);
 
-    // Redriven by the operator (a sender not listed as a redriver), it is the operator's own
-    // message: still forbidden, and it keeps B as its original sender.
-    assert_eq!(app.service.redrive("intake", 10).await.unwrap(), 1);
+    // A routine redrive leaves a forbidden letter. Asked for by its kind, the operator (a
+    // listed redriver) sends it again, vouching for B as its original sender: B still may not
+    // act for acme, so it is refused again, and the letter still names B.
+    assert_eq!(app.service.redrive("intake", 10).await.unwrap(), 0);
+    let forbidden = RedriveKinds::Only(vec![Reason::FORBIDDEN.to_owned()]);
+    let crawler = app.crawler(
+        Processing::Handoff,
+        &[
+            ("IMGEST_INTAKE_SENDERS", &senders),
+            ("IMGEST_REDRIVERS", SHARED_KEY_SENDER),
+        ],
+    );
+    assert_eq!(
+        app.service
+            .redrive_kinds("intake", 10, &forbidden)
+            .await
+            .unwrap(),
+        1
+    );
     let again = all(sqs, intake, 1).await;
     assert_eq!(again.records[0].attributes["SenderId"], SHARED_KEY_SENDER);
     let kept = &again.records[0].message_attributes;
     assert_eq!(
         kept["imgest.sender"].string_value.as_deref(),
         Some(b.id.as_str())
-    );
-    assert_eq!(
-        kept["imgest.kind"].string_value.as_deref(),
-        Some("forbidden")
     );
     let response = handlers::intake::handle(&crawler, again).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
@@ -148,17 +160,22 @@ async fn a_crawl_from_a_sender_not_allowed_for_its_client_ends_forbidden_and_cha
     assert_eq!(letters[0].1.len(), 1);
     assert_eq!(letters[0].1[0].sender.as_deref(), Some(b.id.as_str()));
 
-    // Once B may act for acme and the operator is a listed redriver, the redrive is taken in
-    // as B's.
+    // Once B may act for acme, the redrive is taken in as B's.
     let allowed = format!("{}=acme;{}=beta,acme", a.id, b.id);
     let crawler = app.crawler(
         Processing::Handoff,
         &[
             ("IMGEST_INTAKE_SENDERS", &allowed),
-            ("IMGEST_INTAKE_REDRIVERS", SHARED_KEY_SENDER),
+            ("IMGEST_REDRIVERS", SHARED_KEY_SENDER),
         ],
     );
-    assert_eq!(app.service.redrive("intake", 10).await.unwrap(), 1);
+    assert_eq!(
+        app.service
+            .redrive_kinds("intake", 10, &forbidden)
+            .await
+            .unwrap(),
+        1
+    );
     let response = handlers::intake::handle(&crawler, all(sqs, intake, 1).await).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let task = all(sqs, &urls["fetch-0"], 1).await;

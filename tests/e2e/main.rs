@@ -32,4 +32,5 @@ mod scenario;
 mod stats;
 mod strong_hash;
 mod template;
+mod trust_aws;
 mod watermark_aws;

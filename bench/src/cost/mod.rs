@@ -280,6 +280,9 @@ async fn drive(
         ("IMGEST_AUTH", "gateway"),
         ("IMGEST_JWT_AUDIENCE", "imgest"),
         ("IMGEST_INTAKE_SENDERS", &senders),
+        // Every message the bench hands a function carries its one sender: the internal
+        // queues take it as the stack's.
+        ("IMGEST_STACK_ROLES", SENDER),
         // Revalidations are queued at once rather than minutes later (one fetch task each
         // either way: within SQS's delay, no hop).
         ("IMGEST_REVALIDATION_DELAY", "1ms"),

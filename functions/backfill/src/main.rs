@@ -8,14 +8,14 @@ use lambda_runtime::{LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
-    let (_, service) = imgest_lambda::service_from_env().await?;
-    let service = &service;
+    let (settings, service) = imgest_lambda::service_from_env().await?;
+    let (service, senders) = (&service, &settings.crawl.senders);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
             let answer = flushed(async {
                 Ok::<_, lambda_runtime::Error>(match Event::of(event.payload)? {
                     Event::Tasks(batch) => {
-                        serde_json::to_value(backfill::tasks(service, batch).await)?
+                        serde_json::to_value(backfill::tasks(service, senders, batch).await)?
                     }
                     Event::Schedule => serde_json::to_value(backfill::enumerate(service).await?)?,
                 })

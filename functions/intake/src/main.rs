@@ -11,6 +11,8 @@ use lambda_runtime::{LambdaEvent, service_fn};
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
     let (settings, crawler) = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
+    // The crawls it finishes were settled by functions that decode partners' bytes.
+    let crawler = crawler.verifying_settled_crawls();
     let settle_queue = imgest_lambda::queue_name(&settings, SETTLE_QUEUE).unwrap_or_default();
     let (crawler, settle_queue) = (&crawler, settle_queue.as_str());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

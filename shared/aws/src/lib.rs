@@ -51,7 +51,8 @@ pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone())
             .with_topics(SnsTopics::new(aws_sdk_sns::Client::new(&config)))
             .with_max_sqs_delay(aws.sqs_max_delay)
-            .with_clock(clock.clone()),
+            .with_clock(clock.clone())
+            .with_letter_bodies(blobs.clone()),
     );
     Ports {
         blobs: blobs.clone(),

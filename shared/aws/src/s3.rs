@@ -42,6 +42,16 @@ fn is_denied<E: aws_sdk_s3::error::ProvideErrorMetadata>(
     }
 }
 
+/// The HTTP status S3 answered with, if it answered.
+fn status_of<E>(
+    e: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> Option<u16> {
+    match e {
+        aws_sdk_s3::error::SdkError::ServiceError(service) => Some(service.raw().status().as_u16()),
+        _ => None,
+    }
+}
+
 /// `DeleteObjects` takes at most this many keys per call.
 const DELETE_BATCH: usize = 1000;
 /// Up to this many keys are deleted one `DeleteObject` each, concurrently: S3 bills `DELETE`
@@ -195,10 +205,24 @@ impl BlobStore for S3BlobStore {
         if !content_type.is_empty() {
             req = req.content_type(content_type);
         }
-        req.send()
-            .await
-            .map_err(|e| sdk_error(format!("writing blob {key}"), e))?;
-        Ok(())
+        if !key.is_write_once() {
+            req.send()
+                .await
+                .map_err(|e| sdk_error(format!("writing blob {key}"), e))?;
+            return Ok(());
+        }
+        // An original only if none is there (the bucket's policy refuses any other write
+        // under originals/): one there already (a write retried after a lost answer) stays.
+        match req.if_none_match("*").send().await {
+            Ok(_) => Ok(()),
+            Err(e) if status_of(&e) == Some(412) => Ok(()),
+            // Another conditional write of the key was in flight: asked again, it is a 412.
+            Err(e) if status_of(&e) == Some(409) => Err(StoreError::unavailable(
+                format!("writing blob {key}: a concurrent write of it was in flight"),
+                e,
+            )),
+            Err(e) => Err(sdk_error(format!("writing blob {key}"), e)),
+        }
     }
 
     async fn get(&self, key: &BlobKey) -> Result<Bytes, StoreError> {

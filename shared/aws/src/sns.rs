@@ -8,7 +8,11 @@ use std::collections::HashMap;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 
 use crate::sdk_error::sdk_error;
-use imgest_core::ports::{OutgoingMessage, StoreError};
+use imgest_core::ports::{OutgoingMessage, StoreError, Subscriber};
+
+/// The message attribute each result names its client in, which a client's subscription must
+/// filter on.
+const CLIENT_ATTRIBUTE: &str = "client_id";
 
 /// `PublishBatch` takes at most this many entries.
 const BATCH_ENTRIES: usize = 10;
@@ -27,6 +31,55 @@ pub struct SnsTopics {
 impl SnsTopics {
     pub fn new(client: aws_sdk_sns::Client) -> Self {
         Self { client }
+    }
+
+    /// The topic's subscriptions, each with the one client its filter takes (see
+    /// [`Subscriber::client`]).
+    pub async fn subscribers(&self, topic_arn: &str) -> Result<Vec<Subscriber>, StoreError> {
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_subscriptions_by_topic()
+                .topic_arn(topic_arn)
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error(format!("listing the subscriptions of {topic_arn}"), e))?;
+            for subscription in page.subscriptions() {
+                let arn = subscription
+                    .subscription_arn()
+                    .unwrap_or_default()
+                    .to_owned();
+                // A subscription still waiting for its confirmation has no ARN yet, nor
+                // attributes: it delivers nothing until confirmed, and is reported as it is.
+                let attributes = if arn.starts_with("arn:") {
+                    self.client
+                        .get_subscription_attributes()
+                        .subscription_arn(&arn)
+                        .send()
+                        .await
+                        .map_err(|e| sdk_error(format!("reading subscription {arn}"), e))?
+                        .attributes
+                        .unwrap_or_default()
+                } else {
+                    HashMap::new()
+                };
+                out.push(Subscriber {
+                    subscription: arn,
+                    endpoint: subscription.endpoint().unwrap_or_default().to_owned(),
+                    client: client_of(
+                        attributes.get("FilterPolicyScope").map(String::as_str),
+                        attributes.get("FilterPolicy").map(String::as_str),
+                    ),
+                });
+            }
+            match page.next_token() {
+                Some(token) => next = Some(token.to_owned()),
+                None => return Ok(out),
+            }
+        }
     }
 
     /// Publishes `messages` to the topic `topic_arn` (`queue` names it in errors).
@@ -110,5 +163,55 @@ mod tests {
             "https://sqs.eu-west-1.amazonaws.com/123456789012/results"
         ));
         assert!(!is_topic("arn:aws:sqs:eu-west-1:123456789012:results"));
+    }
+}
+
+/// The one client a subscription's filter takes: a filter on the message attributes (SNS's
+/// default scope) whose only key is [`CLIENT_ATTRIBUTE`], naming one client exactly. Any other
+/// filter (none, a pattern, several clients, other keys, the body's scope) may let another
+/// client's results through.
+fn client_of(scope: Option<&str>, policy: Option<&str>) -> Option<String> {
+    if scope.is_some_and(|s| s != "MessageAttributes") {
+        return None;
+    }
+    let policy: serde_json::Value = serde_json::from_str(policy?).ok()?;
+    let policy = policy.as_object()?;
+    if policy.len() != 1 {
+        return None;
+    }
+    match policy.get(CLIENT_ATTRIBUTE)?.as_array()?.as_slice() {
+        [serde_json::Value::String(client)] => Some(client.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod reader_tests {
+    use super::client_of;
+
+    #[test]
+    fn only_a_filter_naming_one_client_exactly_is_a_clients() {
+        let scoped = Some("MessageAttributes");
+        assert_eq!(
+            client_of(scoped, Some(r#"{"client_id": ["acme"]}"#)).as_deref(),
+            Some("acme")
+        );
+        assert_eq!(
+            client_of(None, Some(r#"{"client_id": ["acme"]}"#)).as_deref(),
+            Some("acme")
+        );
+        for (scope, policy) in [
+            (scoped, None),
+            (scoped, Some("{}")),
+            (scoped, Some(r#"{"client_id": ["acme", "beta"]}"#)),
+            (scoped, Some(r#"{"client_id": [{"prefix": "a"}]}"#)),
+            (scoped, Some(r#"{"client_id": [{"anything-but": "acme"}]}"#)),
+            (scoped, Some(r#"{"client_id": ["acme"], "other": ["x"]}"#)),
+            (scoped, Some(r#"{"offer_id": ["o1"]}"#)),
+            (Some("MessageBody"), Some(r#"{"client_id": ["acme"]}"#)),
+            (scoped, Some("not json")),
+        ] {
+            assert_eq!(client_of(scope, policy), None, "{scope:?} {policy:?}");
+        }
     }
 }

@@ -24,8 +24,8 @@ use super::sns::{SnsTopics, is_topic};
 use crate::sdk_error::sdk_error;
 use imgest_core::backend::MAX_SQS_DELAY;
 use imgest_core::ports::{
-    Clock, DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts, StoreError,
-    SystemClock,
+    BlobStore, Clock, DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts,
+    RedriveKinds, StoreError, Subscriber, SystemClock,
 };
 
 /// The message attribute of a chained message: when it is due, in milliseconds since the Unix
@@ -63,6 +63,9 @@ pub struct SqsSender {
     /// What a chained message's due instant is counted from (the flows' clock, so that its
     /// handler, reading the same clock, agrees on when it is due).
     clock: Arc<dyn Clock>,
+    /// Where a dead letter too large for a message keeps its body
+    /// ([`MAX_LETTER_BYTES`](super::sqs_dead_letters::MAX_LETTER_BYTES)).
+    pub(super) letter_bodies: Option<Arc<dyn BlobStore>>,
 }
 
 impl std::fmt::Debug for SqsSender {
@@ -85,7 +88,15 @@ impl SqsSender {
             topics: None,
             max_sqs_delay: MAX_SQS_DELAY,
             clock: Arc::new(SystemClock),
+            letter_bodies: None,
         }
+    }
+
+    /// Keeps the bodies of dead letters too large for a message in `store` (and reads them
+    /// back for a redrive).
+    pub fn with_letter_bodies(mut self, store: Arc<dyn BlobStore>) -> Self {
+        self.letter_bodies = Some(store);
+        self
     }
 
     /// Counts chained messages' due instants from `clock` (the one their handlers read).
@@ -284,8 +295,21 @@ impl MessageSender for SqsSender {
         self.list_dead_letters(queue, limit).await
     }
 
-    async fn redrive(&self, queue: &str, max: usize) -> Result<u64, StoreError> {
-        self.redrive_dead_letters(queue, max).await
+    async fn redrive(
+        &self,
+        queue: &str,
+        max: usize,
+        kinds: &RedriveKinds,
+    ) -> Result<u64, StoreError> {
+        self.redrive_dead_letters(queue, max, kinds).await
+    }
+
+    async fn subscribers(&self, queue: &str) -> Result<Option<Vec<Subscriber>>, StoreError> {
+        let target = self.url(queue)?;
+        match (&self.topics, is_topic(target)) {
+            (Some(topics), true) => topics.subscribers(target).await.map(Some),
+            _ => Ok(None),
+        }
     }
 }
 

@@ -264,8 +264,18 @@ fn put_file(root: &Path, key: &BlobKey, body: &[u8], fsync: bool) -> Result<(), 
             .map_err(|e| io_error(format!("syncing blob {key}"), e))?;
     }
     // The temporary file is in `dir` (not empty), so no `delete` can prune it before this.
-    tmp.persist(&path)
-        .map_err(|e| io_error(format!("renaming blob {key} into place"), e.error))?;
+    if key.is_write_once() {
+        // Linked into place only if nothing is there: an original is never replaced.
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => {}
+            // Written already (a retried write): the first body stays.
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) => return Err(io_error(format!("linking blob {key} into place"), e.error)),
+        }
+    } else {
+        tmp.persist(&path)
+            .map_err(|e| io_error(format!("renaming blob {key} into place"), e.error))?;
+    }
     if fsync {
         sync_dir(dir).map_err(|e| io_error(format!("syncing the directory of {key}"), e))?;
     }

@@ -91,4 +91,8 @@ imgest_core::counters! {
     circuit_refusals,
     /// Queued crawl requests whose sender may not act for their client (dead-lettered).
     crawls_forbidden,
+    /// Fetch tasks and downloaded photos not of their URL's running download (dropped).
+    tasks_not_leased,
+    /// Settled crawls whose record or outcomes the store did not bear out (not finished).
+    crawls_unverified,
 }

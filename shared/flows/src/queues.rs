@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::backfill::BACKFILL_QUEUE;
 use super::crawl::{PROCESS_QUEUE, RESULTS_QUEUE, tier_queue};
 use super::{FlowError, Service};
-use imgest_core::ports::{DeadMessage, Letter, QueueCounts, StoreError, TaskQueue};
+use imgest_core::ports::{DeadMessage, Letter, QueueCounts, RedriveKinds, StoreError, TaskQueue};
 
 /// Which work a queue holds, in the order it is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -199,10 +199,22 @@ impl Service {
         Ok(())
     }
 
-    /// Moves up to `max` of `queue`'s dead letters back onto it; how many were moved.
+    /// Moves up to `max` of `queue`'s dead letters back onto it, every kind but `forbidden`;
+    /// how many were moved.
     pub async fn redrive(&self, queue: &str, max: usize) -> Result<u64, FlowError> {
-        let moved = self.ports.messages.redrive(queue, max).await?;
-        tracing::info!(queue, moved, "dead letters redriven");
+        self.redrive_kinds(queue, max, &RedriveKinds::Routine).await
+    }
+
+    /// Moves up to `max` of `queue`'s dead letters that `kinds` takes back onto it; how many
+    /// were moved.
+    pub async fn redrive_kinds(
+        &self,
+        queue: &str,
+        max: usize,
+        kinds: &RedriveKinds,
+    ) -> Result<u64, FlowError> {
+        let moved = self.ports.messages.redrive(queue, max, kinds).await?;
+        tracing::info!(queue, moved, ?kinds, "dead letters redriven");
         Ok(moved)
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{FlowError, Service};
 use imgest_core::domain::{ORIGINALS_PREFIX, PUBLIC_PREFIX};
-use imgest_core::ports::{QueueCounts, StoreError};
+use imgest_core::ports::{QueueCounts, StoreError, Subscriber};
 
 /// Records and files read per page.
 const PAGE: usize = 1000;
@@ -49,6 +49,12 @@ pub struct Stats {
     pub top_failing_hosts: Vec<HostFailures>,
     /// Crawl records whose body does not parse, left out of the crawl counts (each is logged).
     pub unreadable_crawl_records: u64,
+    /// The results' subscribers (AWS: the results topic's subscriptions), each with the one
+    /// client its filter takes; empty where results are not fanned out.
+    pub results_subscribers: Vec<Subscriber>,
+    /// Of those, the ones whose filter does not name exactly one client: they may read other
+    /// clients' results (`imgest stats` warns of each).
+    pub unfiltered_subscribers: u64,
 }
 
 /// A host's photos in the offers' latest crawls.
@@ -129,6 +135,17 @@ impl Service {
             }
         }
         self.count_crawls(&mut stats).await?;
+        let results = super::crawl::RESULTS_QUEUE;
+        stats.results_subscribers = match self.ports.messages.subscribers(results).await {
+            Ok(subscribers) => subscribers.unwrap_or_default(),
+            Err(StoreError::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        stats.unfiltered_subscribers = stats
+            .results_subscribers
+            .iter()
+            .filter(|s| s.client.is_none())
+            .count() as u64;
         Ok(stats)
     }
 

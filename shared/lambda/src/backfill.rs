@@ -11,6 +11,7 @@ use super::batch::{BatchResponse, Failure, ItemError, Outcomes};
 use imgest_core::domain::ImageId;
 use imgest_flows::backfill::{BACKFILL_QUEUE, StepReport};
 use imgest_flows::{FlowError, Service};
+use imgest_settings::QueueSenders;
 
 /// How long a scheduled invocation enumerates: well inside the minute between two, so runs do
 /// not overlap.
@@ -44,13 +45,18 @@ pub async fn enumerate(service: &Service) -> Result<StepReport, FlowError> {
 /// A batch of tasks. A failure that may pass is retried (up to the queue's receive limit); one
 /// that never will, a body that is not an image id, and a task still failing on its last
 /// receive go to the backfill queue's dead letters with their reasons, where
-/// `imgest backfill status` counts them.
-pub async fn tasks(service: &Service, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event);
+/// `imgest backfill status` counts them. Only the stack's roles (the function's own
+/// enumeration) may queue a task: any other sender's is `forbidden`.
+pub async fn tasks(service: &Service, senders: &QueueSenders, event: SqsEvent) -> BatchResponse {
+    let items = super::sqs_items(event, senders);
     let mut results = Vec::new();
     let mut ids = Vec::new();
     let mut message_ids = Vec::new();
     for item in &items {
+        if let Err(refused) = item.from_the_stack() {
+            results.push((item.id.clone(), Some(Failure::from(&refused))));
+            continue;
+        }
         match ImageId::parse(item.body.trim()) {
             Ok(id) => {
                 ids.push(id);

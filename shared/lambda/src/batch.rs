@@ -73,22 +73,37 @@ pub struct SqsItem {
     pub body: String,
     /// Receives so far, this one included (`ApproximateReceiveCount`).
     pub receives: u32,
-    /// Who sent it (SQS's `SenderId`: an IAM user's id, or a role's `RoleId:session`).
-    pub sender_id: Option<String>,
-    /// The original sender a redriven message carries (`imgest.sender`), which only a trusted
-    /// redriver may vouch for.
-    pub original_sender: Option<String>,
+    /// Who sent it, as far as SQS proves it: the principal of its `SenderId` (an IAM user's
+    /// id, or a role's id without its session), or the original sender a listed redriver's
+    /// message names ([`QueueSenders::sender_of`](imgest_settings::QueueSenders::sender_of)).
+    /// Every decision about the message uses this one, and its dead letter names it.
+    pub sender: Option<String>,
+    /// Whether that sender is one of the stack's roles: the message is one function's to
+    /// another, and its `imgest.*` attributes were read. A message from anyone else keeps
+    /// none of them.
+    pub from_stack: bool,
     /// When a chained message is due (`imgest.due`), which may be after this receive
-    /// ([`chain`](crate::chain)).
+    /// ([`chain`](crate::chain)); read from the stack's messages only.
     pub due: Option<imgest_core::domain::Timestamp>,
 }
 
 impl SqsItem {
-    /// Who the message is from: the original sender a redriven one names, else SQS's.
-    pub fn sender(&self) -> Option<&str> {
-        self.original_sender
-            .as_deref()
-            .or(self.sender_id.as_deref())
+    /// Refuses the message unless the stack's own roles sent it: what an internal queue
+    /// (fetch, process, settle, backfill) carries is believed only from them.
+    pub fn from_the_stack(&self) -> Result<(), ItemError> {
+        if self.from_stack {
+            Ok(())
+        } else {
+            Err(self.not_from_the_stack())
+        }
+    }
+
+    /// Why a message the stack's roles did not send is refused on an internal queue.
+    pub fn not_from_the_stack(&self) -> ItemError {
+        ItemError::forbidden(format!(
+            "sender {} is not one of the stack's roles (IMGEST_STACK_ROLES): an internal queue takes only the functions' own messages",
+            self.sender.as_deref().unwrap_or("(none named)")
+        ))
     }
 }
 
@@ -188,6 +203,16 @@ impl FromIterator<(String, Option<Failure>)> for Outcomes {
 }
 
 impl Outcomes {
+    /// These outcomes and `failures` (items that failed before they ran).
+    pub fn with_refused(mut self, failures: impl IntoIterator<Item = (String, Failure)>) -> Self {
+        self.0.extend(
+            failures
+                .into_iter()
+                .map(|(id, failure)| (id, Some(failure))),
+        );
+        self
+    }
+
     /// The items that failed, by id.
     pub fn failed(&self) -> impl Iterator<Item = (&str, &Failure)> {
         self.0
@@ -250,7 +275,7 @@ impl Outcomes {
                 reason,
                 attempts: receives,
                 message_id: id,
-                sender: item.and_then(SqsItem::sender).map(str::to_owned),
+                sender: item.and_then(|i| i.sender.clone()),
             });
         }
         if letters.is_empty() {
@@ -315,7 +340,12 @@ mod tests {
         async fn dead_letters(&self, _: &str, _: usize) -> Result<Vec<DeadMessage>, StoreError> {
             Ok(Vec::new())
         }
-        async fn redrive(&self, _: &str, _: usize) -> Result<u64, StoreError> {
+        async fn redrive(
+            &self,
+            _: &str,
+            _: usize,
+            _: &imgest_core::ports::RedriveKinds,
+        ) -> Result<u64, StoreError> {
             Ok(0)
         }
     }
@@ -325,8 +355,8 @@ mod tests {
             id: id.into(),
             body: format!("body of {id}"),
             receives,
-            sender_id: Some("AIDASENDER".into()),
-            original_sender: None,
+            sender: Some("AIDASENDER".into()),
+            from_stack: false,
             due: None,
         }
     }

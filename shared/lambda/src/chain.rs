@@ -1,77 +1,97 @@
 //! Long waits on arrival. A message delayed beyond SQS's 15 minutes (a retry after a day-long
 //! `Retry-After`) is sent with SQS's longest delay and the instant it is due
-//! ([`DUE_ATTRIBUTE`](imgest_aws::sqs::DUE_ATTRIBUTE)), so it arrives early, once per hop. The fetch handler (the fetch queues
-//! are the only ones sent such waits) passes its batch through [`send_on_early`] first: each
-//! early message is sent on with the rest of its wait, which acknowledges this receive, and
-//! only the due ones run.
+//! ([`DUE_ATTRIBUTE`](imgest_aws::sqs::DUE_ATTRIBUTE)), so it arrives early, once per hop. The
+//! fetch handler (the fetch queues are the only ones sent such waits) passes its batch through
+//! [`send_on_early`] first: each early message is sent on with the rest of its wait, which
+//! acknowledges this receive, and only the due ones run.
 //!
-//! Only a queue whose senders are the functions themselves may be chained this way: sending a
-//! message on vouches for its original sender (`imgest.sender`), which a client's own message
-//! must never obtain (the intake queue's handler never calls this).
+//! A due instant is believed only from the stack's own messages (`imgest_lambda::sqs_items`
+//! reads none from anyone else), and each message's hop is decided on its own: one whose due
+//! instant is further away than any wait the flows schedule
+//! ([`MAX_CHAINED_DELAY`](imgest_aws::sqs::MAX_CHAINED_DELAY)) is given up on alone, with its
+//! reason, and the batch's other hops go on.
 
-use imgest_aws::sqs_dead_letters::SENDER;
+use imgest_aws::sqs::MAX_CHAINED_DELAY;
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::OutgoingMessage;
 use imgest_flows::Service;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
-use super::batch::{BatchItemFailure, SqsItem};
+use super::batch::{BatchItemFailure, ItemError, SqsItem};
 
 /// A batch once its early messages are sent on.
 #[derive(Debug, Default)]
 pub struct Arrived {
     /// The messages that are due, to run now.
     pub due: Vec<SqsItem>,
-    /// The early messages that could not be sent on: reported for a retry (SQS delivers them
-    /// again after their visibility timeout; nothing is lost).
+    /// The early messages that could not be sent on this time: reported for a retry (SQS
+    /// delivers them again after their visibility timeout; nothing is lost).
     pub unsent: Vec<BatchItemFailure>,
+    /// The early messages that can never be sent on (a due instant out of bounds, a hop SQS
+    /// refuses as the sender's fault), each with why: for the dead letters.
+    pub refused: Vec<(SqsItem, ItemError)>,
 }
 
 /// Sends each message of `items` that is not yet due back to `queue` with the rest of its
 /// wait, and returns the others, by the service's clock (the one the senders counted the due
-/// instants from).
+/// instants from). The hops go in one send; if that fails, each is sent on its own, so that
+/// one bad hop fails alone.
 pub async fn send_on_early(service: &Service, queue: &str, items: Vec<SqsItem>) -> Arrived {
     let now = service.ports().clock.now();
-    let (early, due): (Vec<SqsItem>, Vec<SqsItem>) = items
-        .into_iter()
-        .partition(|item| item.due.is_some_and(|due| due > now));
-    if early.is_empty() {
-        return Arrived {
-            due,
-            unsent: Vec::new(),
-        };
-    }
-    let messages: Vec<OutgoingMessage> = early
-        .iter()
-        .map(|item| {
-            let rest = item.due.map_or_else(Default::default, |due| due.since(now));
-            let message = OutgoingMessage::delayed(item.body.clone(), rest);
-            match item.sender() {
-                Some(sender) => message.with_attribute(SENDER, sender),
-                None => message,
+    let mut arrived = Arrived::default();
+    let mut early = Vec::new();
+    for item in items {
+        match item.due.filter(|due| *due > now) {
+            None => arrived.due.push(item),
+            Some(due) if due.since(now) > MAX_CHAINED_DELAY => {
+                let refused = ItemError::unusable(format!(
+                    "due at {} ms, {} s from now: beyond the longest wait a chain carries ({} s)",
+                    due.as_millis(),
+                    due.since(now).as_secs(),
+                    MAX_CHAINED_DELAY.as_secs()
+                ));
+                arrived.refused.push((item, refused));
             }
-        })
-        .collect();
-    let unsent = match service.ports().messages.send(queue, &messages).await {
+            Some(due) => {
+                let hop = OutgoingMessage::delayed(item.body.clone(), due.since(now));
+                early.push((item, hop));
+            }
+        }
+    }
+    if early.is_empty() {
+        return arrived;
+    }
+    let messages = service.ports().messages.as_ref();
+    let hops: Vec<OutgoingMessage> = early.iter().map(|(_, hop)| hop.clone()).collect();
+    match messages.send(queue, &hops).await {
         Ok(()) => {
             info!(
                 queue,
-                hops = early.len(),
+                hops = hops.len(),
                 "long waits sent on to their next hop"
             );
-            Vec::new()
+            return arrived;
         }
         Err(e) => {
-            error!(queue, error = %e, messages = early.len(), "cannot send long waits on; they will be received again");
-            early
-                .into_iter()
-                .map(|item| BatchItemFailure {
-                    item_identifier: item.id,
-                })
-                .collect()
+            warn!(queue, error = %e, hops = hops.len(), "cannot send long waits on together; sending each on its own");
         }
-    };
-    Arrived { due, unsent }
+    }
+    for (item, hop) in early {
+        match messages.send(queue, std::slice::from_ref(&hop)).await {
+            Ok(()) => {}
+            Err(e) if e.is_retryable() => {
+                error!(queue, message_id = %item.id, error = %e, "cannot send a long wait on; it will be received again");
+                arrived.unsent.push(BatchItemFailure {
+                    item_identifier: item.id,
+                });
+            }
+            Err(e) => {
+                let refused = ItemError::unusable(format!("its next hop is refused: {e}"));
+                arrived.refused.push((item, refused));
+            }
+        }
+    }
+    arrived
 }
 
 /// A message's due instant from its [`DUE_ATTRIBUTE`](imgest_aws::sqs::DUE_ATTRIBUTE), if it carries a readable one.
@@ -113,8 +133,8 @@ mod tests {
             id: id.into(),
             body: format!("body {id}"),
             receives: 1,
-            sender_id: Some("AROAFETCH:fetch-0".into()),
-            original_sender: None,
+            sender: Some("AROAFETCH".into()),
+            from_stack: true,
             due: due.map(Timestamp::from_millis),
         }
     }
@@ -135,15 +155,26 @@ mod tests {
         let queue = ports.queue.clone().unwrap();
         let service = imgest_flows::configure::service(ports, &settings).unwrap();
 
+        let far = 10_000_000 + 8 * 86_400_000;
         let items = vec![
             item("plain", None),
             item("due", Some(10_000_000)),
+            item("far", Some(far)),
             item("early", Some(10_000_000 + 3_600_000)),
         ];
         let arrived = send_on_early(&service, "fetch-1", items).await;
         let ids: Vec<&str> = arrived.due.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(ids, ["plain", "due"]);
         assert!(arrived.unsent.is_empty());
+        // A due instant beyond any chained wait is refused alone, with why.
+        let refused: Vec<(&str, String)> = arrived
+            .refused
+            .iter()
+            .map(|(item, e)| (item.id.as_str(), e.reason().message))
+            .collect();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].0, "far");
+        assert!(refused[0].1.contains("longest wait"), "{refused:?}");
 
         // Sent on, due at its instant and not before.
         let lease = Duration::from_secs(60);

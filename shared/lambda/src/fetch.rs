@@ -7,7 +7,7 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
-use super::batch::{BatchResponse, ItemError, run_batch_then};
+use super::batch::{BatchResponse, Failure, ItemError, SqsItem, run_batch_then};
 use imgest_flows::crawl::messages::FetchTask;
 use imgest_flows::crawl::{Crawler, tier_queue};
 
@@ -16,7 +16,17 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // the batch asks the limiter once per client, however its tasks straggle on the way.
     let queue = tier_queue(crawler.settings().fetch_tier);
     let service = crawler.service();
-    let arrived = super::chain::send_on_early(service, &queue, super::sqs_items(event)).await;
+    let items = super::sqs_items(event, &crawler.settings().senders);
+    // Only the stack's own messages go on: a stranger's is refused before anything else (its
+    // due instant was not even read).
+    let (mine, strangers): (Vec<SqsItem>, Vec<SqsItem>) =
+        items.into_iter().partition(|item| item.from_stack);
+    let arrived = super::chain::send_on_early(service, &queue, mine).await;
+    let mut refused = arrived.refused;
+    refused.extend(strangers.into_iter().map(|item| {
+        let error = item.not_from_the_stack();
+        (item, error)
+    }));
     let items = arrived.due;
     let work = items
         .iter()
@@ -39,8 +49,16 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
         .await;
     // The instance may be frozen until its next invocation: what it learned goes out now.
     crawler.flush_learning().await;
+    // The refused ones are given up on with the batch's failures, each with its reason.
+    let outcomes = outcomes.with_refused(
+        refused
+            .iter()
+            .map(|(item, error)| (item.id.clone(), Failure::from(error))),
+    );
+    let mut all = items;
+    all.extend(refused.into_iter().map(|(item, _)| item));
     let mut response = outcomes
-        .settle(&items, &super::dead_letters(service, &queue))
+        .settle(&all, &super::dead_letters(service, &queue))
         .await;
     response.batch_item_failures.extend(arrived.unsent);
     response

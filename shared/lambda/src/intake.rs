@@ -1,7 +1,8 @@
 //! The `intake` function: SQS messages that each carry one crawl request (the same JSON as
 //! `POST /v1/crawl`). A request is taken in only when SQS's `SenderId` names a sender that
-//! `IMGEST_INTAKE_SENDERS` lets act for its client; any other goes to the dead letters as
-//! `forbidden`, with nothing read or written.
+//! `IMGEST_INTAKE_SENDERS` lets act for its client (or a listed redriver resends a message
+//! such a sender sent); any other goes to the dead letters as `forbidden`, naming the sender
+//! the decision was about, with nothing read or written.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -11,17 +12,14 @@ use imgest_flows::crawl::messages::CrawlRequest;
 use imgest_flows::queues::INTAKE_QUEUE;
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event);
-    let senders = &crawler.settings().intake_senders;
+    let items = super::sqs_items(event, &crawler.settings().senders);
     // Each message is intaken under its id: delivered again, it is the same crawl.
     let work = items
         .iter()
         .map(|item| {
-            let sender =
-                senders.sender_of(item.sender_id.as_deref(), item.original_sender.as_deref());
             (
                 item.id.clone(),
-                (item.id.as_str(), item.body.as_str(), sender),
+                (item.id.as_str(), item.body.as_str(), item.sender.as_deref()),
             )
         })
         .collect();

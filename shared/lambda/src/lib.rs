@@ -95,32 +95,48 @@ pub fn from_queue(event: &aws_lambda_events::event::sqs::SqsEvent, name: &str) -
     })
 }
 
-/// Every message of an SQS batch, as the handlers take it: its id, body, receive count, sender
-/// and, for a chained wait, when it is due. Public so that the fuzz targets read an SQS event as the handlers do.
-pub fn sqs_items(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsItem> {
+/// Every message of an SQS batch, as the handlers take it: its id, body, receive count, its
+/// sender as `senders` decide it (SQS's `SenderId`, or the original sender a listed
+/// redriver's message names) and, for a chained wait from the stack, when it is due. The
+/// `imgest.*` attributes of a message that the stack's roles did not send are the sender's
+/// own words: none is read. Public so that the fuzz targets read an SQS event as the
+/// handlers do.
+pub fn sqs_items(
+    event: aws_lambda_events::event::sqs::SqsEvent,
+    senders: &imgest_settings::QueueSenders,
+) -> Vec<SqsItem> {
     event
         .records
         .into_iter()
         .map(|m| {
-            let original_sender = m
-                .message_attributes
-                .get(imgest_aws::sqs_dead_letters::SENDER)
-                .and_then(|v| v.string_value.clone());
+            let attribute = |name: &str| {
+                m.message_attributes
+                    .get(name)
+                    .and_then(|v| v.string_value.as_deref())
+            };
+            let sender = senders
+                .sender_of(
+                    m.attributes.get("SenderId").map(String::as_str),
+                    attribute(imgest_aws::sqs_dead_letters::SENDER),
+                )
+                .map(str::to_owned);
+            let from_stack = senders.is_stack_role(sender.as_deref());
+            let due = if from_stack {
+                chain::due_of(attribute(imgest_aws::sqs::DUE_ATTRIBUTE))
+            } else {
+                None
+            };
             SqsItem {
-                id: m.message_id.unwrap_or_default(),
-                body: m.body.unwrap_or_default(),
+                id: m.message_id.clone().unwrap_or_default(),
+                body: m.body.clone().unwrap_or_default(),
                 receives: m
                     .attributes
                     .get("ApproximateReceiveCount")
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(1),
-                sender_id: m.attributes.get("SenderId").cloned(),
-                original_sender,
-                due: chain::due_of(
-                    m.message_attributes
-                        .get(imgest_aws::sqs::DUE_ATTRIBUTE)
-                        .and_then(|v| v.string_value.as_deref()),
-                ),
+                sender,
+                from_stack,
+                due,
             }
         })
         .collect()

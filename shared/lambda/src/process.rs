@@ -3,6 +3,11 @@
 //! (`{"downloaded": ...}`, the body under `fetched/{url_hash}`). Each is processed once; a
 //! redelivered message finds the upload finished, or the download settled and its body gone,
 //! and does nothing (idempotent).
+//!
+//! Who may send what: S3 sends the notifications (the queue's policy admits it for this
+//! stack's bucket only, and a notification names a key in that bucket, which only presigned
+//! uploads write); a downloaded photo is believed only from the stack's roles (the fetch
+//! functions), any other sender's goes to the dead letters as `forbidden`.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -21,15 +26,16 @@ pub enum Work {
 /// Handles one SQS batch; failures are reported per message id. The downloads' URLs are
 /// settled together once every photo of the batch is processed.
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event);
-    let work = items
-        .iter()
-        .map(|item| (item.id.clone(), item.body.as_str()))
-        .collect();
+    let items = super::sqs_items(event, &crawler.settings().senders);
+    let work = items.iter().map(|item| (item.id.clone(), item)).collect();
     let outcomes = run_batch_then(
         work,
-        |body| async move {
-            match work_in(body)? {
+        |item| async move {
+            let work = work_in(&item.body)?;
+            if let Work::Download(_) = work {
+                item.from_the_stack()?;
+            }
+            match work {
                 Work::Uploads(uploads) => {
                     for upload in uploads {
                         crawler.service().process_incoming(&upload).await?;

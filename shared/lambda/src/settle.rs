@@ -2,9 +2,10 @@
 //! functions (which may not link offers nor send results), each `{"settle": {"offer",
 //! "crawl_id"}}`, finished here (the offer's photos linked, the result sent); and pages of the
 //! crawls that joined a popular URL's download, `{"joiners": {"url_hash", "from"}}`, told its
-//! outcome here a page a message. Only the functions' own roles may send to this queue; the
-//! intake queue, which partners send to, never takes these messages (the function tells its
-//! two queues apart by the event's source).
+//! outcome here a page a message. Only the functions' own roles may send to this queue (its
+//! policy), and a message another sent goes to the dead letters as `forbidden`; the intake
+//! queue, which partners send to, never takes these messages (the function tells its two
+//! queues apart by the event's source).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
@@ -13,12 +14,11 @@ use imgest_flows::crawl::messages::SettleQueueMessage;
 use imgest_flows::crawl::{Crawler, SETTLE_QUEUE};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event);
-    let work = items
-        .iter()
-        .map(|item| (item.id.clone(), item.body.as_str()))
-        .collect();
-    let outcomes = run_batch(work, |body| async move {
+    let items = super::sqs_items(event, &crawler.settings().senders);
+    let work = items.iter().map(|item| (item.id.clone(), item)).collect();
+    let outcomes = run_batch(work, |item| async move {
+        item.from_the_stack()?;
+        let body = item.body.as_str();
         let message: SettleQueueMessage = serde_json::from_str(body).map_err(|e| {
             ItemError::unusable(format!("not a settled crawl nor a page of joiners: {e}"))
         })?;

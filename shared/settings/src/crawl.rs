@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::SettingsError;
 use super::parse::Vars;
-use super::senders::IntakeSenders;
+use super::senders::{QueueSenders, SendersList};
 use imgest_core::domain::{ClientId, NormalizationRules};
 use imgest_download::{AllowedPorts, CircuitRules, HashHeaders, HostAllowlist};
 
@@ -71,10 +71,11 @@ pub struct CrawlSettings {
     /// `IMGEST_CLIENT_HOSTS` (`acme=img.acme.example,*.acme-cdn.example;…`): the hosts a
     /// client's downloads may reach; a client not listed may reach any public host.
     pub client_hosts: HashMap<ClientId, HostAllowlist>,
-    /// `IMGEST_INTAKE_SENDERS` (`SENDER_ID=client,…;SENDER_ID=*`) and
-    /// `IMGEST_INTAKE_REDRIVERS` (`ID,…`): whose crawl requests the intake queue takes, for
-    /// which clients (none by default), and who may redrive them.
-    pub intake_senders: IntakeSenders,
+    /// `IMGEST_INTAKE_SENDERS` (`SENDER_ID=client,…;SENDER_ID=*`), `IMGEST_STACK_ROLES`
+    /// (`ID,…`) and `IMGEST_REDRIVERS` (`ID,…`): whose crawl requests the intake queue takes,
+    /// for which clients (none by default); whose messages the internal queues take (the
+    /// stack's roles; none by default); and whose redrives keep a message's original sender.
+    pub senders: QueueSenders,
 }
 
 impl CrawlSettings {
@@ -166,6 +167,23 @@ impl CrawlSettings {
                     "expected from=to host pairs, e.g. img2.cdn.example=img.cdn.example",
                 )
             })?;
+        // A rewrite applies once, so a URL's download address normalises to its own key again
+        // (a fetch task's hash is checked that way): a rule whose target is rewritten itself
+        // would make that address another URL.
+        let same_host = |a: &str, b: &str| {
+            a.strip_suffix('.')
+                .unwrap_or(a)
+                .eq_ignore_ascii_case(b.strip_suffix('.').unwrap_or(b))
+        };
+        if let Some((from, to)) = host_rewrites
+            .iter()
+            .find(|(_, to)| host_rewrites.iter().any(|(from, _)| same_host(from, to)))
+        {
+            return Err(vars.bad(
+                var,
+                format!("{from}={to}: {to} is rewritten too (rewrites apply once): rewrite {from} straight to the last host"),
+            ));
+        }
         let fetch_ports = match vars.get("IMGEST_FETCH_PORTS") {
             None => AllowedPorts::default(),
             Some(v) => AllowedPorts::parse(v).map_err(|e| {
@@ -196,15 +214,26 @@ impl CrawlSettings {
                 return Err(vars.bad(var, format!("{client} is listed twice")));
             }
         }
-        let intake_senders = IntakeSenders::parse(
-            vars.get("IMGEST_INTAKE_SENDERS").unwrap_or_default(),
+        // IMGEST_INTAKE_REDRIVERS is the variable's name before redrives of every queue kept
+        // their senders: still read, the two lists joined.
+        let redrivers = [
+            vars.get("IMGEST_REDRIVERS").unwrap_or_default(),
             vars.get("IMGEST_INTAKE_REDRIVERS").unwrap_or_default(),
+        ]
+        .join(",");
+        let senders = QueueSenders::parse(
+            vars.get("IMGEST_INTAKE_SENDERS").unwrap_or_default(),
+            &redrivers,
+            vars.get("IMGEST_STACK_ROLES").unwrap_or_default(),
         )
-        .map_err(|e| {
-            let var = if e.contains("redriver") {
-                "IMGEST_INTAKE_REDRIVERS"
-            } else {
-                "IMGEST_INTAKE_SENDERS"
+        .map_err(|(list, e)| {
+            let var = match list {
+                SendersList::Intake => "IMGEST_INTAKE_SENDERS",
+                SendersList::Redrivers if vars.get("IMGEST_REDRIVERS").is_some() => {
+                    "IMGEST_REDRIVERS"
+                }
+                SendersList::Redrivers => "IMGEST_INTAKE_REDRIVERS",
+                SendersList::StackRoles => "IMGEST_STACK_ROLES",
             };
             vars.bad(var, e)
         })?;
@@ -272,7 +301,7 @@ impl CrawlSettings {
             tier_routing: vars.flag("IMGEST_TIER_ROUTING", true)?,
             fetch_ports,
             client_hosts,
-            intake_senders,
+            senders,
         })
     }
 }
@@ -377,6 +406,13 @@ mod tests {
             ("IMGEST_CLIENT_RPM", "0"),
             ("IMGEST_CLIENT_RPM_OVERRIDES", "acme"),
             ("IMGEST_HOST_REWRITES", "a.example"),
+            (
+                "IMGEST_HOST_REWRITES",
+                "a.example=b.example,B.example.=c.example",
+            ),
+            ("IMGEST_STACK_ROLES", "AROA/x"),
+            ("IMGEST_REDRIVERS", "not an id"),
+            ("IMGEST_INTAKE_REDRIVERS", "not an id"),
             ("IMGEST_ALLOW_PRIVATE_NETWORKS", "yes"),
             ("IMGEST_URL_TTL", "0s"),
             ("IMGEST_REVALIDATION_DELAY", "0s"),

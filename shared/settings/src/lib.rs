@@ -24,7 +24,7 @@ use imgest_pipeline::WatermarkPosition;
 
 pub use self::crawl::CrawlSettings;
 use self::parse::Vars;
-pub use self::senders::{Clients, IntakeSenders};
+pub use self::senders::{Clients, QueueSenders, principal_id};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{var}={value:?}: {reason}")]

@@ -1,16 +1,20 @@
-//! Who may send crawl requests through the intake queue, and for which clients
-//! (`IMGEST_INTAKE_SENDERS`), and who may redrive them (`IMGEST_INTAKE_REDRIVERS`).
+//! Who sent a queue's message, and what it may ask for: the crawl requests partners send
+//! through the intake queue (`IMGEST_INTAKE_SENDERS`), the messages the stack's own functions
+//! send each other (`IMGEST_STACK_ROLES`), and the operators whose redrives keep each
+//! message's original sender (`IMGEST_REDRIVERS`).
 //!
 //! SQS tells the receiver each message's `SenderId`: the unique id of the IAM identity that
 //! sent it (an IAM user's `AIDA…`; for an assumed role `AROA…:{session}`, matched on the role
-//! id before the `:`). A message's `client_id` is believed only when its sender is listed for
-//! that client; nothing is listed by default, so no queued crawl is accepted until the
-//! operator says whose may be (partners without an AWS identity send `POST /v1/crawl`, where
-//! their token names their client).
+//! id before the `:`). Nothing else about a message says who sent it: a message's own
+//! attributes are the sender's words. A message's `client_id` is believed only when its
+//! sender is listed for that client; nothing is listed by default, so no queued crawl is
+//! accepted until the operator says whose may be (partners without an AWS identity send
+//! `POST /v1/crawl`, where their token names their client). The internal queues (fetch,
+//! process, settle, backfill) take only what the stack's roles sent.
 //!
-//! A redrive (`imgest dlq redrive`) sends the messages again as the operator: the intake queue
-//! then believes the original sender the message carries (`imgest.sender`) only when the
-//! redriver is listed in `IMGEST_INTAKE_REDRIVERS`.
+//! A redrive (`imgest dlq redrive`) sends the messages again as the operator: a queue then
+//! believes the original sender the message carries (`imgest.sender`) only when the
+//! redriver is listed in `IMGEST_REDRIVERS`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -24,59 +28,76 @@ pub enum Clients {
     Only(BTreeSet<ClientId>),
 }
 
-/// Each sender's clients, and the redrivers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IntakeSenders {
-    senders: HashMap<String, Clients>,
-    redrivers: HashSet<String>,
+/// Which list a bad entry came from (to name its variable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendersList {
+    Intake,
+    Redrivers,
+    StackRoles,
 }
 
-impl IntakeSenders {
-    /// `senders`: `ID=client,client;ID=*` (blank entries ignored); `redrivers`: `ID,ID`.
-    pub fn parse(senders: &str, redrivers: &str) -> Result<Self, String> {
+/// Each intake sender's clients, the redrivers and the stack's roles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueSenders {
+    senders: HashMap<String, Clients>,
+    redrivers: HashSet<String>,
+    stack: HashSet<String>,
+}
+
+impl QueueSenders {
+    /// `senders`: `ID=client,client;ID=*` (blank entries ignored); `redrivers` and
+    /// `stack_roles`: `ID,ID`.
+    pub fn parse(
+        senders: &str,
+        redrivers: &str,
+        stack_roles: &str,
+    ) -> Result<Self, (SendersList, String)> {
         let expected = "expected SENDER_ID=client,client;SENDER_ID=* (an IAM user's or role's unique id, e.g. AROAEXAMPLEID=acme)";
+        let bad = |e: String| (SendersList::Intake, e);
         let mut out = Self::default();
         for entry in senders.split(';').map(str::trim).filter(|e| !e.is_empty()) {
             let (id, clients) = entry
                 .split_once('=')
-                .ok_or_else(|| format!("{entry:?}: {expected}"))?;
+                .ok_or_else(|| bad(format!("{entry:?}: {expected}")))?;
             let id = principal_id(id.trim())
-                .ok_or_else(|| format!("{id:?} is not a sender id; {expected}"))?;
+                .ok_or_else(|| bad(format!("{id:?} is not a sender id; {expected}")))?;
             let clients = match clients.trim() {
                 "*" => Clients::Any,
                 list => Clients::Only(
                     list.split(',')
                         .map(str::trim)
                         .filter(|c| !c.is_empty())
-                        .map(|c| ClientId::parse(c).map_err(|e| format!("{id}: {e}; {expected}")))
+                        .map(|c| {
+                            ClientId::parse(c).map_err(|e| bad(format!("{id}: {e}; {expected}")))
+                        })
                         .collect::<Result<_, _>>()?,
                 ),
             };
             if matches!(&clients, Clients::Only(c) if c.is_empty()) {
-                return Err(format!("{id} lists no client; {expected}"));
+                return Err(bad(format!("{id} lists no client; {expected}")));
             }
             if out.senders.insert(id.to_owned(), clients).is_some() {
-                return Err(format!("{id} is listed twice"));
+                return Err(bad(format!("{id} is listed twice")));
             }
         }
-        for id in redrivers
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-        {
-            let id = principal_id(id).ok_or_else(|| format!("{id:?} is not a redriver id"))?;
-            out.redrivers.insert(id.to_owned());
-        }
+        out.redrivers = ids(redrivers).map_err(|e| (SendersList::Redrivers, e))?;
+        out.stack = ids(stack_roles).map_err(|e| (SendersList::StackRoles, e))?;
         Ok(out)
     }
 
-    /// Whether no sender is listed (no queued crawl is accepted).
+    /// Whether no intake sender is listed (no queued crawl is accepted).
     pub fn is_empty(&self) -> bool {
         self.senders.is_empty()
     }
 
+    /// Whether the stack's roles are known (without them no internal queue takes anything).
+    pub fn knows_stack_roles(&self) -> bool {
+        !self.stack.is_empty()
+    }
+
     /// Who a message is from: the principal of its `SenderId`, or the original sender it
-    /// carries when a listed redriver sent it (`None` without a `SenderId`).
+    /// carries when a listed redriver sent it (`None` without a `SenderId`). This is the
+    /// principal every decision about the message uses, and the one its dead letter names.
     pub fn sender_of<'a>(
         &self,
         sender_id: Option<&'a str>,
@@ -87,6 +108,13 @@ impl IntakeSenders {
             Some(original) if self.redrivers.contains(sender) => Some(original),
             _ => Some(sender),
         }
+    }
+
+    /// Whether `sender` (a principal, see [`sender_of`](Self::sender_of)) is one of the
+    /// stack's roles: its message is one function's to another, and its `imgest.*`
+    /// attributes are believed.
+    pub fn is_stack_role(&self, sender: Option<&str>) -> bool {
+        sender.is_some_and(|s| self.stack.contains(s))
     }
 
     /// Whether `sender` (a principal, see [`sender_of`](Self::sender_of)) may send crawl
@@ -100,9 +128,22 @@ impl IntakeSenders {
     }
 }
 
+/// `ID,ID` as principals.
+fn ids(list: &str) -> Result<HashSet<String>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|id| {
+            principal_id(id)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{id:?} is not an IAM user's or role's unique id"))
+        })
+        .collect()
+}
+
 /// The principal of a sender id: the id before a role session's `:`, if it looks like one
 /// (letters and digits, 1 to 128 of them).
-fn principal_id(sender_id: &str) -> Option<&str> {
+pub fn principal_id(sender_id: &str) -> Option<&str> {
     let id = sender_id.split(':').next()?;
     (!id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric()))
         .then_some(id)
@@ -120,9 +161,10 @@ mod tests {
 
     #[test]
     fn a_sender_acts_for_its_listed_clients_only() {
-        let rights = IntakeSenders::parse(
+        let rights = QueueSenders::parse(
             " AIDAPARTNERA=acme,acme-fr ; AROACRAWLER=* ;; ",
             "AROAOPERATOR",
+            "",
         )
         .unwrap();
         assert!(rights.may_act_for("AIDAPARTNERA", &client("acme")));
@@ -130,13 +172,13 @@ mod tests {
         assert!(!rights.may_act_for("AIDAPARTNERA", &client("globex")));
         assert!(rights.may_act_for("AROACRAWLER", &client("globex")));
         assert!(!rights.may_act_for("AIDASTRANGER", &client("acme")));
-        assert!(IntakeSenders::default().is_empty());
-        assert!(!IntakeSenders::default().may_act_for("AIDAPARTNERA", &client("acme")));
+        assert!(QueueSenders::default().is_empty());
+        assert!(!QueueSenders::default().may_act_for("AIDAPARTNERA", &client("acme")));
     }
 
     #[test]
     fn a_role_is_its_role_id_whatever_its_session_and_only_redrivers_vouch() {
-        let rights = IntakeSenders::parse("AROACRAWLER=acme", "AROAOPERATOR").unwrap();
+        let rights = QueueSenders::parse("AROACRAWLER=acme", "AROAOPERATOR", "").unwrap();
         assert_eq!(
             rights.sender_of(Some("AROACRAWLER:i-0abc"), None),
             Some("AROACRAWLER")
@@ -156,6 +198,26 @@ mod tests {
     }
 
     #[test]
+    fn only_the_stack_roles_are_the_stack_and_a_redriver_vouches_only_for_what_it_redrives() {
+        let rights = QueueSenders::parse("", "AROAOPERATOR", "AROAFETCH, AROAINTAKE").unwrap();
+        assert!(rights.knows_stack_roles());
+        let fetch = rights.sender_of(Some("AROAFETCH:imgest-fetch-0"), None);
+        assert_eq!(fetch, Some("AROAFETCH"));
+        assert!(rights.is_stack_role(fetch));
+        // A partner naming a stack role as its original sender is still the partner.
+        let forged = rights.sender_of(Some("AIDAPARTNER"), Some("AROAFETCH"));
+        assert!(!rights.is_stack_role(forged));
+        // An operator's redrive of a function's letter is that function's message...
+        let redriven = rights.sender_of(Some("AROAOPERATOR:ops"), Some("AROAINTAKE:i"));
+        assert!(rights.is_stack_role(redriven));
+        // ...but the operator alone is not the stack.
+        assert!(!rights.is_stack_role(rights.sender_of(Some("AROAOPERATOR:ops"), None)));
+        assert!(!rights.is_stack_role(None));
+        assert!(!QueueSenders::default().knows_stack_roles());
+        assert!(!QueueSenders::default().is_stack_role(Some("AROAFETCH")));
+    }
+
+    #[test]
     fn bad_lists_are_refused() {
         for (senders, redrivers) in [
             ("AIDAX", ""),
@@ -167,8 +229,14 @@ mod tests {
             ("", "not an id"),
         ] {
             assert!(
-                IntakeSenders::parse(senders, redrivers).is_err(),
+                QueueSenders::parse(senders, redrivers, "").is_err(),
                 "{senders:?} {redrivers:?}"
+            );
+        }
+        for stack in ["AROA:x:y,a b", "ar/n"] {
+            assert_eq!(
+                QueueSenders::parse("", "", stack).map_err(|e| e.0),
+                Err(SendersList::StackRoles)
             );
         }
     }

@@ -18,6 +18,7 @@ contract_suite!($ blob_store_contract_tests, blob_store, Arc<dyn BlobStore>;
     list_keeps_within_the_prefix,
     list_walks_one_image_shard,
     concurrent_puts_of_one_key_leave_one_whole_object,
+    an_original_is_written_once,
 );
 
 /// A key under a check's own top-level prefix.
@@ -317,4 +318,29 @@ pub async fn concurrent_puts_of_one_key_leave_one_whole_object(store: Arc<dyn Bl
         [k.as_str()],
         "no temporary object is listed"
     );
+}
+
+/// An original (the one copy of a photo) is never overwritten: a second write of its key
+/// succeeds (a write retried after a lost answer) and the first body stays; any other key is
+/// overwritten as usual.
+pub async fn an_original_is_written_once(store: Arc<dyn BlobStore>) {
+    let original = BlobKey::original(&random_image_id(), &Generation::random());
+    assert!(original.is_write_once());
+    let first = random_bytes(2048);
+    store
+        .put(&original, first.clone(), "image/jpeg")
+        .await
+        .unwrap();
+    store
+        .put(&original, first.clone(), "image/jpeg")
+        .await
+        .unwrap();
+    store
+        .put(&original, random_bytes(4096), "image/jpeg")
+        .await
+        .unwrap();
+    assert_eq!(store.get(&original).await.unwrap(), first);
+    store.delete(std::slice::from_ref(&original)).await.unwrap();
+    let variant = key(&unique_name("once"), "public/ab/x/v.jpg");
+    assert!(!variant.is_write_once());
 }

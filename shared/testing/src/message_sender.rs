@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::{SenderPorts, secs, unique_name};
-use imgest_core::ports::{Clock, Letter, OutgoingMessage, Reason, StoreError, TaskQueue};
+use imgest_core::ports::{
+    Clock, Letter, OutgoingMessage, Reason, RedriveKinds, StoreError, TaskQueue,
+};
 
 contract_suite!($ message_sender_contract_tests, message_sender, SenderPorts;
     sent_messages_arrive_on_the_named_queue_with_their_bodies_unchanged,
@@ -295,9 +297,38 @@ pub async fn dead_letters_keep_their_reasons_and_a_redrive_sends_them_back(ports
     assert_eq!(listed, expected);
     assert!(ports.sender.counts(&ports.queue).await.unwrap().dead >= 2);
 
-    assert!(ports.sender.redrive(&ports.queue, 1000).await.unwrap() >= 2);
-    let back = take_count(ports.reader.as_ref(), &tag, 2).await;
-    assert_same_bodies(back, letters.iter().map(|l| l.body.clone()).collect());
+    // A routine redrive leaves the letter refused for its sender; asked for by its kind, it
+    // goes back too.
+    let routine = ports
+        .sender
+        .redrive(&ports.queue, 1000, &RedriveKinds::Routine)
+        .await
+        .unwrap();
+    assert!(routine >= 1, "{routine}");
+    let back = take_count(ports.reader.as_ref(), &tag, 1).await;
+    assert_same_bodies(back, vec![letters[0].body.clone()]);
+    assert!(ports.reader.take(&tag, SETTLE).await.is_empty());
+    let still: Vec<String> = ports
+        .sender
+        .dead_letters(&ports.queue, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.body.starts_with(&tag))
+        .map(|l| l.body)
+        .collect();
+    assert_eq!(still, [letters[1].body.clone()]);
+    let forbidden = RedriveKinds::Only(vec![Reason::FORBIDDEN.to_owned()]);
+    assert!(
+        ports
+            .sender
+            .redrive(&ports.queue, 1000, &forbidden)
+            .await
+            .unwrap()
+            >= 1
+    );
+    let back = take_count(ports.reader.as_ref(), &tag, 1).await;
+    assert_same_bodies(back, vec![letters[1].body.clone()]);
     assert!(
         ports
             .sender

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use super::{BASE, mins, secs, unique_name};
 use imgest_core::domain::Timestamp;
-use imgest_core::ports::{DeadLetter, Delivery, Enqueued, QueueCounts, Reason, TaskQueue};
+use imgest_core::ports::{
+    DeadLetter, Delivery, Enqueued, QueueCounts, Reason, RedriveKinds, TaskQueue,
+};
 
 contract_suite!($ task_queue_contract_tests, task_queue, Arc<dyn TaskQueue>;
     enqueue_keeps_keys_unique,
@@ -299,8 +301,20 @@ pub async fn a_message_given_up_elsewhere_joins_the_dead_letters(queue: Arc<dyn 
         std::slice::from_ref(&letter)
     );
     assert_eq!(counts(q, &name, BASE).await.dead, 1);
-    // Redriven like any dead letter: its payload becomes a task, with attempts reset.
-    assert_eq!(q.redrive(&name, 10, BASE.plus(mins(1))).await.unwrap(), 1);
+    // A routine redrive leaves it: a forbidden letter goes back only when asked for by kind,
+    // and then like any dead letter: its payload becomes a task, with attempts reset.
+    let later = BASE.plus(mins(1));
+    assert_eq!(
+        q.redrive(&name, 10, &RedriveKinds::Routine, later)
+            .await
+            .unwrap(),
+        0
+    );
+    let only_forbidden = RedriveKinds::Only(vec![Reason::FORBIDDEN.to_owned()]);
+    assert_eq!(
+        q.redrive(&name, 10, &only_forbidden, later).await.unwrap(),
+        1
+    );
     let again = receive_one(q, &name, BASE.plus(mins(1))).await;
     assert_eq!(
         (again.key.as_str(), again.payload.as_str(), again.attempts),
@@ -321,11 +335,19 @@ pub async fn redrive_puts_dead_letters_back_oldest_first(queue: Arc<dyn TaskQueu
     // k3 is queued again meanwhile: its dead letter is superseded, not redriven.
     enqueue(q, &name, "k3", "fresh", BASE.plus(mins(1))).await;
     let now = BASE.plus(mins(5));
-    assert_eq!(q.redrive(&name, 1, now).await.unwrap(), 1, "the oldest");
+    assert_eq!(
+        q.redrive(&name, 1, &RedriveKinds::Routine, now)
+            .await
+            .unwrap(),
+        1,
+        "the oldest"
+    );
     // Earliest run-at first: k3 was due at its enqueue, k1 at the redrive.
     assert_eq!(keys(&receive(q, &name, now, 10).await), ["k3", "k1"]);
     assert_eq!(
-        q.redrive(&name, 10, now).await.unwrap(),
+        q.redrive(&name, 10, &RedriveKinds::Routine, now)
+            .await
+            .unwrap(),
         1,
         "k2; k3's is dropped"
     );
@@ -335,7 +357,12 @@ pub async fn redrive_puts_dead_letters_back_oldest_first(queue: Arc<dyn TaskQueu
         (again.key.as_str(), again.payload.as_str(), again.attempts),
         ("k2", "p1", 1)
     );
-    assert_eq!(q.redrive(&name, 10, now).await.unwrap(), 0);
+    assert_eq!(
+        q.redrive(&name, 10, &RedriveKinds::Routine, now)
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 pub async fn counts_sort_tasks_into_categories(queue: Arc<dyn TaskQueue>) {

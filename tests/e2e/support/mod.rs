@@ -27,6 +27,26 @@ use serde_json::Value;
 /// any client unless the test lists its own senders (`IMGEST_INTAKE_SENDERS`).
 pub const TEST_SENDER: &str = "AIDATESTSENDER";
 
+/// The `SenderId` the emulator gives every message sent with the tests' shared key: what the
+/// app's own sends carry, so [`TestApp::crawler`] counts it among the stack's roles
+/// (`IMGEST_STACK_ROLES`) unless the test lists them.
+pub const STACK_SENDER: &str = "AIDAIT2UOQQY3AUEKVGXU";
+
+/// The `SenderId` of the sample events in `events/` (AWS's documentation's): the stack's
+/// role wherever a test feeds them to a handler.
+pub const SAMPLE_EVENT_SENDER: &str = "AIDAJHIPRHEMV73VRJEBU";
+
+/// Who the tests' queues take messages from (what [`TestApp::crawler`] sets by default): the
+/// app's own sends and the sample events are the stack's, [`TEST_SENDER`] sends crawls.
+pub fn stack_senders() -> imgest_settings::QueueSenders {
+    imgest_settings::QueueSenders::parse(
+        &format!("{TEST_SENDER}=*"),
+        "",
+        &format!("{STACK_SENDER},{SAMPLE_EVENT_SENDER}"),
+    )
+    .unwrap()
+}
+
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
@@ -366,7 +386,8 @@ impl TestApp {
 
     /// A crawler over this app's service, with the crawl settings of `vars` (and private
     /// networks allowed: partner hosts in tests are on 127.0.0.1; [`TEST_SENDER`] may send
-    /// crawls for any client unless `vars` list the intake's senders).
+    /// crawls for any client unless `vars` list the intake's senders; the app's own sends and
+    /// the sample events are the stack's unless `vars` list its roles).
     pub fn crawler(&self, processing: Processing, vars: &[(&str, &str)]) -> Crawler {
         let mut map: HashMap<String, String> = vars
             .iter()
@@ -378,6 +399,8 @@ impl TestApp {
             .or_insert_with(|| "any".into());
         map.entry("IMGEST_INTAKE_SENDERS".into())
             .or_insert_with(|| format!("{TEST_SENDER}=*"));
+        map.entry("IMGEST_STACK_ROLES".into())
+            .or_insert_with(|| format!("{STACK_SENDER},{SAMPLE_EVENT_SENDER}"));
         let settings = Settings::from_map(&map).unwrap().crawl;
         Crawler::new(self.service.clone(), settings, processing)
     }

@@ -3,11 +3,12 @@
 //! renders now, and invariants over those lists hold. `IMGEST_BLESS=1` rewrites the blocks
 //! instead of comparing them (then review the diff).
 
-#![allow(clippy::unwrap_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod edges;
 mod permissions;
 mod routes;
+mod trust;
 mod watermark;
 
 use std::path::PathBuf;

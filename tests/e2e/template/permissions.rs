@@ -121,6 +121,15 @@ const READ_COUNTS: Grant = grant(
     Cond::LeadingKeys(&["ctr#host#*", "ctr#route#*"]),
 );
 
+/// A dead letter too large for its queue's messages keeps its body in storage (the
+/// consumers of queues).
+const DEAD_LETTER_BODIES: Grant = grant(
+    "A dead letter too large for a message keeps its body under dead-letters/.",
+    &["s3:PutObject"],
+    &[Res::Objects("dead-letters/")],
+    Cond::None,
+);
+
 const LIST_FILES: Grant = grant(
     "Lists a generation's files to delete them (no other listing: a read of a missing key then answers 403, read as missing).",
     &["s3:ListBucket"],
@@ -203,15 +212,22 @@ const INTAKE: &[Grant] = &[
         Cond::None,
     ),
     RESULTS,
+    DEAD_LETTER_BODIES,
 ];
 
 const FETCH: &[Grant] = &[
     CONFIGURATION,
     grant(
-        "URL, crawl and host records, the clients' rate limits, and the images of photos processed here (DeleteItem abandons a failed claim); no offer: a crawl that settles here is finished by the intake function.",
+        "URL, crawl and host records, the clients' rate limits, and the images of photos processed here (DeleteItem abandons a failed claim); no offer: a crawl that settles here is finished by the intake function, and no crawl's seal: what a crawl asked for is intake's.",
         ITEM_RWD,
         &[Res::Table],
-        Cond::LeadingKeys(&["rec#*", "ratelimit#*", "image#*"]),
+        Cond::LeadingKeys(&[
+            "rec#url#*",
+            "rec#crawl#*",
+            "rec#host#*",
+            "ratelimit#*",
+            "image#*",
+        ]),
     ),
     grant(
         "The clients' rate limits: the buckets of a window, read once a bucket.",
@@ -256,15 +272,16 @@ const FETCH: &[Grant] = &[
         ],
         Cond::None,
     ),
+    DEAD_LETTER_BODIES,
 ];
 
 const PROCESS: &[Grant] = &[
     CONFIGURATION,
     grant(
-        "Images (DeleteItem abandons a failed claim), uploads and the crawls' records; no offer: a crawl that settles here is finished by the intake function.",
+        "Images (DeleteItem abandons a failed claim), uploads and the URL and crawl records; no offer: a crawl that settles here is finished by the intake function, and no crawl's seal: what a crawl asked for is intake's.",
         ITEM_RWD,
         &[Res::Table],
-        Cond::LeadingKeys(&["image#*", "upload#*", "rec#*"]),
+        Cond::LeadingKeys(&["image#*", "upload#*", "rec#url#*", "rec#crawl#*"]),
     ),
     JOINERS,
     grant(
@@ -294,6 +311,7 @@ const PROCESS: &[Grant] = &[
         ],
         Cond::None,
     ),
+    DEAD_LETTER_BODIES,
 ];
 
 const TTL_CLEANUP: &[Grant] = &[
@@ -400,6 +418,7 @@ const BACKFILL: &[Grant] = &[
         ],
         Cond::None,
     ),
+    DEAD_LETTER_BODIES,
 ];
 
 const DELAYED_SEND: &[Grant] = &[grant(
@@ -498,6 +517,12 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
                 if g.resources.iter().any(|r| matches!(r, Res::Topic(_))) {
                     bad("a function that parses photos may send results".into());
                 }
+                if let Cond::LeadingKeys(keys) = g.condition
+                    && dynamodb
+                    && keys.iter().any(|k| covers(k, "rec#seal#"))
+                {
+                    bad("a function that parses photos may write crawls' seals".into());
+                }
             }
             let kindless = |keys: &[&str]| keys.iter().any(|k| *k == "*" || !k.contains('#'));
             let wildcard =
@@ -547,6 +572,15 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether the key pattern `pattern` (`rec#*`, `rec#url#*`) reaches keys that start with
+/// `prefix`.
+fn covers(pattern: &str, prefix: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(stem) => prefix.starts_with(stem) || stem.starts_with(prefix),
+        None => pattern.starts_with(prefix),
+    }
 }
 
 /// The first line of a function's generated `Policies` block.
@@ -731,7 +765,14 @@ fn a_widened_policy_is_caught() {
         Cond::None,
     )];
     const ORIGINALS_TOO: &[Grant] = &[grant("widened", &["s3:DeleteObject"], FILES, Cond::None)];
+    const EVERY_RECORD: &[Grant] = &[grant(
+        "widened",
+        ITEM_RW,
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#*"]),
+    )];
     for (function, widened, rule) in [
+        ("ProcessFunction", EVERY_RECORD, "crawls' seals"),
         ("BackfillFunction", ORIGINALS_TOO, "only the collectors"),
         ("FetchFunction0", ANY_KEY, "name no kind"),
         ("FetchFunction1", OFFERS_TOO, "may write offers"),

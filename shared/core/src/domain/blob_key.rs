@@ -27,6 +27,9 @@ pub const INCOMING_PREFIX: &str = "incoming/";
 /// Where downloaded bodies wait for the process function.
 pub const FETCHED_PREFIX: &str = "fetched/";
 
+/// Where a dead letter too large for its queue keeps its body (never served, never swept).
+pub const DEAD_LETTERS_PREFIX: &str = "dead-letters/";
+
 /// Every shard prefix, in order.
 pub fn shard_prefixes() -> impl Iterator<Item = String> {
     (0..SHARD_COUNT).map(|i| format!("{i:02x}"))
@@ -83,6 +86,13 @@ impl BlobKey {
         ))
     }
 
+    /// Whether the file is written once and never overwritten: an original, the one copy of a
+    /// photo. A second write of its key keeps the first body (on AWS the bucket's policy
+    /// refuses any write under `originals/` that does not say so).
+    pub fn is_write_once(&self) -> bool {
+        self.0.starts_with(ORIGINALS_PREFIX)
+    }
+
     /// Whether the file may be served to anyone: a variant (an image file under `public/`).
     pub fn is_public(&self) -> bool {
         self.0.starts_with(PUBLIC_PREFIX) && self.image_part().is_some()
@@ -107,6 +117,15 @@ impl BlobKey {
     /// hash has characters a key may not.
     pub fn fetched(url_hash: &str) -> Option<Self> {
         Self::parse(&format!("{FETCHED_PREFIX}{url_hash}"))
+    }
+
+    /// Where a dead letter of `queue` too large for its dead-letter queue keeps its body:
+    /// `dead-letters/{queue}/{message_id}` (on AWS a lifecycle rule removes it with the
+    /// letters' retention). `None` if either part has characters a key may not.
+    pub fn dead_letter(queue: &str, message_id: &str) -> Option<Self> {
+        (!queue.contains('/') && !message_id.contains('/'))
+            .then(|| Self::parse(&format!("{DEAD_LETTERS_PREFIX}{queue}/{message_id}")))
+            .flatten()
     }
 
     /// The prefixes under which all files of one generation of an image live, one per area

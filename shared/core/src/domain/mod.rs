@@ -12,8 +12,8 @@ mod url;
 mod variant;
 
 pub use blob_key::{
-    BlobKey, IMAGE_AREAS, INCOMING_PREFIX, ImageBlobKey, ORIGINALS_PREFIX, PUBLIC_PREFIX,
-    SHARD_COUNT, shard_prefixes,
+    BlobKey, DEAD_LETTERS_PREFIX, IMAGE_AREAS, INCOMING_PREFIX, ImageBlobKey, ORIGINALS_PREFIX,
+    PUBLIC_PREFIX, SHARD_COUNT, shard_prefixes,
 };
 pub use content_hash::{ContentHash, ContentHashError};
 pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};

@@ -223,11 +223,14 @@ fn normalised_host(url: &Url, rules: &NormalizationRules) -> Result<Option<Strin
             // `set_host` would quietly cut a port or path off `to`; such a rule is a mistake.
             let bracketed = to.starts_with('[') && to.ends_with(']');
             let stray = to.contains(['/', '?', '#', '@', '\\']) || (to.contains(':') && !bracketed);
+            // The target is a host like any other: one trailing dot dropped, so that the URL
+            // it makes normalises to itself again.
+            let target = to.strip_suffix('.').filter(|h| !h.is_empty()).unwrap_or(to);
             // Check the rewrite on a copy so the error can name the rule, not the URL.
             let mut probe = url.clone();
-            match probe.set_host(Some(to)) {
+            match probe.set_host(Some(target)) {
                 Ok(()) if !stray && probe.host_str().is_some_and(|h| !h.is_empty()) => {
-                    Ok(Some(to.clone()))
+                    Ok(Some(target.to_owned()))
                 }
                 _ => Err(UrlError::HostRewrite {
                     from: truncate(from),
@@ -444,6 +447,32 @@ fn truncate(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_download_address_normalises_to_its_own_key_again() {
+        // A fetch task's hash is checked by normalising its URL again: the fetch URL must be a
+        // fixed point of the normalisation, rewrites and stripped parameters included.
+        let rules = NormalizationRules {
+            extra_tracking_params: vec!["sid".into()],
+            host_rewrites: vec![
+                ("img2.cdn.example".into(), "IMG.cdn.example.".into()),
+                ("mirror.example".into(), "[::1]".into()),
+            ],
+        };
+        for raw in [
+            "https://img2.cdn.example/a.jpg?b=2&a=1&utm_source=x&sid=9",
+            "http://IMG2.CDN.EXAMPLE.:80/x/../a%7e.jpg?v2#frag",
+            "https://mirror.example:8443/p.jpg?%FE=%FF&+=%20",
+            "http://h:443/a.jpg",
+            "https://xn--bcher-kva.example/a.jpg?q=caf%C3%A9",
+            "http://0x7f.1/a.jpg",
+        ] {
+            let url = NormalizedUrl::parse(raw, &rules).unwrap();
+            let again = NormalizedUrl::parse(url.fetch_url().as_str(), &rules).unwrap();
+            assert_eq!(again.key(), url.key(), "{raw}");
+            assert_eq!(again.hash(), url.hash(), "{raw}");
+        }
+    }
 
     #[test]
     fn logged_urls_carry_no_credentials_query_or_fragment() {

@@ -23,7 +23,10 @@ pub struct BlobPage {
 #[async_trait]
 pub trait BlobStore: Send + Sync {
     /// Writes the whole object atomically: a reader sees the old object, no object or the whole
-    /// new one, never a part. Overwrites an existing object.
+    /// new one, never a part. Overwrites an existing object, except a
+    /// [write-once](BlobKey::is_write_once) one (an original): a write of a key that exists
+    /// succeeds and changes nothing (the first body stays; a write retried after a lost answer
+    /// is the common case).
     async fn put(&self, key: &BlobKey, body: Bytes, content_type: &str) -> Result<(), StoreError>;
 
     /// The whole object, or `StoreError::NotFound`.

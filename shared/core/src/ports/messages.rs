@@ -55,6 +55,10 @@ impl Reason {
     pub const UNUSABLE: &str = "unusable";
     /// The kind of a message whose sender may not ask for what it asks.
     pub const FORBIDDEN: &str = "forbidden";
+    /// The kind a listing and a redrive give a message SQS moved on its own after its receive
+    /// limit, with no reason of ours (the function stopped on every attempt before it could
+    /// say; whatever the message claims of itself is not read).
+    pub const DIED: &str = "died";
 
     /// The longest message kept: a reason says why, it does not carry a payload.
     pub const MAX_MESSAGE: usize = 1024;
@@ -83,6 +87,28 @@ impl std::fmt::Display for Reason {
     }
 }
 
+/// Which dead letters a redrive moves back onto their queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RedriveKinds {
+    /// Every kind but `forbidden`: a message refused for its sender goes back only when the
+    /// operator asks for it by name (its sender's rights changed, say).
+    #[default]
+    Routine,
+    /// Only letters of these kinds ([`Reason::DIED`] for those SQS moved without one).
+    Only(Vec<String>),
+}
+
+impl RedriveKinds {
+    /// Whether a letter of `kind` (`None`: moved without a reason) goes back.
+    pub fn takes(&self, kind: Option<&str>) -> bool {
+        let kind = kind.unwrap_or(Reason::DIED);
+        match self {
+            Self::Routine => kind != Reason::FORBIDDEN,
+            Self::Only(kinds) => kinds.iter().any(|k| k == kind),
+        }
+    }
+}
+
 /// A message given up on, on its way to its queue's dead letters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Letter {
@@ -92,8 +118,9 @@ pub struct Letter {
     pub attempts: u32,
     /// The message's id on its queue.
     pub message_id: String,
-    /// Who sent it, where the queue says (the intake queue's `SenderId`): kept so that a
-    /// redrive, sent by an operator, still names the original sender.
+    /// Who sent it, as the decision about it took it (SQS's `SenderId`, or the original
+    /// sender a listed redriver vouched for): kept so that a redrive, sent by an operator,
+    /// still names the original sender.
     pub sender: Option<String>,
 }
 
@@ -112,6 +139,20 @@ pub struct DeadMessage {
     /// The original sender (see [`Letter::sender`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sender: Option<String>,
+}
+
+/// Who reads a queue that fans out to subscribers (the results topic on AWS): one
+/// subscription, and the clients its filter lets through.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Subscriber {
+    /// The subscription's id (its ARN on SNS).
+    pub subscription: String,
+    /// Where it delivers (a queue's ARN).
+    pub endpoint: String,
+    /// The one client whose messages its filter takes, or `None` when its filter does not
+    /// name exactly one client by the `client_id` attribute (no filter, another attribute, a
+    /// pattern, several clients): such a subscriber may read other clients' messages.
+    pub client: Option<String>,
 }
 
 #[async_trait]
@@ -133,9 +174,21 @@ pub trait MessageSender: Send + Sync {
     async fn dead_letters(&self, queue: &str, limit: usize)
     -> Result<Vec<DeadMessage>, StoreError>;
 
-    /// Moves up to `max` dead letters back onto the queue, due now; returns how many. On SQS a
-    /// letter's reason travels with it (a message SQS moves again on its own still says why it
-    /// failed before). A handler must expect a redriven message to be one it has seen (they
-    /// are all idempotent).
-    async fn redrive(&self, queue: &str, max: usize) -> Result<u64, StoreError>;
+    /// Moves up to `max` of the queue's dead letters that `kinds` takes back onto the queue,
+    /// due now; returns how many. Each goes back with its original sender (a redriver's
+    /// message names it), and nothing else a message said of itself. A handler must expect a
+    /// redriven message to be one it has seen (they are all idempotent).
+    async fn redrive(
+        &self,
+        queue: &str,
+        max: usize,
+        kinds: &RedriveKinds,
+    ) -> Result<u64, StoreError>;
+
+    /// The subscribers of a queue that fans out to them (`None` for one that does not: the
+    /// embedded queues, SQS queues).
+    async fn subscribers(&self, queue: &str) -> Result<Option<Vec<Subscriber>>, StoreError> {
+        let _ = queue;
+        Ok(None)
+    }
 }

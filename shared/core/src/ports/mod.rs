@@ -21,7 +21,9 @@ pub use documents::{
     walk_cursor, walk_cursor_key,
 };
 pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
-pub use messages::{DeadMessage, Letter, MessageSender, OutgoingMessage, Reason};
+pub use messages::{
+    DeadMessage, Letter, MessageSender, OutgoingMessage, Reason, RedriveKinds, Subscriber,
+};
 pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
 pub use store_error::StoreError;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Reason, StoreError};
+use super::{Reason, RedriveKinds, StoreError};
 use crate::domain::Timestamp;
 
 /// Whether `enqueue` added a task or replaced a pending one with the same key.
@@ -102,8 +102,14 @@ pub trait TaskQueue: Send + Sync {
     /// The newest dead letters first.
     async fn dead_letters(&self, queue: &str, limit: usize) -> Result<Vec<DeadLetter>, StoreError>;
 
-    /// Puts up to `max` dead letters (the oldest first) back on their queue, due at `now`,
-    /// with their attempts reset; returns how many. A dead letter whose key is queued again
-    /// meanwhile is dropped: the queued task supersedes it.
-    async fn redrive(&self, queue: &str, max: usize, now: Timestamp) -> Result<u64, StoreError>;
+    /// Puts up to `max` dead letters that `kinds` takes (the oldest first) back on their
+    /// queue, due at `now`, with their attempts reset; returns how many. A dead letter whose
+    /// key is queued again meanwhile is dropped: the queued task supersedes it.
+    async fn redrive(
+        &self,
+        queue: &str,
+        max: usize,
+        kinds: &RedriveKinds,
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
 }

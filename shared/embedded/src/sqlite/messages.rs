@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use imgest_core::ports::{
     Clock, DeadLetter, DeadMessage, Letter, MessageSender, OutgoingMessage, QueueCounts,
-    StoreError, TaskQueue,
+    RedriveKinds, StoreError, TaskQueue,
 };
 
 /// Sends messages as tasks of a [`TaskQueue`] (the `SqliteStore` locally).
@@ -98,8 +98,15 @@ impl MessageSender for QueueSender {
             .collect())
     }
 
-    async fn redrive(&self, queue: &str, max: usize) -> Result<u64, StoreError> {
-        self.queue.redrive(queue, max, self.clock.now()).await
+    async fn redrive(
+        &self,
+        queue: &str,
+        max: usize,
+        kinds: &RedriveKinds,
+    ) -> Result<u64, StoreError> {
+        self.queue
+            .redrive(queue, max, kinds, self.clock.now())
+            .await
     }
 }
 

@@ -13,7 +13,7 @@ use super::images::{commit, immediate};
 use super::{SqliteStore, sql_error, sql_limit};
 use imgest_core::domain::Timestamp;
 use imgest_core::ports::{
-    DeadLetter, Delivery, Enqueued, QueueCounts, Reason, StoreError, TaskQueue,
+    DeadLetter, Delivery, Enqueued, QueueCounts, Reason, RedriveKinds, StoreError, TaskQueue,
 };
 
 fn new_receipt() -> String {
@@ -339,9 +339,15 @@ impl TaskQueue for SqliteStore {
         .await
     }
 
-    async fn redrive(&self, queue: &str, max: usize, now: Timestamp) -> Result<u64, StoreError> {
-        let queue = queue.to_owned();
-        self.run(move |conn| redrive_tx(conn, &queue, max, now))
+    async fn redrive(
+        &self,
+        queue: &str,
+        max: usize,
+        kinds: &RedriveKinds,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let (queue, kinds) = (queue.to_owned(), kinds.clone());
+        self.run(move |conn| redrive_tx(conn, &queue, max, &kinds, now))
             .await
     }
 }
@@ -350,18 +356,27 @@ fn redrive_tx(
     conn: &mut Connection,
     queue: &str,
     max: usize,
+    kinds: &RedriveKinds,
     now: Timestamp,
 ) -> Result<u64, StoreError> {
     let tx = immediate(conn)?;
+    // The kinds are few and the list is read in order: filtered here, the oldest `max` that
+    // the redrive takes.
     let letters: Vec<(i64, String, String)> = tx
         .prepare_cached(
-            "SELECT seq, key, payload FROM dead_letters WHERE queue = ?1 \
-             ORDER BY failed_at, seq LIMIT ?2",
+            "SELECT seq, key, payload, kind FROM dead_letters WHERE queue = ?1 \
+             ORDER BY failed_at, seq",
         )
         .and_then(|mut stmt| {
-            stmt.query_map(params![queue, sql_limit(max)], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            stmt.query_map(params![queue], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?))
             })?
+            .filter(|row| {
+                row.as_ref()
+                    .map_or(true, |(_, _, _, kind)| kinds.takes(Some(kind)))
+            })
+            .take(max)
+            .map(|row| row.map(|(seq, key, payload, _)| (seq, key, payload)))
             .collect()
         })
         .map_err(|e| sql_error("reading dead letters", e))?;

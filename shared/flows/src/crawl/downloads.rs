@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use futures_util::future::try_join_all;
 
 use super::Crawler;
-use super::fetch::{Settlement, UrlRead, download_key};
+use super::fetch::{Settlement, UrlRead, download_key, runs_lease};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
 use crate::FlowError;
 use crate::crawl::messages::{DownloadedPhoto, PhotoError, PhotoStatus};
@@ -16,11 +16,13 @@ use imgest_core::domain::UrlHash;
 use imgest_core::domain::{BlobKey, ImageId, OfferKey};
 use imgest_core::ports::StoreError;
 use imgest_download::FetchErrorKind;
-use tracing::error;
+use tracing::{error, info};
 
 /// A processed download whose URL is still to be settled.
 pub struct ProcessedDownload {
     hash: UrlHash,
+    /// The download (its lease) the photo is the outcome of.
+    lease: String,
     settlement: Settlement,
     /// The body waiting under `fetched/`, deleted once settled (none for a photo processed
     /// where it was downloaded).
@@ -32,9 +34,15 @@ pub struct ProcessedDownload {
 
 impl ProcessedDownload {
     /// A photo processed where it was downloaded (nothing under `fetched/`).
-    pub(super) fn here(hash: UrlHash, settlement: Settlement, read: UrlRead) -> Self {
+    pub(super) fn here(
+        hash: UrlHash,
+        lease: String,
+        settlement: Settlement,
+        read: UrlRead,
+    ) -> Self {
         Self {
             hash,
+            lease,
             settlement,
             body: None,
             read: Some(read),
@@ -54,12 +62,17 @@ impl Crawler {
         photo: DownloadedPhoto,
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         let body = download_key(&photo.url_hash)?;
+        // Only a body of the URL's running download is processed (read before the decode, and
+        // the outcome's write names this read's version).
+        let Some(read) = self.running_download(&photo).await? else {
+            return Ok(None);
+        };
         // Its size is not known before it is read: room for the largest body is held.
         let limit = self.service.pipeline().config().max_body;
         let _memory = self.service.reserve_body(limit).await?;
         let bytes = match self.service.ports().blobs.get(&body).await {
             Ok(bytes) => bytes,
-            Err(StoreError::NotFound(_)) => return self.body_gone(photo).await,
+            Err(StoreError::NotFound(_)) => return Ok(Some(self.body_gone(photo, read))),
             Err(e) => return Err(e.into()),
         };
         let image_id = ImageId::of_bytes(&bytes);
@@ -69,35 +82,54 @@ impl Crawler {
             .await?;
         Ok(Some(ProcessedDownload {
             hash: photo.url_hash,
+            lease: photo.lease,
             settlement,
             body: Some(body),
-            read: None,
+            read: Some(read),
         }))
     }
 
-    /// A download whose body is gone: nothing to do if its URL settled, else a `body_gone`
-    /// failure to settle.
-    async fn body_gone(
+    /// The URL's record, if it still runs the download `photo` was downloaded under; `None`
+    /// if it ended (settled before: a redelivered message) or another runs (the message is
+    /// not of it), after a consistent read: a peek may miss the last second's writes.
+    async fn running_download(
         &self,
-        photo: DownloadedPhoto,
-    ) -> Result<Option<ProcessedDownload>, FlowError> {
+        photo: &DownloadedPhoto,
+    ) -> Result<Option<UrlRead>, FlowError> {
         let records = self.service.ports().documents.as_ref();
-        let record =
-            records::read::<UrlRecord>(records, URL_KIND, photo.url_hash.as_str(), self.now())
-                .await?;
-        // Its download ended: settled before.
-        if record.is_none_or(|r| r.fetch.is_none()) {
-            return Ok(None);
+        let hash = photo.url_hash.as_str();
+        let now = self.now();
+        let (mut record, mut version) =
+            records::peek::<UrlRecord>(records, URL_KIND, hash, now).await?;
+        if !runs_lease(record.as_ref(), &photo.lease) {
+            (record, version) = records::read_versioned(records, URL_KIND, hash, now).await?;
         }
+        match record {
+            Some(record) if runs_lease(Some(&record), &photo.lease) => {
+                Ok(Some(UrlRead { record, version }))
+            }
+            Some(record) if record.fetch.is_some() => {
+                self.counters.tasks_not_leased.increment(1);
+                info!(url_hash = %photo.url_hash, "a downloaded photo not of the URL's running download: dropped");
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A download whose body is gone while its URL still waits for it (expired under
+    /// `fetched/`): a `body_gone` failure to settle.
+    fn body_gone(&self, photo: DownloadedPhoto, read: UrlRead) -> ProcessedDownload {
         error!(url_hash = %photo.url_hash, "a downloaded body is gone before it was processed (expired under fetched/): its URL settles as body_gone");
-        Ok(Some(ProcessedDownload {
+        ProcessedDownload {
             hash: photo.url_hash,
+            lease: photo.lease,
             settlement: Settlement::Failed {
                 error: PhotoError::new(FetchErrorKind::BodyGone, None, photo.attempts),
             },
             body: None,
-            read: None,
-        }))
+            read: Some(read),
+        }
     }
 
     /// Records each URL's outcome, settles every waiting crawl with all of its URLs' outcomes
@@ -139,7 +171,8 @@ impl Crawler {
             if self.write_finished(&d.hash, f, *version, now).await? {
                 self.tell_joiners(&d.hash, Some(&f.status)).await?;
             } else {
-                self.finish_url(&d.hash, d.settlement.clone(), None).await?;
+                self.finish_url(&d.hash, &d.lease, d.settlement.clone(), None)
+                    .await?;
             }
         }
         // Settled: the bodies are no longer needed (each original is kept under its image).

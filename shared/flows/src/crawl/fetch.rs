@@ -17,7 +17,7 @@ use crate::Service;
 use crate::crawl::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
 use imgest_core::budget::BodyHold;
 use imgest_core::domain::{BlobKey, ContentHash, ImageId, ImageRecord, Timestamp};
-use imgest_core::domain::{UrlHash, loggable};
+use imgest_core::domain::{NormalizedUrl, UrlHash, loggable};
 use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::backoff::{recheck_after, retry_delay};
@@ -107,6 +107,9 @@ impl Crawler {
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         let now = self.now();
         let records = self.service.ports().documents.as_ref();
+        // The task's URL must be the one its hash names: the hash is computed again here from
+        // the URL normalised, never taken from the message.
+        self.check_url_hash(&task)?;
         // A peek: a task whose URL settled a moment ago may download again (as a task
         // delivered twice may), and the outcome's write names the version peeked, so a stale
         // peek costs a conflict and a consistent read, never a lost write. A peek that finds
@@ -125,16 +128,35 @@ impl Crawler {
             record: record.clone(),
             version,
         };
-        if record.fetch.is_none() {
+        let Some(lease) = &record.fetch else {
             // Settled already (a redelivered task): the crawls that joined may not all have been
             // told (the finisher stopped after recording the outcome).
             self.tell_joiners(&task.url_hash, None).await?;
             return Ok(None);
+        };
+        // The store, not the message, says which download runs and for whom: a task of
+        // another lease (an earlier download's, delivered late, or one the store never gave)
+        // does nothing, and the client whose budget and hosts apply is the lease's.
+        if !task.lease.is_empty() && lease.id != task.lease {
+            self.counters.tasks_not_leased.increment(1);
+            info!(url_hash = %task.url_hash, "a fetch task not of the URL's running download: dropped");
+            return Ok(None);
+        }
+        if lease.client_id != task.client_id {
+            return Err(FlowError::Forbidden(format!(
+                "a fetch task of URL hash {} names client {}, and its download runs for another",
+                task.url_hash, task.client_id
+            )));
         }
         let Ok(url) = url::Url::parse(&task.url) else {
             let error = PhotoError::new(FetchErrorKind::InvalidUrl, None, task.attempt);
             return self
-                .finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
+                .finish_url(
+                    &task.url_hash,
+                    &task.lease,
+                    Settlement::Failed { error },
+                    Some(read),
+                )
                 .await
                 .map(|()| None);
         };
@@ -147,7 +169,12 @@ impl Crawler {
                 self.counters.circuit_refusals.increment(1);
                 let error = PhotoError::new(FetchErrorKind::HostUnavailable, None, task.attempt);
                 return self
-                    .finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
+                    .finish_url(
+                        &task.url_hash,
+                        &task.lease,
+                        Settlement::Failed { error },
+                        Some(read),
+                    )
                     .await
                     .map(|()| None);
             }
@@ -280,9 +307,14 @@ impl Crawler {
                     // A 304 to a request without validators is the server's error.
                     None => {
                         let error = PhotoError::new(FetchErrorKind::HttpError, Some(304), attempts);
-                        self.finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
-                            .await
-                            .map(|()| None)
+                        self.finish_url(
+                            &task.url_hash,
+                            &task.lease,
+                            Settlement::Failed { error },
+                            Some(read),
+                        )
+                        .await
+                        .map(|()| None)
                     }
                 }
             }
@@ -370,8 +402,13 @@ impl Crawler {
             }
             FailureClass::Transient | FailureClass::Permanent => {}
         }
-        self.finish_url(&task.url_hash, Settlement::Failed { error }, Some(read))
-            .await
+        self.finish_url(
+            &task.url_hash,
+            &task.lease,
+            Settlement::Failed { error },
+            Some(read),
+        )
+        .await
     }
 
     async fn photo_downloaded(
@@ -412,11 +449,12 @@ impl Crawler {
     ) -> Result<Option<ProcessedDownload>, FlowError> {
         match settle {
             Settle::Now => self
-                .finish_url(&task.url_hash, settlement, Some(read))
+                .finish_url(&task.url_hash, &task.lease, settlement, Some(read))
                 .await
                 .map(|()| None),
             Settle::WithBatch => Ok(Some(ProcessedDownload::here(
                 task.url_hash.clone(),
+                task.lease.clone(),
                 settlement,
                 read,
             ))),
@@ -489,7 +527,7 @@ impl Crawler {
                 Err(e) => return Err(e),
             };
             return self
-                .finish_url(&task.url_hash, settlement, Some(read))
+                .finish_url(&task.url_hash, &task.lease, settlement, Some(read))
                 .await;
         }
         ports
@@ -504,6 +542,7 @@ impl Crawler {
             downloaded: DownloadedPhoto {
                 url_hash: task.url_hash.clone(),
                 attempts,
+                lease: task.lease.clone(),
                 validator: validators.validator(),
             },
         };
@@ -531,10 +570,12 @@ impl Crawler {
     /// crash left untold.
     ///
     /// `read` is the record as the caller read it (a peek will do: a write over a stale one
-    /// conflicts and the next round reads consistently); `None` reads it here.
+    /// conflicts and the next round reads consistently); `None` reads it here. `lease` is the
+    /// download the outcome is of: a record no longer running it is left as it is.
     pub(super) async fn finish_url(
         &self,
         hash: &UrlHash,
+        lease: &str,
         settlement: Settlement,
         mut read: Option<UrlRead>,
     ) -> Result<(), FlowError> {
@@ -554,6 +595,12 @@ impl Crawler {
                     .await?
                 }
             };
+            // Only the download this outcome is of settles the URL: once it ended (another
+            // finisher got in first) or another started, this outcome is no longer news.
+            if !runs_lease(record.as_ref(), lease) {
+                debug!(url_hash = %hash, "the URL's download ended or changed: this outcome settles nothing");
+                return Ok(());
+            }
             let finished = self.record_outcome(record, &settlement, now);
             self.settle_waiters(hash, &finished.waiters, &finished.status)
                 .await?;
@@ -674,6 +721,30 @@ impl Crawler {
         }
         Ok(())
     }
+}
+
+impl Crawler {
+    /// Refuses a task whose URL, normalised again, does not hash to the task's `url_hash`.
+    fn check_url_hash(&self, task: &FetchTask) -> Result<(), FlowError> {
+        let hashes_to = NormalizedUrl::parse(&task.url, &self.settings.normalization)
+            .is_ok_and(|url| url.hash() == task.url_hash);
+        if hashes_to {
+            return Ok(());
+        }
+        Err(FlowError::Forbidden(format!(
+            "a fetch task names URL hash {}, and its URL does not hash to it",
+            task.url_hash
+        )))
+    }
+}
+
+/// Whether `record` runs the download `lease`. A task queued before tasks named their lease
+/// (the release before) names none: it runs whatever download its URL's record runs, its URL
+/// and client still checked.
+pub(super) fn runs_lease(record: Option<&UrlRecord>, lease: &str) -> bool {
+    record
+        .and_then(|r| r.fetch.as_ref())
+        .is_some_and(|running| lease.is_empty() || running.id == lease)
 }
 
 /// Where a downloaded body waits for the process function.

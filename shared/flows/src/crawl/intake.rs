@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use md5::{Digest, Md5};
 
-use super::Crawler;
 use super::joiners::AfterJoin;
 use super::records::{
     self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, Told, URL_KIND, UrlOutcome,
     UrlRecord, Waiter,
 };
+use super::{Built, Crawler};
 use crate::FlowError;
 use crate::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use imgest_core::domain::random::secure_hex;
@@ -24,7 +24,7 @@ use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::{Admission, FetchErrorKind, HostAllowlist};
 #[cfg(doc)]
-use imgest_settings::IntakeSenders;
+use imgest_settings::QueueSenders;
 use tracing::Instrument;
 
 /// A download's lease: others join it meanwhile; after it, the URL's next mention starts a new
@@ -77,7 +77,7 @@ impl Crawler {
     }
 
     /// A crawl request from the intake queue's message `message_id`, sent by `sender` (the
-    /// principal SQS names, see [`IntakeSenders::sender_of`]). Its `client_id` is believed
+    /// principal SQS names, see [`QueueSenders::sender_of`]). Its `client_id` is believed
     /// only when `IMGEST_INTAKE_SENDERS` lets that sender act for that client; otherwise the
     /// request is refused as [`FlowError::Forbidden`] and counted, with nothing read or
     /// written.
@@ -92,7 +92,7 @@ impl Crawler {
         message_id: &str,
         sender: Option<&str>,
     ) -> Result<CrawlState, FlowError> {
-        let senders = &self.settings.intake_senders;
+        let senders = &self.settings.senders;
         let Some(sender) = sender.filter(|s| senders.may_act_for(s, &request.client_id)) else {
             self.counters.crawls_forbidden.increment(1);
             return Err(FlowError::Forbidden(format!(
@@ -229,6 +229,11 @@ impl Crawler {
                 .collect(),
         };
         let crawl_id = crawl.crawl_id.clone();
+        // A crawl that waits for downloads is sealed before it is written: whoever settles it,
+        // what it asked for is intake's (see `seal`).
+        if known.is_none() {
+            self.write_seal(&offer, &crawl, now).await?;
+        }
         // A newer crawl of the offer replaces a running one: its URLs' outcomes still arrive,
         // but only for the crawl id they were asked for.
         let expires_at = self.retention(now);
@@ -250,7 +255,7 @@ impl Crawler {
         }
         if let Some(known) = &known {
             self.counters.urls_from_cache.increment(known.len() as u64);
-            self.finish_crawl(&offer, crawl).await?;
+            self.finish_crawl(&offer, crawl, Built::Here).await?;
             return Ok(CrawlState::Done);
         }
         // A revalidation's partner has its result already; the crawl goes on behind it.
@@ -410,18 +415,20 @@ impl Crawler {
                     return Ok(Joined::Settled(PhotoStatus::Failed { error }));
                 }
                 None => {
-                    record.fetch = Some(FetchLease {
+                    let lease = FetchLease {
                         client_id: client.clone(),
                         until: now.plus(FETCH_LEASE),
                         id: secure_hex::<8>(),
-                    });
+                    };
+                    let lease_id = lease.id.clone();
+                    record.fetch = Some(lease);
                     // Crawls left by a download whose task was lost (its lease ran out) wait for
                     // this one with the crawl that starts it.
                     if !record.waiters.contains(waiter) {
                         record.waiters.push(waiter.clone());
                     }
                     if self.put_url(&hash, &record, version, now).await? {
-                        self.queue_first_download(url, client, background, now)
+                        self.queue_first_download(url, client, &lease_id, background, now)
                             .await?;
                         return Ok(Joined::Waiting);
                     }
@@ -429,8 +436,8 @@ impl Crawler {
                 // This crawl started it, and its intake runs again (it did not finish): the
                 // task it meant to send may never have left. Sending it again costs at most a
                 // second download; not sending it may leave the URL waiting out the lease.
-                Some(_) if record.waiters.contains(waiter) => {
-                    self.queue_first_download(url, client, background, now)
+                Some(lease) if record.waiters.contains(waiter) => {
+                    self.queue_first_download(url, &lease.client_id, &lease.id, background, now)
                         .await?;
                     return Ok(Joined::Waiting);
                 }
@@ -476,6 +483,7 @@ impl Crawler {
         &self,
         url: &NormalizedUrl,
         client: &ClientId,
+        lease: &str,
         background: bool,
         now: Timestamp,
     ) -> Result<(), FlowError> {
@@ -504,6 +512,7 @@ impl Crawler {
             client_id: client.clone(),
             tier,
             attempt: 0,
+            lease: lease.to_owned(),
         };
         self.counters.downloads_queued.increment(1);
         self.queue_task(&task, delay).await

@@ -24,15 +24,24 @@ pub struct CrawlRequest {
 }
 
 /// One URL to download (or keep trying to), in a tier's lane.
+///
+/// A task is believed only as far as the store confirms it: its `lease` must be the URL's
+/// running download, its `url_hash` the hash of its `url` normalised again, and the client
+/// whose budget and hosts it uses is the one the lease names (see `Crawler::run_fetch`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FetchTask {
     pub url_hash: UrlHash,
     pub url: String,
-    /// Whose budget the download spends (the client whose crawl asked for it first).
+    /// Whose budget the download spends (the client whose crawl asked for it first; the
+    /// lease's client decides).
     pub client_id: ClientId,
     pub tier: usize,
     /// Downloads tried so far for this crawl of the URL (0 for the first).
     pub attempt: u32,
+    /// The id of the URL's download lease this task runs (empty only in tasks queued by the
+    /// release before, which run the URL's running download, whichever it is).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lease: String,
 }
 
 /// A downloaded photo waiting under `fetched/{url_hash}` for the process function (AWS): the
@@ -43,6 +52,10 @@ pub struct DownloadedPhoto {
     pub url_hash: UrlHash,
     /// Downloads tried for this crawl of the URL, this one included.
     pub attempts: u32,
+    /// The URL's download lease the body was downloaded under: settled only while that
+    /// download still runs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lease: String,
     /// What the host said identifies this version (`etag`, `last_modified`).
     #[serde(flatten)]
     pub validator: Validator,

@@ -25,6 +25,7 @@ mod learning;
 pub mod messages;
 mod pacer;
 mod records;
+mod seal;
 mod sends;
 mod settle;
 
@@ -84,6 +85,15 @@ pub enum Finishing {
     Handoff,
 }
 
+/// Who built the crawl record a finish starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Built {
+    /// This very call, from the URL records it read.
+    Here,
+    /// The crawl's record as stored, which other functions settled.
+    Elsewhere,
+}
+
 /// The crawl flows, with the state a process shares between its workers.
 pub struct Crawler {
     service: Arc<Service>,
@@ -100,6 +110,9 @@ pub struct Crawler {
     sends: sends::SendBatcher,
     processing: Processing,
     finishing: Finishing,
+    /// Whether a crawl settled elsewhere is checked against its seal before it is finished
+    /// (the intake function: see [`seal`]).
+    verifies_settled: bool,
     tally: Arc<Tally>,
     counters: CrawlCounters,
 }
@@ -127,6 +140,7 @@ impl Crawler {
             sends: sends::SendBatcher::default(),
             processing,
             finishing: Finishing::Here,
+            verifies_settled: false,
             counters: CrawlCounters::register(&tally),
             tally,
         }
@@ -149,6 +163,14 @@ impl Crawler {
     /// them.
     pub fn finishing_elsewhere(mut self) -> Self {
         self.finishing = Finishing::Handoff;
+        self
+    }
+
+    /// This crawler finishes crawls that other functions settled only as far as the store
+    /// bears them out: their seal, and their URLs' records ([`seal`]). The intake function's:
+    /// the fetch and process functions, which decode partners' bytes, settle them.
+    pub fn verifying_settled_crawls(mut self) -> Self {
+        self.verifies_settled = true;
         self
     }
 

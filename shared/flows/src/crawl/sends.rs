@@ -93,7 +93,12 @@ mod tests {
             Ok(Vec::new())
         }
 
-        async fn redrive(&self, _: &str, _: usize) -> Result<u64, StoreError> {
+        async fn redrive(
+            &self,
+            _: &str,
+            _: usize,
+            _: &imgest_core::ports::RedriveKinds,
+        ) -> Result<u64, StoreError> {
             Ok(0)
         }
     }

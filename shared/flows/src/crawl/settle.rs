@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use tracing::info;
 
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
-use super::{Crawler, Finishing};
+use super::{Built, Crawler, Finishing};
 use crate::FlowError;
 use crate::crawl::messages::{
     CrawlResult, CrawlState, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl, rfc3339_millis,
@@ -61,7 +61,7 @@ impl Crawler {
             .await?;
         match (settled, self.finishing) {
             (Some(crawl), Finishing::Here) => {
-                self.finish_crawl(offer, crawl).await?;
+                self.finish_crawl(offer, crawl, Built::Elsewhere).await?;
                 Ok(CrawlState::Done)
             }
             (Some(crawl), Finishing::Handoff) => {
@@ -120,13 +120,17 @@ impl Crawler {
                     && crawl.state == CrawlState::Pending
                     && crawl.is_settled() =>
             {
-                self.finish_crawl(&settled.offer, crawl).await
+                self.finish_crawl(&settled.offer, crawl, Built::Elsewhere)
+                    .await
             }
             _ => Ok(()),
         }
     }
 
     /// Links the successful photos in the request's order, sends the result, marks the crawl done.
+    /// A crawl `built` elsewhere (settled by other functions) is first checked against its
+    /// seal and its URLs' records when this crawler verifies settled crawls (the intake
+    /// function).
     ///
     /// A revalidation (the crawl carries what its partner was [`told`](CrawlRecord::told)) keeps
     /// a told photo whose URL now fails transiently (a host's bad hour does not unlink it), and
@@ -135,8 +139,14 @@ impl Crawler {
     pub(super) async fn finish_crawl(
         &self,
         offer: &OfferKey,
-        mut crawl: CrawlRecord,
+        crawl: CrawlRecord,
+        built: Built,
     ) -> Result<(), FlowError> {
+        // Where other functions settle crawls, what this one links is what the store bears out.
+        let mut crawl = match built {
+            Built::Elsewhere if self.verifies_settled => self.verified(offer, crawl).await?,
+            Built::Elsewhere | Built::Here => crawl,
+        };
         if let Some(told) = crawl.told.clone() {
             keep_told_through_transient_failures(&mut crawl, &told.images);
             if crawl.images().as_ref() == Some(&told.images) {
