@@ -168,12 +168,15 @@ async fn answer(function: &mut Function, event: &Value) -> Value {
 #[tokio::test]
 #[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
 async fn no_bootstrap_starts_when_nobody_checks_callers() {
-    // Refused while reading the settings, before anything on AWS is reached.
+    // Refused while reading the settings, before anything on AWS is reached (and with no
+    // instance metadata to ask, had it been).
     let env = [
         ("IMGEST_BACKEND", "aws"),
         ("IMGEST_BUCKET", "files"),
         ("IMGEST_TABLE", "records"),
         ("IMGEST_LOG", "info"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
     ];
     let runner = std::env::var("IMGEST_BOOTSTRAP_RUNNER").unwrap_or_default();
     for bootstrap in EVERY_FUNCTION {
