@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Supply-chain check of the dependency tree with cargo-deny, by the rules in deny.toml: every
 # crate's licence is on the allow list, no crate is built in two versions (bar the listed
-# exceptions), and every crate comes from crates.io. Run by .ci/run.
+# exceptions), no version deny.toml refuses for a known flaw is in it (its bans' `deny` list),
+# and every crate comes from crates.io. Run by .ci/run.
 #
 # The advisories check (RustSec's advisory database) is not run: it clones the database from
 # GitHub, which this project's machines cannot reach. deny.toml says how to turn it on.

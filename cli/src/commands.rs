@@ -359,7 +359,7 @@ const MAX_FINDINGS: usize = 1_000_000;
 pub async fn audit_findings(
     file: &std::path::Path,
     as_of: std::time::SystemTime,
-    dry_run: bool,
+    options: imgest_flows::audit::FindingsOptions,
     json: bool,
 ) -> Result<()> {
     use std::io::BufRead;
@@ -381,17 +381,29 @@ pub async fn audit_findings(
     }
     let (_, service) = operator_service().await?;
     let as_of = imgest_core::domain::Timestamp::from_system(as_of);
-    let r = service.audit_findings(&findings, as_of, dry_run).await?;
+    let r = service.audit_findings(&findings, as_of, options).await?;
+    let dry_run = !options.apply;
+    if r.link_counts_over_cap > 0 {
+        let what = format!(
+            "{}: the findings would lower {} link counts, more than --max-lowered {}",
+            file.display(),
+            r.link_counts_over_cap,
+            options.max_lowered
+        );
+        let check = "a wrong or tampered comparison would let GC delete photos that offers still show: check the export and the query; if they are right, run again with --max-lowered set to that many";
+        if dry_run {
+            eprintln!("imgest: {what}: --apply would change nothing; {check}");
+        } else {
+            print_audit_report(&r, dry_run, json)?;
+            return Err(Stopped(format!("{what}: nothing was changed; {check}")).into());
+        }
+    }
     audit_done(&r, dry_run, json)
 }
 
 /// Prints an audit's report; fails if it left damage it cannot mend.
 fn audit_done(r: &imgest_flows::audit::AuditReport, dry_run: bool, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-    } else {
-        print_audit(r, dry_run);
-    }
+    print_audit_report(r, dry_run, json)?;
     if r.link_counts_too_low > 0 {
         eprintln!(
             "imgest: {} link counts were too low (a bug: please report it with the log)",
@@ -404,9 +416,17 @@ fn audit_done(r: &imgest_flows::audit::AuditReport, dry_run: bool, json: bool) -
     Ok(())
 }
 
-fn print_audit(r: &imgest_flows::audit::AuditReport, dry_run: bool) {
+fn print_audit_report(
+    r: &imgest_flows::audit::AuditReport,
+    dry_run: bool,
+    json: bool,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
     println!(
-        "audit{}: {} images checked: {} with missing files ({} repaired, {} broken); {} offers counted: {} link counts too high, {} too low, {} corrected, {} left (changed in the last {}); {} links to images with no record",
+        "audit{}: {} images checked: {} with missing files ({} repaired, {} broken); {} offers counted: {} link counts too high, {} too low, {} corrected, {} left (changed in the last {}), {} disputed (the live store does not confirm the finding); {} links to images with no record",
         if dry_run { " (dry run)" } else { "" },
         r.images_checked,
         r.images_missing_files,
@@ -418,8 +438,10 @@ fn print_audit(r: &imgest_flows::audit::AuditReport, dry_run: bool) {
         r.link_counts_corrected,
         r.link_counts_unsettled,
         humantime::format_duration(imgest_flows::audit::SETTLE),
+        r.link_counts_disputed,
         r.links_to_missing_images,
     );
+    Ok(())
 }
 
 /// A flow that stopped rather than do something an operator must check first (`imgest`

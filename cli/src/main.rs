@@ -81,11 +81,12 @@ enum Command {
     },
     /// Check every image record against its files (repairing missing ones from the original)
     /// and its link count against the offers (correcting it), and report what was found.
-    /// At scale, check and mend only what an inventory comparison found (`--findings`).
+    /// At scale, check what an inventory comparison found (`--findings`) against the live
+    /// store, and with `--apply` mend what the store confirms.
     /// Example: `imgest audit --dry-run`
     Audit {
-        /// Only report what would be repaired or corrected.
-        #[arg(long)]
+        /// Only report what would be repaired or corrected (with `--findings`, the default).
+        #[arg(long, conflicts_with = "apply")]
         dry_run: bool,
         /// Print the report as JSON (the exit status still says whether damage was left).
         #[arg(long)]
@@ -99,6 +100,14 @@ enum Command {
         /// only if its record was settled then and has not changed since.
         #[arg(long, requires = "findings")]
         as_of: Option<humantime::Timestamp>,
+        /// Mend what the findings name and the live store confirms (without it, `--findings`
+        /// only reports).
+        #[arg(long, requires = "findings")]
+        apply: bool,
+        /// The most link counts the run may lower; a run that would lower more changes
+        /// nothing and exits with status 2.
+        #[arg(long, requires = "findings", default_value_t = imgest_flows::audit::FindingsOptions::DEFAULT_MAX_LOWERED)]
+        max_lowered: u64,
     },
     /// Show the local task queue: each queue's tasks by state, priority and tier, and the
     /// newest dead letters with their reasons. Example: `imgest queue --dead-letters 20`
@@ -211,11 +220,16 @@ fn main() -> ExitCode {
             Command::Variants { command, json } => variants::run(command, json).await,
             Command::Queue { json, dead_letters } => commands::queue(json, dead_letters).await,
             Command::Audit {
-                dry_run,
                 json,
                 findings: Some(file),
                 as_of: Some(as_of),
-            } => commands::audit_findings(&file, as_of.into(), dry_run, json).await,
+                apply,
+                max_lowered,
+                ..
+            } => {
+                let options = imgest_flows::audit::FindingsOptions { apply, max_lowered };
+                commands::audit_findings(&file, as_of.into(), options, json).await
+            }
             Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
             Command::Dlq { command } => dlq::run(command).await,

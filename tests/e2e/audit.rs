@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
+use imgest_core::domain::OfferKey;
 use imgest_core::domain::{BlobKey, ImageId, ImageRecord};
-use imgest_flows::audit::{AuditScope, Finding, SETTLE, SnapshotCount};
+use imgest_flows::audit::{AuditScope, Finding, FindingsOptions, SETTLE, SnapshotCount};
 
 use crate::support::TestApp;
 
@@ -223,7 +225,7 @@ async fn findings_of_a_snapshot_are_mended_only_where_the_record_is_the_one_it_h
 
     let dry = app
         .service
-        .audit_findings(&findings, as_of, true)
+        .audit_findings(&findings, as_of, FindingsOptions::dry_run())
         .await
         .unwrap();
     assert_eq!(
@@ -242,7 +244,7 @@ async fn findings_of_a_snapshot_are_mended_only_where_the_record_is_the_one_it_h
 
     let report = app
         .service
-        .audit_findings(&findings, as_of, false)
+        .audit_findings(&findings, as_of, FindingsOptions::apply())
         .await
         .unwrap();
     assert_eq!(
@@ -273,7 +275,7 @@ async fn findings_of_a_snapshot_are_mended_only_where_the_record_is_the_one_it_h
     };
     let again = app
         .service
-        .audit_findings(&[files_only], as_of, true)
+        .audit_findings(&[files_only], as_of, FindingsOptions::dry_run())
         .await
         .unwrap();
     assert_eq!((again.images_checked, again.images_missing_files), (1, 0));
@@ -294,7 +296,7 @@ async fn findings_of_a_snapshot_are_mended_only_where_the_record_is_the_one_it_h
     app.advance_clock(SETTLE + Duration::from_secs(1));
     let early = app
         .service
-        .audit_findings(&[moving], now, false)
+        .audit_findings(&[moving], now, FindingsOptions::apply())
         .await
         .unwrap();
     assert_eq!(
@@ -302,4 +304,208 @@ async fn findings_of_a_snapshot_are_mended_only_where_the_record_is_the_one_it_h
         (1, 0)
     );
     assert_eq!(record(&app, &ids[0]).await.link_count, 5);
+}
+
+/// A finding of `id` as the snapshot held it: listed by `offers`, its record as it is now.
+async fn finding(app: &TestApp, id: &str, offers: u32) -> Finding {
+    Finding {
+        id: ImageId::parse(id).unwrap(),
+        count: Some(SnapshotCount {
+            offers,
+            last_update: record(app, id).await.last_update,
+        }),
+    }
+}
+
+async fn counts(app: &TestApp, ids: &[String]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(record(app, id).await.link_count);
+    }
+    out
+}
+
+/// A wrong or tampered findings file (`image_id,0,<last_update>` for live photos) lowers no
+/// count the live offers do not confirm, acts only when told to, and a run that would lower
+/// more counts than it may changes nothing.
+async fn findings_the_offers_contradict_change_nothing_on(app: &TestApp) {
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            app.upload_ok(&imgest_hosts::hostile::jpeg(60 + i, 30, false, None))
+                .await,
+        );
+    }
+    let (a, b) = (&ids[0], &ids[1]);
+    assert_eq!(
+        app.link("x", &[a, b, &ids[2], &ids[3], &ids[4]])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(app.link("y", &[b]).await.status, 200);
+    // Three counts one too high, as a keyed crawl link may leave them.
+    let images = &app.service.ports().images;
+    let ttl = app.service.policy().orphan_ttl;
+    for id in &ids[2..] {
+        let now = app.service.ports().clock.now();
+        let r = record(app, id).await;
+        assert!(images.correct_link_count(&r, 2, now, ttl).await.unwrap());
+    }
+    app.advance_clock(SETTLE + Duration::from_secs(1));
+    let as_of = app.service.ports().clock.now();
+    let before = counts(app, &ids).await;
+    assert_eq!(before, [1, 2, 2, 2, 2]);
+    let tampered = vec![
+        finding(app, a, 0).await,
+        finding(app, b, 0).await,
+        finding(app, b, 1).await,
+    ];
+    let genuine = vec![
+        finding(app, &ids[2], 1).await,
+        finding(app, &ids[3], 1).await,
+        finding(app, &ids[4], 1).await,
+    ];
+    let all: Vec<Finding> = tampered.iter().chain(&genuine).cloned().collect();
+
+    // A dry run unless told otherwise: it reports and writes nothing.
+    let dry = app
+        .service
+        .audit_findings(&all, as_of, FindingsOptions::dry_run())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            dry.link_counts_disputed,
+            dry.link_counts_too_high,
+            dry.link_counts_corrected
+        ),
+        (3, 3, 0),
+        "{dry:?}"
+    );
+    assert_eq!(counts(app, &ids).await, before);
+
+    // Three lowerings confirmed, but one more than this run may make: nothing changes.
+    let capped = FindingsOptions {
+        apply: true,
+        max_lowered: 2,
+    };
+    let refused = app
+        .service
+        .audit_findings(&all, as_of, capped)
+        .await
+        .unwrap();
+    assert_eq!(
+        (refused.link_counts_over_cap, refused.link_counts_corrected),
+        (3, 0),
+        "{refused:?}"
+    );
+    assert_eq!(counts(app, &ids).await, before);
+
+    // Applied: only what the live offers confirm.
+    let applied = app
+        .service
+        .audit_findings(&all, as_of, FindingsOptions::apply())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            applied.link_counts_disputed,
+            applied.link_counts_corrected,
+            applied.link_counts_over_cap
+        ),
+        (3, 3, 0),
+        "{applied:?}"
+    );
+    assert_eq!(counts(app, &ids).await, [1, 2, 1, 1, 1]);
+    // The tampered lines alone, applied: the photos offers show keep their counts and never
+    // expire.
+    let again = app
+        .service
+        .audit_findings(&tampered, as_of, FindingsOptions::apply())
+        .await
+        .unwrap();
+    assert_eq!(again.link_counts_corrected, 0, "{again:?}");
+    for id in [a, b] {
+        assert_eq!(record(app, id).await.expires_at, None, "{id}");
+    }
+}
+
+#[tokio::test]
+async fn findings_the_offers_contradict_change_nothing() {
+    findings_the_offers_contradict_change_nothing_on(&TestApp::start().await).await;
+}
+
+#[tokio::test]
+async fn findings_the_offers_contradict_change_nothing_on_aws() {
+    let Some(app) = TestApp::start_aws("audit findings on aws", &[]).await else {
+        return;
+    };
+    findings_the_offers_contradict_change_nothing_on(&app).await;
+}
+
+/// The race a keyed link leaves open: a crawl linked a photo and died before its offer's
+/// write (its count is one too high, marked as that crawl's), the offers are counted, then the
+/// crawl's redelivery lists the photo using that link, without touching the record. The count
+/// is then right, and the audit must not lower it.
+#[tokio::test]
+async fn a_count_whose_keyed_link_its_offer_now_lists_is_never_lowered() {
+    let test = "audit keyed link on aws";
+    let Some(config) = imgest_testing::aws::sdk_config(test).await else {
+        return;
+    };
+    let app = TestApp::start_aws(test, &[]).await.unwrap();
+    let (_, table) = app.aws.clone().unwrap();
+    let photo = app
+        .upload_ok(&imgest_hosts::hostile::jpeg(70, 30, false, None))
+        .await;
+    assert_eq!(app.link("listed", &[&photo]).await.status, 200);
+    let crawled = OfferKey::shared(imgest_core::domain::OfferId::parse("crawled").unwrap());
+    // What the crawl's first run wrote before it died: the photo linked and marked.
+    aws_sdk_dynamodb::Client::new(&config)
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(format!("image#{photo}")))
+        .key("sk", AttributeValue::S("image".into()))
+        .update_expression("SET link_count = link_count + :one, linked_by = :mark")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .expression_attribute_values(":mark", AttributeValue::S(format!("{crawled}#crawl-7")))
+        .send()
+        .await
+        .unwrap();
+    app.advance_clock(SETTLE + Duration::from_secs(1));
+    let as_of = app.service.ports().clock.now();
+    let findings = vec![finding(&app, &photo, 1).await];
+    let plan = app.service.plan_findings(&findings, as_of).await.unwrap();
+    assert_eq!(plan.lowerings(), 1, "{:?}", plan.report());
+
+    // The crawl's redelivery uses the marked link: the offer lists the photo, its record
+    // is as the plan read it.
+    let seen = record(&app, &photo).await;
+    let now = app.service.ports().clock.now();
+    let ttl = app.service.policy().orphan_ttl;
+    let id = ImageId::parse(&photo).unwrap();
+    app.service
+        .ports()
+        .offers
+        .set_photos_keyed(&crawled, std::slice::from_ref(&id), "crawl-7", now, ttl)
+        .await
+        .unwrap();
+    assert_eq!(record(&app, &photo).await, seen);
+
+    let report = app
+        .service
+        .apply_findings(plan, FindingsOptions::DEFAULT_MAX_LOWERED)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.link_counts_corrected, report.link_counts_disputed),
+        (0, 1),
+        "{report:?}"
+    );
+    assert_eq!(
+        record(&app, &photo).await.link_count,
+        2,
+        "two offers list it"
+    );
 }

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use bytes::Bytes;
 use imgest_aws::dynamodb;
-use imgest_core::domain::{ImageId, ImageState};
+use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState};
 use imgest_flows::crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::Value;
@@ -210,18 +211,61 @@ async fn the_scheduled_gc_function_collects_and_sweeps_on_its_schedule() {
     };
     let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value> =
         serde_json::from_str(&event("schedule.json", &[])).unwrap();
-    app.upload_ok(&fixture("photo.jpg")).await;
+    // Something to collect (an orphan past its window), something to sweep (a file no record
+    // owns, past the grace), and something to keep (a linked photo).
+    let orphan = app.upload_ok(&fixture("small.png")).await;
+    let linked = app.upload_ok(&fixture("photo.jpg")).await;
+    assert_eq!(app.link("kept", &[&linked]).await.status, 200);
+    let stray_id = ImageId::parse("0123456789abcdef0123456789abcdef").unwrap();
+    let stray = BlobKey::original(&stray_id, &Generation::parse("00000002").unwrap());
+    app.service
+        .ports()
+        .blobs
+        .put(&stray, Bytes::from_static(b"y"), "application/octet-stream")
+        .await
+        .unwrap();
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+
     let first = handlers::scheduled_gc::handle(&app.service, 128, Duration::from_secs(600))
         .await
         .unwrap();
     assert_eq!(first.sweep.shards, 128);
+    assert_eq!(
+        (first.gc.images_deleted, first.gc.files_deleted),
+        (1, 4),
+        "{first:?}"
+    );
     let second = handlers::scheduled_gc::handle(&app.service, 128, Duration::from_secs(600))
         .await
         .unwrap();
+    assert_eq!(second.gc.images_deleted, 0, "{second:?}");
     assert_eq!(
         first.sweep.files_scanned + second.sweep.files_scanned,
-        4,
-        "the two halves cover every shard once"
+        5,
+        "the two halves cover every shard once: the linked photo's 4 files and the stray"
+    );
+    assert_eq!(
+        first.sweep.files_deleted + second.sweep.files_deleted,
+        1,
+        "{first:?} {second:?}"
+    );
+    assert!(app.files_of(&orphan).await.is_empty(), "collected");
+    assert!(app.files_of(stray_id.as_str()).await.is_empty(), "swept");
+    assert_eq!(app.files_of(&linked).await.len(), 4, "kept");
+    let images = &app.service.ports().images;
+    assert!(
+        images
+            .get(&ImageId::parse(&orphan).unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        images
+            .get(&ImageId::parse(&linked).unwrap())
+            .await
+            .unwrap()
+            .is_some()
     );
 }
 

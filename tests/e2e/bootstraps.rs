@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
 use imgest_hosts::{PartnerHost, Route};
-use imgest_runtime_api::{Function, Launch, Outcome};
+use imgest_runtime_api::{Function, FunctionError, Launch, Outcome};
 use serde_json::{Value, json};
 
 use crate::aws::{TtlRemoval, event, ttl_removal};
@@ -42,6 +42,15 @@ const PROCESS: Bootstrap = Bootstrap::of("imgest-process", "ProcessFunction");
 const TTL_CLEANUP: Bootstrap = Bootstrap::of("imgest-ttl-cleanup", "TtlCleanupFunction");
 const SCHEDULED_GC: Bootstrap = Bootstrap::of("imgest-scheduled-gc", "ScheduledGcFunction");
 const BACKFILL: Bootstrap = Bootstrap::of("imgest-backfill", "BackfillFunction");
+const EVERY_FUNCTION: [Bootstrap; 7] = [
+    API,
+    INTAKE,
+    FETCH,
+    PROCESS,
+    TTL_CLEANUP,
+    SCHEDULED_GC,
+    BACKFILL,
+];
 
 impl Bootstrap {
     const fn of(binary: &'static str, logical_id: &'static str) -> Self {
@@ -162,6 +171,45 @@ async fn answer(function: &mut Function, event: &Value) -> Value {
             String::from_utf8_lossy(&body),
             function.log()
         ),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn no_bootstrap_starts_when_nobody_checks_callers() {
+    // Refused while reading the settings, before anything on AWS is reached (and with no
+    // instance metadata to ask, had it been).
+    let env = [
+        ("IMGEST_BACKEND", "aws"),
+        ("IMGEST_BUCKET", "files"),
+        ("IMGEST_TABLE", "records"),
+        ("IMGEST_LOG", "info"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let runner = std::env::var("IMGEST_BOOTSTRAP_RUNNER").unwrap_or_default();
+    for bootstrap in EVERY_FUNCTION {
+        for auth in ["off", ""] {
+            let mut function = Launch::new(bootstrap.path(), bootstrap.binary)
+                .runner(runner.split_whitespace())
+                .envs(env)
+                .env("IMGEST_AUTH", auth)
+                .start()
+                .await
+                .unwrap();
+            match function.invoke(json!({}).to_string()).await {
+                Err(FunctionError::Exited { log, .. }) => assert!(
+                    log.contains("IMGEST_AUTH") && log.contains("refused on AWS Lambda"),
+                    "{} with IMGEST_AUTH={auth:?}: {log}",
+                    bootstrap.binary
+                ),
+                other => panic!(
+                    "{} started with IMGEST_AUTH={auth:?}: {other:?}\n{}",
+                    bootstrap.binary,
+                    function.log()
+                ),
+            }
+        }
     }
 }
 

@@ -4,7 +4,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use imgest_core::ports::ManualClock;
 use imgest_http::auth::unix_now;
+use imgest_local::runner::{LocalRunner, RunnerOptions};
+use imgest_settings::Settings;
 use serde_json::{Value, json};
 
 use crate::support::identity::{AUDIENCE, ISSUER, Identity};
@@ -744,4 +750,82 @@ async fn an_open_runner_answers_only_to_its_own_name_and_to_no_other_sites_chang
     .await
     .unwrap();
     assert_eq!(own.status(), 201);
+}
+
+/// An open runner (no `IMGEST_JWKS_FILE`) on 127.0.0.1 with `vars` set, or why it did not
+/// start; its data directory lives as long as the runner.
+async fn open_runner(
+    vars: &[(&str, &str)],
+) -> Result<(LocalRunner, tempfile::TempDir), imgest_local::app::AppError> {
+    imgest_download::install_default_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let mut map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    map.insert("IMGEST_DATA_DIR".into(), dir.path().display().to_string());
+    let settings = Settings::from_map(&map).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let options = RunnerOptions {
+        clock: Arc::new(ManualClock::starting_now()),
+        gc_every: None,
+        backfill: false,
+    };
+    let runner = LocalRunner::start(&settings, Some(listener), options).await?;
+    Ok((runner, dir))
+}
+
+#[tokio::test]
+async fn an_open_runner_behind_a_public_url_starts_only_when_told_to() {
+    let public = "https://photos.example.com";
+    let upload_through_the_proxy = |runner: &LocalRunner| {
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/images", runner.addr().unwrap()))
+            .header("host", "photos.example.com")
+            .body(fixture("photo.jpg"))
+            .send()
+    };
+    // Nobody checks callers and the Host guard would accept the public name: a proxy serving
+    // it would open the API to whoever reaches the proxy. Refused at start, with the reason.
+    for vars in [
+        vec![("IMGEST_PUBLIC_URL", public)],
+        vec![("IMGEST_PUBLIC_URL", public), ("IMGEST_AUTH", "off")],
+    ] {
+        match open_runner(&vars).await {
+            Err(refused) => {
+                let reason = refused.to_string();
+                assert!(
+                    reason.contains("IMGEST_PUBLIC_URL")
+                        && reason.contains("IMGEST_ALLOW_OPEN_PUBLIC_URL"),
+                    "{reason}"
+                );
+            }
+            Ok((runner, _dir)) => {
+                let through = upload_through_the_proxy(&runner).await.unwrap();
+                panic!(
+                    "started open with {vars:?}: an upload through the proxy answered {}",
+                    through.status()
+                );
+            }
+        }
+    }
+    // A public URL on this machine changes nothing.
+    let (runner, _dir) = open_runner(&[("IMGEST_PUBLIC_URL", "http://localhost:9")])
+        .await
+        .unwrap();
+    assert_eq!(
+        upload_through_the_proxy(&runner).await.unwrap().status(),
+        421
+    );
+    // Told explicitly, it runs open there.
+    let (runner, _dir) = open_runner(&[
+        ("IMGEST_PUBLIC_URL", public),
+        ("IMGEST_ALLOW_OPEN_PUBLIC_URL", "true"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(
+        upload_through_the_proxy(&runner).await.unwrap().status(),
+        201
+    );
 }

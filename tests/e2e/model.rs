@@ -21,6 +21,9 @@
 //! 6. every ready record's `link_count` is the number of offers listing it (on DynamoDB, at
 //!    least that for photos a crawl's keyed link touched: `docs/consistency.md`, "Keyed links").
 //!
+//! A run of at least 50 histories fails unless it met every kind of fault (crashes, misanswered
+//! writes, pauses, and the retries after them): histories that met none would prove nothing.
+//!
 //! `IMGEST_MODEL_HISTORIES=n` sets how many histories run (default 2000 embedded, 100 on AWS);
 //! `IMGEST_MODEL_SEED=s` replays one seed (its history is printed when it fails).
 
@@ -854,7 +857,40 @@ where
         totals.refused_links += t.refused_links;
     }
     eprintln!("{name}: {totals:?} in {:.1?}", started.elapsed());
+    totals.check_faults_were_met(name);
     totals
+}
+
+/// Histories from which on every kind of fault is expected (a replay of a few seeds may meet
+/// none).
+const HISTORIES_MEETING_EVERY_FAULT: u64 = 50;
+
+impl Totals {
+    /// Fails unless the histories met what they are about: processes that died, writes
+    /// misanswered, processes stopped while others acted, requests retried after them, and
+    /// photos decoded. Histories that met none of it would pass whatever the flows do.
+    fn check_faults_were_met(&self, name: &str) {
+        if self.histories < HISTORIES_MEETING_EVERY_FAULT {
+            return;
+        }
+        let met = [
+            ("crashes", self.crashes),
+            ("misanswered writes", self.misanswered),
+            ("pauses", self.pauses),
+            ("retries", self.retries),
+            ("decodes", self.decodes),
+        ];
+        let missing: Vec<&str> = met
+            .iter()
+            .filter(|(_, n)| *n == 0)
+            .map(|(kind, _)| *kind)
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: {} histories met no {missing:?}: {self:?}",
+            self.histories
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,9 @@
 //! `IMGEST_PUBLIC_URL`; else 421 `misdirected_request`), and refuses a request that changes
 //! something when a browser says it comes from another site (`Origin` not one of its own
 //! origins, or `Sec-Fetch-Site` other than `same-origin` and `none`; 403 `forbidden`). Tools
-//! that send neither header (curl, the CLI, the tests) are not affected.
+//! that send neither header (curl, the CLI, the tests) are not affected. A public URL that is
+//! not loopback would let whoever reaches it (a proxy in front) past the guard: an open runner
+//! does not start with one unless `IMGEST_ALLOW_OPEN_PUBLIC_URL` says so (see the runner).
 //!
 //! A runner that checks tokens needs neither: a page cannot make a browser send a token it
 //! does not have.

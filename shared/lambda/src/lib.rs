@@ -35,7 +35,7 @@ use imgest_core::ports::SystemClock;
 use imgest_core::telemetry::metrics::{MetricsError, MetricsLevel};
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_flows::{Service, configure};
-use imgest_settings::Settings;
+use imgest_settings::{AuthSettings, Settings, SettingsError};
 
 /// A Lambda function's start-up failed (it reports this as its init error).
 pub type InitError = Box<dyn std::error::Error + Send + Sync>;
@@ -49,10 +49,12 @@ pub fn init(default_log: &str) -> Result<MetricsLevel, MetricsError> {
 }
 
 /// What every Lambda function starts with: settings from the environment and the service on
-/// AWS (the backend they must name), with the system clock. A watermark in S3 is read here,
-/// once: a function that cannot read it fails to start (it would make unmarked variants).
+/// AWS (the backend they must name), with the system clock. A function told that nobody
+/// checks callers does not start ([`refuse_open`]). A watermark in S3 is read here, once: a
+/// function that cannot read it fails to start (it would make unmarked variants).
 pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
     let settings = Settings::from_env()?;
+    refuse_open(&settings)?;
     let Backend::Aws(aws) = &settings.backend else {
         return Err("the Lambda functions run on AWS: set IMGEST_BACKEND=aws".into());
     };
@@ -65,6 +67,27 @@ pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
     };
     let service = configure::service_with(ports, &settings, watermark)?;
     Ok((settings, service))
+}
+
+/// Refuses `IMGEST_AUTH` unset or `off`, in every function whatever its trigger: the API would
+/// answer anyone, and the crawl functions would put every client's offers and crawls in one
+/// shared namespace (identity decides whether offers are per client). A deployed function
+/// runs with `IMGEST_AUTH=gateway` (API Gateway's authorizer checks tokens; the template sets
+/// it for every function) or `jwt`.
+pub fn refuse_open(settings: &Settings) -> Result<(), SettingsError> {
+    let value = match settings.auth {
+        AuthSettings::Unset => "",
+        AuthSettings::Off => "off",
+        AuthSettings::Jwt { .. } | AuthSettings::Gateway { .. } => return Ok(()),
+    };
+    Err(SettingsError {
+        var: "IMGEST_AUTH",
+        value: value.to_owned(),
+        reason: "refused on AWS Lambda: the API would be open to anyone and every client's \
+                 crawls would share one namespace; set IMGEST_AUTH=gateway with \
+                 IMGEST_JWT_AUDIENCE (as the template does), or IMGEST_JWKS_FILE"
+            .to_owned(),
+    })
 }
 
 /// What the crawl functions (intake, fetch, process) start with: the settings and service from
@@ -149,5 +172,44 @@ pub fn dead_letters<'a>(service: &'a Service, queue: &'a str) -> batch::DeadLett
         service,
         queue,
         max_receives: service.policy().max_receives,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Settings {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Settings::from_map(&map).unwrap()
+    }
+
+    #[test]
+    fn no_function_starts_with_nobody_checking_callers() {
+        for (pairs, value) in [(&[][..], ""), (&[("IMGEST_AUTH", "off")][..], "off")] {
+            let refused = refuse_open(&settings(pairs)).unwrap_err();
+            assert_eq!(
+                (refused.var, refused.value.as_str()),
+                ("IMGEST_AUTH", value)
+            );
+            assert!(refused.reason.contains("IMGEST_AUTH=gateway"), "{refused}");
+        }
+        let gateway = [
+            ("IMGEST_AUTH", "gateway"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
+        ];
+        assert!(refuse_open(&settings(&gateway)).is_ok());
+        let jwt = [
+            ("IMGEST_JWKS_FILE", "jwks.json"),
+            ("IMGEST_JWT_ISSUER", "https://id.example"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
+        ];
+        assert!(refuse_open(&settings(&jwt)).is_ok());
     }
 }

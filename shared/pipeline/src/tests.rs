@@ -112,6 +112,33 @@ fn the_pipeline_is_shareable_across_threads() {
     fn check<T: Send + Sync + 'static>() {}
     check::<Pipeline>();
     check::<PipelineError>();
+    // Shared in use, not only in type: clones of one pipeline (sharing its working memory)
+    // moved to threads that all start at once, each result (errors too, carried back) what a
+    // fresh pipeline makes of the photo.
+    let names = ["photo.jpg", "photo.webp", "small.png", "truncated.jpg"];
+    let fresh: Vec<_> = names
+        .iter()
+        .map(|n| pipeline().process(&fixture(n)))
+        .collect();
+    assert!(fresh[3].is_err(), "one photo fails");
+    let shared = pipeline();
+    let threads = 2 * names.len();
+    let start = std::sync::Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (pipeline, start) = (shared.clone(), std::sync::Arc::clone(&start));
+            std::thread::spawn(move || {
+                let k = t % names.len();
+                let bytes = fixture(names[k]);
+                start.wait();
+                (k, pipeline.process(&bytes))
+            })
+        })
+        .collect();
+    for handle in handles {
+        let (k, got) = handle.join().unwrap();
+        assert_eq!(got, fresh[k], "{}", names[k]);
+    }
 }
 
 #[test]

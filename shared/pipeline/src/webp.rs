@@ -1,6 +1,7 @@
-//! WebP through libwebp (feature `libwebp`): the reference decoder, with SIMD, several times
-//! faster than the pure-Rust `image-webp` on lossy photos; and the encoder of WebP variants
-//! (lossy, no metadata: the pixels are upright and sRGB).
+//! WebP through libwebp (feature `libwebp`, by `webpx` over `libwebp-sys`, which builds the
+//! libwebp sources it vendors: 1.5 or later, a test holds it): the reference decoder, with SIMD,
+//! several times faster than the pure-Rust `image-webp` on lossy photos; and the encoder of WebP
+//! variants (lossy, no metadata: the pixels are upright and sRGB).
 //!
 //! Only still images: an animated WebP (and anything libwebp refuses) is left to the general
 //! decoder, which takes the first frame and words the error if the data is really broken.
@@ -8,18 +9,22 @@
 use image::{RgbImage, RgbaImage};
 
 /// Decodes `bytes` to RGB (alpha composited over white by `flatten`), as stored: no EXIF
-/// orientation. `None` when libwebp cannot or should not take it.
+/// orientation. `None` when libwebp cannot or should not take it. The caller checked the
+/// photo's size and pixels against the pipeline's limits first (`detect::inspect`): webpx's
+/// own default limits, other numbers, would refuse photos those allow.
 pub(crate) fn decode(bytes: &[u8], flatten: fn(RgbaImage) -> RgbImage) -> Option<RgbImage> {
-    let features = webp::BitstreamFeatures::new(bytes)?;
-    if features.has_animation() {
+    let decoder = webpx::Decoder::new(bytes).ok()?;
+    let info = decoder.info();
+    if info.has_animation {
         return None;
     }
-    let decoded = webp::Decoder::new(bytes).decode()?;
-    let (width, height) = (decoded.width(), decoded.height());
-    let pixels = decoded.to_vec();
-    if decoded.is_alpha() {
+    let alpha = info.has_alpha;
+    let decoder = decoder.config(webpx::DecoderConfig::new().limits(webpx::Limits::none()));
+    if alpha {
+        let (pixels, width, height) = decoder.decode_rgba_raw().ok()?;
         RgbaImage::from_raw(width, height, pixels).map(flatten)
     } else {
+        let (pixels, width, height) = decoder.decode_rgb_raw().ok()?;
         RgbImage::from_raw(width, height, pixels)
     }
 }
@@ -27,10 +32,10 @@ pub(crate) fn decode(bytes: &[u8], flatten: fn(RgbaImage) -> RgbImage) -> Option
 /// Encodes `image` as a lossy WebP at `quality` (1..=100, libwebp's scale; its default method 4).
 pub(crate) fn encode(image: &RgbImage, quality: u8) -> Result<Vec<u8>, crate::PipelineError> {
     let (width, height) = image.dimensions();
-    webp::Encoder::from_rgb(image.as_raw(), width, height)
-        .encode_simple(false, f32::from(quality.clamp(1, 100)))
-        .map(|memory| memory.to_vec())
-        .map_err(|e| crate::PipelineError::CorruptImage(format!("WebP encoding failed: {e:?}")))
+    webpx::Encoder::new_rgb(image.as_raw(), width, height)
+        .quality(f32::from(quality.clamp(1, 100)))
+        .encode(webpx::Unstoppable)
+        .map_err(|e| crate::PipelineError::CorruptImage(format!("WebP encoding failed: {e}")))
 }
 
 #[cfg(test)]
@@ -46,5 +51,12 @@ mod tests {
             let back = decode(&webp, |rgba| image::DynamicImage::from(rgba).into_rgb8()).unwrap();
             assert_eq!(back.dimensions(), (w, h));
         }
+    }
+
+    #[test]
+    fn the_linked_libwebp_is_1_5_or_later() {
+        // Hostile bytes reach this decoder: older libwebp releases have decoder bugs fixed since.
+        let (major, minor, patch) = webpx::version();
+        assert!((major, minor) >= (1, 5), "libwebp {major}.{minor}.{patch}");
     }
 }

@@ -353,8 +353,26 @@ mod tests {
         assert_eq!(s.fetch_ports, AllowedPorts::Only(vec![80, 443]));
         assert!(s.client_hosts.is_empty());
         assert_eq!(s.transient_recheck_base, Duration::from_secs(600));
-        assert_eq!(s.circuit, CircuitRules::default());
-        assert_eq!(s.hash_headers, HashHeaders::default());
+        assert_eq!(
+            s.circuit,
+            CircuitRules {
+                min_requests: 20,
+                failure_percent: 50,
+                window: Duration::from_secs(60),
+                cool_down: Duration::from_secs(30),
+            }
+        );
+        // No host is trusted to name a body's hash: a header naming a known image is ignored.
+        assert!(s.hash_headers.is_empty());
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("content-md5", "nhB9nTcrtoJr2B01QqQZ1g==".parse().unwrap());
+        headers.insert(
+            "etag",
+            "\"9e107d9d372bb6826bd81d3542a419d6\"".parse().unwrap(),
+        );
+        for host in ["img.example", "127.0.0.1", "localhost"] {
+            assert_eq!(s.hash_headers.announced(host, &headers), None, "{host}");
+        }
     }
 
     #[test]

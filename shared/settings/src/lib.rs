@@ -8,6 +8,7 @@
 mod crawl;
 mod memory;
 mod parse;
+mod public_url;
 mod senders;
 mod windows;
 
@@ -71,8 +72,13 @@ pub struct Settings {
     pub sweep_shards_per_run: usize,
     /// `IMGEST_LISTEN`: the local runner's address.
     pub listen: SocketAddr,
-    /// `IMGEST_PUBLIC_URL`: the base of the file URLs the API returns (default: `http://{listen}`).
+    /// `IMGEST_PUBLIC_URL`: the base of the file URLs the API returns (default: `http://{listen}`):
+    /// an `http` or `https` URL without credentials, query or fragment.
     pub public_url: Option<String>,
+    /// `IMGEST_ALLOW_OPEN_PUBLIC_URL` (false): lets an open local runner (no tokens checked)
+    /// answer to a public URL that is not loopback, so that whoever reaches that URL (a proxy
+    /// in front of the runner) may do everything. Without it such a runner does not start.
+    pub allow_open_public_url: bool,
     /// `IMGEST_VARIANTS`
     pub variants: VariantSet,
     /// `IMGEST_JPEG_QUALITY` (1–100)
@@ -240,9 +246,8 @@ impl Settings {
             backend,
             sweep_shards_per_run: vars.number("IMGEST_SWEEP_SHARDS_PER_RUN", 32, 1, 256)?,
             listen,
-            public_url: vars
-                .get("IMGEST_PUBLIC_URL")
-                .map(|u| u.trim_end_matches('/').to_owned()),
+            public_url: public_url::parse(&vars)?,
+            allow_open_public_url: vars.flag("IMGEST_ALLOW_OPEN_PUBLIC_URL", false)?,
             variants,
             jpeg_quality: vars.number("IMGEST_JPEG_QUALITY", 82, 1, 100)?,
             max_body,
@@ -284,6 +289,13 @@ impl Settings {
             Backend::Embedded { data_dir } => Some(data_dir),
             Backend::Aws(_) => None,
         }
+    }
+
+    /// Whether the public URL, if one is set, names this machine only (loopback).
+    pub fn public_url_is_loopback(&self) -> bool {
+        self.public_url
+            .as_deref()
+            .is_none_or(public_url::is_loopback)
     }
 
     /// Where the service is reached: `IMGEST_PUBLIC_URL`, else the local runner's address, or
@@ -725,6 +737,53 @@ mod tests {
         ] {
             assert_eq!(with(pairs).unwrap_err().var, var, "{pairs:?}");
         }
+    }
+
+    #[test]
+    fn the_public_url_is_an_http_base_url_and_nothing_more() {
+        for bad in [
+            "cdn.example.com",
+            "ftp://cdn.example.com",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://",
+            "https://user:secret@cdn.example.com",
+            "https://user@cdn.example.com",
+            "https://cdn.example.com/?token=x",
+            "https://cdn.example.com/files?",
+            "https://cdn.example.com/#top",
+            "https://cdn example.com",
+        ] {
+            let refused = with(&[("IMGEST_PUBLIC_URL", bad)]).unwrap_err();
+            assert_eq!(refused.var, "IMGEST_PUBLIC_URL", "{bad}: {refused}");
+        }
+        let s = with(&[("IMGEST_PUBLIC_URL", "https://cdn.example.com/photos/")]).unwrap();
+        assert_eq!(
+            s.public_url.as_deref(),
+            Some("https://cdn.example.com/photos")
+        );
+        assert!(!s.public_url_is_loopback());
+        assert!(!s.allow_open_public_url);
+        for loopback in [
+            "http://localhost:8080",
+            "http://imgest.localhost",
+            "http://127.0.0.1:8080",
+            "http://127.1.2.3",
+            "http://[::1]:8080/x",
+        ] {
+            let s = with(&[("IMGEST_PUBLIC_URL", loopback)]).unwrap();
+            assert!(s.public_url_is_loopback(), "{loopback}");
+        }
+        for public in [
+            "http://localhost.example.com",
+            "http://10.0.0.1",
+            "http://[::2]",
+            "https://photos.example",
+        ] {
+            let s = with(&[("IMGEST_PUBLIC_URL", public)]).unwrap();
+            assert!(!s.public_url_is_loopback(), "{public}");
+        }
+        assert!(Settings::defaults().public_url_is_loopback());
     }
 
     #[test]

@@ -432,6 +432,12 @@ impl ImageIndex for FaultyImages {
             .await
     }
 
+    async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
+        self.faults
+            .call("images.keyed_link", false, || self.inner.keyed_link(id))
+            .await
+    }
+
     async fn scan(
         &self,
         segment: u32,

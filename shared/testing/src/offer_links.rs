@@ -293,6 +293,12 @@ pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
     assert_eq!(photos(offers, &offer).await, Some(owned(&[&a, &b])));
     for id in [&a, &b] {
         assert_eq!(links(images, id).await, (1, None, t1), "{id}, run twice");
+        // A store that marks a keyed change's links names its offer, and no other.
+        let mark = images.keyed_link(id).await.unwrap();
+        assert!(
+            mark.is_none() || mark.as_ref() == Some(&offer),
+            "{id}: {mark:?}"
+        );
     }
 
     // Another offer's change under the same key is another change.
@@ -305,6 +311,11 @@ pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
     let t2 = t1.plus(mins(1));
     set(offers, &offer, &[&b], t2).await;
     assert_eq!(links(images, &a).await, (0, Some(t2.plus(ORPHAN_TTL)), t2));
+    assert_eq!(
+        images.keyed_link(&a).await.unwrap(),
+        None,
+        "an unkeyed change of the count removes the mark"
+    );
     let t3 = t2.plus(mins(1));
     keyed(offer.clone(), owned(&[&a, &b]), t3).await;
     assert_eq!(photos(offers, &offer).await, Some(owned(&[&a, &b])));

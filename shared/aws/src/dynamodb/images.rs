@@ -37,13 +37,13 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
-use super::offers::LINKED_BY;
+use super::offers::{LINKED_BY, marked_offer};
 use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SourceFormat,
-    StoredVariant, Timestamp, VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, OfferKey, PreviousFiles,
+    SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
@@ -848,6 +848,22 @@ impl ImageIndex for DynamoStore {
             format!("correcting the link count of image {id}")
         })
         .await
+    }
+
+    async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
+        let Some(item) = self
+            .get(image_key(id), &format!("reading image {id}'s link mark"))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let what = format!("image item {id}");
+        let a = Attrs::new(&item, &what);
+        a.opt_s(LINKED_BY)?
+            .map(|mark| {
+                marked_offer(mark).ok_or_else(|| a.corrupt(LINKED_BY, "does not name an offer"))
+            })
+            .transpose()
     }
 
     async fn set_strong_hash(

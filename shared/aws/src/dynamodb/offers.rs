@@ -133,6 +133,18 @@ fn offer_write(
     }
 }
 
+/// The mark of a keyed change's links: `{offer}#{key}` (neither an offer key nor `#` can
+/// appear in the other part).
+fn mark(offer: &OfferKey, key: &str) -> String {
+    format!("{offer}#{key}")
+}
+
+/// The offer a mark names (see [`mark`]), if it is one.
+pub(super) fn marked_offer(mark: &str) -> Option<OfferKey> {
+    let (offer, _key) = mark.split_once('#')?;
+    OfferKey::parse(offer).ok()
+}
+
 /// Whether the image item carries `marker` (see the module doc).
 fn marked_by(item: &Item, marker: &str) -> bool {
     item.get(LINKED_BY)
@@ -525,7 +537,7 @@ impl DynamoStore {
         orphan_ttl: Duration,
         key: Option<&str>,
     ) -> Result<bool, LinkError> {
-        let marker = key.map(|k| format!("{offer}#{k}"));
+        let marker = key.map(|k| mark(offer, k));
         let marker = marker.as_deref();
         // Unkeyed, the added images are read eventually consistently at first (half the
         // price): their link writes are conditional on being live, so a stale read only costs a

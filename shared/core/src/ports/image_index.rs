@@ -6,8 +6,8 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, SourceFormat, StoredVariant, Timestamp,
-    VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, OfferKey, SourceFormat, StoredVariant,
+    Timestamp, VariantSetVersion,
 };
 
 /// The outcome of claiming an image id. Dedup is a value, not an error.
@@ -144,6 +144,15 @@ pub trait ImageIndex: Send + Sync {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError>;
+
+    /// The offer whose keyed change ([`OfferLinks::set_photos_keyed`]) made the record's last
+    /// link count change, read consistently, if the store marks such links (DynamoDB's
+    /// `linked_by`; the embedded store makes each change in one transaction and marks none).
+    /// While that offer lists the image, the link may be in use whatever a count of the
+    /// offers said a moment before: the audit never lowers such a count.
+    ///
+    /// [`OfferLinks::set_photos_keyed`]: super::OfferLinks::set_photos_keyed
+    async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError>;
 
     /// Walks every image record, in `segments` disjoint parts that may be walked at once: up to
     /// about `limit` records of part `segment` from `cursor` (`None`: the start). A record

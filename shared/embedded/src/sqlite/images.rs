@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, SHARD_COUNT,
-    SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, OfferKey, PreviousFiles,
+    SHARD_COUNT, SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
@@ -635,6 +635,12 @@ impl ImageIndex for SqliteStore {
             .map_err(|e| sql_error("correcting a link count", e))
         })
         .await
+    }
+
+    async fn keyed_link(&self, _id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
+        // Each change links and lists in one transaction: no link is ever waiting for its
+        // offer's write.
+        Ok(None)
     }
 
     async fn scan(

@@ -14,11 +14,13 @@
 //!   on records untouched for [`SETTLE`], longer than a crawl's change may be in flight.
 //! - **At scale** (`findings`): past what one function can list and count, an S3 Inventory
 //!   and a table export compared by Athena find the damage, and
-//!   [`Service::audit_findings`] checks and mends the images they name.
+//!   [`Service::audit_findings`] checks the images they name against the live store (the
+//!   offers counted again) and mends what the store confirms, a bounded number of lowered
+//!   counts a run.
 
 mod findings;
 
-pub use self::findings::{Finding, SnapshotCount};
+pub use self::findings::{Finding, FindingsOptions, FindingsPlan, SnapshotCount};
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -28,7 +30,7 @@ use tracing::{error, info, warn};
 
 use super::backfill::Reprocessed;
 use super::{FlowError, Service};
-use imgest_core::domain::{BlobKey, ImageId, ImageRecord, Timestamp};
+use imgest_core::domain::{BlobKey, ImageId, ImageRecord};
 use imgest_core::ports::StoreError;
 
 /// How long a record must be untouched before its link count is corrected: longer than a
@@ -55,6 +57,13 @@ pub struct AuditReport {
     pub link_counts_corrected: u64,
     /// Wrong counts left alone: changed less than [`SETTLE`] ago, or changed while audited.
     pub link_counts_unsettled: u64,
+    /// Counts a finding called wrong that the live store does not confirm (the offers
+    /// counted again disagree with the finding, or the offer named by the record's keyed
+    /// link still lists it): left alone (`findings` only).
+    pub link_counts_disputed: u64,
+    /// The counts a run of findings would have lowered when that is more than it may lower
+    /// (`FindingsOptions::max_lowered`): then it changed nothing. 0 otherwise.
+    pub link_counts_over_cap: u64,
 }
 
 /// Which records an audit covers.
@@ -172,8 +181,10 @@ impl Service {
             for chunk in live.chunks(FILE_CHECKS_AT_ONCE) {
                 let checks = chunk.iter().map(|r| self.check_files(r));
                 for damage in futures_util::future::join_all(checks).await {
-                    if let Some(damage) = damage? {
-                        self.mend_files(damage, dry_run, &mut report).await?;
+                    if let Some(record) = damage?.and_then(|d| judge_files(d, &mut report))
+                        && !dry_run
+                    {
+                        self.repair_files(&record, &mut report).await?;
                     }
                 }
                 report.images_checked += chunk.len() as u64;
@@ -187,14 +198,8 @@ impl Service {
         }
 
         let mut counts: HashMap<ImageId, u32> = HashMap::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let page = self
-                .ports
-                .offers
-                .scan_photo_lists(0, 1, cursor.as_deref(), PAGE)
-                .await?;
-            for list in page.lists {
+        self.walk_photo_lists(0, 1, |lists| {
+            for list in lists {
                 report.offers_counted += 1;
                 for id in list {
                     if records.contains_key(&id) || scope.answers_for(&id) {
@@ -203,11 +208,8 @@ impl Service {
                 }
             }
             progress(&report);
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
-        }
+        })
+        .await?;
         let now = self.ports.clock.now();
         for (id, n) in &counts {
             if !records.contains_key(id) && self.ports.images.get(id).await?.is_none() {
@@ -232,7 +234,7 @@ impl Service {
                 continue;
             }
             let settled = now.since(record.last_update) >= SETTLE;
-            self.correct_count(record, actual, settled, now, dry_run, &mut report)
+            self.correct_count(record, actual, settled, dry_run, &mut report)
                 .await?;
         }
         info!(?report, dry_run, "audit finished");
@@ -247,17 +249,10 @@ impl Service {
         record: &ImageRecord,
         offers: u32,
         settled: bool,
-        now: Timestamp,
         dry_run: bool,
         report: &mut AuditReport,
     ) -> Result<(), FlowError> {
-        if offers > record.link_count {
-            report.link_counts_too_low += 1;
-            error!(image_id = %record.id, count = record.link_count, offers, "a link count is too low (a bug: the photo could be collected while linked)");
-        } else {
-            report.link_counts_too_high += 1;
-            info!(image_id = %record.id, count = record.link_count, offers, "a link count is too high");
-        }
+        report_wrong_count(record, offers, report);
         if !settled {
             report.link_counts_unsettled += 1;
             return Ok(());
@@ -265,6 +260,17 @@ impl Service {
         if dry_run {
             return Ok(());
         }
+        self.write_count(record, offers, report).await
+    }
+
+    /// Sets the count of `record` as read to `offers`; one that moved since is left unsettled.
+    async fn write_count(
+        &self,
+        record: &ImageRecord,
+        offers: u32,
+        report: &mut AuditReport,
+    ) -> Result<(), FlowError> {
+        let now = self.ports.clock.now();
         let corrected = self
             .ports
             .images
@@ -276,6 +282,28 @@ impl Service {
             report.link_counts_unsettled += 1;
         }
         Ok(())
+    }
+
+    /// Walks part `segment` of `segments` of every offer's photo list, a page at a time.
+    async fn walk_photo_lists(
+        &self,
+        segment: u32,
+        segments: u32,
+        mut page: impl FnMut(Vec<Vec<ImageId>>),
+    ) -> Result<(), FlowError> {
+        let mut cursor: Option<String> = None;
+        loop {
+            let read = self
+                .ports
+                .offers
+                .scan_photo_lists(segment, segments, cursor.as_deref(), PAGE)
+                .await?;
+            page(read.lists);
+            match read.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Lists a live record's files: the damage, if any are missing.
@@ -307,26 +335,14 @@ impl Service {
         }))
     }
 
-    /// Repairs a record's missing files from its original, or reports it broken.
-    async fn mend_files(
+    /// Rebuilds a record's files from its original (a record [`judge_files`] found
+    /// repairable); one whose original went missing meanwhile is reported broken.
+    async fn repair_files(
         &self,
-        damage: FileDamage,
-        dry_run: bool,
+        record: &ImageRecord,
         report: &mut AuditReport,
     ) -> Result<(), FlowError> {
-        let FileDamage { record, missing } = damage;
-        report.images_missing_files += 1;
-        warn!(image_id = %record.id, missing = missing.len(), "a record's files are missing");
-        let original = BlobKey::original(&record.id, &record.generation);
-        if missing.contains(&original) {
-            report.images_broken += 1;
-            error!(image_id = %record.id, "a record's original is missing: it cannot be rebuilt");
-            return Ok(());
-        }
-        if dry_run {
-            return Ok(());
-        }
-        match self.reprocess_record(&record).await {
+        match self.reprocess_record(record).await {
             Ok(Reprocessed::Done) => report.images_repaired += 1,
             Ok(_) => {}
             Err(FlowError::Store(StoreError::NotFound(_))) => report.images_broken += 1,
@@ -334,6 +350,35 @@ impl Service {
         }
         Ok(())
     }
+}
+
+/// Reports a count that disagrees with the `offers` listing the image (too low is a bug: the
+/// photo could be collected while linked).
+fn report_wrong_count(record: &ImageRecord, offers: u32, report: &mut AuditReport) {
+    let (id, count) = (&record.id, record.link_count);
+    if offers > count {
+        report.link_counts_too_low += 1;
+        error!(image_id = %id, count, offers, "a link count is too low (a bug: the photo could be collected while linked)");
+    } else {
+        report.link_counts_too_high += 1;
+        info!(image_id = %id, count, offers, "a link count is too high");
+    }
+}
+
+/// Reports a record's missing files; returns the record if its original is there to rebuild
+/// them from, else reports it broken (nothing can rebuild it; the offers that list it show a
+/// gap).
+fn judge_files(damage: FileDamage, report: &mut AuditReport) -> Option<ImageRecord> {
+    let FileDamage { record, missing } = damage;
+    report.images_missing_files += 1;
+    warn!(image_id = %record.id, missing = missing.len(), "a record's files are missing");
+    let original = BlobKey::original(&record.id, &record.generation);
+    if missing.contains(&original) {
+        report.images_broken += 1;
+        error!(image_id = %record.id, "a record's original is missing: it cannot be rebuilt");
+        return None;
+    }
+    Some(record)
 }
 
 /// A live record some of whose files are missing.

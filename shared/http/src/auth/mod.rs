@@ -86,9 +86,9 @@ pub enum AuthSetupError {
     )]
     GatewayLocally,
     #[error(
-        "the API function needs IMGEST_AUTH=gateway (API Gateway's JWT authorizer checks tokens; the template sets it), or IMGEST_JWKS_FILE, or IMGEST_AUTH=off"
+        "the API function needs IMGEST_AUTH=gateway (API Gateway's JWT authorizer checks tokens; the template sets it), or IMGEST_JWKS_FILE; it never runs open"
     )]
-    UnsetOnLambda,
+    OpenOnLambda,
     #[error(transparent)]
     Jwt(#[from] JwtSetupError),
 }
@@ -115,15 +115,14 @@ impl Authenticator {
         }
     }
 
-    /// The API function's: API Gateway's claims, tokens checked here, or open on purpose.
+    /// The API function's: API Gateway's claims, or tokens checked here; never open.
     pub fn for_lambda(settings: &AuthSettings) -> Result<Self, AuthSetupError> {
         match settings {
             AuthSettings::Gateway { audience } => Ok(Self::Gateway {
                 audience: audience.as_str().into(),
             }),
             AuthSettings::Jwt { .. } => Self::jwt(settings),
-            AuthSettings::Off => Ok(Self::Open),
-            AuthSettings::Unset => Err(AuthSetupError::UnsetOnLambda),
+            AuthSettings::Off | AuthSettings::Unset => Err(AuthSetupError::OpenOnLambda),
         }
     }
 
@@ -136,7 +135,7 @@ impl Authenticator {
             } => Ok(Self::Jwt(Arc::new(JwtVerifier::open(
                 jwks_file, issuer, audience,
             )?))),
-            _ => Err(AuthSetupError::UnsetOnLambda),
+            _ => Err(AuthSetupError::OpenOnLambda),
         }
     }
 }
@@ -207,14 +206,11 @@ mod tests {
             Authenticator::for_lambda(&gateway()),
             Ok(Authenticator::Gateway { .. })
         ));
-        assert!(matches!(
-            Authenticator::for_lambda(&AuthSettings::Unset),
-            Err(AuthSetupError::UnsetOnLambda)
-        ));
-        assert!(
-            Authenticator::for_lambda(&AuthSettings::Off)
-                .unwrap()
-                .is_open()
-        );
+        for open in [AuthSettings::Unset, AuthSettings::Off] {
+            assert!(matches!(
+                Authenticator::for_lambda(&open),
+                Err(AuthSetupError::OpenOnLambda)
+            ));
+        }
     }
 }

@@ -78,6 +78,17 @@ impl LocalRunner {
         let auth = Authenticator::for_runner(&settings.auth, addr)
             .map_err(|e| AppError::Startup(e.to_string()))?;
         if auth.is_open() && addr.is_some() {
+            // The Host guard accepts the public URL's name: behind a proxy that serves it,
+            // anyone who reaches the proxy could do everything.
+            if !settings.public_url_is_loopback() && !settings.allow_open_public_url {
+                return Err(AppError::Startup(format!(
+                    "IMGEST_PUBLIC_URL={} is not a loopback URL and the API is open (no \
+                     IMGEST_JWKS_FILE): whoever reaches that URL could do everything; set \
+                     IMGEST_JWKS_FILE (with IMGEST_JWT_ISSUER and IMGEST_JWT_AUDIENCE) to check \
+                     tokens, or IMGEST_ALLOW_OPEN_PUBLIC_URL=true to run open there on purpose",
+                    settings.public_url.as_deref().unwrap_or_default()
+                )));
+            }
             warn!(
                 "the API is open: every caller may do everything (no IMGEST_JWKS_FILE; {})",
                 if settings.auth == AuthSettings::Off {
