@@ -7,9 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use bytes::Bytes;
 use imgest_aws::dynamodb;
-use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState};
+use imgest_core::domain::{ImageId, ImageState};
 use imgest_flows::crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::Value;
@@ -216,14 +215,7 @@ async fn the_scheduled_gc_function_collects_and_sweeps_on_its_schedule() {
     let orphan = app.upload_ok(&fixture("small.png")).await;
     let linked = app.upload_ok(&fixture("photo.jpg")).await;
     assert_eq!(app.link("kept", &[&linked]).await.status, 200);
-    let stray_id = ImageId::parse("0123456789abcdef0123456789abcdef").unwrap();
-    let stray = BlobKey::original(&stray_id, &Generation::parse("00000002").unwrap());
-    app.service
-        .ports()
-        .blobs
-        .put(&stray, Bytes::from_static(b"y"), "application/octet-stream")
-        .await
-        .unwrap();
+    let stray_id = app.put_stray_original().await;
     app.advance_clock(Duration::from_secs(15 * 86_400));
 
     let first = handlers::scheduled_gc::handle(&app.service, 128, Duration::from_secs(600))

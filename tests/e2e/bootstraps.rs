@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_core::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
+use imgest_core::domain::{BlobKey, ClientId, ImageId, OfferId, OfferKey, Tenant};
 use imgest_hosts::{PartnerHost, Route};
 use imgest_runtime_api::{Function, FunctionError, Launch, Outcome};
 use serde_json::{Value, json};
@@ -535,14 +535,7 @@ async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_r
         )
         .await;
     let live = app.upload_ok(&fixture("photo.jpg")).await;
-    let stray_id = ImageId::of_bytes(b"never recorded");
-    let stray = BlobKey::original(&stray_id, &Generation::parse("00000002").unwrap());
-    app.service
-        .ports()
-        .blobs
-        .put(&stray, Bytes::from_static(b"y"), "application/octet-stream")
-        .await
-        .unwrap();
+    let stray_id = app.put_stray_original().await;
 
     let schedule: Value = serde_json::from_str(&event("schedule.json", &[])).unwrap();
     let report = answer(&mut scheduled, &schedule).await;

@@ -446,6 +446,21 @@ impl TestApp {
         out
     }
 
+    /// Writes an original that no record owns (what the sweep deletes once past its grace);
+    /// returns its image id.
+    pub async fn put_stray_original(&self) -> imgest_core::domain::ImageId {
+        use imgest_core::domain::{BlobKey, Generation, ImageId};
+        let id = ImageId::of_bytes(b"never recorded");
+        let key = BlobKey::original(&id, &Generation::parse("00000002").unwrap());
+        let bytes = bytes::Bytes::from_static(b"y");
+        let blobs = &self.service.ports().blobs;
+        blobs
+            .put(&key, bytes, "application/octet-stream")
+            .await
+            .unwrap();
+        id
+    }
+
     /// The files of one image id.
     pub async fn files_of(&self, image_id: &str) -> Vec<String> {
         self.files()
