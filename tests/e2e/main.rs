@@ -26,6 +26,7 @@ mod lifecycle;
 mod model;
 mod offers;
 mod presigned;
+mod reference;
 mod results_aws;
 mod retries_aws;
 mod scenario;
