@@ -8,6 +8,8 @@ mod crawl;
 mod demo;
 mod dlq;
 mod progress;
+#[cfg(test)]
+mod reference;
 mod variants;
 
 use std::path::PathBuf;
@@ -30,7 +32,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the local runner: the HTTP API on IMGEST_LISTEN, storing under IMGEST_DATA_DIR,
-    /// with the download workers; runs GC every IMGEST_GC_INTERVAL.
+    /// with the download workers and a running backfill's; runs GC every IMGEST_GC_INTERVAL.
+    /// Its page at `/` uploads and orders an offer's photos, and lists every stored image (or
+    /// only the orphans) for an `imgest:operator` token.
     /// Example: `IMGEST_DATA_DIR=./data IMGEST_LISTEN=127.0.0.1:8080 imgest serve`
     Serve,
     /// Run the production pipeline on local files and print one line per file.
@@ -42,6 +46,7 @@ enum Command {
         /// Print one JSON object per file instead of lines and a summary.
         #[arg(long)]
         json: bool,
+        /// The photos.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -52,10 +57,11 @@ enum Command {
         json: bool,
     },
     /// Delete files that no record needs and that are older than IMGEST_SWEEP_GRACE: files of
-    /// no record, variants the configuration no longer makes, a re-processed image's previous
-    /// files, keys that are not image files. Example: `imgest sweep --dry-run`
-    /// A sweep that would delete more than IMGEST_SWEEP_MAX_SHARE of a shard's files stops
-    /// there and exits with status 2; `--shard SHARD --go-on` deletes them once checked.
+    /// no record, variants of a size whose drop was confirmed (`imgest variants confirm`), a
+    /// re-processed image's previous files, keys that are not image files. A sweep that would
+    /// delete more than IMGEST_SWEEP_MAX_SHARE of a shard's files stops there and exits with
+    /// status 2; `--shard SHARD --go-on` deletes them once checked.
+    /// Example: `imgest sweep --dry-run`
     Sweep {
         /// Only report what would be deleted.
         #[arg(long)]
@@ -100,7 +106,8 @@ enum Command {
         #[arg(long, requires = "findings")]
         as_of: Option<humantime::Timestamp>,
     },
-    /// Show the local task queue: each queue's tasks by state, priority and tier, and the
+    /// Show the local task queue: each queue's tasks by state, priority (live, results,
+    /// backfill: a backfill task starts only while no live task is due) and tier, and the
     /// newest dead letters with their reasons. Example: `imgest queue --dead-letters 20`
     Queue {
         /// Print JSON instead of a table.
@@ -125,7 +132,9 @@ enum Command {
         #[command(subcommand)]
         command: dlq::DlqCommand,
     },
-    /// Re-process every stored photo under the configured variant set, hottest first.
+    /// Re-process every stored photo under the configured variant set, hottest first, at most
+    /// IMGEST_BACKFILL_RATE photos a second. With IMGEST_BACKEND=aws the commands only start,
+    /// pause, resume and show the run (the backfill function works on it).
     /// Example: `imgest backfill status`
     Backfill {
         #[command(subcommand)]
