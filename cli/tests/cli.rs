@@ -171,8 +171,8 @@ fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
     let photo = std::fs::read(samples().join("dune.jpg")).unwrap();
     let host = runtime
         .block_on(imgest_hosts::PartnerHost::start([
-            ("/a.jpg", imgest_hosts::Route::photo(photo)),
-            ("/gone.jpg", imgest_hosts::Route::status(404)),
+            ("/a.jpg", imgest_hosts::Answer::photo(photo)),
+            ("/gone.jpg", imgest_hosts::Answer::status(404)),
         ]))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();

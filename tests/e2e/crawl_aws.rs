@@ -12,7 +12,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ImageId};
 use imgest_flows::crawl::{Crawler, Processing};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
@@ -234,10 +234,10 @@ async fn a_crawl_goes_through_intake_fetch_process_and_results_on_aws() {
     };
     let photo = Bytes::from(sample("dune.jpg"));
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(photo.clone())),
-        ("/gone.jpg", Route::status(404)),
-        ("/b.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
-        ("/c.jpg", Route::photo(Bytes::from(sample("ladybird.jpg")))),
+        ("/a.jpg", Answer::photo(photo.clone())),
+        ("/gone.jpg", Answer::status(404)),
+        ("/b.jpg", Answer::photo(Bytes::from(sample("storm.jpg")))),
+        ("/c.jpg", Answer::photo(Bytes::from(sample("ladybird.jpg")))),
     ])
     .await
     .unwrap();
@@ -345,7 +345,7 @@ async fn an_intake_delivered_again_sends_its_downloads_again_and_other_crawls_jo
     else {
         return;
     };
-    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(Bytes::from(sample("dune.jpg"))))])
         .await
         .unwrap();
     let request = json!({"client_id": "acme", "offer_id": "again-offer",
@@ -388,8 +388,8 @@ async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off
     };
     let (fits, too_big) = (sample("storm.jpg"), sample("dune.jpg"));
     let host = PartnerHost::start([
-        ("/fits.jpg", Route::photo(Bytes::from(fits.clone()))),
-        ("/big.jpg", Route::photo(Bytes::from(too_big.clone()))),
+        ("/fits.jpg", Answer::photo(Bytes::from(fits.clone()))),
+        ("/big.jpg", Answer::photo(Bytes::from(too_big.clone()))),
     ])
     .await
     .unwrap();
@@ -456,8 +456,8 @@ async fn crawls_settled_where_offers_may_not_be_written_are_finished_by_the_inta
         return;
     };
     let host = PartnerHost::start([
-        ("/fits.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
-        ("/big.jpg", Route::photo(Bytes::from(sample("dune.jpg")))),
+        ("/fits.jpg", Answer::photo(Bytes::from(sample("storm.jpg")))),
+        ("/big.jpg", Answer::photo(Bytes::from(sample("dune.jpg")))),
     ])
     .await
     .unwrap();
@@ -555,7 +555,7 @@ async fn a_crawl_whose_downloaded_body_is_gone_settles_as_body_gone() {
     else {
         return;
     };
-    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(Bytes::from(sample("dune.jpg"))))])
         .await
         .unwrap();
     let request = json!({"client_id": "acme", "offer_id": "gone-offer",
@@ -596,7 +596,7 @@ async fn with_banner(name: &str) -> Option<(CrawlOnAws, PartnerHost)> {
     let aws = CrawlOnAws::start(name).await?;
     let host = PartnerHost::start([(
         "/banner.jpg",
-        Route::photo(Bytes::from(sample("storm.jpg"))),
+        Answer::photo(Bytes::from(sample("storm.jpg"))),
     )])
     .await
     .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use imgest_flows::crawl::Processing;
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::json;
 
@@ -25,10 +25,10 @@ async fn a_slow_host_seen_by_a_fetch_instance_makes_another_intake_start_in_the_
         return;
     };
     let fetcher = app.crawler(Processing::Handoff, &TIERS);
-    let photo = Route::photo(Bytes::from(sample("dune.jpg")));
+    let photo = Answer::photo(Bytes::from(sample("dune.jpg")));
     let host = PartnerHost::builder()
-        .route("/1.jpg", photo.clone())
-        .route("/2.jpg", photo)
+        .serve("/1.jpg", photo.clone())
+        .serve("/2.jpg", photo)
         .latency(Duration::from_millis(1000))
         .start()
         .await
@@ -74,7 +74,7 @@ async fn a_429_seen_by_one_fetch_instance_lowers_the_concurrency_another_uses() 
     let vars = [("IMGEST_DOMAIN_CONCURRENCY", "8")];
     let one = app.crawler(Processing::Handoff, &vars);
     let another = app.crawler(Processing::Handoff, &vars);
-    let host = PartnerHost::start([("/busy.jpg", Route::retry_after(429, "1"))])
+    let host = PartnerHost::start([("/busy.jpg", Answer::retry_after(429, "1"))])
         .await
         .unwrap();
     let domain = host.base_url().trim_start_matches("http://").to_owned();
