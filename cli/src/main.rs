@@ -10,6 +10,7 @@ mod dlq;
 mod progress;
 #[cfg(test)]
 mod reference;
+mod restore;
 mod variants;
 
 use std::path::PathBuf;
@@ -105,6 +106,19 @@ enum Command {
         /// only if its record was settled then and has not changed since.
         #[arg(long, requires = "findings")]
         as_of: Option<humantime::Timestamp>,
+    },
+    /// Restore a collected photo from the versioned bucket: its most recently deleted original
+    /// (S3 keeps deleted versions for the template's DeletedOriginalsRetentionDays), checked to
+    /// be the image's bytes, is stored again with its variants under a new record, an orphan
+    /// until an offer links it again. Does nothing to an image with a live record; the
+    /// embedded store keeps no deleted files. See docs/operations.md, "Restoring a collected
+    /// photo". Example: `IMGEST_BACKEND=aws imgest restore 0cc175b9c0f1b6a831c399e269772661`
+    Restore {
+        /// The image's id: the MD5 of its original bytes, in hex.
+        image_id: String,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the local task queue: each queue's tasks by state, priority (live, results,
     /// backfill: a backfill task starts only while no live task is due) and tier, and the
@@ -227,6 +241,7 @@ fn main() -> ExitCode {
             } => commands::audit_findings(&file, as_of.into(), dry_run, json).await,
             Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
+            Command::Restore { image_id, json } => restore::run(&image_id, json).await,
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,

@@ -28,6 +28,7 @@ mod model;
 mod offers;
 mod presigned;
 mod reference;
+mod restore_aws;
 mod results_aws;
 mod retries_aws;
 mod revalidation_aws;
