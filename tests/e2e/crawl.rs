@@ -449,26 +449,30 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
     assert!(left.members.is_empty(), "{left:?}");
 }
 
+/// A host trusted to name its photos' MD5 in their ETag: `/a.jpg` is `known`; `/mirror.jpg`
+/// is the same photo under another URL, dripping far slower than the last tier (only its
+/// header can settle it in time); `/new.jpg` is `unknown`, whose body is read as usual.
+pub(crate) fn hash_header_answers(known: &Bytes, unknown: &Bytes) -> [(&'static str, Answer); 3] {
+    [
+        ("/a.jpg", Answer::photo(known.clone())),
+        (
+            "/mirror.jpg",
+            Answer::with_headers(
+                [("etag", format!("\"{}\"", id_of(known)))],
+                Answer::drip(known.clone(), Duration::from_millis(100)),
+            ),
+        ),
+        ("/new.jpg", Answer::photo(unknown.clone())),
+    ]
+}
+
 #[tokio::test]
 async fn a_trusted_hosts_hash_header_naming_a_known_photo_saves_reading_the_body() {
     let app = CrawlApp::start(&[("IMGEST_HASH_HEADERS", "127.0.0.1=etag")]).await;
     let (known, unknown) = (photo("dune.jpg"), photo("storm.jpg"));
-    let host = PartnerHost::start([
-        ("/a.jpg", Answer::photo(known.clone())),
-        // The same photo under another URL, dripping far slower than the last tier: only its
-        // header can settle it in time.
-        (
-            "/mirror.jpg",
-            Answer::with_headers(
-                [("etag", format!("\"{}\"", id_of(&known)))],
-                Answer::drip(known.clone(), Duration::from_millis(100)),
-            ),
-        ),
-        // A header naming an image imgest does not have: the body is read as usual.
-        ("/new.jpg", Answer::photo(unknown.clone())),
-    ])
-    .await
-    .unwrap();
+    let host = PartnerHost::start(hash_header_answers(&known, &unknown))
+        .await
+        .unwrap();
     let first = app
         .crawl_settled("acme", "original", &[host.url("/a.jpg")])
         .await;

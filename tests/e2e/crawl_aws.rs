@@ -30,7 +30,6 @@ pub(crate) const TEST_SENDER: &str = crate::support::TEST_SENDER;
 /// each message with its attributes as Lambda passes them (`SenderId`,
 /// `ApproximateReceiveCount`, ...) and its message attributes.
 pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
-    use aws_lambda_events::event::sqs::SqsMessageAttribute;
     use aws_sdk_sqs::types::MessageSystemAttributeName;
     let received = sqs
         .receive_message()
@@ -42,9 +41,6 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
         .send()
         .await
         .unwrap();
-    // As Lambda's event names the queue its batch came from.
-    let name = url.rsplit('/').next().unwrap_or_default();
-    let source = format!("arn:aws:sqs:us-east-1:123456789012:{name}");
     let mut event = SqsEvent::default();
     for m in received.messages.unwrap_or_default() {
         sqs.delete_message()
@@ -53,22 +49,31 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
             .send()
             .await
             .unwrap();
-        let mut message = SqsMessage::default();
-        message.message_id = m.message_id;
-        message.body = m.body;
-        message.event_source_arn = Some(source.clone());
-        for (name, value) in m.attributes.unwrap_or_default() {
-            message.attributes.insert(name.as_str().to_owned(), value);
-        }
-        for (name, value) in m.message_attributes.unwrap_or_default() {
-            let mut attribute = SqsMessageAttribute::default();
-            attribute.data_type = Some(value.data_type);
-            attribute.string_value = value.string_value;
-            message.message_attributes.insert(name, attribute);
-        }
-        event.records.push(message);
+        event.records.push(lambda_message(url, m));
     }
     event
+}
+
+/// A message received from the queue at `url` as Lambda's event carries it: its attributes,
+/// its message attributes, and the queue it came from.
+pub(crate) fn lambda_message(url: &str, m: aws_sdk_sqs::types::Message) -> SqsMessage {
+    use aws_lambda_events::event::sqs::SqsMessageAttribute;
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let mut message = SqsMessage::default();
+    message.message_id = m.message_id;
+    message.receipt_handle = m.receipt_handle;
+    message.body = m.body;
+    message.event_source_arn = Some(format!("arn:aws:sqs:us-east-1:123456789012:{name}"));
+    for (name, value) in m.attributes.unwrap_or_default() {
+        message.attributes.insert(name.as_str().to_owned(), value);
+    }
+    for (name, value) in m.message_attributes.unwrap_or_default() {
+        let mut attribute = SqsMessageAttribute::default();
+        attribute.data_type = Some(value.data_type);
+        attribute.string_value = value.string_value;
+        message.message_attributes.insert(name, attribute);
+    }
+    message
 }
 
 /// Takes `n` messages from a queue as one event, receiving until they are all there

@@ -20,22 +20,22 @@ use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
 use crate::support::sample;
 
 /// The one message of `event`, as JSON.
-fn only(event: &SqsEvent) -> Value {
+pub(crate) fn only(event: &SqsEvent) -> Value {
     assert_eq!(event.records.len(), 1, "{event:?}");
     serde_json::from_str(event.records[0].body.as_deref().unwrap()).unwrap()
 }
 
-async fn intake(crawler: &Crawler, id: &str, request: &Value) {
+pub(crate) async fn intake(crawler: &Crawler, id: &str, request: &Value) {
     let response = handlers::intake::handle(crawler, intake_event(id, request)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
 
-async fn fetch(crawler: &Crawler, tasks: SqsEvent) {
+pub(crate) async fn fetch(crawler: &Crawler, tasks: SqsEvent) {
     let response = handlers::fetch::handle(crawler, tasks).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
 
-async fn process(crawler: &Crawler, work: SqsEvent) {
+pub(crate) async fn process(crawler: &Crawler, work: SqsEvent) {
     let response = handlers::process::handle(crawler, work).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }

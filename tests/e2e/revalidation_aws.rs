@@ -7,15 +7,14 @@
 
 use std::time::Duration;
 
-use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
 use imgest_core::domain::ImageId;
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
-use imgest_lambda as handlers;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
+use crate::crawl_aws::{CrawlOnAws, drain, take};
+use crate::retries_aws::{fetch, only, process};
 use crate::support::sample;
 
 fn photo(name: &str) -> Bytes {
@@ -26,29 +25,10 @@ fn id_of(bytes: &[u8]) -> String {
     ImageId::of_bytes(bytes).to_string()
 }
 
-/// The messages of `event`, as JSON.
-fn bodies(event: &SqsEvent) -> Vec<Value> {
-    event
-        .records
-        .iter()
-        .map(|m| serde_json::from_str(m.body.as_deref().unwrap()).unwrap())
-        .collect()
-}
-
+/// Sends `urls` for `offer` through the intake handler.
 async fn intake(crawler: &Crawler, id: &str, offer: &str, urls: &[String]) {
     let request = json!({"client_id": "acme", "offer_id": offer, "urls": urls});
-    let response = handlers::intake::handle(crawler, intake_event(id, &request)).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
-}
-
-async fn fetch(crawler: &Crawler, tasks: SqsEvent) {
-    let response = handlers::fetch::handle(crawler, tasks).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
-}
-
-async fn process(crawler: &Crawler, work: SqsEvent) {
-    let response = handlers::process::handle(crawler, work).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    crate::retries_aws::intake(crawler, id, &request).await;
 }
 
 #[tokio::test]
@@ -62,21 +42,9 @@ async fn a_trusted_hosts_hash_header_naming_a_stored_photo_settles_from_dynamodb
         &[("IMGEST_HASH_HEADERS", "127.0.0.1=etag")],
     );
     let (known, unknown) = (photo("dune.jpg"), photo("storm.jpg"));
-    let host = PartnerHost::start([
-        ("/a.jpg", Answer::photo(known.clone())),
-        // The same photo under another URL, dripping far slower than any tier: only its header
-        // can settle it.
-        (
-            "/mirror.jpg",
-            Answer::with_headers(
-                [("etag", format!("\"{}\"", id_of(&known)))],
-                Answer::drip(known.clone(), Duration::from_millis(100)),
-            ),
-        ),
-        ("/new.jpg", Answer::photo(unknown.clone())),
-    ])
-    .await
-    .unwrap();
+    let host = PartnerHost::start(crate::crawl::hash_header_answers(&known, &unknown))
+        .await
+        .unwrap();
     intake(&crawler, "m-1", "original", &[host.url("/a.jpg")]).await;
     fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
     process(&crawler, take(&sqs, &urls["process"], 1).await).await;
@@ -91,7 +59,7 @@ async fn a_trusted_hosts_hash_header_naming_a_stored_photo_settles_from_dynamodb
     intake(&other, "m-2", "mirrored", &mirrored).await;
     fetch(&other, take(&sqs, &urls["fetch-0"], 2).await).await;
     process(&other, take(&sqs, &urls["process"], 1).await).await;
-    let result = &bodies(&take(&sqs, &urls["results"], 1).await)[0];
+    let result = only(&take(&sqs, &urls["results"], 1).await);
     assert_eq!(
         result["photos"][0]["image_id"],
         id_of(&known).as_str(),
@@ -141,7 +109,7 @@ async fn an_expired_url_is_asked_again_with_the_validators_its_dynamodb_record_k
     assert_eq!(host.requests(), 2);
     assert_eq!(other.counts().not_modified, 1, "{:?}", other.counts());
     assert!(drain(&sqs, &urls["process"]).await.records.is_empty());
-    let result = &bodies(&take(&sqs, &urls["results"], 1).await)[0];
+    let result = only(&take(&sqs, &urls["results"], 1).await);
     assert_eq!(result["photos"][0]["status"], "ok", "{result}");
     assert_eq!(result["photos"][0]["image_id"], id_of(&bytes).as_str());
 }
@@ -177,13 +145,13 @@ async fn an_unchanged_offer_past_the_url_window_is_answered_at_once_and_revalida
     intake(&crawler, "m-1", "o1", &offer).await;
     fetch(&crawler, take(&sqs, &urls["fetch-0"], 2).await).await;
     process(&crawler, take(&sqs, &urls["process"], 2).await).await;
-    let first = bodies(&take(&sqs, &urls["results"], 1).await).remove(0);
+    let first = only(&take(&sqs, &urls["results"], 1).await);
 
     // Re-sent past the window: the crawl record answers at once (its result told again), and
     // the downloads go on the queue, delayed, behind that answer.
     app.advance_clock(Duration::from_secs(2));
     intake(&crawler, "m-2", "o1", &offer).await;
-    let told = bodies(&take(&sqs, &urls["results"], 1).await).remove(0);
+    let told = only(&take(&sqs, &urls["results"], 1).await);
     assert_eq!(told["crawl_id"], first["crawl_id"]);
     assert_eq!(told["photos"], first["photos"]);
     assert_eq!(crawler.counts().offers_revalidated, 1);
@@ -202,7 +170,7 @@ async fn an_unchanged_offer_past_the_url_window_is_answered_at_once_and_revalida
         (1, 1),
         "{counts:?}"
     );
-    let changed = bodies(&take(&sqs, &urls["results"], 1).await).remove(0);
+    let changed = only(&take(&sqs, &urls["results"], 1).await);
     assert_ne!(changed["crawl_id"], first["crawl_id"]);
     assert_eq!(
         changed["photos"][1]["image_id"],
