@@ -32,7 +32,7 @@ use imgest_core::ports::{Claim, SystemClock};
 use imgest_flows::Service;
 use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask};
 use imgest_flows::crawl::{Crawler, Processing};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_local::app;
 use imgest_settings::{Backend, Settings};
 
@@ -239,9 +239,9 @@ impl Setup {
             queues.insert(name, url);
         }
         let host = PartnerHost::builder()
-            .routes([(
+            .serve_all([(
                 "/banner.jpg",
-                Route::photo(include_bytes!("../../samples/dune.jpg").to_vec()),
+                Answer::photo(include_bytes!("../../samples/dune.jpg").to_vec()),
             )])
             .start()
             .await?;

@@ -30,7 +30,7 @@ use imgest_core::ports::TaskQueue;
 use imgest_flows::CrawlCounts;
 use imgest_flows::crawl::messages::CrawlRequest;
 use imgest_flows::crawl::{Crawler, RESULTS_QUEUE};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
 
@@ -147,7 +147,7 @@ impl Host {
         let mut latency = HashMap::new();
         for path in paths {
             let extra = Duration::from_millis(fastrand::u64(0..=jitter));
-            builder = builder.route(path.clone(), Route::delay(extra, photos.next()?));
+            builder = builder.serve(path.clone(), Answer::delay(extra, photos.next()?));
             latency.insert(path.clone(), base + extra);
         }
         let host = builder.start().await.context("starting a simulated host")?;
@@ -165,10 +165,10 @@ struct Photos {
 }
 
 impl Photos {
-    fn next(&mut self) -> Result<Route> {
+    fn next(&mut self) -> Result<Answer> {
         let n = self.next;
         self.next += 1;
-        Ok(Route::photo(tiny_jpeg(n)?))
+        Ok(Answer::photo(tiny_jpeg(n)?))
     }
 }
 

@@ -49,7 +49,7 @@ use imgest_core::domain::{ClientId, OfferId, OfferKey};
 use imgest_flows::CrawlCounts;
 use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
 use imgest_flows::crawl::{Crawler, tier_queue};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
 
@@ -134,7 +134,7 @@ pub async fn run(options: Options) -> Result<()> {
         .map(tiny_jpeg)
         .collect::<Result<_>>()?;
     let photos =
-        (0..POOL_URLS).map(|n| (pool_path(n), Route::photo(jpegs[n % POOL_PHOTOS].clone())));
+        (0..POOL_URLS).map(|n| (pool_path(n), Answer::photo(jpegs[n % POOL_PHOTOS].clone())));
     let host = PartnerHost::start(photos)
         .await
         .context("starting the partner host")?;

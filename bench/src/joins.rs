@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use futures_util::StreamExt;
-use imgest_hosts::{Gate, PartnerHost, Route};
+use imgest_hosts::{Answer, Gate, PartnerHost};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
 
@@ -46,9 +46,9 @@ pub async fn run(options: Options) -> Result<()> {
     let data_dir = TempDir::new("joins", "run")?;
     let gate = Gate::new();
     let host = PartnerHost::builder()
-        .route(
+        .serve(
             "/banner.jpg",
-            Route::held(&gate, Route::photo(tiny_jpeg(7)?)),
+            Answer::held(&gate, Answer::photo(tiny_jpeg(7)?)),
         )
         .start()
         .await

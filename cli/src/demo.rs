@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use imgest_download::AllowedPorts;
 use imgest_flows::crawl::Crawler;
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_http::auth::{LocalIssuer, TokenSpec};
 use imgest_local::app;
 use imgest_local::runner::{LocalRunner, RunnerOptions};
@@ -120,20 +120,20 @@ impl Tour {
                 .map_or(&[][..], |(_, bytes)| bytes)
         };
         let fast = PartnerHost::start([
-            ("/dune.jpg", Route::photo(sample("dune.jpg"))),
-            ("/storm.jpg", Route::photo(sample("storm.jpg"))),
+            ("/dune.jpg", Answer::photo(sample("dune.jpg"))),
+            ("/storm.jpg", Answer::photo(sample("storm.jpg"))),
         ])
         .await?;
         let slow = PartnerHost::builder()
-            .route("/ladybird.jpg", Route::photo(sample("ladybird.jpg")))
+            .serve("/ladybird.jpg", Answer::photo(sample("ladybird.jpg")))
             .latency(SLOW_HOST_LATENCY)
             .start()
             .await?;
         let failing = PartnerHost::start([
-            ("/gone.jpg", Route::status(404)),
+            ("/gone.jpg", Answer::status(404)),
             (
                 "/flaky.jpg",
-                Route::fail_times(1, 500, Route::photo(sample("garden-portrait.jpg"))),
+                Answer::fail_times(1, 500, Answer::photo(sample("garden-portrait.jpg"))),
             ),
         ])
         .await?;

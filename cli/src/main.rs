@@ -8,6 +8,9 @@ mod crawl;
 mod demo;
 mod dlq;
 mod progress;
+#[cfg(test)]
+mod reference;
+mod restore;
 mod variants;
 
 use std::path::PathBuf;
@@ -30,7 +33,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the local runner: the HTTP API on IMGEST_LISTEN, storing under IMGEST_DATA_DIR,
-    /// with the download workers; runs GC every IMGEST_GC_INTERVAL.
+    /// with the download workers and a running backfill's; runs GC every IMGEST_GC_INTERVAL.
+    /// Its page at `/` uploads and orders an offer's photos, and lists every stored image (or
+    /// only the orphans) for an `imgest:operator` token.
     /// Example: `IMGEST_DATA_DIR=./data IMGEST_LISTEN=127.0.0.1:8080 imgest serve`
     Serve,
     /// Run the production pipeline on local files and print one line per file.
@@ -42,6 +47,7 @@ enum Command {
         /// Print one JSON object per file instead of lines and a summary.
         #[arg(long)]
         json: bool,
+        /// The photos.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -52,10 +58,11 @@ enum Command {
         json: bool,
     },
     /// Delete files that no record needs and that are older than IMGEST_SWEEP_GRACE: files of
-    /// no record, variants the configuration no longer makes, a re-processed image's previous
-    /// files, keys that are not image files. Example: `imgest sweep --dry-run`
-    /// A sweep that would delete more than IMGEST_SWEEP_MAX_SHARE of a shard's files stops
-    /// there and exits with status 2; `--shard SHARD --go-on` deletes them once checked.
+    /// no record, variants of a size whose drop was confirmed (`imgest variants confirm`), a
+    /// re-processed image's previous files, keys that are not image files. A sweep that would
+    /// delete more than IMGEST_SWEEP_MAX_SHARE of a shard's files stops there and exits with
+    /// status 2; `--shard SHARD --go-on` deletes them once checked.
+    /// Example: `imgest sweep --dry-run`
     Sweep {
         /// Only report what would be deleted.
         #[arg(long)]
@@ -109,7 +116,21 @@ enum Command {
         #[arg(long, requires = "findings", default_value_t = imgest_flows::audit::FindingsOptions::DEFAULT_MAX_LOWERED)]
         max_lowered: u64,
     },
-    /// Show the local task queue: each queue's tasks by state, priority and tier, and the
+    /// Restore a collected photo from the versioned bucket: its most recently deleted original
+    /// (S3 keeps deleted versions for the template's DeletedOriginalsRetentionDays), checked to
+    /// be the image's bytes, is stored again with its variants under a new record, an orphan
+    /// until an offer links it again. Does nothing to an image with a live record; the
+    /// embedded store keeps no deleted files. See docs/operations.md, "Restoring a collected
+    /// photo". Example: `IMGEST_BACKEND=aws imgest restore 0cc175b9c0f1b6a831c399e269772661`
+    Restore {
+        /// The image's id: the MD5 of its original bytes, in hex.
+        image_id: String,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the local task queue: each queue's tasks by state, priority (live, results,
+    /// backfill: a backfill task starts only while no live task is due) and tier, and the
     /// newest dead letters with their reasons. Example: `imgest queue --dead-letters 20`
     Queue {
         /// Print JSON instead of a table.
@@ -134,7 +155,9 @@ enum Command {
         #[command(subcommand)]
         command: dlq::DlqCommand,
     },
-    /// Re-process every stored photo under the configured variant set, hottest first.
+    /// Re-process every stored photo under the configured variant set, hottest first, at most
+    /// IMGEST_BACKFILL_RATE photos a second. With IMGEST_BACKEND=aws the commands only start,
+    /// pause, resume and show the run (the backfill function works on it).
     /// Example: `imgest backfill status`
     Backfill {
         #[command(subcommand)]
@@ -232,6 +255,7 @@ fn main() -> ExitCode {
             }
             Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
+            Command::Restore { image_id, json } => restore::run(&image_id, json).await,
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,

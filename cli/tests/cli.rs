@@ -140,6 +140,28 @@ fn a_bad_setting_names_its_variable() {
 }
 
 #[test]
+fn restore_finds_a_live_image_and_says_the_embedded_store_keeps_no_deleted_files() {
+    let dir = tempfile::tempdir().unwrap();
+    upload_samples(&dir.path().join("data"), None, &["storm.jpg"]);
+    let photo = std::fs::read(samples().join("storm.jpg")).unwrap();
+    let live = imgest_core::domain::ImageId::of_bytes(&photo).to_string();
+    let out = imgest(dir.path(), &["restore", &live, "--json"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout(&out).trim(), r#"{"outcome":"live"}"#);
+    let gone = imgest_core::domain::ImageId::of_bytes(b"collected long ago").to_string();
+    let out = imgest(dir.path(), &["restore", &gone], &[]);
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("keeps no deleted files"), "{said}");
+    let out = imgest(dir.path(), &["restore", "not-an-id"], &[]);
+    assert!(!out.status.success());
+}
+
+#[test]
 fn gc_and_sweep_collect_expired_orphans_from_the_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     // Uploaded an hour ago with a 2 s TTL: expired by now on the real clock.
@@ -171,8 +193,8 @@ fn crawl_crawls_a_file_of_requests_and_results_prints_one_line_per_offer() {
     let photo = std::fs::read(samples().join("dune.jpg")).unwrap();
     let host = runtime
         .block_on(imgest_hosts::PartnerHost::start([
-            ("/a.jpg", imgest_hosts::Route::photo(photo)),
-            ("/gone.jpg", imgest_hosts::Route::status(404)),
+            ("/a.jpg", imgest_hosts::Answer::photo(photo)),
+            ("/gone.jpg", imgest_hosts::Answer::status(404)),
         ]))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();

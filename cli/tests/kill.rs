@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -297,18 +297,18 @@ async fn killed_runners_lose_nothing_they_acknowledged() {
     let samples = Arc::new(samples());
     // The partner's photos: new content, some of them slow to come, so crawls are in flight
     // when a kill lands.
-    let routes: Vec<(String, Route)> = (0..6u64)
+    let answers: Vec<(String, Answer)> = (0..6u64)
         .map(|i| {
             let bytes = new_photo(&samples, 1_000_000 + i);
-            let route = if i % 2 == 0 {
-                Route::photo(bytes)
+            let answer = if i % 2 == 0 {
+                Answer::photo(bytes)
             } else {
-                Route::delay(Duration::from_millis(150 * i), Route::photo(bytes))
+                Answer::delay(Duration::from_millis(150 * i), Answer::photo(bytes))
             };
-            (format!("/p{i}.jpg"), route)
+            (format!("/p{i}.jpg"), answer)
         })
         .collect();
-    let host = Arc::new(PartnerHost::start(routes).await.unwrap());
+    let host = Arc::new(PartnerHost::start(answers).await.unwrap());
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()

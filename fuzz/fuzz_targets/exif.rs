@@ -1,7 +1,7 @@
 //! The EXIF orientation reader the pipeline relies on (`image`'s): the fuzz bytes as a raw EXIF
 //! block (the TIFF structure after `Exif\0\0`) for `Orientation::from_exif_chunk`, and the same
 //! block in the APP1 segment of an otherwise valid JPEG, whose orientation the JPEG decoder is
-//! asked for exactly as `pipeline/decode.rs` asks it.
+//! asked for exactly as `shared/pipeline/src/decode.rs` asks it.
 //!
 //! Besides not panicking: an EXIF block, however broken, never makes the JPEG unreadable (the
 //! pipeline treats a corrupt block as "no orientation", never as a failure), and the decoder

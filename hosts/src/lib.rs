@@ -1,20 +1,20 @@
 //! Simulated partner photo hosts: real HTTP/1.1 servers on 127.0.0.1 that tests, the demo and
 //! the crawl benchmark point the downloader at.
 //!
-//! A [`PartnerHost`] serves a map of paths to [`Route`]s (a photo, a delay, a drip, a status,
+//! A [`PartnerHost`] serves a map of paths to [`Answer`]s, what each path answers (a photo, a delay, a drip, a status,
 //! a redirect, a reset...) and counts what it served: [`requests`](PartnerHost::requests),
 //! per-path [`hits`](PartnerHost::hits) and the [`request_times`](PartnerHost::request_times)
 //! a benchmark checks rate-limit windows against. A host-wide
-//! [`latency`](HostBuilder::latency) makes fast, medium and slow hosts from the same routes,
+//! [`latency`](HostBuilder::latency) makes fast, medium and slow hosts from the same answers,
 //! and [`max_requests_per_second`](HostBuilder::max_requests_per_second) makes one that
-//! answers 429 when pushed. Handlers never panic: a route the HTTP types refuse is a 500.
+//! answers 429 when pushed. Handlers never panic: an answer the HTTP types refuse is a 500.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use imgest_hosts::{PartnerHost, Route};
+//! use imgest_hosts::{PartnerHost, Answer};
 //! let host = PartnerHost::builder()
-//!     .route("/a.jpg", Route::photo(std::fs::read("a.jpg")?))
-//!     .route("/gone.jpg", Route::status(410))
+//!     .serve("/a.jpg", Answer::photo(std::fs::read("a.jpg")?))
+//!     .serve("/gone.jpg", Answer::status(410))
 //!     .latency(std::time::Duration::from_millis(50))
 //!     .start()
 //!     .await?;
@@ -22,12 +22,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Routes are looked up by path and query exactly (`/a.jpg?w=1`), then by path alone; an
+//! Answers are looked up by path and query exactly (`/a.jpg?w=1`), then by path alone; an
 //! unknown path is a 404. Dropping the host stops it accepting connections.
 
+mod answer;
 #[cfg(feature = "hostile")]
 pub mod hostile;
-mod route;
 
 use std::collections::HashMap;
 use std::io;
@@ -43,30 +43,37 @@ use axum::http::{HeaderMap, Uri, header};
 use axum::response::Response;
 use tokio::task::JoinHandle;
 
-pub use self::route::{Gate, PHOTO_LAST_MODIFIED, Route, etag_of, redirect_chain};
+pub use self::answer::{Answer, Gate, PHOTO_LAST_MODIFIED, etag_of, redirect_chain};
 
 /// How a host is configured before it starts; see [`PartnerHost::builder`].
 #[derive(Debug, Clone, Default)]
 pub struct HostBuilder {
-    routes: HashMap<String, Route>,
+    answers: HashMap<String, Answer>,
     latency: Duration,
     max_rps: Option<u32>,
 }
 
 impl HostBuilder {
-    /// Serves `route` at `path` (e.g. `/photos/1.jpg`, or with a query: `/p?id=1`).
-    pub fn route(mut self, path: impl Into<String>, route: Route) -> Self {
-        self.routes.insert(path.into(), route);
+    /// Serves `answer` at `path` (e.g. `/photos/1.jpg`, or with a query: `/p?id=1`).
+    pub fn serve(mut self, path: impl Into<String>, answer: Answer) -> Self {
+        self.answers.insert(path.into(), answer);
         self
     }
 
-    pub fn routes<P: Into<String>>(mut self, routes: impl IntoIterator<Item = (P, Route)>) -> Self {
-        self.routes
-            .extend(routes.into_iter().map(|(path, route)| (path.into(), route)));
+    /// Serves each `(path, answer)`.
+    pub fn serve_all<P: Into<String>>(
+        mut self,
+        answers: impl IntoIterator<Item = (P, Answer)>,
+    ) -> Self {
+        self.answers.extend(
+            answers
+                .into_iter()
+                .map(|(path, answer)| (path.into(), answer)),
+        );
         self
     }
 
-    /// Every request waits this long before its route answers (before any headers).
+    /// Every request waits this long before it is answered (before any headers).
     pub fn latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
         self
@@ -84,12 +91,12 @@ impl HostBuilder {
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
         let hits = self
-            .routes
+            .answers
             .keys()
             .map(|path| (path.clone(), AtomicU64::new(0)))
             .collect();
         let state = Arc::new(HostState {
-            routes: self.routes,
+            answers: self.answers,
             hits,
             latency: self.latency,
             max_rps: self.max_rps,
@@ -125,11 +132,11 @@ impl PartnerHost {
         HostBuilder::default()
     }
 
-    /// A host serving `routes`, with no latency and no rate limit.
+    /// A host serving `answers`, with no latency and no rate limit.
     pub async fn start<P: Into<String>>(
-        routes: impl IntoIterator<Item = (P, Route)>,
+        answers: impl IntoIterator<Item = (P, Answer)>,
     ) -> io::Result<Self> {
-        Self::builder().routes(routes).start().await
+        Self::builder().serve_all(answers).start().await
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -185,7 +192,7 @@ impl Drop for PartnerHost {
 
 #[derive(Debug)]
 struct HostState {
-    routes: HashMap<String, Route>,
+    answers: HashMap<String, Answer>,
     hits: HashMap<String, AtomicU64>,
     latency: Duration,
     max_rps: Option<u32>,
@@ -230,38 +237,38 @@ impl HostState {
         in_window > usize::try_from(limit).unwrap_or(usize::MAX)
     }
 
-    /// The route for a request and how many requests its path had before this one.
-    fn lookup(&self, uri: &Uri) -> Option<(&Route, u64)> {
+    /// The answer for a request and how many requests its path had before this one.
+    fn lookup(&self, uri: &Uri) -> Option<(&Answer, u64)> {
         let exact = uri.path_and_query().map(|pq| pq.as_str());
         let key = exact
-            .filter(|pq| self.routes.contains_key(*pq))
+            .filter(|pq| self.answers.contains_key(*pq))
             .unwrap_or_else(|| uri.path());
-        let route = self.routes.get(key)?;
+        let answer = self.answers.get(key)?;
         let hit = self
             .hits
             .get(key)
             .map_or(0, |n| n.fetch_add(1, Ordering::Relaxed));
-        Some((route, hit))
+        Some((answer, hit))
     }
 }
 
 async fn handle(State(state): State<Arc<HostState>>, uri: Uri, headers: HeaderMap) -> Response {
     let _answering = Answering::new(&state);
     if state.arrive() {
-        return route::respond(429, &[(header::RETRY_AFTER, "1".to_owned())], Body::empty());
+        return answer::respond(429, &[(header::RETRY_AFTER, "1".to_owned())], Body::empty());
     }
     let settled = state
         .lookup(&uri)
-        .map(|(route, hit)| route::settle(route, hit));
+        .map(|(answer, hit)| answer::settle(answer, hit));
     tokio::time::sleep(state.latency).await;
     match settled {
-        Some((wait, gates, route)) => {
+        Some((wait, gates, answer)) => {
             tokio::time::sleep(wait).await;
             for gate in gates {
                 gate.passed().await;
             }
-            route::render(route, &headers)
+            answer::render(answer, &headers)
         }
-        None => route::respond(404, &[], Body::from("no such path on this host")),
+        None => answer::respond(404, &[], Body::from("no such path on this host")),
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use imgest_hosts::{PartnerHost, Route, etag_of};
+use imgest_hosts::{Answer, PartnerHost, etag_of};
 
 const JPEG: &[u8] = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01fake jpeg body";
 
@@ -16,7 +16,7 @@ fn client_builder() -> reqwest::ClientBuilder {
 #[tokio::test]
 async fn a_host_over_its_per_second_limit_answers_429_and_timestamps_every_request() {
     let host = PartnerHost::builder()
-        .route("/a.jpg", Route::photo(JPEG))
+        .serve("/a.jpg", Answer::photo(JPEG))
         .max_requests_per_second(3)
         .start()
         .await
@@ -30,14 +30,14 @@ async fn a_host_over_its_per_second_limit_answers_429_and_timestamps_every_reque
     assert_eq!(statuses, [200, 200, 200, 429, 429]);
     assert_eq!(host.requests(), 5);
     assert_eq!(host.request_times().len(), 5);
-    // Refused requests never reach the route.
+    // Refused requests never reach the answer.
     assert_eq!(host.hits("/a.jpg"), 3);
 }
 
 #[tokio::test]
 async fn latency_delays_every_answer_and_unknown_paths_are_404() {
     let host = PartnerHost::builder()
-        .route("/a.jpg", Route::photo(JPEG))
+        .serve("/a.jpg", Answer::photo(JPEG))
         .latency(Duration::from_millis(150))
         .start()
         .await
@@ -50,7 +50,7 @@ async fn latency_delays_every_answer_and_unknown_paths_are_404() {
 
 #[tokio::test]
 async fn photos_carry_their_etag_and_answer_304_to_it() {
-    let host = PartnerHost::start([("/a.jpg", Route::photo(JPEG))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(JPEG))])
         .await
         .unwrap();
     let client = client_builder().build().unwrap();
@@ -68,7 +68,7 @@ async fn photos_carry_their_etag_and_answer_304_to_it() {
 
 #[tokio::test]
 async fn a_dropped_host_refuses_new_connections() {
-    let host = PartnerHost::start([("/a.jpg", Route::photo(JPEG))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(JPEG))])
         .await
         .unwrap();
     let url = host.url("/a.jpg");

@@ -11,7 +11,7 @@ use imgest_core::ports::Reason;
 use imgest_flows::backfill::RunState;
 use imgest_flows::{FlowError, Service};
 
-use crate::support::TestApp;
+use crate::support::{TestApp, sweep_shards_of};
 
 const WITH_TINY: &str = "large=fit:1280x1280,medium=fit:640x640,thumb=cover:200x200,tiny=fit:16x16";
 const WITHOUT_MEDIUM: &str = "large=fit:1280x1280,thumb=cover:200x200";
@@ -170,6 +170,12 @@ async fn a_backfill_keeps_to_its_rate_limit() {
 #[tokio::test]
 async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
     let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    a_size_dropped_from_the_configuration_is_swept_on(&app).await;
+}
+
+/// A size dropped from the configuration kept until its drop is confirmed, then retired and
+/// swept, and nothing else; `app`'s sweep grace is an hour.
+pub(crate) async fn a_size_dropped_from_the_configuration_is_swept_on(app: &TestApp) {
     let mut ids = Vec::new();
     for photo in photos(3) {
         ids.push(app.upload_ok(&photo).await);
@@ -184,9 +190,11 @@ async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
     };
     app.service.confirm_variants(&[]).await.unwrap();
     let new = app.service_with_variants(WITHOUT_MEDIUM);
+    // The images' shards are all a sweep can find anything in.
+    let shards: Vec<&str> = ids.iter().map(String::as_str).collect();
 
     // Dropped from the configuration, not yet from the confirmed set: kept, and counted.
-    let kept = new.sweep(false).await.unwrap();
+    let kept = sweep_shards_of(&new, &shards, false).await;
     assert_eq!(
         (
             kept.variants_kept_unconfirmed,
@@ -205,11 +213,11 @@ async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
     assert!(status.is_confirmed(), "{status:?}");
 
     // Young files are never deleted.
-    let young = new.sweep(true).await.unwrap();
+    let young = sweep_shards_of(&new, &shards, true).await;
     assert_eq!((young.garbage_files, young.young_unowned_files), (0, 3));
 
     app.advance_clock(Duration::from_secs(2 * 3600));
-    let dry = new.sweep(true).await.unwrap();
+    let dry = sweep_shards_of(&new, &shards, true).await;
     assert_eq!(
         (
             dry.unlisted_files,
@@ -224,7 +232,7 @@ async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
         assert_eq!(&app.files_of(id).await, files, "a dry run deletes nothing");
     }
 
-    let report = new.sweep(false).await.unwrap();
+    let report = sweep_shards_of(&new, &shards, false).await;
     assert_eq!(
         (
             report.records_retired,
@@ -250,13 +258,19 @@ async fn a_size_dropped_from_the_configuration_is_swept_and_nothing_else() {
     }
     // The offer is untouched, and another sweep finds nothing.
     assert_eq!(app.photos("a").await.photo_ids(), [ids[0].clone()]);
-    let again = new.sweep(false).await.unwrap();
+    let again = sweep_shards_of(&new, &shards, false).await;
     assert_eq!((again.garbage_files, again.records_retired), (0, 0));
 }
 
 #[tokio::test]
 async fn the_sweeper_deletes_keys_it_does_not_recognise_after_the_grace() {
     let app = TestApp::start_with(&[("IMGEST_SWEEP_GRACE", "1h")]).await;
+    the_sweeper_deletes_keys_it_does_not_recognise_on(&app).await;
+}
+
+/// Keys that are no image file's, kept for the grace, then deleted; `app`'s sweep grace is an
+/// hour.
+pub(crate) async fn the_sweeper_deletes_keys_it_does_not_recognise_on(app: &TestApp) {
     let id = app.upload_ok(&photos(1)[0]).await;
     let owned = app.files_of(&id).await;
     let blobs = &app.service.ports().blobs;
@@ -275,9 +289,14 @@ async fn the_sweeper_deletes_keys_it_does_not_recognise_after_the_grace() {
             .await
             .unwrap();
     }
-    assert_eq!(app.sweep().await.files_deleted, 0);
+    assert_eq!(
+        sweep_shards_of(&app.service, &[&id], false)
+            .await
+            .files_deleted,
+        0
+    );
     app.advance_clock(Duration::from_secs(2 * 3600));
-    let report = app.sweep().await;
+    let report = sweep_shards_of(&app.service, &[&id], false).await;
     assert_eq!(
         (report.unrecognised_files, report.files_deleted),
         (2, 2),

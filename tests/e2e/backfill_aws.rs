@@ -220,3 +220,78 @@ async fn an_upload_and_a_crawled_photo_whose_record_write_is_applied_then_refuse
     assert_eq!(service.counts().record_answers_lost, 1);
     files_readable(&service, &fetched.record.id).await;
 }
+
+/// The enumeration on AWS queues the hottest images first, each task due one rate interval
+/// after the last (an SQS delay): they arrive in that order, at that rate.
+#[tokio::test]
+async fn a_backfill_on_aws_queues_the_hottest_images_first_at_its_rate() {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let vars = [("IMGEST_BACKFILL_RATE", "1")];
+    let Some(CrawlOnAws { sqs, urls, app, .. }) =
+        CrawlOnAws::start_with("backfill rate on aws", &vars).await
+    else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(
+            app.upload_ok(&imgest_hosts::hostile::jpeg(40 + i, 30, false, None))
+                .await,
+        );
+    }
+    // One image linked by four offers, one by one, two orphans.
+    for offer in ["a", "b", "c", "d"] {
+        assert_eq!(app.link(offer, &[&ids[0]]).await.status, 200);
+    }
+    assert_eq!(app.link("e", &[&ids[1]]).await.status, 200);
+    let new = app.service_with_variants(WITH_TINY);
+    new.confirm_variants(&[]).await.unwrap();
+    new.backfill_start().await.unwrap();
+    assert_eq!(backfill::enumerate(&new).await.unwrap().queued, 4);
+
+    // At one a second: the first is due now, the others later.
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(&urls["backfill"])
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    let count = |name: QueueAttributeName| attributes[&name].parse::<u32>().unwrap();
+    assert_eq!(
+        (
+            count(QueueAttributeName::ApproximateNumberOfMessages),
+            count(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        ),
+        (1, 3)
+    );
+    // They arrive one by one, hottest first.
+    let mut order = Vec::new();
+    for _ in 0..20 {
+        if order.len() == ids.len() {
+            break;
+        }
+        let received = sqs
+            .receive_message()
+            .queue_url(&urls["backfill"])
+            .max_number_of_messages(1)
+            .wait_time_seconds(2)
+            .send()
+            .await
+            .unwrap();
+        for m in received.messages.unwrap_or_default() {
+            order.push(m.body.unwrap());
+        }
+    }
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert_eq!(order[..2], ids[..2], "the most linked first");
+    let mut orphans = order[2..].to_vec();
+    orphans.sort();
+    let mut expected = ids[2..].to_vec();
+    expected.sort();
+    assert_eq!(orphans, expected);
+    assert!(drain(&sqs, &urls["backfill"]).await.records.is_empty());
+}

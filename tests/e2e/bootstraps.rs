@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_core::domain::{BlobKey, ClientId, ImageId, OfferId, OfferKey, Tenant};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_core::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_runtime_api::{Function, FunctionError, Launch, Outcome};
 use serde_json::{Value, json};
 
@@ -381,8 +381,8 @@ async fn the_intake_fetch_and_process_bootstraps_crawl_a_url_from_a_local_host()
     let CrawlOnAws { sqs, urls, app, .. } = &stack.crawl;
     let (first, second) = (sample("storm.jpg"), sample("dune.jpg"));
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(Bytes::from(first.clone()))),
-        ("/b.jpg", Route::photo(Bytes::from(second.clone()))),
+        ("/a.jpg", Answer::photo(Bytes::from(first.clone()))),
+        ("/b.jpg", Answer::photo(Bytes::from(second.clone()))),
     ])
     .await
     .unwrap();

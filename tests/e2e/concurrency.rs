@@ -13,7 +13,11 @@ use crate::support::{Body, TestApp, fixture};
 
 #[tokio::test]
 async fn concurrent_uploads_of_the_same_new_bytes_decode_once_and_agree_on_the_id() {
-    let app = TestApp::start().await;
+    concurrent_uploads_of_the_same_new_bytes_decode_once_on(&TestApp::start().await).await;
+}
+
+/// Twelve uploads of the same new bytes at once: one creates, the others are told it exists.
+pub(crate) async fn concurrent_uploads_of_the_same_new_bytes_decode_once_on(app: &TestApp) {
     let photo = fixture("photo.jpg");
     let uploads = (0..12).map(|_| app.upload(&photo));
     let replies = futures_util::future::join_all(uploads).await;
@@ -69,6 +73,11 @@ async fn a_crashed_claim_expires_and_is_taken_over() {
 #[tokio::test]
 async fn a_same_bytes_upload_behind_a_held_claim_answers_503_in_time() {
     let app = TestApp::start_with(&[("IMGEST_DEDUP_WAIT", "1s")]).await;
+    a_same_bytes_upload_behind_a_held_claim_answers_503_on(&app).await;
+}
+
+/// The 503 waiter deadline, on `app`'s backend (its `IMGEST_DEDUP_WAIT` is a second).
+pub(crate) async fn a_same_bytes_upload_behind_a_held_claim_answers_503_on(app: &TestApp) {
     let photo = fixture("photo.jpg");
     let id = ImageId::of_bytes(&photo);
     let ports = app.service.ports();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use imgest_core::domain::ImageId;
-use imgest_hosts::{Gate, PartnerHost, Route, redirect_chain};
+use imgest_hosts::{Answer, Gate, PartnerHost, redirect_chain};
 use serde_json::Value;
 
 use crate::support::crawl::{CrawlApp, SLOW_IN_TIER};
@@ -30,8 +30,8 @@ async fn a_crawl_of_fast_photos_links_them_in_order_and_sends_one_result() {
     let app = CrawlApp::start(&[]).await;
     let (a, b) = (photo("dune.jpg"), photo("storm.jpg"));
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(a.clone())),
-        ("/b.jpg", Route::photo(b.clone())),
+        ("/a.jpg", Answer::photo(a.clone())),
+        ("/b.jpg", Answer::photo(b.clone())),
     ])
     .await
     .unwrap();
@@ -56,8 +56,8 @@ async fn slow_hosts_settle_in_the_tier_that_fits_and_later_photos_start_there() 
     let mut hosts = Vec::new();
     for (tier, delay) in SLOW_IN_TIER.iter().enumerate() {
         let host = PartnerHost::builder()
-            .route("/1.jpg", Route::photo(photo("dune.jpg")))
-            .route("/2.jpg", Route::photo(photo("ladybird.jpg")))
+            .serve("/1.jpg", Answer::photo(photo("dune.jpg")))
+            .serve("/2.jpg", Answer::photo(photo("ladybird.jpg")))
             .latency(*delay)
             .start()
             .await
@@ -87,7 +87,7 @@ async fn a_dripping_host_is_cut_at_each_deadline_and_fails_with_timeout() {
     let app = CrawlApp::start(&[]).await;
     let host = PartnerHost::start([(
         "/drip.jpg",
-        Route::drip(photo("dune.jpg"), Duration::from_millis(50)),
+        Answer::drip(photo("dune.jpg"), Duration::from_millis(50)),
     )])
     .await
     .unwrap();
@@ -103,11 +103,11 @@ async fn a_dripping_host_is_cut_at_each_deadline_and_fails_with_timeout() {
 async fn http_failures_get_their_stable_kinds_and_permanent_ones_a_recheck_time() {
     let app = CrawlApp::start(&[("IMGEST_MAX_ATTEMPTS", "3")]).await;
     let host = PartnerHost::start([
-        ("/gone.jpg", Route::status(404)),
-        ("/deleted.jpg", Route::status(410)),
-        ("/secret.jpg", Route::status(403)),
-        ("/teapot.jpg", Route::status(418)),
-        ("/broken.jpg", Route::status(500)),
+        ("/gone.jpg", Answer::status(404)),
+        ("/deleted.jpg", Answer::status(410)),
+        ("/secret.jpg", Answer::status(403)),
+        ("/teapot.jpg", Answer::status(418)),
+        ("/broken.jpg", Answer::status(500)),
     ])
     .await
     .unwrap();
@@ -159,17 +159,17 @@ async fn transient_failures_are_retried_and_retry_after_is_honoured() {
     let host = PartnerHost::start([
         (
             "/flaky.jpg",
-            Route::fail_times(1, 500, Route::photo(photo("dune.jpg"))),
+            Answer::fail_times(1, 500, Answer::photo(photo("dune.jpg"))),
         ),
         (
             "/busy.jpg",
-            Route::FailTimes {
+            Answer::FailTimes {
                 times: 1,
                 status: 429,
-                then: Box::new(Route::photo(photo("storm.jpg"))),
+                then: Box::new(Answer::photo(photo("storm.jpg"))),
             },
         ),
-        ("/later.jpg", Route::retry_after(429, "1")),
+        ("/later.jpg", Answer::retry_after(429, "1")),
     ])
     .await
     .unwrap();
@@ -202,10 +202,10 @@ async fn transient_failures_are_retried_and_retry_after_is_honoured() {
 async fn redirects_are_followed_up_to_five_hops() {
     let app = CrawlApp::start(&[]).await;
     let bytes = photo("ladybird.jpg");
-    let mut routes = redirect_chain("/r5", 5, "/photo.jpg");
-    routes.extend(redirect_chain("/r6", 6, "/photo.jpg"));
-    routes.push(("/photo.jpg".into(), Route::photo(bytes.clone())));
-    let host = PartnerHost::start(routes).await.unwrap();
+    let mut answers = redirect_chain("/r5", 5, "/photo.jpg");
+    answers.extend(redirect_chain("/r6", 6, "/photo.jpg"));
+    answers.push(("/photo.jpg".into(), Answer::photo(bytes.clone())));
+    let host = PartnerHost::start(answers).await.unwrap();
     let results = app
         .crawl_settled("acme", "redirects", &[host.url("/r5/0"), host.url("/r6/0")])
         .await;
@@ -220,7 +220,7 @@ async fn redirects_are_followed_up_to_five_hops() {
 #[tokio::test]
 async fn the_address_guard_refuses_private_hosts_before_connecting() {
     let app = CrawlApp::start(&[("IMGEST_ALLOW_PRIVATE_NETWORKS", "false")]).await;
-    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(photo("dune.jpg")))])
         .await
         .unwrap();
     let port = host.addr().port();
@@ -244,23 +244,23 @@ async fn bodies_are_judged_by_their_bytes_and_size_not_their_headers() {
     let big = photo("dune.jpg");
     assert!(big.len() > 200_000);
     let host = PartnerHost::start([
-        ("/mislabelled.jpg", Route::WrongContentType(small.clone())),
+        ("/mislabelled.jpg", Answer::WrongContentType(small.clone())),
         (
             "/page.jpg",
-            Route::body(&b"<html>not a photo</html>"[..], "image/jpeg"),
+            Answer::body(&b"<html>not a photo</html>"[..], "image/jpeg"),
         ),
-        ("/big.jpg", Route::photo(big.clone())),
-        ("/big-chunked.jpg", Route::NoContentLength(big.clone())),
+        ("/big.jpg", Answer::photo(big.clone())),
+        ("/big-chunked.jpg", Answer::NoContentLength(big.clone())),
         (
             "/reset.jpg",
-            Route::Reset {
+            Answer::Reset {
                 bytes: small.clone(),
                 after: 1000,
             },
         ),
         (
             "/truncated.jpg",
-            Route::photo(Bytes::from(fixture("truncated.jpg"))),
+            Answer::photo(Bytes::from(fixture("truncated.jpg"))),
         ),
     ])
     .await
@@ -309,7 +309,7 @@ async fn downloads_start_only_while_their_bodies_fit_the_memory_budget() {
     let host = PartnerHost::start(
         paths
             .iter()
-            .map(|p| (p.clone(), Route::held(&gate, Route::photo(body.clone())))),
+            .map(|p| (p.clone(), Answer::held(&gate, Answer::photo(body.clone())))),
     )
     .await
     .unwrap();
@@ -344,9 +344,9 @@ async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_
     let app = CrawlApp::start(&[]).await;
     let bytes = photo("storm.jpg");
     let host = PartnerHost::builder()
-        .route("/a.jpg", Route::photo(bytes.clone()))
-        .route("/mirror/a.jpg", Route::photo(bytes.clone()))
-        .route("/shared.jpg", Route::photo(photo("dune.jpg")))
+        .serve("/a.jpg", Answer::photo(bytes.clone()))
+        .serve("/mirror/a.jpg", Answer::photo(bytes.clone()))
+        .serve("/shared.jpg", Answer::photo(photo("dune.jpg")))
         .latency(Duration::from_millis(150))
         .start()
         .await
@@ -391,9 +391,9 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
     let gate = Gate::new();
     let banner = photo("dune.jpg");
     let host = PartnerHost::builder()
-        .route(
+        .serve(
             "/banner.jpg",
-            Route::held(&gate, Route::photo(banner.clone())),
+            Answer::held(&gate, Answer::photo(banner.clone())),
         )
         .start()
         .await
@@ -449,26 +449,30 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
     assert!(left.members.is_empty(), "{left:?}");
 }
 
+/// A host trusted to name its photos' MD5 in their ETag: `/a.jpg` is `known`; `/mirror.jpg`
+/// is the same photo under another URL, dripping far slower than the last tier (only its
+/// header can settle it in time); `/new.jpg` is `unknown`, whose body is read as usual.
+pub(crate) fn hash_header_answers(known: &Bytes, unknown: &Bytes) -> [(&'static str, Answer); 3] {
+    [
+        ("/a.jpg", Answer::photo(known.clone())),
+        (
+            "/mirror.jpg",
+            Answer::with_headers(
+                [("etag", format!("\"{}\"", id_of(known)))],
+                Answer::drip(known.clone(), Duration::from_millis(100)),
+            ),
+        ),
+        ("/new.jpg", Answer::photo(unknown.clone())),
+    ]
+}
+
 #[tokio::test]
 async fn a_trusted_hosts_hash_header_naming_a_known_photo_saves_reading_the_body() {
     let app = CrawlApp::start(&[("IMGEST_HASH_HEADERS", "127.0.0.1=etag")]).await;
     let (known, unknown) = (photo("dune.jpg"), photo("storm.jpg"));
-    let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(known.clone())),
-        // The same photo under another URL, dripping far slower than the last tier: only its
-        // header can settle it in time.
-        (
-            "/mirror.jpg",
-            Route::with_headers(
-                [("etag", format!("\"{}\"", id_of(&known)))],
-                Route::drip(known.clone(), Duration::from_millis(100)),
-            ),
-        ),
-        // A header naming an image imgest does not have: the body is read as usual.
-        ("/new.jpg", Route::photo(unknown.clone())),
-    ])
-    .await
-    .unwrap();
+    let host = PartnerHost::start(hash_header_answers(&known, &unknown))
+        .await
+        .unwrap();
     let first = app
         .crawl_settled("acme", "original", &[host.url("/a.jpg")])
         .await;
@@ -490,8 +494,8 @@ async fn a_trusted_hosts_hash_header_naming_a_known_photo_saves_reading_the_body
 async fn recent_urls_and_unchanged_offers_settle_without_a_download() {
     let app = CrawlApp::start(&[]).await;
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(photo("dune.jpg"))),
-        ("/b.jpg", Route::photo(photo("storm.jpg"))),
+        ("/a.jpg", Answer::photo(photo("dune.jpg"))),
+        ("/b.jpg", Answer::photo(photo("storm.jpg"))),
     ])
     .await
     .unwrap();
@@ -524,7 +528,7 @@ async fn recent_urls_and_unchanged_offers_settle_without_a_download() {
 async fn an_expired_url_is_downloaded_again_with_its_etag() {
     let app = CrawlApp::start(&[("IMGEST_URL_TTL", "1ms")]).await;
     let bytes = photo("dune.jpg");
-    let host = PartnerHost::start([("/a.jpg", Route::photo(bytes.clone()))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(bytes.clone()))])
         .await
         .unwrap();
     app.crawl_settled("acme", "o1", &[host.url("/a.jpg")]).await;
@@ -554,11 +558,11 @@ async fn an_unchanged_offer_past_the_url_window_is_answered_at_once_and_revalida
     let app = revalidating_app().await;
     let kept = photo("dune.jpg");
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(kept.clone())),
+        ("/a.jpg", Answer::photo(kept.clone())),
         // Down when the revalidation asks: a transient failure does not unlink the photo.
         (
             "/b.jpg",
-            Route::switch_after(1, Route::photo(photo("storm.jpg")), Route::status(503)),
+            Answer::switch_after(1, Answer::photo(photo("storm.jpg")), Answer::status(503)),
         ),
     ])
     .await
@@ -605,13 +609,13 @@ async fn a_revalidation_that_finds_a_photo_replaced_links_it_and_sends_a_new_res
     let kept = photo("dune.jpg");
     let replacement = photo("ladybird.jpg");
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(kept.clone())),
+        ("/a.jpg", Answer::photo(kept.clone())),
         (
             "/b.jpg",
-            Route::switch_after(
+            Answer::switch_after(
                 1,
-                Route::photo(photo("storm.jpg")),
-                Route::photo(replacement.clone()),
+                Answer::photo(photo("storm.jpg")),
+                Answer::photo(replacement.clone()),
             ),
         ),
     ])
@@ -650,10 +654,10 @@ async fn an_offer_changed_through_the_api_during_its_revalidation_is_not_linked_
     let bytes = photo("dune.jpg");
     let host = PartnerHost::start([(
         "/a.jpg",
-        Route::switch_after(
+        Answer::switch_after(
             1,
-            Route::photo(bytes.clone()),
-            Route::held(&gate, Route::photo(bytes.clone())),
+            Answer::photo(bytes.clone()),
+            Answer::held(&gate, Answer::photo(bytes.clone())),
         ),
     )])
     .await
@@ -692,12 +696,12 @@ async fn an_offer_changed_through_the_api_during_its_revalidation_is_not_linked_
 async fn crawl_status_shows_pending_urls_while_a_download_runs() {
     let app = CrawlApp::start(&[]).await;
     let host = PartnerHost::start([
-        ("/fast.jpg", Route::photo(photo("dune.jpg"))),
+        ("/fast.jpg", Answer::photo(photo("dune.jpg"))),
         (
             "/slow.jpg",
-            Route::delay(
+            Answer::delay(
                 Duration::from_millis(1000),
-                Route::photo(photo("storm.jpg")),
+                Answer::photo(photo("storm.jpg")),
             ),
         ),
     ])
@@ -731,7 +735,7 @@ async fn bad_requests_are_refused_and_bad_urls_fail_alone() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(photo("dune.jpg")))])
         .await
         .unwrap();
     let results = app
@@ -765,7 +769,7 @@ async fn a_client_never_exceeds_its_rate_limit_in_any_window() {
     let host = PartnerHost::start(names.iter().enumerate().map(|(i, n)| {
         (
             n.clone(),
-            Route::photo(Bytes::from(vec![0xFF, 0xD8, 0xFF, i as u8])),
+            Answer::photo(Bytes::from(vec![0xFF, 0xD8, 0xFF, i as u8])),
         )
     }))
     .await
@@ -793,14 +797,14 @@ async fn a_client_never_exceeds_its_rate_limit_in_any_window() {
 async fn urls_off_the_clients_host_list_fail_as_forbidden_host_and_their_host_sees_nothing() {
     // acme may download from 127.0.0.1 only; other clients from anywhere.
     let app = CrawlApp::start(&[("IMGEST_CLIENT_HOSTS", "acme=127.0.0.1")]).await;
-    let refused = PartnerHost::start([("/b.jpg", Route::photo(photo("storm.jpg")))])
+    let refused = PartnerHost::start([("/b.jpg", Answer::photo(photo("storm.jpg")))])
         .await
         .unwrap();
     // The same machine by another name is another host.
     let elsewhere = format!("http://localhost:{}/b.jpg", refused.addr().port());
     let listed = PartnerHost::start([
-        ("/a.jpg", Route::photo(photo("dune.jpg"))),
-        ("/away", Route::redirect(elsewhere.clone())),
+        ("/a.jpg", Answer::photo(photo("dune.jpg"))),
+        ("/away", Answer::redirect(elsewhere.clone())),
     ])
     .await
     .unwrap();
@@ -819,7 +823,7 @@ async fn urls_off_the_clients_host_list_fail_as_forbidden_host_and_their_host_se
 #[tokio::test]
 async fn urls_on_ports_downloads_may_not_use_fail_without_a_request() {
     let app = CrawlApp::start(&[("IMGEST_FETCH_PORTS", "80,443")]).await;
-    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(photo("dune.jpg")))])
         .await
         .unwrap();
     let results = app
@@ -832,7 +836,7 @@ async fn urls_on_ports_downloads_may_not_use_fail_without_a_request() {
 #[tokio::test]
 async fn urls_with_credentials_or_past_the_length_cap_are_refused_and_never_echoed_whole() {
     let app = CrawlApp::start(&[]).await;
-    let host = PartnerHost::start([("/a.jpg", Route::photo(photo("dune.jpg")))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(photo("dune.jpg")))])
         .await
         .unwrap();
     let secret = host.url("/a.jpg").replace("http://", "http://user:s3cr3t@");

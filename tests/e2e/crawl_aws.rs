@@ -12,7 +12,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ImageId};
 use imgest_flows::crawl::{Crawler, Processing};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
@@ -30,7 +30,6 @@ pub(crate) const TEST_SENDER: &str = crate::support::TEST_SENDER;
 /// each message with its attributes as Lambda passes them (`SenderId`,
 /// `ApproximateReceiveCount`, ...) and its message attributes.
 pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
-    use aws_lambda_events::event::sqs::SqsMessageAttribute;
     use aws_sdk_sqs::types::MessageSystemAttributeName;
     let received = sqs
         .receive_message()
@@ -42,9 +41,6 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
         .send()
         .await
         .unwrap();
-    // As Lambda's event names the queue its batch came from.
-    let name = url.rsplit('/').next().unwrap_or_default();
-    let source = format!("arn:aws:sqs:us-east-1:123456789012:{name}");
     let mut event = SqsEvent::default();
     for m in received.messages.unwrap_or_default() {
         sqs.delete_message()
@@ -53,22 +49,31 @@ pub(crate) async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
             .send()
             .await
             .unwrap();
-        let mut message = SqsMessage::default();
-        message.message_id = m.message_id;
-        message.body = m.body;
-        message.event_source_arn = Some(source.clone());
-        for (name, value) in m.attributes.unwrap_or_default() {
-            message.attributes.insert(name.as_str().to_owned(), value);
-        }
-        for (name, value) in m.message_attributes.unwrap_or_default() {
-            let mut attribute = SqsMessageAttribute::default();
-            attribute.data_type = Some(value.data_type);
-            attribute.string_value = value.string_value;
-            message.message_attributes.insert(name, attribute);
-        }
-        event.records.push(message);
+        event.records.push(lambda_message(url, m));
     }
     event
+}
+
+/// A message received from the queue at `url` as Lambda's event carries it: its attributes,
+/// its message attributes, and the queue it came from.
+pub(crate) fn lambda_message(url: &str, m: aws_sdk_sqs::types::Message) -> SqsMessage {
+    use aws_lambda_events::event::sqs::SqsMessageAttribute;
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let mut message = SqsMessage::default();
+    message.message_id = m.message_id;
+    message.receipt_handle = m.receipt_handle;
+    message.body = m.body;
+    message.event_source_arn = Some(format!("arn:aws:sqs:us-east-1:123456789012:{name}"));
+    for (name, value) in m.attributes.unwrap_or_default() {
+        message.attributes.insert(name.as_str().to_owned(), value);
+    }
+    for (name, value) in m.message_attributes.unwrap_or_default() {
+        let mut attribute = SqsMessageAttribute::default();
+        attribute.data_type = Some(value.data_type);
+        attribute.string_value = value.string_value;
+        message.message_attributes.insert(name, attribute);
+    }
+    message
 }
 
 /// Takes `n` messages from a queue as one event, receiving until they are all there
@@ -243,10 +248,10 @@ async fn a_crawl_goes_through_intake_fetch_process_and_results_on_aws() {
     };
     let photo = Bytes::from(sample("dune.jpg"));
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(photo.clone())),
-        ("/gone.jpg", Route::status(404)),
-        ("/b.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
-        ("/c.jpg", Route::photo(Bytes::from(sample("ladybird.jpg")))),
+        ("/a.jpg", Answer::photo(photo.clone())),
+        ("/gone.jpg", Answer::status(404)),
+        ("/b.jpg", Answer::photo(Bytes::from(sample("storm.jpg")))),
+        ("/c.jpg", Answer::photo(Bytes::from(sample("ladybird.jpg")))),
     ])
     .await
     .unwrap();
@@ -354,7 +359,7 @@ async fn an_intake_delivered_again_sends_its_downloads_again_and_other_crawls_jo
     else {
         return;
     };
-    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(Bytes::from(sample("dune.jpg"))))])
         .await
         .unwrap();
     let request = json!({"client_id": "acme", "offer_id": "again-offer",
@@ -397,8 +402,8 @@ async fn the_fetch_function_processes_a_photo_that_fits_its_memory_and_hands_off
     };
     let (fits, too_big) = (sample("storm.jpg"), sample("dune.jpg"));
     let host = PartnerHost::start([
-        ("/fits.jpg", Route::photo(Bytes::from(fits.clone()))),
-        ("/big.jpg", Route::photo(Bytes::from(too_big.clone()))),
+        ("/fits.jpg", Answer::photo(Bytes::from(fits.clone()))),
+        ("/big.jpg", Answer::photo(Bytes::from(too_big.clone()))),
     ])
     .await
     .unwrap();
@@ -465,8 +470,8 @@ async fn crawls_settled_where_offers_may_not_be_written_are_finished_by_the_inta
         return;
     };
     let host = PartnerHost::start([
-        ("/fits.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
-        ("/big.jpg", Route::photo(Bytes::from(sample("dune.jpg")))),
+        ("/fits.jpg", Answer::photo(Bytes::from(sample("storm.jpg")))),
+        ("/big.jpg", Answer::photo(Bytes::from(sample("dune.jpg")))),
     ])
     .await
     .unwrap();
@@ -564,7 +569,7 @@ async fn a_crawl_whose_downloaded_body_is_gone_settles_as_body_gone() {
     else {
         return;
     };
-    let host = PartnerHost::start([("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg"))))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(Bytes::from(sample("dune.jpg"))))])
         .await
         .unwrap();
     let request = json!({"client_id": "acme", "offer_id": "gone-offer",
@@ -605,7 +610,7 @@ async fn with_banner(name: &str) -> Option<(CrawlOnAws, PartnerHost)> {
     let aws = CrawlOnAws::start(name).await?;
     let host = PartnerHost::start([(
         "/banner.jpg",
-        Route::photo(Bytes::from(sample("storm.jpg"))),
+        Answer::photo(Bytes::from(sample("storm.jpg"))),
     )])
     .await
     .unwrap();

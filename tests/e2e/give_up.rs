@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use serde_json::Value;
 
 use crate::support::crawl::CrawlApp;
@@ -16,8 +16,8 @@ fn kind(result: &Value) -> &str {
     result["error"]["kind"].as_str().unwrap_or("")
 }
 
-fn photo(name: &str) -> Route {
-    Route::photo(Bytes::from(sample(name)))
+fn photo(name: &str) -> Answer {
+    Answer::photo(Bytes::from(sample(name)))
 }
 
 #[tokio::test]
@@ -28,7 +28,7 @@ async fn a_url_that_kept_failing_transiently_waits_for_its_recheck_time() {
         ("IMGEST_TRANSIENT_RECHECK_BASE", "1s"),
     ])
     .await;
-    let host = PartnerHost::start([("/flaky.jpg", Route::fail_times(2, 503, photo("dune.jpg")))])
+    let host = PartnerHost::start([("/flaky.jpg", Answer::fail_times(2, 503, photo("dune.jpg")))])
         .await
         .unwrap();
     let url = [host.url("/flaky.jpg")];
@@ -61,7 +61,7 @@ async fn a_failing_host_opens_its_circuit_and_a_probe_after_the_cool_down_closes
         ("IMGEST_CIRCUIT_COOL_DOWN", "1s"),
     ])
     .await;
-    let failing = (1..=5).map(|i| (format!("/{i}.jpg"), Route::status(503)));
+    let failing = (1..=5).map(|i| (format!("/{i}.jpg"), Answer::status(503)));
     let down = PartnerHost::start(failing.chain([
         ("/back.jpg".to_owned(), photo("dune.jpg")),
         ("/after.jpg".to_owned(), photo("storm.jpg")),

@@ -1,11 +1,13 @@
 //! The Lambda functions are listed once: each crate under `functions/` with its
-//! `[package.metadata.lambda]` (the template functions that deploy it, the sample events of its
-//! triggers). Every other list of them is held to that one here: `template.yaml`, `events/`
-//! and its README, the bootstraps' smoke test, the fuzz target of the events, and the table in
-//! `docs/architecture.md` ("Adding a Lambda function" is the checklist these tests enforce).
-//! The scripts that build or run every function read it (`infra/functions.sh`). And every
-//! function resolves the same features of the crates they share, so `sam build` compiles each
-//! shared crate once.
+//! `[package.metadata.lambda]` (the library module of its handler, the template functions that
+//! deploy it, the sample events of its triggers). Every other list of them is held to that one
+//! here: the workspace's members, `template.yaml` (its functions, and the metrics of the
+//! alarms that watch every function, generated from the list), `events/` and its README, the
+//! bootstraps' smoke test, the fuzz target of the events, and the table in
+//! `docs/architecture.md` ("Adding a Lambda function" is the checklist these tests and the
+//! template's, `tests/e2e/template/`, enforce). The scripts that build or run every function
+//! read it (`infra/functions.sh`). And every function resolves the same features of the crates
+//! they share, so `sam build` compiles each shared crate once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -21,6 +23,8 @@ struct Function {
     package: String,
     /// Its directory under the workspace, `functions/<name>`.
     dir: String,
+    /// The library module its handler lives in (`imgest_lambda::fetch`).
+    handler: String,
     resources: Vec<String>,
     events: Vec<String>,
 }
@@ -78,7 +82,14 @@ fn functions() -> Vec<Function> {
                 .map(|v| v.as_str().unwrap().to_owned())
                 .collect()
         };
+        let handler = package["metadata"]["lambda"]["handler"]
+            .as_str()
+            .unwrap_or_else(|| {
+                panic!("{package_name}: [package.metadata.lambda] has no `handler` module")
+            })
+            .to_owned();
         functions.push(Function {
+            handler,
             resources: list("resources"),
             events: list("events"),
             package: package_name.clone(),
@@ -213,7 +224,7 @@ fn the_bootstraps_smoke_test_runs_every_function() {
         assert!(
             declared,
             "tests/e2e/bootstraps.rs has no `Bootstrap::of(\"{}\", \"{first}\")` \
-             (docs/architecture.md, \"Adding a Lambda function\", step 4)",
+             (docs/architecture.md, \"Adding a Lambda function\", step 5)",
             f.package
         );
     }
@@ -233,7 +244,7 @@ fn the_fuzz_target_of_the_events_reads_every_functions_events() {
             .unwrap_or_else(|| {
                 panic!(
                     "fuzz/fuzz_targets/events.rs's table of kinds has no row for {} \
-                     (docs/architecture.md, \"Adding a Lambda function\", step 5)",
+                     (docs/architecture.md, \"Adding a Lambda function\", step 6)",
                     f.name()
                 )
             });
@@ -258,7 +269,7 @@ fn the_architecture_guide_lists_every_function() {
     for f in &functions {
         let row = rows.get(f.dir.as_str()).unwrap_or_else(|| {
             panic!(
-                "docs/architecture.md's table of functions has no row for `{}` (step 6)",
+                "docs/architecture.md's table of functions has no row for `{}` (step 7)",
                 f.dir
             )
         });
@@ -503,4 +514,128 @@ fn the_drift_check_tells_figures_from_limits() {
         "# 20 MB), then the smoke test",
         "# arm64 `bootstrap` runs"
     ));
+}
+
+#[test]
+fn every_crate_under_functions_is_a_workspace_member() {
+    let members: BTreeSet<String> = functions().into_iter().map(|f| f.dir).collect();
+    for entry in std::fs::read_dir(root().join("functions")).unwrap() {
+        let entry = entry.unwrap();
+        let dir = format!("functions/{}", entry.file_name().to_string_lossy());
+        if entry.path().join("Cargo.toml").exists() {
+            assert!(
+                members.contains(&dir),
+                "{dir} is not a member of the workspace (Cargo.toml's `members`; \
+                 docs/architecture.md, \"Adding a Lambda function\", step 1)"
+            );
+        }
+    }
+}
+
+/// A handler module's source file: `imgest_lambda::fetch` is `shared/lambda/src/fetch.rs`.
+fn handler_file(handler: &str) -> Option<PathBuf> {
+    let (krate, module) = handler.split_once("::")?;
+    let dir = root()
+        .join("shared")
+        .join(krate.strip_prefix("imgest_")?)
+        .join("src");
+    let path = module.replace("::", "/");
+    [format!("{path}.rs"), format!("{path}/mod.rs")]
+        .into_iter()
+        .map(|file| dir.join(file))
+        .find(|file| file.exists())
+}
+
+#[test]
+fn each_function_wires_a_handler_from_the_library() {
+    for f in functions() {
+        let file = handler_file(&f.handler).unwrap_or_else(|| {
+            panic!(
+                "{}: its handler module `{}` is no file under shared/ (docs/architecture.md, \
+                 \"Adding a Lambda function\", step 1)",
+                f.package, f.handler
+            )
+        });
+        let module = f.handler.rsplit("::").next().unwrap();
+        let main = read(&format!("{}/src/main.rs", f.dir));
+        let (krate, _) = f.handler.split_once("::").unwrap();
+        assert!(
+            main.contains(krate) && main.contains(module),
+            "{}/src/main.rs does not use its handler `{}` ({})",
+            f.dir,
+            f.handler,
+            file.display()
+        );
+    }
+}
+
+/// The alarms that watch every function, each a sum of one metric of every template
+/// function: their metrics are generated from the inventory.
+const FUNCTION_ALARMS: [(&str, &str); 2] = [
+    ("FunctionErrorsAlarm", "Errors"),
+    ("FunctionThrottlesAlarm", "Throttles"),
+];
+
+/// CloudWatch takes at most this many metrics in an alarm's metric math.
+const ALARM_METRICS: usize = 10;
+
+/// The `Metrics` of an alarm that sums `metric` over `resources`, as the template holds it.
+fn alarm_metrics(alarm: &str, metric: &str, resources: &[&str]) -> String {
+    assert!(
+        resources.len() <= ALARM_METRICS,
+        "{alarm} would sum {} functions' {metric}: CloudWatch takes at most {ALARM_METRICS} \
+         metrics in an alarm; split it",
+        resources.len()
+    );
+    let mut out = format!(
+        "        # BEGIN metrics {alarm}: generated from the functions' inventory (tests/e2e/inventory.rs); rewrite with IMGEST_BLESS=1 cargo test --workspace --test e2e -- inventory::\n"
+    );
+    for (i, resource) in resources.iter().enumerate() {
+        out.push_str(&format!(
+            "        - Id: m{i}\n          ReturnData: false\n          MetricStat:\n            Metric:\n              Namespace: AWS/Lambda\n              MetricName: {metric}\n              Dimensions: [{{Name: FunctionName, Value: !Ref {resource}}}]\n            Period: 300\n            Stat: Sum\n"
+        ));
+    }
+    let ids: Vec<String> = (0..resources.len()).map(|i| format!("m{i}")).collect();
+    out.push_str(&format!(
+        "        - Id: total\n          Label: {metric} of every function\n          Expression: SUM([{}])\n          ReturnData: true\n        # END metrics {alarm}\n",
+        ids.join(",")
+    ));
+    out
+}
+
+#[test]
+fn the_alarms_on_every_function_watch_each_template_function() {
+    let functions = functions();
+    let resources: Vec<&str> = functions
+        .iter()
+        .flat_map(|f| f.resources.iter().map(String::as_str))
+        .collect();
+    for (alarm, metric) in FUNCTION_ALARMS {
+        let rendered = alarm_metrics(alarm, metric, &resources);
+        let begin = rendered.lines().next().unwrap();
+        let end = rendered.lines().last().unwrap();
+        crate::template::hold_block(begin, end, &rendered);
+    }
+}
+
+#[test]
+fn every_template_function_logs_to_a_log_group_with_a_retention() {
+    let template = read("template.yaml");
+    for f in functions() {
+        for resource in &f.resources {
+            let text = crate::template::resource(&template, resource);
+            let group = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("LogGroup: !Ref "))
+                .unwrap_or_else(|| {
+                    panic!("{resource} has no `LoggingConfig: LogGroup: !Ref <its log group>`")
+                });
+            let group_text = crate::template::resource(&template, group);
+            assert!(
+                group_text.contains("Type: AWS::Logs::LogGroup")
+                    && group_text.contains("RetentionInDays: !Ref LogRetentionDays"),
+                "{resource}'s log group {group} is not a log group kept LogRetentionDays"
+            );
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! Orphans, expiry, GC and the sweeper, with the clock moved by the test.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use bytes::Bytes;
 use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState};
 use imgest_flows::sweep::{STOP_FLOOR, SweepOptions, SweepReport};
 
-use crate::support::{TestApp, fixture};
+use crate::support::{TestApp, fixture, sweep_shards_of};
 
 const TTL: Duration = Duration::from_secs(2);
 
@@ -283,7 +283,10 @@ async fn a_sweep_out_of_time_resumes_at_its_page_and_counts_its_share_over_the_w
     app.service
         .ports()
         .checkpoints
-        .save_checkpoint("sweep.next_shard", "ab")
+        .save_checkpoint(
+            "sweep.next_shard",
+            r#"{"shard":"ab","prefix":0,"cursor":null,"scanned":0,"garbage":0}"#,
+        )
         .await
         .unwrap();
     // A run whose time is spent at once still sweeps a page, then saves where it is.
@@ -328,12 +331,17 @@ async fn a_sweep_out_of_time_resumes_at_its_page_and_counts_its_share_over_the_w
 
 #[tokio::test]
 async fn a_sweep_that_would_delete_most_of_a_shard_stops_until_told_to_go_on() {
+    a_sweep_that_would_delete_most_of_a_shard_stops_on(&TestApp::start().await).await;
+}
+
+/// The sweep's stop at a mass deletion, and going on past it once told, on `app`'s backend.
+pub(crate) async fn a_sweep_that_would_delete_most_of_a_shard_stops_on(app: &TestApp) {
     // The default share: 10% of a shard's files, at least `STOP_FLOOR`.
-    let app = TestApp::start().await;
-    let keys = files_without_records(&app, STOP_FLOOR as usize + 5).await;
+    let keys = files_without_records(app, STOP_FLOOR as usize + 5).await;
     app.advance_clock(Duration::from_secs(2 * 86_400));
 
-    let report = app.sweep().await;
+    // Every file is in shard ab: the one a sweep can find anything in.
+    let report = sweep_shards_of(&app.service, &["ab"], false).await;
     let stop = report.stopped.expect("the sweep stops at shard ab");
     assert_eq!(
         (
@@ -353,10 +361,20 @@ async fn a_sweep_that_would_delete_most_of_a_shard_stops_until_told_to_go_on() {
         );
     }
 
-    // The scheduled run fails (its alarm fires) and keeps its place at that shard.
-    let run = imgest_lambda::scheduled_gc::handle(&app.service, 256, RUN).await;
+    // The scheduled run, where the last one left it, fails (its alarm fires) and keeps its
+    // place at that shard.
+    app.service
+        .ports()
+        .checkpoints
+        .save_checkpoint(
+            "sweep.next_shard",
+            r#"{"shard":"ab","prefix":0,"cursor":null,"scanned":0,"garbage":0}"#,
+        )
+        .await
+        .unwrap();
+    let run = imgest_lambda::scheduled_gc::handle(&app.service, 1, RUN).await;
     assert_eq!(run.unwrap_err().kind(), "sweep_stopped");
-    assert_eq!(sweep_place(&app).await["shard"], "ab");
+    assert_eq!(sweep_place(app).await["shard"], "ab");
 
     // An operator checked: go on, for that shard.
     let mut report = SweepReport::default();
@@ -373,13 +391,14 @@ async fn a_sweep_that_would_delete_most_of_a_shard_stops_until_told_to_go_on() {
         (keys.len() as u64, None)
     );
     assert!(
-        imgest_lambda::scheduled_gc::handle(&app.service, 256, RUN)
+        imgest_lambda::scheduled_gc::handle(&app.service, 1, RUN)
             .await
             .is_ok()
     );
 
     // A few leftovers (under the floor) are swept as always.
-    let few = files_without_records(&app, 3).await;
+    let few = files_without_records(app, 3).await;
     app.advance_clock(Duration::from_secs(2 * 86_400));
-    assert_eq!(app.sweep().await.files_deleted, few.len() as u64);
+    let report = sweep_shards_of(&app.service, &["ab"], false).await;
+    assert_eq!(report.files_deleted, few.len() as u64);
 }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use imgest_aws::sqs::DUE_ATTRIBUTE;
 use imgest_core::domain::ImageId;
 use imgest_flows::crawl::{Crawler, Processing};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
@@ -20,22 +20,22 @@ use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
 use crate::support::sample;
 
 /// The one message of `event`, as JSON.
-fn only(event: &SqsEvent) -> Value {
+pub(crate) fn only(event: &SqsEvent) -> Value {
     assert_eq!(event.records.len(), 1, "{event:?}");
     serde_json::from_str(event.records[0].body.as_deref().unwrap()).unwrap()
 }
 
-async fn intake(crawler: &Crawler, id: &str, request: &Value) {
+pub(crate) async fn intake(crawler: &Crawler, id: &str, request: &Value) {
     let response = handlers::intake::handle(crawler, intake_event(id, request)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
 
-async fn fetch(crawler: &Crawler, tasks: SqsEvent) {
+pub(crate) async fn fetch(crawler: &Crawler, tasks: SqsEvent) {
     let response = handlers::fetch::handle(crawler, tasks).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
 
-async fn process(crawler: &Crawler, work: SqsEvent) {
+pub(crate) async fn process(crawler: &Crawler, work: SqsEvent) {
     let response = handlers::process::handle(crawler, work).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 }
@@ -51,7 +51,7 @@ async fn a_slow_download_settles_in_the_third_tiers_function() {
     );
     let bytes = Bytes::from(sample("dune.jpg"));
     let host = PartnerHost::builder()
-        .route("/slow.jpg", Route::photo(bytes.clone()))
+        .serve("/slow.jpg", Answer::photo(bytes.clone()))
         .latency(Duration::from_millis(1000))
         .start()
         .await
@@ -87,7 +87,7 @@ async fn a_5xx_then_200_is_retried_through_an_sqs_delay() {
     );
     let host = PartnerHost::start([(
         "/flaky.jpg",
-        Route::fail_times(1, 503, Route::photo(Bytes::from(sample("storm.jpg")))),
+        Answer::fail_times(1, 503, Answer::photo(Bytes::from(sample("storm.jpg")))),
     )])
     .await
     .unwrap();
@@ -114,7 +114,7 @@ async fn a_permanent_failure_is_rechecked_on_schedule_from_its_dynamodb_record()
         return;
     };
     let crawler = app.crawler(Processing::Handoff, &[("IMGEST_RECHECK_BASE", "1h")]);
-    let host = PartnerHost::start([("/gone.jpg", Route::status(404))])
+    let host = PartnerHost::start([("/gone.jpg", Answer::status(404))])
         .await
         .unwrap();
     let url = host.url("/gone.jpg");
@@ -177,9 +177,9 @@ async fn a_retry_after_longer_than_sqs_allows_is_sent_on_at_each_hop_until_it_is
         return;
     };
     let crawler = app.crawler(Processing::Handoff, &[]);
-    let busy_once = Route::with_headers(
+    let busy_once = Answer::with_headers(
         [("retry-after", "60")],
-        Route::fail_times(1, 429, Route::photo(Bytes::from(sample("ladybird.jpg")))),
+        Answer::fail_times(1, 429, Answer::photo(Bytes::from(sample("ladybird.jpg")))),
     );
     let host = PartnerHost::start([("/busy.jpg", busy_once)])
         .await

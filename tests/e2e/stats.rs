@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use imgest_flows::stats::HostFailures;
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::json;
 
@@ -25,7 +25,7 @@ async fn stats_count_images_files_queues_and_crawl_failures_on_aws() {
     };
     // A crawl whose one download fails (404) and whose other URL does not parse (settled at
     // intake, under no host).
-    let host = PartnerHost::start([("/gone.jpg", Route::status(404))])
+    let host = PartnerHost::start([("/gone.jpg", Answer::status(404))])
         .await
         .unwrap();
     let request = json!({"client_id": "acme", "offer_id": "failing",

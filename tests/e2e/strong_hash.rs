@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ContentHash, Generation, ImageId, VariantSetVersion};
 use imgest_core::ports::ReadyImage;
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 
 use crate::support::crawl::CrawlApp;
 use crate::support::{TestApp, fixture, sample};
@@ -118,7 +118,7 @@ async fn a_crawled_photo_whose_md5_names_another_photo_fails_as_a_collision() {
         Some(ContentHash::of_bytes(b"planted")),
     )
     .await;
-    let host = PartnerHost::start([("/a.jpg", Route::photo(photo))])
+    let host = PartnerHost::start([("/a.jpg", Answer::photo(photo))])
         .await
         .unwrap();
 

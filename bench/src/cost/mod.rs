@@ -44,7 +44,7 @@ use imgest_core::domain::{ClientId, OfferId, OfferKey};
 use imgest_core::ports::{ManualClock, SystemClock};
 use imgest_flows::crawl::messages::CrawlRequest;
 use imgest_flows::crawl::{Crawler, Processing};
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda::{self as handlers, BatchResponse};
 use imgest_local::app;
 use imgest_settings::{Backend, Settings};
@@ -103,24 +103,24 @@ pub async fn run(options: Options) -> Result<()> {
     let tally = Arc::new(Tally::default());
     let proxy_url = proxy::start(&upstream, Arc::clone(&tally)).await?;
 
-    let mut routes = Vec::new();
+    let mut answers = Vec::new();
     let mut offers = Vec::new();
     for o in 0..options.offers {
         let mut urls = Vec::new();
         for p in 0..options.photos_per_offer {
             let path = format!("/o{o}/p{p}.jpg");
             let sample = SAMPLES[(o * options.photos_per_offer + p) % SAMPLES.len()];
-            routes.push((path.clone(), Route::photo(distinct(sample, &path))));
+            answers.push((path.clone(), Answer::photo(distinct(sample, &path))));
             urls.push(path);
         }
         offers.push(urls);
     }
-    routes.push((
+    answers.push((
         POPULAR.to_owned(),
-        Route::photo(distinct(SAMPLES[0], POPULAR)),
+        Answer::photo(distinct(SAMPLES[0], POPULAR)),
     ));
     let host = PartnerHost::builder()
-        .routes(routes)
+        .serve_all(answers)
         .latency(options.host_latency)
         .start()
         .await?;

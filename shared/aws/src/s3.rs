@@ -22,7 +22,7 @@ use bytes::Bytes;
 
 use crate::sdk_error::{is_retryable_code, sdk_error};
 use imgest_core::domain::{BlobKey, Timestamp};
-use imgest_core::ports::{BlobMeta, BlobPage, BlobStore, StoreError, UploadUrls};
+use imgest_core::ports::{BlobMeta, BlobPage, BlobStore, DeletedBlob, StoreError, UploadUrls};
 
 /// Whether S3 refused a read with 403 `AccessDenied`. S3 answers a read of a missing key so
 /// to a caller without `s3:ListBucket` on the whole bucket, and the functions that read have
@@ -61,6 +61,9 @@ const DELETE_BATCH: usize = 1000;
 const SINGLE_DELETES: usize = 16;
 /// `ListObjectsV2` returns at most this many keys per call.
 const MAX_LIST_KEYS: usize = 1000;
+/// Pages of `ListObjectVersions` read for one [`BlobStore::deleted`] at most: it is asked of
+/// one image's prefix (a few keys, a version or two each), so more is not a prefix it serves.
+const MAX_VERSION_PAGES: usize = 10;
 
 /// A blob store on an S3 bucket (the bucket must exist). Cheap to clone.
 #[derive(Debug, Clone)]
@@ -329,6 +332,97 @@ impl BlobStore for S3BlobStore {
                 None => return Ok(BlobPage { blobs, next: None }),
             }
         }
+    }
+
+    /// Keys whose latest version is a delete marker, each with the newest version before it
+    /// (`ListObjectVersions` lists a key's versions newest first).
+    async fn deleted(&self, prefix: &str, limit: usize) -> Result<Vec<DeletedBlob>, StoreError> {
+        use std::collections::BTreeMap;
+        let context = || format!("listing deleted versions under {prefix:?}");
+        let millis = |t: Option<&aws_sdk_s3::primitives::DateTime>| {
+            t.and_then(|t| t.to_millis().ok())
+                .map(Timestamp::from_millis)
+        };
+        // Per key: when its latest delete marker was made, and its newest kept version.
+        let mut deleted_at: BTreeMap<String, Timestamp> = BTreeMap::new();
+        let mut kept: BTreeMap<String, (String, u64, Timestamp)> = BTreeMap::new();
+        let (mut key_marker, mut version_marker) = (None, None);
+        for _ in 0..MAX_VERSION_PAGES {
+            let out = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error(context(), e))?;
+            for marker in out.delete_markers() {
+                if let (Some(key), true, Some(at)) = (
+                    marker.key(),
+                    marker.is_latest().unwrap_or(false),
+                    millis(marker.last_modified()),
+                ) {
+                    deleted_at.insert(key.to_owned(), at);
+                }
+            }
+            for version in out.versions() {
+                let (Some(key), Some(id), Some(at)) = (
+                    version.key(),
+                    version.version_id(),
+                    millis(version.last_modified()),
+                ) else {
+                    continue;
+                };
+                let size = version
+                    .size()
+                    .and_then(|s| u64::try_from(s).ok())
+                    .unwrap_or(0);
+                let newer = kept.get(key).is_none_or(|(_, _, seen)| at > *seen);
+                if newer {
+                    kept.insert(key.to_owned(), (id.to_owned(), size, at));
+                }
+            }
+            if !out.is_truncated().unwrap_or(false) {
+                break;
+            }
+            key_marker = out.next_key_marker().map(str::to_owned);
+            version_marker = out.next_version_id_marker().map(str::to_owned);
+        }
+        let mut found: Vec<DeletedBlob> = deleted_at
+            .into_iter()
+            .filter_map(|(raw, at)| {
+                let key = BlobKey::parse(&raw)?;
+                let (version, size, _) = kept.remove(&raw)?;
+                Some(DeletedBlob {
+                    key,
+                    version,
+                    size,
+                    deleted_at: at,
+                })
+            })
+            .collect();
+        found.sort_by_key(|b| std::cmp::Reverse(b.deleted_at));
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn get_deleted(&self, blob: &DeletedBlob) -> Result<Bytes, StoreError> {
+        let key = &blob.key;
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key.as_str())
+            .version_id(&blob.version)
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("reading the kept version of {key}"), e))?;
+        let body = out.body.collect().await.map_err(|e| {
+            StoreError::unavailable(format!("reading the kept version of {key}"), e)
+        })?;
+        Ok(body.into_bytes())
     }
 }
 

@@ -11,7 +11,7 @@ use imgest_download::{
     AllowedPorts, DownloadConfig, DownloadError, Downloaded, Downloader, FetchErrorKind,
     HostAllowlist, Validator,
 };
-use imgest_hosts::{PartnerHost, Route, etag_of, redirect_chain};
+use imgest_hosts::{Answer, PartnerHost, etag_of, redirect_chain};
 use url::Url;
 
 /// A real photo (`tests/fixtures/photo.jpg`, 70 kB).
@@ -36,8 +36,8 @@ fn url(s: &str) -> Url {
     Url::parse(s).unwrap()
 }
 
-async fn host(routes: Vec<(&str, Route)>) -> PartnerHost {
-    PartnerHost::start(routes).await.unwrap()
+async fn host(answers: Vec<(&str, Answer)>) -> PartnerHost {
+    PartnerHost::start(answers).await.unwrap()
 }
 
 /// Fetches with the guard lifted (the hosts are on loopback); expects a body.
@@ -64,7 +64,7 @@ async fn kind_of(host: &PartnerHost, path: &str) -> DownloadError {
 
 #[tokio::test]
 async fn a_fast_photo_downloads_with_its_md5_as_image_id_and_its_etag() {
-    let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let got = fetch_ok(&host, "/a.jpg").await;
     assert_eq!(got.bytes, PHOTO);
     assert_eq!(got.image_id, ImageId::of_bytes(PHOTO));
@@ -80,7 +80,7 @@ async fn a_fast_photo_downloads_with_its_md5_as_image_id_and_its_etag() {
 async fn a_host_slower_than_the_deadline_times_out() {
     let host = host(vec![(
         "/slow.jpg",
-        Route::delay(Duration::from_secs(3), Route::photo(photo())),
+        Answer::delay(Duration::from_secs(3), Answer::photo(photo())),
     )])
     .await;
     let e = download_err(
@@ -98,7 +98,7 @@ async fn a_host_that_drips_is_cut_at_the_deadline() {
     // Headers arrive at once; the body never would within the deadline.
     let host = host(vec![(
         "/drip.jpg",
-        Route::drip(photo(), Duration::from_millis(20)),
+        Answer::drip(photo(), Duration::from_millis(20)),
     )])
     .await;
     let e = download_err(
@@ -113,14 +113,14 @@ async fn a_host_that_drips_is_cut_at_the_deadline() {
 #[tokio::test]
 async fn error_statuses_map_to_their_kinds_and_keep_the_status() {
     let host = host(vec![
-        ("/404", Route::status(404)),
-        ("/410", Route::status(410)),
-        ("/401", Route::status(401)),
-        ("/403", Route::status(403)),
-        ("/418", Route::status(418)),
-        ("/408", Route::status(408)),
-        ("/500", Route::status(500)),
-        ("/503", Route::status(503)),
+        ("/404", Answer::status(404)),
+        ("/410", Answer::status(410)),
+        ("/401", Answer::status(401)),
+        ("/403", Answer::status(403)),
+        ("/418", Answer::status(418)),
+        ("/408", Answer::status(408)),
+        ("/500", Answer::status(500)),
+        ("/503", Answer::status(503)),
     ])
     .await;
     for (path, kind, status) in [
@@ -141,7 +141,7 @@ async fn error_statuses_map_to_their_kinds_and_keep_the_status() {
 
 #[tokio::test]
 async fn a_429_with_retry_after_seconds_is_rate_limited_with_the_delay() {
-    let host = host(vec![("/busy.jpg", Route::retry_after(429, "7"))]).await;
+    let host = host(vec![("/busy.jpg", Answer::retry_after(429, "7"))]).await;
     let e = kind_of(&host, "/busy.jpg").await;
     assert_eq!(e.kind, FetchErrorKind::RateLimited);
     assert_eq!(e.http_status, Some(429));
@@ -152,7 +152,7 @@ async fn a_429_with_retry_after_seconds_is_rate_limited_with_the_delay() {
 #[tokio::test]
 async fn a_503_with_retry_after_as_an_http_date_gives_the_delay_until_then() {
     let at = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
-    let host = host(vec![("/later.jpg", Route::retry_after(503, at))]).await;
+    let host = host(vec![("/later.jpg", Answer::retry_after(503, at))]).await;
     let e = kind_of(&host, "/later.jpg").await;
     assert_eq!(
         (e.kind, e.http_status),
@@ -170,7 +170,7 @@ async fn a_503_with_retry_after_as_an_http_date_gives_the_delay_until_then() {
 async fn a_host_that_fails_twice_then_serves_gives_two_server_errors_then_the_photo() {
     let host = host(vec![(
         "/flaky.jpg",
-        Route::fail_times(2, 500, Route::photo(photo())),
+        Answer::fail_times(2, 500, Answer::photo(photo())),
     )])
     .await;
     for _ in 0..2 {
@@ -188,14 +188,14 @@ async fn a_host_that_fails_twice_then_serves_gives_two_server_errors_then_the_ph
 
 #[tokio::test]
 async fn a_chain_of_three_redirects_ends_at_the_photo_with_its_final_url() {
-    let mut routes = redirect_chain("/r", 3, "/photo.jpg");
-    routes.push(("/photo.jpg".into(), Route::photo(photo())));
+    let mut answers = redirect_chain("/r", 3, "/photo.jpg");
+    answers.push(("/photo.jpg".into(), Answer::photo(photo())));
     // Relative, absolute-path and 301/307/308 forms along the way.
     let host = PartnerHost::builder()
-        .routes(routes)
-        .route(
+        .serve_all(answers)
+        .serve(
             "/start",
-            Route::Redirect {
+            Answer::Redirect {
                 status: 301,
                 location: "r/0".into(),
             },
@@ -212,10 +212,10 @@ async fn a_chain_of_three_redirects_ends_at_the_photo_with_its_final_url() {
 
 #[tokio::test]
 async fn five_redirects_are_followed_and_a_sixth_is_too_many() {
-    let mut routes = redirect_chain("/five", 5, "/photo.jpg");
-    routes.extend(redirect_chain("/six", 6, "/photo.jpg"));
-    routes.push(("/photo.jpg".into(), Route::photo(photo())));
-    let host = PartnerHost::start(routes).await.unwrap();
+    let mut answers = redirect_chain("/five", 5, "/photo.jpg");
+    answers.extend(redirect_chain("/six", 6, "/photo.jpg"));
+    answers.push(("/photo.jpg".into(), Answer::photo(photo())));
+    let host = PartnerHost::start(answers).await.unwrap();
     assert_eq!(
         fetch_ok(&host, "/five/0").await.final_url.as_str(),
         host.url("/photo.jpg")
@@ -232,7 +232,7 @@ async fn five_redirects_are_followed_and_a_sixth_is_too_many() {
 
 #[tokio::test]
 async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
-    let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let port = host.addr().port();
     let guarded = downloader(false);
     for raw in [
@@ -263,7 +263,7 @@ async fn loopback_literals_in_any_notation_are_refused_before_any_request() {
 
 #[tokio::test]
 async fn a_name_that_resolves_to_loopback_is_refused_by_the_resolver() {
-    let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let raw = format!("http://localhost:{}/a.jpg", host.addr().port());
     let e = download_err(&downloader(false), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::ForbiddenAddress, "{e}");
@@ -283,22 +283,25 @@ async fn redirects_to_forbidden_addresses_are_refused_at_the_hop() {
     // Allowing private networks (the host is on loopback) never allows the metadata service
     // or 0.0.0.0 (which would connect to this machine).
     let host = PartnerHost::builder()
-        .route("/a.jpg", Route::photo(photo()))
-        .route(
+        .serve("/a.jpg", Answer::photo(photo()))
+        .serve(
             "/to-metadata",
-            Route::redirect("http://169.254.169.254/latest/meta-data/"),
+            Answer::redirect("http://169.254.169.254/latest/meta-data/"),
         )
-        .route(
+        .serve(
             "/to-v6-metadata",
-            Route::redirect("http://[fd00:ec2::254]/"),
+            Answer::redirect("http://[fd00:ec2::254]/"),
         )
-        .route("/to-mapped-metadata", Route::redirect("http://0xa9fea9fe/"))
+        .serve(
+            "/to-mapped-metadata",
+            Answer::redirect("http://0xa9fea9fe/"),
+        )
         .start()
         .await
         .unwrap();
     let zero = format!("http://0.0.0.0:{}/a.jpg", host.addr().port());
     let host_with_zero = PartnerHost::builder()
-        .route("/to-zero", Route::redirect(zero))
+        .serve("/to-zero", Answer::redirect(zero))
         .start()
         .await
         .unwrap();
@@ -327,7 +330,7 @@ async fn a_name_that_does_not_resolve_is_a_dns_error() {
 
 #[tokio::test]
 async fn a_real_photo_with_a_wrong_content_type_is_accepted() {
-    let host = host(vec![("/a.jpg", Route::WrongContentType(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::WrongContentType(photo()))]).await;
     let got = fetch_ok(&host, "/a.jpg").await;
     assert_eq!(got.image_id, ImageId::of_bytes(PHOTO));
 }
@@ -336,9 +339,9 @@ async fn a_real_photo_with_a_wrong_content_type_is_accepted() {
 async fn an_html_page_or_an_empty_body_is_an_unsupported_format() {
     let page = "<!doctype html><html><body>Photo not found</body></html>".repeat(100);
     let host = host(vec![
-        ("/page.jpg", Route::body(page, "image/jpeg")),
-        ("/empty.jpg", Route::body(Bytes::new(), "image/jpeg")),
-        ("/short.jpg", Route::body(&b"\xff\xd8"[..], "image/jpeg")),
+        ("/page.jpg", Answer::body(page, "image/jpeg")),
+        ("/empty.jpg", Answer::body(Bytes::new(), "image/jpeg")),
+        ("/short.jpg", Answer::body(&b"\xff\xd8"[..], "image/jpeg")),
     ])
     .await;
     for path in ["/page.jpg", "/empty.jpg", "/short.jpg"] {
@@ -358,8 +361,8 @@ async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
     })
     .unwrap();
     let host = host(vec![
-        ("/declared.jpg", Route::photo(photo())),
-        ("/chunked.jpg", Route::NoContentLength(photo())),
+        ("/declared.jpg", Answer::photo(photo())),
+        ("/chunked.jpg", Answer::NoContentLength(photo())),
     ])
     .await;
     // Refused by the declared length before reading, or while reading when none is declared.
@@ -389,7 +392,7 @@ async fn bodies_over_the_limit_are_too_large_with_or_without_content_length() {
 async fn a_connection_reset_mid_body_is_a_connection_error() {
     let host = host(vec![(
         "/reset.jpg",
-        Route::Reset {
+        Answer::Reset {
             bytes: photo(),
             after: 4096,
         },
@@ -419,7 +422,7 @@ async fn a_refused_connection_is_a_connection_error() {
 
 #[tokio::test]
 async fn a_second_download_with_the_validator_is_not_modified() {
-    let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let downloader = downloader(true);
     let first = fetch_ok(&host, "/a.jpg").await;
     let again = downloader
@@ -462,7 +465,7 @@ async fn a_second_download_with_the_validator_is_not_modified() {
 
 #[tokio::test]
 async fn urls_with_credentials_are_refused_without_quoting_them() {
-    let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let raw = format!("http://partner:s3cret@{}/a.jpg", host.addr());
     let e = download_err(&downloader(true), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::InvalidUrl);
@@ -473,7 +476,7 @@ async fn urls_with_credentials_are_refused_without_quoting_them() {
 #[tokio::test]
 async fn https_to_a_plain_http_server_fails_its_handshake_as_a_connection_error() {
     // Exercises the TLS stack (rustls on aws-lc-rs) as far as a loopback test can.
-    let host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let raw = format!("https://{}/a.jpg", host.addr());
     let e = download_err(&downloader(true), &raw, DEADLINE).await;
     assert_eq!(e.kind, FetchErrorKind::Connection, "{e}");
@@ -481,7 +484,7 @@ async fn https_to_a_plain_http_server_fails_its_handshake_as_a_connection_error(
 
 #[tokio::test]
 async fn a_port_that_is_not_allowed_is_refused_without_a_connection() {
-    let photo_host = host(vec![("/a.jpg", Route::photo(photo()))]).await;
+    let photo_host = host(vec![("/a.jpg", Answer::photo(photo()))]).await;
     let web_only = Downloader::new(DownloadConfig {
         allow_private: true,
         ..DownloadConfig::default()
@@ -492,8 +495,8 @@ async fn a_port_that_is_not_allowed_is_refused_without_a_connection() {
     assert_eq!(photo_host.requests(), 0);
 
     // A redirect from an allowed port to another one is refused the same way.
-    let other = host(vec![("/b.jpg", Route::photo(photo()))]).await;
-    let hop = host(vec![("/r", Route::redirect(other.url("/b.jpg")))]).await;
+    let other = host(vec![("/b.jpg", Answer::photo(photo()))]).await;
+    let hop = host(vec![("/r", Answer::redirect(other.url("/b.jpg")))]).await;
     let hop_port = url(&hop.url("/")).port().unwrap();
     let listed = Downloader::new(DownloadConfig {
         allow_private: true,
@@ -509,12 +512,12 @@ async fn a_port_that_is_not_allowed_is_refused_without_a_connection() {
 
 #[tokio::test]
 async fn a_host_off_the_clients_list_is_refused_also_after_a_redirect_without_a_connection() {
-    let refused = host(vec![("/b.jpg", Route::photo(photo()))]).await;
+    let refused = host(vec![("/b.jpg", Answer::photo(photo()))]).await;
     // The same machine under another name: the list is of names, not addresses.
     let elsewhere = refused.url("/b.jpg").replace("127.0.0.1", "localhost");
     let listed = host(vec![
-        ("/a.jpg", Route::photo(photo())),
-        ("/away", Route::redirect(elsewhere.clone())),
+        ("/a.jpg", Answer::photo(photo())),
+        ("/away", Answer::redirect(elsewhere.clone())),
     ])
     .await;
     let only_loopback_literal = HostAllowlist::parse("127.0.0.1").unwrap();

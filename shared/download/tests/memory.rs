@@ -11,7 +11,7 @@ use imgest_core::budget::{BASE, MemoryBudget};
 use imgest_download::{
     AllowedPorts, DownloadConfig, DownloadError, Downloaded, Downloader, FetchErrorKind,
 };
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use url::Url;
 
 const MB: u64 = 1 << 20;
@@ -53,8 +53,8 @@ async fn fetch(
 /// A host serving `body` at `/declared.jpg` with its length and at `/chunked.jpg` without.
 async fn declared_and_chunked(body: &Bytes) -> PartnerHost {
     PartnerHost::start(vec![
-        ("/declared.jpg", Route::photo(body.clone())),
-        ("/chunked.jpg", Route::NoContentLength(body.clone())),
+        ("/declared.jpg", Answer::photo(body.clone())),
+        ("/chunked.jpg", Answer::NoContentLength(body.clone())),
     ])
     .await
     .unwrap()
@@ -125,7 +125,7 @@ async fn a_download_without_room_for_its_body_blames_nobody_and_succeeds_once_th
 async fn a_slow_host_with_room_to_spare_is_still_a_timeout() {
     let host = PartnerHost::start(vec![(
         "/slow.jpg",
-        Route::drip(photo_of(64 * 1024), Duration::from_millis(50)),
+        Answer::drip(photo_of(64 * 1024), Duration::from_millis(50)),
     )])
     .await
     .unwrap();

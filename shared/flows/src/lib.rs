@@ -11,6 +11,7 @@
 //! - [`backfill`]: re-processing stored photos under the configured variant set.
 //! - [`variants`]: the variant set an operator confirmed (what the sweep may retire).
 //! - [`audit`]: records checked against their files and link counts against the offers.
+//! - [`restore`]: a collected photo stored again from the original the versioned bucket kept.
 //! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
 //! - [`stats`]: what is stored and what is waiting, counted from the stores.
 //! - [`browse`]: the operator's pages of stored images (and orphans).
@@ -33,6 +34,7 @@ pub mod gc;
 pub mod offers;
 pub mod presigned;
 pub mod queues;
+pub mod restore;
 mod service;
 pub mod stats;
 pub mod sweep;

@@ -40,7 +40,7 @@ pub struct CrawlAccepted {
     responses(
         (status = 202, description = "Accepted: the crawl's state.", body = CrawlAccepted),
         (status = 400, description = "`invalid_body` (not the JSON above, or an invalid `client_id` or `offer_id`).", body = ErrorBody),
-        (status = 403, description = "`forbidden`: the token lacks `imgest:offers` or a `client_id`, or the body's `client_id` is not the token's.", body = ErrorBody),
+        (status = 403, description = "`forbidden`: the token lacks `imgest:offers` or an `imgest_client_id` claim, or the body's `client_id` is not the token's.", body = ErrorBody),
         (status = 422, description = "`too_many_photos`: more URLs than an offer may have.", body = ErrorBody),
     ),
 )]

@@ -1,6 +1,6 @@
 //! How much memory a photo will need at its peak, from its header, before anything is decoded.
 //!
-//! The callers reserve it from the process's memory budget (see `flows/budget.rs`) before
+//! The callers reserve it from the process's memory budget (see `imgest_core::budget`) before
 //! decoding, so what runs side by side fits: one 0.6 MB PNG can decode to 49 MP. Each figure is
 //! an upper bound of what the path that photo takes holds at once (decoded pixels, the
 //! decoder's own buffers, the orientation copy, the variants and the resizer's intermediates),

@@ -3,12 +3,15 @@
 //!
 //! - [`Settings`]: everything, with the [`Backend`] (where records and files live, described
 //!   in `imgest_core::backend`) and [`CrawlSettings`] (the crawl flows and their downloads).
+//! - [`reference`]: every variable read, declared once with its default and bounds (the
+//!   configuration reference is generated from it, and its tests hold it to the parsers).
 //! - `parse`: one reader per kind of value, shared by both.
 
 mod crawl;
 mod memory;
 mod parse;
 mod public_url;
+pub mod reference;
 mod senders;
 mod windows;
 
@@ -124,7 +127,7 @@ pub struct Settings {
     /// `IMGEST_UPLOAD_RPM` (120): uploads per minute per token subject.
     pub upload_rpm: u32,
     /// `IMGEST_MEMORY_BUDGET`: the memory the process should stay within; photos in flight
-    /// (bodies and decodes) reserve from it (see `flows::budget`).
+    /// (bodies and decodes) reserve from it (see `imgest_core::budget`).
     pub memory_budget: u64,
     /// `IMGEST_BACKFILL_RATE` (20): photos a backfill re-processes per second at most, in all
     /// (0: no limit beyond its decode slots).
@@ -340,6 +343,18 @@ fn sweep_max_share(vars: &Vars<'_>) -> Result<u8, SettingsError> {
         })
 }
 
+/// `IMGEST_SQS_MAX_DELAY`: at most SQS's own limit.
+fn sqs_max_delay(vars: &Vars<'_>) -> Result<Duration, SettingsError> {
+    let delay = vars.positive_duration("IMGEST_SQS_MAX_DELAY", MAX_SQS_DELAY)?;
+    if delay > MAX_SQS_DELAY {
+        return Err(vars.bad(
+            "IMGEST_SQS_MAX_DELAY",
+            "at most 15m (SQS delays a message 15 minutes at most)",
+        ));
+    }
+    Ok(delay)
+}
+
 fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
     match vars.get("IMGEST_BACKEND").unwrap_or("embedded") {
         "embedded" => Ok(Backend::Embedded {
@@ -356,9 +371,7 @@ fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
                 table: vars.required("IMGEST_TABLE", needed_by)?.to_owned(),
                 force_path_style: vars.flag("IMGEST_S3_FORCE_PATH_STYLE", false)?,
                 queues,
-                sqs_max_delay: vars
-                    .positive_duration("IMGEST_SQS_MAX_DELAY", MAX_SQS_DELAY)?
-                    .min(MAX_SQS_DELAY),
+                sqs_max_delay: sqs_max_delay(vars)?,
                 endpoint_url: None,
             }))
         }

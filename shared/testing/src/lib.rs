@@ -77,6 +77,7 @@ pub mod aws;
 pub mod blob_store;
 pub mod crashing;
 pub mod documents;
+pub mod generated;
 pub mod image_index;
 pub mod message_sender;
 pub mod offer_links;

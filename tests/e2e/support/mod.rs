@@ -470,3 +470,21 @@ impl TestApp {
             .collect()
     }
 }
+
+/// The sweep of the shards of `ids` only (each once), as a whole sweep would find them: what
+/// a test of a few images asks of the sweep, without listing the 256 shards of an S3 bucket.
+pub async fn sweep_shards_of(service: &Service, ids: &[&str], dry_run: bool) -> SweepReport {
+    let shards: std::collections::BTreeSet<&str> = ids.iter().map(|id| &id[..2]).collect();
+    let mut report = SweepReport::default();
+    let options = imgest_flows::sweep::SweepOptions {
+        dry_run,
+        go_on: false,
+    };
+    for shard in shards {
+        service
+            .sweep_shard(shard, options, &mut report)
+            .await
+            .unwrap();
+    }
+    report
+}

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod edges;
+mod events;
 mod permissions;
 mod routes;
 mod trust;
@@ -23,77 +24,62 @@ pub fn text() -> String {
     std::fs::read_to_string(path()).unwrap_or_else(|e| panic!("reading template.yaml: {e}"))
 }
 
-/// The lines of `template` from the one starting with `begin` to the next one starting with
-/// `end`, both included (each with its line break), and where they start; `None` if there is
-/// no such block. Panics if there are two.
-pub fn block<'a>(template: &'a str, begin: &str, end: &str) -> Option<(usize, &'a str)> {
-    let mut found = None;
-    let mut offset = 0;
-    for line in template.split_inclusive('\n') {
-        if line.trim_end() == begin.trim_end() {
-            assert!(found.is_none(), "two blocks begin with {begin:?}");
-            found = Some(offset);
-        }
-        offset += line.len();
-    }
-    let start = found?;
-    let rest = &template[start..];
-    let mut len = 0;
-    for line in rest.split_inclusive('\n') {
-        len += line.len();
-        if line.trim_end() == end.trim_end() {
-            return Some((start, &rest[..len]));
-        }
-    }
-    panic!("the block {begin:?} has no end {end:?}");
-}
-
 /// Holds the template's block from `begin` to `end` to `expected` (which includes both
 /// lines): what differs is the failure, line by line. With `IMGEST_BLESS=1`, writes
 /// `expected` there instead.
 pub fn hold_block(begin: &str, end: &str, expected: &str) {
-    let template = text();
-    let (start, found) = block(&template, begin, end)
-        .unwrap_or_else(|| panic!("template.yaml has no line {begin:?}"));
-    if found == expected {
-        return;
-    }
-    if std::env::var("IMGEST_BLESS").is_ok_and(|v| v == "1") {
-        let mut out = String::new();
-        out.push_str(&template[..start]);
-        out.push_str(expected);
-        out.push_str(&template[start + found.len()..]);
-        std::fs::write(path(), out).unwrap();
-        return;
-    }
-    panic!("{}", difference(found, expected));
+    imgest_testing::generated::hold(&path(), "template.yaml", begin, end, expected);
 }
 
-/// What a reader needs to see: the lines only the template has, and the lines only the code's
-/// rendering has (each with its line number, counted as many times as it is missing).
+pub use imgest_testing::generated::block;
+
+/// The lines only the template has, and the lines only the code's rendering has.
 pub fn difference(template: &str, code: &str) -> String {
-    let only = |a: &str, b: &str| -> Vec<String> {
-        let mut left: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        for line in b.lines() {
-            *left.entry(line).or_default() += 1;
+    imgest_testing::generated::difference("template.yaml", template, code)
+}
+
+/// A resource's text: from its name to the next line at its indentation or less (comments
+/// and blank lines kept). Panics if there is no such resource.
+pub fn resource(template: &str, name: &str) -> String {
+    let head = format!("  {name}:");
+    let mut lines = template.lines().skip_while(|l| *l != head);
+    let mut out = String::new();
+    if let Some(first) = lines.next() {
+        out.push_str(first);
+        out.push('\n');
+    }
+    for line in lines {
+        let indent = line.len() - line.trim_start().len();
+        if !line.trim().is_empty() && indent <= 2 && !line.trim_start().starts_with('#') {
+            break;
         }
-        a.lines()
-            .enumerate()
-            .filter(|(_, line)| match left.get_mut(line) {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    false
-                }
-                _ => true,
-            })
-            .map(|(i, line)| format!("  {:>4}: {line}", i + 1))
-            .collect()
-    };
-    format!(
-        "template.yaml's generated block differs from what the code declares (IMGEST_BLESS=1 rewrites it; then review the diff).\nonly in the template:\n{}\nonly in the code:\n{}",
-        only(template, code).join("\n"),
-        only(code, template).join("\n"),
-    )
+        out.push_str(line);
+        out.push('\n');
+    }
+    assert!(!out.is_empty(), "template.yaml has no resource {name}");
+    out
+}
+
+/// The logical ids of the template's resources of type `kind`, in its order.
+pub fn resources_of(template: &str, kind: &str) -> Vec<String> {
+    template
+        .lines()
+        .zip(template.lines().skip(1))
+        .filter(|(name, next)| {
+            name.starts_with("  ")
+                && !name.starts_with("   ")
+                && next.trim() == format!("Type: {kind}")
+        })
+        .map(|(name, _)| name.trim().trim_end_matches(':').to_owned())
+        .collect()
+}
+
+/// The value of the first line of `text` whose key is `key` (`key: value`), unquoted.
+pub fn value_of(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.trim().split_once(':')?;
+        (k == key).then(|| v.trim().trim_matches('"').to_owned())
+    })
 }
 
 /// The top-level section of `template` under `key` (e.g. `Parameters:`), without its head.

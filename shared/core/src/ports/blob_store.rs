@@ -20,6 +20,18 @@ pub struct BlobPage {
     pub next: Option<BlobKey>,
 }
 
+/// An object that was deleted and whose last version a versioned store still keeps (S3 keeps
+/// it behind a delete marker for a while: the template's `DeletedOriginalsRetentionDays`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedBlob {
+    pub key: BlobKey,
+    /// The store's id of the kept version.
+    pub version: String,
+    pub size: u64,
+    /// When it was deleted.
+    pub deleted_at: Timestamp,
+}
+
 #[async_trait]
 pub trait BlobStore: Send + Sync {
     /// Writes the whole object atomically: a reader sees the old object, no object or the whole
@@ -43,4 +55,21 @@ pub trait BlobStore: Send + Sync {
         after: Option<&BlobKey>,
         limit: usize,
     ) -> Result<BlobPage, StoreError>;
+
+    /// The objects under `prefix` that were deleted and whose last version the store still
+    /// keeps, most recently deleted first, at most `limit`. A store that keeps no versions
+    /// (the directory) has none.
+    async fn deleted(&self, prefix: &str, limit: usize) -> Result<Vec<DeletedBlob>, StoreError> {
+        let _ = (prefix, limit);
+        Ok(Vec::new())
+    }
+
+    /// The bytes of a deleted object's kept version (one [`deleted`](Self::deleted) listed),
+    /// or `StoreError::NotFound` once it is gone.
+    async fn get_deleted(&self, blob: &DeletedBlob) -> Result<Bytes, StoreError> {
+        Err(StoreError::NotFound(format!(
+            "no kept version of {} (this store keeps none)",
+            blob.key
+        )))
+    }
 }

@@ -83,7 +83,7 @@ pub trait ImageIndex: Send + Sync {
     /// is left out of [`expired`](Self::expired) where listing it would cost writes
     /// (DynamoDB's GC index, written and deleted again when the offer links it): if it is never
     /// linked, the store's own expiry collects it (DynamoDB's TTL deleter, whose stream the
-    /// `gc` function follows), up to about two days after it expires.
+    /// ttl-cleanup function follows), up to about two days after it expires.
     async fn create_ready(
         &self,
         id: &ImageId,

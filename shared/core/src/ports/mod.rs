@@ -13,7 +13,7 @@ mod store_error;
 mod task_queue;
 mod uploads;
 
-pub use blob_store::{BlobMeta, BlobPage, BlobStore};
+pub use blob_store::{BlobMeta, BlobPage, BlobStore, DeletedBlob};
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use documents::{

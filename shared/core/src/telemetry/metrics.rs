@@ -158,8 +158,8 @@ pub fn current() -> MetricsLevel {
 pub enum Stage {
     /// A crawl request taken in (the intake queue, `POST /v1/crawl`, a feed file's line).
     Intake,
-    /// A URL looked up and routed to a download tier (or answered from what is known).
-    Route,
+    /// A URL's first download tier chosen from its (client, host)'s tier statistics.
+    ChooseTier,
     /// A download, by tier.
     Fetch(u8),
     /// A photo decoded (once, whatever its variants).
@@ -181,10 +181,25 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// Every stage (`fetch` once, whatever its tier), in the order of the work.
+    pub const ALL: [Stage; 11] = [
+        Self::Intake,
+        Self::ChooseTier,
+        Self::Fetch(0),
+        Self::Decode,
+        Self::Resize,
+        Self::Encode,
+        Self::Store,
+        Self::Link,
+        Self::Gc,
+        Self::Sweep,
+        Self::Backfill,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Intake => "intake",
-            Self::Route => "route",
+            Self::ChooseTier => "choose_tier",
             Self::Fetch(_) => "fetch",
             Self::Decode => "decode",
             Self::Resize => "resize",

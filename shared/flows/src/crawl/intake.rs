@@ -487,7 +487,7 @@ impl Crawler {
         background: bool,
         now: Timestamp,
     ) -> Result<(), FlowError> {
-        let run = Stage::Route.start();
+        let run = Stage::ChooseTier.start();
         let host = super::host_of(url.fetch_url());
         let tier = if self.settings.tier_routing {
             self.start_tier(client, host).await

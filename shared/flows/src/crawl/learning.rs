@@ -8,13 +8,14 @@
 //! - Outcomes change this process's copy at once and are kept as pending; a host's pending
 //!   outcomes are added to the shared **counts** when they are [`FLUSH_EVERY`] old (5 s), and all of
 //!   them at the end of every fetch invocation ([`Crawler::flush_learning`]): per host (series
-//!   `host`) and per (client, host) (series `route`), counts of outcomes in time buckets, each
+//!   `host`) and per (client, host) (the tier statistics' series, stored as `route`), counts
+//!   of outcomes in time buckets, each
 //!   flush one add that reads nothing and never conflicts. A hot host's every fetch instance
 //!   flushing at once costs one write each, at the partition's rate, and nothing is dropped
 //!   for losing a race.
 //! - The shared copy is the fold of the counts over a horizon ([`HostHealth::apply_counts`],
 //!   [`TierStats::observe_counts`]): ten minutes of a host's buckets of ten seconds (longer
-//!   with a longer circuit window), an hour of a route's buckets of a minute.
+//!   with a longer circuit window), an hour of a (client, host)'s buckets of a minute.
 //! - A host's circuit is the one decision that needs agreement: it is its record (kind
 //!   `host`), written by a conditional write only when it changes: opened when the counts say
 //!   most recent requests fail, the probe claimed after the cool-down, the probe's result
@@ -39,8 +40,11 @@ use serde::{Deserialize, Serialize};
 use imgest_download::{Admission, Circuit, EventCounts, HostEvent, HostHealth};
 use imgest_download::{Observation, TierCounts, TierStats};
 
-/// The counter series of (client, host) outcomes, keyed `{client}/{host}`.
-pub(super) const ROUTE_SERIES: &str = "route";
+/// The counter series of (client, host) outcomes (the tier statistics), keyed
+/// `{client}/{host}`. Its stored name, `route` (`ctr#route#…` on DynamoDB and in the
+/// functions' policies), stays: renaming a stored name would leave the counts written under it
+/// unread.
+pub(super) const TIER_SERIES: &str = "route";
 /// The counter series of a host's outcomes, keyed by host.
 pub(super) const HOST_SERIES: &str = "host";
 /// The records of hosts' circuits, keyed by host.
@@ -50,9 +54,9 @@ pub(super) const HOST_KIND: &str = "host";
 /// horizon.
 const HOST_BUCKET: Duration = Duration::from_secs(10);
 const HOST_BUCKETS: i64 = 60;
-/// A route's count buckets and how many make its horizon (an hour).
-const ROUTE_BUCKET: Duration = Duration::from_secs(60);
-const ROUTE_BUCKETS: i64 = 60;
+/// A (client, host)'s count buckets and how many make its horizon (an hour).
+const TIER_BUCKET: Duration = Duration::from_secs(60);
+const TIER_BUCKETS: i64 = 60;
 /// The names of a host's counts.
 const ANSWERED: &str = "answered";
 const RATE_LIMITED: &str = "rate_limited";
@@ -173,7 +177,7 @@ impl Crawler {
     /// statistics (read again when older than [`FRESH_FOR`]).
     pub async fn start_tier(&self, client: &ClientId, host: &str) -> usize {
         let key = tier_key(client, host);
-        let read_at = self.learning.read_at(ROUTE_SERIES, &key);
+        let read_at = self.learning.read_at(TIER_SERIES, &key);
         let mut read_at = read_at.lock().await;
         let now = self.now();
         if needs_read(&mut read_at, now) {
@@ -358,34 +362,34 @@ impl Crawler {
         }
         let names = tier_count_names(&counts);
         let adds: Vec<(&str, u64)> = names.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        let bucket = bucket_of(now, ROUTE_BUCKET);
+        let bucket = bucket_of(now, TIER_BUCKET);
         self.service
             .ports()
             .documents
             .add_counts(
-                ROUTE_SERIES,
+                TIER_SERIES,
                 key,
                 bucket,
                 &adds,
-                bucket_expiry(bucket, ROUTE_BUCKET, ROUTE_BUCKETS),
+                bucket_expiry(bucket, TIER_BUCKET, TIER_BUCKETS),
                 now,
             )
             .await?;
         let shared = self.read_tiers(key, now).await?;
         self.adopt_tiers(key, shared);
         // As good as a reader's read: the next one waits its FRESH_FOR from here.
-        *self.learning.read_at(ROUTE_SERIES, key).lock().await = Some(now);
+        *self.learning.read_at(TIER_SERIES, key).lock().await = Some(now);
         Ok(())
     }
 
     /// A (client, host)'s statistics: its counts over the horizon, folded bucket by bucket.
     async fn read_tiers(&self, key: &str, now: Timestamp) -> Result<TierStats, FlowError> {
-        let to = bucket_of(now, ROUTE_BUCKET);
+        let to = bucket_of(now, TIER_BUCKET);
         let buckets = self
             .service
             .ports()
             .documents
-            .read_counts(ROUTE_SERIES, key, to - ROUTE_BUCKETS + 1, to, now)
+            .read_counts(TIER_SERIES, key, to - TIER_BUCKETS + 1, to, now)
             .await?;
         let tiers = self.chooser.tiers().len();
         let mut stats = TierStats::default();
@@ -581,7 +585,7 @@ fn event_counts(counts: &BTreeMap<String, u64>) -> EventCounts {
     }
 }
 
-/// A route's counts by name: `miss_{tier}` and `fit_{tier}`, the zero ones left out.
+/// A (client, host)'s counts by name: `miss_{tier}` and `fit_{tier}`, the zero ones left out.
 fn tier_count_names(counts: &TierCounts) -> Vec<(String, u64)> {
     let mut names = Vec::new();
     for (i, &(missed, fitted)) in counts.tiers.iter().enumerate() {

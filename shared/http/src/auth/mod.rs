@@ -12,7 +12,7 @@
 //! - [`LocalIssuer`]: a signing key and its JWKS, to mint tokens (the demo, tests).
 //!
 //! Scopes: `imgest:upload` (sellers' browsers: upload photos, read images and their own
-//! uploads) and `imgest:offers` (partners' and the marketplace's backends, with a `client_id`
+//! uploads) and `imgest:offers` (partners' and the marketplace's backends, with an `imgest_client_id`
 //! claim: that client's offers and crawls, and everything `imgest:upload` may do); the
 //! operator's `imgest:metrics` (the local runner's metrics) and `imgest:operator` (browsing every
 //! client's images), each of which opens nothing else.

@@ -1,4 +1,4 @@
-//! What a simulated host answers on one path: [`Route`], and how each one is rendered.
+//! What a simulated host answers on one path: [`Answer`], and how each one is rendered.
 
 use std::io;
 use std::time::Duration;
@@ -9,13 +9,13 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 
-/// The `Last-Modified` every [`Route::Photo`] sends (and the `If-Modified-Since` it honours).
+/// The `Last-Modified` every [`Answer::Photo`] sends (and the `If-Modified-Since` it honours).
 pub const PHOTO_LAST_MODIFIED: &str = "Wed, 21 Oct 2015 07:28:00 GMT";
 
 /// One path's behaviour. Plain data: the per-path request counter that
-/// [`FailTimes`](Route::FailTimes) and [`Switch`](Route::Switch) read is kept by the host, not in the route.
+/// [`FailTimes`](Answer::FailTimes) and [`Switch`](Answer::Switch) read is kept by the host, not in the answer.
 #[derive(Debug, Clone)]
-pub enum Route {
+pub enum Answer {
     /// 200 with the Content-Type of the bytes' signature (`application/octet-stream` if none),
     /// `Content-Length`, `ETag` (the quoted MD5 hex) and [`PHOTO_LAST_MODIFIED`]; a matching
     /// `If-None-Match`, or else an `If-Modified-Since` equal to [`PHOTO_LAST_MODIFIED`], gets
@@ -27,11 +27,11 @@ pub enum Route {
     Body { bytes: Bytes, content_type: String },
     /// The bytes sent chunked, without `Content-Length`.
     NoContentLength(Bytes),
-    /// Waits, then answers as the inner route (nothing is sent during the wait).
-    Delay(Duration, Box<Route>),
-    /// Waits until the test opens the gate, then answers as the inner route: a host as slow as
+    /// Waits, then answers as the inner answer (nothing is sent during the wait).
+    Delay(Duration, Box<Answer>),
+    /// Waits until the test opens the gate, then answers as the inner answer: a host as slow as
     /// a test needs, without a guess at how long that is.
-    Held(Gate, Box<Route>),
+    Held(Gate, Box<Answer>),
     /// Headers (with the full `Content-Length`) at once, then `chunk` bytes after each
     /// `per_chunk` wait: a host that drips.
     Drip {
@@ -45,33 +45,33 @@ pub enum Route {
         code: u16,
         retry_after: Option<String>,
     },
-    /// The path's first `times` requests get `status`, the later ones the inner route.
+    /// The path's first `times` requests get `status`, the later ones the inner answer.
     FailTimes {
         times: u64,
         status: u16,
-        then: Box<Route>,
+        then: Box<Answer>,
     },
     /// The path's first `times` requests get `first`, the later ones `then`: a photo
     /// replaced at its URL.
     Switch {
         times: u64,
-        first: Box<Route>,
-        then: Box<Route>,
+        first: Box<Answer>,
+        then: Box<Answer>,
     },
     /// A redirect; `location` is sent as given (relative, absolute, another host, an IP...).
     Redirect { status: u16, location: String },
     /// Declares the full `Content-Length`, sends the headers and the first `after` bytes, then
     /// (50 ms later) breaks the connection.
     Reset { bytes: Bytes, after: usize },
-    /// The inner route's response with these headers added (or replaced), e.g. a
+    /// The inner answer's response with these headers added (or replaced), e.g. a
     /// `Content-MD5` that may or may not be the body's.
     Headers {
         headers: Vec<(String, String)>,
-        then: Box<Route>,
+        then: Box<Answer>,
     },
 }
 
-impl Route {
+impl Answer {
     pub fn photo(bytes: impl Into<Bytes>) -> Self {
         Self::Photo(bytes.into())
     }
@@ -83,7 +83,7 @@ impl Route {
         }
     }
 
-    /// `code` with a `Retry-After` header, e.g. `Route::retry_after(429, "7")`.
+    /// `code` with a `Retry-After` header, e.g. `Answer::retry_after(429, "7")`.
     pub fn retry_after(code: u16, value: impl Into<String>) -> Self {
         Self::Status {
             code,
@@ -106,12 +106,12 @@ impl Route {
         }
     }
 
-    pub fn delay(wait: Duration, then: Route) -> Self {
+    pub fn delay(wait: Duration, then: Answer) -> Self {
         Self::Delay(wait, Box::new(then))
     }
 
     /// `then`, once `gate` is open.
-    pub fn held(gate: &Gate, then: Route) -> Self {
+    pub fn held(gate: &Gate, then: Answer) -> Self {
         Self::Held(gate.clone(), Box::new(then))
     }
 
@@ -127,7 +127,7 @@ impl Route {
     /// `then`'s response with `headers` added.
     pub fn with_headers<N: Into<String>, V: Into<String>>(
         headers: impl IntoIterator<Item = (N, V)>,
-        then: Route,
+        then: Answer,
     ) -> Self {
         Self::Headers {
             headers: headers
@@ -138,7 +138,7 @@ impl Route {
         }
     }
 
-    pub fn switch_after(times: u64, first: Route, then: Route) -> Self {
+    pub fn switch_after(times: u64, first: Answer, then: Answer) -> Self {
         Self::Switch {
             times,
             first: Box::new(first),
@@ -146,7 +146,7 @@ impl Route {
         }
     }
 
-    pub fn fail_times(times: u64, status: u16, then: Route) -> Self {
+    pub fn fail_times(times: u64, status: u16, then: Answer) -> Self {
         Self::FailTimes {
             times,
             status,
@@ -155,7 +155,7 @@ impl Route {
     }
 }
 
-/// What a [`Route::Held`] waits for: closed when made, open for good once
+/// What a [`Answer::Held`] waits for: closed when made, open for good once
 /// [`open`](Gate::open)ed.
 #[derive(Debug, Clone)]
 pub struct Gate(std::sync::Arc<tokio::sync::watch::Sender<bool>>);
@@ -184,8 +184,8 @@ impl Gate {
 }
 
 /// `hops` redirects: `{prefix}/0` → `{prefix}/1` → … → `{prefix}/{hops-1}` → `target`, as
-/// routes to add to a host (`target` is sent as is, so it may be a path or a full URL).
-pub fn redirect_chain(prefix: &str, hops: usize, target: &str) -> Vec<(String, Route)> {
+/// answers to add to a host (`target` is sent as is, so it may be a path or a full URL).
+pub fn redirect_chain(prefix: &str, hops: usize, target: &str) -> Vec<(String, Answer)> {
     (0..hops)
         .map(|i| {
             let location = if i + 1 == hops {
@@ -193,41 +193,41 @@ pub fn redirect_chain(prefix: &str, hops: usize, target: &str) -> Vec<(String, R
             } else {
                 format!("{prefix}/{}", i + 1)
             };
-            (format!("{prefix}/{i}"), Route::redirect(location))
+            (format!("{prefix}/{i}"), Answer::redirect(location))
         })
         .collect()
 }
 
-/// Unwraps delays, gates and counted failures down to the route that is rendered, adding up
+/// Unwraps delays, gates and counted failures down to the answer that is rendered, adding up
 /// the waits and gathering the gates. `hit` is how many earlier requests this path has had.
-pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Vec<Gate>, Route) {
+pub(crate) fn settle(mut answer: &Answer, hit: u64) -> (Duration, Vec<Gate>, Answer) {
     let mut wait = Duration::ZERO;
     let mut gates = Vec::new();
     loop {
-        match route {
-            Route::Delay(d, inner) => {
+        match answer {
+            Answer::Delay(d, inner) => {
                 wait = wait.saturating_add(*d);
-                route = inner;
+                answer = inner;
             }
-            Route::Held(gate, inner) => {
+            Answer::Held(gate, inner) => {
                 gates.push(gate.clone());
-                route = inner;
+                answer = inner;
             }
-            Route::FailTimes {
+            Answer::FailTimes {
                 times,
                 status,
                 then,
             } => {
                 if hit < *times {
-                    return (wait, gates, Route::status(*status));
+                    return (wait, gates, Answer::status(*status));
                 }
-                route = then;
+                answer = then;
             }
-            Route::Switch { times, first, then } => {
-                route = if hit < *times { first } else { then };
+            Answer::Switch { times, first, then } => {
+                answer = if hit < *times { first } else { then };
             }
-            // The headers go on whatever the inner route settles to.
-            Route::Headers { headers, then } => {
+            // The headers go on whatever the inner answer settles to.
+            Answer::Headers { headers, then } => {
                 let (more, held, inner) = settle(then, hit);
                 gates.extend(held);
                 let headers = headers.clone();
@@ -235,7 +235,7 @@ pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Vec<Gate>, Route
                 return (
                     wait.saturating_add(more),
                     gates,
-                    Route::Headers { headers, then },
+                    Answer::Headers { headers, then },
                 );
             }
             other => return (wait, gates, other.clone()),
@@ -243,17 +243,17 @@ pub(crate) fn settle(mut route: &Route, hit: u64) -> (Duration, Vec<Gate>, Route
     }
 }
 
-/// Renders a settled route (never `Delay`, `Held`, `FailTimes` or `Switch`; those render as
+/// Renders a settled answer (never `Delay`, `Held`, `FailTimes` or `Switch`; those render as
 /// 500).
-pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
-    match route {
-        Route::Photo(bytes) => photo(bytes, request),
-        Route::WrongContentType(bytes) => respond(
+pub(crate) fn render(answer: Answer, request: &HeaderMap) -> Response {
+    match answer {
+        Answer::Photo(bytes) => photo(bytes, request),
+        Answer::WrongContentType(bytes) => respond(
             200,
             &[(header::CONTENT_TYPE, "text/html; charset=utf-8".into())],
             Body::from(bytes),
         ),
-        Route::Body {
+        Answer::Body {
             bytes,
             content_type,
         } => respond(
@@ -261,7 +261,7 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
             &[(header::CONTENT_TYPE, content_type)],
             Body::from(bytes),
         ),
-        Route::NoContentLength(bytes) => {
+        Answer::NoContentLength(bytes) => {
             let content_type = image_type(&bytes).to_owned();
             let once = stream::iter([Ok::<_, io::Error>(bytes)]);
             respond(
@@ -270,22 +270,22 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
                 Body::from_stream(once),
             )
         }
-        Route::Drip {
+        Answer::Drip {
             bytes,
             chunk,
             per_chunk,
         } => drip(bytes, chunk, per_chunk),
-        Route::Status { code, retry_after } => {
+        Answer::Status { code, retry_after } => {
             let headers: Vec<_> = retry_after
                 .into_iter()
                 .map(|v| (header::RETRY_AFTER, v))
                 .collect();
             respond(code, &headers, Body::empty())
         }
-        Route::Redirect { status, location } => {
+        Answer::Redirect { status, location } => {
             respond(status, &[(header::LOCATION, location)], Body::empty())
         }
-        Route::Reset { bytes, after } => {
+        Answer::Reset { bytes, after } => {
             let sent = bytes.slice(..after.min(bytes.len()));
             // The pause lets the server flush the headers and the first bytes; without it
             // they go down with the connection and the client sees no response at all.
@@ -306,7 +306,7 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
                 Body::from_stream(parts),
             )
         }
-        Route::Headers { headers, then } => {
+        Answer::Headers { headers, then } => {
             let mut response = render(*then, request);
             for (name, value) in headers {
                 if let (Ok(name), Ok(value)) = (
@@ -318,11 +318,11 @@ pub(crate) fn render(route: Route, request: &HeaderMap) -> Response {
             }
             response
         }
-        Route::Delay(..) | Route::Held(..) | Route::FailTimes { .. } | Route::Switch { .. } => {
+        Answer::Delay(..) | Answer::Held(..) | Answer::FailTimes { .. } | Answer::Switch { .. } => {
             respond(
                 500,
                 &[],
-                Body::from("imgest-hosts: unsettled route (a bug in the host)"),
+                Body::from("imgest-hosts: unsettled answer (a bug in the host)"),
             )
         }
     }
@@ -375,7 +375,7 @@ fn drip(bytes: Bytes, chunk: usize, per_chunk: Duration) -> Response {
     )
 }
 
-/// The quoted MD5 hex of the bytes: what [`Route::Photo`] sends as `ETag`.
+/// The quoted MD5 hex of the bytes: what [`Answer::Photo`] sends as `ETag`.
 pub fn etag_of(bytes: &[u8]) -> String {
     use md5::{Digest, Md5};
     format!("\"{}\"", hex::encode(Md5::digest(bytes)))
@@ -396,7 +396,7 @@ fn image_type(bytes: &[u8]) -> &'static str {
     }
 }
 
-/// A response; a status or header the HTTP types refuse (a route built with, say, status
+/// A response; a status or header the HTTP types refuse (a answer built with, say, status
 /// 1000) becomes a 500 that says so, never a panic.
 pub(crate) fn respond(status: u16, headers: &[(HeaderName, String)], body: Body) -> Response {
     let built = StatusCode::from_u16(status)
@@ -412,7 +412,7 @@ pub(crate) fn respond(status: u16, headers: &[(HeaderName, String)], body: Body)
         });
     built.unwrap_or_else(|reason| {
         let mut response = Response::new(Body::from(format!(
-            "imgest-hosts: cannot send this route: {reason}"
+            "imgest-hosts: cannot send this answer: {reason}"
         )));
         *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
         response
@@ -425,33 +425,33 @@ mod tests {
 
     #[test]
     fn settling_adds_delays_and_counts_failures() {
-        let route = Route::delay(
+        let answer = Answer::delay(
             Duration::from_millis(5),
-            Route::fail_times(
+            Answer::fail_times(
                 2,
                 503,
-                Route::delay(Duration::from_millis(7), Route::status(204)),
+                Answer::delay(Duration::from_millis(7), Answer::status(204)),
             ),
         );
-        let (wait, gates, first) = settle(&route, 0);
+        let (wait, gates, first) = settle(&answer, 0);
         assert_eq!(wait, Duration::from_millis(5));
         assert!(gates.is_empty());
-        assert!(matches!(first, Route::Status { code: 503, .. }));
+        assert!(matches!(first, Answer::Status { code: 503, .. }));
         assert!(matches!(
-            settle(&route, 1).2,
-            Route::Status { code: 503, .. }
+            settle(&answer, 1).2,
+            Answer::Status { code: 503, .. }
         ));
-        let (wait, _, third) = settle(&route, 2);
+        let (wait, _, third) = settle(&answer, 2);
         assert_eq!(wait, Duration::from_millis(12));
-        assert!(matches!(third, Route::Status { code: 204, .. }));
+        assert!(matches!(third, Answer::Status { code: 204, .. }));
     }
 
     #[tokio::test]
     async fn a_held_route_answers_once_its_gate_opens() {
         let gate = Gate::new();
-        let route = Route::held(&gate, Route::status(204));
-        let (_, gates, inner) = settle(&route, 0);
-        assert!(matches!(inner, Route::Status { code: 204, .. }));
+        let answer = Answer::held(&gate, Answer::status(204));
+        let (_, gates, inner) = settle(&answer, 0);
+        assert!(matches!(inner, Answer::Status { code: 204, .. }));
         assert_eq!(gates.len(), 1);
         let mut waiting = std::pin::pin!(gates[0].passed());
         assert!(futures_util::FutureExt::now_or_never(waiting.as_mut()).is_none());
@@ -466,8 +466,8 @@ mod tests {
         let chain = redirect_chain("/r", 3, "/photo.jpg");
         let hops: Vec<_> = chain
             .iter()
-            .map(|(path, route)| match route {
-                Route::Redirect { location, .. } => (path.as_str(), location.as_str()),
+            .map(|(path, answer)| match answer {
+                Answer::Redirect { location, .. } => (path.as_str(), location.as_str()),
                 _ => ("", ""),
             })
             .collect();
