@@ -266,4 +266,28 @@ impl Function {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The most resident memory the process has had so far, in bytes (Linux's `VmHWM`; under
+    /// a runner such as qemu-user, the runner's, which holds the emulated program's memory and
+    /// its own); `None` where it cannot be read.
+    pub fn peak_memory(&self) -> Option<u64> {
+        let pid = self.child.id()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    }
+
+    /// Kills the process at once (SIGKILL: a function that runs out of time or memory dies
+    /// so, mid-invocation), and waits until it is gone.
+    pub async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
 }

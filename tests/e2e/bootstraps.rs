@@ -1,7 +1,9 @@
 //! The Lambda bootstraps that SAM ships, run as Lambda runs them: each function's binary started
 //! against the Runtime API emulator (`imgest-runtime-api`) with the AWS side on the emulator
 //! the test command starts, fed the events its trigger delivers. Each test asserts on the
-//! function's answer and on what it wrote (read back through the AWS adapters).
+//! function's answer and on what it wrote (read back through the AWS adapters); two on what a
+//! binary alone can show: its peak memory against the template's `MemorySize` with the hostile
+//! photos, and a process killed mid-batch whose messages SQS delivers again.
 //!
 //! Ignored by a plain `cargo test`, as they need the built bootstraps: `infra/lambda-smoke.sh`
 //! (part of `infra/test.sh`) builds the arm64 ones with `sam build` and runs these under
@@ -15,9 +17,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
-use imgest_hosts::{Answer, PartnerHost};
+use imgest_flows::crawl::Processing;
+use imgest_hosts::{Answer, Gate, PartnerHost};
+use imgest_lambda as handlers;
 use imgest_runtime_api::{Function, FunctionError, Launch, Outcome};
 use serde_json::{Value, json};
 
@@ -135,14 +140,113 @@ impl Stack {
     }
 
     async fn function(&self, bootstrap: Bootstrap, vars: &[(&str, &str)]) -> Function {
+        self.launch(bootstrap, vars).start().await.unwrap()
+    }
+
+    fn launch(&self, bootstrap: Bootstrap, vars: &[(&str, &str)]) -> Launch {
         let runner = std::env::var("IMGEST_BOOTSTRAP_RUNNER").unwrap_or_default();
         Launch::new(bootstrap.path(), bootstrap.binary)
             .runner(runner.split_whitespace())
             .envs(self.env.iter().cloned())
             .envs(vars.iter().copied())
+    }
+
+    /// The function with the memory the template gives it (`MemorySize`, which Lambda tells
+    /// it and its memory budget follows), and `timeout` for each invocation.
+    async fn deployed(
+        &self,
+        bootstrap: Bootstrap,
+        vars: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Function {
+        self.launch(bootstrap, vars)
+            .memory_mb(memory_size(bootstrap.logical_id))
+            .timeout(timeout)
             .start()
             .await
             .unwrap()
+    }
+}
+
+/// A template function's `MemorySize`, in MB.
+fn memory_size(logical_id: &str) -> u32 {
+    let template = crate::template::text();
+    crate::template::value_of(
+        &crate::template::resource(&template, logical_id),
+        "MemorySize",
+    )
+    .and_then(|m| m.parse().ok())
+    .unwrap_or_else(|| panic!("{logical_id} has no MemorySize"))
+}
+
+/// Asserts the function's process never held more than its template `MemorySize` (under
+/// qemu-user the emulator's own memory counts too: a stricter bound).
+fn within_memory_size(function: &Function, bootstrap: Bootstrap) {
+    let limit = u64::from(memory_size(bootstrap.logical_id)) << 20;
+    let peak = function
+        .peak_memory()
+        .unwrap_or_else(|| panic!("{}: no peak memory to read", function.name()));
+    eprintln!(
+        "peak memory: {} {:.0} MiB of {} MiB",
+        function.name(),
+        peak as f64 / f64::from(1 << 20),
+        limit >> 20
+    );
+    assert!(
+        peak <= limit,
+        "{}: peak {peak} bytes, over its MemorySize ({limit} bytes)",
+        function.name()
+    );
+}
+
+/// Receives `n` messages of a queue as Lambda's event source mapping does: they stay on the
+/// queue, invisible for `visibility`, until the function's answer lets them be deleted
+/// ([`acknowledge`]); a function that dies leaves them to be received again.
+async fn receive(sqs: &aws_sdk_sqs::Client, url: &str, n: usize, visibility: i32) -> SqsEvent {
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
+    let mut event = SqsEvent::default();
+    for _ in 0..60 {
+        if event.records.len() >= n {
+            break;
+        }
+        let received = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .visibility_timeout(visibility)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        for m in received.messages.unwrap_or_default() {
+            event.records.push(crate::crawl_aws::lambda_message(url, m));
+        }
+    }
+    assert_eq!(event.records.len(), n, "messages on {url}");
+    event
+}
+
+/// Deletes the messages of `event` the function's answer did not report as failed, as
+/// Lambda does after a batch.
+async fn acknowledge(sqs: &aws_sdk_sqs::Client, url: &str, event: &SqsEvent, answer: &Value) {
+    let failed: Vec<&str> = answer["batchItemFailures"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .filter_map(|i| i["itemIdentifier"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    for m in &event.records {
+        if !failed.contains(&m.message_id.as_deref().unwrap_or_default()) {
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle.clone().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
     }
 }
 
@@ -594,4 +698,159 @@ async fn the_backfill_bootstrap_enumerates_on_its_schedule_and_reprocesses_from_
         .unwrap();
     assert_eq!(record.variant_set(), Some(new.pipeline().version()));
     assert!(new.backfill_status().await.unwrap().finished);
+}
+
+/// Every photo of the hostile corpus crawled through the fetch bootstrap (and, when it does not
+/// fit the fetch function's memory, the process bootstrap), each function with its template
+/// `MemorySize`: each photo settles as the hostile-input test of `imgest serve` says it must,
+/// and neither process ever holds more memory than its function is given.
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn hostile_photos_through_the_fetch_and_process_bootstraps_stay_within_their_memory_size() {
+    let stack = Stack::start("hostile bootstraps").await;
+    let CrawlOnAws { sqs, urls, app, .. } = &stack.crawl;
+    // Deadlines for an emulated arm64 process: what is measured is memory, not speed.
+    const TIERS: &str = "120s,240s,480s";
+    const INVOCATION: Duration = Duration::from_secs(1800);
+    let crawler = app.crawler(Processing::Handoff, &[("IMGEST_FETCH_TIERS", TIERS)]);
+    let corpus = imgest_hosts::hostile::corpus();
+    let host = PartnerHost::start(corpus.iter().map(|case| {
+        (
+            format!("/{}", case.file),
+            Answer::photo(Bytes::from(case.bytes.clone())),
+        )
+    }))
+    .await
+    .unwrap();
+    let offer: Vec<String> = corpus
+        .iter()
+        .map(|case| host.url(&format!("/{}", case.file)))
+        .collect();
+    let request = json!({"client_id": "acme", "offer_id": "hostile", "urls": offer});
+    let response = handlers::intake::handle(&crawler, intake_event("hostile", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+
+    let vars = [("IMGEST_FETCH_TIERS", TIERS), ("IMGEST_FETCH_TIER", "0")];
+    let mut fetch = stack.deployed(FETCH, &vars, INVOCATION).await;
+    let tasks = take(sqs, &urls["fetch-0"], corpus.len()).await;
+    let response = answer(&mut fetch, &serde_json::to_value(tasks).unwrap()).await;
+    no_failures(&fetch, &response);
+    within_memory_size(&fetch, FETCH);
+
+    // What did not fit the fetch function waits under fetched/ for the process function.
+    let mut process = stack.deployed(PROCESS, &[], INVOCATION).await;
+    loop {
+        let work = crate::crawl_aws::drain(sqs, &urls["process"]).await;
+        if work.records.is_empty() {
+            break;
+        }
+        let response = answer(&mut process, &serde_json::to_value(work).unwrap()).await;
+        no_failures(&process, &response);
+    }
+    within_memory_size(&process, PROCESS);
+
+    // The intake function finishes the crawl: each photo as `imgest serve` answers it.
+    let settled = take(sqs, &urls["settle"], 1).await;
+    let response = handlers::settle::handle(&crawler, settled).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let results = take(sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    for (case, photo) in corpus.iter().zip(result["photos"].as_array().unwrap()) {
+        match case.refused {
+            None => assert_eq!(photo["status"], "ok", "{}: {photo}", case.name),
+            Some(kind) => assert_eq!(photo["error"]["kind"], kind, "{}: {photo}", case.name),
+        }
+    }
+    assert!(!app.files().await.iter().any(|f| f.starts_with("fetched/")));
+}
+
+/// A fetch bootstrap killed mid-batch (as Lambda kills one out of time or memory) has answered
+/// nothing, so SQS delivers its whole batch again after the visibility timeout: a new instance
+/// downloads what was left, repeats harmlessly what was done, and the crawl settles with every
+/// photo.
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn a_fetch_bootstrap_killed_mid_batch_loses_none_of_its_messages() {
+    let stack = Stack::start("killed bootstrap").await;
+    let CrawlOnAws { sqs, urls, app, .. } = &stack.crawl;
+    let (first, second) = (sample("storm.jpg"), sample("dune.jpg"));
+    let gate = Gate::new();
+    let host = PartnerHost::start([
+        ("/a.jpg", Answer::photo(Bytes::from(first.clone()))),
+        (
+            "/b.jpg",
+            Answer::held(&gate, Answer::photo(Bytes::from(second.clone()))),
+        ),
+    ])
+    .await
+    .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "killed",
+        "urls": [host.url("/a.jpg"), host.url("/b.jpg")]});
+    let mut intake = stack.function(INTAKE, &[]).await;
+    let event = serde_json::to_value(intake_event("killed", &request)).unwrap();
+    let response = answer(&mut intake, &event).await;
+    no_failures(&intake, &response);
+
+    // The first instance takes both tasks and is killed while /b.jpg's download hangs.
+    const VISIBILITY: i32 = 5;
+    let batch = receive(sqs, &urls["fetch-0"], 2, VISIBILITY).await;
+    // A first tier long enough that the hanging download is still waiting when it is killed.
+    let vars = [
+        ("IMGEST_FETCH_TIER", "0"),
+        ("IMGEST_FETCH_TIERS", "60s,90s,120s"),
+    ];
+    let mut doomed = stack.function(FETCH, &vars).await;
+    let event = serde_json::to_value(&batch).unwrap();
+    let hung = async {
+        for _ in 0..6000 {
+            if host.hits("/b.jpg") > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the fetch bootstrap never asked for /b.jpg");
+    };
+    tokio::select! {
+        answered = answer(&mut doomed, &event) => panic!("answered while /b.jpg hangs: {answered}"),
+        () = hung => {}
+    }
+    doomed.kill().await;
+    gate.open();
+
+    // Nothing was acknowledged: both are delivered again, to a new instance.
+    let again = receive(sqs, &urls["fetch-0"], 2, 60).await;
+    for m in &again.records {
+        assert_eq!(m.attributes["ApproximateReceiveCount"], "2", "{m:?}");
+    }
+    let mut fetch = stack.function(FETCH, &vars).await;
+    let response = answer(&mut fetch, &serde_json::to_value(&again).unwrap()).await;
+    no_failures(&fetch, &response);
+    acknowledge(sqs, &urls["fetch-0"], &again, &response).await;
+    assert_eq!(host.hits("/b.jpg"), 2, "asked again once");
+
+    // The intake function finishes the crawl once, with both photos, as if nothing had died.
+    finish_through(&stack, &mut intake).await;
+    let results = take(sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    let ids = [first, second].map(|b| ImageId::of_bytes(&b).to_string());
+    for (photo, id) in result["photos"].as_array().unwrap().iter().zip(&ids) {
+        assert_eq!(photo["status"], "ok", "{result}");
+        assert_eq!(photo["image_id"], id.as_str(), "{result}");
+    }
+    assert_eq!(photos_of(app, "acme", "killed").await, ids);
+    for id in &ids {
+        assert_eq!(app.files_of(id).await.len(), 4);
+    }
+    assert!(
+        crate::crawl_aws::drain(sqs, &urls["fetch-0"])
+            .await
+            .records
+            .is_empty()
+    );
+    assert!(
+        crate::crawl_aws::drain(sqs, &urls["results"])
+            .await
+            .records
+            .is_empty()
+    );
 }

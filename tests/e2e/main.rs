@@ -15,6 +15,7 @@ mod concurrency_aws;
 mod crawl;
 mod crawl_aws;
 mod dlq;
+mod docs;
 mod give_up;
 mod identity;
 mod identity_aws;
