@@ -21,7 +21,8 @@ use tracing::{Instrument, error, info, warn};
 
 use super::decode::decode;
 use super::files::{
-    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+    Answer, FileScope, FilesFate, RecordWrite, Source, delete_generation_files, settle_files,
+    write_files,
 };
 use super::service::Ports;
 use super::{FlowError, Service};
@@ -509,7 +510,7 @@ impl Service {
                     &ports,
                     &id,
                     &generation,
-                    &body,
+                    Source::sent(&body),
                     processed,
                     version,
                     &counters,
