@@ -7,6 +7,7 @@ mod commands;
 mod crawl;
 mod demo;
 mod dlq;
+mod erase;
 mod progress;
 mod variants;
 
@@ -125,6 +126,26 @@ enum Command {
         #[command(subcommand)]
         command: dlq::DlqCommand,
     },
+    /// Erase an image everywhere: from every offer of every client (each told, on its results
+    /// queue), every seller's upload, its record, its files and every stored version; the CDN
+    /// is told and a receipt kept. `--block` refuses the same bytes from then on (`410
+    /// erased`); `--status` shows the image's receipts instead.
+    /// Example: `imgest erase 3b5d5c3712955042212316173ccf37be --block --reason "court order"`
+    Erase {
+        image_id: String,
+        /// Refuse the same bytes from now on, uploaded or crawled.
+        #[arg(long, conflicts_with = "status")]
+        block: bool,
+        /// Why (kept in the receipt and told to the clients whose offers lose the photo).
+        #[arg(long, conflicts_with = "status")]
+        reason: Option<String>,
+        /// Show the image's erasure receipts (what went, when) instead of erasing.
+        #[arg(long)]
+        status: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-process every stored photo under the configured variant set, hottest first.
     /// Example: `imgest backfill status`
     Backfill {
@@ -218,6 +239,13 @@ fn main() -> ExitCode {
             } => commands::audit_findings(&file, as_of.into(), dry_run, json).await,
             Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
+            Command::Erase {
+                image_id,
+                block,
+                reason,
+                status,
+                json,
+            } => erase::run(image_id, block, reason, status, json).await,
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,

@@ -14,7 +14,7 @@ use super::json::ImageJson;
 use super::openapi::{ErrorBody, UploadForm};
 use super::{ApiError, ApiState};
 use crate::auth::Uploader;
-use imgest_core::domain::{ContentHash, ImageId};
+use imgest_core::domain::{ContentHash, ImageId, Owner};
 use imgest_flows::FlowError;
 
 /// Upload a photo
@@ -65,6 +65,9 @@ pub async fn upload(
     let limit = state.service.pipeline().config().max_body;
     let body = read_upload(request, limit, &state.service).await?;
     let _memory = body.memory;
+    // The caller is filed as an uploader before the upload claims the image (`flows::erase`).
+    let owner = caller.owner.clone().unwrap_or_else(Owner::open);
+    state.service.note_uploader(&owner, &body.id).await?;
     let outcome = state.service.upload(body.id, body.body).await?;
     let status = if outcome.deduplicated {
         StatusCode::OK
@@ -205,7 +208,8 @@ pub async fn known(
         ids.push((id, sha256));
     }
     state.service.admit_upload(caller.owner.as_ref()).await?;
-    let records = state.service.known_images(&ids).await?;
+    let owner = caller.owner.clone().unwrap_or_else(Owner::open);
+    let records = state.service.known_images(&owner, &ids).await?;
     let known = records
         .iter()
         .map(|record| state.urls.image(record, Some(true), None))
