@@ -14,6 +14,7 @@ mod concurrency;
 mod crawl;
 mod crawl_aws;
 mod dlq;
+mod erasure;
 mod give_up;
 mod identity;
 mod identity_aws;

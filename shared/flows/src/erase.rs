@@ -283,10 +283,15 @@ impl Service {
                     request.clients_told.push(client);
                 }
             }
-            match self
-                .erase_unreferenced(request.clone(), Offers::Keep)
-                .await?
-            {
+            let erased = match self.erase_unreferenced(request.clone(), Offers::Keep).await {
+                // An upload of the same bytes being processed: its record is waited for.
+                Err(FlowError::StillProcessing { retry_after, .. }) => {
+                    tokio::time::sleep(retry_after.min(Duration::from_millis(200))).await;
+                    continue;
+                }
+                other => other?,
+            };
+            match erased {
                 Erasure::Erased { receipt } => {
                     // A blocked content's upload that claimed before the tombstone may have
                     // written a record since: erased in the next round.
