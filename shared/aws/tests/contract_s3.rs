@@ -239,9 +239,7 @@ async fn erase_deletes_every_version_in_a_versioned_bucket() {
     let mut erased = imgest_core::ports::Erased::default();
     for prefix in ["public/ab/img/", "originals/ab/img/"] {
         let e = store
-            .erase(prefix, &move |b: &imgest_core::ports::BlobMeta| {
-                b.key == keep
-            })
+            .erase(prefix, &|b: &imgest_core::ports::BlobMeta| b.key == keep)
             .await
             .unwrap();
         erased.objects += e.objects;

@@ -359,6 +359,8 @@ mod tests {
                 | FlowError::RateLimited { .. }
                 | FlowError::StillProcessing { .. }
                 | FlowError::UploadNotFound(_)
+                | FlowError::NotUploaded(_)
+                | FlowError::Erased(_)
                 | FlowError::UploadExpired(_)
                 | FlowError::UploadAlreadyReceived(_)
                 | FlowError::SizeMismatch { .. }

@@ -47,6 +47,7 @@ use imgest_flows::FlowError;
         (status = 400, description = "`empty_body`, `invalid_request` (Content-Length is not a number), `invalid_multipart`, `missing_file` (no `file` part), `body_read_error`.", body = ErrorBody,
             example = json!({"error": {"kind": "empty_body", "message": "the body is empty"}})),
         (status = 409, description = "`hash_collision`: these bytes have the MD5 (the image id) of a stored photo but another SHA-256; nothing is stored or linked.", body = ErrorBody),
+        (status = 410, description = "`erased`: an operator erased these bytes and blocked them; they are not stored again.", body = ErrorBody),
         (status = 413, description = "`too_large`: more than `IMGEST_MAX_BODY` bytes.", body = ErrorBody),
         (status = 415, description = "`unsupported_format`: not a JPEG, PNG, WebP, GIF or AVIF (HEIC: the message says to send a JPEG), or a feature of one imgest does not read.", body = ErrorBody),
         (status = 422, description = "`corrupt_image`, `too_many_pixels`.", body = ErrorBody),
