@@ -688,3 +688,67 @@ async fn an_upload_racing_an_erasure_ends_kept_or_erased_never_half_on_the_embed
 async fn an_upload_racing_an_erasure_ends_kept_or_erased_never_half_on_the_aws_adapters() {
     races(true).await;
 }
+
+/// Originals stored as sent (before stripping, or under `keep`) are rewritten by the backfill
+/// under the configured policy: a new generation, the record switched to it, the old one left
+/// to the sweep; the strong hash stays the bytes sent's.
+async fn backfill_rewrites_originals(app: &TestApp) {
+    let sent = photo_with_gps("kept as sent");
+    let id = ImageId::of_bytes(&sent);
+    let mut keeping = app.service.pipeline().config().clone();
+    keeping.original_metadata = OriginalMetadata::Keep;
+    let service = |config: imgest_pipeline::PipelineConfig| {
+        imgest_flows::Service::new(
+            app.service.ports().clone(),
+            imgest_pipeline::Pipeline::new(config),
+            app.service.policy().clone(),
+        )
+    };
+    let kept = service(keeping)
+        .upload_bytes(Bytes::from(sent.clone()))
+        .await
+        .unwrap();
+    let before = kept.record.generation.clone();
+    assert_eq!(
+        kept.record.original_metadata(),
+        Some(OriginalMetadata::Keep)
+    );
+    assert!(!gps_fields(&stored_original(app, id.as_str()).await).is_empty());
+    // A deployment that strips: the backfill rewrites the original, once.
+    let stripping = service(app.service.pipeline().config().clone());
+    assert_eq!(
+        stripping.reprocess(&id).await.unwrap(),
+        imgest_flows::backfill::Reprocessed::Done
+    );
+    let record = app.service.ports().images.get(&id).await.unwrap().unwrap();
+    assert_ne!(record.generation, before);
+    assert_eq!(
+        record.previous.as_ref().map(|p| &p.generation),
+        Some(&before)
+    );
+    assert_eq!(
+        record.original_metadata(),
+        Some(OriginalMetadata::StripPrivate)
+    );
+    assert_eq!(record.sha256(), Some(&ContentHash::of_bytes(&sent)));
+    let original = stored_original(app, id.as_str()).await;
+    assert_eq!(gps_fields(&original), Vec::<Tag>::new());
+    assert_eq!(orientation(&original), Some(6));
+    assert_eq!(
+        stripping.reprocess(&id).await.unwrap(),
+        imgest_flows::backfill::Reprocessed::Current
+    );
+}
+
+#[tokio::test]
+async fn the_backfill_rewrites_existing_originals_on_the_embedded_backend() {
+    backfill_rewrites_originals(&TestApp::start().await).await;
+}
+
+#[tokio::test]
+async fn the_backfill_rewrites_existing_originals_on_the_aws_adapters() {
+    let Some(app) = TestApp::start_aws("backfill rewrites originals", &[]).await else {
+        return;
+    };
+    backfill_rewrites_originals(&app).await;
+}
