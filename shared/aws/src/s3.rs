@@ -278,7 +278,7 @@ impl BlobStore for S3BlobStore {
                     }),
                     _ => None,
                 };
-                if current.as_ref().is_some_and(|meta| keep(meta)) {
+                if current.as_ref().is_some_and(keep) {
                     continue;
                 }
                 doomed.push(Version {

@@ -742,7 +742,7 @@ impl Service {
         if let Err(e) = self
             .ports
             .documents
-            .delete_members(QUEUE_KIND, group, &[member.clone()])
+            .delete_members(QUEUE_KIND, group, std::slice::from_ref(&member))
             .await
         {
             warn!(member, error = %e, "could not remove a finished erasure; it runs again");

@@ -234,7 +234,7 @@ pub(crate) fn metadata_items(bytes: &[u8]) -> Result<Vec<MetadataItem>, Pipeline
         .filter(|b| &b.kind == b"uuid")
         .map(|b| MetadataItem {
             kind: b.kind,
-            extents: vec![b.at..b.at + b.body.len()],
+            extents: std::iter::once(b.at..b.at + b.body.len()).collect(),
         })
         .collect();
     let Some(meta) = find(&top, b"meta") else {
