@@ -59,11 +59,29 @@ pub async fn run(
     Ok(())
 }
 
+/// `imgest erase --pending`: the erasures under way, worked through once.
+pub async fn pending(json: bool) -> Result<()> {
+    let (_, service) = operator_service().await?;
+    let report = service.erasing_files_here().erase_pending().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "erase: {} images' files erased, {} waiting erasures settled",
+            report.erased, report.settled
+        );
+    }
+    Ok(())
+}
+
 /// One receipt on one line.
 fn line(r: &Receipt) -> String {
     format!(
         "erased at {} by the {:?} ({} generation(s), {} files, {} earlier versions, {} offers of {} client(s) told, {} uploads removed{}{}){}",
-        r.erased_at.as_millis(),
+        humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH
+                + std::time::Duration::from_millis(r.erased_at.as_millis().unsigned_abs())
+        ),
         r.by,
         r.generations.len(),
         r.files,

@@ -129,10 +129,13 @@ enum Command {
     /// Erase an image everywhere: from every offer of every client (each told, on its results
     /// queue), every seller's upload, its record, its files and every stored version; the CDN
     /// is told and a receipt kept. `--block` refuses the same bytes from then on (`410
-    /// erased`); `--status` shows the image's receipts instead.
+    /// erased`); `--status` shows the image's receipts instead; `--pending` works through the
+    /// erasures under way (the files of records sellers' erasures deleted on AWS, sellers'
+    /// erasures whose last offer dropped the image).
     /// Example: `imgest erase 3b5d5c3712955042212316173ccf37be --block --reason "court order"`
     Erase {
-        image_id: String,
+        #[arg(required_unless_present = "pending")]
+        image_id: Option<String>,
         /// Refuse the same bytes from now on, uploaded or crawled.
         #[arg(long, conflicts_with = "status")]
         block: bool,
@@ -142,6 +145,9 @@ enum Command {
         /// Show the image's erasure receipts (what went, when) instead of erasing.
         #[arg(long)]
         status: bool,
+        /// Work through the erasures under way instead.
+        #[arg(long, conflicts_with_all = ["image_id", "block", "reason", "status"])]
+        pending: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -244,8 +250,14 @@ fn main() -> ExitCode {
                 block,
                 reason,
                 status,
+                pending,
                 json,
-            } => erase::run(image_id, block, reason, status, json).await,
+            } => match image_id {
+                Some(image_id) if !pending => {
+                    erase::run(image_id, block, reason, status, json).await
+                }
+                _ => erase::pending(json).await,
+            },
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,
