@@ -26,10 +26,11 @@
 //! kept as noncurrent versions by a versioned bucket), are deleted by [`BlobStore::erase`]; the
 //! current files of another generation are left when younger than the sweep's grace (a racing
 //! upload's, whose record is not written yet). Then the CDN drops its copies of the image's
-//! public keys, and a receipt records what went (ids and counts, never content). On AWS the
-//! files are deleted by the erasure function, the only role that may delete object versions:
-//! the API files a request (a member of the `requests` group) and answers; the function takes
-//! the requests every minute. Locally the files go before the answer.
+//! public keys, and a receipt records what went (ids and counts, never content). On AWS the API
+//! function may not delete object versions: it files a request (a member of the `requests`
+//! group) and answers, and [`Service::erase_pending`] deletes the files where that is allowed
+//! (`imgest erase --pending`, with the operator's rights). Locally the files go before the
+//! answer.
 //!
 //! **Blocked content.** A purge with `block` writes a tombstone first: new bytes with that id
 //! are refused (`410 erased`) at their claim (uploads) or before processing (crawls); a
@@ -126,7 +127,7 @@ pub struct Receipt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Erasure {
     /// The record is gone (or there was none); `receipt` once the files are gone too (locally
-    /// at once; on AWS the erasure function's receipt follows within a minute).
+    /// at once; on AWS once `erase_pending` ran).
     Erased { receipt: Option<Receipt> },
     /// Kept for other references: other sellers' uploads, offers. `awaiting`: erased as soon
     /// as the offers drop it (no other seller holds it).
@@ -340,7 +341,7 @@ impl Service {
 
     /// Works through the erasures under way: the files of records already deleted (the AWS
     /// API's requests), and sellers' erasures whose offers may have dropped the image. The
-    /// erasure function's schedule, and the local runner's worker.
+    /// local runner's worker, and `imgest erase --pending`.
     pub async fn erase_pending(&self) -> Result<PendingReport, FlowError> {
         let mut report = PendingReport::default();
         for (member, body) in self.queued(REQUESTS).await? {

@@ -36,8 +36,7 @@ pub struct ErasureJson {
     offers: Option<u32>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     awaiting: bool,
-    /// The receipt, once the files are gone (on AWS the erasure function's follows within a
-    /// minute: `imgest erase --status`).
+    /// The receipt, once the files are gone (on AWS once they are: `imgest erase --status`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     receipt: Option<serde_json::Value>,
