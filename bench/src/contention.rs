@@ -537,6 +537,7 @@ fn sample_ready() -> imgest_core::ports::ReadyImage {
         height: 1200,
         original_bytes: 100_000,
         sha256: None,
+        original_metadata: None,
         variants: VariantName::parse("thumb")
             .map(|name| {
                 vec![StoredVariant {

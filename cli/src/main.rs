@@ -7,6 +7,7 @@ mod commands;
 mod crawl;
 mod demo;
 mod dlq;
+mod erase;
 mod progress;
 #[cfg(test)]
 mod reference;
@@ -155,6 +156,32 @@ enum Command {
         #[command(subcommand)]
         command: dlq::DlqCommand,
     },
+    /// Erase an image everywhere: from every offer of every client (each told, on its results
+    /// queue), every seller's upload, its record, its files and every stored version; the CDN
+    /// is told and a receipt kept. `--block` refuses the same bytes from then on (`410
+    /// erased`); `--status` shows the image's receipts instead; `--pending` works through the
+    /// erasures under way (the files of records sellers' erasures deleted on AWS, sellers'
+    /// erasures whose last offer dropped the image).
+    /// Example: `imgest erase 3b5d5c3712955042212316173ccf37be --block --reason "court order"`
+    Erase {
+        #[arg(required_unless_present = "pending")]
+        image_id: Option<String>,
+        /// Refuse the same bytes from now on, uploaded or crawled.
+        #[arg(long, conflicts_with = "status")]
+        block: bool,
+        /// Why (kept in the receipt and told to the clients whose offers lose the photo).
+        #[arg(long, conflicts_with = "status")]
+        reason: Option<String>,
+        /// Show the image's erasure receipts (what went, when) instead of erasing.
+        #[arg(long)]
+        status: bool,
+        /// Work through the erasures under way instead.
+        #[arg(long, conflicts_with_all = ["image_id", "block", "reason", "status"])]
+        pending: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-process every stored photo under the configured variant set, hottest first, at most
     /// IMGEST_BACKFILL_RATE photos a second. With IMGEST_BACKEND=aws the commands only start,
     /// pause, resume and show the run (the backfill function works on it).
@@ -256,6 +283,19 @@ fn main() -> ExitCode {
             Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
             Command::Restore { image_id, json } => restore::run(&image_id, json).await,
+            Command::Erase {
+                image_id,
+                block,
+                reason,
+                status,
+                pending,
+                json,
+            } => match image_id {
+                Some(image_id) if !pending => {
+                    erase::run(image_id, block, reason, status, json).await
+                }
+                _ => erase::pending(json).await,
+            },
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,

@@ -16,6 +16,7 @@ mod crawl;
 mod crawl_aws;
 mod dlq;
 mod docs;
+mod erasure;
 mod give_up;
 mod identity;
 mod identity_aws;

@@ -40,6 +40,7 @@ async fn stored(
         variants: Vec::new(),
         variant_set: VariantSetVersion::of(&[b"earlier"]),
         sha256,
+        original_metadata: None,
     };
     let now = ports.clock.now();
     let ttl = std::time::Duration::from_secs(3600);

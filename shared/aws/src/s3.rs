@@ -22,7 +22,9 @@ use bytes::Bytes;
 
 use crate::sdk_error::{is_retryable_code, sdk_error};
 use imgest_core::domain::{BlobKey, Timestamp};
-use imgest_core::ports::{BlobMeta, BlobPage, BlobStore, DeletedBlob, StoreError, UploadUrls};
+use imgest_core::ports::{
+    BlobMeta, BlobPage, BlobStore, DeletedBlob, Erased, KeepCurrent, StoreError, UploadUrls,
+};
 
 /// Whether S3 refused a read with 403 `AccessDenied`. S3 answers a read of a missing key so
 /// to a caller without `s3:ListBucket` on the whole bucket, and the functions that read have
@@ -193,8 +195,137 @@ impl S3BlobStore {
     }
 }
 
+/// One version (or deletion marker) of a key, as `ListObjectVersions` gives it.
+struct Version {
+    key: String,
+    id: Option<String>,
+    /// The current object (not a marker): what `keep` is asked about.
+    current: Option<BlobMeta>,
+}
+
+impl S3BlobStore {
+    /// `DeleteObjects` of these versions (at most [`DELETE_BATCH`]).
+    async fn delete_versions(&self, versions: &[Version]) -> Result<(), StoreError> {
+        let objects = versions
+            .iter()
+            .map(|v| {
+                ObjectIdentifier::builder()
+                    .key(&v.key)
+                    .set_version_id(v.id.clone())
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| sdk_error(format!("erasing {} object versions", versions.len()), e))?;
+        match out.errors().first() {
+            None => Ok(()),
+            Some(first) => {
+                let code = first.code().unwrap_or("unknown");
+                let message = format!(
+                    "erasing object versions: {} of {} failed, the first {:?} with {code}",
+                    out.errors().len(),
+                    versions.len(),
+                    first.key().unwrap_or(""),
+                );
+                Err(if is_retryable_code(code) {
+                    StoreError::Unavailable {
+                        message,
+                        source: None,
+                    }
+                } else {
+                    StoreError::Backend {
+                        message,
+                        source: None,
+                    }
+                })
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl BlobStore for S3BlobStore {
+    /// `ListObjectVersions` of the prefix, a page at a time, and `DeleteObjects` of each
+    /// version by its id (deleting a version leaves no marker): the erasure's role alone has
+    /// `s3:ListBucketVersions` and `s3:DeleteObjectVersion`.
+    async fn erase(&self, prefix: &str, keep: KeepCurrent<'_>) -> Result<Erased, StoreError> {
+        let context = || format!("listing object versions under {prefix:?}");
+        let mut erased = Erased::default();
+        let (mut key_marker, mut version_marker) = (None, None);
+        loop {
+            let out = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(key_marker.clone())
+                .set_version_id_marker(version_marker.clone())
+                .max_keys(MAX_LIST_KEYS as i32)
+                .send()
+                .await
+                .map_err(|e| sdk_error(context(), e))?;
+            let mut doomed = Vec::new();
+            for v in out.versions() {
+                let Some(raw) = v.key() else { continue };
+                let current = match (v.is_latest(), BlobKey::parse(raw)) {
+                    (Some(true), Some(key)) => Some(BlobMeta {
+                        key,
+                        size: v.size().and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+                        last_modified: Timestamp::from_millis(
+                            v.last_modified()
+                                .and_then(|t| t.to_millis().ok())
+                                .unwrap_or(0),
+                        ),
+                    }),
+                    _ => None,
+                };
+                if current.as_ref().is_some_and(keep) {
+                    continue;
+                }
+                doomed.push(Version {
+                    key: raw.to_owned(),
+                    id: v.version_id().map(str::to_owned),
+                    current,
+                });
+            }
+            for m in out.delete_markers() {
+                if let Some(raw) = m.key() {
+                    doomed.push(Version {
+                        key: raw.to_owned(),
+                        id: m.version_id().map(str::to_owned),
+                        current: None,
+                    });
+                }
+            }
+            for batch in doomed.chunks(DELETE_BATCH) {
+                self.delete_versions(batch).await?;
+            }
+            let objects = doomed.iter().filter(|v| v.current.is_some()).count() as u64;
+            erased.objects += objects;
+            erased.versions += doomed.len() as u64 - objects;
+            if !out.is_truncated().unwrap_or(false) {
+                return Ok(erased);
+            }
+            key_marker = out.next_key_marker().map(str::to_owned);
+            version_marker = out.next_version_id_marker().map(str::to_owned);
+            if key_marker.is_none() {
+                return Ok(erased);
+            }
+        }
+    }
+
     async fn put(&self, key: &BlobKey, body: Bytes, content_type: &str) -> Result<(), StoreError> {
         let len = i64::try_from(body.len())
             .map_err(|_| StoreError::corrupt(format!("blob {key} is too large to store")))?;

@@ -88,6 +88,7 @@ fn ready() -> ReadyImage {
         variants: Vec::new(),
         variant_set: imgest_core::domain::VariantSetVersion::of(&[b"none"]),
         sha256: None,
+        original_metadata: None,
     }
 }
 

@@ -189,3 +189,66 @@ async fn a_missing_bucket_is_a_failure_not_a_missing_key() {
         .unwrap_err();
     assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
 }
+
+/// In a versioned bucket (as the template's), an erasure leaves no version and no deletion
+/// marker of what it erased: a deleted object's noncurrent version, an overwritten one's
+/// earlier version and the markers go too; what it keeps stays (its earlier versions go).
+#[tokio::test]
+async fn erase_deletes_every_version_in_a_versioned_bucket() {
+    let test = "erase_deletes_every_version_in_a_versioned_bucket";
+    let Some(client) = s3_client(test).await else {
+        return;
+    };
+    let bucket = aws::unique_name("imgest-test");
+    client.create_bucket().bucket(&bucket).send().await.unwrap();
+    client
+        .put_bucket_versioning()
+        .bucket(&bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let store = S3BlobStore::new(client.clone(), &bucket);
+    let deleted = key("public/ab/img/g1/large.jpg");
+    let overwritten = key("originals/ab/img/g1/original");
+    let kept = key("originals/ab/img/g2/original");
+    for k in [&deleted, &overwritten, &kept, &overwritten, &kept] {
+        store.put(k, Bytes::from_static(b"v"), "").await.unwrap();
+    }
+    store.delete(std::slice::from_ref(&deleted)).await.unwrap();
+    let versions = |prefix: &'static str| {
+        let client = client.clone();
+        let bucket = bucket.clone();
+        async move {
+            let out = client
+                .list_object_versions()
+                .bucket(&bucket)
+                .prefix(prefix)
+                .send()
+                .await
+                .unwrap();
+            (out.versions().len(), out.delete_markers().len())
+        }
+    };
+    assert_eq!(versions("public/").await, (1, 1));
+    let keep = kept.clone();
+    let mut erased = imgest_core::ports::Erased::default();
+    for prefix in ["public/ab/img/", "originals/ab/img/"] {
+        let e = store
+            .erase(prefix, &|b: &imgest_core::ports::BlobMeta| b.key == keep)
+            .await
+            .unwrap();
+        erased.objects += e.objects;
+        erased.versions += e.versions;
+    }
+    // The current `overwritten`; its earlier version, `deleted`'s version and its marker, and
+    // `kept`'s earlier version.
+    assert_eq!((erased.objects, erased.versions), (1, 4), "{erased:?}");
+    assert_eq!(versions("public/").await, (0, 0));
+    assert_eq!(versions("originals/").await, (1, 0));
+    assert_eq!(store.get(&kept).await.unwrap(), &b"v"[..]);
+}

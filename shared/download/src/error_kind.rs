@@ -47,6 +47,10 @@ pub enum FetchErrorKind {
     /// The downloaded body was gone when its turn to be processed came (a message redriven
     /// from the dead-letter queue after the body expired): downloaded again on the next crawl.
     BodyGone,
+    /// The photo was erased (an operator's purge, or its last seller's erasure): its bytes
+    /// are refused if blocked, and a photo erased since the URL was last downloaded is not
+    /// linked.
+    Erased,
 }
 
 /// What the downloader does after a failure of a kind.
@@ -61,7 +65,7 @@ pub enum FailureClass {
 }
 
 impl FetchErrorKind {
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 20] = [
         Self::NotFound,
         Self::Forbidden,
         Self::HttpError,
@@ -81,6 +85,7 @@ impl FetchErrorKind {
         Self::HostUnavailable,
         Self::HashCollision,
         Self::BodyGone,
+        Self::Erased,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -104,6 +109,7 @@ impl FetchErrorKind {
             Self::HostUnavailable => "host_unavailable",
             Self::HashCollision => "hash_collision",
             Self::BodyGone => "body_gone",
+            Self::Erased => "erased",
         }
     }
 
@@ -128,7 +134,8 @@ impl FetchErrorKind {
             | Self::ForbiddenAddress
             | Self::ForbiddenHost
             | Self::InvalidUrl
-            | Self::HashCollision => FailureClass::Permanent,
+            | Self::HashCollision
+            | Self::Erased => FailureClass::Permanent,
         }
     }
 

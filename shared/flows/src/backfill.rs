@@ -28,11 +28,13 @@ use tracing::{info, warn};
 
 use super::decode::decode;
 use super::files::{
-    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+    Answer, FileScope, FilesFate, RecordWrite, Source, delete_generation_files, settle_files,
+    write_files,
 };
 use super::{FlowError, Service};
 use imgest_core::domain::{
-    BlobKey, Generation, ImageId, ImageRecord, Timestamp, VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OriginalMetadata, Timestamp,
+    VariantSetVersion,
 };
 use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, StoreError, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
@@ -479,7 +481,7 @@ impl Service {
             for record in &page.records {
                 report.scanned += 1;
                 if record.is_live(now)
-                    && record.variant_set() != Some(&run.target)
+                    && !self.is_current(record, &run.target)
                     && pass.takes(record)
                     && !earlier.iter().any(|p| p.takes(record))
                 {
@@ -611,7 +613,7 @@ impl Service {
         let Some(record) = self.ports.images.get(id).await?.filter(|r| r.is_live(now)) else {
             return Ok(Reprocessed::Gone);
         };
-        if record.variant_set() == Some(self.pipeline.version()) {
+        if self.is_current(&record, self.pipeline.version()) {
             return Ok(Reprocessed::Current);
         }
         Stage::Backfill
@@ -659,11 +661,24 @@ impl Service {
             processed?
         };
         let generation = Generation::random_other_than(&record.generation);
+        // The strong hash is of the bytes sent: an original stored as sent gives it, a stripped
+        // one has its record's.
+        let as_sent = record
+            .original_metadata()
+            .is_none_or(|kept| kept == OriginalMetadata::Keep);
+        let source = Source {
+            bytes: &original,
+            sha256: record
+                .sha256()
+                .copied()
+                .or_else(|| as_sent.then(|| ContentHash::of_bytes(&original))),
+            metadata: record.original_metadata(),
+        };
         let ready = write_files(
             &self.ports,
             id,
             &generation,
-            &original,
+            source,
             processed,
             self.pipeline.version().clone(),
             &self.counters,
@@ -714,6 +729,18 @@ impl Service {
 }
 
 impl Service {
+    /// Whether a record's files are what a backfill towards `target` makes: variants of that
+    /// set, and an original that keeps no more metadata than `IMGEST_ORIGINAL_METADATA` allows
+    /// (a backfill rewrites the others' originals too, under a new generation).
+    fn is_current(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
+        record.variant_set() == Some(target)
+            && self
+                .pipeline
+                .config()
+                .original_metadata
+                .is_met_by(record.original_metadata())
+    }
+
     /// Waits while a seller's new photo is being processed (or waits to be): a backfill decode
     /// started now would share the cores with it. Polled: a backfill task may wait a few
     /// milliseconds longer than it must, a live upload never waits for a backfill to start.

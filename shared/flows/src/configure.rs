@@ -75,6 +75,7 @@ pub fn pipeline_with(
         max_body: settings.max_body,
         max_pixels: settings.max_pixels,
         watermark,
+        original_metadata: settings.original_metadata,
     }))
 }
 

@@ -33,6 +33,8 @@ imgest_core::counters! {
     record_answers_lost,
     /// Bodies whose MD5 named a stored image with another SHA-256 (an MD5 collision): refused.
     hash_collisions,
+    /// Images erased (a seller's erasure or an operator's purge): record, files and versions.
+    images_erased,
 }
 
 imgest_core::counters! {

@@ -37,6 +37,12 @@ pub enum FlowError {
     },
     #[error("upload {0} does not exist (or expired)")]
     UploadNotFound(UploadId),
+    /// The caller has no upload of this image (within the orphan window) to erase.
+    #[error("image {0}: the caller has no upload of it to erase")]
+    NotUploaded(ImageId),
+    /// The content was erased by an operator and may not be stored again.
+    #[error("image {0} was erased and may not be uploaded or crawled again")]
+    Erased(ImageId),
     #[error("upload {0}'s URL has expired; create a new upload")]
     UploadExpired(UploadId),
     #[error("upload {0} already received its body")]
@@ -75,6 +81,8 @@ impl FlowError {
             Self::InvalidId(IdError::ClientId(_)) => "invalid_client_id",
             Self::InvalidId(IdError::Generation(_)) => "invalid_id",
             Self::UploadNotFound(_) => "upload_not_found",
+            Self::NotUploaded(_) => "not_uploaded",
+            Self::Erased(_) => "erased",
             Self::UploadExpired(_) => "upload_expired",
             Self::UploadAlreadyReceived(_) => "upload_already_received",
             Self::SizeMismatch { .. } => "size_mismatch",

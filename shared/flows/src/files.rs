@@ -17,8 +17,8 @@ use tracing::{info, warn};
 use super::{FlowCounters, FlowError};
 use imgest_core::Ports;
 use imgest_core::domain::{
-    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, StoredVariant,
-    VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, OriginalMetadata,
+    StoredVariant, VariantSetVersion,
 };
 use imgest_core::ports::{ReadyImage, StoreError};
 use imgest_pipeline::{Colour, Processed};
@@ -133,12 +133,35 @@ pub(crate) async fn settle_files(
     fate
 }
 
-/// Writes the original and every variant (concurrently) and describes them for the record.
+/// The bytes a processing run started from: what they are and what is known of them.
+pub(crate) struct Source<'a> {
+    /// The bytes processed: the body sent, or a stored original being re-processed.
+    pub bytes: &'a Bytes,
+    /// SHA-256 of the bytes the client sent (the record's strong hash).
+    pub sha256: Option<ContentHash>,
+    /// What `bytes` kept of the photo's metadata (`Some(Keep)`: a body as sent; a stored
+    /// original: its record's).
+    pub metadata: Option<OriginalMetadata>,
+}
+
+impl<'a> Source<'a> {
+    /// A body as the client sent it.
+    pub(crate) fn sent(bytes: &'a Bytes) -> Self {
+        Self {
+            bytes,
+            sha256: Some(ContentHash::of_bytes(bytes)),
+            metadata: Some(OriginalMetadata::Keep),
+        }
+    }
+}
+
+/// Writes the original (the processed bytes, stripped of their metadata as the pipeline's
+/// policy says) and every variant (concurrently) and describes them for the record.
 pub(crate) async fn write_files(
     ports: &Ports,
     id: &ImageId,
     generation: &Generation,
-    original: &Bytes,
+    source: Source<'_>,
     processed: Processed,
     variant_set: VariantSetVersion,
     counters: &FlowCounters,
@@ -151,9 +174,14 @@ pub(crate) async fn write_files(
     }
     let mut writes = Vec::with_capacity(processed.variants.len() + 1);
     let mut variants = Vec::with_capacity(processed.variants.len());
+    let (original, original_metadata) = match processed.original {
+        Some(stripped) => (Bytes::from(stripped), Some(processed.original_metadata)),
+        None => (source.bytes.clone(), source.metadata),
+    };
+    let original_bytes = original.len() as u64;
     writes.push((
         BlobKey::original(id, generation),
-        original.clone(),
+        original,
         processed.format.mime(),
     ));
     for v in processed.variants {
@@ -181,13 +209,14 @@ pub(crate) async fn write_files(
     }
     counters.files_written.increment(writes.len() as u64);
     Ok(ReadyImage {
-        sha256: Some(ContentHash::of_bytes(original)),
+        sha256: source.sha256,
         format: processed.format,
         width: processed.width,
         height: processed.height,
-        original_bytes: original.len() as u64,
+        original_bytes,
         variants,
         variant_set,
+        original_metadata,
     })
 }
 
@@ -266,6 +295,7 @@ mod tests {
                 variants: Vec::new(),
                 variant_set: None,
                 sha256: None,
+                original_metadata: None,
             }
         } else {
             ImageState::Processing {

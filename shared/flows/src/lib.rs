@@ -15,6 +15,8 @@
 //! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
 //! - [`stats`]: what is stored and what is waiting, counted from the stores.
 //! - [`browse`]: the operator's pages of stored images (and orphans).
+//! - [`erase`]: a seller's erasure of their upload, an operator's purge, tombstones and
+//!   receipts.
 //! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
 //! - [`configure`]: the service the settings describe (its pipeline and policy).
 //! - `files`, `decode`: what several flows share: an image's files written and deleted by
@@ -28,6 +30,7 @@ pub mod configure;
 mod counts;
 pub mod crawl;
 mod decode;
+pub mod erase;
 mod error;
 mod files;
 pub mod gc;

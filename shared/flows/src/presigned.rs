@@ -150,6 +150,9 @@ impl Service {
             )
         } else {
             let image_id = ImageId::of_bytes(&body);
+            // Its uploader is filed before the claim (see `erase`).
+            let owner = record.owner.clone().unwrap_or_else(Owner::open);
+            self.note_uploader(&owner, &image_id).await?;
             match self.upload_queued(image_id, body).await {
                 Ok(outcome) => UploadState::Done {
                     image_id: outcome.record.id,

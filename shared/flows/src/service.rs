@@ -50,6 +50,9 @@ pub struct Policy {
     /// The receive limit of the queue this process consumes (`IMGEST_MAX_RECEIVES`): a
     /// message still failing on that receive is given up on, with its reason.
     pub max_receives: u32,
+    /// Erasures delete files here (the embedded backend, the erasure function, the CLI), or
+    /// file them for the erasure function (the other AWS functions may not delete versions).
+    pub erase_files_here: bool,
 }
 
 impl Policy {
@@ -71,6 +74,7 @@ impl Policy {
             backfill_rate: s.backfill_rate,
             backfill_segments: s.backfill_segments,
             max_receives: s.max_receives,
+            erase_files_here: matches!(s.backend, imgest_settings::Backend::Embedded { .. }),
         }
     }
 }
@@ -91,6 +95,8 @@ pub struct Service {
     pub(crate) budget: MemoryBudget,
     /// What the flows count (see [`counts`](Self::counts)).
     pub(crate) counters: FlowCounters,
+    /// The CDN erasures tell, if one is configured.
+    pub(crate) cdn: Option<Arc<dyn super::erase::Cdn>>,
     tally: Arc<Tally>,
 }
 
@@ -108,6 +114,7 @@ impl Service {
             admitted,
             budget: MemoryBudget::new(policy.memory_budget),
             counters: FlowCounters::register(&tally),
+            cdn: None,
             tally,
             policy,
         }
@@ -151,6 +158,12 @@ impl Service {
 
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// This process deletes erased files itself (the erasure function, the operator's CLI).
+    pub fn erasing_files_here(mut self) -> Self {
+        self.policy.erase_files_here = true;
+        self
     }
 
     /// What this service's flows did so far, read from its counters.

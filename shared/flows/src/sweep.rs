@@ -562,6 +562,7 @@ impl Service {
             variants,
             variant_set,
             sha256,
+            original_metadata,
         } = &record.state
         else {
             return (None, false);
@@ -593,6 +594,7 @@ impl Service {
                 .clone()
                 .unwrap_or_else(VariantSetVersion::unknown),
             sha256: *sha256,
+            original_metadata: *original_metadata,
         };
         (Some((retired, ready)), kept)
     }

@@ -21,7 +21,8 @@ use tracing::{Instrument, error, info, warn};
 
 use super::decode::decode;
 use super::files::{
-    Answer, FileScope, FilesFate, RecordWrite, delete_generation_files, settle_files, write_files,
+    Answer, FileScope, FilesFate, RecordWrite, Source, delete_generation_files, settle_files,
+    write_files,
 };
 use super::service::Ports;
 use super::{FlowError, Service};
@@ -191,6 +192,14 @@ impl Service {
                     });
                 }
                 Claim::New { generation } => {
+                    // Bytes an operator erased and blocked are refused here, where new
+                    // content starts (a dedup hit has a record, which a blocked content has not).
+                    if let Err(e) = self.refuse_if_blocked(&id).await {
+                        if let Err(abandon) = self.ports.images.abandon(&id, &generation).await {
+                            warn!(image_id = %id, error = %abandon, "could not remove a refused claim; it expires by itself");
+                        }
+                        return Err(e);
+                    }
                     if let Some(parts) = body.take() {
                         joined = parts.into_bytes();
                     }
@@ -304,6 +313,7 @@ impl Service {
     /// a record collected in between gets the claim back at once.
     pub async fn known_images(
         &self,
+        owner: &Owner,
         photos: &[(ImageId, ContentHash)],
     ) -> Result<Vec<ImageRecord>, FlowError> {
         let mut seen = std::collections::HashSet::with_capacity(photos.len());
@@ -314,9 +324,16 @@ impl Service {
             photos.iter().map(|(id, h)| (id, h)).collect();
         let same = |record: &ImageRecord| record.sha256() == asked.get(&record.id).copied();
         let stored = self.ports.images.get_many(&ids).await?;
-        let refreshes = stored
+        // Each known photo is the caller's upload from now on, filed before its refresh (as an
+        // upload files its uploader before its claim: `erase`).
+        let known: Vec<ImageRecord> = stored
             .into_iter()
             .filter(|r| r.is_ready() && same(r))
+            .collect();
+        futures_util::future::try_join_all(known.iter().map(|r| self.note_uploader(owner, &r.id)))
+            .await?;
+        let refreshes = known
+            .into_iter()
             .map(|record| self.refresh_known(record.id));
         let refreshed = futures_util::future::try_join_all(refreshes).await?;
         Ok(refreshed.into_iter().flatten().filter(same).collect())
@@ -324,7 +341,10 @@ impl Service {
 
     /// The claim an upload of `id`'s bytes would make, for an id that had a ready record a
     /// moment ago.
-    async fn refresh_known(&self, id: ImageId) -> Result<Option<ImageRecord>, FlowError> {
+    pub(crate) async fn refresh_known(
+        &self,
+        id: ImageId,
+    ) -> Result<Option<ImageRecord>, FlowError> {
         match self.claim(&id).await? {
             Claim::Existing(record) => Ok(Some(record)),
             Claim::InProgress { .. } => Ok(None),
@@ -402,6 +422,7 @@ impl Service {
         if self.ports.images.peek(&id).await?.is_some() {
             return self.upload_queued(id, body).await;
         }
+        self.refuse_if_blocked(&id).await?;
         let checked = self
             .pipeline
             .check_format(body.len(), &body[..MAGIC_LEN.min(body.len())])
@@ -509,7 +530,7 @@ impl Service {
                     &ports,
                     &id,
                     &generation,
-                    &body,
+                    Source::sent(&body),
                     processed,
                     version,
                     &counters,

@@ -45,6 +45,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
             "image_not_found",
             "offer_not_found",
             "upload_not_found",
+            "not_uploaded",
             "crawl_not_found",
             "file_not_found",
             "route_not_found",
@@ -53,7 +54,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
     ),
     (405, &["method_not_allowed"]),
     (409, &["upload_already_received", "hash_collision"]),
-    (410, &["upload_expired"]),
+    (410, &["upload_expired", "erased"]),
     (413, &["too_large"]),
     (415, &["unsupported_format"]),
     (421, &["misdirected_request"]),
@@ -197,8 +198,9 @@ impl From<FlowError> for ApiError {
             FlowError::Image(_) => StatusCode::UNPROCESSABLE_ENTITY,
             FlowError::ImageNotFound(_)
             | FlowError::OfferNotFound(_)
-            | FlowError::UploadNotFound(_) => StatusCode::NOT_FOUND,
-            FlowError::UploadExpired(_) => StatusCode::GONE,
+            | FlowError::UploadNotFound(_)
+            | FlowError::NotUploaded(_) => StatusCode::NOT_FOUND,
+            FlowError::UploadExpired(_) | FlowError::Erased(_) => StatusCode::GONE,
             FlowError::UploadAlreadyReceived(_) | FlowError::HashCollision(_) => {
                 StatusCode::CONFLICT
             }
@@ -288,6 +290,8 @@ mod tests {
             FlowError::UploadNotFound(upload.clone()),
             FlowError::UploadExpired(upload.clone()),
             FlowError::UploadAlreadyReceived(upload),
+            FlowError::NotUploaded(ImageId::of_bytes(b"x")),
+            FlowError::Erased(ImageId::of_bytes(b"x")),
             FlowError::SizeMismatch {
                 declared: 1,
                 received: 2,
@@ -355,6 +359,8 @@ mod tests {
                 | FlowError::RateLimited { .. }
                 | FlowError::StillProcessing { .. }
                 | FlowError::UploadNotFound(_)
+                | FlowError::NotUploaded(_)
+                | FlowError::Erased(_)
                 | FlowError::UploadExpired(_)
                 | FlowError::UploadAlreadyReceived(_)
                 | FlowError::SizeMismatch { .. }

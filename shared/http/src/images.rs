@@ -14,7 +14,7 @@ use super::json::ImageJson;
 use super::openapi::{ErrorBody, UploadForm};
 use super::{ApiError, ApiState};
 use crate::auth::Uploader;
-use imgest_core::domain::{ContentHash, ImageId};
+use imgest_core::domain::{ContentHash, ImageId, Owner};
 use imgest_flows::FlowError;
 
 /// Upload a photo
@@ -47,6 +47,7 @@ use imgest_flows::FlowError;
         (status = 400, description = "`empty_body`, `invalid_request` (Content-Length is not a number), `invalid_multipart`, `missing_file` (no `file` part), `body_read_error`.", body = ErrorBody,
             example = json!({"error": {"kind": "empty_body", "message": "the body is empty"}})),
         (status = 409, description = "`hash_collision`: these bytes have the MD5 (the image id) of a stored photo but another SHA-256; nothing is stored or linked.", body = ErrorBody),
+        (status = 410, description = "`erased`: an operator erased these bytes and blocked them; they are not stored again.", body = ErrorBody),
         (status = 413, description = "`too_large`: more than `IMGEST_MAX_BODY` bytes.", body = ErrorBody),
         (status = 415, description = "`unsupported_format`: not a JPEG, PNG, WebP, GIF or AVIF (HEIC: the message says to send a JPEG), or a feature of one imgest does not read.", body = ErrorBody),
         (status = 422, description = "`corrupt_image`, `too_many_pixels`.", body = ErrorBody),
@@ -65,6 +66,9 @@ pub async fn upload(
     let limit = state.service.pipeline().config().max_body;
     let body = read_upload(request, limit, &state.service).await?;
     let _memory = body.memory;
+    // The caller is filed as an uploader before the upload claims the image (`flows::erase`).
+    let owner = caller.owner.clone().unwrap_or_else(Owner::open);
+    state.service.note_uploader(&owner, &body.id).await?;
     let outcome = state.service.upload(body.id, body.body).await?;
     let status = if outcome.deduplicated {
         StatusCode::OK
@@ -205,7 +209,8 @@ pub async fn known(
         ids.push((id, sha256));
     }
     state.service.admit_upload(caller.owner.as_ref()).await?;
-    let records = state.service.known_images(&ids).await?;
+    let owner = caller.owner.clone().unwrap_or_else(Owner::open);
+    let records = state.service.known_images(&owner, &ids).await?;
     let known = records
         .iter()
         .map(|record| state.urls.image(record, Some(true), None))

@@ -8,6 +8,7 @@ pub mod auth;
 mod body;
 mod browse;
 mod crawl;
+mod erasures;
 mod error;
 mod files;
 mod images;

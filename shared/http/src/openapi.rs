@@ -26,7 +26,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 pub(super) use super::error::ErrorBody;
 use super::routes::Verb;
-use super::{browse, crawl, files, images, offers, page, router, scrape, uploads};
+use super::{browse, crawl, erasures, files, images, offers, page, router, scrape, uploads};
 
 /// Where the document is served.
 pub const PATH: &str = "/v1/openapi.json";
@@ -60,6 +60,7 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         images::upload,
         images::known,
         images::get,
+        erasures::erase_upload,
         uploads::create,
         uploads::get,
         uploads::put_body,
@@ -71,6 +72,8 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         files::get,
         scrape::get,
         browse::list,
+        erasures::purge,
+        erasures::status,
         page::index,
         page::asset,
     ),

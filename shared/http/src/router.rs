@@ -17,7 +17,9 @@ use utoipa::ToSchema;
 use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
 use super::routes::{self, Op, Route};
-use super::{ApiError, auth, browse, crawl, files, images, offers, openapi, page, scrape, uploads};
+use super::{
+    ApiError, auth, browse, crawl, erasures, files, images, offers, openapi, page, scrape, uploads,
+};
 use crate::auth::Authenticator;
 use crate::local_guard::{self, LocalGuard};
 use imgest_core::domain::random::secure_hex;
@@ -117,6 +119,7 @@ fn handler(op: Op) -> MethodRouter<ApiState> {
         Op::UploadImage => post(images::upload).layer(DefaultBodyLimit::disable()),
         Op::KnownImages => post(images::known).layer(DefaultBodyLimit::max(images::KNOWN_MAX_BODY)),
         Op::GetImage => get(images::get),
+        Op::EraseImage => delete(erasures::erase_upload),
         Op::CreateUpload => post(uploads::create),
         Op::GetUpload => get(uploads::get),
         Op::PutUploadBody => put(uploads::put_body).layer(DefaultBodyLimit::disable()),
@@ -128,6 +131,8 @@ fn handler(op: Op) -> MethodRouter<ApiState> {
         Op::Files => get(files::get),
         Op::Metrics => get(scrape::get),
         Op::BrowseImages => get(browse::list),
+        Op::PurgeImage => post(erasures::purge).layer(DefaultBodyLimit::max(4096)),
+        Op::ErasureStatus => get(erasures::status),
         Op::Page => get(page::index),
         Op::PageAsset => get(page::asset),
     }

@@ -26,6 +26,7 @@ pub enum Op {
     UploadImage,
     KnownImages,
     GetImage,
+    EraseImage,
     CreateUpload,
     GetUpload,
     PutUploadBody,
@@ -37,6 +38,8 @@ pub enum Op {
     Files,
     Metrics,
     BrowseImages,
+    PurgeImage,
+    ErasureStatus,
     Page,
     PageAsset,
 }
@@ -88,12 +91,13 @@ const PARTNERS: &[&str] = &[OFFERS_SCOPE];
 
 impl Op {
     /// Every operation, in the order the template lists them.
-    pub const ALL: [Op; 18] = [
+    pub const ALL: [Op; 21] = [
         Op::Health,
         Op::OpenApi,
         Op::UploadImage,
         Op::KnownImages,
         Op::GetImage,
+        Op::EraseImage,
         Op::CreateUpload,
         Op::GetUpload,
         Op::PutUploadBody,
@@ -105,6 +109,8 @@ impl Op {
         Op::Files,
         Op::Metrics,
         Op::BrowseImages,
+        Op::PurgeImage,
+        Op::ErasureStatus,
         Op::Page,
         Op::PageAsset,
     ];
@@ -119,6 +125,7 @@ impl Op {
             Op::UploadImage => (Post, "/v1/images", UPLOADERS, Everywhere),
             Op::KnownImages => (Post, "/v1/images/known", UPLOADERS, Everywhere),
             Op::GetImage => (Get, "/v1/images/{image_id}", UPLOADERS, Everywhere),
+            Op::EraseImage => (Delete, "/v1/images/{image_id}", UPLOADERS, Everywhere),
             Op::CreateUpload => (Post, "/v1/uploads", UPLOADERS, Everywhere),
             Op::GetUpload => (Get, "/v1/uploads/{upload_id}", UPLOADERS, Everywhere),
             Op::PutUploadBody => (Put, "/v1/uploads/{upload_id}/body", UPLOADERS, LocalRunner),
@@ -130,6 +137,18 @@ impl Op {
             Op::Files => (Get, "/files/{*key}", &[], LocalRunner),
             Op::Metrics => (Get, crate::scrape::PATH, &[METRICS_SCOPE], LocalRunner),
             Op::BrowseImages => (Get, "/v1/operator/images", &[OPERATOR_SCOPE], LocalRunner),
+            Op::PurgeImage => (
+                Post,
+                "/v1/operator/erasures",
+                &[OPERATOR_SCOPE],
+                LocalRunner,
+            ),
+            Op::ErasureStatus => (
+                Get,
+                "/v1/operator/erasures/{image_id}",
+                &[OPERATOR_SCOPE],
+                LocalRunner,
+            ),
             Op::Page => (Get, "/", &[], LocalRunner),
             Op::PageAsset => (Get, "/page/{file}", &[], LocalRunner),
         };

@@ -70,6 +70,7 @@ pub(crate) fn estimate(
                 icc: avif.icc.map(Cow::Borrowed),
                 orientation: Orientation::from_exif(avif.orientation)
                     .unwrap_or(Orientation::NoTransforms),
+                exif: None,
             };
             (
                 (info.width, info.height, pixels * 3),

@@ -375,7 +375,7 @@ fn parse_scan(segment: &[u8], start: usize, end: usize) -> Result<Scan, Pipeline
 
 /// Where entropy-coded data starting at `from` ends: the next marker that is neither a stuffed
 /// zero (FF 00) nor a restart marker.
-fn entropy_end(bytes: &[u8], from: usize) -> Option<usize> {
+pub(crate) fn entropy_end(bytes: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     loop {
         i += memchr::memchr(0xFF, bytes.get(i..)?)?;

@@ -25,6 +25,7 @@ mod png;
 mod resize;
 mod riff;
 mod scratch;
+mod strip;
 #[cfg(test)]
 mod tests;
 #[cfg(feature = "turbojpeg")]
@@ -44,7 +45,8 @@ pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
 
 use imgest_core::domain::{
-    OutputFormat, SourceFormat, VariantName, VariantSet, VariantSetVersion, VariantSpec,
+    OriginalMetadata, OutputFormat, SourceFormat, VariantName, VariantSet, VariantSetVersion,
+    VariantSpec,
 };
 use imgest_core::telemetry::metrics::Stage;
 use resize::Raster;
@@ -61,6 +63,8 @@ pub struct PipelineConfig {
     /// Largest accepted decoded image, in pixels (width × height, from the header).
     pub max_pixels: u64,
     pub watermark: Option<Watermark>,
+    /// What a stored original keeps of the photo's metadata ([`Processed::original`]).
+    pub original_metadata: OriginalMetadata,
 }
 
 impl PipelineConfig {
@@ -77,6 +81,7 @@ impl Default for PipelineConfig {
             max_body: Self::DEFAULT_MAX_BODY,
             max_pixels: Self::DEFAULT_MAX_PIXELS,
             watermark: None,
+            original_metadata: OriginalMetadata::default(),
         }
     }
 }
@@ -123,6 +128,12 @@ pub struct Processed {
     pub colour: Colour,
     /// In the [`VariantSet`]'s order.
     pub variants: Vec<EncodedVariant>,
+    /// The original to store in place of the bytes processed: them with their metadata
+    /// stripped as [`PipelineConfig::original_metadata`] says (`None` under `keep`: them as
+    /// they are).
+    pub original: Option<Vec<u8>>,
+    /// The policy `original` was made under.
+    pub original_metadata: OriginalMetadata,
 }
 
 impl Processed {
@@ -290,12 +301,16 @@ impl Pipeline {
                 planes.recycle(&scratch.buffers);
             }
         }
+        let policy = self.config.original_metadata;
+        let original = strip::original(bytes, decoded.format, policy)?;
         Ok(Processed {
             format: decoded.format,
             width: decoded.width,
             height: decoded.height,
             colour: decoded.colour,
             variants,
+            original,
+            original_metadata: policy,
         })
     }
 }

@@ -18,6 +18,8 @@ pub(crate) struct Meta<'a> {
     pub icc: Option<Cow<'a, [u8]>>,
     /// How the stored pixels are turned to be upright.
     pub orientation: Orientation,
+    /// The EXIF block read (a stored original keeps some of its fields: `strip/`).
+    pub exif: Option<Vec<u8>>,
 }
 
 impl Default for Meta<'_> {
@@ -25,6 +27,7 @@ impl Default for Meta<'_> {
         Self {
             icc: None,
             orientation: Orientation::NoTransforms,
+            exif: None,
         }
     }
 }
@@ -40,7 +43,11 @@ impl<'a> Meta<'a> {
             .and_then(exif_orientation)
             .or_else(|| xmp.and_then(xmp_orientation))
             .unwrap_or(Orientation::NoTransforms);
-        Self { icc, orientation }
+        Self {
+            icc,
+            orientation,
+            exif: exif.map(<[u8]>::to_vec),
+        }
     }
 }
 

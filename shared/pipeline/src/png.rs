@@ -91,7 +91,7 @@ pub(crate) fn metadata(bytes: &[u8]) -> Meta<'static> {
 }
 
 /// The chunk at `at`: its type and data.
-fn chunk(bytes: &[u8], at: usize) -> Option<(&[u8; 4], &[u8])> {
+pub(crate) fn chunk(bytes: &[u8], at: usize) -> Option<(&[u8; 4], &[u8])> {
     let len = u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
     let kind: &[u8; 4] = bytes.get(at + 4..at + 8)?.try_into().ok()?;
     let end = (at + 8).checked_add(usize::try_from(len).ok()?)?;

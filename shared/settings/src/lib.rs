@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use imgest_core::backend::MAX_SQS_DELAY;
 pub use imgest_core::backend::{AwsBackend, Backend};
-use imgest_core::domain::{VariantName, VariantSet};
+use imgest_core::domain::{OriginalMetadata, VariantName, VariantSet};
 use imgest_pipeline::WatermarkPosition;
 
 pub use self::crawl::CrawlSettings;
@@ -86,6 +86,10 @@ pub struct Settings {
     pub variants: VariantSet,
     /// `IMGEST_JPEG_QUALITY` (1–100)
     pub jpeg_quality: u8,
+    /// `IMGEST_ORIGINAL_METADATA` (`strip-private`, `keep` or `strip-all`): what a stored
+    /// original keeps of the photo's metadata (orientation and ICC profile always; GPS, XMP,
+    /// maker notes and serial numbers only under `keep`).
+    pub original_metadata: OriginalMetadata,
     /// `IMGEST_MAX_BODY` (bytes; suffixes kB, MB, GB, KiB, MiB, GiB accepted)
     pub max_body: u64,
     /// `IMGEST_MAX_PIXELS` (decoded width × height; suffixes K, M accepted)
@@ -253,6 +257,12 @@ impl Settings {
             allow_open_public_url: vars.flag("IMGEST_ALLOW_OPEN_PUBLIC_URL", false)?,
             variants,
             jpeg_quality: vars.number("IMGEST_JPEG_QUALITY", 82, 1, 100)?,
+            original_metadata: match vars.get("IMGEST_ORIGINAL_METADATA") {
+                None => OriginalMetadata::default(),
+                Some(v) => v
+                    .parse()
+                    .map_err(|e: String| vars.bad("IMGEST_ORIGINAL_METADATA", e))?,
+            },
             max_body,
             max_pixels: vars.count("IMGEST_MAX_PIXELS", 50_000_000)?,
             max_photos_per_offer: vars.number("IMGEST_MAX_PHOTOS_PER_OFFER", 50, 1, 1000)?,
@@ -528,6 +538,7 @@ mod tests {
         let s = Settings::defaults();
         assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.jpeg_quality, 82);
+        assert_eq!(s.original_metadata, OriginalMetadata::StripPrivate);
         assert_eq!(s.max_body, 20_000_000);
         assert_eq!(s.max_pixels, 50_000_000);
         assert_eq!(s.max_photos_per_offer, 50);
@@ -560,6 +571,7 @@ mod tests {
         for (var, value) in [
             ("IMGEST_LISTEN", "nowhere"),
             ("IMGEST_JPEG_QUALITY", "0"),
+            ("IMGEST_ORIGINAL_METADATA", "strip"),
             ("IMGEST_MAX_BODY", "lots"),
             ("IMGEST_ORPHAN_TTL", "fortnight"),
             ("IMGEST_VARIANTS", "big"),

@@ -195,7 +195,7 @@ const fn default(value: &'static str) -> DefaultValue {
 /// Every variable, in the order the reference lists them.
 pub const VARIABLES: &[Variable] = &[
     var("IMGEST_AUTH", Both, Text, Unset)
-        .means("who checks callers: unset (with `IMGEST_JWKS_FILE`, `jwt`; without, `serve` runs open on loopback only), `jwt`, `gateway` (the API function behind API Gateway's JWT authorizer), `off` (open on purpose)"),
+        .means("who checks callers: unset (with `IMGEST_JWKS_FILE`, `jwt`; without, `serve` runs open on loopback only), `jwt`, `gateway` (the API function behind API Gateway's JWT authorizer), `off` (open on purpose, locally). On AWS Lambda every function refuses to start unless it is `gateway` or `jwt` (unset or `off` would open the API and put every client's crawls in one namespace)"),
     var("IMGEST_JWKS_FILE", Local, Text, Unset)
         .left("API Gateway reads the issuer's keys")
         .means("a JSON Web Key Set file with the token issuer's public keys (RS256, ES256), re-read when it changes"),
@@ -216,7 +216,10 @@ pub const VARIABLES: &[Variable] = &[
         .left("API Gateway listens")
         .means("the address `serve` listens on"),
     var("IMGEST_PUBLIC_URL", Both, Text, Computed("`http://{IMGEST_LISTEN}`; on AWS the bucket's URL"))
-        .means("the base of the file URLs the API returns (on AWS a CDN in front of the bucket)"),
+        .means("the base of the file URLs the API returns (on AWS a CDN in front of the bucket): an `http` or `https` URL with a host, without credentials, query or fragment (anything else stops the start). An open runner answers to its host too, so one that is not loopback needs `IMGEST_ALLOW_OPEN_PUBLIC_URL`"),
+    var("IMGEST_ALLOW_OPEN_PUBLIC_URL", Local, Flag, default("false"))
+        .left("local only: every function checks tokens")
+        .means("let an open runner (no `IMGEST_JWKS_FILE`) answer to an `IMGEST_PUBLIC_URL` that is not loopback (`localhost`, `127.0.0.0/8`, `[::1]`): whoever reaches that URL (a proxy in front of the runner) may then do everything. Without it such a runner does not start: set `IMGEST_JWKS_FILE` to check tokens instead"),
     var("IMGEST_GC_INTERVAL", Local, duration(None, None), default("1h"))
         .left("`GcSchedule` schedules the scheduled-gc function")
         .means("how often `serve` runs GC"),
@@ -231,8 +234,13 @@ pub const VARIABLES: &[Variable] = &[
         .means("the receive limit (`maxReceiveCount`) of the queue the function consumes: a message still failing on that receive is sent to the dead letters with its reason (rather than moved by SQS without one); a test holds it to each queue's"),
     var("IMGEST_INTAKE_SENDERS", Aws, Text, Empty)
         .means("who may send crawl requests to the intake queue, for which clients: `SENDER_ID=client,client;SENDER_ID=*`, the id SQS reports as `SenderId` (an IAM user's `AIDA…`, a role's `AROA…`, any session); empty: none. Any other's request goes to the dead letters as `forbidden` (see [deployment](deployment.md#sending-feeds-and-reading-results))"),
+    var("IMGEST_REDRIVERS", Aws, Text, Empty)
+        .means("`ID,ID`: the operators whose `imgest dlq redrive` keeps each message's original sender (the intake queue then takes a crawl request as its original sender's; an internal queue a function's message as that function's)"),
     var("IMGEST_INTAKE_REDRIVERS", Aws, Text, Empty)
-        .means("`ID,ID`: the operators whose `imgest dlq redrive` of the intake queue keeps each message's original sender"),
+        .left("its earlier name, read for stacks deployed before `IMGEST_REDRIVERS`")
+        .means("the earlier name of `IMGEST_REDRIVERS`, still read: the two lists are joined"),
+    var("IMGEST_STACK_ROLES", Aws, Text, Empty)
+        .means("`ID,ID`: the unique ids of the stack's roles (the template lists every function's and the state machine's); the internal queues (fetch, process, settle, backfill) take only their messages, and read `imgest.*` attributes only from them. Empty: no internal queue takes anything"),
     var("IMGEST_SQS_MAX_DELAY", Aws, positive_duration(at("15m")), default("15m"))
         .with(AWS)
         .left("tests only")
@@ -245,6 +253,9 @@ pub const VARIABLES: &[Variable] = &[
         .means("`name=fit:WxH` scales down to fit the box; `name=cover:WxH` fills it and crops the centre. Either may name its file format and quality after it: `:jpeg` (the default), `:webp` or `:avif`, then `:1`–`:100`, e.g. `large_avif=fit:1280x1280:avif` or `thumb=cover:200x200:webp:70`. Without a quality, JPEG takes `IMGEST_JPEG_QUALITY`, WebP 88 and AVIF 83 (the butteraugli distance of JPEG at 82: [benchmarks](benchmarks.md#output-formats)). The API lists each variant's `format` and URL (`.jpg`, `.webp`, `.avif`); AVIF costs many times JPEG's CPU ([cost](cost.md#an-avif-variant)). A size dropped from the set is deleted by the sweep only once `imgest variants confirm` records the new set ([operations](operations.md#a-size-dropped-from-the-variants))"),
     var("IMGEST_JPEG_QUALITY", Both, Number { least: 1, most: 100 }, default("82"))
         .means("quality of the JPEG variants (4:2:0) that name none"),
+    var("IMGEST_ORIGINAL_METADATA", Both, OneOf(&["strip-private", "keep", "strip-all"]), default("strip-private"))
+        .left("the default: no location or identity metadata is stored")
+        .means("what a stored original keeps of the photo's metadata: `strip-private` (orientation, ICC profile and the EXIF fields that describe the capture; no GPS, XMP, maker notes, serial numbers, comments or thumbnails), `strip-all` (orientation and profile only) or `keep` (as sent). The id and strong hash stay those of the bytes sent; `imgest backfill start` rewrites existing originals under a new generation ([operations](operations.md#erasure-and-privacy))"),
     var("IMGEST_MAX_BODY", Both, size(None, None), default("20MB"))
         .means("larger uploads get `413 too_large` (checked against Content-Length and while streaming)"),
     var("IMGEST_MAX_PIXELS", Both, Count, default("50M"))

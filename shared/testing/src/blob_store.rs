@@ -19,6 +19,7 @@ contract_suite!($ blob_store_contract_tests, blob_store, Arc<dyn BlobStore>;
     list_walks_one_image_shard,
     concurrent_puts_of_one_key_leave_one_whole_object,
     an_original_is_written_once,
+    erase_removes_all_under_the_prefix_but_what_it_keeps,
 );
 
 /// A key under a check's own top-level prefix.
@@ -343,4 +344,47 @@ pub async fn an_original_is_written_once(store: Arc<dyn BlobStore>) {
     store.delete(std::slice::from_ref(&original)).await.unwrap();
     let variant = key(&unique_name("once"), "public/ab/x/v.jpg");
     assert!(!variant.is_write_once());
+}
+
+pub async fn erase_removes_all_under_the_prefix_but_what_it_keeps(store: Arc<dyn BlobStore>) {
+    let scope = unique_name("erase");
+    let gone = key(&scope, "img/g1/large.jpg");
+    let overwritten = key(&scope, "img/g1/original");
+    let kept = key(&scope, "img/g2/original");
+    let outside = key(&scope, "other/g1/original");
+    for k in [&gone, &overwritten, &kept, &outside] {
+        store
+            .put(k, Bytes::from_static(b"data"), "image/jpeg")
+            .await
+            .unwrap();
+    }
+    // A second version of one key (a versioned store keeps the first).
+    store
+        .put(&overwritten, Bytes::from_static(b"again"), "image/jpeg")
+        .await
+        .unwrap();
+    let keep_name = kept.clone();
+    let erased = store
+        .erase(&format!("{scope}/img/"), &move |b: &BlobMeta| {
+            b.key == keep_name
+        })
+        .await
+        .unwrap();
+    assert_eq!(erased.objects, 2, "{erased:?}");
+    for k in [&gone, &overwritten] {
+        assert!(is_not_found(&store.get(k).await), "{k}");
+    }
+    assert_eq!(store.get(&kept).await.unwrap(), &b"data"[..]);
+    assert_eq!(store.get(&outside).await.unwrap(), &b"data"[..]);
+    // Again: nothing left to erase but what is kept.
+    let again = store
+        .erase(&format!("{scope}/img/"), &|_: &BlobMeta| false)
+        .await
+        .unwrap();
+    assert_eq!(again.objects, 1);
+    assert!(
+        list_all(store.as_ref(), &format!("{scope}/img/"), 10)
+            .await
+            .is_empty()
+    );
 }

@@ -501,6 +501,19 @@ impl OfferLinks for FaultyOffers {
             .await
     }
 
+    async fn offers_linking(
+        &self,
+        image: &ImageId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<imgest_core::ports::OfferPage, StoreError> {
+        self.faults
+            .call("offers.offers_linking", false, || {
+                self.inner.offers_linking(image, cursor, limit)
+            })
+            .await
+    }
+
     async fn scan_photo_lists(
         &self,
         segment: u32,

@@ -106,6 +106,7 @@ pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<
             variants: ready.variants,
             variant_set: Some(ready.variant_set),
             sha256: ready.sha256,
+            original_metadata: ready.original_metadata,
         }
     );
     assert_eq!((record.created_at, record.last_update), (t0, t1));

@@ -234,6 +234,7 @@ pub(crate) fn sample_ready() -> ReadyImage {
         ],
         variant_set: sample_version(),
         sha256: Some(ContentHash::of_bytes(b"a sample original")),
+        original_metadata: Some(imgest_core::domain::OriginalMetadata::StripPrivate),
     }
 }
 

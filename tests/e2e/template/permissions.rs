@@ -164,6 +164,12 @@ const API: &[Grant] = &[
         Cond::LeadingKeys(&["ratelimit#upload/*"]),
     ),
     JOINERS,
+    grant(
+        "A seller's erasure: the image's uploaders, read and the caller's removed.",
+        &["dynamodb:Query", "dynamodb:BatchWriteItem"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#uploader#*"]),
+    ),
     READ_COUNTS,
     grant(
         "Files of uploads processed inline; signs presigned PUTs to incoming/.",

@@ -10,7 +10,8 @@
 //! | `format`, `width`, `height`, `original_bytes` | S, N, N, N | ready only               |
 //! | `variants`         | S    | ready only: JSON array of `StoredVariant`                   |
 //! | `variant_set`      | S    | ready only: the variant set version of the files (absent on items written before versions) |
-//! | `sha256`           | S    | ready only: hex SHA-256 of the original, checked on every dedup hit (absent on items written before strong hashes) |
+//! | `sha256`           | S    | ready only: hex SHA-256 of the bytes sent, checked on every dedup hit (absent on items written before strong hashes) |
+//! | `original_metadata` | S   | ready only: what the stored original kept of the photo's metadata (`keep`, `strip-private`, `strip-all`; absent on items written before originals were stripped) |
 //! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
@@ -60,6 +61,7 @@ const ORIGINAL_BYTES: &str = "original_bytes";
 const VARIANTS: &str = "variants";
 const VARIANT_SET: &str = "variant_set";
 const SHA256: &str = "sha256";
+const ORIGINAL_METADATA: &str = "original_metadata";
 const PREVIOUS_GENERATION: &str = "previous_generation";
 const PREVIOUS_UNTIL: &str = "previous_until";
 const CREATED_AT: &str = "created_at";
@@ -78,6 +80,7 @@ pub const SCAN_ATTRIBUTES: &[&str] = &[
     ORIGINAL_BYTES,
     VARIANTS,
     VARIANT_SET,
+    ORIGINAL_METADATA,
     PREVIOUS_GENERATION,
     PREVIOUS_UNTIL,
     CREATED_AT,
@@ -137,6 +140,9 @@ fn ready_attributes(
     if let Some(sha256) = &ready.sha256 {
         attributes.push((SHA256, s(sha256.to_hex())));
     }
+    if let Some(kept) = ready.original_metadata {
+        attributes.push((ORIGINAL_METADATA, s(kept.as_str())));
+    }
     Ok(attributes)
 }
 
@@ -190,6 +196,11 @@ pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
                     .map(ContentHash::parse)
                     .transpose()
                     .map_err(|_| a.corrupt(SHA256, "is not a SHA-256"))?,
+                original_metadata: a
+                    .opt_s(ORIGINAL_METADATA)?
+                    .map(str::parse)
+                    .transpose()
+                    .map_err(|_| a.corrupt(ORIGINAL_METADATA, "is not a metadata policy"))?,
             }
         }
         _ => return Err(a.corrupt(STATE, "is not processing or ready")),

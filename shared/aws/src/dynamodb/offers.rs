@@ -52,7 +52,7 @@ use super::item::{Attrs, Expr, ExprParts, Item, PK, id_of, key, ms, n, s};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::{error_code, is_retryable_code, sdk_error};
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
-use imgest_core::ports::{LinkError, OfferLinks, PhotoListPage, StoreError};
+use imgest_core::ports::{LinkError, OfferLinks, OfferPage, PhotoListPage, StoreError};
 
 const KIND: &str = "offer";
 const PHOTOS: &str = "photos";
@@ -716,6 +716,30 @@ impl OfferLinks for DynamoStore {
             );
         }
         Ok(PhotoListPage { lists, next })
+    }
+
+    /// A Scan of the offers' photo lists, kept if they hold the image: an operator's purge is
+    /// rare, and a reverse index would cost every link a second write.
+    async fn offers_linking(
+        &self,
+        image: &ImageId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<OfferPage, StoreError> {
+        let (items, next) = self
+            .scan_items(KIND, None, SCAN_ATTRIBUTES, 0, 1, cursor, limit)
+            .await?;
+        let mut offers = Vec::new();
+        for item in &items {
+            let raw = id_of(item, KIND).unwrap_or_default();
+            let what = format!("offer item {raw:?}");
+            let a = Attrs::new(item, &what);
+            if a.strings(PHOTOS)?.contains(&image.as_str()) {
+                offers
+                    .push(OfferKey::parse(raw).map_err(|_| a.corrupt(PK, "is not an offer key"))?);
+            }
+        }
+        Ok(OfferPage { offers, next })
     }
 
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {

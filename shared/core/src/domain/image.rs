@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BlobKey, ContentHash, Generation, ImageId, OutputFormat, Timestamp, VariantName,
-    VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, OriginalMetadata, OutputFormat, Timestamp,
+    VariantName, VariantSetVersion,
 };
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
@@ -86,6 +86,10 @@ pub enum ImageState {
         /// it was recorded; the first hit adopts it from the original).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sha256: Option<ContentHash>,
+        /// What the stored original kept of the photo's metadata (`None`: stored as sent,
+        /// before originals were stripped).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        original_metadata: Option<OriginalMetadata>,
     },
 }
 
@@ -161,6 +165,17 @@ impl ImageRecord {
         }
     }
 
+    /// What a ready record's stored original kept of the photo's metadata (`None`: stored as
+    /// sent, or not ready).
+    pub fn original_metadata(&self) -> Option<OriginalMetadata> {
+        match &self.state {
+            ImageState::Ready {
+                original_metadata, ..
+            } => *original_metadata,
+            ImageState::Processing { .. } => None,
+        }
+    }
+
     /// Ready and not expired: what the API may serve and offers may link.
     pub fn is_live(&self, now: Timestamp) -> bool {
         self.is_ready() && !self.is_expired(now)
@@ -210,6 +225,7 @@ mod tests {
                 variants: Vec::new(),
                 variant_set: None,
                 sha256: None,
+                original_metadata: None,
             },
             created_at: last_update,
             last_update,

@@ -4,6 +4,7 @@ mod blob_key;
 mod content_hash;
 mod ids;
 mod image;
+mod original;
 pub mod random;
 mod sniff;
 mod tenancy;
@@ -20,6 +21,7 @@ pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{
     ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,
 };
+pub use original::OriginalMetadata;
 pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};
 pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;

@@ -13,6 +13,18 @@ pub struct BlobMeta {
     pub last_modified: Timestamp,
 }
 
+/// What [`BlobStore::erase`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Erased {
+    /// Current objects.
+    pub objects: u64,
+    /// Earlier versions and deletion markers (a versioned bucket's; a directory keeps none).
+    pub versions: u64,
+}
+
+/// Which current objects an erasure keeps, by their metadata.
+pub type KeepCurrent<'a> = &'a (dyn Fn(&BlobMeta) -> bool + Send + Sync);
+
 /// One page of a listing; `next` is the cursor for the following page, if any.
 #[derive(Debug, Clone, Default)]
 pub struct BlobPage {
@@ -46,6 +58,34 @@ pub trait BlobStore: Send + Sync {
 
     /// Deletes the objects; keys that do not exist are not an error.
     async fn delete(&self, keys: &[BlobKey]) -> Result<(), StoreError>;
+
+    /// Deletes everything the store keeps under `prefix`: every current object that `keep` does
+    /// not keep, and every earlier version and deletion marker of every key (S3's noncurrent
+    /// versions in a versioned bucket), so that nothing of what was there can be read back.
+    /// Pages through the prefix; never holds more than a page. The erasure path's alone: on
+    /// AWS only its role may delete versions.
+    ///
+    /// This default is for a store that keeps no versions (a directory): its objects, listed
+    /// and deleted a page at a time.
+    async fn erase(&self, prefix: &str, keep: KeepCurrent<'_>) -> Result<Erased, StoreError> {
+        let mut erased = Erased::default();
+        let mut after: Option<BlobKey> = None;
+        loop {
+            let page = self.list(prefix, after.as_ref(), 1000).await?;
+            let doomed: Vec<BlobKey> = page
+                .blobs
+                .iter()
+                .filter(|b| !keep(b))
+                .map(|b| b.key.clone())
+                .collect();
+            self.delete(&doomed).await?;
+            erased.objects += doomed.len() as u64;
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(erased),
+            }
+        }
+    }
 
     /// Objects whose key starts with `prefix`, in key order, starting after `after`, at most
     /// `limit` (at least one) per page. Never loads more than a page into memory.

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, OfferKey, SourceFormat, StoredVariant,
+    ContentHash, Generation, ImageId, ImageRecord, OfferKey, OriginalMetadata, SourceFormat,
+    StoredVariant,
     Timestamp, VariantSetVersion,
 };
 
@@ -34,8 +35,10 @@ pub struct ReadyImage {
     pub variants: Vec<StoredVariant>,
     /// The variant set the files were made with.
     pub variant_set: VariantSetVersion,
-    /// SHA-256 of the original bytes.
+    /// SHA-256 of the bytes the client sent (the stored original may lack their metadata).
     pub sha256: Option<ContentHash>,
+    /// What the stored original kept of the photo's metadata (`None`: as sent).
+    pub original_metadata: Option<OriginalMetadata>,
 }
 
 /// One page of a walk over every record ([`ImageIndex::scan`]).

@@ -13,7 +13,7 @@ mod store_error;
 mod task_queue;
 mod uploads;
 
-pub use blob_store::{BlobMeta, BlobPage, BlobStore, DeletedBlob};
+pub use blob_store::{BlobMeta, BlobPage, BlobStore, DeletedBlob, Erased, KeepCurrent};
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use documents::{
@@ -24,7 +24,7 @@ pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
 pub use messages::{
     DeadMessage, Letter, MessageSender, OutgoingMessage, Reason, RedriveKinds, Subscriber,
 };
-pub use offer_links::{LinkError, OfferLinks, PhotoListPage};
+pub use offer_links::{LinkError, OfferLinks, OfferPage, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
 pub use store_error::StoreError;
 pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};

@@ -18,6 +18,14 @@ pub enum LinkError {
     Store(#[from] StoreError),
 }
 
+/// One page of [`OfferLinks::offers_linking`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OfferPage {
+    pub offers: Vec<OfferKey>,
+    /// Where the next page starts (opaque); `None` when the walk is done.
+    pub next: Option<String>,
+}
+
 /// One page of [`OfferLinks::scan_photo_lists`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PhotoListPage {
@@ -70,6 +78,18 @@ pub trait OfferLinks: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<PhotoListPage, StoreError>;
+
+    /// The offers of every client whose photo list holds `image` (an operator's purge), a page
+    /// of up to about `limit` at a time from `cursor` (`None`: the start); a page may hold none
+    /// and still have a next one. An offer that holds it throughout is found exactly once.
+    /// Locally an index read; on DynamoDB a Scan of every offer (offers keep no reverse
+    /// index: linking stays one write per image).
+    async fn offers_linking(
+        &self,
+        image: &ImageId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<OfferPage, StoreError>;
 
     /// The offer's photo list in order, or `None` if the offer has none set.
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError>;

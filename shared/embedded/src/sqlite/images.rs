@@ -15,7 +15,8 @@ use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
                        original_bytes, variants, created_at, last_update, link_count, expires_at, \
-                       variant_set, previous_generation, previous_until, sha256";
+                       variant_set, previous_generation, previous_until, sha256, \
+                       original_metadata";
 
 /// A row as stored, before it is checked into an [`ImageRecord`].
 struct RawImage {
@@ -36,6 +37,7 @@ struct RawImage {
     previous_generation: Option<String>,
     previous_until: Option<i64>,
     sha256: Option<String>,
+    original_metadata: Option<String>,
 }
 
 impl RawImage {
@@ -59,6 +61,7 @@ impl RawImage {
             previous_generation: row.get(14)?,
             previous_until: row.get(15)?,
             sha256: row.get(16)?,
+            original_metadata: row.get(17)?,
         })
     }
 
@@ -112,6 +115,12 @@ impl RawImage {
                         .map(ContentHash::parse)
                         .transpose()
                         .map_err(|_| bad("invalid sha256"))?,
+                    original_metadata: self
+                        .original_metadata
+                        .as_deref()
+                        .map(str::parse)
+                        .transpose()
+                        .map_err(|_| bad("invalid original_metadata"))?,
                 }
             }
             _ => return Err(bad("unknown state")),
@@ -295,8 +304,8 @@ fn create_ready_tx(
         .execute(
             "INSERT INTO images (id, generation, state, claim_expires_at, format, width, height, \
              original_bytes, variants, created_at, last_update, link_count, expires_at, \
-             variant_set, sha256) \
-             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10, ?11) \
+             variant_set, sha256, original_metadata) \
+             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10, ?11, ?12) \
              ON CONFLICT (id) DO NOTHING",
             params![
                 id.as_str(),
@@ -310,6 +319,7 @@ fn create_ready_tx(
                 millis(orphan_ttl, now),
                 ready.variant_set.as_str(),
                 ready.sha256.map(|h| h.to_hex()),
+                ready.original_metadata.map(|m| m.as_str()),
             ],
         )
         .map_err(|e| sql_error("creating an image", e))?;
@@ -340,7 +350,7 @@ fn complete_tx(
             "UPDATE images SET state = 'ready', claim_expires_at = NULL, format = ?3, \
              width = ?4, height = ?5, original_bytes = ?6, variants = ?7, last_update = ?8, \
              expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END, variant_set = ?10, \
-             sha256 = ?11 \
+             sha256 = ?11, original_metadata = ?12 \
              WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
             params![
                 id.as_str(),
@@ -354,6 +364,7 @@ fn complete_tx(
                 millis(orphan_ttl, now),
                 ready.variant_set.as_str(),
                 ready.sha256.map(|h| h.to_hex()),
+                ready.original_metadata.map(|m| m.as_str()),
             ],
         )
         .map_err(|e| sql_error("completing an image", e))?;
@@ -393,7 +404,8 @@ fn replace_files_tx(
     tx.execute(
         "UPDATE images SET generation = ?2, format = ?3, width = ?4, height = ?5, \
          original_bytes = ?6, variants = ?7, variant_set = ?8, previous_generation = ?9, \
-         previous_until = ?10, sha256 = COALESCE(?11, sha256) WHERE id = ?1",
+         previous_until = ?10, sha256 = COALESCE(?11, sha256), \
+         original_metadata = COALESCE(?12, original_metadata) WHERE id = ?1",
         params![
             id.as_str(),
             generation.as_str(),
@@ -406,6 +418,7 @@ fn replace_files_tx(
             previous.as_ref().map(|p| p.generation.as_str()),
             previous.as_ref().map(|p| p.kept_until.as_millis()),
             ready.sha256.map(|h| h.to_hex()),
+            ready.original_metadata.map(|m| m.as_str()),
         ],
     )
     .map_err(|e| sql_error("replacing an image's files", e))?;

@@ -10,7 +10,7 @@ use rusqlite::{Connection, params};
 use super::images::{commit, immediate, select_many};
 use super::{SqliteStore, sql_error};
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
-use imgest_core::ports::{LinkError, OfferLinks, PhotoListPage, StoreError};
+use imgest_core::ports::{LinkError, OfferLinks, OfferPage, PhotoListPage, StoreError};
 
 /// The `(client_id, offer_id)` columns of an offer: `''` is the shared namespace.
 fn columns(offer: &OfferKey) -> (&str, &str) {
@@ -231,6 +231,59 @@ impl OfferLinks for SqliteStore {
                     .map(|key| serde_json::to_string(&key))
                     .transpose()
                     .map_err(|e| StoreError::backend("encoding an offer scan cursor", e))?;
+            }
+            Ok(page)
+        })
+        .await
+    }
+
+    async fn offers_linking(
+        &self,
+        image: &ImageId,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<OfferPage, StoreError> {
+        let (client, offer) = match cursor {
+            Some(c) => serde_json::from_str::<(String, String)>(c).map_err(|_| {
+                StoreError::BadCursor(format!("sqlite: offer cursor {c:?} is not ours"))
+            })?,
+            None => (String::new(), String::new()),
+        };
+        let image = image.as_str().to_owned();
+        let limit = limit.max(1);
+        self.run(move |conn| {
+            // `offer_photos_by_image`: the reverse index.
+            let rows = conn
+                .prepare_cached(
+                    "SELECT client_id, offer_id FROM offer_photos \
+                     WHERE image_id = ?1 AND (client_id, offer_id) > (?2, ?3) \
+                     ORDER BY client_id, offer_id LIMIT ?4",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map(
+                        params![image, client, offer, super::sql_limit(limit)],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                    )?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .map_err(|e| sql_error("finding the offers of an image", e))?;
+            let mut page = OfferPage::default();
+            for (client, offer) in &rows {
+                let key = if client.is_empty() {
+                    offer.clone()
+                } else {
+                    format!("{client}/{offer}")
+                };
+                page.offers.push(OfferKey::parse(&key).map_err(|_| {
+                    StoreError::corrupt(format!("sqlite: invalid offer key {key:?}"))
+                })?);
+            }
+            if rows.len() >= limit {
+                page.next = rows
+                    .last()
+                    .map(serde_json::to_string)
+                    .transpose()
+                    .map_err(|e| StoreError::backend("encoding an offer cursor", e))?;
             }
             Ok(page)
         })

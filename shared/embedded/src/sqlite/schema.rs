@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -200,6 +200,12 @@ CREATE TABLE IF NOT EXISTS record_counts (
 CREATE INDEX IF NOT EXISTS record_counts_expiry ON record_counts (expires_at);
 ";
 
+/// What each ready image's stored original kept of the photo's metadata (NULL on rows
+/// written before originals were stripped: stored as sent).
+const V8: &str = "
+ALTER TABLE images ADD COLUMN original_metadata TEXT;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -241,6 +247,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 7 {
         tx.execute_batch(V7)
             .map_err(|e| sql_error("adding record members and counts", e))?;
+    }
+    if version < 8 {
+        tx.execute_batch(V8)
+            .map_err(|e| sql_error("recording what originals keep of their metadata", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)

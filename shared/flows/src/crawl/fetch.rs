@@ -490,6 +490,9 @@ impl Crawler {
             Err(FlowError::HashCollision(_)) => Ok(Settlement::Failed {
                 error: PhotoError::new(FetchErrorKind::HashCollision, None, attempts),
             }),
+            Err(FlowError::Erased(_)) => Ok(Settlement::Failed {
+                error: PhotoError::new(FetchErrorKind::Erased, None, attempts),
+            }),
             Err(e) => Err(e),
         }
     }

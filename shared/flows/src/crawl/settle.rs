@@ -12,12 +12,13 @@ use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
 use super::{Built, Crawler, Finishing};
 use crate::FlowError;
 use crate::crawl::messages::{
-    CrawlResult, CrawlState, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl, rfc3339_millis,
+    CrawlResult, CrawlState, PhotoError, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl,
+    rfc3339_millis,
 };
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::OutgoingMessage;
-use imgest_download::FailureClass;
+use imgest_download::{FailureClass, FetchErrorKind};
 
 impl Crawler {
     /// Applies `outcomes` to the offer's crawl `crawl_id` (ignored if a newer crawl replaced
@@ -162,10 +163,29 @@ impl Crawler {
                 images.push(image_id.clone());
             }
         }
-        // Keyed by the crawl: a finish cut short and run again links each photo once.
-        self.service
-            .link_offer_photos(offer, &images, Some(&crawl.crawl_id))
-            .await?;
+        // Keyed by the crawl: a finish cut short and run again links each photo once. A photo
+        // erased since its URL was downloaded is not linked, and the result says so.
+        loop {
+            match self
+                .service
+                .link_offer_photos(offer, &images, Some(&crawl.crawl_id))
+                .await
+            {
+                Ok(()) => break,
+                Err(FlowError::UnknownImage(gone)) if images.contains(&gone) => {
+                    images.retain(|id| id != &gone);
+                    for photo in &mut crawl.photos {
+                        if matches!(&photo.status, PhotoStatus::Ok { image_id } if *image_id == gone)
+                        {
+                            photo.status = PhotoStatus::Failed {
+                                error: PhotoError::new(FetchErrorKind::Erased, None, 0),
+                            };
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let now = self.now();
         // A finish cut short and run again sends the result again, with the same crawl id (and
         // a later settled_at): the partner keeps one.

@@ -132,6 +132,10 @@ impl LocalRunner {
                 stopped.clone(),
             )));
         }
+        tasks.push(tokio::spawn(erase_pending(
+            Arc::clone(&service),
+            stopped.clone(),
+        )));
         if options.backfill && queue.is_some() {
             tasks.push(tokio::spawn(backfill_worker(
                 Arc::clone(&service),
@@ -252,6 +256,30 @@ async fn backfill_worker(service: Arc<Service>, mut stop: watch::Receiver<bool>)
                     if changed.is_err() {
                         return;
                     }
+                }
+            }
+        }
+    }
+}
+
+/// How often the runner looks at the erasures under way: sellers' erasures whose last offer
+/// dropped the image go within this, and the files of erasures filed elsewhere (an AWS
+/// function's) are erased.
+const ERASE_PENDING_EVERY: Duration = Duration::from_secs(1);
+
+/// Works through the erasures under way every [`ERASE_PENDING_EVERY`] until `stop` turns true.
+async fn erase_pending(service: Arc<Service>, mut stop: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(ERASE_PENDING_EVERY);
+    while !*stop.borrow() {
+        tokio::select! {
+            _ = ticker.tick() => {
+                if let Err(e) = service.erase_pending().await {
+                    error!(error = %e, "erasures under way failed; tried again");
+                }
+            }
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return;
                 }
             }
         }

@@ -217,6 +217,77 @@ pub(crate) fn brands(bytes: &[u8]) -> Option<Vec<[u8; 4]>> {
     Some(brands)
 }
 
+/// A metadata item of the file (`Exif`, `mime`: XMP, `uri `) or a top-level `uuid` box, as the
+/// byte ranges of its data in the file (a stored original blanks them: `strip/avif.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MetadataItem {
+    pub kind: [u8; 4],
+    pub extents: Vec<std::ops::Range<usize>>,
+}
+
+/// Every metadata item of the file and every top-level `uuid` box (see [`MetadataItem`]), with
+/// each extent checked to lie in the file.
+pub(crate) fn metadata_items(bytes: &[u8]) -> Result<Vec<MetadataItem>, PipelineError> {
+    let top = boxes(bytes, 0)?;
+    let mut out: Vec<MetadataItem> = top
+        .iter()
+        .filter(|b| &b.kind == b"uuid")
+        .map(|b| MetadataItem {
+            kind: b.kind,
+            extents: std::iter::once(b.at..b.at + b.body.len()).collect(),
+        })
+        .collect();
+    let Some(meta) = find(&top, b"meta") else {
+        return Ok(out);
+    };
+    let mut r = Reader::new(meta.body);
+    r.full()?;
+    let children = boxes(&meta.body[4..], meta.at + 4)?;
+    let types = match find(&children, b"iinf") {
+        Some(iinf) => item_types(iinf)?,
+        None => return Ok(out),
+    };
+    let locations = match find(&children, b"iloc") {
+        Some(iloc) => locations(iloc.body)?,
+        None => return Ok(out),
+    };
+    let idat = find(&children, b"idat");
+    for (id, kind) in types {
+        if !matches!(&kind, b"Exif" | b"mime" | b"uri ") {
+            continue;
+        }
+        let Some(loc) = locations.iter().find(|l| l.id == id) else {
+            continue;
+        };
+        let (origin, limit) = match (loc.method, idat) {
+            (0, _) => (0u64, bytes.len() as u64),
+            (1, Some(idat)) => (idat.at as u64, (idat.at + idat.body.len()) as u64),
+            _ => return Err(unsupported("metadata built from other items")),
+        };
+        let mut extents = Vec::with_capacity(loc.extents.len());
+        for &(offset, len) in &loc.extents {
+            let start = origin
+                .checked_add(loc.base)
+                .and_then(|v| v.checked_add(offset))
+                .ok_or_else(|| corrupt("an extent's offset overflows"))?;
+            // A length of 0 is "to the end" of the data it lies in.
+            let end = if len == 0 {
+                limit
+            } else {
+                start
+                    .checked_add(len)
+                    .ok_or_else(|| corrupt("an extent's length overflows"))?
+            };
+            if end > limit || start > end {
+                return Err(corrupt("a metadata item beyond the file"));
+            }
+            extents.push(start as usize..end as usize);
+        }
+        out.push(MetadataItem { kind, extents });
+    }
+    Ok(out)
+}
+
 /// One item's place in the file (`iloc`).
 struct Location {
     id: u32,
