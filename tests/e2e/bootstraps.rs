@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
-use imgest_core::domain::{BlobKey, ClientId, Generation, ImageId, OfferId, OfferKey, Tenant};
+use imgest_core::domain::{BlobKey, ClientId, ImageId, OfferId, OfferKey, Tenant};
 use imgest_flows::crawl::Processing;
 use imgest_hosts::{Answer, Gate, PartnerHost};
 use imgest_lambda as handlers;

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use imgest_core::domain::{ClientId, ImageId, OfferId, OfferKey};
 use imgest_core::ports::{DeadMessage, Reason, RedriveKinds};
 use imgest_flows::crawl::Processing;
-use imgest_hosts::{PartnerHost, Route};
+use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
 
@@ -363,10 +363,13 @@ async fn a_fetch_task_is_believed_only_as_far_as_its_urls_record_bears_it_out() 
         return;
     };
     let host = PartnerHost::start([
-        ("/victim.jpg", Route::photo(Bytes::from(sample("dune.jpg")))),
+        (
+            "/victim.jpg",
+            Answer::photo(Bytes::from(sample("dune.jpg"))),
+        ),
         (
             "/attacker.jpg",
-            Route::photo(Bytes::from(sample("storm.jpg"))),
+            Answer::photo(Bytes::from(sample("storm.jpg"))),
         ),
     ])
     .await
@@ -469,8 +472,8 @@ async fn the_intake_function_links_a_settled_crawl_only_as_far_as_its_seal_and_u
         return;
     };
     let host = PartnerHost::start([
-        ("/a.jpg", Route::photo(Bytes::from(sample("dune.jpg")))),
-        ("/b.jpg", Route::photo(Bytes::from(sample("storm.jpg")))),
+        ("/a.jpg", Answer::photo(Bytes::from(sample("dune.jpg")))),
+        ("/b.jpg", Answer::photo(Bytes::from(sample("storm.jpg")))),
     ])
     .await
     .unwrap();

@@ -7,8 +7,7 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::domain::{
     ContentHash, Generation, ImageId, ImageRecord, OfferKey, OriginalMetadata, SourceFormat,
-    StoredVariant,
-    Timestamp, VariantSetVersion,
+    StoredVariant, Timestamp, VariantSetVersion,
 };
 
 /// The outcome of claiming an image id. Dedup is a value, not an error.
