@@ -261,6 +261,10 @@ fn shown(value: &str, parameters: &BTreeSet<String>) -> String {
     if !value.starts_with('!') {
         return format!("`{literal}`");
     }
+    if value == "!Join" {
+        // A list joined over several lines: the stack's resources' attributes.
+        return "the stack's resources (`!Join`)".to_owned();
+    }
     if value.len() <= 48 {
         format!("`{value}`")
     } else if value.starts_with("!Sub") {
