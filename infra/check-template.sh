@@ -65,9 +65,10 @@ say "data-safety rules (infra/template_rules.py)"
 "$venv/bin/python" infra/template_rules.py template.yaml
 
 say "cfn-lint $CFN_LINT_VERSION"
-"$venv/bin/cfn-lint" template.yaml
+"$venv/bin/cfn-lint" template.yaml infra/results-subscription.yaml
 
 say "sam validate --lint (SAM CLI $SAM_CLI_VERSION)"
 "$venv/bin/sam" validate --lint --template template.yaml --region us-east-1
+"$venv/bin/sam" validate --lint --template infra/results-subscription.yaml --region us-east-1
 
 say "ok in $((SECONDS - started))s"
