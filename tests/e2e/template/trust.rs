@@ -151,5 +151,8 @@ fn an_original_is_written_once_and_only_the_stack_subscribes_to_the_results() {
         ),
         "{subscription}"
     );
-    assert!(!template.contains("Fn::ForEach"), "sam build cannot read Fn::ForEach");
+    assert!(
+        !template.contains("Fn::ForEach"),
+        "sam build cannot read Fn::ForEach"
+    );
 }

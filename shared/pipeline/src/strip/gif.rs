@@ -1,6 +1,6 @@
 //! A GIF's stored original: its blocks walked, comments and application extensions dropped
 //! (XMP travels in one) except the animation loop's (`NETSCAPE2.0`, `ANIMEXTS1.0`), and
-//! whatever follows the trailer.
+//! whatever follows the trailer or a byte that starts no block (where decoders stop reading).
 
 use super::super::PipelineError;
 
@@ -50,7 +50,12 @@ pub(crate) fn strip(bytes: &[u8]) -> Result<Vec<u8>, PipelineError> {
                 out.extend_from_slice(&bytes[at..end]);
                 at = end;
             }
-            _ => return Err(corrupt("an unknown block")),
+            // What decoders meet here ends the stream for them (a file another was appended
+            // to, say): the original ends here too, so nothing unread is stored.
+            _ => {
+                out.push(b';');
+                return Ok(out);
+            }
         }
     }
 }

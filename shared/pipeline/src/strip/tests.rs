@@ -307,6 +307,23 @@ fn a_gif_original_loses_comments_and_xmp_and_keeps_its_loop() {
     renders_the_same(&p, &sent, &processed);
 }
 
+#[test]
+fn a_gif_original_ends_where_its_blocks_do() {
+    // Bytes that start no block after a frame (here a second file appended, a comment in it):
+    // decoders stop there, and so does the stored original, with a trailer.
+    let gif = fixture("animated.gif");
+    let end = gif.len() - 1;
+    assert_eq!(gif[end], b';');
+    let mut sent = gif[..end].to_vec();
+    sent.extend_from_slice(b"GIF89a\x01\x00\x01\x00\x00\x00\x00!\xFE\x11a private comment\x00;");
+    let p = pipeline(OriginalMetadata::StripPrivate);
+    let processed = p.process(&sent).unwrap();
+    let stored = processed.original.as_deref().unwrap();
+    assert_eq!(stored, &gif[..]);
+    assert_nothing_private(stored);
+    renders_the_same(&p, &sent, &processed);
+}
+
 /// An ISO BMFF box.
 fn bmff(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
     let mut out = u32::try_from(8 + body.len())
