@@ -94,12 +94,27 @@ impl S3BlobStore {
     async fn delete_batch(&self, keys: &[BlobKey]) -> Result<(), StoreError> {
         let objects = keys
             .iter()
-            .map(|k| ObjectIdentifier::builder().key(k.as_str()).build())
+            .map(|k| ObjectIdentifier::builder().key(k.as_str()).build());
+        self.delete_objects(objects, "deleting blobs").await
+    }
+
+    /// One `DeleteObjects` call of `objects` (keys, or keys' versions), quiet, its per-object
+    /// errors classified: a missing key is not one (S3 does not report it; be sure anyway).
+    async fn delete_objects<E>(
+        &self,
+        objects: impl Iterator<Item = Result<ObjectIdentifier, E>>,
+        what: &str,
+    ) -> Result<(), StoreError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let objects = objects
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
+        let count = objects.len();
         let delete = Delete::builder()
             .set_objects(Some(objects))
-            // Quiet: the answer lists only the keys that failed.
+            // Quiet: the answer lists only the objects that failed.
             .quiet(true)
             .build()
             .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
@@ -110,8 +125,7 @@ impl S3BlobStore {
             .delete(delete)
             .send()
             .await
-            .map_err(|e| sdk_error(format!("deleting {} blobs", keys.len()), e))?;
-        // A missing key is not an error (S3 does not report one; be sure anyway).
+            .map_err(|e| sdk_error(format!("{what}: {count} objects"), e))?;
         let failed: Vec<_> = out
             .errors()
             .iter()
@@ -122,9 +136,8 @@ impl S3BlobStore {
         };
         let code = first.code().unwrap_or("unknown");
         let message = format!(
-            "deleting blobs: {} of {} keys failed, the first {:?} with {code}: {}",
+            "{what}: {} of {count} failed, the first {:?} with {code}: {}",
             failed.len(),
-            keys.len(),
             first.key().unwrap_or(""),
             first.message().unwrap_or(""),
         );
@@ -206,60 +219,22 @@ struct Version {
 impl S3BlobStore {
     /// `DeleteObjects` of these versions (at most [`DELETE_BATCH`]).
     async fn delete_versions(&self, versions: &[Version]) -> Result<(), StoreError> {
-        let objects = versions
-            .iter()
-            .map(|v| {
-                ObjectIdentifier::builder()
-                    .key(&v.key)
-                    .set_version_id(v.id.clone())
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
-        let delete = Delete::builder()
-            .set_objects(Some(objects))
-            .quiet(true)
-            .build()
-            .map_err(|e| StoreError::backend("building a DeleteObjects request", e))?;
-        let out = self
-            .client
-            .delete_objects()
-            .bucket(&self.bucket)
-            .delete(delete)
-            .send()
+        let objects = versions.iter().map(|v| {
+            ObjectIdentifier::builder()
+                .key(&v.key)
+                .set_version_id(v.id.clone())
+                .build()
+        });
+        self.delete_objects(objects, "erasing object versions")
             .await
-            .map_err(|e| sdk_error(format!("erasing {} object versions", versions.len()), e))?;
-        match out.errors().first() {
-            None => Ok(()),
-            Some(first) => {
-                let code = first.code().unwrap_or("unknown");
-                let message = format!(
-                    "erasing object versions: {} of {} failed, the first {:?} with {code}",
-                    out.errors().len(),
-                    versions.len(),
-                    first.key().unwrap_or(""),
-                );
-                Err(if is_retryable_code(code) {
-                    StoreError::Unavailable {
-                        message,
-                        source: None,
-                    }
-                } else {
-                    StoreError::Backend {
-                        message,
-                        source: None,
-                    }
-                })
-            }
-        }
     }
 }
 
 #[async_trait]
 impl BlobStore for S3BlobStore {
     /// `ListObjectVersions` of the prefix, a page at a time, and `DeleteObjects` of each
-    /// version by its id (deleting a version leaves no marker): the erasure's role alone has
-    /// `s3:ListBucketVersions` and `s3:DeleteObjectVersion`.
+    /// version by its id (deleting a version leaves no marker): no role of the stack may, so
+    /// on AWS the operator's `imgest erase --pending` does.
     async fn erase(&self, prefix: &str, keep: KeepCurrent<'_>) -> Result<Erased, StoreError> {
         let context = || format!("listing object versions under {prefix:?}");
         let mut erased = Erased::default();
