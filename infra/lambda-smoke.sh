@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Lambda functions as `sam deploy` ships them, built and run: `sam build` (cargo-lambda and
 # zig, arm64, offline) into a target directory of its own, a size check (every bootstrap at most
-# 24 MB), then the bootstraps' smoke test (tests/e2e/bootstraps.rs): each of the seven functions'
+# 24 MB), then the bootstraps' smoke test (tests/e2e/bootstraps.rs): each function's
 # arm64 `bootstrap` runs under qemu-user against the Runtime API emulator (runtime-api/), with
 # the AWS side on moto, fed its trigger's events. `infra/test.sh` runs this last.
 #

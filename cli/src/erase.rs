@@ -67,9 +67,12 @@ pub async fn pending(json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "erase: {} images' files erased, {} waiting erasures settled",
-            report.erased, report.settled
+            "erase: {} images' files erased, {} waiting erasures settled, {} failed (left filed; their errors are logged)",
+            report.erased, report.settled, report.failed
         );
+    }
+    if report.failed > 0 {
+        anyhow::bail!("{} erasure(s) under way failed", report.failed);
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! | `4` | scheduled-gc | an EventBridge scheduled event, taken as any JSON (the handler ignores it) |
 //! | `5` | api | an API Gateway HTTP API request (payload 2.0), as lambda_http reads it; then the JWT authorizer's claims and the caller they make |
 //! | `6` | backfill | its schedule's event or an SQS batch of backfill tasks (`Event::of`); each task's body an image id |
+//! | `7` | erasure | an EventBridge scheduled event, taken as any JSON (the handler ignores it) |
 //!
 //! One known third-party panic is let through (see [`tolerate_lambda_http_panics`]); any other
 //! panic is a finding.
@@ -29,7 +30,7 @@ use imgest_lambda::sqs_items;
 use imgest_settings::QueueSenders;
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: u8 = 7;
+const KINDS: u8 = 8;
 
 thread_local! {
     /// Whether lambda_http is building a request on this thread.
@@ -73,7 +74,7 @@ fuzz_target!(init: tolerate_lambda_http_panics(), |bytes: &[u8]| {
                 let _ = removed_images(&event);
             }
         }
-        4 => {
+        4 | 7 => {
             let _ = serde_json::from_slice::<serde_json::Value>(event);
         }
         6 => {

@@ -243,7 +243,7 @@ where
 }
 
 /// Nothing of `id` is left: no record, no file, and (on the emulator) no version or marker.
-async fn gone_everywhere(app: &TestApp, id: &str) -> bool {
+pub(crate) async fn gone_everywhere(app: &TestApp, id: &str) -> bool {
     let image = ImageId::parse(id).unwrap();
     if app
         .service

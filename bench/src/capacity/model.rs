@@ -1096,6 +1096,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             d.sweep.checkpoint
         ),
     );
+    erasure_rows(&mut r, s);
     let audit_per_week;
     match d.audit.mode {
         AuditMode::Listing => {
@@ -1297,4 +1298,66 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "Σ the rows above",
     );
     Ok(r)
+}
+
+/// The erasure path (`flows::erase`): its list of filed erasures is one partition
+/// (`rec#erasing#requests`), the erasure function works through it a minute at a time, and a
+/// CDN keeps each erased file's invalidation in progress for a while.
+fn erasure_rows(r: &mut Report, s: &Scenario) {
+    let l = &s.load;
+    let lim = &s.limits;
+    let lat = &s.latency_ms;
+    let hot = lim.partition_fraction * lim.partition_wcu;
+    // Filed (one member put) and removed once done (one delete): 1 unit each, a request's
+    // body is well under a kilobyte.
+    r.row(
+        "maintenance",
+        "erasures under way: write units/s on their list's partition",
+        l.erasures_per_s * 2.0,
+        "WCU/s",
+        Some(hot),
+        format!(
+            "erasures_per_s {} × 2 [filed, removed] vs partition_fraction {} × partition_wcu {}",
+            fmt(l.erasures_per_s),
+            fmt(lim.partition_fraction),
+            fmt(lim.partition_wcu)
+        ),
+    );
+    // One erasure, in requests (counted from the flow, not measured): the record, the
+    // receipt read and written, the member removed; the public files listed, the versions of
+    // four prefixes listed, two `DeleteObjects`; the invalidation.
+    let erasure_ms = 4.0 * lat.dynamodb + 7.0 * lat.s3 + lat.cloudfront;
+    // A run every minute, for its timeout (60 s) less its margin (6 s).
+    let duty = 54.0 / 60.0;
+    let at_once = imgest_flows::erase::ERASING_AT_ONCE as f64;
+    r.row_at_least(
+        "maintenance",
+        "erasure function: erasures/s its runs get through vs erasures filed",
+        at_once * duty * 1000.0 / erasure_ms,
+        "erasures/s",
+        l.erasures_per_s,
+        format!(
+            "{} at once × duty {} ÷ ({} ms [4 × dynamodb {} + 7 × s3 {} + cloudfront {}])",
+            fmt(at_once),
+            fmt(duty),
+            fmt(erasure_ms),
+            fmt(lat.dynamodb),
+            fmt(lat.s3),
+            fmt(lat.cloudfront)
+        ),
+    );
+    let paths = l.erasures_per_s * (l.files_per_image - 1.0).max(0.0) * lim.cdn_invalidation_s;
+    r.row(
+        "maintenance",
+        "CDN: invalidation paths in progress vs the distribution's quota",
+        paths,
+        "paths",
+        Some(lim.cdn_paths_in_progress),
+        format!(
+            "erasures_per_s {} × public files {} [files_per_image − the original] × cdn_invalidation_s {} (with a distribution configured)",
+            fmt(l.erasures_per_s),
+            fmt((l.files_per_image - 1.0).max(0.0)),
+            fmt(lim.cdn_invalidation_s)
+        ),
+    );
 }

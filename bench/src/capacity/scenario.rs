@@ -69,6 +69,10 @@ pub struct Load {
     pub files_per_image: f64,
     /// Images left unlinked past their grace, per hour: what GC must collect.
     pub orphans_per_hour: f64,
+    /// Erasures a second (sellers' `DELETE /v1/images/{id}` of content nothing else
+    /// references, operators' purges): each filed for the erasure function. Optional (0).
+    #[serde(default)]
+    pub erasures_per_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,6 +103,20 @@ pub struct Latency {
     pub transaction: f64,
     /// An SQS request (`SendMessageBatch`).
     pub sqs: f64,
+    /// An S3 LIST or `DeleteObjects`. Optional (20).
+    #[serde(default = "s3_ms")]
+    pub s3: f64,
+    /// A CloudFront `CreateInvalidation`. Optional (300).
+    #[serde(default = "cloudfront_ms")]
+    pub cloudfront: f64,
+}
+
+fn s3_ms() -> f64 {
+    20.0
+}
+
+fn cloudfront_ms() -> f64 {
+    300.0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -279,6 +297,21 @@ pub struct Limits {
     /// Lambda's SQS pollers per queue at rest (batches fill from what they receive).
     pub sqs_pollers: f64,
     pub lambda_max_memory_mb: f64,
+    /// CloudFront's invalidation paths in progress at once per distribution (a quota AWS
+    /// raises on request). Optional (3,000).
+    #[serde(default = "cdn_paths_in_progress")]
+    pub cdn_paths_in_progress: f64,
+    /// How long an invalidation stays in progress, seconds. Optional (120).
+    #[serde(default = "cdn_invalidation_s")]
+    pub cdn_invalidation_s: f64,
+}
+
+fn cdn_paths_in_progress() -> f64 {
+    3000.0
+}
+
+fn cdn_invalidation_s() -> f64 {
+    120.0
 }
 
 /// List prices (us-east-1) of what the bill adds beyond the measured stages.

@@ -423,3 +423,45 @@ fn resource_property(template: &str, resource: &str, property: &str) -> String {
         .map(|v| v.trim().to_owned())
         .unwrap_or_else(|| panic!("resource {resource} has no {property}"))
 }
+
+#[test]
+fn erasures_are_held_against_their_partition_their_function_and_the_cdn_quota() {
+    let m = measured();
+    // The optional fields: a scenario without them reads with no erasures.
+    let mut json: serde_json::Value = serde_json::from_str(&repo(DEFAULT_SCENARIO)).unwrap();
+    json["load"].as_object_mut().unwrap().remove("erasures_per_s");
+    json["latency_ms"].as_object_mut().unwrap().remove("s3");
+    json["limits"]
+        .as_object_mut()
+        .unwrap()
+        .remove("cdn_paths_in_progress");
+    let without = Scenario::parse(&json.to_string()).unwrap();
+    assert_eq!(without.load.erasures_per_s, 0.0);
+    assert_eq!(without.latency_ms.s3, 20.0);
+    assert_eq!(without.limits.cdn_paths_in_progress, 3000.0);
+    // Ten a second: three public files each, two minutes in progress, is 3,600 paths, over
+    // CloudFront's 3,000; the function's runs still carry them (8 at once, 460 ms each).
+    let mut busy = scenario(DEFAULT_SCENARIO);
+    busy.load.erasures_per_s = 10.0;
+    let report = model(&busy, &m).unwrap();
+    let cdn = row(
+        &report,
+        "CDN: invalidation paths in progress vs the distribution's quota",
+    );
+    assert!((cdn.value - 3600.0).abs() < 1e-9 && cdn.breach, "{cdn:?}");
+    let runs = row(
+        &report,
+        "erasure function: erasures/s its runs get through vs erasures filed",
+    );
+    assert!((runs.value - 8.0 * 0.9 / 0.46).abs() < 1e-6 && !runs.breach, "{runs:?}");
+    // Twenty: past what its runs get through.
+    busy.load.erasures_per_s = 20.0;
+    let report = model(&busy, &m).unwrap();
+    assert!(
+        row(
+            &report,
+            "erasure function: erasures/s its runs get through vs erasures filed"
+        )
+        .breach
+    );
+}

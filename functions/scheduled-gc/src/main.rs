@@ -2,18 +2,8 @@
 //! saved place, within the invocation's time; on the audit's schedule, the audit of one segment of the index.
 
 use imgest_lambda::cloudwatch::flushed;
-use imgest_lambda::scheduled_gc;
+use imgest_lambda::{scheduled_gc, time_left};
 use lambda_runtime::{LambdaEvent, service_fn};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The time until the invocation's deadline (milliseconds since the epoch, from Lambda).
-fn time_left(deadline_ms: u64) -> Duration {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    Duration::from_millis(deadline_ms.saturating_sub(u64::try_from(now).unwrap_or(u64::MAX)))
-}
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {

@@ -3,6 +3,7 @@
 //! [`ports`], which builds them all from an [`AwsBackend`](imgest_core::backend::AwsBackend), and
 //! [`read_object`] for what a function reads once at start-up (the watermark).
 
+pub mod cloudfront;
 pub mod dynamodb;
 pub mod s3;
 mod sdk_error;
@@ -10,6 +11,7 @@ pub mod sns;
 pub mod sqs;
 pub mod sqs_dead_letters;
 
+pub use cloudfront::CloudFrontCdn;
 pub use dynamodb::DynamoStore;
 pub use s3::S3BlobStore;
 pub use sns::SnsTopics;
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use imgest_core::Ports;
 use imgest_core::backend::AwsBackend;
-use imgest_core::ports::{Clock, StoreError};
+use imgest_core::ports::{Cdn, Clock, StoreError};
 
 /// The SDK's configuration from the standard AWS environment (region, credentials,
 /// `AWS_ENDPOINT_URL` for emulators), or the endpoint `aws` names.
@@ -36,6 +38,16 @@ fn s3_client(aws: &AwsBackend, config: &aws_config::SdkConfig) -> aws_sdk_s3::Cl
         .force_path_style(aws.force_path_style)
         .build();
     aws_sdk_s3::Client::from_conf(s3_config)
+}
+
+/// The CDN `aws` names (`IMGEST_CDN_DISTRIBUTION_ARN`), told of erasures; `None` without one.
+pub async fn cdn(aws: &AwsBackend) -> Option<Arc<dyn Cdn>> {
+    let id = aws.cdn_distribution_id.as_deref()?;
+    let config = sdk_config(aws).await;
+    Some(Arc::new(CloudFrontCdn::new(
+        aws_sdk_cloudfront::Client::new(&config),
+        id,
+    )))
 }
 
 /// The ports on AWS: the clients configured from the standard AWS environment and the

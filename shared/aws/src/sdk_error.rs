@@ -37,6 +37,8 @@ pub(crate) const RETRYABLE_CODES: &[&str] = &[
     "ProvisionedThroughputExceededException",
     "LimitExceededException",
     "ExecutionLimitExceeded",
+    // CloudFront: too many invalidation paths in progress on the distribution.
+    "TooManyInvalidationsInProgress",
     // Another request got there first and is still running.
     "TransactionConflict",
     "TransactionConflictException",

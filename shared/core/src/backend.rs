@@ -36,6 +36,9 @@ pub struct AwsBackend {
     /// `IMGEST_SQS_MAX_DELAY` (15m, at most 15m): longer delays are chained, a hop of this
     /// long each. Shorter only to exercise that path in tests.
     pub sqs_max_delay: Duration,
+    /// `IMGEST_CDN_DISTRIBUTION_ARN`'s distribution id: the CloudFront distribution in front
+    /// of `public/`, told of erasures (`None`: no CDN).
+    pub cdn_distribution_id: Option<String>,
     /// Where every AWS API is reached instead of the standard endpoints. Not a variable:
     /// `None` lets the AWS environment decide (`AWS_ENDPOINT_URL` included); benchmarks set it
     /// to put a request-counting proxy in front of an emulator.

@@ -44,9 +44,10 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
+use futures_util::StreamExt;
+
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
@@ -55,6 +56,7 @@ use imgest_core::domain::{
     BlobKey, ClientId, ContentHash, Generation, IMAGE_AREAS, ImageId, OfferKey, Owner,
     PUBLIC_PREFIX, Tenant, Timestamp,
 };
+pub use imgest_core::ports::Cdn;
 use imgest_core::ports::{BlobMeta, Erased, OutgoingMessage, StoreError};
 
 /// Members: an image's uploaders (group: the image id; member: the owner).
@@ -77,14 +79,10 @@ const KEPT_FOR: Duration = Duration::from_secs(100 * 365 * 86_400);
 const ROUNDS: u32 = 8;
 /// Members read per page.
 const PAGE: usize = 500;
-
-/// A CDN in front of the public files, told when an image's files are erased.
-#[async_trait]
-pub trait Cdn: Send + Sync {
-    /// Drops the CDN's copies of `paths` (each `/`-rooted, `*` at the end for a prefix);
-    /// returns the invalidation's id.
-    async fn invalidate(&self, paths: &[String], reference: &str) -> Result<String, StoreError>;
-}
+/// Filed erasures worked on side by side (the capacity model reads it): each is a few round trips (the record, the
+/// versions of four prefixes, their deletes, the receipt), so a run of the erasure function
+/// (54 seconds of each minute) gets through several hundred.
+pub const ERASING_AT_ONCE: usize = 8;
 
 /// Who asked for an erasure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,6 +192,11 @@ pub struct PendingReport {
     /// Waiting erasures whose offers dropped the image (erased now) or that another seller's
     /// upload now keeps (no longer waiting).
     pub settled: u64,
+    /// Erasures that failed this pass (each logged with its error): they stay filed and are
+    /// tried again by the next pass; the others went on without them.
+    pub failed: u64,
+    /// The pass stopped at its deadline with erasures left: the next one goes on.
+    pub unfinished: bool,
 }
 
 /// How an erasure treats offers that still link the image.
@@ -343,28 +346,79 @@ impl Service {
     /// API's requests), and sellers' erasures whose offers may have dropped the image. The
     /// local runner's worker, and `imgest erase --pending`.
     pub async fn erase_pending(&self) -> Result<PendingReport, FlowError> {
+        self.erase_pending_until(None).await
+    }
+
+    /// [`erase_pending`](Self::erase_pending) until `deadline` (the erasure function's run):
+    /// a page of [`PAGE`] at a time, [`ERASING_AT_ONCE`] side by side, so that a backlog
+    /// never has to fit in memory and a long one is worked through over several runs. One
+    /// erasure that fails (a store error, a request that does not read) is counted and left
+    /// filed; it never holds up the ones after it.
+    pub async fn erase_pending_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<PendingReport, FlowError> {
         let mut report = PendingReport::default();
-        for (member, body) in self.queued(REQUESTS).await? {
-            let request: Request = parse(&body)?;
-            self.erase_files(request).await?;
-            self.dequeue(REQUESTS, member).await?;
-            report.erased += 1;
-        }
-        for (member, body) in self.queued(AWAITING).await? {
-            let request: Request = parse(&body)?;
-            match self.erase_unreferenced(request, Offers::Keep).await? {
-                Erasure::Kept {
-                    uploaders: 0,
-                    offers: 1..,
-                    ..
-                } => {}
-                _ => {
-                    self.dequeue(AWAITING, member).await?;
-                    report.settled += 1;
+        let past = || deadline.is_some_and(|d| Instant::now() >= d);
+        for group in [REQUESTS, AWAITING] {
+            let mut cursor: Option<String> = None;
+            loop {
+                if past() {
+                    report.unfinished = true;
+                    return Ok(report);
+                }
+                let now = self.ports.clock.now();
+                let page = self
+                    .ports
+                    .documents
+                    .list_members(QUEUE_KIND, group, cursor.as_deref(), PAGE, now)
+                    .await?;
+                let outcomes: Vec<Result<bool, FlowError>> =
+                    futures_util::stream::iter(page.members)
+                        .map(|(member, body)| self.work_on(group, member, body))
+                        .buffer_unordered(ERASING_AT_ONCE)
+                        .collect()
+                        .await;
+                for outcome in outcomes {
+                    match outcome {
+                        Ok(true) if group == REQUESTS => report.erased += 1,
+                        Ok(true) => report.settled += 1,
+                        Ok(false) => {}
+                        Err(_) => report.failed += 1,
+                    }
+                }
+                match page.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
                 }
             }
         }
         Ok(report)
+    }
+
+    /// One filed erasure of `group`: whether it is done (and left the list).
+    async fn work_on(&self, group: &str, member: String, body: String) -> Result<bool, FlowError> {
+        let done = async {
+            let request: Request = parse(&body)?;
+            if group == REQUESTS {
+                self.erase_files(request).await?;
+            } else if let Erasure::Kept {
+                uploaders: 0,
+                offers: 1..,
+                ..
+            } = self.erase_unreferenced(request, Offers::Keep).await?
+            {
+                // Still linked by an offer: it waits on.
+                return Ok(false);
+            }
+            self.dequeue(group, member.clone()).await?;
+            Ok(true)
+        };
+        let outcome = done.await;
+        if let Err(e) = &outcome {
+            warn!(group, member, error = %e, "an erasure under way failed; it stays filed");
+        }
+        outcome
     }
 
     fn request(&self, id: &ImageId, by: Requester, reason: Option<String>) -> Request {
@@ -479,6 +533,8 @@ impl Service {
                 .collect(),
             None => BTreeSet::new(),
         };
+        // What a CDN may have cached: the current public files, listed before they go.
+        let public = self.public_paths(id).await?;
         let mut erased = Erased::default();
         let mut add = |e: Erased| {
             erased.objects += e.objects;
@@ -507,10 +563,18 @@ impl Service {
             let prefix = format!("{area}{}/{id}/", id.shard());
             add(self.ports.blobs.erase(&prefix, &keep).await?);
         }
+        // Each file by its path (CloudFront keeps 3,000 of those in progress per distribution,
+        // but only 15 wildcards); the image's whole prefix when none was left to list (a run
+        // retried after its deletes, before its invalidation).
+        let paths = if public.is_empty() {
+            vec![format!("/{PUBLIC_PREFIX}{}/{id}/*", id.shard())]
+        } else {
+            public
+        };
         let cdn_invalidation = match &self.cdn {
             Some(cdn) => Some(
                 cdn.invalidate(
-                    &[format!("/{PUBLIC_PREFIX}{}/{id}/*", id.shard())],
+                    &paths,
                     &format!("erase-{id}-{}", request.requested_at.as_millis()),
                 )
                 .await?,
@@ -536,6 +600,25 @@ impl Service {
         self.counters.images_erased.increment(1);
         info!(image_id = %id, files = receipt.files, versions = receipt.versions, "erased");
         Ok(receipt)
+    }
+
+    /// The `/`-rooted paths of `id`'s current public files, as a CDN in front of the bucket
+    /// serves them (none without a CDN: nothing caches them).
+    async fn public_paths(&self, id: &ImageId) -> Result<Vec<String>, FlowError> {
+        let mut paths = Vec::new();
+        if self.cdn.is_none() {
+            return Ok(paths);
+        }
+        let prefix = format!("{PUBLIC_PREFIX}{}/{id}/", id.shard());
+        let mut after: Option<BlobKey> = None;
+        loop {
+            let page = self.ports.blobs.list(&prefix, after.as_ref(), PAGE).await?;
+            paths.extend(page.blobs.iter().map(|b| format!("/{}", b.key.as_str())));
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(paths),
+            }
+        }
     }
 
     /// Appends `receipt` to the image's receipts (a versioned write, read again on a race).
@@ -719,24 +802,6 @@ impl Service {
             )
             .await?;
         Ok(())
-    }
-
-    async fn queued(&self, group: &str) -> Result<Vec<(String, String)>, FlowError> {
-        let now = self.ports.clock.now();
-        let mut all = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let page = self
-                .ports
-                .documents
-                .list_members(QUEUE_KIND, group, cursor.as_deref(), PAGE, now)
-                .await?;
-            all.extend(page.members);
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => return Ok(all),
-            }
-        }
     }
 
     async fn dequeue(&self, group: &str, member: String) -> Result<(), FlowError> {

@@ -14,11 +14,14 @@
 //! - [`backfill`]: the backfill's enumeration (scheduled) and its re-processing tasks (SQS).
 //! - [`ttl_cleanup`]: image records removed by DynamoDB's TTL (read from the table's stream).
 //! - [`scheduled_gc`]: the scheduled GC pass and sweep, within its run's time.
+//! - [`erasure`]: the erasures under way, every minute (the only function that deletes object
+//!   versions).
 
 pub mod backfill;
 pub mod batch;
 pub mod chain;
 pub mod cloudwatch;
+pub mod erasure;
 pub mod fetch;
 pub mod intake;
 pub mod process;
@@ -36,6 +39,18 @@ use imgest_core::telemetry::metrics::{MetricsError, MetricsLevel};
 use imgest_flows::crawl::{Crawler, Processing};
 use imgest_flows::{Service, configure};
 use imgest_settings::{AuthSettings, Settings, SettingsError};
+
+/// The time until an invocation's deadline (milliseconds since the epoch, as Lambda gives it
+/// in the event's context), from the system clock.
+pub fn time_left(deadline_ms: u64) -> std::time::Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    std::time::Duration::from_millis(
+        deadline_ms.saturating_sub(u64::try_from(now).unwrap_or(u64::MAX)),
+    )
+}
 
 /// A Lambda function's start-up failed (it reports this as its init error).
 pub type InitError = Box<dyn std::error::Error + Send + Sync>;
@@ -65,7 +80,10 @@ pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
         }
         None => None,
     };
-    let service = configure::service_with(ports, &settings, watermark)?;
+    // The CDN erasures tell, where one is named (the template names it for the erasure
+    // function only: no other deletes files it serves).
+    let cdn = imgest_aws::cdn(aws).await;
+    let service = configure::service_with(ports, &settings, watermark)?.with_cdn(cdn);
     Ok((settings, service))
 }
 

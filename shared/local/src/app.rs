@@ -53,5 +53,10 @@ pub async fn service(
         ),
         _ => None,
     };
-    Ok(configure::service_with(ports, settings, watermark)?)
+    // The CDN erasures tell (`IMGEST_CDN_DISTRIBUTION_ARN`, AWS only: locally nothing caches).
+    let cdn = match &settings.backend {
+        Backend::Aws(aws) => imgest_aws::cdn(aws).await,
+        Backend::Embedded { .. } => None,
+    };
+    Ok(configure::service_with(ports, settings, watermark)?.with_cdn(cdn))
 }

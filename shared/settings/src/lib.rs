@@ -365,6 +365,27 @@ fn sqs_max_delay(vars: &Vars<'_>) -> Result<Duration, SettingsError> {
     Ok(delay)
 }
 
+/// `IMGEST_CDN_DISTRIBUTION_ARN` (`arn:aws:cloudfront::ACCOUNT:distribution/ID`, the
+/// template's `CdnDistributionArn`): the distribution's id; unset or empty, no CDN.
+fn cdn_distribution_id(vars: &Vars<'_>) -> Result<Option<String>, SettingsError> {
+    let Some(arn) = vars.get("IMGEST_CDN_DISTRIBUTION_ARN") else {
+        return Ok(None);
+    };
+    let id = arn
+        .strip_prefix("arn:")
+        .and_then(|rest| rest.split_once(":cloudfront::"))
+        .and_then(|(_, rest)| rest.split_once(":distribution/"))
+        .map(|(_, id)| id)
+        .filter(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric()));
+    match id {
+        Some(id) => Ok(Some(id.to_owned())),
+        None => Err(vars.bad(
+            "IMGEST_CDN_DISTRIBUTION_ARN",
+            "expected a CloudFront distribution's ARN (arn:aws:cloudfront::ACCOUNT:distribution/ID)",
+        )),
+    }
+}
+
 fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
     match vars.get("IMGEST_BACKEND").unwrap_or("embedded") {
         "embedded" => Ok(Backend::Embedded {
@@ -382,6 +403,7 @@ fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
                 force_path_style: vars.flag("IMGEST_S3_FORCE_PATH_STYLE", false)?,
                 queues,
                 sqs_max_delay: sqs_max_delay(vars)?,
+                cdn_distribution_id: cdn_distribution_id(vars)?,
                 endpoint_url: None,
             }))
         }
@@ -664,6 +686,7 @@ mod tests {
                 force_path_style: false,
                 queues: HashMap::new(),
                 sqs_max_delay: MAX_SQS_DELAY,
+                cdn_distribution_id: None,
                 endpoint_url: None,
             })
         );
@@ -706,7 +729,26 @@ mod tests {
                     if queues.is_empty()
             ));
         }
+        // The CDN: a distribution's ARN names its id; unset or empty, none.
+        let arn = "arn:aws:cloudfront::123456789012:distribution/EDFDVBD6EXAMPLE";
+        for (value, expected) in [(arn, Some("EDFDVBD6EXAMPLE")), ("", None), (" ", None)] {
+            let s = with_aws(&[("IMGEST_CDN_DISTRIBUTION_ARN", value)]).unwrap();
+            let Backend::Aws(aws) = s.backend else {
+                panic!("the aws backend");
+            };
+            assert_eq!(aws.cdn_distribution_id.as_deref(), expected, "{value:?}");
+        }
         for (var, value) in [
+            ("IMGEST_CDN_DISTRIBUTION_ARN", "EDFDVBD6EXAMPLE"),
+            (
+                "IMGEST_CDN_DISTRIBUTION_ARN",
+                "arn:aws:cloudfront::1:distribution/",
+            ),
+            ("IMGEST_CDN_DISTRIBUTION_ARN", "arn:aws:s3:::bucket"),
+            (
+                "IMGEST_CDN_DISTRIBUTION_ARN",
+                "arn:aws:cloudfront::1:distribution/a/../b",
+            ),
             ("IMGEST_QUEUES", "results"),
             ("IMGEST_QUEUES", "=https://sqs/1/q"),
             ("IMGEST_QUEUES", "results=sqs/1/q"),

@@ -241,6 +241,8 @@ pub const VARIABLES: &[Variable] = &[
         .means("the earlier name of `IMGEST_REDRIVERS`, still read: the two lists are joined"),
     var("IMGEST_STACK_ROLES", Aws, Text, Empty)
         .means("`ID,ID`: the unique ids of the stack's roles (the template lists every function's and the state machine's); the internal queues (fetch, process, settle, backfill) take only their messages, and read `imgest.*` attributes only from them. Empty: no internal queue takes anything"),
+    var("IMGEST_CDN_DISTRIBUTION_ARN", Aws, Text, Unset)
+        .means("the CloudFront distribution in front of `public/` (`arn:aws:cloudfront::ACCOUNT:distribution/ID`): an erasure invalidates the erased image's public files there, each by its path, and its receipt names the invalidation. Unset or empty: no CDN is told. Read by the erasure function and the CLI's `imgest erase`"),
     var("IMGEST_SQS_MAX_DELAY", Aws, positive_duration(at("15m")), default("15m"))
         .with(AWS)
         .left("tests only")

@@ -49,6 +49,58 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
 }
 
+/// A fresh CloudFront distribution on the emulator, in front of a bucket that need not
+/// exist (nothing is fetched through it): its id, and its ARN as the template's
+/// `CdnDistributionArn` spells it (the emulator's own leaves out the empty region).
+pub async fn distribution(
+    cloudfront: &aws_sdk_cloudfront::Client,
+    comment: &str,
+) -> (String, String) {
+    use aws_sdk_cloudfront::types::{
+        DefaultCacheBehavior, DistributionConfig, Origin, Origins, S3OriginConfig,
+        ViewerProtocolPolicy,
+    };
+    let origin = Origin::builder()
+        .id("files")
+        .domain_name("imgest-files.s3.us-east-1.amazonaws.com")
+        .s3_origin_config(S3OriginConfig::builder().origin_access_identity("").build())
+        .build()
+        .expect("an origin");
+    let config = DistributionConfig::builder()
+        .caller_reference(unique_name("imgest-test"))
+        .comment(comment)
+        .enabled(true)
+        .origins(
+            Origins::builder()
+                .quantity(1)
+                .items(origin)
+                .build()
+                .expect("origins"),
+        )
+        .default_cache_behavior(
+            DefaultCacheBehavior::builder()
+                .target_origin_id("files")
+                .viewer_protocol_policy(ViewerProtocolPolicy::RedirectToHttps)
+                .build()
+                .expect("a cache behaviour"),
+        )
+        .build()
+        .expect("a distribution's config");
+    let created = cloudfront
+        .create_distribution()
+        .distribution_config(config)
+        .send()
+        .await
+        .expect("the emulator creates a distribution");
+    let id = created
+        .distribution()
+        .expect("the created distribution")
+        .id()
+        .to_owned();
+    let arn = format!("arn:aws:cloudfront::123456789012:distribution/{id}");
+    (id, arn)
+}
+
 /// A fresh SQS queue named after `prefix`: its URL and ARN.
 pub async fn queue(sqs: &aws_sdk_sqs::Client, prefix: &str) -> (String, String) {
     use aws_sdk_sqs::types::QueueAttributeName;

@@ -11,8 +11,9 @@
 //!   (`Select: SPECIFIC_ATTRIBUTES`, `dynamodb:Attributes`: the adapters' projections);
 //! - `s3:ListBucket` only under the prefixes a function walks (S3 then answers a read of a
 //!   missing key with 403, which the S3 adapter reads as missing);
-//! - only the collectors delete under `originals/` (the one copy of each photo; the bucket
-//!   keeps deleted versions for a while too);
+//! - only the collectors and the erasure delete under `originals/` (the one copy of each
+//!   photo; the bucket keeps deleted versions for a while too), and only the erasure lists and
+//!   deletes object versions (an erasure reaches every version);
 //! - a dead-letter queue is sent to only by its queues' consumers (with the reasons of what
 //!   they gave up on);
 //! - the delayed-send state machine, kept only while the executions started before long waits
@@ -35,6 +36,9 @@ pub enum Res {
     Queue(&'static str),
     /// An SNS topic, by its logical id.
     Topic(&'static str),
+    /// The CloudFront distribution `CdnDistributionArn` names (without one, an ARN that names
+    /// no distribution: a statement must name a resource).
+    Distribution,
 }
 
 /// A grant's condition.
@@ -382,6 +386,60 @@ const SCHEDULED_GC: &[Grant] = &[
     grant("The rebuilt files.", &["s3:PutObject"], FILES, Cond::None),
 ];
 
+const ERASURE: &[Grant] = &[
+    grant(
+        "The erasures under way (files of erased records; sellers' erasures waiting for offers): read a page at a time, each removed once done.",
+        &["dynamodb:Query", "dynamodb:BatchWriteItem"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#erasing#*"]),
+    ),
+    grant(
+        "The image's uploaders: another seller's upload within its window keeps the image.",
+        &["dynamodb:Query"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#uploader#*"]),
+    ),
+    grant(
+        "The image records: read, and deleted (on their generation, as GC does) once nothing references them; one a racing upload kept is claimed as that upload would.",
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        ],
+        &[Res::Table],
+        Cond::LeadingKeys(&["image#*"]),
+    ),
+    grant(
+        "The receipts: what each erasure removed, and when.",
+        &[
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        ],
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#erasure#*"]),
+    ),
+    grant(
+        "Lists an erased image's files and every version of them.",
+        &["s3:ListBucket", "s3:ListBucketVersions"],
+        &[Res::Bucket],
+        FILE_PREFIXES,
+    ),
+    grant(
+        "An erased image's files and every version of them (the only function that deletes a version).",
+        &["s3:DeleteObject", "s3:DeleteObjectVersion"],
+        FILES,
+        Cond::None,
+    ),
+    grant(
+        "The CDN's copies of an erased image's variants (CdnDistributionArn, when set).",
+        &["cloudfront:CreateInvalidation"],
+        &[Res::Distribution],
+        Cond::None,
+    ),
+];
+
 const BACKFILL: &[Grant] = &[
     CONFIGURATION,
     grant(
@@ -446,6 +504,7 @@ pub const PERMISSIONS: &[(&str, &[Grant])] = &[
     ("TtlCleanupFunction", TTL_CLEANUP),
     ("ScheduledGcFunction", SCHEDULED_GC),
     ("BackfillFunction", BACKFILL),
+    ("ErasureFunction", ERASURE),
 ];
 
 /// Each dead-letter queue and the functions that consume its queues (the only ones that may
@@ -477,7 +536,17 @@ const PARSERS: &[&str] = &[
 /// The functions that collect (expired generations, unlinked images, files no record owns):
 /// the only ones that may delete an original, the one copy of a photo. Everything else that
 /// fails half-way leaves its original to the sweep.
-const COLLECTORS: &[&str] = &["TtlCleanupFunction", "ScheduledGcFunction"];
+const COLLECTORS: &[&str] = &[
+    "TtlCleanupFunction",
+    "ScheduledGcFunction",
+    "ErasureFunction",
+];
+
+/// The function that erases: the only one that may list and delete object versions (an
+/// erasure reaches every version; nothing else may lose a deleted original for good).
+const ERASERS: &[&str] = &["ErasureFunction"];
+/// What only [`ERASERS`] may do.
+const ERASING: &[&str] = &["s3:DeleteObjectVersion", "s3:ListBucketVersions"];
 
 /// Actions no grant may have: they lose data for good, or change who may do what.
 const NEVER: &[&str] = &[
@@ -505,8 +574,15 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
                 if action.contains('*') {
                     bad(format!("wildcard action {action}"));
                 }
-                if NEVER.iter().any(|n| action.starts_with(n)) && *action != "dynamodb:DeleteItem" {
+                let erasing = ERASERS.contains(function) && ERASING.contains(action);
+                if NEVER.iter().any(|n| action.starts_with(n))
+                    && *action != "dynamodb:DeleteItem"
+                    && !erasing
+                {
                     bad(format!("{action} is never granted"));
+                }
+                if ERASING.contains(action) && !ERASERS.contains(function) {
+                    bad(format!("{action}, which only the erasure function may"));
                 }
             }
             let dynamodb = g.actions.iter().any(|a| a.starts_with("dynamodb:"));
@@ -546,7 +622,8 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
                 _ if dynamodb => bad("a DynamoDB grant without key prefixes".into()),
                 _ => {}
             }
-            if g.actions.contains(&"s3:ListBucket") {
+            if g.actions.contains(&"s3:ListBucket") || g.actions.contains(&"s3:ListBucketVersions")
+            {
                 match g.condition {
                     Cond::Prefixes(prefixes) if !prefixes.iter().any(|p| p.starts_with('*')) => {}
                     _ => bad("s3:ListBucket of the whole bucket".into()),
@@ -609,6 +686,7 @@ fn resource(r: Res) -> String {
         Res::Objects(prefix) => format!("!Sub \"${{FilesBucket.Arn}}/{prefix}*\""),
         Res::Queue(q) => format!("!GetAtt {q}.Arn"),
         Res::Topic(t) => format!("!Ref {t}"),
+        Res::Distribution => "!If [HasCdn, !Ref CdnDistributionArn, !Sub \"arn:${AWS::Partition}:cloudfront::${AWS::AccountId}:distribution/none\"]".into(),
     }
 }
 
@@ -777,7 +855,18 @@ fn a_widened_policy_is_caught() {
         &[Res::Table],
         Cond::LeadingKeys(&["rec#*"]),
     )];
+    const VERSIONS_TOO: &[Grant] = &[grant(
+        "widened",
+        &["s3:DeleteObjectVersion"],
+        FILES,
+        Cond::None,
+    )];
     for (function, widened, rule) in [
+        (
+            "ScheduledGcFunction",
+            VERSIONS_TOO,
+            "only the erasure function",
+        ),
         ("ProcessFunction", EVERY_RECORD, "crawls' seals"),
         ("BackfillFunction", ORIGINALS_TOO, "only the collectors"),
         ("FetchFunction0", ANY_KEY, "name no kind"),

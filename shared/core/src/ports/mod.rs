@@ -2,6 +2,7 @@
 //! (SQLite, a directory) and an AWS one. Built once at start-up as `Arc<dyn Port>`.
 
 mod blob_store;
+mod cdn;
 mod checkpoints;
 mod clock;
 mod documents;
@@ -14,6 +15,7 @@ mod task_queue;
 mod uploads;
 
 pub use blob_store::{BlobMeta, BlobPage, BlobStore, DeletedBlob, Erased, KeepCurrent};
+pub use cdn::Cdn;
 pub use checkpoints::Checkpoints;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use documents::{

@@ -1,0 +1,142 @@
+//! The `erasure` function, every minute: works through the erasures under way
+//! ([`Service::erase_pending`]). The API and the other functions erase an image's record (on
+//! its generation, as GC does) and file its files here, because no other role of the stack
+//! may delete an object version (the bucket policy refuses it): this function deletes the
+//! files, every earlier version no record owns, tells the CDN and writes the receipt. It also
+//! settles sellers' erasures that were waiting for the offers linking their image to drop it.
+//! A failed run is not retried: the next minute's starts where it left off (a request leaves
+//! the list only once its files are gone).
+
+use std::time::{Duration, Instant};
+
+use super::scheduled_gc;
+use imgest_flows::erase::PendingReport;
+use imgest_flows::{FlowError, Service};
+
+/// The service as this function runs it: deleting erased files (and their versions) here,
+/// rather than filing them for itself.
+pub fn eraser(service: Service) -> Service {
+    service.erasing_files_here()
+}
+
+/// One run, with `time_left` until the invocation's deadline: the erasures under way, until
+/// the run's budget ([`scheduled_gc::budget`]) is spent (the next run goes on). Erasures
+/// that failed stay filed and fail the run once the others are done, so that the function's
+/// error alarm fires while one keeps failing.
+pub async fn handle(service: &Service, time_left: Duration) -> Result<PendingReport, FlowError> {
+    if !service.policy().erase_files_here {
+        return Err(FlowError::Internal(
+            "the erasure function runs a service that erases files here (erasure::eraser)".into(),
+        ));
+    }
+    let deadline = Instant::now() + scheduled_gc::budget(time_left);
+    let report = service.erase_pending_until(Some(deadline)).await?;
+    if report.failed > 0 {
+        return Err(FlowError::Internal(format!(
+            "{} erasure(s) under way failed and stay filed (their errors are logged); {} erased, {} settled",
+            report.failed, report.erased, report.settled
+        )));
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use imgest_core::domain::{ImageId, Owner};
+    use imgest_core::ports::SystemClock;
+    use imgest_flows::Policy;
+    use imgest_settings::Settings;
+
+    /// A run's time, as the template gives it.
+    const RUN: Duration = Duration::from_secs(300);
+
+    /// The scheduled event's body is not read: any event runs the erasures under way.
+    const SCHEDULE: &str = include_str!("../../../events/schedule.json");
+
+    /// A service on the embedded store in `dir`; with `erase_here` false, one that files
+    /// erased files for this function, as the API and the other functions on AWS do.
+    async fn service(dir: &std::path::Path, erase_here: bool) -> Service {
+        let vars = HashMap::from([("IMGEST_DATA_DIR".to_owned(), dir.display().to_string())]);
+        let settings = Settings::from_map(&vars).unwrap();
+        let ports = imgest_embedded::ports(dir, "http://127.0.0.1", Arc::new(SystemClock))
+            .await
+            .unwrap();
+        let mut policy = Policy::from_settings(&settings);
+        policy.erase_files_here = erase_here;
+        let pipeline = imgest_flows::configure::pipeline(&settings).unwrap();
+        Service::new(ports, pipeline, policy)
+    }
+
+    #[tokio::test]
+    async fn a_run_erases_what_a_seller_filed_and_then_has_nothing_left() {
+        let _: serde_json::Value = serde_json::from_str(SCHEDULE).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // As on AWS: the API erases the record and files the files for this function.
+        let filing = service(dir.path(), false).await;
+        let body = include_bytes!("../../../samples/dune.jpg").to_vec();
+        let id = ImageId::of_bytes(&body);
+        filing
+            .upload(id.clone(), bytes::Bytes::from(body))
+            .await
+            .unwrap();
+        let seller = Owner::of_subject("seller-1");
+        filing.note_uploader(&seller, &id).await.unwrap();
+        filing.erase_upload(&seller, &id).await.unwrap();
+        let filed = filing.erasure_status(&id).await.unwrap();
+        assert!(filed.files_pending, "{filed:?}");
+
+        // A service that files them cannot run here: it would only file them again.
+        assert!(handle(&filing, RUN).await.is_err());
+        let eraser = eraser(service(dir.path(), false).await);
+        let report = handle(&eraser, RUN).await.unwrap();
+        assert_eq!(report.erased, 1, "{report:?}");
+        let done = eraser.erasure_status(&id).await.unwrap();
+        assert!(!done.files_pending, "{done:?}");
+        assert_eq!(done.receipts.len(), 1, "{done:?}");
+        let again = handle(&eraser, RUN).await.unwrap();
+        assert_eq!((again.erased, again.settled), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn an_erasure_that_keeps_failing_holds_up_none_of_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let filing = service(dir.path(), false).await;
+        // A filed request that does not read, listed before the good one.
+        let now = filing.ports().clock.now();
+        filing
+            .ports()
+            .documents
+            .put_member(
+                imgest_flows::erase::QUEUE_KIND,
+                "requests",
+                "00000000000000000000000000000000",
+                "{not an erasure",
+                now.plus(Duration::from_secs(3600)),
+                now,
+            )
+            .await
+            .unwrap();
+        let body = include_bytes!("../../../samples/ladybird.jpg").to_vec();
+        let id = ImageId::of_bytes(&body);
+        filing
+            .upload(id.clone(), bytes::Bytes::from(body))
+            .await
+            .unwrap();
+        let seller = Owner::of_subject("seller-1");
+        filing.note_uploader(&seller, &id).await.unwrap();
+        filing.erase_upload(&seller, &id).await.unwrap();
+
+        let eraser = eraser(service(dir.path(), false).await);
+        let report = eraser.erase_pending().await.unwrap();
+        assert_eq!((report.erased, report.failed), (1, 1), "{report:?}");
+        assert!(!eraser.erasure_status(&id).await.unwrap().files_pending);
+        // The run fails (the alarm fires) while the bad one stays filed.
+        let err = handle(&eraser, RUN).await.unwrap_err();
+        assert!(err.to_string().contains("1 erasure(s)"), "{err}");
+    }
+}
