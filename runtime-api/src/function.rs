@@ -284,6 +284,32 @@ impl Function {
         Some(kb * 1024)
     }
 
+    /// The resident memory a runner such as qemu-user holds for itself, in bytes: its
+    /// translated-code cache (its writable and executable anonymous mappings) and its own
+    /// heap (`[heap]`: qemu-user maps the emulated program's memory, its heap included,
+    /// elsewhere). Meaningful only for a program started through a runner: run natively, the
+    /// heap is the program's own. `None` where it cannot be read.
+    pub fn runner_own_memory(&self) -> Option<u64> {
+        let pid = self.child.id()?;
+        let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+        let mut total_kb = 0;
+        let mut runners = false;
+        for line in smaps.lines() {
+            let mut fields = line.split_whitespace();
+            match (fields.next(), fields.next()) {
+                // A mapping's header: `start-end perms offset dev inode [path]`.
+                (Some(range), Some(perms)) if range.contains('-') && perms.len() == 4 => {
+                    runners = perms.starts_with("rwx") || line.ends_with("[heap]");
+                }
+                (Some("Rss:"), Some(kb)) if runners => {
+                    total_kb += kb.parse::<u64>().unwrap_or(0);
+                }
+                _ => {}
+            }
+        }
+        Some(total_kb * 1024)
+    }
+
     /// Kills the process at once (SIGKILL: a function that runs out of time or memory dies
     /// so, mid-invocation), and waits until it is gone.
     pub async fn kill(&mut self) {

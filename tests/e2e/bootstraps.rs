@@ -181,22 +181,32 @@ fn memory_size(logical_id: &str) -> u32 {
     .unwrap_or_else(|| panic!("{logical_id} has no MemorySize"))
 }
 
-/// Asserts the function's process never held more than its template `MemorySize` (under
-/// qemu-user the emulator's own memory counts too: a stricter bound).
+/// Asserts the function's process never held more than its template `MemorySize`. Under
+/// qemu-user (`IMGEST_BOOTSTRAP_RUNNER`) the peak is the emulator's, which holds the program's
+/// memory and its own: its translated-code cache and its own heap (measured at the end: they
+/// only grow; about 30 MiB for the fetch function) are not the program's and are allowed on
+/// top; the rest of the emulator's memory still counts (a stricter bound).
 fn within_memory_size(function: &Function, bootstrap: Bootstrap) {
     let limit = u64::from(memory_size(bootstrap.logical_id)) << 20;
     let peak = function
         .peak_memory()
         .unwrap_or_else(|| panic!("{}: no peak memory to read", function.name()));
+    let emulated = std::env::var("IMGEST_BOOTSTRAP_RUNNER").is_ok_and(|r| !r.trim().is_empty());
+    let runner = if emulated {
+        function.runner_own_memory().unwrap_or(0)
+    } else {
+        0
+    };
     eprintln!(
-        "peak memory: {} {:.0} MiB of {} MiB",
+        "peak memory: {} {:.0} MiB of {} MiB (the runner's own {:.0} MiB of it)",
         function.name(),
         peak as f64 / f64::from(1 << 20),
-        limit >> 20
+        limit >> 20,
+        runner as f64 / f64::from(1 << 20)
     );
     assert!(
-        peak <= limit,
-        "{}: peak {peak} bytes, over its MemorySize ({limit} bytes)",
+        peak <= limit + runner,
+        "{}: peak {peak} bytes, over its MemorySize ({limit} bytes) and the runner's own memory ({runner} bytes)",
         function.name()
     );
 }

@@ -429,7 +429,10 @@ fn erasures_are_held_against_their_partition_their_function_and_the_cdn_quota() 
     let m = measured();
     // The optional fields: a scenario without them reads with no erasures.
     let mut json: serde_json::Value = serde_json::from_str(&repo(DEFAULT_SCENARIO)).unwrap();
-    json["load"].as_object_mut().unwrap().remove("erasures_per_s");
+    json["load"]
+        .as_object_mut()
+        .unwrap()
+        .remove("erasures_per_s");
     json["latency_ms"].as_object_mut().unwrap().remove("s3");
     json["limits"]
         .as_object_mut()
@@ -453,7 +456,10 @@ fn erasures_are_held_against_their_partition_their_function_and_the_cdn_quota() 
         &report,
         "erasure function: erasures/s its runs get through vs erasures filed",
     );
-    assert!((runs.value - 8.0 * 0.9 / 0.46).abs() < 1e-6 && !runs.breach, "{runs:?}");
+    assert!(
+        (runs.value - 8.0 * 0.9 / 0.46).abs() < 1e-6 && !runs.breach,
+        "{runs:?}"
+    );
     // Twenty: past what its runs get through.
     busy.load.erasures_per_s = 20.0;
     let report = model(&busy, &m).unwrap();
