@@ -716,19 +716,8 @@ async fn the_erasure_bootstrap_erases_every_version_of_what_a_sellers_erasure_fi
     assert!(!status.files_pending, "{status:?}");
     assert_eq!(status.receipts.len(), 1, "{status:?}");
     let invalidation = status.receipts[0].cdn_invalidation.clone().unwrap();
-    let told = cloudfront
-        .get_invalidation()
-        .distribution_id(&distribution)
-        .id(&invalidation)
-        .send()
-        .await
-        .unwrap();
-    let paths = told
-        .invalidation()
-        .and_then(|i| i.invalidation_batch())
-        .and_then(|b| b.paths())
-        .map(|p| p.items().to_vec())
-        .unwrap_or_default();
+    let (_, paths) =
+        imgest_testing::aws::invalidation(&cloudfront, &distribution, &invalidation).await;
     // Each public file by its path (the three variants the photo had).
     assert_eq!(paths.len(), 3, "{paths:?}");
     let prefix = format!("/public/{}/{id}/", image.shard());

@@ -28,16 +28,9 @@ async fn an_erasures_invalidation_reaches_the_distribution_with_its_paths() {
     let paths = vec!["/public/a/a0123456789abcdef0123456789abcde/*".to_owned()];
     let invalidation = cdn.invalidate(&paths, "erase-a012-1").await.unwrap();
     assert!(!invalidation.is_empty());
-    let got = client
-        .get_invalidation()
-        .distribution_id(&id)
-        .id(&invalidation)
-        .send()
-        .await
-        .unwrap();
-    let batch = got.invalidation().unwrap().invalidation_batch().unwrap();
-    assert_eq!(batch.caller_reference(), "erase-a012-1");
-    assert_eq!(batch.paths().unwrap().items(), paths.as_slice());
+    let (reference, told) = aws::invalidation(&client, &id, &invalidation).await;
+    assert_eq!(reference, "erase-a012-1");
+    assert_eq!(told, paths);
 }
 
 #[tokio::test]

@@ -52,8 +52,8 @@ mod tests {
     use imgest_flows::Policy;
     use imgest_settings::Settings;
 
-    /// A run's time, as the template gives it.
-    const RUN: Duration = Duration::from_secs(300);
+    /// A run's time, as the template gives it (`Timeout`).
+    const RUN: Duration = Duration::from_secs(60);
 
     /// The scheduled event's body is not read: any event runs the erasures under way.
     const SCHEDULE: &str = include_str!("../../../events/schedule.json");
@@ -72,21 +72,27 @@ mod tests {
         Service::new(ports, pipeline, policy)
     }
 
+    /// `sample`'s bytes uploaded by a seller, then erased by them through `filing` (which
+    /// files the files, as on AWS): the image's id.
+    async fn filed_erasure(filing: &Service, sample: &[u8]) -> ImageId {
+        let id = ImageId::of_bytes(sample);
+        filing
+            .upload(id.clone(), bytes::Bytes::from(sample.to_vec()))
+            .await
+            .unwrap();
+        let seller = Owner::of_subject("seller-1");
+        filing.note_uploader(&seller, &id).await.unwrap();
+        filing.erase_upload(&seller, &id).await.unwrap();
+        id
+    }
+
     #[tokio::test]
     async fn a_run_erases_what_a_seller_filed_and_then_has_nothing_left() {
         let _: serde_json::Value = serde_json::from_str(SCHEDULE).unwrap();
         let dir = tempfile::tempdir().unwrap();
         // As on AWS: the API erases the record and files the files for this function.
         let filing = service(dir.path(), false).await;
-        let body = include_bytes!("../../../samples/dune.jpg").to_vec();
-        let id = ImageId::of_bytes(&body);
-        filing
-            .upload(id.clone(), bytes::Bytes::from(body))
-            .await
-            .unwrap();
-        let seller = Owner::of_subject("seller-1");
-        filing.note_uploader(&seller, &id).await.unwrap();
-        filing.erase_upload(&seller, &id).await.unwrap();
+        let id = filed_erasure(&filing, include_bytes!("../../../samples/dune.jpg")).await;
         let filed = filing.erasure_status(&id).await.unwrap();
         assert!(filed.files_pending, "{filed:?}");
 
@@ -121,15 +127,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let body = include_bytes!("../../../samples/ladybird.jpg").to_vec();
-        let id = ImageId::of_bytes(&body);
-        filing
-            .upload(id.clone(), bytes::Bytes::from(body))
-            .await
-            .unwrap();
-        let seller = Owner::of_subject("seller-1");
-        filing.note_uploader(&seller, &id).await.unwrap();
-        filing.erase_upload(&seller, &id).await.unwrap();
+        let id = filed_erasure(&filing, include_bytes!("../../../samples/ladybird.jpg")).await;
 
         let eraser = eraser(service(dir.path(), false).await);
         let report = eraser.erase_pending().await.unwrap();
@@ -138,5 +136,61 @@ mod tests {
         // The run fails (the alarm fires) while the bad one stays filed.
         let err = handle(&eraser, RUN).await.unwrap_err();
         assert!(err.to_string().contains("1 erasure(s)"), "{err}");
+    }
+
+    /// A filed request proves nothing about itself: one naming a live image and the
+    /// generation its record owns (as a role that may file erasures could write) leaves the
+    /// image, its record and its files as they were.
+    #[tokio::test]
+    async fn a_filed_request_naming_a_live_generation_erases_none_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let filing = service(dir.path(), false).await;
+        let erased = filed_erasure(&filing, include_bytes!("../../../samples/dune.jpg")).await;
+        let live = include_bytes!("../../../samples/storm.jpg");
+        let live_id = ImageId::of_bytes(live);
+        filing
+            .upload(live_id.clone(), bytes::Bytes::from(live.to_vec()))
+            .await
+            .unwrap();
+        let record = filing.ports().images.get(&live_id).await.unwrap().unwrap();
+        let files = |id: ImageId| {
+            let blobs = filing.ports().blobs.clone();
+            async move {
+                let prefix = format!("public/{}/{id}/", id.shard());
+                blobs.list(&prefix, None, 100).await.unwrap().blobs.len()
+            }
+        };
+        let before = files(live_id.clone()).await;
+        assert!(before > 0);
+        // The real request's body, turned on the live image.
+        let docs = &filing.ports().documents;
+        let now = filing.ports().clock.now();
+        let page = docs
+            .list_members(imgest_flows::erase::QUEUE_KIND, "requests", None, 10, now)
+            .await
+            .unwrap();
+        let (member, body) = page.members.into_iter().next().unwrap();
+        assert_eq!(member, erased.as_str());
+        let mut forged: serde_json::Value = serde_json::from_str(&body).unwrap();
+        forged["image_id"] = live_id.as_str().into();
+        forged["generations"] = serde_json::json!([record.generation.as_str()]);
+        docs.put_member(
+            imgest_flows::erase::QUEUE_KIND,
+            "requests",
+            live_id.as_str(),
+            &forged.to_string(),
+            now.plus(Duration::from_secs(3600)),
+            now,
+        )
+        .await
+        .unwrap();
+
+        let eraser = eraser(service(dir.path(), false).await);
+        let report = handle(&eraser, RUN).await.unwrap();
+        assert_eq!(report.erased, 2, "{report:?}");
+        let kept = eraser.ports().images.get(&live_id).await.unwrap().unwrap();
+        assert_eq!(kept.generation, record.generation);
+        assert_eq!(files(live_id).await, before);
+        assert_eq!(files(erased).await, 0);
     }
 }

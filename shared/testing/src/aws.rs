@@ -101,6 +101,31 @@ pub async fn distribution(
     (id, arn)
 }
 
+/// What invalidation `id` of `distribution` asked CloudFront for: its caller reference and
+/// its paths.
+pub async fn invalidation(
+    cloudfront: &aws_sdk_cloudfront::Client,
+    distribution: &str,
+    id: &str,
+) -> (String, Vec<String>) {
+    let got = cloudfront
+        .get_invalidation()
+        .distribution_id(distribution)
+        .id(id)
+        .send()
+        .await
+        .expect("the emulator reads the invalidation back");
+    let batch = got
+        .invalidation()
+        .and_then(|i| i.invalidation_batch())
+        .expect("an invalidation's batch");
+    let paths = batch
+        .paths()
+        .map(|p| p.items().to_vec())
+        .unwrap_or_default();
+    (batch.caller_reference().to_owned(), paths)
+}
+
 /// A fresh SQS queue named after `prefix`: its URL and ARN.
 pub async fn queue(sqs: &aws_sdk_sqs::Client, prefix: &str) -> (String, String) {
     use aws_sdk_sqs::types::QueueAttributeName;
