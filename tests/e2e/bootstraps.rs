@@ -91,7 +91,7 @@ struct Stack {
 
 impl Stack {
     async fn start(test: &str) -> Self {
-        let crawl = CrawlOnAws::start(test)
+        let crawl = CrawlOnAws::start_beside_functions(test)
             .await
             .expect("the bootstraps' tests need the AWS emulator: run infra/lambda-smoke.sh");
         let (bucket, table) = crawl.app.aws.clone().unwrap();

@@ -205,6 +205,16 @@ impl CrawlOnAws {
 
     /// [`start`](Self::start), with the app's settings `vars` besides its queues.
     pub async fn start_with(name: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_running(name, vars, true).await
+    }
+
+    /// [`start`](Self::start) for the bootstraps' tests: the erasures under way are left to
+    /// the erasure function's bootstrap (see [`TestApp::start_aws_beside_functions`]).
+    pub async fn start_beside_functions(name: &str) -> Option<Self> {
+        Self::start_running(name, &[], false).await
+    }
+
+    async fn start_running(name: &str, vars: &[(&str, &str)], erasures: bool) -> Option<Self> {
         let config = imgest_testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
         let mut urls = HashMap::new();
@@ -222,7 +232,12 @@ impl CrawlOnAws {
         let queues = queues_of(&urls);
         let mut vars = vars.to_vec();
         vars.push(("IMGEST_QUEUES", &queues));
-        let app = TestApp::start_aws(name, &vars).await.unwrap();
+        let app = if erasures {
+            TestApp::start_aws(name, &vars).await
+        } else {
+            TestApp::start_aws_beside_functions(name, &vars).await
+        }
+        .unwrap();
         let crawler = app.crawler(Processing::Handoff, &[]);
         Some(Self {
             sqs,

@@ -770,6 +770,7 @@ async fn open_runner(
         clock: Arc::new(ManualClock::starting_now()),
         gc_every: None,
         backfill: false,
+        erasures: true,
     };
     let runner = LocalRunner::start(&settings, Some(listener), options).await?;
     Ok((runner, dir))

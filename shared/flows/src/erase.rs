@@ -622,6 +622,9 @@ impl Service {
     }
 
     /// Appends `receipt` to the image's receipts (a versioned write, read again on a race).
+    /// One receipt per request: the same request worked again (a run that stopped between
+    /// its receipt and its dequeue, or two erasers at once) keeps the first receipt's counts
+    /// and only adds the CDN's invalidation if the first had none.
     async fn add_receipt(&self, receipt: &Receipt) -> Result<(), FlowError> {
         let key = receipt.image_id.as_str();
         for _ in 0..ROUNDS {
@@ -632,7 +635,19 @@ impl Service {
                 Some(doc) => (parse::<Receipts>(&doc.body)?, Some(doc.version)),
                 None => (Receipts::default(), None),
             };
-            all.receipts.push(receipt.clone());
+            let same = all.receipts.iter_mut().find(|r| {
+                (r.by, r.requested_at, &r.generations)
+                    == (receipt.by, receipt.requested_at, &receipt.generations)
+            });
+            match same {
+                Some(first)
+                    if first.cdn_invalidation.is_some() || receipt.cdn_invalidation.is_none() =>
+                {
+                    return Ok(());
+                }
+                Some(first) => first.cdn_invalidation = receipt.cdn_invalidation.clone(),
+                None => all.receipts.push(receipt.clone()),
+            }
             let body = serde_json::to_string(&all)
                 .map_err(|e| FlowError::Internal(format!("encoding a receipt: {e}")))?;
             match docs

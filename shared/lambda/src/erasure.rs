@@ -86,6 +86,18 @@ mod tests {
         id
     }
 
+    /// The first filed request: its member name and body.
+    async fn first_filed(filing: &Service) -> (String, String) {
+        let now = filing.ports().clock.now();
+        let page = filing
+            .ports()
+            .documents
+            .list_members(imgest_flows::erase::QUEUE_KIND, "requests", None, 10, now)
+            .await
+            .unwrap();
+        page.members.into_iter().next().unwrap()
+    }
+
     #[tokio::test]
     async fn a_run_erases_what_a_seller_filed_and_then_has_nothing_left() {
         let _: serde_json::Value = serde_json::from_str(SCHEDULE).unwrap();
@@ -163,13 +175,8 @@ mod tests {
         let before = files(live_id.clone()).await;
         assert!(before > 0);
         // The real request's body, turned on the live image.
-        let docs = &filing.ports().documents;
-        let now = filing.ports().clock.now();
-        let page = docs
-            .list_members(imgest_flows::erase::QUEUE_KIND, "requests", None, 10, now)
-            .await
-            .unwrap();
-        let (member, body) = page.members.into_iter().next().unwrap();
+        let (docs, now) = (&filing.ports().documents, filing.ports().clock.now());
+        let (member, body) = first_filed(&filing).await;
         assert_eq!(member, erased.as_str());
         let mut forged: serde_json::Value = serde_json::from_str(&body).unwrap();
         forged["image_id"] = live_id.as_str().into();
@@ -192,5 +199,34 @@ mod tests {
         assert_eq!(kept.generation, record.generation);
         assert_eq!(files(live_id).await, before);
         assert_eq!(files(erased).await, 0);
+    }
+    /// The same filed erasure worked twice (a run stopped between its receipt and its
+    /// dequeue, or two erasers at once: an operator's `imgest erase --pending` beside this
+    /// function) leaves one receipt.
+    #[tokio::test]
+    async fn an_erasure_worked_twice_leaves_one_receipt() {
+        let dir = tempfile::tempdir().unwrap();
+        let filing = service(dir.path(), false).await;
+        let id = filed_erasure(&filing, include_bytes!("../../../samples/dune.jpg")).await;
+        let (docs, now) = (&filing.ports().documents, filing.ports().clock.now());
+        let (member, body) = first_filed(&filing).await;
+
+        let eraser = eraser(service(dir.path(), false).await);
+        assert_eq!(handle(&eraser, RUN).await.unwrap().erased, 1);
+        // Filed again as it was: as if the first run had stopped before taking it off.
+        docs.put_member(
+            imgest_flows::erase::QUEUE_KIND,
+            "requests",
+            &member,
+            &body,
+            now.plus(Duration::from_secs(3600)),
+            now,
+        )
+        .await
+        .unwrap();
+        assert_eq!(handle(&eraser, RUN).await.unwrap().erased, 1);
+        let status = eraser.erasure_status(&id).await.unwrap();
+        assert_eq!(status.receipts.len(), 1, "{status:?}");
+        assert!(!status.files_pending, "{status:?}");
     }
 }

@@ -186,9 +186,21 @@ impl TestApp {
     /// Starts on the AWS adapters (a fresh bucket and table on the emulator), or `None` when no
     /// emulator is configured and AWS tests are not required (see `testing::aws`).
     pub async fn start_aws(test: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_aws_running(test, vars, true).await
+    }
+
+    /// [`start_aws`](Self::start_aws) for a test that runs the erasure function's bootstrap:
+    /// the app leaves the erasures under way to it (its own worker would race the function's
+    /// run for the same filed erasures).
+    pub async fn start_aws_beside_functions(test: &str, vars: &[(&str, &str)]) -> Option<Self> {
+        Self::start_aws_running(test, vars, false).await
+    }
+
+    async fn start_aws_running(test: &str, vars: &[(&str, &str)], erasures: bool) -> Option<Self> {
         let config = imgest_testing::aws::sdk_config(test).await?;
         let storage = AwsStorage::create(&config).await;
-        Some(Self::start_on(vars, Some((storage.bucket, storage.table))).await)
+        let aws = Some((storage.bucket, storage.table));
+        Some(Self::start_running(vars, aws, erasures).await)
     }
 
     /// Starts on the AWS adapters over the bucket and table of another app (`aws`).
@@ -197,6 +209,15 @@ impl TestApp {
     }
 
     async fn start_on(vars: &[(&str, &str)], aws: Option<(String, String)>) -> Self {
+        Self::start_running(vars, aws, true).await
+    }
+
+    /// Starts the app's runner; `erasures`: whether it works the erasures under way.
+    async fn start_running(
+        vars: &[(&str, &str)],
+        aws: Option<(String, String)>,
+        erasures: bool,
+    ) -> Self {
         imgest_download::install_default_provider();
         let data_dir = tempfile::tempdir().unwrap();
         let mut map: HashMap<String, String> = vars
@@ -225,6 +246,7 @@ impl TestApp {
             clock: clock.clone(),
             gc_every: None,
             backfill: false,
+            erasures,
         };
         let runner = LocalRunner::start(&settings, Some(listener), options)
             .await

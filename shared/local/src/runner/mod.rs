@@ -37,6 +37,9 @@ pub struct RunnerOptions {
     pub gc_every: Option<Duration>,
     /// Work on a running backfill (`imgest serve` does; commands that only crawl do not).
     pub backfill: bool,
+    /// Work through the erasures under way every [`ERASE_PENDING_EVERY`] (on by default; off
+    /// beside a deployed erasure function, which works the same list).
+    pub erasures: bool,
 }
 
 impl Default for RunnerOptions {
@@ -45,6 +48,7 @@ impl Default for RunnerOptions {
             clock: Arc::new(SystemClock),
             gc_every: None,
             backfill: false,
+            erasures: true,
         }
     }
 }
@@ -132,10 +136,12 @@ impl LocalRunner {
                 stopped.clone(),
             )));
         }
-        tasks.push(tokio::spawn(erase_pending(
-            Arc::clone(&service),
-            stopped.clone(),
-        )));
+        if options.erasures {
+            tasks.push(tokio::spawn(erase_pending(
+                Arc::clone(&service),
+                stopped.clone(),
+            )));
+        }
         if options.backfill && queue.is_some() {
             tasks.push(tokio::spawn(backfill_worker(
                 Arc::clone(&service),
