@@ -69,25 +69,33 @@ def wait_for(driver, what, condition):
 
 # The page re-renders its list as photos change: the list is read in one script, never
 # element by element (an element read a moment later may have been replaced).
-SNAPSHOT = """return Array.from(document.querySelectorAll('#photos li'),
-    li => [li.dataset.imageId || null, li.dataset.state, li.querySelector('img') !== null]);"""
+# Whether an item's preview has its placeholder (the photo's ThumbHash, drawn as a PNG) painted
+# behind it.
+PAINTED = """const painted = (li) => {
+    const img = li.querySelector('img');
+    return img !== null && img.style.backgroundImage.startsWith('url("data:image/png;base64,');
+};"""
+SNAPSHOT = PAINTED + """return Array.from(document.querySelectorAll('#photos li'),
+    li => [li.dataset.imageId || null, li.dataset.state, li.querySelector('img') !== null,
+           painted(li)]);"""
 
 
 def photos(driver):
-    """The photo list: (image id, state, has a preview) per photo, in order."""
+    """The photo list: (image id, state, has a preview, has a placeholder) per photo, in order."""
     return [tuple(p) for p in driver.execute_script(SNAPSHOT)]
 
 
 def settled(driver, count, states):
     """The photo list once it has `count` photos, each in one of `states` with its preview."""
     now = photos(driver)
-    if len(now) == count and all(state in states and preview for _, state, preview in now):
+    if len(now) == count and all(state in states and preview for _, state, preview, _ in now):
         return now
     return None
 
 
-BROWSED = """return Array.from(document.querySelectorAll('#images li'),
-    li => [li.dataset.imageId, li.dataset.offers, li.querySelector('img') !== null]);"""
+BROWSED = PAINTED + """return Array.from(document.querySelectorAll('#images li'),
+    li => [li.dataset.imageId, li.dataset.offers, li.querySelector('img') !== null,
+           painted(li)]);"""
 
 
 def browse(driver, orphans):
@@ -161,6 +169,7 @@ def main():
         )
         first, second = uploaded[0][0], uploaded[1][0]
         check(first and second and first != second, f"two distinct image ids: {uploaded}")
+        check(all(p[3] for p in uploaded), f"an upload's placeholder is not painted: {uploaded}")
 
         driver.find_element(By.CSS_SELECTOR, "button[aria-label='Move photo 2 left']").click()
         check([p[0] for p in photos(driver)] == [second, first], "the photos were not reordered")
@@ -178,6 +187,7 @@ def main():
             [p[0] for p in reloaded] == [second, first],
             f"the order was not kept: {reloaded}, saved {[second, first]}",
         )
+        check(all(p[3] for p in reloaded), f"an offer photo's placeholder is not painted: {reloaded}")
         driver.save_screenshot(args.screenshot)
         print(f"browser test: order kept after a reload; screenshot {args.screenshot}")
 
@@ -200,9 +210,9 @@ def main():
             lambda d: "Saved 1 photo to" in d.find_element(By.ID, "offer-status").text,
         )
         orphans = browse(driver, orphans=True)
-        check(orphans == [(second, "0", True)], f"the orphans: {orphans}, expected {second}")
+        check(orphans == [(second, "0", True, True)], f"the orphans: {orphans}, expected {second}")
         everything = browse(driver, orphans=False)
-        expected = sorted([(first, "1", True), (second, "0", True)])
+        expected = sorted([(first, "1", True, True), (second, "0", True, True)])
         check(everything == expected, f"the stored images: {everything}, expected {expected}")
         images_shot = args.screenshot.removesuffix(".png") + "-images.png"
         driver.execute_script("document.getElementById('images-heading').scrollIntoView()")

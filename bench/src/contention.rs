@@ -538,6 +538,7 @@ fn sample_ready() -> imgest_core::ports::ReadyImage {
         original_bytes: 100_000,
         sha256: None,
         original_metadata: None,
+        thumbhash: None,
         variants: VariantName::parse("thumb")
             .map(|name| {
                 vec![StoredVariant {

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 /// `pipeline`: for each file, `rounds` timed runs (after one untimed warm-up run) of what
 /// a new upload costs in CPU: MD5 of the bytes, the whole pipeline, then the SHA-256 its
 /// record keeps (`ms`); each round also times the same without the SHA-256, in turn with it
-/// (`ms_without_sha256`), so the two are compared on the same machine state. One JSON line a
-/// file.
+/// (`ms_without_sha256`), so the two are compared on the same machine state; and the
+/// placeholder alone, made of the variant the pipeline makes it of, 100 times a round
+/// (`placeholder_ms_median`, per placeholder). One JSON line a file.
 pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Result<()> {
     imgest_core::telemetry::init("warn");
     // The stages record at IMGEST_METRICS's level, into the local runner's exporter, so that
@@ -48,6 +49,7 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
                 into.push(started.elapsed().as_secs_f64() * 1000.0);
             }
         }
+        let placeholder_ms = placeholder_ms(&processed, rounds)?;
         if let Some(dir) = &out {
             write_variants(dir, file, &processed)?;
         }
@@ -68,6 +70,7 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
             "ms": ms,
             "ms_median": median(&mut ms),
             "ms_without_sha256_median": median(&mut ms_without),
+            "placeholder_ms_median": placeholder_ms,
             "variants": variants,
             "peak_rss_kb": peak_rss_kb(),
             "metrics": metrics::current().as_str(),
@@ -75,6 +78,36 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
         println!("{line}");
     }
     Ok(())
+}
+
+/// The median time of one placeholder made of the variant `processed`'s was made of (the
+/// smallest of the photo's shape, as the JPEG decodes): 100 in a row per round, to see
+/// microseconds through the clock.
+fn placeholder_ms(processed: &Processed, rounds: usize) -> Result<f64> {
+    let (width, height) = (u64::from(processed.width), u64::from(processed.height));
+    let whole = |v: &&imgest_pipeline::EncodedVariant| {
+        (u64::from(v.width) * height).abs_diff(u64::from(v.height) * width) <= width.max(height)
+    };
+    let source = processed
+        .variants
+        .iter()
+        .min_by_key(|v| (!whole(v), u64::from(v.width) * u64::from(v.height)))
+        .context("no variant to make a placeholder of")?;
+    let pixels = image::load_from_memory(&source.bytes)
+        .context("decoding the placeholder's variant")?
+        .to_rgb8();
+    const IN_A_ROW: u32 = 100;
+    let mut ms = Vec::with_capacity(rounds);
+    for _ in 0..rounds.max(1) {
+        let started = Instant::now();
+        for _ in 0..IN_A_ROW {
+            std::hint::black_box(imgest_pipeline::placeholder_of(std::hint::black_box(
+                &pixels,
+            )));
+        }
+        ms.push(started.elapsed().as_secs_f64() * 1000.0 / f64::from(IN_A_ROW));
+    }
+    Ok(median(&mut ms))
 }
 
 /// `icc`: moxcms' own encoding of a well-known RGB profile, written to `out`.

@@ -28,6 +28,7 @@ mod learning_aws;
 mod lifecycle;
 mod model;
 mod offers;
+mod placeholders;
 mod presigned;
 mod reference;
 mod restore_aws;

@@ -41,6 +41,7 @@ async fn stored(
         variant_set: VariantSetVersion::of(&[b"earlier"]),
         sha256,
         original_metadata: None,
+        thumbhash: None,
     };
     let now = ports.clock.now();
     let ttl = std::time::Duration::from_secs(3600);

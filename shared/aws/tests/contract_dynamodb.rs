@@ -89,6 +89,7 @@ fn ready() -> ReadyImage {
         variant_set: imgest_core::domain::VariantSetVersion::of(&[b"none"]),
         sha256: None,
         original_metadata: None,
+        thumbhash: None,
     }
 }
 

@@ -159,6 +159,7 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         variant_set: imgest_core::domain::VariantSetVersion::of(&[b"none"]),
         sha256: None,
         original_metadata: None,
+        thumbhash: None,
     };
     let record = two
         .complete(&image, &generation, ready, BASE, ttl)

@@ -33,8 +33,8 @@ use super::files::{
 };
 use super::{FlowError, Service};
 use imgest_core::domain::{
-    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OriginalMetadata, Timestamp,
-    VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, OriginalMetadata,
+    StoredVariant, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, StoreError, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
@@ -616,9 +616,67 @@ impl Service {
         if self.is_current(&record, self.pipeline.version()) {
             return Ok(Reprocessed::Current);
         }
+        if self.lacks_only_a_placeholder(&record, self.pipeline.version())
+            && let Some(added) = self.add_placeholder(&record).await?
+        {
+            return Ok(added);
+        }
         Stage::Backfill
             .time_async(self.reprocess_record(&record))
             .await
+    }
+
+    /// Gives a record made before placeholders its own, from its smallest variant of the
+    /// photo's shape (one small read and decode: no new generation, no file written); `None`
+    /// when that file cannot make one (an AVIF variant), to re-process the record whole.
+    async fn add_placeholder(
+        &self,
+        record: &ImageRecord,
+    ) -> Result<Option<Reprocessed>, FlowError> {
+        let ImageState::Ready {
+            width,
+            height,
+            variants,
+            ..
+        } = &record.state
+        else {
+            return Ok(None);
+        };
+        let (width, height) = (u64::from(*width), u64::from(*height));
+        let whole = |v: &StoredVariant| {
+            (u64::from(v.width) * height).abs_diff(u64::from(v.height) * width) <= width.max(height)
+        };
+        let Some(source) = variants
+            .iter()
+            .min_by_key(|v| (!whole(v), u64::from(v.width) * u64::from(v.height)))
+        else {
+            return Ok(None);
+        };
+        let key = BlobKey::variant(&record.id, &record.generation, &source.name, source.format);
+        let file = match self.ports.blobs.get(&key).await {
+            Ok(file) => file,
+            // Re-processed or collected since it was read: the next step sees what is there now.
+            Err(StoreError::NotFound(_)) => return Ok(Some(Reprocessed::Gone)),
+            Err(e) => return Err(e.into()),
+        };
+        let made =
+            tokio::task::spawn_blocking(move || imgest_pipeline::placeholder_of_variant(&file))
+                .await
+                .map_err(|e| FlowError::Internal(format!("making a placeholder: {e}")))?;
+        let Some(thumbhash) = made else {
+            return Ok(None);
+        };
+        let written = self
+            .ports
+            .images
+            .set_thumbhash(&record.id, &record.generation, &thumbhash)
+            .await?;
+        Ok(Some(if written {
+            info!(image_id = %record.id, "placeholder added");
+            Reprocessed::Done
+        } else {
+            Reprocessed::Gone
+        }))
     }
 
     /// Re-processes a live record from its original, whatever its version (the audit's repair
@@ -730,9 +788,16 @@ impl Service {
 
 impl Service {
     /// Whether a record's files are what a backfill towards `target` makes: variants of that
-    /// set, and an original that keeps no more metadata than `IMGEST_ORIGINAL_METADATA` allows
-    /// (a backfill rewrites the others' originals too, under a new generation).
+    /// set, an original that keeps no more metadata than `IMGEST_ORIGINAL_METADATA` allows
+    /// (a backfill rewrites the others' originals too, under a new generation), and a
+    /// placeholder (records made before placeholders were get one).
     fn is_current(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
+        record.thumbhash().is_some() && self.lacks_only_a_placeholder(record, target)
+    }
+
+    /// Whether a record's files are current (see [`is_current`](Self::is_current)) whatever
+    /// its placeholder.
+    fn lacks_only_a_placeholder(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
         record.variant_set() == Some(target)
             && self
                 .pipeline

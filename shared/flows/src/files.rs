@@ -217,6 +217,7 @@ pub(crate) async fn write_files(
         variants,
         variant_set,
         original_metadata,
+        thumbhash: processed.thumbhash,
     })
 }
 
@@ -296,6 +297,7 @@ mod tests {
                 variant_set: None,
                 sha256: None,
                 original_metadata: None,
+                thumbhash: None,
             }
         } else {
             ImageState::Processing {

@@ -563,6 +563,7 @@ impl Service {
             variant_set,
             sha256,
             original_metadata,
+            thumbhash,
         } = &record.state
         else {
             return (None, false);
@@ -595,6 +596,7 @@ impl Service {
                 .unwrap_or_else(VariantSetVersion::unknown),
             sha256: *sha256,
             original_metadata: *original_metadata,
+            thumbhash: thumbhash.clone(),
         };
         (Some((retired, ready)), kept)
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use imgest_core::domain::{BlobKey, ImageRecord, ImageState};
+use imgest_core::domain::{BlobKey, ImageRecord, ImageState, ThumbHash};
 use imgest_flows::offers::OfferPhotos;
 
 /// One resized copy of a photo, in its variant's format.
@@ -42,6 +42,12 @@ pub struct ImageJson {
     pub format: &'static str,
     /// By variant name (empty while the image is still being processed).
     pub variants: BTreeMap<String, VariantJson>,
+    /// The photo's placeholder: a ThumbHash in base64, to paint (blurred, at the photo's
+    /// aspect ratio) before a variant loads. Absent while the image is being processed, and on
+    /// images stored before placeholders were made until a backfill adds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "3OcRJYB4d3h/iIeHeEh3eIhw+j2w")]
+    pub thumbhash: Option<String>,
     /// How many offers link the image (on `GET /v1/images/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offers: Option<u32>,
@@ -53,6 +59,9 @@ pub struct PhotoJson {
     #[schema(pattern = "^[0-9a-f]{32}$")]
     pub image_id: String,
     pub variants: BTreeMap<String, VariantJson>,
+    /// The photo's placeholder (see [`ImageJson`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thumbhash: Option<String>,
 }
 
 /// An offer's photos.
@@ -125,6 +134,7 @@ impl FileUrls {
             height,
             format,
             variants: self.variants(record),
+            thumbhash: record.thumbhash().map(ThumbHash::to_base64),
             offers,
         }
     }
@@ -138,6 +148,7 @@ impl FileUrls {
                 .map(|r| PhotoJson {
                     image_id: r.id.to_string(),
                     variants: self.variants(r),
+                    thumbhash: r.thumbhash().map(ThumbHash::to_base64),
                 })
                 .collect(),
         }

@@ -27,6 +27,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("page/spark-md5.min.js"),
     ),
+    (
+        "thumbhash.js",
+        "text/javascript; charset=utf-8",
+        include_str!("page/thumbhash.js"),
+    ),
 ];
 
 /// What the page may load and call: only this origin, but the photos' previews, which come
@@ -57,7 +62,7 @@ pub async fn index() -> Response {
     path = "/page/{file}",
     tag = "local runner",
     operation_id = "get_page_asset",
-    params(("file" = String, Path, description = "`page.js`, `page.css` or `spark-md5.min.js`.", example = "page.js")),
+    params(("file" = String, Path, description = "`page.js`, `page.css`, `spark-md5.min.js` or `thumbhash.js`.", example = "page.js")),
     responses(
         (status = 200, description = "The file.", content(("text/javascript"), ("text/css"))),
         (status = 404, description = "`file_not_found`.", body = ErrorBody),

@@ -1,5 +1,6 @@
 //! The photo pipeline: bytes in, JPEG, WebP or AVIF variants out (sniff, limit, decode once,
-//! orient, resize, convert to sRGB, watermark, encode).
+//! orient, resize, convert to sRGB, watermark, encode), and the photo's placeholder (a
+//! ThumbHash of its smallest variant).
 //!
 //! Pixels are RGB, except for a YCbCr JPEG when nothing needs RGB (no watermark on its
 //! variants, every variant JPEG) and libjpeg-turbo is built in: then they stay YCbCr planes
@@ -19,6 +20,7 @@ mod footprint;
 mod gif;
 mod jpeg;
 mod meta;
+mod placeholder;
 #[cfg(feature = "turbojpeg")]
 mod planar;
 mod png;
@@ -45,8 +47,8 @@ pub use footprint::Footprint;
 pub use watermark::{Watermark, WatermarkPosition};
 
 use imgest_core::domain::{
-    OriginalMetadata, OutputFormat, SourceFormat, VariantName, VariantSet, VariantSetVersion,
-    VariantSpec,
+    OriginalMetadata, OutputFormat, SourceFormat, ThumbHash, VariantName, VariantSet,
+    VariantSetVersion, VariantSpec,
 };
 use imgest_core::telemetry::metrics::Stage;
 use resize::Raster;
@@ -134,6 +136,8 @@ pub struct Processed {
     pub original: Option<Vec<u8>>,
     /// The policy `original` was made under.
     pub original_metadata: OriginalMetadata,
+    /// The photo's placeholder, from its smallest variant (`None`: no variant to make it of).
+    pub thumbhash: Option<ThumbHash>,
 }
 
 impl Processed {
@@ -150,6 +154,24 @@ impl Processed {
         }
         Ok(())
     }
+}
+
+/// The placeholder of upright sRGB pixels, made as [`Pipeline::process`] makes it of a variant's
+/// (the pipeline benchmark times it alone, beside the whole pipeline).
+pub fn placeholder_of(pixels: &image::RgbImage) -> Option<ThumbHash> {
+    placeholder::of_rgb(pixels)
+}
+
+/// The placeholder of a stored variant's file (JPEG or WebP: upright sRGB pixels, as the
+/// pipeline wrote them), for a record made before placeholders were; `None` for a file it
+/// cannot read (an AVIF variant: the record is then re-processed whole).
+pub fn placeholder_of_variant(file: &[u8]) -> Option<ThumbHash> {
+    let format = image::guess_format(file).ok()?;
+    if !matches!(format, image::ImageFormat::Jpeg | image::ImageFormat::WebP) {
+        return None;
+    }
+    let pixels = image::load_from_memory_with_format(file, format).ok()?;
+    placeholder::of_rgb(&pixels.to_rgb8())
 }
 
 /// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
@@ -249,14 +271,19 @@ impl Pipeline {
             Stage::Decode.time(|| decode::decode(bytes, &self.limits(), specs, planar, scratch))?;
         let full = (decoded.width, decoded.height);
         let mut variants = Vec::with_capacity(specs.len());
+        let mut thumbhash = None;
         // Every pixel buffer goes back to the scratch once encoded (on an error, it is freed).
         match decoded.pixels {
             decode::Pixels::Rgb(image) => {
                 let rendered =
                     Stage::Resize.time(|| resize::render_all(&image, full, specs, scratch))?;
-                for (spec, mut pixels) in specs.iter().zip(rendered) {
+                let source = placeholder::source(rendered.iter().map(|p| p.dimensions()), full);
+                for (i, (spec, mut pixels)) in specs.iter().zip(rendered).enumerate() {
                     if let Some(transform) = &decoded.transform {
                         transform.apply(pixels.to_mut(), &scratch.buffers)?;
+                    }
+                    if Some(i) == source {
+                        thumbhash = placeholder::of_rgb(&pixels);
                     }
                     if let Some(watermark) = &self.config.watermark
                         && watermark.applies_to(&spec.name)
@@ -284,7 +311,12 @@ impl Pipeline {
             decode::Pixels::Yuv(planes) => {
                 let rendered =
                     Stage::Resize.time(|| resize::render_all(&planes, full, specs, scratch))?;
-                for (spec, rendered) in specs.iter().zip(rendered) {
+                let source =
+                    placeholder::source(rendered.iter().map(|p| (p.y.width, p.y.height)), full);
+                for (i, (spec, rendered)) in specs.iter().zip(rendered).enumerate() {
+                    if Some(i) == source {
+                        thumbhash = placeholder::of_yuv(&rendered);
+                    }
                     let quality = self.quality(spec);
                     variants.push(EncodedVariant {
                         name: spec.name.clone(),
@@ -311,6 +343,7 @@ impl Pipeline {
             variants,
             original,
             original_metadata: policy,
+            thumbhash,
         })
     }
 }

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use imgest_core::domain::{
-    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OfferKey, Timestamp,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OfferKey, ThumbHash, Timestamp,
 };
 use imgest_core::ports::{
     BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
@@ -414,6 +414,19 @@ impl ImageIndex for FaultyImages {
         self.faults
             .call("images.set_strong_hash", true, || {
                 self.inner.set_strong_hash(id, generation, sha256)
+            })
+            .await
+    }
+
+    async fn set_thumbhash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        thumbhash: &ThumbHash,
+    ) -> Result<bool, StoreError> {
+        self.faults
+            .call("images.set_thumbhash", true, || {
+                self.inner.set_thumbhash(id, generation, thumbhash)
             })
             .await
     }

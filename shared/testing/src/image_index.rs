@@ -7,7 +7,7 @@ use super::{
     BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
 };
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, Timestamp,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, PreviousFiles, ThumbHash, Timestamp,
     VariantSetVersion, refresh_granularity,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, StoreError};
@@ -19,6 +19,7 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     an_expired_claim_is_taken_over_under_a_new_generation,
     a_claim_made_again_after_it_was_applied_is_the_callers,
     a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation,
+    a_placeholder_is_recorded_once_on_a_ready_record_of_its_generation,
     abandon_removes_only_the_holders_claim,
     complete_without_the_claim_is_a_conflict,
     get_many_keeps_the_order_of_ids_and_skips_missing,
@@ -107,6 +108,7 @@ pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<
             variant_set: Some(ready.variant_set),
             sha256: ready.sha256,
             original_metadata: ready.original_metadata,
+            thumbhash: ready.thumbhash,
         }
     );
     assert_eq!((record.created_at, record.last_update), (t0, t1));
@@ -322,6 +324,61 @@ pub async fn a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation(
     assert!(
         !images
             .set_strong_hash(&random_image_id(), &generation, &hash)
+            .await
+            .unwrap()
+    );
+}
+
+/// A record written before placeholders gets one, once, for its own generation; a record
+/// written with one keeps it through a re-pointing that brings none.
+pub async fn a_placeholder_is_recorded_once_on_a_ready_record_of_its_generation(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let Claim::New { generation } = claim(images, &id, BASE).await else {
+        panic!("a fresh id is new");
+    };
+    let hash = ThumbHash::from_bytes(vec![0x21; 23]).unwrap();
+    // A claim has no placeholder to record.
+    assert!(!images.set_thumbhash(&id, &generation, &hash).await.unwrap());
+    let legacy = ReadyImage {
+        thumbhash: None,
+        ..sample_ready()
+    };
+    let record = images
+        .complete(&id, &generation, legacy.clone(), BASE, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(record.thumbhash(), None);
+    assert!(
+        !images
+            .set_thumbhash(&id, &Generation::random(), &hash)
+            .await
+            .unwrap(),
+        "another generation"
+    );
+    assert!(images.set_thumbhash(&id, &generation, &hash).await.unwrap());
+    let other = ThumbHash::from_bytes(vec![0x42; 24]).unwrap();
+    assert!(
+        !images
+            .set_thumbhash(&id, &generation, &other)
+            .await
+            .unwrap(),
+        "recorded once"
+    );
+    assert_eq!(must_get(images, &id).await.thumbhash(), Some(&hash));
+    // Re-pointed in place with nothing to say about the placeholder: it stays.
+    let kept = images
+        .replace_files(&id, &generation, &generation, legacy, BASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.thumbhash(), Some(&hash));
+    // Missing records change nothing.
+    assert!(
+        !images
+            .set_thumbhash(&random_image_id(), &generation, &hash)
             .await
             .unwrap()
     );

@@ -235,6 +235,8 @@ pub(crate) fn sample_ready() -> ReadyImage {
         variant_set: sample_version(),
         sha256: Some(ContentHash::of_bytes(b"a sample original")),
         original_metadata: Some(imgest_core::domain::OriginalMetadata::StripPrivate),
+        // A real hash's length (23 bytes: an opaque landscape photo's).
+        thumbhash: imgest_core::domain::ThumbHash::from_bytes(vec![0x5a; 23]).ok(),
     }
 }
 

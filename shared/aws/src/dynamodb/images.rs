@@ -12,6 +12,7 @@
 //! | `variant_set`      | S    | ready only: the variant set version of the files (absent on items written before versions) |
 //! | `sha256`           | S    | ready only: hex SHA-256 of the bytes sent, checked on every dedup hit (absent on items written before strong hashes) |
 //! | `original_metadata` | S   | ready only: what the stored original kept of the photo's metadata (`keep`, `strip-private`, `strip-all`; absent on items written before originals were stripped) |
+//! | `thumbhash`        | S    | ready only: the photo's placeholder, a base64 ThumbHash (absent on items written before placeholders were made) |
 //! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
@@ -44,7 +45,7 @@ use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
     ContentHash, Generation, ImageId, ImageRecord, ImageState, OfferKey, PreviousFiles,
-    SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
+    SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
@@ -62,6 +63,7 @@ const VARIANTS: &str = "variants";
 const VARIANT_SET: &str = "variant_set";
 const SHA256: &str = "sha256";
 const ORIGINAL_METADATA: &str = "original_metadata";
+const THUMBHASH: &str = "thumbhash";
 const PREVIOUS_GENERATION: &str = "previous_generation";
 const PREVIOUS_UNTIL: &str = "previous_until";
 const CREATED_AT: &str = "created_at";
@@ -81,6 +83,7 @@ pub const SCAN_ATTRIBUTES: &[&str] = &[
     VARIANTS,
     VARIANT_SET,
     ORIGINAL_METADATA,
+    THUMBHASH,
     PREVIOUS_GENERATION,
     PREVIOUS_UNTIL,
     CREATED_AT,
@@ -143,6 +146,9 @@ fn ready_attributes(
     if let Some(kept) = ready.original_metadata {
         attributes.push((ORIGINAL_METADATA, s(kept.as_str())));
     }
+    if let Some(thumbhash) = &ready.thumbhash {
+        attributes.push((THUMBHASH, s(thumbhash.to_base64())));
+    }
     Ok(attributes)
 }
 
@@ -201,6 +207,11 @@ pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
                     .map(str::parse)
                     .transpose()
                     .map_err(|_| a.corrupt(ORIGINAL_METADATA, "is not a metadata policy"))?,
+                thumbhash: a
+                    .opt_s(THUMBHASH)?
+                    .map(ThumbHash::parse)
+                    .transpose()
+                    .map_err(|_| a.corrupt(THUMBHASH, "is not a ThumbHash"))?,
             }
         }
         _ => return Err(a.corrupt(STATE, "is not processing or ready")),
@@ -894,6 +905,27 @@ impl ImageIndex for DynamoStore {
         let parts = e.finish();
         self.update_if(image_key(id), parts, condition, || {
             format!("recording the SHA-256 of image {id}")
+        })
+        .await
+    }
+
+    async fn set_thumbhash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        thumbhash: &ThumbHash,
+    ) -> Result<bool, StoreError> {
+        let mut e = Expr::new();
+        e.set(THUMBHASH, s(thumbhash.to_base64()));
+        let condition = format!(
+            "{} AND {} AND {}",
+            e.eq(STATE, s(READY)),
+            e.eq(GENERATION, s(generation.as_str())),
+            e.not_exists(THUMBHASH),
+        );
+        let parts = e.finish();
+        self.update_if(image_key(id), parts, condition, || {
+            format!("recording the placeholder of image {id}")
         })
         .await
     }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BlobKey, ContentHash, Generation, ImageId, OriginalMetadata, OutputFormat, Timestamp,
-    VariantName, VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, OriginalMetadata, OutputFormat, ThumbHash,
+    Timestamp, VariantName, VariantSetVersion,
 };
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
@@ -90,6 +90,10 @@ pub enum ImageState {
         /// before originals were stripped).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         original_metadata: Option<OriginalMetadata>,
+        /// The photo's placeholder, made from its smallest variant's pixels (`None`: made
+        /// before placeholders were; a backfill adds it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thumbhash: Option<ThumbHash>,
     },
 }
 
@@ -165,6 +169,14 @@ impl ImageRecord {
         }
     }
 
+    /// A ready record's placeholder (`None`: made before placeholders were, or not ready).
+    pub fn thumbhash(&self) -> Option<&ThumbHash> {
+        match &self.state {
+            ImageState::Ready { thumbhash, .. } => thumbhash.as_ref(),
+            ImageState::Processing { .. } => None,
+        }
+    }
+
     /// What a ready record's stored original kept of the photo's metadata (`None`: stored as
     /// sent, or not ready).
     pub fn original_metadata(&self) -> Option<OriginalMetadata> {
@@ -226,6 +238,7 @@ mod tests {
                 variant_set: None,
                 sha256: None,
                 original_metadata: None,
+                thumbhash: None,
             },
             created_at: last_update,
             last_update,

@@ -5,6 +5,7 @@ mod content_hash;
 mod ids;
 mod image;
 mod original;
+mod placeholder;
 pub mod random;
 mod sniff;
 mod tenancy;
@@ -22,6 +23,7 @@ pub use image::{
     ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,
 };
 pub use original::OriginalMetadata;
+pub use placeholder::{ThumbHash, ThumbHashError};
 pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};
 pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;

@@ -7,11 +7,15 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::domain::{
     ContentHash, Generation, ImageId, ImageRecord, OfferKey, OriginalMetadata, SourceFormat,
-    StoredVariant, Timestamp, VariantSetVersion,
+    StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 
 /// The outcome of claiming an image id. Dedup is a value, not an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one claim per upload, returned and matched at once, never held in a collection: boxing the record would only add an allocation"
+)]
 pub enum Claim {
     /// Nobody has these bytes (or a crashed worker's claim expired and was taken over): the
     /// caller processes them under `generation`, then calls `complete` or `abandon`.
@@ -38,6 +42,8 @@ pub struct ReadyImage {
     pub sha256: Option<ContentHash>,
     /// What the stored original kept of the photo's metadata (`None`: as sent).
     pub original_metadata: Option<OriginalMetadata>,
+    /// The photo's placeholder (`None`: the pipeline made none).
+    pub thumbhash: Option<ThumbHash>,
 }
 
 /// One page of a walk over every record ([`ImageIndex::scan`]).
@@ -176,6 +182,16 @@ pub trait ImageIndex: Send + Sync {
         id: &ImageId,
         generation: &Generation,
         sha256: &ContentHash,
+    ) -> Result<bool, StoreError>;
+
+    /// Records the placeholder of a ready record, only if it is still ready under `generation`
+    /// and has none (a record written before placeholders were made, whose smallest variant
+    /// was just read); returns whether it was written.
+    async fn set_thumbhash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        thumbhash: &ThumbHash,
     ) -> Result<bool, StoreError>;
 
     /// Deletes the record only if it is still `generation` and still expired at `now` (unlinked,

@@ -9,14 +9,14 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
 use imgest_core::domain::{
     ContentHash, Generation, ImageId, ImageRecord, ImageState, OfferKey, PreviousFiles,
-    SHARD_COUNT, SourceFormat, StoredVariant, Timestamp, VariantSetVersion,
+    SHARD_COUNT, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
                        original_bytes, variants, created_at, last_update, link_count, expires_at, \
                        variant_set, previous_generation, previous_until, sha256, \
-                       original_metadata";
+                       original_metadata, thumbhash";
 
 /// A row as stored, before it is checked into an [`ImageRecord`].
 struct RawImage {
@@ -38,6 +38,7 @@ struct RawImage {
     previous_until: Option<i64>,
     sha256: Option<String>,
     original_metadata: Option<String>,
+    thumbhash: Option<String>,
 }
 
 impl RawImage {
@@ -62,6 +63,7 @@ impl RawImage {
             previous_until: row.get(15)?,
             sha256: row.get(16)?,
             original_metadata: row.get(17)?,
+            thumbhash: row.get(18)?,
         })
     }
 
@@ -121,6 +123,12 @@ impl RawImage {
                         .map(str::parse)
                         .transpose()
                         .map_err(|_| bad("invalid original_metadata"))?,
+                    thumbhash: self
+                        .thumbhash
+                        .as_deref()
+                        .map(ThumbHash::parse)
+                        .transpose()
+                        .map_err(|_| bad("invalid thumbhash"))?,
                 }
             }
             _ => return Err(bad("unknown state")),
@@ -304,8 +312,9 @@ fn create_ready_tx(
         .execute(
             "INSERT INTO images (id, generation, state, claim_expires_at, format, width, height, \
              original_bytes, variants, created_at, last_update, link_count, expires_at, \
-             variant_set, sha256, original_metadata) \
-             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10, ?11, ?12) \
+             variant_set, sha256, original_metadata, thumbhash) \
+             VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10, ?11, ?12, \
+             ?13) \
              ON CONFLICT (id) DO NOTHING",
             params![
                 id.as_str(),
@@ -320,6 +329,7 @@ fn create_ready_tx(
                 ready.variant_set.as_str(),
                 ready.sha256.map(|h| h.to_hex()),
                 ready.original_metadata.map(|m| m.as_str()),
+                ready.thumbhash.as_ref().map(ThumbHash::to_base64),
             ],
         )
         .map_err(|e| sql_error("creating an image", e))?;
@@ -350,7 +360,7 @@ fn complete_tx(
             "UPDATE images SET state = 'ready', claim_expires_at = NULL, format = ?3, \
              width = ?4, height = ?5, original_bytes = ?6, variants = ?7, last_update = ?8, \
              expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END, variant_set = ?10, \
-             sha256 = ?11, original_metadata = ?12 \
+             sha256 = ?11, original_metadata = ?12, thumbhash = ?13 \
              WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
             params![
                 id.as_str(),
@@ -365,6 +375,7 @@ fn complete_tx(
                 ready.variant_set.as_str(),
                 ready.sha256.map(|h| h.to_hex()),
                 ready.original_metadata.map(|m| m.as_str()),
+                ready.thumbhash.as_ref().map(ThumbHash::to_base64),
             ],
         )
         .map_err(|e| sql_error("completing an image", e))?;
@@ -405,7 +416,8 @@ fn replace_files_tx(
         "UPDATE images SET generation = ?2, format = ?3, width = ?4, height = ?5, \
          original_bytes = ?6, variants = ?7, variant_set = ?8, previous_generation = ?9, \
          previous_until = ?10, sha256 = COALESCE(?11, sha256), \
-         original_metadata = COALESCE(?12, original_metadata) WHERE id = ?1",
+         original_metadata = COALESCE(?12, original_metadata), \
+         thumbhash = COALESCE(?13, thumbhash) WHERE id = ?1",
         params![
             id.as_str(),
             generation.as_str(),
@@ -419,6 +431,7 @@ fn replace_files_tx(
             previous.as_ref().map(|p| p.kept_until.as_millis()),
             ready.sha256.map(|h| h.to_hex()),
             ready.original_metadata.map(|m| m.as_str()),
+            ready.thumbhash.as_ref().map(ThumbHash::to_base64),
         ],
     )
     .map_err(|e| sql_error("replacing an image's files", e))?;
@@ -703,6 +716,25 @@ impl ImageIndex for SqliteStore {
             )
             .map(|n| n > 0)
             .map_err(|e| sql_error("recording an image's SHA-256", e))
+        })
+        .await
+    }
+
+    async fn set_thumbhash(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        thumbhash: &ThumbHash,
+    ) -> Result<bool, StoreError> {
+        let (id, generation, thumbhash) = (id.clone(), generation.clone(), thumbhash.clone());
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE images SET thumbhash = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND thumbhash IS NULL",
+                params![id.as_str(), generation.as_str(), thumbhash.to_base64()],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| sql_error("recording an image's placeholder", e))
         })
         .await
     }

@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -206,6 +206,12 @@ const V8: &str = "
 ALTER TABLE images ADD COLUMN original_metadata TEXT;
 ";
 
+/// Each ready image's placeholder, a base64 ThumbHash (NULL on rows written before
+/// placeholders were made).
+const V9: &str = "
+ALTER TABLE images ADD COLUMN thumbhash TEXT;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -251,6 +257,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 8 {
         tx.execute_batch(V8)
             .map_err(|e| sql_error("recording what originals keep of their metadata", e))?;
+    }
+    if version < 9 {
+        tx.execute_batch(V9)
+            .map_err(|e| sql_error("recording placeholders", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -70,6 +70,18 @@ function thumbOf(image) {
   return variant ? variant.url : null;
 }
 
+// A photo's placeholder (its ThumbHash drawn as a PNG data URL, see thumbhash.js), or null
+// without one.
+function placeholderOf(image) {
+  if (!image.thumbhash) return null;
+  try {
+    const bytes = Uint8Array.from(atob(image.thumbhash), (c) => c.charCodeAt(0));
+    return thumbHashToDataURL(bytes);
+  } catch (e) {
+    return null;
+  }
+}
+
 function offerId() {
   return $("offer-id").value.trim();
 }
@@ -86,7 +98,7 @@ function render() {
       item.className = "photo";
       item.dataset.state = photo.state;
       if (photo.id) item.dataset.imageId = photo.id;
-      item.append(preview(photo.thumb, photo.name || photo.id));
+      item.append(preview(photo.thumb, photo.name || photo.id, photo.placeholder));
       const label = document.createElement("p");
       label.className = "state";
       label.textContent = photo.error ? `${photo.state}: ${photo.error}` : photo.state;
@@ -104,17 +116,18 @@ function render() {
   );
 }
 
-// A photo's thumb, or a grey square while it has none.
-function preview(src, alt) {
-  if (!src) {
-    const placeholder = document.createElement("div");
-    placeholder.className = "placeholder";
-    return placeholder;
+// A photo's thumb over its placeholder (painted until the thumb loads), or a grey square
+// while it has neither.
+function preview(src, alt, placeholder) {
+  const shown = document.createElement(src ? "img" : "div");
+  if (src) {
+    shown.src = src;
+    shown.alt = alt;
+  } else {
+    shown.className = "no-thumb";
   }
-  const img = document.createElement("img");
-  img.src = src;
-  img.alt = alt;
-  return img;
+  if (placeholder) shown.style.backgroundImage = `url("${placeholder}")`;
+  return shown;
 }
 
 function button(text, label, action, index, disabled) {
@@ -191,7 +204,11 @@ async function addFiles(files) {
   await pool(fresh, UPLOADS_AT_ONCE, async (photo) => {
     const image = known.get(photo.id);
     if (image) {
-      Object.assign(photo, { state: "known", thumb: thumbOf(image) });
+      Object.assign(photo, {
+        state: "known",
+        thumb: thumbOf(image),
+        placeholder: placeholderOf(image),
+      });
     } else {
       photo.state = "uploading";
       render();
@@ -202,6 +219,7 @@ async function addFiles(files) {
           id: stored.image_id,
           state: stored.deduplicated ? "known" : "uploaded",
           thumb: thumbOf(stored),
+          placeholder: placeholderOf(stored),
         });
       } catch (e) {
         Object.assign(photo, { state: "failed", error: e.message });
@@ -233,7 +251,12 @@ async function saveOffer(event) {
 }
 
 function showOffer(offer) {
-  photos = offer.photos.map((p) => ({ id: p.image_id, state: "linked", thumb: thumbOf(p) }));
+  photos = offer.photos.map((p) => ({
+    id: p.image_id,
+    state: "linked",
+    thumb: thumbOf(p),
+    placeholder: placeholderOf(p),
+  }));
   render();
 }
 
@@ -314,7 +337,7 @@ function imageItem(image) {
   use.textContent = image.offers > 0
     ? `Linked by ${image.offers} offer${image.offers === 1 ? "" : "s"}.`
     : `Orphan: collected after ${new Date(image.expires_at).toLocaleString()}.`;
-  item.append(preview(thumbOf(image), `Image ${image.image_id}`), id, use);
+  item.append(preview(thumbOf(image), `Image ${image.image_id}`, placeholderOf(image)), id, use);
   return item;
 }
 
