@@ -84,14 +84,9 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
 /// smallest of the photo's shape, as the JPEG decodes): 100 in a row per round, to see
 /// microseconds through the clock.
 fn placeholder_ms(processed: &Processed, rounds: usize) -> Result<f64> {
-    let (width, height) = (u64::from(processed.width), u64::from(processed.height));
-    let whole = |v: &&imgest_pipeline::EncodedVariant| {
-        (u64::from(v.width) * height).abs_diff(u64::from(v.height) * width) <= width.max(height)
-    };
-    let source = processed
-        .variants
-        .iter()
-        .min_by_key(|v| (!whole(v), u64::from(v.width) * u64::from(v.height)))
+    let sizes = processed.variants.iter().map(|v| (v.width, v.height));
+    let source = imgest_pipeline::placeholder_source(sizes, (processed.width, processed.height))
+        .and_then(|i| processed.variants.get(i))
         .context("no variant to make a placeholder of")?;
     let pixels = image::load_from_memory(&source.bytes)
         .context("decoding the placeholder's variant")?

@@ -34,7 +34,7 @@ use super::files::{
 use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, OriginalMetadata,
-    StoredVariant, Timestamp, VariantSetVersion,
+    Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, StoreError, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
@@ -642,13 +642,9 @@ impl Service {
         else {
             return Ok(None);
         };
-        let (width, height) = (u64::from(*width), u64::from(*height));
-        let whole = |v: &StoredVariant| {
-            (u64::from(v.width) * height).abs_diff(u64::from(v.height) * width) <= width.max(height)
-        };
-        let Some(source) = variants
-            .iter()
-            .min_by_key(|v| (!whole(v), u64::from(v.width) * u64::from(v.height)))
+        let sizes = variants.iter().map(|v| (v.width, v.height));
+        let Some(source) = imgest_pipeline::placeholder_source(sizes, (*width, *height))
+            .and_then(|i| variants.get(i))
         else {
             return Ok(None);
         };

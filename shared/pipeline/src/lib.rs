@@ -162,6 +162,15 @@ pub fn placeholder_of(pixels: &image::RgbImage) -> Option<ThumbHash> {
     placeholder::of_rgb(pixels)
 }
 
+/// Which of a photo's variants (their sizes, upright; the photo `full`) its placeholder is made
+/// of: the smallest of the photo's shape, else the smallest of all.
+pub fn placeholder_source(
+    sizes: impl Iterator<Item = (u32, u32)>,
+    full: (u32, u32),
+) -> Option<usize> {
+    placeholder::source(sizes, full)
+}
+
 /// The placeholder of a stored variant's file (JPEG or WebP: upright sRGB pixels, as the
 /// pipeline wrote them), for a record made before placeholders were; `None` for a file it
 /// cannot read (an AVIF variant: the record is then re-processed whole).

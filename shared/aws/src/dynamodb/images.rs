@@ -600,6 +600,33 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// Writes `attr` of a record written without it, only if it is still ready under
+    /// `generation` and still has none; returns whether it was written.
+    async fn set_once(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        attr: &'static str,
+        value: String,
+        what: &str,
+    ) -> Result<bool, StoreError> {
+        let mut e = Expr::new();
+        e.set(attr, s(value));
+        let condition = format!(
+            "{} AND {} AND {}",
+            e.eq(STATE, s(READY)),
+            e.eq(GENERATION, s(generation.as_str())),
+            e.not_exists(attr),
+        );
+        let parts = e.finish();
+        self.update_if(image_key(id), parts, condition, || {
+            format!("recording {what} of image {id}")
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl ImageIndex for DynamoStore {
     async fn claim(
@@ -894,19 +921,8 @@ impl ImageIndex for DynamoStore {
         generation: &Generation,
         sha256: &ContentHash,
     ) -> Result<bool, StoreError> {
-        let mut e = Expr::new();
-        e.set(SHA256, s(sha256.to_hex()));
-        let condition = format!(
-            "{} AND {} AND {}",
-            e.eq(STATE, s(READY)),
-            e.eq(GENERATION, s(generation.as_str())),
-            e.not_exists(SHA256),
-        );
-        let parts = e.finish();
-        self.update_if(image_key(id), parts, condition, || {
-            format!("recording the SHA-256 of image {id}")
-        })
-        .await
+        self.set_once(id, generation, SHA256, sha256.to_hex(), "the SHA-256")
+            .await
     }
 
     async fn set_thumbhash(
@@ -915,18 +931,13 @@ impl ImageIndex for DynamoStore {
         generation: &Generation,
         thumbhash: &ThumbHash,
     ) -> Result<bool, StoreError> {
-        let mut e = Expr::new();
-        e.set(THUMBHASH, s(thumbhash.to_base64()));
-        let condition = format!(
-            "{} AND {} AND {}",
-            e.eq(STATE, s(READY)),
-            e.eq(GENERATION, s(generation.as_str())),
-            e.not_exists(THUMBHASH),
-        );
-        let parts = e.finish();
-        self.update_if(image_key(id), parts, condition, || {
-            format!("recording the placeholder of image {id}")
-        })
+        self.set_once(
+            id,
+            generation,
+            THUMBHASH,
+            thumbhash.to_base64(),
+            "the placeholder",
+        )
         .await
     }
 
