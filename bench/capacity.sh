@@ -32,7 +32,9 @@ if [ -n "$measure" ]; then
     infra/setup.sh tests
     source infra/moto.sh
     moto_client_env
-    "$bench" cost --profile-out docs/capacity/profile.json
+    # At least 20 invocations of every queue stage (200 offers of 10 photos: 20 fetch batches
+    # of 100, 20 intake batches of 10) on photos of realistic sizes and formats.
+    "$bench" cost --offers 200 --photos 10 --realistic-photos --profile-out docs/capacity/profile.json
     "$bench" contention --profile-out docs/capacity/contention.json
 fi
 "$bench" capacity "$@"

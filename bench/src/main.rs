@@ -45,6 +45,11 @@ enum Command {
         /// Write the measured profile (what `imgest-bench capacity --profile` reads) here.
         #[arg(long)]
         profile_out: Option<PathBuf>,
+        /// Crawl and upload a realistic mix of photos (0.3 to 24 MP, 0.1 to 10 MB; JPEG, PNG
+        /// and WebP) instead of copies of the sample photos (what the capacity profile is
+        /// measured on; the bill per million is quoted on the samples).
+        #[arg(long)]
+        realistic_photos: bool,
     },
     /// The capacity model: a scenario's peak (docs/capacity/default.json: seed 001's) against
     /// the deployment, from the measured profiles (bench/capacity.sh measures them again).
@@ -185,14 +190,31 @@ enum Command {
 }
 
 /// The commit being measured (`git rev-parse --short HEAD`), or `unknown` outside a checkout.
+/// The commit measured figures come from, marked when the tree had changes to tracked files
+/// (a figure should name a commit its readers can check out).
 pub(crate) fn revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map_or_else(|| "unknown".to_owned(), |r| r.trim().to_owned())
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".to_owned();
+    };
+    let changed = git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_none_or(|s| !s.trim().is_empty());
+    format!(
+        "{}{}",
+        head.trim(),
+        if changed {
+            " with uncommitted changes"
+        } else {
+            ""
+        }
+    )
 }
 
 pub(crate) fn init_logs(default: &str) {
@@ -218,12 +240,14 @@ fn main() -> ExitCode {
                 photos,
                 host_latency,
                 profile_out,
+                realistic_photos,
             } => {
                 cost::run(cost::Options {
                     offers,
                     photos_per_offer: photos,
                     host_latency,
                     profile_out,
+                    realistic_photos,
                 })
                 .await
             }

@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result};
 
+use super::scenario::Latency;
 use crate::contention::{ContentionProfile, ContentionTarget};
 use crate::cost::profile::{KeyProfile, Profile, StageProfile};
 use crate::cost::proxy::is_write_op as is_write;
@@ -13,6 +14,30 @@ use crate::cost::proxy::is_write_op as is_write;
 pub struct Measured {
     pub cost: Profile,
     pub contention: ContentionProfile,
+}
+
+/// Lambda gives a full vCPU at this much memory, and CPU in proportion below it.
+pub const FULL_VCPU_MB: f64 = 1769.0;
+
+/// What one item holds an instance: CPU and waiting on requests, seconds.
+#[derive(Debug, Clone)]
+pub struct StageTime {
+    pub cpu_s: f64,
+    pub wait_s: f64,
+    pub source: String,
+}
+
+impl StageTime {
+    pub fn total(&self) -> f64 {
+        self.cpu_s + self.wait_s
+    }
+
+    pub fn figure(&self) -> Figure {
+        Figure {
+            value: self.total(),
+            source: self.source.clone(),
+        }
+    }
 }
 
 /// A measured figure and where it came from.
@@ -42,14 +67,103 @@ impl Measured {
         self.cost.photos as f64
     }
 
-    /// Modeled (AWS) seconds an item of `stage` holds an instance: an invocation's modeled time
-    /// over the items it handled.
-    pub fn seconds_per_item(&self, stage: &str) -> Result<Figure> {
+    /// Photos per offer in the cost benchmark's offers.
+    pub fn photos_per_offer(&self) -> f64 {
+        self.cost.photos as f64 / (self.cost.offers.max(1)) as f64
+    }
+
+    /// The scenario's latency of one request, as the profile names it (`dynamodb.GetItem`,
+    /// `s3.PUT`, …); `None` for what Lambda's event source mapping does outside the function
+    /// (receiving and deleting its batch).
+    pub fn request_ms(op: &str, l: &Latency) -> Option<f64> {
+        match op {
+            "sqs.DeleteMessageBatch" => None,
+            o if o.starts_with("sqs.ReceiveMessage") => None,
+            "dynamodb.TransactWriteItems" | "dynamodb.TransactGetItems" => Some(l.transaction),
+            "dynamodb.BatchGetItem" | "dynamodb.BatchWriteItem" | "dynamodb.Query" => {
+                Some(l.dynamodb_batch)
+            }
+            o if o.starts_with("dynamodb.") => Some(l.dynamodb),
+            o if o.starts_with("sqs.") => Some(l.sqs),
+            "s3.PUT" | "s3.POST" | "s3.DELETE" => Some(l.s3_put),
+            o if o.starts_with("s3.") => Some(l.s3),
+            o if o.starts_with("cloudfront.") => Some(l.cloudfront),
+            _ => Some(l.dynamodb.max(l.sqs).max(l.s3_put)),
+        }
+    }
+
+    /// The CPU and request time one item of `stage` holds a function's instance, computed
+    /// from what was counted rather than from the measurement's own modeled time: its CPU
+    /// (measured on a whole core) over the function's share of a vCPU (`memory_mb ÷ 1,769`, at
+    /// most one: one item's work runs on one thread), plus its requests at the scenario's
+    /// latencies, an invocation's items sharing its requests' latency as they run side by side
+    /// (as the cost benchmark models them). `scale` multiplies both (an offer of more photos
+    /// than were measured).
+    pub fn stage_time(
+        &self,
+        stage: &str,
+        memory_mb: f64,
+        latency: &Latency,
+        scale: f64,
+    ) -> Result<StageTime> {
         let s = self.stage(stage)?;
-        let per_inv = s.items as f64 / (s.invocations.max(1)) as f64;
-        Ok(Figure {
-            value: s.modeled_ms_per_invocation / 1000.0 / per_inv.max(1e-9),
-            source: format!("modeled ms/inv ÷ items/inv of {stage}"),
+        let invocations = (s.invocations.max(1)) as f64;
+        let per_inv = (s.items as f64 / invocations).max(1e-9);
+        let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
+        let cpu_s = scale * s.cpu_ms_per_invocation / per_inv / vcpu / 1000.0;
+        let mut request_ms = 0.0;
+        for (op, count) in &s.requests {
+            if let Some(ms) = Self::request_ms(op, latency) {
+                request_ms += *count as f64 * ms;
+            }
+        }
+        // A request chain per invocation (its items' requests overlap), shared by its items.
+        let wait_s = scale * request_ms / invocations / per_inv / per_inv / 1000.0;
+        Ok(StageTime {
+            cpu_s,
+            wait_s,
+            source: format!(
+                "{stage}: CPU {} ms/inv ÷ {} items/inv ÷ vCPU {} + requests {} ms/inv ÷ items/inv² (scenario latencies){}",
+                super::model::fmt(s.cpu_ms_per_invocation),
+                super::model::fmt(per_inv),
+                super::model::fmt(vcpu),
+                super::model::fmt(request_ms / invocations),
+                if (scale - 1.0).abs() > 1e-9 {
+                    format!(", × {}", super::model::fmt(scale))
+                } else {
+                    String::new()
+                }
+            ),
+        })
+    }
+
+    /// A GC record's own CPU (on `memory_mb`'s share of a vCPU) and its request chain at the
+    /// scenario's latencies, seconds: its table requests one after another, its files' single
+    /// `DELETE`s in one round (the S3 adapter sends them together). Records are collected
+    /// side by side, so these bound a job's rate from two sides.
+    pub fn per_record(&self, stage: &str, memory_mb: f64, latency: &Latency) -> Result<StageTime> {
+        let s = self.stage(stage)?;
+        let items = (s.items.max(1)) as f64;
+        let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
+        let mut request_ms = 0.0;
+        for (op, count) in &s.requests {
+            match Self::request_ms(op, latency) {
+                Some(ms) if op == "s3.DELETE" => {
+                    request_ms += (*count as f64).min(items) * ms;
+                }
+                Some(ms) => request_ms += *count as f64 * ms,
+                None => {}
+            }
+        }
+        Ok(StageTime {
+            cpu_s: s.cpu_ms_per_invocation * s.invocations as f64 / items / vcpu / 1000.0,
+            wait_s: request_ms / items / 1000.0,
+            source: format!(
+                "{stage}: CPU {} ms per record ÷ vCPU {}; requests {} ms per record in a chain (its single DELETEs in one round)",
+                super::model::fmt(s.cpu_ms_per_invocation * s.invocations as f64 / items),
+                super::model::fmt(vcpu),
+                super::model::fmt(request_ms / items)
+            ),
         })
     }
 
@@ -114,6 +228,16 @@ impl Measured {
         Ok(Figure {
             value: writes as f64 / (s.items.max(1)) as f64,
             source: format!("{class} writes/item in {stage}"),
+        })
+    }
+
+    /// Read units of `class` per item of `stage`.
+    pub fn reads_per_item(&self, stage: &str, class: &str) -> Result<Figure> {
+        let s = self.stage(stage)?;
+        let rcu: f64 = self.keys(stage, class)?.iter().map(|k| k.rcu).sum();
+        Ok(Figure {
+            value: rcu / (s.items.max(1)) as f64,
+            source: format!("{class} RCU/item in {stage}"),
         })
     }
 

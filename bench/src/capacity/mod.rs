@@ -56,7 +56,8 @@ pub fn run(o: &Options) -> Result<()> {
 }
 
 /// The groups, in the order they print.
-const GROUPS: [&str; 7] = [
+const GROUPS: [&str; 8] = [
+    "service",
     "functions",
     "queues",
     "dynamodb",

@@ -4,13 +4,23 @@
 
 use anyhow::Result;
 
-use super::measured::{Figure, Measured};
+use super::measured::{FULL_VCPU_MB, Figure, Measured};
 use super::scenario::{AuditMode, Checkpoint, LongWaits, Scenario};
 use imgest_core::budget::MemoryBudget;
 use imgest_flows::crawl::JOINERS_PER_PAGE;
 
-/// Lambda gives a full vCPU at this much memory, and CPU in proportion below it.
-const FULL_VCPU_MB: f64 = 1769.0;
+/// The API's routes the model holds against their throttles (a scenario's
+/// `deployment.api.routes` may name these and `"default"`, nothing else).
+pub const ROUTES: [&str; 8] = [
+    "POST /v1/images",
+    "POST /v1/uploads",
+    "GET /v1/uploads/{upload_id}",
+    "PUT /v1/offers/{offer_id}/photos",
+    "DELETE /v1/offers/{offer_id}",
+    "POST /v1/crawl",
+    "GET /v1/offers/{offer_id}/crawl",
+    "GET /v1/images/{image_id}",
+];
 /// SQS returns at most this many messages per receive: without a batching window, a batch
 /// holds no more.
 const SQS_RECEIVE_MAX: f64 = 10.0;
@@ -151,18 +161,19 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let p = l.photos_per_hour / 3600.0;
     let extra = (l.attempts_per_photo - 1.0).max(0.0) * p;
     // Revalidations: a conditional request per photo of an unchanged offer re-sent past the URL
-    // window, answered in the first tier (a 304 has no body).
+    // window. Intake routes each by its host's learned tier, as it routes a new download, so
+    // they spread over the tiers as the downloads do.
     let unchanged = p * l.unchanged_resent_per_new;
     let revalidated = unchanged * l.unchanged_past_window_share;
     let lambda = [
-        l.tier_mix[0] * p + extra + revalidated,
-        l.tier_mix[1] * p,
-        l.tier_mix[2] * p,
+        l.tier_mix[0] * (p + revalidated) + extra,
+        l.tier_mix[1] * (p + revalidated),
+        l.tier_mix[2] * (p + revalidated),
     ];
     let lambda_trace = [
-        "tier_mix[0]·p + (attempts_per_photo − 1)·p + p·unchanged_resent_per_new·unchanged_past_window_share",
-        "tier_mix[1]·p",
-        "tier_mix[2]·p",
+        "tier_mix[0]·(p + r) + (attempts_per_photo − 1)·p, r = p·unchanged_resent_per_new·unchanged_past_window_share",
+        "tier_mix[1]·(p + r)",
+        "tier_mix[2]·(p + r)",
     ];
     let c = m.cpu_ms_per_item("new: fetch")?;
     let mut functions: Vec<FunctionLoad> = Vec::new();
@@ -203,11 +214,9 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fx.batch / 2.0,
             batch_trace.clone(),
         );
-        let success = if t == 0 {
-            l.tier_mix[0] * p / lambda[0].max(1e-9)
-        } else {
-            1.0
-        };
+        // The share of the tier's tasks that download a new photo (the rest are timeouts'
+        // retries and revalidations, which process nothing).
+        let success = l.tier_mix[t] * p / lambda[t].max(1e-9);
         let vcpu = (fx.memory_mb / FULL_VCPU_MB).min(1.0);
         let tail = batch * success * l.new_content_share * c.value / 1000.0 / vcpu;
         let duration = d.fetch_tiers_s[t] + tail;
@@ -267,22 +276,21 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                 fmt(fx.memory_mb)
             ),
         );
-        let host_capacity = d.host_concurrency * fx.timeout_s.min(d.fetch_tiers_s[t] * 1000.0)
-            / l.tier_mean_answer_s[t];
+        // A task waiting for one of its host's slots spends its tier's deadline waiting: the
+        // slots must get through the host's tasks of a batch within that deadline.
         r.row(
             g,
             format!("{name}: biggest host's tasks per batch vs its slots"),
             l.biggest_host_share * batch,
             "tasks",
-            Some(d.host_concurrency * fx.timeout_s / l.tier_mean_answer_s[t]),
+            Some(d.host_concurrency * d.fetch_tiers_s[t] / l.tier_mean_answer_s[t]),
             format!(
-                "biggest_host_share {} × batch {}; slots {} × timeout {} s ÷ mean answer {} s ({})",
+                "biggest_host_share {} × batch {}; slots {} × the tier's deadline {} s ÷ mean answer {} s",
                 fmt(l.biggest_host_share),
                 fmt(batch),
                 fmt(d.host_concurrency),
-                fmt(fx.timeout_s),
-                fmt(l.tier_mean_answer_s[t]),
-                fmt(host_capacity)
+                fmt(d.fetch_tiers_s[t]),
+                fmt(l.tier_mean_answer_s[t])
             ),
         );
         r.row(
@@ -300,6 +308,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             memory_mb: fx.memory_mb,
         });
     }
+
+    service_limit_rows(&mut r, s, &lambda);
 
     // Intake: offers of new, known and unchanged photos.
     let offers = [
@@ -324,11 +334,20 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             "p × unchanged_resent_per_new × unchanged_past_window_share ÷ photos_per_offer",
         ),
     ];
+    // Stages of offers were measured on offers of `photos_per_offer()` photos: an offer of more
+    // costs in proportion (an upper bound: part of an offer's work is per offer).
+    let offer_scale = (l.photos_per_offer / m.photos_per_offer()).max(1.0);
+    let intake_time = |stage: &str| -> Result<Figure> {
+        Ok(
+            m.stage_time(stage, d.intake.memory_mb, &s.latency_ms, offer_scale)?
+                .figure(),
+        )
+    };
     let mut intake_c = 0.0;
     let mut intake_inv = 0.0;
     let mut intake_trace = Vec::new();
     for (stage, rate, how) in offers {
-        let per = m.seconds_per_item(stage)?;
+        let per = intake_time(stage)?;
         intake_c += rate * per.value;
         intake_inv += rate / d.intake.batch;
         intake_trace.push(format!("{} offers/s [{how}] × {} s", fmt(rate), f(&per)));
@@ -348,7 +367,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     ];
     for (stage, rate, how) in settled {
-        let per = m.seconds_per_item(stage)?;
+        let per = intake_time(stage)?;
         intake_c += rate * per.value;
         intake_inv += rate / d.intake.batch;
         intake_trace.push(format!(
@@ -378,11 +397,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     });
 
     // Process: presigned uploads and hand-offs, each about an upload's work.
-    let upload_new = m.seconds_per_item("upload: new")?;
-    let upload_dedup = m.seconds_per_item("upload: dedup")?;
+    let upload_time = |stage: &str, memory_mb: f64| -> Result<Figure> {
+        Ok(m.stage_time(stage, memory_mb, &s.latency_ms, 1.0)?.figure())
+    };
+    let process_new = upload_time("upload: new", d.process.memory_mb)?;
     let process_rate =
         l.uploads_per_s * (1.0 - l.upload_inline_share) + p * l.new_content_share * l.handoff_share;
-    let process_c = process_rate * upload_new.value;
+    let process_c = process_rate * process_new.value;
     r.row(
         "functions",
         "process: concurrency vs its queue's maximum",
@@ -392,7 +413,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         format!(
             "{} photos/s [uploads × (1 − inline) + p × new × handoff_share] × {}",
             fmt(process_rate),
-            f(&upload_new)
+            f(&process_new)
         ),
     );
     functions.push(FunctionLoad {
@@ -405,7 +426,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // API: routes and the function behind them.
     let inline = l.uploads_per_s * l.upload_inline_share;
     let presigned = l.uploads_per_s * (1.0 - l.upload_inline_share);
-    let routes: [(&str, f64, &str); 8] = [
+    let routes: [(&str, f64, &str); ROUTES.len()] = [
         (
             "POST /v1/images",
             inline,
@@ -483,7 +504,16 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         Some(lim.api_account_rps),
         "Σ routes",
     );
-    let offer_write = m.seconds_per_item(&format!("deleted: {}", crate::cost::STILL_LINKED))?;
+    let upload_new = upload_time("upload: new", d.api.memory_mb)?;
+    let upload_dedup = upload_time("upload: dedup", d.api.memory_mb)?;
+    let offer_write = m
+        .stage_time(
+            &format!("deleted: {}", crate::cost::STILL_LINKED),
+            d.api.memory_mb,
+            &s.latency_ms,
+            offer_scale,
+        )?
+        .figure();
     let read_s = 2.0 * s.latency_ms.dynamodb / 1000.0;
     let api_c = inline
         * ((1.0 - l.upload_dedup_share) * upload_new.value
@@ -779,6 +809,33 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             f(&per_waiter)
         ),
     );
+    // Telling a waiter links its offer to the photo: a transaction that writes the image's
+    // item, so a drain is a burst of writes on one item. Pages run side by side, as many as
+    // the intake function's instances; past the item's partition, DynamoDB throttles and the
+    // pages are retried, so the drain goes at the lower of the two.
+    if paged {
+        let pages = (l.popular_url.offers / JOINERS_PER_PAGE as f64).ceil();
+        let by_instances = pages.min(d.intake.max_concurrency) / per_waiter.value.max(1e-9);
+        let by_item = hot / 2.0;
+        let told = by_instances.min(by_item);
+        r.row(
+            "dynamodb",
+            "the popular URL's drain: seconds to tell every waiter",
+            l.popular_url.offers / told.max(1e-9),
+            "s",
+            Some(s.targets.popular_drain_s),
+            format!(
+                "offers {} ÷ min({} waiters/s [min(pages {}, IntakeConcurrency {}) ÷ {}], {} [the image item's hot partition {} WCU/s ÷ 2 per transactional link])",
+                fmt(l.popular_url.offers),
+                fmt(by_instances),
+                fmt(pages),
+                fmt(d.intake.max_concurrency),
+                f(&per_waiter),
+                fmt(by_item),
+                fmt(hot)
+            ),
+        );
+    }
     let (_, url_rmw, url_how) = m.contention("url")?;
     if url_rmw {
         r.row(
@@ -801,17 +858,45 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     }
 
     // The popular image.
+    // A link or unlink writes the image item in a transaction with the offer: two write
+    // units per kilobyte of it, per request.
     let (image, image_rmw, image_how) = m.contention("image")?;
     let changes = l.popular_image.changes_per_s;
+    let image_kb = (m
+        .largest_item(&format!("deleted: {}", crate::cost::STILL_LINKED), "image")?
+        .value
+        / 1024.0)
+        .ceil()
+        .max(1.0);
     r.row(
         "dynamodb",
         "the popular image: write units/s",
-        changes * image.write_requests_per_update.max(1.0),
+        changes * image.write_requests_per_update.max(1.0) * 2.0 * image_kb,
         "WCU/s",
         Some(hot),
         format!(
-            "changes_per_s {} × write requests/update; {image_how}",
-            fmt(changes)
+            "changes_per_s {} × write requests/update × 2 (transactional) × ⌈{} KB⌉; {image_how}",
+            fmt(changes),
+            fmt(image_kb)
+        ),
+    );
+    // An image's links change when an offer listing it is set, changed or deleted: a dealer's
+    // logo is in one client's offers, so its changes are at most that client's share of the
+    // offers that change (new, with known URLs, by hand, deleted). A scenario above that
+    // contradicts itself.
+    let changing_offers = (p + p * l.known_url_photos_per_new) / l.photos_per_offer
+        + l.hand_offers_per_s
+        + l.hand_deletes_per_s;
+    r.row(
+        "dynamodb",
+        "the popular image: changes/s vs its client's offers that change",
+        changes,
+        "changes/s",
+        Some(l.biggest_client_share * changing_offers),
+        format!(
+            "changes_per_s vs biggest_client_share {} × ((p + p × known_url_photos_per_new) ÷ photos_per_offer + hand_offers_per_s + hand_deletes_per_s) [{} offers/s]",
+            fmt(l.biggest_client_share),
+            fmt(changing_offers)
         ),
     );
     if image_rmw {
@@ -981,8 +1066,55 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
 
+    // The popular URL's record is read by every join (is it running, where do I wait).
+    let url_rcu = m.reads_per_item("join: intake", "rec url")?;
+    r.row(
+        "dynamodb",
+        "the popular URL's record: read units/s from joins",
+        joins * url_rcu.value,
+        "RCU/s",
+        Some(lim.partition_fraction * lim.partition_rcu),
+        format!(
+            "join_per_s {} × {} vs partition_fraction {} × partition_rcu {}",
+            fmt(joins),
+            f(&url_rcu),
+            fmt(lim.partition_fraction),
+            fmt(lim.partition_rcu)
+        ),
+    );
+
+    // Results: one message per settled crawl (and per erasure) published to the results
+    // topic, against SNS's publish rate in the scenario's region.
+    let results = (p * (1.0 + l.known_url_photos_per_new) + unchanged) / l.photos_per_offer
+        + l.erasures_per_s;
+    r.row(
+        "queues",
+        "results: messages published/s vs SNS's publish quota",
+        results,
+        "messages/s",
+        Some(s.sns_publish_per_s()),
+        format!(
+            "(p × (1 + known_url_photos_per_new) + unchanged {}) ÷ photos_per_offer + erasures_per_s; the quota of {} (limits.sns_publish_per_s, or the region's default)",
+            fmt(unchanged),
+            s.region
+        ),
+    );
+
     // 3. S3 prefixes (256 shards per area).
     let stored_per_s = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
+    if l.fresh_bucket {
+        let writes = stored_per_s * l.files_per_image
+            + orphans * l.files_per_image
+            + p * l.new_content_share * l.handoff_share;
+        r.row(
+            "s3",
+            "a fresh bucket: writes/s before S3 partitions it",
+            writes,
+            "req/s",
+            Some(lim.s3_put_per_prefix),
+            "(stored photos + orphans) × files_per_image + hand-offs: one prefix's limit until S3 has split the bucket under the load (ramp the traffic up, or ask AWS to pre-partition)",
+        );
+    }
     r.row(
         "s3",
         "a shard prefix: PUT/s",
@@ -1048,8 +1180,12 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     }
 
     // 5. Maintenance against the rate of new work.
-    let gc_record = m.seconds_per_item("gc: collect")?;
-    let gc_flat_out = d.gc.jobs * d.gc.concurrency / gc_record.value.max(1e-9);
+    // A job collects `concurrency` records side by side: each waits on its own request chain,
+    // and all of them share the function's slice of a vCPU. Its rate is the lower of the two.
+    let gc_record = m.per_record("gc: collect", d.gc.memory_mb, &s.latency_ms)?;
+    let by_requests = d.gc.concurrency / gc_record.wait_s.max(1e-9);
+    let by_cpu = 1.0 / gc_record.cpu_s.max(1e-9);
+    let gc_flat_out = d.gc.jobs * by_requests.min(by_cpu);
     let gc_rate = gc_flat_out * d.gc.duty;
     r.row_at_least(
         "maintenance",
@@ -1058,11 +1194,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "records/s",
         orphans,
         format!(
-            "jobs {} × concurrency {} × duty {} ÷ {}",
+            "jobs {} × min(concurrency {} ÷ {} s of requests, 1 ÷ {} CPU s) × duty {} [{}]",
             fmt(d.gc.jobs),
             fmt(d.gc.concurrency),
+            fmt(gc_record.wait_s),
+            fmt(gc_record.cpu_s),
             fmt(d.gc.duty),
-            f(&gc_record)
+            gc_record.source
         ),
     );
     // The runs' time GC does not need is the sweep's.
@@ -1289,6 +1427,47 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(audit_per_week)
         ),
     );
+    // Storage: what is kept, and what GC's deletions keep as noncurrent versions for 30 days
+    // (the bucket's lifecycle rule), as an hour of a month's price.
+    let gb = 1e9;
+    let month_h = 730.0;
+    let noncurrent = orphans * 3600.0 * 24.0 * 30.0 * l.bytes_per_image;
+    bill_row(
+        &mut r,
+        "storage: S3 (current and 30 days of noncurrent versions)".into(),
+        (l.stored_images * l.bytes_per_image + noncurrent) / gb * pr.s3_gb_month / month_h,
+        format!(
+            "(stored {} × {} B + orphans {}/s × 30 days × {} B) ÷ 1 GB × ${}/GB-month ÷ 730 h",
+            fmt(l.stored_images),
+            fmt(l.bytes_per_image),
+            fmt(orphans),
+            fmt(l.bytes_per_image),
+            fmt(pr.s3_gb_month)
+        ),
+    );
+    bill_row(
+        &mut r,
+        "storage: the table".into(),
+        l.stored_images * l.record_bytes / gb * pr.dynamodb_gb_month / month_h,
+        format!(
+            "stored {} × {} B ÷ 1 GB × ${}/GB-month ÷ 730 h",
+            fmt(l.stored_images),
+            fmt(l.record_bytes),
+            fmt(pr.dynamodb_gb_month)
+        ),
+    );
+    let invocations: f64 = functions.iter().map(|fl| fl.invocations_per_s).sum();
+    bill_row(
+        &mut r,
+        "CloudWatch Logs ingestion".into(),
+        invocations * 3600.0 * l.log_bytes_per_invocation / gb * pr.logs_per_gb,
+        format!(
+            "{} invocations/s × 3600 × {} B ÷ 1 GB × ${}/GB",
+            fmt(invocations),
+            fmt(l.log_bytes_per_invocation),
+            fmt(pr.logs_per_gb)
+        ),
+    );
     r.row(
         "bill",
         "total at peak",
@@ -1358,6 +1537,105 @@ fn erasure_rows(r: &mut Report, s: &Scenario) {
             fmt(l.erasures_per_s),
             fmt((l.files_per_image - 1.0).max(0.0)),
             fmt(lim.cdn_invalidation_s)
+        ),
+    );
+}
+
+/// The service's own limits: the rate a client may start downloads at, a seller's uploads, and
+/// what the biggest host takes. A client whose demand is above its configured rate is not
+/// capped silently: its row says how fast its backlog grows and how long it takes to drain.
+fn service_limit_rows(r: &mut Report, s: &Scenario, lambda: &[f64; 3]) {
+    let l = &s.load;
+    let d = &s.deployment;
+    let attempts: f64 = lambda.iter().sum();
+    // The rate limiter counts every download a client starts: retries and revalidations too.
+    let demand = l.biggest_client_share * attempts * 60.0;
+    let (rate, which) = if d.biggest_client_rpm > 0.0 {
+        (d.biggest_client_rpm, "its ClientRpmOverrides entry")
+    } else {
+        (d.client_rpm, "ClientRpm")
+    };
+    let growth = (demand - rate).max(0.0) / 60.0;
+    let backlog = growth * l.peak_hours * 3600.0;
+    let drain = (rate - l.offpeak_share * demand) / 60.0;
+    let backlog_trace = if growth <= 0.0 {
+        "no backlog".to_owned()
+    } else if drain <= 0.0 {
+        format!(
+            "its backlog grows {} tasks/s and never drains (off-peak demand {} ≥ the rate)",
+            fmt(growth),
+            fmt(l.offpeak_share * demand)
+        )
+    } else {
+        format!(
+            "its backlog grows {} tasks/s: {} after a {}-h peak, drained {} h later at (rate − offpeak_share × demand) ÷ 60",
+            fmt(growth),
+            fmt(backlog),
+            fmt(l.peak_hours),
+            fmt(backlog / drain / 3600.0)
+        )
+    };
+    r.row(
+        "service",
+        "the biggest client: downloads started/min vs its configured rate",
+        demand,
+        "per min",
+        Some(rate),
+        format!(
+            "biggest_client_share {} × attempts {}/s × 60 vs {which} {}; {backlog_trace}",
+            fmt(l.biggest_client_share),
+            fmt(attempts),
+            fmt(rate)
+        ),
+    );
+    r.suggest(
+        "ClientRpmOverrides",
+        format!(
+            "BIGGEST_CLIENT={}",
+            (s.targets.headroom * demand / 100.0).ceil() * 100.0
+        ),
+        format!(
+            "⌈headroom × {} a minute⌉ (in hundreds): the biggest client's own rate; ClientRpm stays the bound for an unknown partner",
+            fmt(demand)
+        ),
+    );
+    r.row(
+        "service",
+        "the busiest seller: uploads/min vs UploadRpm",
+        l.biggest_seller_uploads_per_min,
+        "per min",
+        Some(d.upload_rpm),
+        "biggest_seller_uploads_per_min vs UploadRpm",
+    );
+    r.row(
+        "service",
+        "the biggest host: requests/s vs what it takes",
+        l.biggest_host_share * attempts,
+        "req/s",
+        Some(l.biggest_host_rps),
+        format!(
+            "biggest_host_share {} × attempts {}/s vs biggest_host_rps",
+            fmt(l.biggest_host_share),
+            fmt(attempts)
+        ),
+    );
+    let open: f64 = (0..3)
+        .map(|t| l.biggest_host_share * lambda[t] * l.tier_mean_answer_s[t])
+        .sum();
+    r.row(
+        "service",
+        "the biggest host: connections open vs what it takes",
+        open,
+        "connections",
+        Some(l.biggest_host_connections),
+        format!(
+            "Σ tiers biggest_host_share {} × λ × mean answer [{} s] vs biggest_host_connections",
+            fmt(l.biggest_host_share),
+            l.tier_mean_answer_s
+                .iter()
+                .map(|a| fmt(*a))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     );
 }

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
+    /// The AWS region the stack runs in: its regional quotas (SNS's publish rate) follow it.
+    /// Optional (`us-east-1`).
+    #[serde(default = "us_east_1")]
+    pub region: String,
     pub load: Load,
     pub latency_ms: Latency,
     pub targets: Targets,
@@ -73,6 +77,48 @@ pub struct Load {
     /// references, operators' purges): each filed for the erasure function. Optional (0).
     #[serde(default)]
     pub erasures_per_s: f64,
+    /// How long the peak lasts, hours, and the demand outside it as a share of the peak's: a
+    /// client throttled below its demand builds a backlog for `peak_hours` and drains it at
+    /// its rate less `offpeak_share` of its demand.
+    pub peak_hours: f64,
+    pub offpeak_share: f64,
+    /// Uploads a minute from the busiest seller (one token subject), against `UploadRpm`.
+    pub biggest_seller_uploads_per_min: f64,
+    /// What the biggest host will take: requests a second and connections open at once
+    /// (its operator's figure, or what it was seen to carry).
+    pub biggest_host_rps: f64,
+    pub biggest_host_connections: f64,
+    /// The bucket is new: S3 takes about 3,500 writes a second in all until it partitions its
+    /// prefixes under the load, so the peak's writes are held against one prefix's limit.
+    /// Optional (false: a bucket that has carried the load before).
+    #[serde(default)]
+    pub fresh_bucket: bool,
+    /// Bytes stored per image, its original and variants, and per image record (the bill's
+    /// storage rows). Optional (1,500,000 and 1,500).
+    #[serde(default = "bytes_per_image")]
+    pub bytes_per_image: f64,
+    #[serde(default = "record_bytes")]
+    pub record_bytes: f64,
+    /// Log bytes each function invocation writes to CloudWatch Logs (its JSON lines and the
+    /// metrics' embedded-format line). Optional (2,000).
+    #[serde(default = "log_bytes_per_invocation")]
+    pub log_bytes_per_invocation: f64,
+}
+
+fn us_east_1() -> String {
+    "us-east-1".to_owned()
+}
+
+fn bytes_per_image() -> f64 {
+    1_500_000.0
+}
+
+fn record_bytes() -> f64 {
+    1_500.0
+}
+
+fn log_bytes_per_invocation() -> f64 {
+    2_000.0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +147,9 @@ pub struct Latency {
     pub dynamodb: f64,
     /// A `TransactWriteItems`.
     pub transaction: f64,
+    /// A `Query`, `BatchGetItem` or `BatchWriteItem`. Optional (8).
+    #[serde(default = "dynamodb_batch_ms")]
+    pub dynamodb_batch: f64,
     /// An SQS request (`SendMessageBatch`).
     pub sqs: f64,
     /// An S3 LIST or `DeleteObjects`. Optional (20).
@@ -109,6 +158,17 @@ pub struct Latency {
     /// A CloudFront `CreateInvalidation`. Optional (300).
     #[serde(default = "cloudfront_ms")]
     pub cloudfront: f64,
+    /// An S3 PUT or single DELETE. Optional (25).
+    #[serde(default = "s3_put_ms")]
+    pub s3_put: f64,
+}
+
+fn dynamodb_batch_ms() -> f64 {
+    8.0
+}
+
+fn s3_put_ms() -> f64 {
+    25.0
 }
 
 fn s3_ms() -> f64 {
@@ -127,6 +187,14 @@ pub struct Targets {
     pub backfill_days: f64,
     /// Reserved concurrency suggested per instance needed at peak.
     pub headroom: f64,
+    /// How long telling a popular URL's waiters may take once its download settled, seconds.
+    /// Optional (900).
+    #[serde(default = "popular_drain_s")]
+    pub popular_drain_s: f64,
+}
+
+fn popular_drain_s() -> f64 {
+    900.0
 }
 
 /// What the template deploys (its parameters' defaults; a test compares them).
@@ -154,6 +222,12 @@ pub struct Deployment {
     /// Instances of the scheduled maintenance function (GC, sweep, audit) at once (not
     /// reserved: its runs are scheduled, one at a time).
     pub maintenance_instances: f64,
+    /// Downloads a client may start per rate window (`ClientRpm`), and the biggest client's
+    /// own figure (its `ClientRpmOverrides` entry; 0: none, `client_rpm` applies).
+    pub client_rpm: f64,
+    pub biggest_client_rpm: f64,
+    /// Uploads a minute per token subject (`UploadRpm`).
+    pub upload_rpm: f64,
 }
 
 /// How a wait longer than SQS's longest delay is made.
@@ -232,6 +306,8 @@ pub struct Gc {
     pub duty: f64,
     /// GC-index partitions the candidates are spread over.
     pub buckets: f64,
+    /// The scheduled maintenance function's `MemorySize` (its share of a vCPU).
+    pub memory_mb: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -304,6 +380,29 @@ pub struct Limits {
     /// How long an invalidation stays in progress, seconds. Optional (120).
     #[serde(default = "cdn_invalidation_s")]
     pub cdn_invalidation_s: f64,
+    /// A partition's read units a second (DynamoDB: 3,000). Optional.
+    #[serde(default = "partition_rcu")]
+    pub partition_rcu: f64,
+    /// SNS's publish rate in the scenario's region, messages a second (0: the published
+    /// default of that region, [`sns_publish_quota`]). Optional (0).
+    #[serde(default)]
+    pub sns_publish_per_s: f64,
+}
+
+fn partition_rcu() -> f64 {
+    3000.0
+}
+
+/// SNS's default publish quota for standard topics (messages a second, per account and
+/// region; a soft quota AWS raises on request): 30,000 in us-east-1, 9,000 in us-west-2 and
+/// eu-west-1, 1,500 elsewhere (AWS General Reference, "Amazon Simple Notification Service
+/// endpoints and quotas", `Publish` API throttling).
+pub fn sns_publish_quota(region: &str) -> f64 {
+    match region {
+        "us-east-1" => 30_000.0,
+        "us-west-2" | "eu-west-1" => 9_000.0,
+        _ => 1_500.0,
+    }
 }
 
 fn cdn_paths_in_progress() -> f64 {
@@ -330,10 +429,49 @@ pub struct Prices {
     pub export_per_gb: f64,
     pub athena_per_tb: f64,
     pub pitr_per_gb_month: f64,
+    /// Storage and logs. Optional (S3 Standard $0.023, DynamoDB Standard $0.25 a GB-month;
+    /// CloudWatch Logs ingestion $0.50 a GB).
+    #[serde(default = "s3_gb_month")]
+    pub s3_gb_month: f64,
+    #[serde(default = "dynamodb_gb_month")]
+    pub dynamodb_gb_month: f64,
+    #[serde(default = "logs_per_gb")]
+    pub logs_per_gb: f64,
+}
+
+fn s3_gb_month() -> f64 {
+    0.023
+}
+
+fn dynamodb_gb_month() -> f64 {
+    0.25
+}
+
+fn logs_per_gb() -> f64 {
+    0.50
 }
 
 impl Scenario {
-    pub fn parse(json: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(json)
+    /// Parses a scenario: unknown fields, and route keys that name no route, are refused.
+    pub fn parse(json: &str) -> anyhow::Result<Self> {
+        let scenario: Self = serde_json::from_str(json)?;
+        for route in scenario.deployment.api.routes.keys() {
+            if route != "default" && !super::model::ROUTES.contains(&route.as_str()) {
+                anyhow::bail!(
+                    "deployment.api.routes: {route:?} is not a route of the API (the routes: \"default\", {})",
+                    super::model::ROUTES.join(", ")
+                );
+            }
+        }
+        Ok(scenario)
+    }
+
+    /// SNS's publish rate here: the scenario's own figure, or its region's default.
+    pub fn sns_publish_per_s(&self) -> f64 {
+        if self.limits.sns_publish_per_s > 0.0 {
+            self.limits.sns_publish_per_s
+        } else {
+            sns_publish_quota(&self.region)
+        }
     }
 }

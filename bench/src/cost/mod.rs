@@ -50,6 +50,7 @@ use imgest_local::app;
 use imgest_settings::{Backend, Settings};
 use serde_json::{Value, json};
 
+use crate::photos::{PhotoMix, jpeg_comment};
 use proxy::{Run, Tally};
 pub use report::{LAST_LINK, STILL_LINKED, Scenario};
 
@@ -61,6 +62,40 @@ pub struct Options {
     pub host_latency: Duration,
     /// Where to write the measured profile for `imgest-bench capacity`, if anywhere.
     pub profile_out: Option<std::path::PathBuf>,
+    /// Crawl and upload [`PhotoMix`]'s photos (0.3 to 24 MP, JPEG, PNG and WebP) rather than
+    /// copies of the sample photos (1 to 1.6 MP JPEGs).
+    pub realistic_photos: bool,
+}
+
+/// Where the photos come from: the sample photos copied, or the realistic mix.
+enum Photos {
+    Samples,
+    Mix(PhotoMix),
+}
+
+impl Photos {
+    fn of(options: &Options) -> Result<Self> {
+        Ok(if options.realistic_photos {
+            Self::Mix(PhotoMix::new(&SAMPLES)?)
+        } else {
+            Self::Samples
+        })
+    }
+
+    /// The `n`th photo, distinct in its bytes (named by `tag`).
+    fn photo(&self, n: usize, tag: &str) -> Result<Vec<u8>> {
+        match self {
+            Self::Samples => Ok(distinct(SAMPLES[n % SAMPLES.len()], tag)),
+            Self::Mix(mix) => Ok(mix.photo(n, tag)?.1),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Samples => "the sample photos (1 to 1.6 MP JPEGs)".to_owned(),
+            Self::Mix(mix) => format!("the realistic mix: {}", mix.describe()),
+        }
+    }
 }
 
 /// The photos the crawls carry: the sample photos, each copy made distinct by a comment
@@ -103,18 +138,26 @@ pub async fn run(options: Options) -> Result<()> {
     let tally = Arc::new(Tally::default());
     let proxy_url = proxy::start(&upstream, Arc::clone(&tally)).await?;
 
+    let source = Photos::of(&options)?;
+    println!("Photos: {}.", source.describe());
     let mut answers = Vec::new();
     let mut offers = Vec::new();
     for o in 0..options.offers {
         let mut urls = Vec::new();
         for p in 0..options.photos_per_offer {
-            let path = format!("/o{o}/p{p}.jpg");
-            let sample = SAMPLES[(o * options.photos_per_offer + p) % SAMPLES.len()];
-            answers.push((path.clone(), Answer::photo(distinct(sample, &path))));
+            let path = format!("/o{o}/p{p}");
+            let photo = source.photo(o * options.photos_per_offer + p, &path)?;
+            answers.push((path.clone(), Answer::photo(photo)));
             urls.push(path);
         }
         offers.push(urls);
     }
+    // 4's uploads: as many as offers, new bytes (numbered after the crawls' photos, so that
+    // none has a crawled photo's bytes).
+    let crawled = options.offers * options.photos_per_offer;
+    let uploads: Vec<Vec<u8>> = (0..options.offers)
+        .map(|i| source.photo(crawled + i, &format!("/upload/{i}")))
+        .collect::<Result<_>>()?;
     answers.push((
         POPULAR.to_owned(),
         Answer::photo(distinct(SAMPLES[0], POPULAR)),
@@ -143,6 +186,7 @@ pub async fn run(options: Options) -> Result<()> {
             &proxy_url,
             &driver_tally,
             offers,
+            uploads,
             &popular,
             host_latency,
         ))
@@ -158,10 +202,20 @@ pub async fn run(options: Options) -> Result<()> {
     report::print(&tally, photos, &options);
     if let Some(path) = &options.profile_out {
         let source = format!(
-            "imgest-bench cost --offers {} --photos {} --host-latency {}ms at {}",
+            "imgest-bench cost --offers {} --photos {} --host-latency {}ms{} ({} build) at {}",
             options.offers,
             options.photos_per_offer,
             options.host_latency.as_millis(),
+            if options.realistic_photos {
+                " --realistic-photos"
+            } else {
+                ""
+            },
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
             crate::revision()
         );
         let profile = profile::profile(
@@ -228,15 +282,7 @@ const POPULAR: &str = "/popular/banner.jpg";
 
 /// `bytes` (a JPEG) with a comment segment naming `tag` after its start marker.
 fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
-    let comment = format!("imgest-bench cost {tag}");
-    let len = u16::try_from(comment.len() + 2).unwrap_or(u16::MAX);
-    let mut out = Vec::with_capacity(bytes.len() + comment.len() + 4);
-    out.extend_from_slice(&bytes[..2]);
-    out.extend_from_slice(&[0xFF, 0xFE]);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(comment.as_bytes());
-    out.extend_from_slice(&bytes[2..]);
-    out
+    jpeg_comment(bytes, &format!("cost {tag}"))
 }
 
 /// The AWS side: resources on the emulator, the service and crawler through the proxy, and
@@ -245,6 +291,7 @@ async fn drive(
     proxy_url: &str,
     tally: &Tally,
     offers: Vec<Vec<String>>,
+    uploads: Vec<Vec<u8>>,
     popular: &str,
     host_latency: Duration,
 ) -> Result<()> {
@@ -397,9 +444,6 @@ async fn drive(
     }
 
     // 4. Uploads through the API function, one per invocation: new bytes, then the same again.
-    let uploads: Vec<Vec<u8>> = (0..offers.len())
-        .map(|i| distinct(SAMPLES[i % SAMPLES.len()], &format!("/upload/{i}")))
-        .collect();
     for stage in ["upload: new", "upload: dedup"] {
         tally.enter(stage);
         measured(tally, async {
