@@ -77,7 +77,7 @@ impl PhotoMix {
                 state ^= state << 13;
                 state ^= state >> 17;
                 state ^= state << 5;
-                *p = p.saturating_add((state % 7) as u8).saturating_sub(3);
+                *p = p.saturating_add((state % 25) as u8).saturating_sub(12);
             }
             let bytes = match format {
                 Format::Jpeg | Format::WebP => jpeg(&pixels, 90)?,
