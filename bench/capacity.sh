@@ -32,9 +32,10 @@ if [ -n "$measure" ]; then
     infra/setup.sh tests
     source infra/moto.sh
     moto_client_env
-    # At least 20 invocations of every queue stage (200 offers of 10 photos: 20 fetch batches
-    # of 100, 20 intake batches of 10) on photos of realistic sizes and formats.
-    "$bench" cost --offers 200 --photos 10 --realistic-photos --profile-out docs/capacity/profile.json
+    # 100 offers of 10 photos of realistic sizes and formats: 10 fetch batches of 100 and 10
+    # intake batches of 10. Twice that (20 of each) held 16 GB in moto, which keeps every
+    # stored photo in memory, and was killed on a 24-GB machine.
+    "$bench" cost --offers 100 --photos 10 --realistic-photos --profile-out docs/capacity/profile.json
     "$bench" contention --profile-out docs/capacity/contention.json
 fi
 "$bench" capacity "$@"

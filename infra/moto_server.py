@@ -1,5 +1,5 @@
-"""moto's server, with DynamoDB requests serialised and SQS's SenderId and
-DeadLetterQueueSourceArn as AWS sets them.
+"""moto's server, with DynamoDB requests serialised, a transaction's table snapshot taken once,
+and SQS's SenderId and DeadLetterQueueSourceArn as AWS sets them.
 
 moto's DynamoDB is not safe under concurrent requests: conditional writes check and write
 without a lock, and a cancelled transaction restores a snapshot of the whole table, wiping out
@@ -126,6 +126,51 @@ def sqs_dead_letter_sources():
     SQSResponse.receive_message = with_source
 
 
+def dynamodb_snapshot_once():
+    """A transaction snapshots each table it writes, once.
+
+    moto 5.2.5 snapshots a table (a deep copy of all of it, its stream's records included) for
+    every item of a transaction that names it, to restore it if the transaction is cancelled:
+    eleven copies of the whole table for an offer of ten photos. The copies are all the same
+    (DynamoDB requests are serialised, see below), so one per table restores the same state;
+    and the table's stream, which grows with every write, is shared rather than copied.
+    Without this, each transaction cost as much as every write before it, and the server's
+    memory grew past 16 GB (the capacity model's cost benchmark, 100 offers).
+    """
+    import copy as _copy
+    from moto.dynamodb import models as dynamodb_models
+
+    class Once:
+        """`copy` for the duration of one transaction: each object deep-copied once."""
+
+        def __init__(self):
+            self.copies = {}
+
+        def deepcopy(self, obj, memo=None):
+            key = id(obj)
+            if key not in self.copies:
+                memo = {} if memo is None else memo
+                # A table's stream is shared with its snapshot, not copied: it only grows, and
+                # copying it made every transaction cost as much as every write so far. (A
+                # cancelled transaction's stream records stay; nothing here reads the stream.)
+                shard = getattr(obj, "stream_shard", None)
+                if shard is not None:
+                    memo[id(shard)] = shard
+                self.copies[key] = (obj, _copy.deepcopy(obj, memo))
+            return self.copies[key][1]
+
+    original = dynamodb_models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        dynamodb_models.copy = Once()
+        try:
+            return original(self, transact_items)
+        finally:
+            dynamodb_models.copy = _copy
+
+    dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
 def serialise_dynamodb(app):
     def wrapped(environ, start_response):
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB"):
@@ -143,6 +188,7 @@ if __name__ == "__main__":
     os.environ.setdefault("MOTO_PORT", str(port))
     sqs_sender_ids()
     sqs_dead_letter_sources()
+    dynamodb_snapshot_once()
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(
         "127.0.0.1",

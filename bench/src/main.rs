@@ -67,9 +67,14 @@ enum Command {
         /// The rows as JSON.
         #[arg(long)]
         json: bool,
-        /// Also print the deployment the model would choose.
+        /// Also print the deployment the model would choose (and the quota raises it
+        /// assumes), with the scenario's rows under it.
         #[arg(long)]
         suggest: bool,
+        /// With --suggest: write the scenario under its suggested deployment here, for
+        /// `--scenario` (it exits non-zero only if that one still breaches).
+        #[arg(long, requires = "suggest")]
+        out: Option<PathBuf>,
     },
     /// The shared items the seed's peak writes hardest (a client's rate limit, a host's
     /// learning, a popular image's link count, a popular URL's joins), each written by many
@@ -257,12 +262,14 @@ fn main() -> ExitCode {
                 contention,
                 json,
                 suggest,
+                out,
             } => capacity::run(&capacity::Options {
                 scenario,
                 profile,
                 contention,
                 json,
                 suggest,
+                out,
             }),
             Command::Contention {
                 writers,

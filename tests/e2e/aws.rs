@@ -262,6 +262,46 @@ async fn the_scheduled_gc_function_collects_and_sweeps_on_its_schedule() {
 }
 
 #[tokio::test]
+async fn the_scheduled_gc_functions_collecting_and_sweeping_runs_each_do_only_their_job() {
+    let Some(app) = TestApp::start_aws("scheduled-gc jobs", &[]).await else {
+        return;
+    };
+    let orphan = app.upload_ok(&fixture("small.png")).await;
+    let stray_id = app.put_stray_original().await;
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+    let budget = Duration::from_secs(600);
+    let job = |json: &str| handlers::scheduled_gc::job(&serde_json::from_str(json).unwrap());
+
+    // The sweeping run, as the template's Maintenance schedule sends it: the stray goes, the
+    // orphan's record and files stay for the collecting run.
+    assert_eq!(
+        job(r#"{"job": "sweep"}"#),
+        handlers::scheduled_gc::Job::Sweep
+    );
+    let swept = handlers::scheduled_gc::sweep(&app.service, 256, budget)
+        .await
+        .unwrap();
+    assert_eq!(swept.files_deleted, 1, "{swept:?}");
+    assert!(app.files_of(stray_id.as_str()).await.is_empty(), "swept");
+    assert_eq!(app.files_of(&orphan).await.len(), 4, "left to GC");
+
+    // The collecting run (the Collect schedule): the orphan goes.
+    assert_eq!(
+        job(r#"{"job": "collect"}"#),
+        handlers::scheduled_gc::Job::Collect
+    );
+    let collected = handlers::scheduled_gc::collect(&app.service, budget)
+        .await
+        .unwrap();
+    assert_eq!(
+        (collected.images_deleted, collected.files_deleted),
+        (1, 4),
+        "{collected:?}"
+    );
+    assert!(app.files_of(&orphan).await.is_empty(), "collected");
+}
+
+#[tokio::test]
 async fn a_variant_set_typo_deletes_nothing_on_aws() {
     let Some(app) = TestApp::start_aws("variant typo on aws", &[]).await else {
         return;

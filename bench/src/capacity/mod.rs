@@ -18,7 +18,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 pub use measured::Measured;
-pub use model::{Report, model};
+pub use model::{Report, model, suggested};
 pub use scenario::Scenario;
 
 /// Where the default inputs live (relative to the repository's root).
@@ -32,6 +32,8 @@ pub struct Options {
     pub contention: std::path::PathBuf,
     pub json: bool,
     pub suggest: bool,
+    /// Where `--suggest` writes the scenario under its suggested deployment.
+    pub out: Option<std::path::PathBuf>,
 }
 
 fn read(path: &Path) -> Result<String> {
@@ -47,6 +49,42 @@ pub fn run(o: &Options) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&scenario, &measured, &report, o.suggest);
+    }
+    if o.suggest {
+        // The deployment is judged by the scenario under it: the command fails if that one
+        // still breaches (a row no setting sizes, a design limit).
+        let under = suggested(&scenario, &measured)?;
+        let after = model(&under, &measured)?;
+        if !o.json {
+            println!("\n## under the suggested deployment\n");
+            for row in after.rows.iter().filter(|r| r.breach) {
+                println!(
+                    "BREACH {}: {} vs {}",
+                    row.item,
+                    model::fmt(row.value),
+                    row.limit.map_or("-".into(), model::fmt)
+                );
+            }
+            println!(
+                "{} breaches under the suggested deployment.",
+                after.breaches()
+            );
+        }
+        if let Some(path) = &o.out {
+            std::fs::write(path, serde_json::to_string_pretty(&under)? + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
+            if !o.json {
+                println!("The scenario under it is in {}.", path.display());
+            }
+        }
+        if after.breaches() > 0 {
+            bail!(
+                "{} breaches of scenario {:?} under its suggested deployment",
+                after.breaches(),
+                scenario.name
+            );
+        }
+        return Ok(());
     }
     let breaches = report.breaches();
     if breaches > 0 {

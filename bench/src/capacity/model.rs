@@ -47,6 +47,99 @@ pub struct Suggestion {
     pub parameter: String,
     pub value: String,
     pub trace: String,
+    #[serde(skip)]
+    pub setting: Setting,
+}
+
+/// What a suggestion sets: a template parameter, or a quota AWS raises on request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Setting {
+    FetchConcurrency(usize, f64),
+    IntakeConcurrency(f64),
+    ProcessMaxConcurrency(f64),
+    ApiConcurrency(f64),
+    /// A route's throttle: rate, burst.
+    Throttle(String, f64, f64),
+    TableWarmWriteUnits(f64),
+    TableWarmReadUnits(f64),
+    BackfillConcurrency(f64),
+    BackfillRate(f64),
+    /// The biggest client's `ClientRpmOverrides` entry.
+    BiggestClientRpm(f64),
+    HostConcurrency(f64),
+    /// The scheduled maintenance function's `MemorySize`.
+    ScheduledGcMemory(f64),
+    /// Quotas: Lambda's concurrent executions, SNS's publish rate, API Gateway's account rate.
+    AccountConcurrency(f64),
+    SnsPublishRate(f64),
+    ApiAccountRate(f64),
+    /// CloudFront's invalidation paths in progress per distribution; SQS's messages in flight
+    /// per queue.
+    CdnPathsInProgress(f64),
+    SqsInFlight(f64),
+}
+
+impl Setting {
+    /// The template parameter (or quota) and its value, as the table prints them.
+    fn named(&self) -> (String, String) {
+        let n = |v: &f64| format!("{v}");
+        match self {
+            Self::FetchConcurrency(t, v) => (format!("FetchConcurrency[{t}]"), n(v)),
+            Self::IntakeConcurrency(v) => ("IntakeConcurrency".into(), n(v)),
+            Self::ProcessMaxConcurrency(v) => ("ProcessMaxConcurrency".into(), n(v)),
+            Self::ApiConcurrency(v) => ("ApiConcurrency".into(), n(v)),
+            Self::Throttle(route, rate, burst) => {
+                (format!("throttle {route}"), format!("{rate}/{burst}"))
+            }
+            Self::TableWarmWriteUnits(v) => ("TableWarmWriteUnits".into(), n(v)),
+            Self::TableWarmReadUnits(v) => ("TableWarmReadUnits".into(), n(v)),
+            Self::BackfillConcurrency(v) => ("BackfillConcurrency".into(), n(v)),
+            Self::BackfillRate(v) => ("BackfillRate".into(), n(v)),
+            Self::BiggestClientRpm(v) => {
+                ("ClientRpmOverrides".into(), format!("BIGGEST_CLIENT={v}"))
+            }
+            Self::HostConcurrency(v) => ("HostConcurrency".into(), n(v)),
+            Self::ScheduledGcMemory(v) => ("ScheduledGcFunction.MemorySize".into(), n(v)),
+            Self::AccountConcurrency(v) => ("quota: Lambda concurrent executions".into(), n(v)),
+            Self::SnsPublishRate(v) => ("quota: SNS Publish (messages/s)".into(), n(v)),
+            Self::ApiAccountRate(v) => ("quota: API Gateway throttle (requests/s)".into(), n(v)),
+            Self::CdnPathsInProgress(v) => (
+                "quota: CloudFront invalidation paths in progress".into(),
+                n(v),
+            ),
+            Self::SqsInFlight(v) => ("quota: SQS messages in flight per queue".into(), n(v)),
+        }
+    }
+
+    /// The scenario with this set.
+    pub fn apply(&self, s: &mut Scenario) {
+        let d = &mut s.deployment;
+        match self {
+            Self::FetchConcurrency(t, v) => d.fetch[*t].reserved = *v,
+            Self::IntakeConcurrency(v) => d.intake.max_concurrency = *v,
+            Self::ProcessMaxConcurrency(v) => d.process.max_concurrency = *v,
+            Self::ApiConcurrency(v) => d.api.reserved = *v,
+            Self::Throttle(route, rate, burst) => {
+                d.api.routes.insert(route.clone(), [*rate, *burst]);
+            }
+            Self::TableWarmWriteUnits(v) => d.warm_wcu = *v,
+            Self::TableWarmReadUnits(v) => d.warm_rcu = *v,
+            Self::BackfillConcurrency(v) => {
+                d.backfill.concurrency = *v;
+                // Its reserved concurrency holds its queue's instances and the enumerator.
+                d.backfill.reserved = v + 1.0;
+            }
+            Self::BackfillRate(v) => d.backfill.rate = *v,
+            Self::BiggestClientRpm(v) => d.biggest_client_rpm = *v,
+            Self::HostConcurrency(v) => d.host_concurrency = *v,
+            Self::ScheduledGcMemory(v) => d.gc.memory_mb = *v,
+            Self::AccountConcurrency(v) => s.limits.account_concurrency = *v,
+            Self::SnsPublishRate(v) => s.limits.sns_publish_per_s = *v,
+            Self::ApiAccountRate(v) => s.limits.api_account_rps = *v,
+            Self::CdnPathsInProgress(v) => s.limits.cdn_paths_in_progress = *v,
+            Self::SqsInFlight(v) => s.limits.sqs_in_flight = *v,
+        }
+    }
 }
 
 #[derive(Debug, Default, serde::Serialize)]
@@ -102,11 +195,13 @@ impl Report {
         });
     }
 
-    fn suggest(&mut self, parameter: &str, value: String, trace: String) {
+    fn suggest(&mut self, setting: Setting, trace: String) {
+        let (parameter, value) = setting.named();
         self.suggestions.push(Suggestion {
-            parameter: parameter.to_owned(),
+            parameter,
             value,
             trace,
+            setting,
         });
     }
 }
@@ -246,8 +341,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             trace.clone(),
         );
         r.suggest(
-            &format!("FetchConcurrency[{t}]"),
-            format!("{}", (s.targets.headroom * concurrency).ceil().max(2.0)),
+            Setting::FetchConcurrency(t, (s.targets.headroom * concurrency).ceil().max(2.0)),
             format!(
                 "⌈headroom {} × {}⌉",
                 fmt(s.targets.headroom),
@@ -301,6 +395,17 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             Some(lim.sqs_in_flight),
             format!("concurrency {} × batch {}", fmt(concurrency), fmt(batch)),
         );
+        if concurrency * batch > lim.sqs_in_flight {
+            r.suggest(
+                Setting::SqsInFlight(
+                    (s.targets.headroom * concurrency * batch / 10_000.0).ceil() * 10_000.0,
+                ),
+                format!(
+                    "a quota raise for {name}'s queue: ⌈headroom × {} messages⌉ (in ten thousands)",
+                    fmt(concurrency * batch)
+                ),
+            );
+        }
         functions.push(FunctionLoad {
             name,
             invocations_per_s: invocations,
@@ -310,6 +415,19 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     }
 
     service_limit_rows(&mut r, s, &lambda);
+    // The host slots the biggest host's share of a batch needs within each tier's deadline.
+    let slots = (0..3)
+        .map(|t| {
+            l.biggest_host_share * fetch_batches[t] * l.tier_mean_answer_s[t] / d.fetch_tiers_s[t]
+        })
+        .fold(0.0, f64::max);
+    r.suggest(
+        Setting::HostConcurrency((s.targets.headroom * slots).ceil().max(d.host_concurrency)),
+        format!(
+            "⌈headroom × {}⌉ [max over tiers of biggest_host_share × batch × mean answer ÷ deadline], at least today's",
+            fmt(slots)
+        ),
+    );
 
     // Intake: offers of new, known and unchanged photos.
     let offers = [
@@ -385,8 +503,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         intake_trace.join(" + "),
     );
     r.suggest(
-        "IntakeConcurrency",
-        format!("{}", (s.targets.headroom * intake_c).ceil().max(2.0)),
+        Setting::IntakeConcurrency((s.targets.headroom * intake_c).ceil().max(2.0)),
         format!("⌈headroom × {}⌉", fmt(intake_c)),
     );
     functions.push(FunctionLoad {
@@ -415,6 +532,10 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(process_rate),
             f(&process_new)
         ),
+    );
+    r.suggest(
+        Setting::ProcessMaxConcurrency((s.targets.headroom * process_c).ceil().max(2.0)),
+        format!("⌈headroom × {}⌉", fmt(process_c)),
     );
     functions.push(FunctionLoad {
         name: "process".into(),
@@ -491,8 +612,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         );
         let rate_suggested = (2.0 * rate).max(10.0).ceil();
         r.suggest(
-            &format!("throttle {route}"),
-            format!("{}/{}", rate_suggested, 2.0 * rate_suggested),
+            Setting::Throttle(route.to_owned(), rate_suggested, 2.0 * rate_suggested),
             format!("[2 × {} (at least 10), twice that]", fmt(rate)),
         );
     }
@@ -504,6 +624,15 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         Some(lim.api_account_rps),
         "Σ routes",
     );
+    if api_rps > lim.api_account_rps {
+        r.suggest(
+            Setting::ApiAccountRate((s.targets.headroom * api_rps / 1000.0).ceil() * 1000.0),
+            format!(
+                "a quota raise: ⌈headroom × {} req/s⌉ (in thousands)",
+                fmt(api_rps)
+            ),
+        );
+    }
     let upload_new = upload_time("upload: new", d.api.memory_mb)?;
     let upload_dedup = upload_time("upload: dedup", d.api.memory_mb)?;
     let offer_write = m
@@ -541,8 +670,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
     r.suggest(
-        "ApiConcurrency",
-        format!("{}", (s.targets.headroom * api_c).ceil().max(10.0)),
+        Setting::ApiConcurrency((s.targets.headroom * api_c).ceil().max(10.0)),
         format!("⌈headroom × {}⌉", fmt(api_c)),
     );
     functions.push(FunctionLoad {
@@ -584,6 +712,20 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(d.backfill.concurrency)
         ),
     );
+    // What the account must allow: the peak's instances, and the reserved ones beside the
+    // unreserved minimum (a quota AWS raises on request).
+    let account = (s.targets.headroom * used).max(reserved + lim.unreserved_min);
+    if account > lim.account_concurrency {
+        r.suggest(
+            Setting::AccountConcurrency((account / 100.0).ceil() * 100.0),
+            format!(
+                "a quota raise: ⌈max(headroom × {}, reserved {} + unreserved_min {})⌉ (in hundreds)",
+                fmt(used),
+                fmt(reserved),
+                fmt(lim.unreserved_min)
+            ),
+        );
+    }
 
     // 2. DynamoDB item classes.
     let hot = lim.partition_fraction * lim.partition_wcu;
@@ -1043,10 +1185,9 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
     r.suggest(
-        "TableWarmWriteUnits",
-        format!(
-            "{}",
-            (s.targets.headroom * (wcu + backfill_wcu) / 1000.0).ceil() * 1000.0
+        Setting::TableWarmWriteUnits(
+            ((s.targets.headroom * (wcu + backfill_wcu) / 1000.0).ceil() * 1000.0)
+                .max(lim.table_initial_wcu),
         ),
         format!(
             "headroom × {} WCU/s (a backfill running), in thousands",
@@ -1054,10 +1195,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
     r.suggest(
-        "TableWarmReadUnits",
-        format!(
-            "{}",
-            ((s.targets.headroom * rcu / 1000.0).ceil() * 1000.0).max(lim.table_initial_rcu)
+        Setting::TableWarmReadUnits(
+            ((s.targets.headroom * rcu / 1000.0).ceil() * 1000.0).max(lim.table_initial_rcu),
         ),
         format!(
             "headroom × {} RCU/s, in thousands (at least a new table's {})",
@@ -1099,6 +1238,16 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             s.region
         ),
     );
+    if results > s.sns_publish_per_s() {
+        r.suggest(
+            Setting::SnsPublishRate((s.targets.headroom * results / 1000.0).ceil() * 1000.0),
+            format!(
+                "a quota raise in {}: ⌈headroom × {} messages/s⌉ (in thousands)",
+                s.region,
+                fmt(results)
+            ),
+        );
+    }
 
     // 3. S3 prefixes (256 shards per area).
     let stored_per_s = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
@@ -1187,6 +1336,20 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let by_cpu = 1.0 / gc_record.cpu_s.max(1e-9);
     let gc_flat_out = d.gc.jobs * by_requests.min(by_cpu);
     let gc_rate = gc_flat_out * d.gc.duty;
+    // The share of a vCPU its records' CPU needs (at most a whole one: one job is one thread),
+    // as memory in 64-MB steps.
+    let vcpu_needed = s.targets.headroom * orphans / (d.gc.jobs * d.gc.duty)
+        * (gc_record.cpu_s * (d.gc.memory_mb / FULL_VCPU_MB).min(1.0));
+    r.suggest(
+        Setting::ScheduledGcMemory(
+            ((vcpu_needed.min(1.0) * FULL_VCPU_MB / 64.0).ceil() * 64.0)
+                .clamp(d.gc.memory_mb, FULL_VCPU_MB.ceil()),
+        ),
+        format!(
+            "headroom × orphans ÷ (jobs × duty) × CPU s per record on a whole core: {} vCPU (a job uses one at most), in 64-MB steps, at least today's",
+            fmt(vcpu_needed)
+        ),
+    );
     r.row_at_least(
         "maintenance",
         "GC: records collected/s vs orphans expiring",
@@ -1203,8 +1366,12 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             gc_record.source
         ),
     );
-    // The runs' time GC does not need is the sweep's.
-    let gc_used = (orphans / gc_flat_out.max(1e-9)).min(d.gc.duty);
+    // The runs' time GC does not need is the sweep's, unless GC has runs of its own.
+    let gc_used = if d.gc.beside_sweep {
+        0.0
+    } else {
+        (orphans / gc_flat_out.max(1e-9)).min(d.gc.duty)
+    };
     let sweep_duty = (d.sweep.run_s / d.sweep.period_s - gc_used).max(0.0);
     let files = l.stored_images * l.files_per_image;
     let sweep_needed = files / (s.targets.sweep_pass_days * 86_400.0);
@@ -1222,7 +1389,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "files/s",
         sweep_needed,
         format!(
-            "jobs {} × {} files/s × its share of the time {} [run {} s ÷ every {} s − GC's {}]; a shard takes {} s of a {}-s run, checkpoint per {:?}",
+            "jobs {} × {} files/s × its share of the time {} [run {} s ÷ every {} s − GC's {} (0: GC runs beside it)]; a shard takes {} s of a {}-s run, checkpoint per {:?}",
             fmt(d.sweep.jobs),
             fmt(d.sweep.files_per_s_per_job),
             fmt(sweep_duty),
@@ -1307,8 +1474,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
     r.suggest(
-        "BackfillConcurrency",
-        format!("{}", (s.targets.headroom * bf_instances).ceil().max(2.0)),
+        Setting::BackfillConcurrency((s.targets.headroom * bf_instances).ceil().max(2.0)),
         format!("⌈headroom × {}⌉", fmt(bf_instances)),
     );
     // Enumeration: a round scans a page of each segment, then queues its tasks in
@@ -1354,6 +1520,15 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(s.targets.backfill_days),
             fmt(d.backfill.cpu_s_per_photo),
             fmt(d.backfill.rate * d.backfill.cpu_s_per_photo)
+        ),
+    );
+    r.suggest(
+        Setting::BackfillRate(
+            ((s.targets.headroom * backfill_needed / 100.0).ceil() * 100.0).max(d.backfill.rate),
+        ),
+        format!(
+            "⌈headroom × {} photos/s⌉ (in hundreds), at least today's",
+            fmt(backfill_needed)
         ),
     );
 
@@ -1539,6 +1714,15 @@ fn erasure_rows(r: &mut Report, s: &Scenario) {
             fmt(lim.cdn_invalidation_s)
         ),
     );
+    if paths > lim.cdn_paths_in_progress {
+        r.suggest(
+            Setting::CdnPathsInProgress((s.targets.headroom * paths / 1000.0).ceil() * 1000.0),
+            format!(
+                "a quota raise: ⌈headroom × {} paths⌉ (in thousands)",
+                fmt(paths)
+            ),
+        );
+    }
 }
 
 /// The service's own limits: the rate a client may start downloads at, a seller's uploads, and
@@ -1589,11 +1773,7 @@ fn service_limit_rows(r: &mut Report, s: &Scenario, lambda: &[f64; 3]) {
         ),
     );
     r.suggest(
-        "ClientRpmOverrides",
-        format!(
-            "BIGGEST_CLIENT={}",
-            (s.targets.headroom * demand / 100.0).ceil() * 100.0
-        ),
+        Setting::BiggestClientRpm((s.targets.headroom * demand / 100.0).ceil() * 100.0),
         format!(
             "⌈headroom × {} a minute⌉ (in hundreds): the biggest client's own rate; ClientRpm stays the bound for an unknown partner",
             fmt(demand)
@@ -1638,4 +1818,23 @@ fn service_limit_rows(r: &mut Report, s: &Scenario, lambda: &[f64; 3]) {
                 .join(", ")
         ),
     );
+}
+
+/// The scenario under its suggested deployment: every suggestion applied, and the model run
+/// again until the suggestions stop changing it (a bigger intake function drains a popular
+/// URL faster, a raised concurrency asks more of the account).
+pub fn suggested(s: &Scenario, m: &Measured) -> Result<Scenario> {
+    let mut out = s.clone();
+    for _ in 0..10 {
+        let report = model(&out, m)?;
+        let before = out.clone();
+        for suggestion in &report.suggestions {
+            suggestion.setting.apply(&mut out);
+        }
+        if out == before {
+            break;
+        }
+    }
+    out.name = format!("{}, under its suggested deployment", s.name);
+    Ok(out)
 }

@@ -308,6 +308,11 @@ pub struct Gc {
     pub buckets: f64,
     /// The scheduled maintenance function's `MemorySize` (its share of a vCPU).
     pub memory_mb: f64,
+    /// GC has runs of its own beside the sweep's (the template's `Collect` and `Maintenance`
+    /// schedules), so the sweep has all of its runs' time. Optional (false: one run does both,
+    /// GC first).
+    #[serde(default)]
+    pub beside_sweep: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -173,14 +173,20 @@ pub async fn run(options: Options) -> Result<()> {
         .collect();
     let popular = host.url(POPULAR);
 
-    // The functions' side runs on a thread of its own, so its CPU time can be read per
-    // invocation; the proxy and the partner host stay on this runtime's threads.
+    // The functions' side runs on a thread of its own, with a blocking pool of its own (the
+    // pipeline's decodes run there), so that their CPU time can be read per invocation; the
+    // proxy and the partner host stay on this runtime's threads.
     let driver_tally = Arc::clone(&tally);
     let photos = options.offers * options.photos_per_offer;
     let host_latency = options.host_latency;
     tokio::task::spawn_blocking(move || -> Result<()> {
+        DRIVER.get_or_init(thread_id);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .thread_name(FUNCTION_THREADS)
+            // Its blocking threads live through the run: one that ended between an
+            // invocation's start and finish would take its CPU time with it.
+            .thread_keep_alive(Duration::from_secs(24 * 3600))
             .build()?;
         runtime.block_on(drive(
             &proxy_url,
@@ -672,12 +678,48 @@ async fn measured(tally: &Tally, stage: impl Future<Output = Result<()>>) -> Res
     Ok(())
 }
 
-/// CPU time of the calling thread (Linux).
-fn thread_cpu_ms() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
+/// The name of the functions' blocking threads (where the pipeline runs).
+const FUNCTION_THREADS: &str = "imgest-functions";
+
+/// The thread that drives the functions (its id under `/proc/self/task`).
+static DRIVER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// The calling thread's id (Linux: `/proc/thread-self` links to `<pid>/task/<tid>`).
+fn thread_id() -> Option<String> {
+    std::fs::read_link("/proc/thread-self")
+        .ok()?
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+}
+
+/// CPU time of a thread of this process, ms (Linux).
+fn task_cpu_ms(tid: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
         .map_or(0.0, |ns| ns / 1e6)
+}
+
+/// CPU time of the functions' side (Linux): the thread that drives them and their blocking
+/// threads, where the pipeline's decodes, resizes and encodes run. A function's invocation
+/// is all of it; the proxy and the partner host are not.
+fn thread_cpu_ms() -> f64 {
+    let mut ms = DRIVER
+        .get()
+        .cloned()
+        .flatten()
+        .map_or(0.0, |tid| task_cpu_ms(&tid));
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let tid = task.file_name().to_string_lossy().into_owned();
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            // `comm` holds at most 15 bytes of the name.
+            if FUNCTION_THREADS.starts_with(comm.trim()) && !comm.trim().is_empty() {
+                ms += task_cpu_ms(&tid);
+            }
+        }
+    }
+    ms
 }
 
 /// Invokes handlers the way Lambda does, timing each invocation.

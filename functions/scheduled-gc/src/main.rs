@@ -1,8 +1,10 @@
-//! The `scheduled-gc` Lambda function, every 15 minutes: GC of expired records, then the sweep from its
-//! saved place, within the invocation's time; on the audit's schedule, the audit of one segment of the index.
+//! The `scheduled-gc` Lambda function, every 15 minutes: GC of expired records and the sweep from
+//! its saved place, each in a run of its own (an event naming neither job does both), within the
+//! invocation's time; on the audit's schedule, the audit of one segment of the index.
 
 use imgest_lambda::cloudwatch::flushed;
-use imgest_lambda::{scheduled_gc, time_left};
+use imgest_lambda::scheduled_gc::{self, Job};
+use imgest_lambda::time_left;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
@@ -14,11 +16,20 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
             let answer = flushed(async {
-                Ok::<_, lambda_runtime::Error>(if scheduled_gc::is_audit(&event.payload) {
-                    serde_json::to_value(scheduled_gc::audit(service, audit_segments).await?)?
-                } else {
-                    let budget = scheduled_gc::budget(time_left(event.context.deadline));
-                    serde_json::to_value(scheduled_gc::handle(service, shards, budget).await?)?
+                let budget = scheduled_gc::budget(time_left(event.context.deadline));
+                Ok::<_, lambda_runtime::Error>(match scheduled_gc::job(&event.payload) {
+                    Job::Audit => {
+                        serde_json::to_value(scheduled_gc::audit(service, audit_segments).await?)?
+                    }
+                    Job::Collect => {
+                        serde_json::to_value(scheduled_gc::collect(service, budget).await?)?
+                    }
+                    Job::Sweep => {
+                        serde_json::to_value(scheduled_gc::sweep(service, shards, budget).await?)?
+                    }
+                    Job::Both => {
+                        serde_json::to_value(scheduled_gc::handle(service, shards, budget).await?)?
+                    }
                 })
             });
             answer.await

@@ -1,9 +1,12 @@
-//! The `scheduled-gc` function, every 15 minutes: first collect expired records through the GC index
-//! (DynamoDB's TTL deleter lags hours to days), for up to half of the run's time, then sweep
-//! the next batch of shards from the saved place until the run's time is spent (the next run
-//! goes on from there: both checkpoint, see `flows::gc` and `flows::sweep`). A sweep that stopped at a shard rather than delete more than its share
-//! fails the run (the function's error alarm fires) and starts there again next time, until
-//! an operator checked it (`imgest sweep --shard SHARD --go-on`). On its second schedule (the event `{"job": "audit"}`) it audits the next
+//! The `scheduled-gc` function, every 15 minutes, two runs side by side, each for the whole of
+//! its time: one collects expired records through the GC index (the event `{"job":
+//! "collect"}`; DynamoDB's TTL deleter lags hours to days), the other sweeps the next batch of
+//! shards from the saved place (`{"job": "sweep"}`; the next run goes on from there: both
+//! checkpoint, see `flows::gc` and `flows::sweep`). An event naming neither (a run by hand)
+//! does both in one run: GC for up to half of its time, then the sweep. A sweep that stopped at
+//! a shard rather than delete more than its share fails the run (the function's error alarm
+//! fires) and starts there again next time, until an operator checked it (`imgest sweep
+//! --shard SHARD --go-on`). On its third schedule (`{"job": "audit"}`) it audits the next
 //! segment of the index instead (see `flows::audit`).
 
 use std::time::{Duration, Instant};
@@ -31,7 +34,7 @@ pub fn budget(time_left: Duration) -> Duration {
 }
 
 /// GC, then the sweep, within `budget` (see [`budget`]): GC for up to half of it, the sweep
-/// for the rest.
+/// for the rest (a run that names no job).
 pub async fn handle(
     service: &Service,
     shards_per_run: usize,
@@ -41,19 +44,59 @@ pub async fn handle(
     let gc = service
         .gc_watched(Some(started + budget / 2), |_| {})
         .await?;
+    let sweep = sweep(
+        service,
+        shards_per_run,
+        budget.saturating_sub(started.elapsed()),
+    )
+    .await?;
+    Ok(ScheduledReport { gc, sweep })
+}
+
+/// GC alone, for the whole of `budget`: the schedule's collecting run, beside its sweeping one,
+/// so that collection has all of its runs' time.
+pub async fn collect(service: &Service, budget: Duration) -> Result<GcReport, FlowError> {
+    service
+        .gc_watched(Some(Instant::now() + budget), |_| {})
+        .await
+}
+
+/// The sweep alone, for the whole of `budget`: a stop at a shard fails the run.
+pub async fn sweep(
+    service: &Service,
+    shards_per_run: usize,
+    budget: Duration,
+) -> Result<SweepReport, FlowError> {
     let sweep = service
-        .sweep_batch(shards_per_run, false, Some(started + budget))
+        .sweep_batch(shards_per_run, false, Some(Instant::now() + budget))
         .await?;
     if let Some(stop) = sweep.stopped {
         return Err(FlowError::SweepStopped(stop.to_string()));
     }
-    Ok(ScheduledReport { gc, sweep })
+    Ok(sweep)
 }
 
-/// Which job an event asks for: the audit's schedule sends `{"job": "audit"}`; anything else
-/// (the GC schedule's own event) is GC and sweep.
-pub fn is_audit(event: &serde_json::Value) -> bool {
-    event["job"] == "audit"
+/// What a scheduled event asks for (its `job`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// `{"job": "collect"}`: GC for the whole run.
+    Collect,
+    /// `{"job": "sweep"}`: the sweep for the whole run.
+    Sweep,
+    /// `{"job": "audit"}`: the next segment's audit.
+    Audit,
+    /// Anything else: GC for up to half of the run, then the sweep.
+    Both,
+}
+
+/// The job `event` asks for.
+pub fn job(event: &serde_json::Value) -> Job {
+    match event["job"].as_str() {
+        Some("collect") => Job::Collect,
+        Some("sweep") => Job::Sweep,
+        Some("audit") => Job::Audit,
+        _ => Job::Both,
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -76,6 +119,17 @@ pub async fn audit(service: &Service, segments: u32) -> Result<AuditRun, FlowErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_names_its_job_and_one_that_names_none_does_both() {
+        let of = |json: &str| job(&serde_json::from_str(json).unwrap());
+        assert_eq!(of(r#"{"job": "collect"}"#), Job::Collect);
+        assert_eq!(of(r#"{"job": "sweep"}"#), Job::Sweep);
+        assert_eq!(of(r#"{"job": "audit"}"#), Job::Audit);
+        assert_eq!(of(r#"{"job": "other"}"#), Job::Both);
+        let schedule = include_str!("../../../events/schedule.json");
+        assert_eq!(of(schedule), Job::Both);
+    }
 
     #[test]
     fn a_run_keeps_a_margin_before_its_deadline_a_tenth_of_a_short_one() {
