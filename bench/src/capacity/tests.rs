@@ -591,8 +591,8 @@ fn erasures_are_held_against_their_partition_their_function_and_the_cdn_quota() 
 }
 
 /// The committed scenarios (`docs/capacity/*.json` beside the profiles), each with the
-/// scenario under its suggested deployment (`NAME.suggested.json`, written by `--suggest
-/// --out`).
+/// scenario under its suggested deployment (its name with `.suggested` before `.json`,
+/// written by `--suggest --out`).
 fn committed_scenarios() -> Vec<String> {
     let dir = format!("{}/../docs/capacity", env!("CARGO_MANIFEST_DIR"));
     let mut names: Vec<String> = std::fs::read_dir(&dir)
