@@ -92,6 +92,24 @@ impl Measured {
         }
     }
 
+    /// A stage's requests at the scenario's latencies, ms, one after another; with
+    /// `deletes_in_rounds`, its single S3 `DELETE`s count one round per item of that many (an
+    /// item's go out together).
+    fn requests_ms(s: &StageProfile, latency: &Latency, deletes_in_rounds: Option<f64>) -> f64 {
+        let mut total = 0.0;
+        for (op, count) in &s.requests {
+            let Some(ms) = Self::request_ms(op, latency) else {
+                continue;
+            };
+            let count = match deletes_in_rounds {
+                Some(items) if op == "s3.DELETE" => (*count as f64).min(items),
+                _ => *count as f64,
+            };
+            total += count * ms;
+        }
+        total
+    }
+
     /// The CPU and request time one item of `stage` holds a function's instance, computed
     /// from what was counted rather than from the measurement's own modeled time: its CPU
     /// (measured on a whole core) over the function's share of a vCPU (`memory_mb ÷ 1,769`, at
@@ -111,12 +129,7 @@ impl Measured {
         let per_inv = (s.items as f64 / invocations).max(1e-9);
         let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
         let cpu_s = scale * s.cpu_ms_per_invocation / per_inv / vcpu / 1000.0;
-        let mut request_ms = 0.0;
-        for (op, count) in &s.requests {
-            if let Some(ms) = Self::request_ms(op, latency) {
-                request_ms += *count as f64 * ms;
-            }
-        }
+        let request_ms = Self::requests_ms(s, latency, None);
         // A request chain per invocation (its items' requests overlap), shared by its items.
         let wait_s = scale * request_ms / invocations / per_inv / per_inv / 1000.0;
         Ok(StageTime {
@@ -145,16 +158,7 @@ impl Measured {
         let s = self.stage(stage)?;
         let items = (s.items.max(1)) as f64;
         let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
-        let mut request_ms = 0.0;
-        for (op, count) in &s.requests {
-            match Self::request_ms(op, latency) {
-                Some(ms) if op == "s3.DELETE" => {
-                    request_ms += (*count as f64).min(items) * ms;
-                }
-                Some(ms) => request_ms += *count as f64 * ms,
-                None => {}
-            }
-        }
+        let request_ms = Self::requests_ms(s, latency, Some(items));
         Ok(StageTime {
             cpu_s: s.cpu_ms_per_invocation * s.invocations as f64 / items / vcpu / 1000.0,
             wait_s: request_ms / items / 1000.0,

@@ -206,6 +206,11 @@ impl Report {
     }
 }
 
+/// `headroom × value`, rounded up to a whole `step` (a suggested setting or quota).
+fn sized(headroom: f64, value: f64, step: f64) -> f64 {
+    (headroom * value / step).ceil() * step
+}
+
 /// Numbers in traces: few digits, no noise.
 pub fn fmt(v: f64) -> String {
     let a = v.abs();
@@ -397,9 +402,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         );
         if concurrency * batch > lim.sqs_in_flight {
             r.suggest(
-                Setting::SqsInFlight(
-                    (s.targets.headroom * concurrency * batch / 10_000.0).ceil() * 10_000.0,
-                ),
+                Setting::SqsInFlight(sized(s.targets.headroom, concurrency * batch, 10_000.0)),
                 format!(
                     "a quota raise for {name}'s queue: ⌈headroom × {} messages⌉ (in ten thousands)",
                     fmt(concurrency * batch)
@@ -626,7 +629,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     if api_rps > lim.api_account_rps {
         r.suggest(
-            Setting::ApiAccountRate((s.targets.headroom * api_rps / 1000.0).ceil() * 1000.0),
+            Setting::ApiAccountRate(sized(s.targets.headroom, api_rps, 1000.0)),
             format!(
                 "a quota raise: ⌈headroom × {} req/s⌉ (in thousands)",
                 fmt(api_rps)
@@ -717,7 +720,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let account = (s.targets.headroom * used).max(reserved + lim.unreserved_min);
     if account > lim.account_concurrency {
         r.suggest(
-            Setting::AccountConcurrency((account / 100.0).ceil() * 100.0),
+            Setting::AccountConcurrency(sized(1.0, account, 100.0)),
             format!(
                 "a quota raise: ⌈max(headroom × {}, reserved {} + unreserved_min {})⌉ (in hundreds)",
                 fmt(used),
@@ -1186,8 +1189,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     r.suggest(
         Setting::TableWarmWriteUnits(
-            ((s.targets.headroom * (wcu + backfill_wcu) / 1000.0).ceil() * 1000.0)
-                .max(lim.table_initial_wcu),
+            sized(s.targets.headroom, wcu + backfill_wcu, 1000.0).max(lim.table_initial_wcu),
         ),
         format!(
             "headroom × {} WCU/s (a backfill running), in thousands",
@@ -1196,7 +1198,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     r.suggest(
         Setting::TableWarmReadUnits(
-            ((s.targets.headroom * rcu / 1000.0).ceil() * 1000.0).max(lim.table_initial_rcu),
+            sized(s.targets.headroom, rcu, 1000.0).max(lim.table_initial_rcu),
         ),
         format!(
             "headroom × {} RCU/s, in thousands (at least a new table's {})",
@@ -1240,7 +1242,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     if results > s.sns_publish_per_s() {
         r.suggest(
-            Setting::SnsPublishRate((s.targets.headroom * results / 1000.0).ceil() * 1000.0),
+            Setting::SnsPublishRate(sized(s.targets.headroom, results, 1000.0)),
             format!(
                 "a quota raise in {}: ⌈headroom × {} messages/s⌉ (in thousands)",
                 s.region,
@@ -1524,7 +1526,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     r.suggest(
         Setting::BackfillRate(
-            ((s.targets.headroom * backfill_needed / 100.0).ceil() * 100.0).max(d.backfill.rate),
+            sized(s.targets.headroom, backfill_needed, 100.0).max(d.backfill.rate),
         ),
         format!(
             "⌈headroom × {} photos/s⌉ (in hundreds), at least today's",
@@ -1716,7 +1718,7 @@ fn erasure_rows(r: &mut Report, s: &Scenario) {
     );
     if paths > lim.cdn_paths_in_progress {
         r.suggest(
-            Setting::CdnPathsInProgress((s.targets.headroom * paths / 1000.0).ceil() * 1000.0),
+            Setting::CdnPathsInProgress(sized(s.targets.headroom, paths, 1000.0)),
             format!(
                 "a quota raise: ⌈headroom × {} paths⌉ (in thousands)",
                 fmt(paths)
@@ -1773,7 +1775,7 @@ fn service_limit_rows(r: &mut Report, s: &Scenario, lambda: &[f64; 3]) {
         ),
     );
     r.suggest(
-        Setting::BiggestClientRpm((s.targets.headroom * demand / 100.0).ceil() * 100.0),
+        Setting::BiggestClientRpm(sized(s.targets.headroom, demand, 100.0)),
         format!(
             "⌈headroom × {} a minute⌉ (in hundreds): the biggest client's own rate; ClientRpm stays the bound for an unknown partner",
             fmt(demand)
