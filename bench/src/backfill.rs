@@ -133,13 +133,14 @@ pub async fn run(o: Options) -> Result<()> {
     let base = runner.base_url().to_owned();
 
     // The corpus, stored under the old set.
-    let mut config = service.pipeline().config().clone();
+    let mut config = imgest_pipeline::configure::from_settings(&settings, None)?
+        .config()
+        .clone();
     config.variants = old_variants.parse()?;
-    let old = Arc::new(Service::new(
-        service.ports().clone(),
-        Pipeline::new(config),
-        service.policy().clone(),
-    ));
+    let old = Arc::new(
+        Service::new(service.ports().clone(), service.policy().clone())
+            .with_imaging(Arc::new(Pipeline::new(config))),
+    );
     let started = Instant::now();
     let indices: Vec<usize> = (0..o.images).collect();
     for chunk in indices.chunks(4) {
@@ -172,7 +173,7 @@ pub async fn run(o: Options) -> Result<()> {
         let id = imgest_core::domain::ImageId::of_bytes(&photo(i));
         let record = service.ports().images.get(&id).await?;
         if record.and_then(|r| r.variant_set().cloned())
-            != Some(service.pipeline().version().clone())
+            != Some(service.imaging()?.version().clone())
         {
             stale += 1;
         }

@@ -29,9 +29,9 @@ use imgest_core::domain::{
     ClientId, Generation, ImageId, NormalizedUrl, OfferId, OfferKey, Tenant,
 };
 use imgest_core::ports::{Claim, SystemClock};
+use imgest_crawl::messages::{CrawlRequest, CrawlState, FetchTask};
+use imgest_crawl::{Crawler, Processing};
 use imgest_flows::Service;
-use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, FetchTask};
-use imgest_flows::crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
 use imgest_local::app;
 use imgest_settings::{Backend, Settings};
@@ -623,7 +623,7 @@ async fn settle_all(setup: &Setup, crawls: u64) -> Result<u64> {
                 let body = m.body.clone().unwrap_or_default();
                 if queue == "settle" {
                     let event = sqs_event(&m);
-                    let response = imgest_lambda::settle::handle(&setup.crawler, event).await;
+                    let response = imgest_lambda_crawl::settle::handle(&setup.crawler, event).await;
                     if !response.batch_item_failures.is_empty() {
                         continue;
                     }

@@ -46,9 +46,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
+use imgest_crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
+use imgest_crawl::{Crawler, tier_queue};
 use imgest_flows::CrawlCounts;
-use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
-use imgest_flows::crawl::{Crawler, tier_queue};
 use imgest_hosts::{Answer, PartnerHost};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;

@@ -25,7 +25,7 @@ pub fn pipeline(rounds: usize, out: Option<PathBuf>, files: Vec<PathBuf>) -> Res
     // bench/metrics.sh can compare the levels on the same binary.
     imgest_local::prometheus::install()?;
     let settings = Settings::from_env()?;
-    let pipeline = imgest_flows::configure::pipeline(&settings)?;
+    let pipeline = imgest_pipeline::configure::from_settings(&settings, None)?;
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

@@ -92,7 +92,7 @@ pub async fn serve() -> Result<()> {
 pub async fn process(out: Option<PathBuf>, json: bool, files: Vec<PathBuf>) -> Result<()> {
     init_logs("warn");
     let settings = Settings::from_env()?;
-    let pipeline = Arc::new(imgest_flows::configure::pipeline(&settings)?);
+    let pipeline = Arc::new(imgest_pipeline::configure::from_settings(&settings, None)?);
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -278,7 +278,7 @@ pub async fn queue(json: bool, dead_letters: usize) -> Result<()> {
 
 pub async fn stats(json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
-    let stats = service.stats().await?;
+    let stats = imgest_crawl::stats::stats(&service).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
         return Ok(());

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use imgest_core::domain::OfferKey;
 use imgest_core::ports::SystemClock;
-use imgest_flows::crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
-use imgest_flows::crawl::{Crawler, RESULTS_QUEUE, tier_queue};
+use imgest_crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
+use imgest_crawl::{Crawler, RESULTS_QUEUE, tier_queue};
 use imgest_local::app;
 use imgest_local::runner::LocalRunner;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use imgest_crawl::Crawler;
 use imgest_download::AllowedPorts;
-use imgest_flows::crawl::Crawler;
 use imgest_hosts::{Answer, PartnerHost};
 use imgest_http::auth::{LocalIssuer, TokenSpec};
 use imgest_local::app;

@@ -19,7 +19,7 @@ use std::fmt::Debug;
 
 use imgest_http::{CreateUpload, SetPhotos};
 use imgest_core::domain::{NormalizationRules, NormalizedUrl, redacted};
-use imgest_flows::crawl::messages::{CrawlRequest, CrawlResult, FetchTask, ProcessMessage};
+use imgest_crawl::messages::{CrawlRequest, CrawlResult, FetchTask, ProcessMessage};
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

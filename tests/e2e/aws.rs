@@ -9,7 +9,7 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_aws::dynamodb;
 use imgest_core::domain::{ImageId, ImageState};
-use imgest_flows::crawl::Processing;
+use imgest_crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -129,7 +129,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     );
     let sqs: SqsEvent = serde_json::from_str(&body).unwrap();
     let crawler = app.crawler(Processing::Handoff, &[]);
-    let response = handlers::process::handle(&crawler, sqs.clone()).await;
+    let response = imgest_lambda_crawl::process::handle(&crawler, sqs.clone()).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let done = app.get(&format!("/v1/uploads/{upload_id}")).await;
     assert_eq!(done.json["state"], "done", "{}", done.json);
@@ -145,7 +145,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     );
     // A redelivered notification finds the upload finished.
     assert!(
-        handlers::process::handle(&crawler, sqs.clone())
+        imgest_lambda_crawl::process::handle(&crawler, sqs.clone())
             .await
             .batch_item_failures
             .is_empty()
@@ -154,7 +154,7 @@ async fn a_12_mb_photo_goes_through_the_presigned_path_on_aws() {
     let again = app.put_upload(&url, photo.clone()).await;
     assert!(again.status().is_success(), "{}", again.status());
     assert!(app.files().await.iter().any(|f| f.starts_with("incoming/")));
-    let response = handlers::process::handle(&crawler, sqs).await;
+    let response = imgest_lambda_crawl::process::handle(&crawler, sqs).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(
         app.files()

@@ -36,7 +36,7 @@ async fn variant_names(service: &Service, id: &str) -> Vec<String> {
 }
 
 async fn is_current(service: &Service, id: &str) -> bool {
-    record(service, id).await.variant_set() == Some(service.pipeline().version())
+    record(service, id).await.variant_set() == Some(service.imaging().unwrap().version())
 }
 
 #[tokio::test]

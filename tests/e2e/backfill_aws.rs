@@ -40,7 +40,7 @@ async fn a_backfill_runs_through_the_function_on_aws_and_a_pause_puts_its_tasks_
         let id = ImageId::parse(id).unwrap();
         async move {
             let record = new.ports().images.get(&id).await.unwrap().unwrap();
-            record.variant_set() == Some(new.pipeline().version())
+            record.variant_set() == Some(new.imaging().unwrap().version())
         }
     };
 
@@ -138,15 +138,11 @@ fn losing_answers(
     let (_, table) = app.aws.clone().unwrap();
     let mut ports = app.service.ports().clone();
     ports.images = Arc::new(DynamoStore::new(LoseAnswer::dynamodb(lose, config), table));
-    let mut pipeline = app.service.pipeline().config().clone();
+    let mut pipeline = app.pipeline_config();
     if let Some(variants) = variants {
         pipeline.variants = variants.parse().unwrap();
     }
-    Service::new(
-        ports,
-        imgest_pipeline::Pipeline::new(pipeline),
-        app.service.policy().clone(),
-    )
+    app.service_over(ports, pipeline)
 }
 
 /// Every file the record of `id` names is readable.
@@ -185,7 +181,7 @@ async fn a_backfill_whose_record_write_is_applied_then_refused_keeps_its_files()
     assert_eq!(new.counts().record_answers_lost, 1);
     let after = files_readable(&new, &id).await;
     assert_ne!(after.generation, before.generation);
-    assert_eq!(after.variant_set(), Some(new.pipeline().version()));
+    assert_eq!(after.variant_set(), Some(new.imaging().unwrap().version()));
 }
 
 #[tokio::test]

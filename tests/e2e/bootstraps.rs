@@ -20,9 +20,9 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ClientId, ImageId, OfferId, OfferKey, Tenant};
-use imgest_flows::crawl::Processing;
+use imgest_crawl::Processing;
 use imgest_hosts::{Answer, Gate, PartnerHost};
-use imgest_lambda as handlers;
+use imgest_lambda_crawl as handlers;
 use imgest_runtime_api::{Function, FunctionError, Launch, Outcome};
 use serde_json::{Value, json};
 
@@ -767,7 +767,7 @@ async fn the_backfill_bootstrap_enumerates_on_its_schedule_and_reprocesses_from_
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(record.variant_set(), Some(new.pipeline().version()));
+    assert_eq!(record.variant_set(), Some(new.imaging().unwrap().version()));
     assert!(new.backfill_status().await.unwrap().finished);
 }
 

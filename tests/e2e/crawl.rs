@@ -321,7 +321,7 @@ async fn downloads_start_only_while_their_bodies_fit_the_memory_budget() {
     })
     .await;
     // Every task taken by a worker: the four that do not fit wait for room, not for the host.
-    let queue = imgest_flows::crawl::tier_queue(0);
+    let queue = imgest_crawl::tier_queue(0);
     loop {
         let now = app.crawler.service().ports().clock.now();
         if app.queue.counts(&queue, now).await.unwrap().in_flight == 8 {

@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use bytes::Bytes;
 use imgest_core::domain::{BlobKey, ImageId};
-use imgest_flows::crawl::{Crawler, Processing};
+use imgest_crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
-use imgest_lambda as handlers;
+use imgest_lambda_crawl as handlers;
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
@@ -872,12 +872,8 @@ async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivere
         inner: ports.documents.clone(),
         died: false.into(),
     });
-    let dying = imgest_flows::crawl::Crawler::new(
-        std::sync::Arc::new(imgest_flows::Service::new(
-            ports,
-            imgest_pipeline::Pipeline::new(app.service.pipeline().config().clone()),
-            app.service.policy().clone(),
-        )),
+    let dying = imgest_crawl::Crawler::new(
+        std::sync::Arc::new(app.service_over(ports, app.pipeline_config())),
         crawler.settings().clone(),
         Processing::Inline,
     );

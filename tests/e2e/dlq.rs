@@ -131,18 +131,23 @@ async fn handle(
     queue: &str,
     event: aws_lambda_events::event::sqs::SqsEvent,
 ) -> imgest_lambda::BatchResponse {
-    use imgest_flows::crawl::Processing;
+    use imgest_crawl::Processing;
     use imgest_lambda as handlers;
     match queue {
-        "intake" => handlers::intake::handle(&app.crawler(Processing::Handoff, &[]), event).await,
-        "process" => handlers::process::handle(&app.crawler(Processing::Handoff, &[]), event).await,
+        "intake" => {
+            imgest_lambda_crawl::intake::handle(&app.crawler(Processing::Handoff, &[]), event).await
+        }
+        "process" => {
+            imgest_lambda_crawl::process::handle(&app.crawler(Processing::Handoff, &[]), event)
+                .await
+        }
         "backfill" => {
             handlers::backfill::tasks(&app.service, &crate::support::stack_senders(), event).await
         }
         fetch => {
             let tier = fetch.trim_start_matches("fetch-");
             let crawler = app.crawler(Processing::Handoff, &[("IMGEST_FETCH_TIER", tier)]);
-            handlers::fetch::handle(&crawler, event).await
+            imgest_lambda_crawl::fetch::handle(&crawler, event).await
         }
     }
 }

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use exif::{Context, Field, In, Tag, Value as ExifValue};
 use imgest_core::domain::{BlobKey, ContentHash, ImageId, OriginalMetadata};
 use imgest_core::ports::TaskQueue;
+use imgest_crawl::RESULTS_QUEUE;
 use imgest_flows::FlowError;
-use imgest_flows::crawl::RESULTS_QUEUE;
 use serde_json::{Value, json};
 
 use crate::support::identity::Identity;
@@ -142,7 +142,7 @@ async fn originals_keep_no_location(app: &TestApp) {
         );
         // Rendering unchanged: the variants made again from the stored original are the
         // stored variants, byte for byte (orientation and colours included).
-        let again = app.service.pipeline().process(&original).unwrap();
+        let again = app.service.imaging().unwrap().process(&original).unwrap();
         for v in &again.variants {
             let key = BlobKey::variant(&id, &record.generation, &v.name, v.format);
             let stored = app.service.ports().blobs.get(&key).await.unwrap();
@@ -695,14 +695,10 @@ async fn an_upload_racing_an_erasure_ends_kept_or_erased_never_half_on_the_aws_a
 async fn backfill_rewrites_originals(app: &TestApp) {
     let sent = photo_with_gps("kept as sent");
     let id = ImageId::of_bytes(&sent);
-    let mut keeping = app.service.pipeline().config().clone();
+    let mut keeping = app.pipeline_config();
     keeping.original_metadata = OriginalMetadata::Keep;
     let service = |config: imgest_pipeline::PipelineConfig| {
-        imgest_flows::Service::new(
-            app.service.ports().clone(),
-            imgest_pipeline::Pipeline::new(config),
-            app.service.policy().clone(),
-        )
+        app.service_over(app.service.ports().clone(), config)
     };
     let kept = service(keeping)
         .upload_bytes(Bytes::from(sent.clone()))
@@ -715,7 +711,7 @@ async fn backfill_rewrites_originals(app: &TestApp) {
     );
     assert!(!gps_fields(&stored_original(app, id.as_str()).await).is_empty());
     // A deployment that strips: the backfill rewrites the original, once.
-    let stripping = service(app.service.pipeline().config().clone());
+    let stripping = service(app.pipeline_config());
     assert_eq!(
         stripping.reprocess(&id).await.unwrap(),
         imgest_flows::backfill::Reprocessed::Done

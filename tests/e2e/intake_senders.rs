@@ -9,8 +9,8 @@
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
 use imgest_core::ports::Reason;
-use imgest_flows::crawl::Processing;
-use imgest_lambda as handlers;
+use imgest_crawl::Processing;
+use imgest_lambda_crawl as handlers;
 use serde_json::json;
 
 use crate::support::TestApp;

@@ -10,8 +10,8 @@
 
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
 use imgest_core::ports::{Reason, RedriveKinds};
-use imgest_flows::crawl::Processing;
-use imgest_lambda as handlers;
+use imgest_crawl::Processing;
+use imgest_lambda_crawl as handlers;
 use serde_json::{Value, json};
 
 use crate::crawl_aws::{CrawlOnAws, drain, take as all, with_dead_letter_queue};

@@ -23,7 +23,7 @@ struct Function {
     package: String,
     /// Its directory under the workspace, `functions/<name>`.
     dir: String,
-    /// The library module its handler lives in (`imgest_lambda::fetch`).
+    /// The library module its handler lives in (`imgest_lambda_crawl::fetch`).
     handler: String,
     resources: Vec<String>,
     events: Vec<String>,
@@ -401,6 +401,53 @@ fn every_function_resolves_the_same_features_of_the_crates_they_share() {
     );
 }
 
+/// The functions that never decode a photo nor download one: they run over the stores alone.
+const NEITHER_DECODE_NOR_CRAWL: [&str; 3] = [
+    "imgest-ttl-cleanup",
+    "imgest-scheduled-gc",
+    "imgest-erasure",
+];
+
+#[test]
+fn only_the_functions_that_decode_link_the_codecs_and_only_those_that_crawl_the_downloader() {
+    // A function that linked them anyway would carry their code and be rebuilt by every change
+    // to the crawl or the pipeline (docs/architecture.md, the crates' arrows).
+    let mut wrong = Vec::new();
+    for f in functions() {
+        let manifest = read(&format!("{}/Cargo.toml", f.dir));
+        let declares = |krate: &str| {
+            manifest.lines().any(|l| {
+                l.trim_start().starts_with(&format!("{krate}."))
+                    || l.starts_with(&format!("{krate} ="))
+            })
+        };
+        let (decodes, crawls) = (declares("imgest-pipeline"), declares("imgest-crawl"));
+        if NEITHER_DECODE_NOR_CRAWL.contains(&f.package.as_str()) && (decodes || crawls) {
+            wrong.push(format!(
+                "{} depends on imgest-pipeline or imgest-crawl",
+                f.package
+            ));
+        }
+        let linked = resolved_features(&f.package);
+        let links = |name: &str| linked.keys().any(|k| k.split(' ').next() == Some(name));
+        if links("image") != decodes {
+            wrong.push(format!(
+                "{}: links the codecs (`image`): {}, depends on imgest-pipeline: {decodes}",
+                f.package,
+                links("image")
+            ));
+        }
+        if links("reqwest") != crawls {
+            wrong.push(format!(
+                "{}: links the downloader (`reqwest`): {}, depends on imgest-crawl: {crawls}",
+                f.package,
+                links("reqwest")
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn the_template_reader_finds_functions_and_stops_at_the_next_section() {
     let template = "Parameters:\n  X:\n    Type: String\nResources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildProperties:\n        Binary: imgest-x\n    Properties:\n      CodeUri: functions/x\n  Queue:\n    Type: AWS::SQS::Queue\nOutputs:\n  Y:\n    Type: AWS::Serverless::Function\n";
@@ -532,12 +579,13 @@ fn every_crate_under_functions_is_a_workspace_member() {
     }
 }
 
-/// A handler module's source file: `imgest_lambda::fetch` is `shared/lambda/src/fetch.rs`.
+/// A handler module's source file: `imgest_lambda::erasure` is `shared/lambda/src/erasure.rs`,
+/// `imgest_lambda_crawl::fetch` is `shared/lambda-crawl/src/fetch.rs`.
 fn handler_file(handler: &str) -> Option<PathBuf> {
     let (krate, module) = handler.split_once("::")?;
     let dir = root()
         .join("shared")
-        .join(krate.strip_prefix("imgest_")?)
+        .join(krate.strip_prefix("imgest_")?.replace('_', "-"))
         .join("src");
     let path = module.replace("::", "/");
     [format!("{path}.rs"), format!("{path}/mod.rs")]

@@ -9,9 +9,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_flows::crawl::Processing;
+use imgest_crawl::Processing;
 use imgest_hosts::{Answer, PartnerHost};
-use imgest_lambda as handlers;
+use imgest_lambda_crawl as handlers;
 use serde_json::json;
 
 use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
@@ -92,7 +92,7 @@ async fn a_429_seen_by_one_fetch_instance_lowers_the_concurrency_another_uses() 
 
     // The other instance read the host's health before the 429; once its copy is older than
     // FRESH_FOR it reads the shared one again.
-    app.advance_clock(imgest_flows::crawl::FRESH_FOR);
+    app.advance_clock(imgest_crawl::FRESH_FOR);
     let fresh = app.crawler(Processing::Handoff, &vars);
     assert_eq!(fresh.host_concurrency(&domain).await, 4, "a new instance");
     assert_eq!(

@@ -300,7 +300,7 @@ impl History {
             inner: self.base.offers.clone(),
             faults: faults.clone(),
         });
-        Arc::new(Service::new(ports, Pipeline::new(config), policy()))
+        Arc::new(Service::new(ports, policy()).with_imaging(Arc::new(Pipeline::new(config))))
     }
 
     fn random_fault(&mut self) -> Fault {

@@ -196,9 +196,9 @@ async fn legacy_record(
         height: size.1,
         original_bytes: original.len() as u64,
         variants,
-        variant_set: app.service.pipeline().version().clone(),
+        variant_set: app.service.imaging().unwrap().version().clone(),
         sha256: None,
-        original_metadata: Some(app.service.pipeline().config().original_metadata),
+        original_metadata: Some(app.service.imaging().unwrap().original_metadata()),
         thumbhash: None,
     };
     let now = ports.clock.now();

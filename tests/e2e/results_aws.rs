@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use imgest_core::domain::{ClientId, OfferId};
-use imgest_flows::crawl::Processing;
-use imgest_flows::crawl::messages::{CrawlRequest, CrawlState};
+use imgest_crawl::Processing;
+use imgest_crawl::messages::{CrawlRequest, CrawlState};
 use serde_json::Value;
 
 use crate::support::TestApp;

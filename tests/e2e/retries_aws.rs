@@ -11,9 +11,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
 use imgest_aws::sqs::DUE_ATTRIBUTE;
 use imgest_core::domain::ImageId;
-use imgest_flows::crawl::{Crawler, Processing};
+use imgest_crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
-use imgest_lambda as handlers;
+use imgest_lambda_crawl as handlers;
 use serde_json::{Value, json};
 
 use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use imgest_core::domain::ImageId;
-use imgest_flows::crawl::{Crawler, Processing};
+use imgest_crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
 use serde_json::json;
 

@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use imgest_flows::stats::HostFailures;
+use imgest_crawl::stats::HostFailures;
 use imgest_hosts::{Answer, PartnerHost};
-use imgest_lambda as handlers;
+use imgest_lambda_crawl as handlers;
 use serde_json::json;
 
 use crate::crawl_aws::{CrawlOnAws, intake_event, take};
@@ -42,7 +42,7 @@ async fn stats_count_images_files_queues_and_crawl_failures_on_aws() {
     app.upload_ok(&imgest_hosts::hostile::jpeg(41, 30, false, None))
         .await;
     assert_eq!(app.link("o", &[&a]).await.status, 200);
-    let stats = app.service.stats().await.unwrap();
+    let stats = imgest_crawl::stats::stats(&app.service).await.unwrap();
     assert_eq!(
         (
             stats.images,

@@ -14,7 +14,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName};
 use bytes::Bytes;
 use imgest_core::domain::{ClientId, ImageId, OfferId, OfferKey};
 use imgest_core::ports::{DeadMessage, Reason, RedriveKinds};
-use imgest_flows::crawl::Processing;
+use imgest_crawl::Processing;
 use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda as handlers;
 use serde_json::{Value, json};
@@ -90,7 +90,7 @@ async fn a_forged_sender_attribute_is_neither_kept_in_the_dead_letter_nor_believ
         &[("imgest.sender", &acme_partner.id)],
     )
     .await;
-    let response = handlers::intake::handle(&crawler, take(sqs, intake, 1).await).await;
+    let response = imgest_lambda_crawl::intake::handle(&crawler, take(sqs, intake, 1).await).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(drain(sqs, &urls["fetch-0"]).await.records.is_empty());
 
@@ -121,7 +121,7 @@ async fn a_forged_sender_attribute_is_neither_kept_in_the_dead_letter_nor_believ
         !kept.contains_key("imgest.kind"),
         "only the sender goes back: {kept:?}"
     );
-    let response = handlers::intake::handle(&crawler, again).await;
+    let response = imgest_lambda_crawl::intake::handle(&crawler, again).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert!(drain(sqs, &urls["fetch-0"]).await.records.is_empty());
     let acme = ClientId::parse("acme").unwrap();
@@ -256,7 +256,8 @@ async fn a_letter_too_large_for_a_message_keeps_its_body_in_storage_and_a_redriv
         json!({"client_id": "acme", "offer_id": "big", "urls": [], "padding": padding}).to_string();
     assert!(body.len() <= 256 * 1024);
     send_as(&partner, &urls["intake"], &body, &[]).await;
-    let response = handlers::intake::handle(&crawler, take(sqs, &urls["intake"], 1).await).await;
+    let response =
+        imgest_lambda_crawl::intake::handle(&crawler, take(sqs, &urls["intake"], 1).await).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
     let letters = dead_letters_of(app, "intake").await;
@@ -327,9 +328,9 @@ async fn the_internal_queues_take_only_the_stacks_messages() {
         .await;
         let event = take(sqs, &urls[queue], 1).await;
         let response = match queue {
-            "fetch-0" => handlers::fetch::handle(&crawler, event).await,
-            "settle" => handlers::settle::handle(&crawler, event).await,
-            "process" => handlers::process::handle(&crawler, event).await,
+            "fetch-0" => imgest_lambda_crawl::fetch::handle(&crawler, event).await,
+            "settle" => imgest_lambda_crawl::settle::handle(&crawler, event).await,
+            "process" => imgest_lambda_crawl::process::handle(&crawler, event).await,
             _ => handlers::backfill::tasks(&app.service, &crawler.settings().senders, event).await,
         };
         assert!(
@@ -352,7 +353,7 @@ async fn the_internal_queues_take_only_the_stacks_messages() {
 async fn crawl(stack: &CrawlOnAws, offer: &str, urls: &[String]) -> SqsEvent {
     let request = json!({"client_id": "acme", "offer_id": offer, "urls": urls});
     let event = crate::crawl_aws::intake_event(&format!("intake-{offer}"), &request);
-    let response = handlers::intake::handle(&stack.crawler, event).await;
+    let response = imgest_lambda_crawl::intake::handle(&stack.crawler, event).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     take(&stack.sqs, &stack.urls["fetch-0"], urls.len()).await
 }
@@ -394,14 +395,14 @@ async fn a_fetch_task_is_believed_only_as_far_as_its_urls_record_bears_it_out() 
     // The attacker's photo under the victim URL's hash: refused, nothing downloaded.
     let attacker = host.url("/attacker.jpg");
     let other_url = forged(&|t| t["url"] = json!(attacker));
-    let response = handlers::fetch::handle(crawler, other_url).await;
+    let response = imgest_lambda_crawl::fetch::handle(crawler, other_url).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     // Another client's budget and hosts: refused.
     let other_client = forged(&|t| t["client_id"] = json!("beta"));
-    handlers::fetch::handle(crawler, other_client).await;
+    imgest_lambda_crawl::fetch::handle(crawler, other_client).await;
     // A lease the store never gave: dropped.
     let other_lease = forged(&|t| t["lease"] = json!("0000000000000000"));
-    handlers::fetch::handle(crawler, other_lease).await;
+    imgest_lambda_crawl::fetch::handle(crawler, other_lease).await;
     assert_eq!(host.requests(), 0);
     assert_eq!(crawler.counts().tasks_not_leased, 1);
     let letters = dead_letters_of(&stack.app, "fetch-0").await;
@@ -419,10 +420,10 @@ async fn a_fetch_task_is_believed_only_as_far_as_its_urls_record_bears_it_out() 
     assert!(reasons[1].contains("names client beta"), "{reasons:?}");
 
     // The task as intake queued it settles the victim's URL with the victim's photo.
-    let response = handlers::fetch::handle(crawler, tasks).await;
+    let response = imgest_lambda_crawl::fetch::handle(crawler, tasks).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let processed = take(&stack.sqs, &stack.urls["process"], 1).await;
-    let response = handlers::process::handle(crawler, processed).await;
+    let response = imgest_lambda_crawl::process::handle(crawler, processed).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let acme = ClientId::parse("acme").unwrap();
     let offer = OfferKey::new(
@@ -496,10 +497,10 @@ async fn the_intake_function_links_a_settled_crawl_only_as_far_as_its_seal_and_u
     let mut settled = Vec::new();
     for (offer, path) in [("swapped", "/a.jpg"), ("relisted", "/b.jpg")] {
         let tasks = crawl(&stack, offer, &[host.url(path)]).await;
-        let response = handlers::fetch::handle(&settling, tasks).await;
+        let response = imgest_lambda_crawl::fetch::handle(&settling, tasks).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
         let processed = take(sqs, &urls["process"], 1).await;
-        let response = handlers::process::handle(&settling, processed).await;
+        let response = imgest_lambda_crawl::process::handle(&settling, processed).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
         let key = OfferKey::new(intake.trusted_tenant(&acme), OfferId::parse(offer).unwrap());
         settled.push((offer, key));
@@ -512,7 +513,7 @@ async fn the_intake_function_links_a_settled_crawl_only_as_far_as_its_seal_and_u
     rewrite_crawl(app, &settled[1].1, |c| c["photos"][0]["url"] = json!(evil)).await;
 
     let messages = take(sqs, &urls["settle"], 2).await;
-    let response = handlers::settle::handle(&intake, messages).await;
+    let response = imgest_lambda_crawl::settle::handle(&intake, messages).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
 
     // The swapped photo is linked as its URL's record says; the relisted offer is refused.
@@ -586,7 +587,7 @@ async fn stats_report_a_results_subscription_that_filters_on_no_single_client() 
     )
     .await
     .unwrap();
-    let stats = app.service.stats().await.unwrap();
+    let stats = imgest_crawl::stats::stats(&app.service).await.unwrap();
     let by_endpoint: HashMap<&str, Option<&str>> = stats
         .results_subscribers
         .iter()
@@ -627,7 +628,7 @@ async fn a_long_wait_due_out_of_bounds_is_given_up_on_alone_and_the_batchs_other
             .await
             .unwrap();
     }
-    let response = handlers::fetch::handle(crawler, take(sqs, queue, 2).await).await;
+    let response = imgest_lambda_crawl::fetch::handle(crawler, take(sqs, queue, 2).await).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let letters = dead_letters_of(app, "fetch-0").await;
     assert_eq!(letters.len(), 1, "{letters:?}");

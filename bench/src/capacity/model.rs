@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::measured::{FULL_VCPU_MB, Figure, Measured};
 use super::scenario::{AuditMode, Checkpoint, LongWaits, Scenario};
 use imgest_core::budget::MemoryBudget;
-use imgest_flows::crawl::JOINERS_PER_PAGE;
+use imgest_crawl::JOINERS_PER_PAGE;
 
 /// The API's routes the model holds against their throttles (a scenario's
 /// `deployment.api.routes` may name these and `"default"`, nothing else).
@@ -733,7 +733,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // 2. DynamoDB item classes.
     let hot = lim.partition_fraction * lim.partition_wcu;
     let rmw_ceiling = 1000.0 / (2.0 * s.latency_ms.dynamodb);
-    let flush_every = imgest_flows::crawl::FLUSH_EVERY.as_secs_f64();
+    let flush_every = imgest_crawl::FLUSH_EVERY.as_secs_f64();
     // The measured batches' tasks, all of one client on one host: a batch's writes to the
     // client's rate limit grow with its tasks (those that wait for the host's slots ask
     // apart), so a client with a share of a batch's tasks makes at most that share of them.

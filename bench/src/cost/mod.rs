@@ -42,8 +42,8 @@ use aws_sdk_sqs::types::{
 use imgest_aws::dynamodb;
 use imgest_core::domain::{ClientId, OfferId, OfferKey};
 use imgest_core::ports::{ManualClock, SystemClock};
-use imgest_flows::crawl::messages::CrawlRequest;
-use imgest_flows::crawl::{Crawler, Processing};
+use imgest_crawl::messages::CrawlRequest;
+use imgest_crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda::{self as handlers, BatchResponse};
 use imgest_local::app;
@@ -283,7 +283,7 @@ async fn fetch_all(
         for tier in ["fetch-0", "fetch-1", "fetch-2"] {
             fetching
                 .deliver(&names.queues[tier], FETCH_BATCH, |e| {
-                    handlers::fetch::handle(fetcher, e)
+                    imgest_lambda_crawl::fetch::handle(fetcher, e)
                 })
                 .await?;
         }
@@ -403,7 +403,7 @@ async fn drive(
     measured(
         tally,
         lambda.deliver(&names.queues["process"], PROCESS_BATCH, |e| {
-            handlers::process::handle(&processor, e)
+            imgest_lambda_crawl::process::handle(&processor, e)
         }),
     )
     .await?;
@@ -590,7 +590,7 @@ impl Stages<'_> {
         measured(
             tally,
             self.lambda.deliver(queue, INTAKE_BATCH, |e| {
-                handlers::intake::handle(self.crawler, e)
+                imgest_lambda_crawl::intake::handle(self.crawler, e)
             }),
         )
         .await
@@ -604,7 +604,7 @@ impl Stages<'_> {
             tally,
             self.lambda
                 .deliver(&self.names.queues["settle"], INTAKE_BATCH, |e| {
-                    handlers::settle::handle(self.crawler, e)
+                    imgest_lambda_crawl::settle::handle(self.crawler, e)
                 }),
         )
         .await

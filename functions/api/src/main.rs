@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use imgest_flows::crawl::{Crawler, Processing};
+use imgest_crawl::{Crawler, Processing};
 use imgest_http::auth::Authenticator;
 use imgest_http::{ApiState, Edge, router};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     imgest_lambda::init("info")?;
-    let (settings, service) = imgest_lambda::service_from_env().await?;
+    let (settings, service) =
+        imgest_lambda::decoding_service_from_env(imgest_pipeline::configure::imaging).await?;
     let service = Arc::new(service);
     // `POST /v1/crawl` runs intake here: fetch tasks go to the tier queues.
     let crawler = Crawler::new(service.clone(), settings.crawl.clone(), Processing::Handoff);

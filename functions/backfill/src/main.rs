@@ -8,7 +8,8 @@ use lambda_runtime::{LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
-    let (settings, service) = imgest_lambda::service_from_env().await?;
+    let (settings, service) =
+        imgest_lambda::decoding_service_from_env(imgest_pipeline::configure::imaging).await?;
     let (service, senders) = (&service, &settings.crawl.senders);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {

@@ -4,9 +4,10 @@
 //! function.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_flows::crawl::Processing;
+use imgest_crawl::Processing;
+use imgest_lambda::BatchResponse;
 use imgest_lambda::cloudwatch::flushed;
-use imgest_lambda::{BatchResponse, fetch};
+use imgest_lambda_crawl::fetch;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
@@ -14,8 +15,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
     // Crawls that settle here are finished by the intake function (this one may not link
     // offers nor send results).
-    let (_, crawler) = imgest_lambda::crawler_from_env(Processing::InlineWhenItFits).await?;
-    let crawler = crawler.finishing_elsewhere();
+    let (settings, service) =
+        imgest_lambda::decoding_service_from_env(imgest_pipeline::configure::imaging).await?;
+    let crawler = imgest_lambda_crawl::crawler(&settings, service, Processing::InlineWhenItFits)
+        .finishing_elsewhere();
     // The downloader (its TLS roots) is built in the init phase, with the CPU Lambda gives
     // it, rather than during the first download; the other functions never build it.
     crawler.downloader()?;

@@ -2,17 +2,19 @@
 //! and the crawls the fetch and process functions settled, from the settle queue, to finish.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_flows::crawl::{Processing, SETTLE_QUEUE};
+use imgest_crawl::{Processing, SETTLE_QUEUE};
+use imgest_lambda::BatchResponse;
 use imgest_lambda::cloudwatch::flushed;
-use imgest_lambda::{BatchResponse, intake, settle};
+use imgest_lambda_crawl::{intake, settle};
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
-    let (settings, crawler) = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
+    let (settings, service) = imgest_lambda::service_from_env().await?;
     // The crawls it finishes were settled by functions that decode partners' bytes.
-    let crawler = crawler.verifying_settled_crawls();
+    let crawler = imgest_lambda_crawl::crawler(&settings, service, Processing::Handoff)
+        .verifying_settled_crawls();
     let settle_queue = imgest_lambda::queue_name(&settings, SETTLE_QUEUE).unwrap_or_default();
     let (crawler, settle_queue) = (&crawler, settle_queue.as_str());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

@@ -2,9 +2,10 @@
 //! fetch functions downloaded, via SQS.
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use imgest_flows::crawl::Processing;
+use imgest_crawl::Processing;
+use imgest_lambda::BatchResponse;
 use imgest_lambda::cloudwatch::flushed;
-use imgest_lambda::{BatchResponse, process};
+use imgest_lambda_crawl::process;
 use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
@@ -12,8 +13,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     imgest_lambda::init("info")?;
     // Crawls that settle here are finished by the intake function (this one may not link
     // offers nor send results).
-    let (_, crawler) = imgest_lambda::crawler_from_env(Processing::Handoff).await?;
-    let crawler = crawler.finishing_elsewhere();
+    let (settings, service) =
+        imgest_lambda::decoding_service_from_env(imgest_pipeline::configure::imaging).await?;
+    let crawler =
+        imgest_lambda_crawl::crawler(&settings, service, Processing::Handoff).finishing_elsewhere();
     let crawler = &crawler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let handled = process::handle(crawler, event.payload);

@@ -4,6 +4,10 @@
 //! - [`ports`]: the capabilities flows need (`BlobStore`, `ImageIndex`, `OfferLinks`,
 //!   `Documents`, `RateLimiter`, `MessageSender`, `TaskQueue`, `Clock`, …), and [`Ports`], one
 //!   handle of each, which an adapter crate builds.
+//! - [`download_rules`]: the ports, hosts, circuit thresholds and trusted hash headers the
+//!   crawl's settings name for downloads.
+//! - [`imaging`]: what the photo pipeline takes and gives, and its port ([`imaging::Imaging`]),
+//!   so the flows see it without linking the codecs.
 //! - [`retry`]: backoff with full jitter between rounds of a lost race.
 //! - [`backend`]: where records, files and queues live (the embedded default or AWS).
 //! - [`telemetry`]: JSON-lines logs, and the stages' and flows' metrics through the `metrics`
@@ -12,6 +16,8 @@
 pub mod backend;
 pub mod budget;
 pub mod domain;
+pub mod download_rules;
+pub mod imaging;
 pub mod ports;
 pub mod retry;
 pub mod telemetry;

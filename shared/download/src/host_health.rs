@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use imgest_core::domain::Timestamp;
+pub use imgest_core::download_rules::CircuitRules;
 
 /// The failure score halves over this time.
 const SCORE_HALF_LIFE: Duration = Duration::from_secs(600);
@@ -20,30 +21,6 @@ const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(900);
 /// A failed probe doubles the cool-down, up to this many times the configured one.
 const COOL_DOWN_GROWTH_CAP: u32 = 32;
-
-/// When a host's circuit opens, and for how long (`IMGEST_CIRCUIT_*`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CircuitRules {
-    /// Recent requests (decayed over `window`) needed before the circuit may open.
-    pub min_requests: u32,
-    /// The share of recent requests that failed, in percent, that opens it.
-    pub failure_percent: u32,
-    /// Requests and failures count half after this long.
-    pub window: Duration,
-    /// How long an open circuit waits before a probe; doubled by each failed probe.
-    pub cool_down: Duration,
-}
-
-impl Default for CircuitRules {
-    fn default() -> Self {
-        Self {
-            min_requests: 20,
-            failure_percent: 50,
-            window: Duration::from_secs(60),
-            cool_down: Duration::from_secs(30),
-        }
-    }
-}
 
 /// How a host's circuit lets downloads through.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

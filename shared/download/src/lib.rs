@@ -1,5 +1,5 @@
 //! Downloading photo URLs: one download done safely, and the policies that decide when and where
-//! downloads run. The crawl flows in [`imgest_flows::crawl`] put them together.
+//! downloads run. The crawl flows in [`imgest_crawl`] put them together.
 //!
 //! - [`Downloader`]: one download of one photo URL (deadline, address guard, redirects, limits,
 //!   signature, MD5, conditional requests).
@@ -19,9 +19,7 @@
 mod address_guard;
 pub mod backoff;
 mod downloader;
-mod egress;
 mod error_kind;
-mod hash_headers;
 mod host_health;
 mod host_limits;
 mod tier_chooser;
@@ -33,9 +31,8 @@ pub use self::downloader::{
     BodyDedup, Download, DownloadConfig, DownloadError, Downloaded, Downloader,
     DownloaderSetupError, KnownImages, TlsSetupError, Validator, install_default_provider,
 };
-pub use self::egress::{AllowedPorts, HostAllowlist};
 pub use self::error_kind::{FailureClass, FetchErrorKind};
-pub use self::hash_headers::HashHeaders;
 pub use self::host_health::{Admission, Circuit, CircuitRules, EventCounts, HostEvent, HostHealth};
 pub use self::host_limits::{HostLimits, HostSlot};
 pub use self::tier_chooser::{Observation, TierChooser, TierCounts, TierStats};
+pub use imgest_core::download_rules::{AllowedPorts, HashHeaders, HostAllowlist};

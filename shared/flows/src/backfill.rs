@@ -241,7 +241,7 @@ impl Service {
         }
         // The queue must exist before anything is enumerated onto it.
         self.ports.messages.counts(BACKFILL_QUEUE).await?;
-        let target = self.pipeline.version().clone();
+        let target = self.imaging()?.version().clone();
         if let Some(run) = self.load_run().await?
             && run.target == target
             && (run.state == RunState::Paused || !run.enumerated())
@@ -283,12 +283,12 @@ impl Service {
             .load_run()
             .await?
             .ok_or_else(|| FlowError::Internal("no backfill has been started".into()))?;
-        if run.target != *self.pipeline.version() {
+        if run.target != *self.imaging()?.version() {
             return Err(FlowError::Internal(format!(
                 "the saved backfill targets variant set {} but this configuration is {}; \
                  start a new one",
                 run.target,
-                self.pipeline.version()
+                self.imaging()?.version()
             )));
         }
         if run.state == RunState::Paused {
@@ -347,7 +347,7 @@ impl Service {
         let Some(mut run) = self.load_run().await? else {
             return Ok(report);
         };
-        if run.state == RunState::Paused || run.target != *self.pipeline.version() {
+        if run.state == RunState::Paused || run.target != *self.imaging()?.version() {
             return Ok(report);
         }
         if self.due_for_enumeration(&run) {
@@ -419,7 +419,7 @@ impl Service {
         let Some(mut run) = self.load_run().await? else {
             return Ok(report);
         };
-        if run.state == RunState::Paused || run.target != *self.pipeline.version() {
+        if run.state == RunState::Paused || run.target != *self.imaging()?.version() {
             return Ok(report);
         }
         while started.elapsed() < budget && self.due_for_enumeration(&run) {
@@ -613,10 +613,10 @@ impl Service {
         let Some(record) = self.ports.images.get(id).await?.filter(|r| r.is_live(now)) else {
             return Ok(Reprocessed::Gone);
         };
-        if self.is_current(&record, self.pipeline.version()) {
+        if self.is_current(&record, self.imaging()?.version()) {
             return Ok(Reprocessed::Current);
         }
-        if self.lacks_only_a_placeholder(&record, self.pipeline.version())
+        if self.lacks_only_a_placeholder(&record, self.imaging()?.version())
             && let Some(added) = self.add_placeholder(&record).await?
         {
             return Ok(added);
@@ -642,8 +642,10 @@ impl Service {
         else {
             return Ok(None);
         };
-        let sizes = variants.iter().map(|v| (v.width, v.height));
-        let Some(source) = imgest_pipeline::placeholder_source(sizes, (*width, *height))
+        let mut sizes = variants.iter().map(|v| (v.width, v.height));
+        let imaging = Arc::clone(self.imaging()?);
+        let Some(source) = imaging
+            .placeholder_source(&mut sizes, (*width, *height))
             .and_then(|i| variants.get(i))
         else {
             return Ok(None);
@@ -655,10 +657,9 @@ impl Service {
             Err(StoreError::NotFound(_)) => return Ok(Some(Reprocessed::Gone)),
             Err(e) => return Err(e.into()),
         };
-        let made =
-            tokio::task::spawn_blocking(move || imgest_pipeline::placeholder_of_variant(&file))
-                .await
-                .map_err(|e| FlowError::Internal(format!("making a placeholder: {e}")))?;
+        let made = tokio::task::spawn_blocking(move || imaging.placeholder_of_variant(&file))
+            .await
+            .map_err(|e| FlowError::Internal(format!("making a placeholder: {e}")))?;
         let Some(thumbhash) = made else {
             return Ok(None);
         };
@@ -708,8 +709,13 @@ impl Service {
                 .await
                 .map_err(|e| FlowError::Internal(e.to_string()))?;
             self.until_no_upload_is_processing().await;
-            let processed =
-                decode(&self.pipeline, &self.budget, &self.process_slots, &original).await?;
+            let processed = decode(
+                self.imaging()?,
+                &self.budget,
+                &self.process_slots,
+                &original,
+            )
+            .await?;
             self.counters.pipeline_runs.increment(1);
             self.counters.backfill_runs.increment(1);
             processed?
@@ -734,7 +740,7 @@ impl Service {
             &generation,
             source,
             processed,
-            self.pipeline.version().clone(),
+            self.imaging()?.version().clone(),
             &self.counters,
         )
         .await?;
@@ -795,11 +801,11 @@ impl Service {
     /// its placeholder.
     fn lacks_only_a_placeholder(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
         record.variant_set() == Some(target)
-            && self
-                .pipeline
-                .config()
-                .original_metadata
-                .is_met_by(record.original_metadata())
+            && self.imaging().is_ok_and(|imaging| {
+                imaging
+                    .original_metadata()
+                    .is_met_by(record.original_metadata())
+            })
     }
 
     /// Waits while a seller's new photo is being processed (or waits to be): a backfill decode

@@ -8,12 +8,12 @@ use bytes::Bytes;
 
 use super::FlowError;
 use imgest_core::budget::{MemoryBudget, Reservation};
-use imgest_pipeline::{Pipeline, PipelineError, Processed};
+use imgest_core::imaging::{Imaging, PipelineError, Processed};
 
 /// Decodes and resizes `body` once room for its footprint is reserved and a decoding slot is
 /// free (off the async threads). The outer error is the task's; the inner one the photo's.
 pub(crate) async fn decode(
-    pipeline: &Arc<Pipeline>,
+    pipeline: &Arc<dyn Imaging>,
     budget: &MemoryBudget,
     slots: &Arc<tokio::sync::Semaphore>,
     body: &Bytes,
@@ -36,7 +36,7 @@ pub(crate) async fn decode(
 /// off the async threads), waiting for room; a photo larger than the whole decoding pool is
 /// refused (`too_many_pixels`, with the budget in the message).
 async fn reserve_memory(
-    pipeline: &Arc<Pipeline>,
+    pipeline: &Arc<dyn Imaging>,
     budget: &MemoryBudget,
     body: &Bytes,
 ) -> Result<Reservation, PipelineError> {

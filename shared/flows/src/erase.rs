@@ -758,14 +758,14 @@ impl Service {
             "offer_id": offer.id(),
             "image_id": id,
             "reason": reason.unwrap_or("erased by the operator"),
-            "erased_at": crate::crawl::messages::rfc3339_millis(self.ports.clock.now()),
+            "erased_at": humantime::format_rfc3339_millis(self.ports.clock.now().to_system()).to_string(),
         })
         .to_string();
         let message = OutgoingMessage::now(body)
-            .with_attribute(crate::crawl::CLIENT_ATTRIBUTE, client.as_str());
+            .with_attribute(crate::queues::CLIENT_ATTRIBUTE, client.as_str());
         self.ports
             .messages
-            .send(crate::crawl::RESULTS_QUEUE, &[message])
+            .send(crate::queues::RESULTS_QUEUE, &[message])
             .await?;
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! The flows' error: every failure a caller can see, with a stable kind and a retry class.
 
 use imgest_core::domain::{IdError, ImageId, OfferId, UploadId, VariantName};
+use imgest_core::imaging::PipelineError;
 use imgest_core::ports::StoreError;
-use imgest_pipeline::PipelineError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
@@ -66,6 +66,10 @@ pub enum FlowError {
     BodyGone(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A flow that decodes photos ran in a process started without the pipeline (a
+    /// collector): a wiring error, not the photo's.
+    #[error("this process was started without the photo pipeline and cannot decode photos")]
+    NoPipeline,
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -101,7 +105,7 @@ impl FlowError {
             Self::SweepStopped(_) => "sweep_stopped",
             Self::BodyGone(_) => "body_gone",
             Self::Store(e) => e.kind(),
-            Self::Internal(_) => "internal",
+            Self::NoPipeline | Self::Internal(_) => "internal",
         }
     }
 

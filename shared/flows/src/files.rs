@@ -20,8 +20,8 @@ use imgest_core::domain::{
     BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, OriginalMetadata,
     StoredVariant, VariantSetVersion,
 };
+use imgest_core::imaging::{Colour, Processed};
 use imgest_core::ports::{ReadyImage, StoreError};
-use imgest_pipeline::{Colour, Processed};
 
 /// The record write whose new files are at stake.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,8 @@
 //! Flows: the use cases, written once over the ports and shared by every entry point (HTTP API,
 //! CLI, Lambda handlers, the local runner). Each is a method of [`Service`] (the ports, the
-//! pipeline and the lifecycle policy) or of [`crawl::Crawler`].
+//! lifecycle policy and, where photos are decoded, the pipeline through its port). The crawls
+//! are built on these in `imgest-crawl`, so a function that never crawls (the collectors)
+//! links no downloader, and one that never decodes no codec.
 //!
 //! - [`upload`]: content-addressed upload with claim-based dedup, and the store of a crawled
 //!   photo (no claim).
@@ -12,13 +14,13 @@
 //! - [`variants`]: the variant set an operator confirmed (what the sweep may retire).
 //! - [`audit`]: records checked against their files and link counts against the offers.
 //! - [`restore`]: a collected photo stored again from the original the versioned bucket kept.
-//! - [`queues`]: what the local task queue holds, which work comes first, dead letters.
-//! - [`stats`]: what is stored and what is waiting, counted from the stores.
+//! - [`queues`]: the queues' names, what the local task queue holds, which work comes first,
+//!   dead letters.
 //! - [`browse`]: the operator's pages of stored images (and orphans).
 //! - [`erase`]: a seller's erasure of their upload, an operator's purge, tombstones and
 //!   receipts.
-//! - [`crawl`]: crawls: intake, tiered downloads, retries, settling offers and sending results.
-//! - [`configure`]: the service the settings describe (its pipeline and policy).
+//! - [`configure`]: the service the settings describe (its policy; the pipeline is given by
+//!   the processes that decode).
 //! - `files`, `decode`: what several flows share: an image's files written and deleted by
 //!   generation, and decoding under the memory budget.
 //! - `error`, `counts`, `service`: the flows' error, counters and shared state.
@@ -28,7 +30,6 @@ pub mod backfill;
 pub mod browse;
 pub mod configure;
 mod counts;
-pub mod crawl;
 mod decode;
 pub mod erase;
 mod error;
@@ -39,7 +40,6 @@ pub mod presigned;
 pub mod queues;
 pub mod restore;
 mod service;
-pub mod stats;
 pub mod sweep;
 pub mod upload;
 pub mod variants;

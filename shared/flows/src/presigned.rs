@@ -9,8 +9,8 @@ use tracing::{info, warn};
 use super::{FlowError, Service};
 use imgest_core::domain::random::secure_hex;
 use imgest_core::domain::{BlobKey, ImageId, ImageRecord, Owner, Timestamp, UploadId};
+use imgest_core::imaging::PipelineError;
 use imgest_core::ports::{StoreError, UploadRecord, UploadState};
-use imgest_pipeline::PipelineError;
 
 /// What the client needs to upload the body.
 #[derive(Debug, Clone)]
@@ -37,7 +37,7 @@ impl Service {
         size: u64,
         owner: Option<&Owner>,
     ) -> Result<UploadTicket, FlowError> {
-        let limit = self.pipeline.config().max_body;
+        let limit = self.max_body();
         if size == 0 {
             return Err(FlowError::EmptyBody);
         }
@@ -113,7 +113,7 @@ impl Service {
             self.ports.blobs.delete(&[key]).await?;
             return Ok(record);
         }
-        let limit = self.pipeline.config().max_body;
+        let limit = self.max_body();
         // Held until the body is dropped, at the end of this call.
         let _memory = self.reserve_body(record.size.min(limit)).await?;
         let body = match self.ports.blobs.get(&key).await {

@@ -1,13 +1,31 @@
 //! What the local task queue holds: each queue's tasks by state, its priority and tier, and
 //! the dead letters with their reasons (`imgest queue`). Live work (downloads, processing)
-//! comes before backfill: a backfill batch waits while live tasks are due.
+//! comes before backfill: a backfill batch waits while live tasks are due. The queues' names
+//! are here too, so the flows that send to them (results of erasures) need no crawl.
 
 use serde::Serialize;
 
 use super::backfill::BACKFILL_QUEUE;
-use super::crawl::{PROCESS_QUEUE, RESULTS_QUEUE, tier_queue};
 use super::{FlowError, Service};
 use imgest_core::ports::{DeadMessage, Letter, QueueCounts, RedriveKinds, StoreError, TaskQueue};
+
+/// The queue results are sent to.
+pub const RESULTS_QUEUE: &str = "results";
+
+/// The queue downloaded photos are sent to (AWS: the process function's).
+pub const PROCESS_QUEUE: &str = "process";
+
+/// The queue crawls whose URLs all settled are handed to when they may not be finished where
+/// they settled (AWS: from the fetch and process functions to the intake function).
+pub const SETTLE_QUEUE: &str = "settle";
+
+/// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
+pub fn tier_queue(tier: usize) -> String {
+    format!("fetch-{tier}")
+}
+
+/// The attribute naming a result's client (what results' subscriptions filter on).
+pub const CLIENT_ATTRIBUTE: &str = "client_id";
 
 /// Which work a queue holds, in the order it is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -161,7 +179,7 @@ impl Service {
     /// `queue`'s dead letters by the kind of their failure, in the order each kind first
     /// appears, newest letter first. `None` on AWS: counting them would mean receiving every
     /// message of the dead-letter queue (`imgest dlq list` shows each one's reason).
-    pub(crate) async fn failure_kinds(
+    pub async fn failure_kinds(
         &self,
         queue: &str,
     ) -> Result<Option<Vec<(String, u64)>>, FlowError> {

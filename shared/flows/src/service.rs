@@ -1,4 +1,7 @@
-//! The service: the ports, the pipeline and the lifecycle policy that every flow runs over.
+//! The service: the ports, the lifecycle policy and (in a process that decodes photos) the
+//! pipeline, that every flow runs over. The pipeline comes in through its port
+//! ([`Imaging`]): a function that never decodes (the collectors) runs without one and links
+//! no codec.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +11,9 @@ use tokio::sync::Semaphore;
 use super::{FlowCounters, FlowCounts, FlowError};
 pub use imgest_core::Ports;
 use imgest_core::budget::{MemoryBudget, Refusal, Reservation};
+use imgest_core::domain::VariantSet;
+use imgest_core::imaging::{Imaging, PipelineError};
 use imgest_core::telemetry::counters::Tally;
-use imgest_pipeline::Pipeline;
 use imgest_settings::Settings;
 
 /// How long a body waits for room in the memory budget before it is refused as overloaded:
@@ -19,6 +23,11 @@ pub const BODY_WAIT: Duration = Duration::from_secs(10);
 /// Lifecycle and limit settings the flows apply.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    /// The variant set configured (`IMGEST_VARIANTS`): what the sweep keeps, in a process
+    /// without the pipeline too.
+    pub variants: VariantSet,
+    /// The largest photo body accepted (`IMGEST_MAX_BODY`), in bytes.
+    pub max_body: u64,
     pub orphan_ttl: Duration,
     pub claim_ttl: Duration,
     pub sweep_grace: Duration,
@@ -58,6 +67,8 @@ pub struct Policy {
 impl Policy {
     pub fn from_settings(s: &Settings) -> Self {
         Self {
+            variants: s.variants.clone(),
+            max_body: s.max_body,
             orphan_ttl: s.orphan_ttl,
             claim_ttl: s.claim_ttl,
             sweep_grace: s.sweep_grace,
@@ -81,7 +92,8 @@ impl Policy {
 
 pub struct Service {
     pub(crate) ports: Ports,
-    pub(crate) pipeline: Arc<Pipeline>,
+    /// `None` in a process that never decodes (see [`with_imaging`](Self::with_imaging)).
+    imaging: Option<Arc<dyn Imaging>>,
     pub(crate) policy: Policy,
     /// Bounds concurrent decodes to the cores we have: more only adds memory, not speed.
     pub(crate) process_slots: Arc<Semaphore>,
@@ -101,13 +113,15 @@ pub struct Service {
 }
 
 impl Service {
-    pub fn new(ports: Ports, pipeline: Pipeline, policy: Policy) -> Self {
+    /// The service over `ports`, without the pipeline: the flows that decode photos refuse
+    /// ([`FlowError::NoPipeline`]) until it is given ([`with_imaging`](Self::with_imaging)).
+    pub fn new(ports: Ports, policy: Policy) -> Self {
         let slots = policy.process_concurrency.max(1);
         let admitted = slots + policy.max_pending_uploads;
         let tally = Arc::new(Tally::default());
         Self {
             ports,
-            pipeline: Arc::new(pipeline),
+            imaging: None,
             process_slots: Arc::new(Semaphore::new(slots)),
             backfill_slots: super::backfill::backfill_slots(slots),
             admission: Arc::new(Semaphore::new(admitted)),
@@ -127,7 +141,7 @@ impl Service {
             Ok(reservation) => Ok(reservation),
             Err(Refusal::Busy { .. }) => Err(FlowError::Overloaded),
             Err(Refusal::NeverFits { needed, pool }) => {
-                Err(FlowError::Image(imgest_pipeline::PipelineError::TooLarge {
+                Err(FlowError::Image(PipelineError::TooLarge {
                     size: needed,
                     limit: pool,
                 }))
@@ -138,9 +152,9 @@ impl Service {
     /// Whether this process's decoding pool can ever hold `body`'s decode (its footprint, from
     /// the header). A header that does not read says yes: processing it gives the error.
     pub fn fits_in_memory(&self, body: &[u8]) -> bool {
-        match self.pipeline.footprint(body) {
-            Ok(footprint) => footprint.bytes <= self.budget.work_pool(),
-            Err(_) => true,
+        match self.imaging.as_ref().map(|imaging| imaging.footprint(body)) {
+            Some(Ok(footprint)) => footprint.bytes <= self.budget.work_pool(),
+            Some(Err(_)) | None => true,
         }
     }
 
@@ -152,8 +166,29 @@ impl Service {
         &self.ports
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
+    /// This service with the pipeline: what a process that decodes photos starts with.
+    pub fn with_imaging(mut self, imaging: Arc<dyn Imaging>) -> Self {
+        self.imaging = Some(imaging);
+        self
+    }
+
+    /// The pipeline, or [`FlowError::NoPipeline`] in a process started without it.
+    pub fn imaging(&self) -> Result<&Arc<dyn Imaging>, FlowError> {
+        self.imaging.as_ref().ok_or(FlowError::NoPipeline)
+    }
+
+    /// The largest photo body accepted: the pipeline's, else the policy's.
+    pub fn max_body(&self) -> u64 {
+        self.imaging
+            .as_ref()
+            .map_or(self.policy.max_body, |imaging| imaging.max_body())
+    }
+
+    /// The variant set configured: the pipeline's, else the policy's.
+    pub fn variants(&self) -> &VariantSet {
+        self.imaging
+            .as_ref()
+            .map_or(&self.policy.variants, |imaging| imaging.variants())
     }
 
     pub fn policy(&self) -> &Policy {

@@ -542,7 +542,7 @@ impl Service {
         else {
             return false;
         };
-        self.pipeline.config().variants.get(&name).is_none() && !confirmed.contains(&name)
+        self.variants().get(&name).is_none() && !confirmed.contains(&name)
     }
 
     /// `record` without the variants the configuration no longer makes and whose drop was
@@ -568,7 +568,7 @@ impl Service {
         else {
             return (None, false);
         };
-        let configured = &self.pipeline.config().variants;
+        let configured = self.variants();
         let made = |name: &VariantName| configured.get(name).is_some();
         let retire =
             |name: &VariantName| !made(name) && confirmed.is_some_and(|c| !c.contains(name));

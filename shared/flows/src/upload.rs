@@ -159,7 +159,7 @@ impl Service {
         }
         // Size and magic bytes first: a body that is no image of an accepted format never
         // creates a claim. The header is read below, once the content is known to be new.
-        self.pipeline
+        self.imaging()?
             .check_format(body.len(), &body.head(MAGIC_LEN))
             .inspect_err(|_| {
                 self.counters.pipeline_rejections.increment(1);
@@ -205,7 +205,7 @@ impl Service {
                     }
                     // Header checks (declared size against the pixel limit) before any decoding;
                     // a refused body gives its claim back at once.
-                    if let Err(e) = self.pipeline.inspect(&joined) {
+                    if let Err(e) = self.imaging()?.inspect(&joined) {
                         self.counters.pipeline_rejections.increment(1);
                         if let Err(abandon) = self.ports.images.abandon(&id, &generation).await {
                             warn!(image_id = %id, error = %abandon, "could not remove a refused claim; it expires by itself");
@@ -269,7 +269,7 @@ impl Service {
     /// MD5 collisions between two different photos are cheap to make. A mismatch is refused
     /// (`409 hash_collision`), counted and logged, and never linked. A record written before
     /// strong hashes were recorded is checked against its original once, and given the hash.
-    pub(crate) async fn verify_hit(
+    pub async fn verify_hit(
         &self,
         record: ImageRecord,
         ours: &ContentHash,
@@ -423,10 +423,10 @@ impl Service {
             return self.upload_queued(id, body).await;
         }
         self.refuse_if_blocked(&id).await?;
-        let checked = self
-            .pipeline
+        let imaging = self.imaging()?;
+        let checked = imaging
             .check_format(body.len(), &body[..MAGIC_LEN.min(body.len())])
-            .and_then(|_| self.pipeline.inspect(&body).map(drop));
+            .and_then(|_| imaging.inspect(&body).map(drop));
         if let Err(e) = checked {
             self.counters.pipeline_rejections.increment(1);
             return Err(e.into());
@@ -498,13 +498,13 @@ impl Service {
         admission_when_full: Admission,
     ) -> Result<Option<ImageRecord>, FlowError> {
         let ports = self.ports.clone();
-        let pipeline = Arc::clone(&self.pipeline);
+        let pipeline = Arc::clone(self.imaging()?);
         let slots = Arc::clone(&self.process_slots);
         let admission = Arc::clone(&self.admission);
         let budget = self.budget.clone();
         let counters = self.counters.clone();
         let orphan_ttl = self.policy.orphan_ttl;
-        let version = self.pipeline.version().clone();
+        let version = pipeline.version().clone();
         let task = tokio::spawn(async move {
             let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone(), record);
             let admitted = match admission_when_full {
@@ -747,7 +747,7 @@ mod tests {
         let mut policy = Policy::from_settings(&Settings::defaults());
         policy.process_concurrency = 1;
         policy.max_pending_uploads = max_pending_uploads;
-        Service::new(ports, Pipeline::new(PipelineConfig::default()), policy)
+        Service::new(ports, policy).with_imaging(Arc::new(Pipeline::new(PipelineConfig::default())))
     }
 
     fn photo() -> Bytes {

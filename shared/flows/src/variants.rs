@@ -65,9 +65,7 @@ impl Service {
 
     /// The configured variant names.
     pub(crate) fn configured_variants(&self) -> BTreeSet<VariantName> {
-        self.pipeline
-            .config()
-            .variants
+        self.variants()
             .specs()
             .iter()
             .map(|s| s.name.clone())

@@ -13,8 +13,8 @@ use super::openapi::{ErrorBody, OfferIdParam};
 use super::{ApiError, ApiState};
 use crate::auth::{AuthError, Partner};
 use imgest_core::domain::{OfferId, OfferKey};
+use imgest_crawl::messages::{CrawlRequest, CrawlResult, CrawlState};
 use imgest_flows::FlowError;
-use imgest_flows::crawl::messages::{CrawlRequest, CrawlResult, CrawlState};
 
 /// The answer to `POST /v1/crawl`: the crawl's state right away (`done` when nothing needed
 /// downloading).

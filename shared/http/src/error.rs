@@ -12,8 +12,8 @@ use utoipa::ToSchema;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::AuthError;
+use imgest_core::imaging::PipelineError;
 use imgest_flows::FlowError;
-use imgest_pipeline::PipelineError;
 
 /// Every `error.kind` the API answers with, by status. The API guide's error table
 /// (`docs/api.md`) lists exactly these (a test compares them), and [`ApiError::new`] refuses,
@@ -218,6 +218,7 @@ impl From<FlowError> for ApiError {
             | FlowError::SweepStopped(_)
             | FlowError::BodyGone(_)
             | FlowError::Store(_)
+            | FlowError::NoPipeline
             | FlowError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status.is_server_error() {
@@ -296,6 +297,7 @@ mod tests {
                 declared: 1,
                 received: 2,
             },
+            FlowError::NoPipeline,
             FlowError::Internal("x".into()),
             FlowError::Forbidden("x".into()),
             FlowError::VariantDropUnconfirmed(vec![
@@ -371,6 +373,7 @@ mod tests {
                 | FlowError::BodyGone(_)
                 | FlowError::HashCollision(_)
                 | FlowError::Store(_)
+                | FlowError::NoPipeline
                 | FlowError::Internal(_) => {}
             }
         }

@@ -63,7 +63,7 @@ pub async fn upload(
     request: Request,
 ) -> Result<(StatusCode, Json<ImageJson>), ApiError> {
     state.service.admit_upload(caller.owner.as_ref()).await?;
-    let limit = state.service.pipeline().config().max_body;
+    let limit = state.service.max_body();
     let body = read_upload(request, limit, &state.service).await?;
     let _memory = body.memory;
     // The caller is filed as an uploader before the upload claims the image (`flows::erase`).

@@ -27,7 +27,7 @@ pub use json::{ImageJson, OfferJson, VariantJson};
 pub use openapi::{PATH as OPENAPI_PATH, document_json as openapi_json};
 pub use router::{ApiState, Edge, router};
 
-// The JSON bodies the routes parse (the crawl's are in `flows::crawl::messages`), public for
+// The JSON bodies the routes parse (the crawl's are in `imgest_crawl::messages`), public for
 // the fuzz targets.
 pub use offers::SetPhotos;
 pub use uploads::CreateUpload;

@@ -326,7 +326,7 @@ mod tests {
     use super::*;
     use crate::auth::{Authenticator, JwtVerifier, LocalIssuer, TokenSpec};
     use imgest_core::ports::SystemClock;
-    use imgest_flows::crawl::{Crawler, Processing};
+    use imgest_crawl::{Crawler, Processing};
     use imgest_settings::Settings;
 
     /// The methods a route could take (HEAD is GET's, which axum answers for every GET route).
@@ -350,7 +350,7 @@ mod tests {
         let ports = imgest_embedded::ports(dir, "http://127.0.0.1", Arc::new(SystemClock))
             .await
             .unwrap();
-        let service = Arc::new(imgest_flows::configure::service(ports, &settings).unwrap());
+        let service = Arc::new(imgest_flows::configure::service(ports, &settings));
         let crawler = Arc::new(Crawler::new(
             Arc::clone(&service),
             settings.crawl.clone(),

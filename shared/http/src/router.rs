@@ -23,8 +23,8 @@ use super::{
 use crate::auth::Authenticator;
 use crate::local_guard::{self, LocalGuard};
 use imgest_core::domain::random::secure_hex;
+use imgest_crawl::Crawler;
 use imgest_flows::Service;
-use imgest_flows::crawl::Crawler;
 
 #[derive(Clone)]
 pub struct ApiState {

@@ -247,7 +247,7 @@ pub async fn put_body(
             format!("an upload's PUT must carry Content-Type: {UPLOAD_CONTENT_TYPE}"),
         ));
     }
-    let limit = state.service.pipeline().config().max_body;
+    let limit = state.service.max_body();
     let body = read_upload(request, limit, &state.service).await?;
     let _memory = body.memory;
     let record = state

@@ -317,7 +317,7 @@ mod tests {
         if broken {
             ports.messages = Arc::new(Broken);
         }
-        imgest_flows::configure::service(ports, &settings).unwrap()
+        imgest_flows::configure::service(ports, &settings)
     }
 
     /// A sender whose dead letters cannot be sent.

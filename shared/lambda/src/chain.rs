@@ -153,7 +153,7 @@ mod tests {
             .await
             .unwrap();
         let queue = ports.queue.clone().unwrap();
-        let service = imgest_flows::configure::service(ports, &settings).unwrap();
+        let service = imgest_flows::configure::service(ports, &settings);
 
         let far = 10_000_000 + 8 * 86_400_000;
         let items = vec![

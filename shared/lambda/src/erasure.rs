@@ -68,8 +68,8 @@ mod tests {
             .unwrap();
         let mut policy = Policy::from_settings(&settings);
         policy.erase_files_here = erase_here;
-        let pipeline = imgest_flows::configure::pipeline(&settings).unwrap();
-        Service::new(ports, pipeline, policy)
+        let pipeline = imgest_pipeline::configure::imaging(&settings, None).unwrap();
+        Service::new(ports, policy).with_imaging(pipeline)
     }
 
     /// `sample`'s bytes uploaded by a seller, then erased by them through `filing` (which

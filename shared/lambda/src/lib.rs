@@ -7,26 +7,23 @@
 //!
 //! - [`batch`]: partial batch failures, shared by the SQS and stream handlers; [`chain`]:
 //!   long waits sent on at each of their 15-minute hops.
-//! - [`intake`] and [`fetch`]: crawl requests and fetch tasks from SQS; [`settle`]: the crawls
-//!   the fetch and process functions hand to the intake function to finish.
-//! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
-//!   and the photos the fetch functions downloaded.
 //! - [`backfill`]: the backfill's enumeration (scheduled) and its re-processing tasks (SQS).
 //! - [`ttl_cleanup`]: image records removed by DynamoDB's TTL (read from the table's stream).
 //! - [`scheduled_gc`]: the scheduled GC pass and sweep, within its run's time.
 //! - [`erasure`]: the erasures under way, every minute (the only function that deletes object
 //!   versions).
+//!
+//! The crawl functions' handlers (intake, fetch, process, settle) are in `imgest-lambda-crawl`,
+//! built on this crate: a function that never crawls links no downloader. A function that
+//! decodes photos gives [`service_from_env`] its pipeline; the others run without one and link
+//! no codec.
 
 pub mod backfill;
 pub mod batch;
 pub mod chain;
 pub mod cloudwatch;
 pub mod erasure;
-pub mod fetch;
-pub mod intake;
-pub mod process;
 pub mod scheduled_gc;
-pub mod settle;
 pub mod ttl_cleanup;
 
 pub use batch::{BatchItemFailure, BatchResponse, SqsItem};
@@ -34,9 +31,9 @@ pub use batch::{BatchItemFailure, BatchResponse, SqsItem};
 use std::sync::Arc;
 
 use imgest_core::backend::Backend;
+use imgest_core::imaging::Imaging;
 use imgest_core::ports::SystemClock;
 use imgest_core::telemetry::metrics::{MetricsError, MetricsLevel};
-use imgest_flows::crawl::{Crawler, Processing};
 use imgest_flows::{Service, configure};
 use imgest_settings::{AuthSettings, Settings, SettingsError};
 
@@ -64,9 +61,9 @@ pub fn init(default_log: &str) -> Result<MetricsLevel, MetricsError> {
 }
 
 /// What every Lambda function starts with: settings from the environment and the service on
-/// AWS (the backend they must name), with the system clock. A function told that nobody
-/// checks callers does not start ([`refuse_open`]). A watermark in S3 is read here, once: a
-/// function that cannot read it fails to start (it would make unmarked variants).
+/// AWS (the backend they must name), with the system clock, without the pipeline (a function
+/// that decodes photos starts with [`decoding_service_from_env`]). A function told that
+/// nobody checks callers does not start ([`refuse_open`]).
 pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
     let settings = Settings::from_env()?;
     refuse_open(&settings)?;
@@ -74,17 +71,32 @@ pub async fn service_from_env() -> Result<(Settings, Service), InitError> {
         return Err("the Lambda functions run on AWS: set IMGEST_BACKEND=aws".into());
     };
     let ports = imgest_aws::ports(aws, Arc::new(SystemClock)).await;
-    let watermark = match configure::watermark_on_s3(&settings) {
-        Some((bucket, key)) => {
-            Some(imgest_aws::read_object(aws, bucket, key, configure::MAX_WATERMARK_BYTES).await?)
-        }
-        None => None,
-    };
     // The CDN erasures tell, where one is named (the template names it for the erasure
     // function only: no other deletes files it serves).
     let cdn = imgest_aws::cdn(aws).await;
-    let service = configure::service_with(ports, &settings, watermark)?.with_cdn(cdn);
+    let service = configure::service(ports, &settings).with_cdn(cdn);
     Ok((settings, service))
+}
+
+/// [`service_from_env`] with the pipeline `imaging` makes of the settings and the watermark's
+/// PNG (`imgest_pipeline::configure::imaging`): what the functions that decode photos start
+/// with. A watermark in S3 is read here, once: a function that cannot read it fails to start
+/// (it would make unmarked variants).
+pub async fn decoding_service_from_env<E>(
+    imaging: impl FnOnce(&Settings, Option<Vec<u8>>) -> Result<Arc<dyn Imaging>, E>,
+) -> Result<(Settings, Service), InitError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let (settings, service) = service_from_env().await?;
+    let watermark = match (&settings.backend, configure::watermark_on_s3(&settings)) {
+        (Backend::Aws(aws), Some((bucket, key))) => {
+            Some(imgest_aws::read_object(aws, bucket, key, configure::MAX_WATERMARK_BYTES).await?)
+        }
+        _ => None,
+    };
+    let imaging = imaging(&settings, watermark)?;
+    Ok((settings, service.with_imaging(imaging)))
 }
 
 /// Refuses `IMGEST_AUTH` unset or `off`, in every function whatever its trigger: the API would
@@ -106,14 +118,6 @@ pub fn refuse_open(settings: &Settings) -> Result<(), SettingsError> {
                  IMGEST_JWT_AUDIENCE (as the template does), or IMGEST_JWKS_FILE"
             .to_owned(),
     })
-}
-
-/// What the crawl functions (intake, fetch, process) start with: the settings and service from
-/// the environment and the crawler over it, processing new photos as `processing` says.
-pub async fn crawler_from_env(processing: Processing) -> Result<(Settings, Crawler), InitError> {
-    let (settings, service) = service_from_env().await?;
-    let crawler = Crawler::new(Arc::new(service), settings.crawl.clone(), processing);
-    Ok((settings, crawler))
 }
 
 /// The SQS queue name of the logical queue `queue` (its URL's last part), if configured.

@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use imgest_core::telemetry::metrics::{MetricsLevel, STAGE_SECONDS, STAGE_TOTAL};
-use imgest_flows::configure;
 use imgest_lambda::cloudwatch;
 use imgest_settings::Settings;
 use serde_json::Value;
@@ -17,7 +16,7 @@ fn a_flush_writes_each_stages_counts_and_timings_as_embedded_metric_format_lines
     let level = cloudwatch::install_at(MetricsLevel::Timings).unwrap();
     assert_eq!(level, MetricsLevel::Timings);
 
-    let pipeline = configure::pipeline(&Settings::defaults()).unwrap();
+    let pipeline = imgest_pipeline::configure::from_settings(&Settings::defaults(), None).unwrap();
     let photo =
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/storm.jpg"))
             .unwrap();

@@ -7,7 +7,8 @@ use imgest_core::Ports;
 use imgest_core::backend::Backend;
 use imgest_core::ports::Clock;
 use imgest_flows::Service;
-use imgest_flows::configure::{self, ConfigureError};
+use imgest_flows::configure;
+use imgest_pipeline::configure::ConfigureError;
 use imgest_settings::Settings;
 
 pub use imgest_embedded::{blobs_path, sqlite_path};
@@ -37,7 +38,8 @@ pub async fn ports(
     }
 }
 
-/// The service over the ports of the settings' backend, configured by the settings.
+/// The service over the ports of the settings' backend, configured by the settings, with the
+/// pipeline (the local runner and the CLI decode photos).
 pub async fn service(
     settings: &Settings,
     public_url: &str,
@@ -58,5 +60,8 @@ pub async fn service(
         Backend::Aws(aws) => imgest_aws::cdn(aws).await,
         Backend::Embedded { .. } => None,
     };
-    Ok(configure::service_with(ports, settings, watermark)?.with_cdn(cdn))
+    let pipeline = imgest_pipeline::configure::imaging(settings, watermark)?;
+    Ok(configure::service(ports, settings)
+        .with_imaging(pipeline)
+        .with_cdn(cdn))
 }

@@ -31,40 +31,10 @@ use moxcms::{
     TransformOptions,
 };
 
-use super::PipelineError;
 use super::avif::Nclx;
 use super::jpeg::MAX_ICC;
 use super::scratch::Buffers;
-
-/// What was done about a photo's colour profile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Colour {
-    /// No profile: the pixels are taken as sRGB (as browsers take them).
-    Untagged,
-    /// An sRGB profile (or one equivalent to it): nothing to convert.
-    Srgb,
-    /// Converted to sRGB from the photo's own profile.
-    Converted,
-    /// A CMYK photo without a profile: converted through the default CMYK profile.
-    DefaultCmyk,
-    /// The photo's profile could not be used and was ignored (why, in words): its pixels are
-    /// taken as sRGB, or for a CMYK photo converted through the default CMYK profile.
-    Ignored(String),
-}
-
-impl Colour {
-    /// A short name for logs and summaries (`untagged`, `srgb`, `converted`, `default_cmyk`,
-    /// `ignored`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Untagged => "untagged",
-            Self::Srgb => "srgb",
-            Self::Converted => "converted",
-            Self::DefaultCmyk => "default_cmyk",
-            Self::Ignored(_) => "ignored",
-        }
-    }
-}
+use super::{Colour, PipelineError};
 
 /// What a transform converts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use image::{DynamicImage, ImageDecoder, RgbImage, RgbaImage, metadata::Orientation};
 
+use super::Colour;
 use super::PipelineError;
-use super::colour::{Colour, Transform};
+use super::colour::Transform;
 use super::detect::{self, Limits};
 use super::jpeg::Structure;
 use super::meta::Meta;
@@ -263,7 +264,7 @@ fn general(bytes: &[u8], limits: &Limits, meta: &Meta<'_>) -> Result<Decoded, Pi
             height: info.height,
             limit: limits.max_pixels,
         },
-        other => PipelineError::from_decoder(other),
+        other => super::error::from_decoder(other),
     })?;
     Ok(Decoded::full_size(
         info.format,

@@ -86,7 +86,7 @@ pub(crate) fn open<'a>(
         .ok_or_else(|| PipelineError::UnsupportedFormat(format!("{} here", format.as_str())))?;
     let mut reader = ImageReader::with_format(Cursor::new(bytes), decoder);
     reader.limits(limits.for_header());
-    let mut decoder = reader.into_decoder().map_err(PipelineError::from_decoder)?;
+    let mut decoder = reader.into_decoder().map_err(super::error::from_decoder)?;
     let (width, height) = decoder.dimensions();
     let info = checked(format, width, height, limits)?;
     let too_many = || PipelineError::TooManyPixels {
@@ -98,7 +98,7 @@ pub(crate) fn open<'a>(
         .set_limits(limits.for_decoder())
         .map_err(|e| match e {
             image::ImageError::Limits(_) => too_many(),
-            other => PipelineError::from_decoder(other),
+            other => super::error::from_decoder(other),
         })?;
     Ok((info, decoder))
 }

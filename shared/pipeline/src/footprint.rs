@@ -13,19 +13,11 @@ use image::metadata::Orientation;
 use std::borrow::Cow;
 
 use super::meta::Meta;
-use super::{PipelineError, SourceInfo, detect, jpeg, resize};
+use super::{Footprint, PipelineError, SourceInfo, detect, jpeg, resize};
 use imgest_core::domain::{OutputFormat, SourceFormat, VariantSpec};
 
 /// Allocator rounding, decoder tables and row buffers not worth modelling one by one.
 const SLACK: u64 = 4 << 20;
-
-/// What one photo needs: its header's facts and the bytes to reserve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Footprint {
-    pub info: SourceInfo,
-    /// The most bytes its processing holds at once, the body itself not included.
-    pub bytes: u64,
-}
 
 /// The footprint of `bytes` (whose header passes `detect::inspect`) for `specs`.
 pub(crate) fn estimate(

@@ -12,6 +12,7 @@
 
 mod avif;
 mod colour;
+pub mod configure;
 mod decode;
 mod detect;
 mod encode;
@@ -37,18 +38,18 @@ mod watermark;
 mod webp;
 
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::Arc;
 
-pub use colour::Colour;
 pub use encode::{DEFAULT_AVIF_QUALITY, DEFAULT_WEBP_QUALITY, supports};
-pub use error::PipelineError;
-pub use footprint::Footprint;
-pub use watermark::{Watermark, WatermarkPosition};
+pub use imgest_core::imaging::{
+    Colour, EncodedVariant, Footprint, Imaging, PipelineError, Processed, SourceInfo,
+    WatermarkPosition,
+};
+pub use watermark::Watermark;
 
 use imgest_core::domain::{
-    OriginalMetadata, OutputFormat, SourceFormat, ThumbHash, VariantName, VariantSet,
-    VariantSetVersion, VariantSpec,
+    OriginalMetadata, OutputFormat, SourceFormat, ThumbHash, VariantSet, VariantSetVersion,
+    VariantSpec,
 };
 use imgest_core::telemetry::metrics::Stage;
 use resize::Raster;
@@ -85,74 +86,6 @@ impl Default for PipelineConfig {
             watermark: None,
             original_metadata: OriginalMetadata::default(),
         }
-    }
-}
-
-/// Format and stored dimensions read from the header only (no pixel decoding).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SourceInfo {
-    pub format: SourceFormat,
-    pub width: u32,
-    pub height: u32,
-}
-
-/// One variant, encoded in its format.
-#[derive(Clone, PartialEq, Eq)]
-pub struct EncodedVariant {
-    pub name: VariantName,
-    pub width: u32,
-    pub height: u32,
-    pub format: OutputFormat,
-    /// The file.
-    pub bytes: Vec<u8>,
-}
-
-impl fmt::Debug for EncodedVariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EncodedVariant")
-            .field("name", &self.name)
-            .field("width", &self.width)
-            .field("height", &self.height)
-            .field("format", &self.format)
-            .field("bytes", &self.bytes.len())
-            .finish()
-    }
-}
-
-/// A processed photo.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Processed {
-    pub format: SourceFormat,
-    /// Width and height after EXIF orientation.
-    pub width: u32,
-    pub height: u32,
-    /// What was done about its colour profile (the variants are sRGB).
-    pub colour: Colour,
-    /// In the [`VariantSet`]'s order.
-    pub variants: Vec<EncodedVariant>,
-    /// The original to store in place of the bytes processed: them with their metadata
-    /// stripped as [`PipelineConfig::original_metadata`] says (`None` under `keep`: them as
-    /// they are).
-    pub original: Option<Vec<u8>>,
-    /// The policy `original` was made under.
-    pub original_metadata: OriginalMetadata,
-    /// The photo's placeholder, from its smallest variant (`None`: no variant to make it of).
-    pub thumbhash: Option<ThumbHash>,
-}
-
-impl Processed {
-    /// Writes each variant to `{dir}/{stem}.{variant}.{jpg,webp,avif}` (the CLI's `process
-    /// --out`, the pipeline benchmark), naming the file that could not be written.
-    pub fn write_variants(
-        &self,
-        dir: &std::path::Path,
-        stem: &str,
-    ) -> Result<(), (std::path::PathBuf, std::io::Error)> {
-        for v in &self.variants {
-            let path = dir.join(format!("{stem}.{}.{}", v.name, v.format.extension()));
-            std::fs::write(&path, &v.bytes).map_err(|e| (path, e))?;
-        }
-        Ok(())
     }
 }
 
@@ -354,5 +287,51 @@ impl Pipeline {
             original_metadata: policy,
             thumbhash,
         })
+    }
+}
+
+impl Imaging for Pipeline {
+    fn variants(&self) -> &VariantSet {
+        &self.config.variants
+    }
+
+    fn version(&self) -> &VariantSetVersion {
+        Pipeline::version(self)
+    }
+
+    fn max_body(&self) -> u64 {
+        self.config.max_body
+    }
+
+    fn original_metadata(&self) -> OriginalMetadata {
+        self.config.original_metadata
+    }
+
+    fn check_format(&self, len: usize, head: &[u8]) -> Result<SourceFormat, PipelineError> {
+        Pipeline::check_format(self, len, head)
+    }
+
+    fn inspect(&self, bytes: &[u8]) -> Result<SourceInfo, PipelineError> {
+        Pipeline::inspect(self, bytes)
+    }
+
+    fn footprint(&self, bytes: &[u8]) -> Result<Footprint, PipelineError> {
+        Pipeline::footprint(self, bytes)
+    }
+
+    fn process(&self, bytes: &[u8]) -> Result<Processed, PipelineError> {
+        Pipeline::process(self, bytes)
+    }
+
+    fn placeholder_source(
+        &self,
+        sizes: &mut dyn Iterator<Item = (u32, u32)>,
+        full: (u32, u32),
+    ) -> Option<usize> {
+        placeholder::source(sizes, full)
+    }
+
+    fn placeholder_of_variant(&self, file: &[u8]) -> Option<ThumbHash> {
+        placeholder_of_variant(file)
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use image::{ImageFormat, Rgb, RgbImage};
 
 use super::*;
-use imgest_core::domain::{FitMode, OutputFormat};
+use imgest_core::domain::{FitMode, OutputFormat, VariantName};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));

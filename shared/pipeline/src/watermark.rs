@@ -2,61 +2,13 @@
 
 use std::fmt;
 use std::io::Cursor;
-use std::str::FromStr;
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use image::{ImageFormat, ImageReader, RgbImage};
 
-use super::PipelineError;
+use super::{PipelineError, WatermarkPosition};
 use imgest_core::domain::VariantName;
-
-/// Where the overlay goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WatermarkPosition {
-    TopLeft,
-    TopRight,
-    BottomLeft,
-    BottomRight,
-    Center,
-}
-
-impl WatermarkPosition {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::TopLeft => "top-left",
-            Self::TopRight => "top-right",
-            Self::BottomLeft => "bottom-left",
-            Self::BottomRight => "bottom-right",
-            Self::Center => "center",
-        }
-    }
-}
-
-impl FromStr for WatermarkPosition {
-    type Err = PipelineError;
-
-    /// `top-left`, `top-right`, `bottom-left`, `bottom-right` or `center`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "top-left" => Ok(Self::TopLeft),
-            "top-right" => Ok(Self::TopRight),
-            "bottom-left" => Ok(Self::BottomLeft),
-            "bottom-right" => Ok(Self::BottomRight),
-            "center" => Ok(Self::Center),
-            _ => Err(PipelineError::Watermark(format!(
-                "position must be top-left, top-right, bottom-left, bottom-right or center, got {:?}",
-                s.chars().take(40).collect::<String>()
-            ))),
-        }
-    }
-}
-
-impl fmt::Display for WatermarkPosition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A PNG overlay blended into the variants it names.
 ///

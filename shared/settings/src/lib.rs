@@ -24,7 +24,7 @@ use std::time::Duration;
 use imgest_core::backend::MAX_SQS_DELAY;
 pub use imgest_core::backend::{AwsBackend, Backend};
 use imgest_core::domain::{OriginalMetadata, VariantName, VariantSet};
-use imgest_pipeline::WatermarkPosition;
+use imgest_core::imaging::WatermarkPosition;
 
 pub use self::crawl::CrawlSettings;
 use self::parse::Vars;
@@ -218,19 +218,6 @@ impl Settings {
                 VariantSet::from_str(v).map_err(|e| vars.bad("IMGEST_VARIANTS", e.to_string()))?
             }
         };
-        if let Some(spec) = variants
-            .specs()
-            .iter()
-            .find(|s| !imgest_pipeline::supports(s.format))
-        {
-            return Err(vars.bad(
-                "IMGEST_VARIANTS",
-                format!(
-                    "{spec}: this build has no {} encoder (built without its feature)",
-                    spec.format
-                ),
-            ));
-        }
         let process_concurrency = match vars.get("IMGEST_PROCESS_CONCURRENCY") {
             None => std::thread::available_parallelism()
                 .map(|n| n.get())

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use imgest_core::ports::TaskQueue;
+use imgest_crawl::{Crawler, RESULTS_QUEUE};
 use imgest_flows::CrawlCounts;
-use imgest_flows::crawl::{Crawler, RESULTS_QUEUE};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_settings::Settings;
 use serde_json::{Value, json};

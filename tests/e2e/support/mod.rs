@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use imgest_core::ports::ManualClock;
+use imgest_crawl::{Crawler, Processing};
 use imgest_flows::Service;
-use imgest_flows::crawl::{Crawler, Processing};
 use imgest_flows::gc::GcReport;
 use imgest_flows::sweep::SweepReport;
 use imgest_http as api;
@@ -52,6 +52,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub service: Arc<Service>,
     pub clock: Arc<ManualClock>,
+    /// The settings the app was started with.
+    pub settings: Settings,
     runner: LocalRunner,
     pub data_dir: tempfile::TempDir,
     /// On the AWS adapters: the bucket and the table the app uses.
@@ -256,6 +258,7 @@ impl TestApp {
             client: reqwest::Client::new(),
             service: Arc::clone(runner.service()),
             clock,
+            settings,
             runner,
             data_dir,
             aws,
@@ -430,13 +433,27 @@ impl TestApp {
     /// A service over this app's storage whose pipeline makes `variants` instead (what a
     /// redeploy with another IMGEST_VARIANTS runs).
     pub fn service_with_variants(&self, variants: &str) -> Arc<Service> {
-        let mut config = self.service.pipeline().config().clone();
+        let mut config = self.pipeline_config();
         config.variants = variants.parse().unwrap();
-        Arc::new(Service::new(
-            self.service.ports().clone(),
-            imgest_pipeline::Pipeline::new(config),
-            self.service.policy().clone(),
-        ))
+        Arc::new(self.service_over(self.service.ports().clone(), config))
+    }
+
+    /// The configuration of the pipeline this app runs (made of its settings).
+    pub fn pipeline_config(&self) -> imgest_pipeline::PipelineConfig {
+        imgest_pipeline::configure::from_settings(&self.settings, None)
+            .unwrap()
+            .config()
+            .clone()
+    }
+
+    /// A service over `ports` with this app's policy and a pipeline of `config`.
+    pub fn service_over(
+        &self,
+        ports: imgest_core::Ports,
+        config: imgest_pipeline::PipelineConfig,
+    ) -> Service {
+        Service::new(ports, self.service.policy().clone())
+            .with_imaging(Arc::new(imgest_pipeline::Pipeline::new(config)))
     }
 
     pub fn advance_clock(&self, by: Duration) {

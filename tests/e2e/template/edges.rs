@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use imgest_flows::crawl::{Crawler, Processing};
+use imgest_crawl::{Crawler, Processing};
 use imgest_http::auth::CLIENT_CLAIM;
 use imgest_settings::Settings;
 

@@ -332,8 +332,8 @@ async fn announced_known(
     response: &reqwest::Response,
 ) -> Option<ImageId> {
     let dedup = dedup?;
-    let id = dedup
-        .trusted
-        .announced(url.host_str()?, response.headers())?;
+    let id = dedup.trusted.announced(url.host_str()?, |name| {
+        response.headers().get(name)?.to_str().ok()
+    })?;
     dedup.known.is_known(&id).await.then_some(id)
 }

@@ -10,8 +10,8 @@ use tokio::sync::{Semaphore, watch};
 use tracing::{error, info, warn};
 
 use imgest_core::ports::{Delivery, Reason, TaskQueue};
-use imgest_flows::crawl::messages::FetchTask;
-use imgest_flows::crawl::{Crawler, tier_queue};
+use imgest_crawl::messages::FetchTask;
+use imgest_crawl::{Crawler, tier_queue};
 
 /// How often an idle pool looks for due tasks.
 const IDLE_POLL: Duration = Duration::from_millis(20);

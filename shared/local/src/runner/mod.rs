@@ -21,8 +21,8 @@ use tracing::{error, warn};
 
 use crate::app::{self, AppError};
 use imgest_core::ports::{Clock, SystemClock, TaskQueue};
+use imgest_crawl::{Crawler, Processing};
 use imgest_flows::Service;
-use imgest_flows::crawl::{Crawler, Processing};
 use imgest_http::auth::Authenticator;
 use imgest_http::local_guard::LocalGuard;
 use imgest_http::{ApiState, Edge, router};

@@ -22,9 +22,9 @@ use super::fetch::status_of;
 use super::intake::RETENTION_MARGIN;
 use super::records::{self, FetchLease, URL_KIND, UrlRecord, Waiter};
 use super::{Crawler, Finishing};
-use crate::FlowError;
-use crate::crawl::messages::{JoinersMessage, JoinersPage, PhotoStatus};
+use crate::messages::{JoinersMessage, JoinersPage, PhotoStatus};
 use imgest_core::domain::{OfferKey, Timestamp, UrlHash};
+use imgest_flows::FlowError;
 
 /// The group kind the joined crawls are filed under (keyed by the URL's hash).
 pub(super) const JOINER_KIND: &str = "waiter";

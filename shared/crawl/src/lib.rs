@@ -14,6 +14,10 @@
 //!
 //! Every step is idempotent: queues deliver at least once, and a crash anywhere is repaired
 //! by the redelivery of the task that was running.
+//!
+//! A crate of its own over `imgest-flows` (with the downloader), so that the functions that
+//! never crawl link no downloader and a change here rebuilds none of them. [`stats`] is here
+//! too: it counts the offers' latest crawls beside the stores.
 
 mod downloads;
 mod fetch;
@@ -28,13 +32,14 @@ mod records;
 mod seal;
 mod sends;
 mod settle;
+pub mod stats;
 
 use std::sync::{Arc, OnceLock};
 
-use crate::{CrawlCounters, CrawlCounts, FlowError, Service};
 use imgest_core::telemetry::counters::Tally;
 use imgest_download::{DownloadConfig, Downloader};
 use imgest_download::{HostLimits, TierChooser};
+use imgest_flows::{CrawlCounters, CrawlCounts, FlowError, Service};
 use imgest_settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
@@ -42,23 +47,10 @@ pub use self::gather::Expected;
 pub use self::joiners::JOINERS_PER_PAGE;
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR, Shared};
 use self::pacer::Pacer;
-pub(super) use self::records::for_each_latest_crawl;
-pub use self::settle::CLIENT_ATTRIBUTE;
-
-/// The queue results are sent to.
-pub const RESULTS_QUEUE: &str = "results";
-
-/// The queue downloaded photos are sent to (AWS: the process function's).
-pub const PROCESS_QUEUE: &str = "process";
-
-/// The queue crawls whose URLs all settled are handed to when they may not be finished where
-/// they settled (AWS: from the fetch and process functions to the intake function).
-pub const SETTLE_QUEUE: &str = "settle";
-
-/// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
-pub fn tier_queue(tier: usize) -> String {
-    format!("fetch-{tier}")
-}
+pub(crate) use self::records::for_each_latest_crawl;
+pub use imgest_flows::queues::{
+    CLIENT_ATTRIBUTE, PROCESS_QUEUE, RESULTS_QUEUE, SETTLE_QUEUE, tier_queue,
+};
 
 /// Where a downloaded body that is not a known photo gets decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +113,7 @@ impl Crawler {
     pub fn new(service: Arc<Service>, settings: CrawlSettings, processing: Processing) -> Self {
         let fetch_config = DownloadConfig {
             allow_private: settings.allow_private_networks,
-            max_body: service.pipeline().config().max_body,
+            max_body: service.max_body(),
             max_redirects: 5,
             user_agent: settings.user_agent.clone(),
             ports: settings.fetch_ports.clone(),

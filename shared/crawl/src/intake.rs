@@ -15,14 +15,14 @@ use super::records::{
     UrlRecord, Waiter,
 };
 use super::{Built, Crawler};
-use crate::FlowError;
-use crate::crawl::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
+use crate::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use imgest_core::domain::random::secure_hex;
 use imgest_core::domain::{ClientId, OfferKey, Tenant, Timestamp};
 use imgest_core::domain::{NormalizedUrl, UrlHash, redacted};
 use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::{Admission, FetchErrorKind, HostAllowlist};
+use imgest_flows::FlowError;
 #[cfg(doc)]
 use imgest_settings::QueueSenders;
 use tracing::Instrument;

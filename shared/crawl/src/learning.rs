@@ -33,8 +33,8 @@ use tracing::{info, warn};
 
 use super::Crawler;
 use super::records::{self, Change};
-use crate::FlowError;
 use imgest_core::domain::{ClientId, Timestamp};
+use imgest_flows::FlowError;
 use serde::{Deserialize, Serialize};
 
 use imgest_download::{Admission, Circuit, EventCounts, HostEvent, HostHealth};

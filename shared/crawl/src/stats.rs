@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::{FlowError, Service};
 use imgest_core::domain::{ORIGINALS_PREFIX, PUBLIC_PREFIX};
 use imgest_core::ports::{QueueCounts, StoreError, Subscriber};
+use imgest_flows::{FlowError, Service};
 
 /// Records and files read per page.
 const PAGE: usize = 1000;
@@ -87,124 +87,123 @@ impl From<QueueCounts> for QueueStats {
     }
 }
 
-impl Service {
-    pub async fn stats(&self) -> Result<Stats, FlowError> {
-        let mut stats = Stats::default();
-        let now = self.ports.clock.now();
-        let mut cursor: Option<String> = None;
-        loop {
-            let page = self
-                .ports
-                .images
-                .scan(0, 1, cursor.as_deref(), PAGE)
-                .await?;
-            for record in &page.records {
-                if record.is_live(now) {
-                    stats.images += 1;
-                    stats.links += u64::from(record.link_count);
-                    if record.link_count == 0 {
-                        stats.orphans += 1;
-                    }
-                } else if record.is_ready() {
-                    stats.expired += 1;
-                } else {
-                    stats.processing += 1;
+/// The stats of `service`'s stores.
+pub async fn stats(service: &Service) -> Result<Stats, FlowError> {
+    let mut stats = Stats::default();
+    let now = service.ports().clock.now();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = service
+            .ports()
+            .images
+            .scan(0, 1, cursor.as_deref(), PAGE)
+            .await?;
+        for record in &page.records {
+            if record.is_live(now) {
+                stats.images += 1;
+                stats.links += u64::from(record.link_count);
+                if record.link_count == 0 {
+                    stats.orphans += 1;
                 }
-            }
-            match page.next {
-                Some(next) => cursor = Some(next),
-                None => break,
+            } else if record.is_ready() {
+                stats.expired += 1;
+            } else {
+                stats.processing += 1;
             }
         }
-        (stats.variant_files, stats.variant_bytes) = self.files_under(PUBLIC_PREFIX).await?;
-        (stats.original_files, stats.original_bytes) = self.files_under(ORIGINALS_PREFIX).await?;
-        for queue in self
-            .dead_letter_queues()
-            .into_iter()
-            .chain([super::crawl::RESULTS_QUEUE.to_owned()])
-        {
-            match self.ports.messages.counts(&queue).await {
-                Ok(counts) => {
-                    stats.queues.insert(queue.clone(), counts.into());
-                }
-                Err(StoreError::NotFound(_)) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            for (kind, n) in self.failure_kinds(&queue).await?.unwrap_or_default() {
-                *stats.dead_letters_by_kind.entry(kind).or_default() += n;
-            }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
         }
-        self.count_crawls(&mut stats).await?;
-        let results = super::crawl::RESULTS_QUEUE;
-        stats.results_subscribers = match self.ports.messages.subscribers(results).await {
-            Ok(subscribers) => subscribers.unwrap_or_default(),
-            Err(StoreError::NotFound(_)) => Vec::new(),
+    }
+    (stats.variant_files, stats.variant_bytes) = files_under(service, PUBLIC_PREFIX).await?;
+    (stats.original_files, stats.original_bytes) = files_under(service, ORIGINALS_PREFIX).await?;
+    for queue in service
+        .dead_letter_queues()
+        .into_iter()
+        .chain([crate::RESULTS_QUEUE.to_owned()])
+    {
+        match service.ports().messages.counts(&queue).await {
+            Ok(counts) => {
+                stats.queues.insert(queue.clone(), counts.into());
+            }
+            Err(StoreError::NotFound(_)) => continue,
             Err(e) => return Err(e.into()),
-        };
-        stats.unfiltered_subscribers = stats
-            .results_subscribers
-            .iter()
-            .filter(|s| s.client.is_none())
-            .count() as u64;
-        Ok(stats)
+        }
+        for (kind, n) in service.failure_kinds(&queue).await?.unwrap_or_default() {
+            *stats.dead_letters_by_kind.entry(kind).or_default() += n;
+        }
     }
+    count_crawls(service, &mut stats).await?;
+    let results = crate::RESULTS_QUEUE;
+    stats.results_subscribers = match service.ports().messages.subscribers(results).await {
+        Ok(subscribers) => subscribers.unwrap_or_default(),
+        Err(StoreError::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    stats.unfiltered_subscribers = stats
+        .results_subscribers
+        .iter()
+        .filter(|s| s.client.is_none())
+        .count() as u64;
+    Ok(stats)
+}
 
-    /// The crawl counts of `stats`, from a walk of the offers' latest crawls. Memory grows
-    /// with the distinct hosts, not with the records.
-    async fn count_crawls(&self, stats: &mut Stats) -> Result<(), FlowError> {
-        let now = self.ports.clock.now();
-        let (mut offers, mut photos) = (0u64, 0u64);
-        let mut by_kind: BTreeMap<&'static str, u64> = BTreeMap::new();
-        // Per host: (failed, photos).
-        let mut hosts: HashMap<String, (u64, u64)> = HashMap::new();
-        stats.unreadable_crawl_records = super::crawl::for_each_latest_crawl(
-            self.ports.documents.as_ref(),
-            now,
-            PAGE,
-            |crawl| {
-                offers += 1;
-                for photo in crawl {
-                    photos += 1;
-                    if let Some(kind) = photo.failed {
-                        *by_kind.entry(kind.as_str()).or_default() += 1;
-                    }
-                    let Some(host) = photo.host else { continue };
-                    let failed = u64::from(photo.failed.is_some());
-                    // Looked up before inserting: a host already counted costs no allocation.
-                    match hosts.get_mut(host) {
-                        Some((f, p)) => (*f, *p) = (*f + failed, *p + 1),
-                        None => {
-                            hosts.insert(host.to_owned(), (failed, 1));
-                        }
+/// The crawl counts of `stats`, from a walk of the offers' latest crawls. Memory grows
+/// with the distinct hosts, not with the records.
+async fn count_crawls(service: &Service, stats: &mut Stats) -> Result<(), FlowError> {
+    let now = service.ports().clock.now();
+    let (mut offers, mut photos) = (0u64, 0u64);
+    let mut by_kind: BTreeMap<&'static str, u64> = BTreeMap::new();
+    // Per host: (failed, photos).
+    let mut hosts: HashMap<String, (u64, u64)> = HashMap::new();
+    stats.unreadable_crawl_records =
+        crate::for_each_latest_crawl(service.ports().documents.as_ref(), now, PAGE, |crawl| {
+            offers += 1;
+            for photo in crawl {
+                photos += 1;
+                if let Some(kind) = photo.failed {
+                    *by_kind.entry(kind.as_str()).or_default() += 1;
+                }
+                let Some(host) = photo.host else { continue };
+                let failed = u64::from(photo.failed.is_some());
+                // Looked up before inserting: a host already counted costs no allocation.
+                match hosts.get_mut(host) {
+                    Some((f, p)) => (*f, *p) = (*f + failed, *p + 1),
+                    None => {
+                        hosts.insert(host.to_owned(), (failed, 1));
                     }
                 }
-            },
-        )
+            }
+        })
         .await?;
-        stats.crawled_offers = offers;
-        stats.crawled_photos = photos;
-        stats.crawl_failures_by_kind = by_kind
-            .into_iter()
-            .map(|(kind, n)| (kind.to_owned(), n))
-            .collect();
-        stats.top_failing_hosts = top_failing(hosts);
-        Ok(())
-    }
+    stats.crawled_offers = offers;
+    stats.crawled_photos = photos;
+    stats.crawl_failures_by_kind = by_kind
+        .into_iter()
+        .map(|(kind, n)| (kind.to_owned(), n))
+        .collect();
+    stats.top_failing_hosts = top_failing(hosts);
+    Ok(())
+}
 
-    /// How many files are under `prefix`, and their bytes.
-    async fn files_under(&self, prefix: &str) -> Result<(u64, u64), FlowError> {
-        let (mut files, mut bytes) = (0, 0);
-        let mut after = None;
-        loop {
-            let page = self.ports.blobs.list(prefix, after.as_ref(), PAGE).await?;
-            for blob in &page.blobs {
-                files += 1;
-                bytes += blob.size;
-            }
-            match page.next {
-                Some(next) => after = Some(next),
-                None => return Ok((files, bytes)),
-            }
+/// How many files are under `prefix`, and their bytes.
+async fn files_under(service: &Service, prefix: &str) -> Result<(u64, u64), FlowError> {
+    let (mut files, mut bytes) = (0, 0);
+    let mut after = None;
+    loop {
+        let page = service
+            .ports()
+            .blobs
+            .list(prefix, after.as_ref(), PAGE)
+            .await?;
+        for blob in &page.blobs {
+            files += 1;
+            bytes += blob.size;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok((files, bytes)),
         }
     }
 }

@@ -6,13 +6,13 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
-use super::batch::{BatchResponse, ItemError, run_batch};
-use imgest_flows::crawl::Crawler;
-use imgest_flows::crawl::messages::CrawlRequest;
+use imgest_crawl::Crawler;
+use imgest_crawl::messages::CrawlRequest;
 use imgest_flows::queues::INTAKE_QUEUE;
+use imgest_lambda::batch::{BatchResponse, ItemError, run_batch};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event, &crawler.settings().senders);
+    let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
     // Each message is intaken under its id: delivered again, it is the same crawl.
     let work = items
         .iter()
@@ -32,6 +32,6 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     .await;
     let service = crawler.service();
     outcomes
-        .settle(&items, &super::dead_letters(service, INTAKE_QUEUE))
+        .settle(&items, &imgest_lambda::dead_letters(service, INTAKE_QUEUE))
         .await
 }

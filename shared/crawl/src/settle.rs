@@ -1,17 +1,13 @@
 //! Settling: a URL's outcome reaches the crawls that wait for it; a crawl whose last URL
 //! settles links the offer's photos and sends its result.
 
-/// The attribute naming a result's client (what results' subscriptions filter on).
-pub const CLIENT_ATTRIBUTE: &str = "client_id";
-
 use std::collections::HashMap;
 
 use tracing::info;
 
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
-use super::{Built, Crawler, Finishing};
-use crate::FlowError;
-use crate::crawl::messages::{
+use super::{Built, CLIENT_ATTRIBUTE, Crawler, Finishing};
+use crate::messages::{
     CrawlResult, CrawlState, PhotoError, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl,
     rfc3339_millis,
 };
@@ -19,6 +15,7 @@ use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
 use imgest_core::ports::OutgoingMessage;
 use imgest_download::{FailureClass, FetchErrorKind};
+use imgest_flows::FlowError;
 
 impl Crawler {
     /// Applies `outcomes` to the offer's crawl `crawl_id` (ignored if a newer crawl replaced

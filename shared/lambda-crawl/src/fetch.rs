@@ -3,25 +3,25 @@
 //! its attempt is. The batch asks the rate limiter once per client, settles the photos it
 //! processed together (one crawl write per offer), and shares what it learned about its hosts
 //! before the invocation ends. A long wait that arrives before it is due is sent on first
-//! ([`chain`](super::chain)) and does not run.
+//! ([`chain`](imgest_lambda::chain)) and does not run.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
-use super::batch::{BatchResponse, Failure, ItemError, SqsItem, run_batch_then};
-use imgest_flows::crawl::messages::FetchTask;
-use imgest_flows::crawl::{Crawler, tier_queue};
+use imgest_crawl::messages::FetchTask;
+use imgest_crawl::{Crawler, tier_queue};
+use imgest_lambda::batch::{BatchResponse, Failure, ItemError, SqsItem, run_batch_then};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // Every task's place in the rate limiter's shared request is announced before any runs:
     // the batch asks the limiter once per client, however its tasks straggle on the way.
     let queue = tier_queue(crawler.settings().fetch_tier);
     let service = crawler.service();
-    let items = super::sqs_items(event, &crawler.settings().senders);
+    let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
     // Only the stack's own messages go on: a stranger's is refused before anything else (its
     // due instant was not even read).
     let (mine, strangers): (Vec<SqsItem>, Vec<SqsItem>) =
         items.into_iter().partition(|item| item.from_stack);
-    let arrived = super::chain::send_on_early(service, &queue, mine).await;
+    let arrived = imgest_lambda::chain::send_on_early(service, &queue, mine).await;
     let mut refused = arrived.refused;
     refused.extend(strangers.into_iter().map(|item| {
         let error = item.not_from_the_stack();
@@ -58,7 +58,7 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let mut all = items;
     all.extend(refused.into_iter().map(|(item, _)| item));
     let mut response = outcomes
-        .settle(&all, &super::dead_letters(service, &queue))
+        .settle(&all, &imgest_lambda::dead_letters(service, &queue))
         .await;
     response.batch_item_failures.extend(arrived.unsent);
     response

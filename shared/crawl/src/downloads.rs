@@ -10,12 +10,12 @@ use futures_util::future::try_join_all;
 use super::Crawler;
 use super::fetch::{Settlement, UrlRead, download_key, runs_lease};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
-use crate::FlowError;
-use crate::crawl::messages::{DownloadedPhoto, PhotoError, PhotoStatus};
+use crate::messages::{DownloadedPhoto, PhotoError, PhotoStatus};
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{BlobKey, ImageId, OfferKey};
 use imgest_core::ports::StoreError;
 use imgest_download::FetchErrorKind;
+use imgest_flows::FlowError;
 use tracing::{error, info};
 
 /// A processed download whose URL is still to be settled.
@@ -68,7 +68,7 @@ impl Crawler {
             return Ok(None);
         };
         // Its size is not known before it is read: room for the largest body is held.
-        let limit = self.service.pipeline().config().max_body;
+        let limit = self.service.max_body();
         let _memory = self.service.reserve_body(limit).await?;
         let bytes = match self.service.ports().blobs.get(&body).await {
             Ok(bytes) => bytes,

@@ -12,18 +12,18 @@ use super::gather::Expected;
 use super::learning::Admitted;
 use super::records::{self, URL_KIND, UrlOutcome, UrlRecord, Validators, Waiter};
 use super::{Crawler, Processing, grants};
-use crate::FlowError;
-use crate::Service;
-use crate::crawl::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
+use crate::messages::{DownloadedPhoto, FetchTask, PhotoError, PhotoStatus, ProcessMessage};
 use imgest_core::budget::BodyHold;
 use imgest_core::domain::{BlobKey, ContentHash, ImageId, ImageRecord, Timestamp};
 use imgest_core::domain::{NormalizedUrl, UrlHash, loggable};
+use imgest_core::imaging::PipelineError;
 use imgest_core::ports::OutgoingMessage;
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::backoff::{recheck_after, retry_delay};
 use imgest_download::{BodyDedup, Download, DownloadError, Downloaded, HostEvent, KnownImages};
 use imgest_download::{FailureClass, FetchErrorKind, Observation};
-use imgest_pipeline::PipelineError;
+use imgest_flows::FlowError;
+use imgest_flows::Service;
 
 /// When a photo processed by the downloading process is settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,10 +29,10 @@ use serde::Serialize;
 
 use super::Crawler;
 use super::records::{self, CrawlPhoto, CrawlRecord, URL_KIND, UrlOutcome, UrlRecord};
-use crate::FlowError;
-use crate::crawl::messages::PhotoStatus;
+use crate::messages::PhotoStatus;
 use imgest_core::domain::{ClientId, ContentHash, ImageId, OfferKey, Timestamp, UrlHash};
 use imgest_core::ports::StoreError;
+use imgest_flows::FlowError;
 
 pub(super) const SEAL_KIND: &str = "seal";
 

@@ -11,12 +11,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use crate::FlowError;
-use crate::crawl::messages::{CrawlState, PhotoError, PhotoStatus};
+use crate::messages::{CrawlState, PhotoError, PhotoStatus};
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ClientId, ImageId, OfferKey, Timestamp};
 use imgest_core::ports::{Documents, StoreError, StoredDocument};
 use imgest_download::{FetchErrorKind, Validator};
+use imgest_flows::FlowError;
 
 pub(super) const URL_KIND: &str = "url";
 pub(super) const CRAWL_KIND: &str = "crawl";

@@ -9,12 +9,12 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
-use super::batch::{BatchResponse, ItemError, run_batch};
-use imgest_flows::crawl::messages::SettleQueueMessage;
-use imgest_flows::crawl::{Crawler, SETTLE_QUEUE};
+use imgest_crawl::messages::SettleQueueMessage;
+use imgest_crawl::{Crawler, SETTLE_QUEUE};
+use imgest_lambda::batch::{BatchResponse, ItemError, run_batch};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event, &crawler.settings().senders);
+    let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
     let work = items.iter().map(|item| (item.id.clone(), item)).collect();
     let outcomes = run_batch(work, |item| async move {
         item.from_the_stack()?;
@@ -32,7 +32,7 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     outcomes
         .settle(
             &items,
-            &super::dead_letters(crawler.service(), SETTLE_QUEUE),
+            &imgest_lambda::dead_letters(crawler.service(), SETTLE_QUEUE),
         )
         .await
 }

@@ -11,10 +11,10 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 
-use super::batch::{BatchResponse, ItemError, run_batch_then};
 use imgest_core::domain::{BlobKey, UploadId};
-use imgest_flows::crawl::messages::{DownloadedPhoto, ProcessMessage};
-use imgest_flows::crawl::{Crawler, PROCESS_QUEUE};
+use imgest_crawl::messages::{DownloadedPhoto, ProcessMessage};
+use imgest_crawl::{Crawler, PROCESS_QUEUE};
+use imgest_lambda::batch::{BatchResponse, ItemError, run_batch_then};
 
 /// What a process queue message asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub enum Work {
 /// Handles one SQS batch; failures are reported per message id. The downloads' URLs are
 /// settled together once every photo of the batch is processed.
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
-    let items = super::sqs_items(event, &crawler.settings().senders);
+    let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
     let work = items.iter().map(|item| (item.id.clone(), item)).collect();
     let outcomes = run_batch_then(
         work,
@@ -51,7 +51,7 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     outcomes
         .settle(
             &items,
-            &super::dead_letters(crawler.service(), PROCESS_QUEUE),
+            &imgest_lambda::dead_letters(crawler.service(), PROCESS_QUEUE),
         )
         .await
 }
