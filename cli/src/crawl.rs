@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use imgest_core::domain::OfferKey;
+use imgest_core::domain::{ClientId, OfferKey};
 use imgest_core::ports::SystemClock;
+use imgest_crawl::feed::{self, FeedCursor};
 use imgest_crawl::messages::{CrawlRequest, CrawlState, PhotoStatus};
-use imgest_crawl::{Crawler, RESULTS_QUEUE, tier_queue};
+use imgest_crawl::{Crawler, Processing, RESULTS_QUEUE, tier_queue};
 use imgest_local::app;
 use imgest_local::runner::LocalRunner;
 
-use crate::commands::{embedded_settings, init_logs, runner_without_api};
+use crate::commands::{embedded_settings, init_logs, operator_service, runner_without_api};
 use crate::progress::Progress;
 
 /// How often progress is printed.
@@ -224,6 +225,35 @@ pub async fn results(max: usize) -> Result<()> {
             println!("{}", delivery.payload);
             queue.ack(&delivery).await?;
             printed += 1;
+        }
+    }
+    eprintln!("results: {printed} printed");
+    Ok(())
+}
+
+/// Prints `client`'s results from its feed after `after`, at most `max`, one JSON object per
+/// line, then the cursor to go on from (on stderr, `next: CURSOR`).
+pub async fn feed(client: &str, after: Option<&str>, max: usize) -> Result<()> {
+    let client = ClientId::parse(client)?;
+    let mut after = after.map(FeedCursor::parse).transpose()?;
+    let (settings, service) = operator_service().await?;
+    let crawler = Crawler::new(
+        Arc::new(service),
+        settings.crawl.clone(),
+        Processing::Inline,
+    );
+    let mut printed = 0;
+    loop {
+        let limit = (max - printed).clamp(1, feed::MAX_PAGE);
+        let page = crawler.feed_page(&client, after.as_ref(), limit).await?;
+        for result in &page.results {
+            println!("{}", serde_json::to_string(result)?);
+        }
+        printed += page.results.len();
+        eprintln!("next: {}", page.next);
+        after = Some(FeedCursor::parse(&page.next)?);
+        if !page.more || printed >= max {
+            break;
         }
     }
     eprintln!("results: {printed} printed");

@@ -202,12 +202,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print (and remove) queued crawl results, one JSON object per line.
-    /// Example: `imgest results --max 100 > results.jsonl`
+    /// Print (and remove) queued crawl results, one JSON object per line; with --client, read
+    /// that client's feed instead (either backend; nothing removed), from --after, and print on
+    /// stderr the cursor to go on from. Example: `imgest results --client acme --after CURSOR`
     Results {
         /// At most this many.
         #[arg(long, default_value_t = 1000)]
         max: usize,
+        /// Read this client's feed (what `GET /v1/crawls` answers it) rather than the queue.
+        #[arg(long)]
+        client: Option<String>,
+        /// The cursor to go on from (the `next:` an earlier run printed); absent: the oldest
+        /// result kept.
+        #[arg(long, requires = "client")]
+        after: Option<String>,
     },
     /// Mint a bearer token for local testing: writes a fresh ES256 key's public JWKS to
     /// --jwks-file (what IMGEST_JWKS_FILE names) and prints a token it signed. Each run makes
@@ -299,7 +307,14 @@ fn main() -> ExitCode {
             Command::Dlq { command } => dlq::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,
-            Command::Results { max } => crawl::results(max).await,
+            Command::Results {
+                max, client: None, ..
+            } => crawl::results(max).await,
+            Command::Results {
+                max,
+                client: Some(client),
+                after,
+            } => crawl::feed(&client, after.as_deref(), max).await,
             Command::Token {
                 jwks_file,
                 issuer,

@@ -101,6 +101,18 @@ fn expected(route: &str, who: Who) -> u16 {
             PartnerB => 404,
             _ => 403,
         },
+        // Each partner reads its own client's results; naming another's is refused.
+        "GET /v1/crawls" => {
+            if partner {
+                200
+            } else {
+                403
+            }
+        }
+        "GET /v1/crawls of acme" => match who {
+            PartnerA => 200,
+            _ => 403,
+        },
         // Only the operator's scope lists every client's images (see below).
         "GET /v1/operator/images" => 403,
         "DELETE /v1/offers/o1" => {
@@ -233,6 +245,16 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
                     .pair(),
             ),
             (
+                "GET /v1/crawls",
+                app.call("GET", "/v1/crawls", t, Body::None).await.pair(),
+            ),
+            (
+                "GET /v1/crawls of acme",
+                app.call("GET", "/v1/crawls?client_id=acme", t, Body::None)
+                    .await
+                    .pair(),
+            ),
+            (
                 "GET /v1/operator/images",
                 app.call("GET", "/v1/operator/images", t, Body::None)
                     .await
@@ -280,7 +302,7 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
         assert_eq!(got.status, expected("DELETE /v1/offers/o1", who), "{who:?}");
         cells += 1;
     }
-    assert_eq!(cells, 12 * EVERYONE.len());
+    assert_eq!(cells, 14 * EVERYONE.len());
 
     // The operator browses every client's images, and may do nothing else.
     let operator = id.token("ops", "imgest:operator", None);

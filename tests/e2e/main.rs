@@ -17,6 +17,7 @@ mod crawl_aws;
 mod dlq;
 mod docs;
 mod erasure;
+mod feed;
 mod give_up;
 mod identity;
 mod identity_aws;

@@ -11,7 +11,7 @@ use imgest_crawl::JOINERS_PER_PAGE;
 
 /// The API's routes the model holds against their throttles (a scenario's
 /// `deployment.api.routes` may name these and `"default"`, nothing else).
-pub const ROUTES: [&str; 8] = [
+pub const ROUTES: [&str; 9] = [
     "POST /v1/images",
     "POST /v1/uploads",
     "GET /v1/uploads/{upload_id}",
@@ -19,6 +19,7 @@ pub const ROUTES: [&str; 8] = [
     "DELETE /v1/offers/{offer_id}",
     "POST /v1/crawl",
     "GET /v1/offers/{offer_id}/crawl",
+    "GET /v1/crawls",
     "GET /v1/images/{image_id}",
 ];
 /// SQS returns at most this many messages per receive: without a batching window, a batch
@@ -27,6 +28,8 @@ const SQS_RECEIVE_MAX: f64 = 10.0;
 const MB: f64 = 1024.0 * 1024.0;
 /// The item class of a popular URL's waiters filed as items of their own.
 const WAITER_CLASS: &str = "rec waiter";
+/// The item class of the results' feed's entries.
+const FEED_CLASS: &str = "rec feed";
 
 /// One figure of the model.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -582,6 +585,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             l.crawl_status_polls_per_s,
             "crawl_status_polls_per_s",
         ),
+        ("GET /v1/crawls", l.feed_polls_per_s, "feed_polls_per_s"),
         (
             "GET /v1/images/{image_id}",
             l.image_reads_per_s,
@@ -647,6 +651,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         )?
         .figure();
     let read_s = 2.0 * s.latency_ms.dynamodb / 1000.0;
+    // A feed poll queries every shard of a day side by side, then refills a shard or two.
+    let poll_s = 2.0 * s.latency_ms.dynamodb_batch / 1000.0;
     let api_c = inline
         * ((1.0 - l.upload_dedup_share) * upload_new.value
             + l.upload_dedup_share * upload_dedup.value)
@@ -655,7 +661,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             + l.http_crawls_per_s
             + l.crawl_status_polls_per_s
             + l.image_reads_per_s)
-            * read_s;
+            * read_s
+        + l.feed_polls_per_s * poll_s;
     r.row(
         "functions",
         "api: concurrency vs reserved",
@@ -663,13 +670,15 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "instances",
         Some(d.api.reserved),
         format!(
-            "inline {} × ((1 − dedup) × {} + dedup × {}) + offer writes {} × {} + small routes × {} s [2 × latency.dynamodb]",
+            "inline {} × ((1 − dedup) × {} + dedup × {}) + offer writes {} × {} + small routes × {} s [2 × latency.dynamodb] + feed polls {} × {} s [2 × latency.dynamodb_batch: the shards side by side, a refill]",
             fmt(inline),
             f(&upload_new),
             f(&upload_dedup),
             fmt(l.hand_offers_per_s + l.hand_deletes_per_s),
             f(&offer_write),
-            fmt(read_s)
+            fmt(read_s),
+            fmt(l.feed_polls_per_s),
+            fmt(poll_s)
         ),
     );
     r.suggest(
@@ -1251,6 +1260,58 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         );
     }
 
+    // The results' feed: each crawl result (not erasures) is also filed under its client, day and
+    // shard; the biggest client's entries spread over the shards' partitions. An entry carries
+    // the crawl's photos, as the crawl record does: that record's size where the profile
+    // predates the feed.
+    let crawl_results = results - l.erasures_per_s;
+    let measured_entry = m.largest_item("new: settle", FEED_CLASS)?;
+    let feed_measured = measured_entry.value > 0.0;
+    let entry = if feed_measured {
+        measured_entry
+    } else {
+        let crawl = m.largest_item("new: settle", "rec crawl")?;
+        Figure {
+            value: crawl.value,
+            source: format!("{} (no feed entry in the profile)", crawl.source),
+        }
+    };
+    let entry_wcu = (entry.value / 1024.0).ceil().max(1.0);
+    let shards = f64::from(imgest_crawl::feed::SHARDS);
+    r.row(
+        "dynamodb",
+        "the results' feed: the biggest client's write units/s per shard",
+        l.biggest_client_share * crawl_results * entry_wcu / shards,
+        "WCU/s",
+        Some(lim.partition_fraction * lim.partition_wcu),
+        format!(
+            "biggest_client_share {} × results {} × ⌈{} KB⌉ [{}] ÷ {} shards",
+            fmt(l.biggest_client_share),
+            fmt(crawl_results),
+            fmt(entry.value / 1024.0),
+            entry.source,
+            fmt(shards)
+        ),
+    );
+    // A poll queries each shard of a day once, for a chunk of a default page's share and a few
+    // (strongly consistent: a read unit per 4 KB).
+    let chunk = (imgest_crawl::feed::DEFAULT_PAGE as f64 / shards).ceil() + 4.0;
+    let query_rcu = (chunk * entry.value / 4096.0).ceil().max(1.0);
+    r.row(
+        "dynamodb",
+        "the results' feed: polls' read units/s per shard",
+        l.feed_polls_per_s * query_rcu,
+        "RCU/s",
+        Some(lim.partition_fraction * lim.partition_rcu),
+        format!(
+            "feed_polls_per_s {} (every partner's, as if one's) × a Query of {} entries [{} B] per shard = {} RCU",
+            fmt(l.feed_polls_per_s),
+            fmt(chunk),
+            fmt(entry.value),
+            fmt(query_rcu)
+        ),
+    );
+
     // 3. S3 prefixes (256 shards per area).
     let stored_per_s = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
     if l.fresh_bucket {
@@ -1633,6 +1694,20 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(pr.dynamodb_gb_month)
         ),
     );
+    // The feed's entries are in the measured stages once the profile has them.
+    if !feed_measured {
+        bill_row(
+            &mut r,
+            "the results' feed: entries (not in the profile)".into(),
+            crawl_results * entry_wcu * 3600.0 * pr.dynamodb_wcu,
+            format!(
+                "results {}/s × ⌈entry KB⌉ {} × 3600 × ${}/WCU",
+                fmt(crawl_results),
+                fmt(entry_wcu),
+                pr.dynamodb_wcu
+            ),
+        );
+    }
     let invocations: f64 = functions.iter().map(|fl| fl.invocations_per_s).sum();
     bill_row(
         &mut r,

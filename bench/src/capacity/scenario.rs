@@ -64,6 +64,10 @@ pub struct Load {
     /// Crawl requests sent through `POST /v1/crawl` (the rest come on the intake queue).
     pub http_crawls_per_s: f64,
     pub crawl_status_polls_per_s: f64,
+    /// Partners' pulls of their results' feed (`GET /v1/crawls`), all partners together; the
+    /// busiest one's are held against a partition. Optional (0).
+    #[serde(default)]
+    pub feed_polls_per_s: f64,
     pub image_reads_per_s: f64,
     pub biggest_client_share: f64,
     pub biggest_host_share: f64,
@@ -442,6 +446,10 @@ pub struct Prices {
     pub dynamodb_gb_month: f64,
     #[serde(default = "logs_per_gb")]
     pub logs_per_gb: f64,
+    /// A DynamoDB write request unit (on demand), for writes the model adds to the measured
+    /// stages'. Optional ($0.625 a million).
+    #[serde(default = "dynamodb_wcu")]
+    pub dynamodb_wcu: f64,
 }
 
 fn s3_gb_month() -> f64 {
@@ -454,6 +462,10 @@ fn dynamodb_gb_month() -> f64 {
 
 fn logs_per_gb() -> f64 {
     0.50
+}
+
+fn dynamodb_wcu() -> f64 {
+    0.625e-6
 }
 
 impl Scenario {

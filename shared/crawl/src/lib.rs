@@ -20,6 +20,7 @@
 //! too: it counts the offers' latest crawls beside the stores.
 
 mod downloads;
+pub mod feed;
 mod fetch;
 mod gather;
 mod grants;

@@ -245,7 +245,8 @@ impl Crawler {
 
     /// Sends the crawl's result, settled at `settled_at`, with its client as the message's
     /// `client_id` attribute: on AWS the results go to a topic, and each client's subscription
-    /// takes only the messages with its own (a client never reads another's results).
+    /// takes only the messages with its own (a client never reads another's results). It is
+    /// filed in the client's feed first ([`feed`](super::feed)).
     pub(super) async fn send_result(
         &self,
         offer: &OfferKey,
@@ -256,6 +257,8 @@ impl Crawler {
         result.settled_at = Some(rfc3339_millis(settled_at));
         let body = serde_json::to_string(&result)
             .map_err(|e| FlowError::Internal(format!("cannot encode a crawl result: {e}")))?;
+        // Filed before it is sent: a result a partner was sent is in its feed.
+        self.file_in_feed(&result, &body).await?;
         let message =
             OutgoingMessage::now(body).with_attribute(CLIENT_ATTRIBUTE, crawl.client_id.as_str());
         self.service

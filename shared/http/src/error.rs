@@ -54,7 +54,7 @@ pub const KINDS: &[(u16, &[&str])] = &[
     ),
     (405, &["method_not_allowed"]),
     (409, &["upload_already_received", "hash_collision"]),
-    (410, &["upload_expired", "erased"]),
+    (410, &["upload_expired", "erased", "cursor_expired"]),
     (413, &["too_large"]),
     (415, &["unsupported_format"]),
     (421, &["misdirected_request"]),

@@ -69,6 +69,7 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         offers::delete,
         crawl::post,
         crawl::get,
+        crawl::list,
         files::get,
         scrape::get,
         browse::list,

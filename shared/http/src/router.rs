@@ -128,6 +128,7 @@ fn handler(op: Op) -> MethodRouter<ApiState> {
         Op::DeleteOffer => delete(offers::delete),
         Op::Crawl => post(crawl::post),
         Op::GetCrawl => get(crawl::get),
+        Op::ListCrawls => get(crawl::list),
         Op::Files => get(files::get),
         Op::Metrics => get(scrape::get),
         Op::BrowseImages => get(browse::list),

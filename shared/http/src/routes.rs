@@ -35,6 +35,7 @@ pub enum Op {
     DeleteOffer,
     Crawl,
     GetCrawl,
+    ListCrawls,
     Files,
     Metrics,
     BrowseImages,
@@ -91,7 +92,7 @@ const PARTNERS: &[&str] = &[OFFERS_SCOPE];
 
 impl Op {
     /// Every operation, in the order the template lists them.
-    pub const ALL: [Op; 21] = [
+    pub const ALL: [Op; 22] = [
         Op::Health,
         Op::OpenApi,
         Op::UploadImage,
@@ -106,6 +107,7 @@ impl Op {
         Op::DeleteOffer,
         Op::Crawl,
         Op::GetCrawl,
+        Op::ListCrawls,
         Op::Files,
         Op::Metrics,
         Op::BrowseImages,
@@ -134,6 +136,7 @@ impl Op {
             Op::DeleteOffer => (Delete, "/v1/offers/{offer_id}", PARTNERS, Everywhere),
             Op::Crawl => (Post, "/v1/crawl", PARTNERS, Everywhere),
             Op::GetCrawl => (Get, "/v1/offers/{offer_id}/crawl", PARTNERS, Everywhere),
+            Op::ListCrawls => (Get, "/v1/crawls", PARTNERS, Everywhere),
             Op::Files => (Get, "/files/{*key}", &[], LocalRunner),
             Op::Metrics => (Get, crate::scrape::PATH, &[METRICS_SCOPE], LocalRunner),
             Op::BrowseImages => (Get, "/v1/operator/images", &[OPERATOR_SCOPE], LocalRunner),

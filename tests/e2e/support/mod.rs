@@ -265,6 +265,41 @@ impl TestApp {
         }
     }
 
+    /// The same app started again: its runner stopped, and a new one on the same storage,
+    /// settings and clock (what a restart of the process keeps).
+    pub async fn restart(self) -> Self {
+        let Self {
+            client,
+            clock,
+            settings,
+            runner,
+            data_dir,
+            aws,
+            ..
+        } = self;
+        runner.stop().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let options = RunnerOptions {
+            clock: clock.clone(),
+            gc_every: None,
+            backfill: false,
+            erasures: true,
+        };
+        let runner = LocalRunner::start(&settings, Some(listener), options)
+            .await
+            .unwrap();
+        Self {
+            base: runner.base_url().to_owned(),
+            client,
+            service: Arc::clone(runner.service()),
+            clock,
+            settings,
+            runner,
+            data_dir,
+            aws,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

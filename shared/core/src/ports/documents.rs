@@ -120,7 +120,9 @@ pub trait Documents: Send + Sync {
     /// One page of the live members of `group`, in name order, read consistently (a member put
     /// before the call began is in the walk unless deleted since). Start with `cursor` `None`,
     /// then pass each page's `next`; a page holds at most `limit` members and may hold fewer
-    /// and still have a next one. A cursor that is not one this group's walk gave is an error.
+    /// and still have a next one. A cursor that is not one this group's walk gave is an error;
+    /// one made with [`walk_cursor`]`(group, name)` starts the walk after `name`, a member or
+    /// not (what a walk's cursors are).
     async fn list_members(
         &self,
         kind: &str,
