@@ -276,7 +276,9 @@ impl Crawler {
                 .collect();
             // Each shard's first chunk, side by side (the later ones as the merge needs them).
             futures_util::future::try_join_all(
-                lists.iter_mut().map(|list| list.fill(documents, chunk, now)),
+                lists
+                    .iter_mut()
+                    .map(|list| list.fill(documents, chunk, now)),
             )
             .await?;
             loop {

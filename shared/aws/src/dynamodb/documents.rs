@@ -97,11 +97,7 @@ struct Raw {
 fn raw_from_item(item: &Item, kind: &str, key_: &str) -> Result<Raw, StoreError> {
     let what = format!("record item {kind}/{key_:?}");
     let a = Attrs::new(item, &what);
-    let body = match item.get(BODY) {
-        Some(AttributeValue::B(deflated)) => inflate(deflated.as_ref())
-            .ok_or_else(|| StoreError::corrupt(format!("{what}: the deflated body is corrupt")))?,
-        _ => a.s(BODY)?.to_owned(),
-    };
+    let body = body_of(item, &a, &what)?;
     Ok(Raw {
         body,
         version: a.u64(VERSION)?,
@@ -152,8 +148,18 @@ impl DynamoStore {
     }
 }
 
-/// The body as stored: as is when short, deflated when long.
-fn body_value(body: &str) -> AttributeValue {
+/// The body of a record's or a member's item, inflated if it was stored deflated.
+pub(super) fn body_of(item: &Item, a: &Attrs<'_>, what: &str) -> Result<String, StoreError> {
+    Ok(match item.get(BODY) {
+        Some(AttributeValue::B(deflated)) => inflate(deflated.as_ref())
+            .ok_or_else(|| StoreError::corrupt(format!("{what}: the deflated body is corrupt")))?,
+        _ => a.s(BODY)?.to_owned(),
+    })
+}
+
+/// The body as stored: as is when short, deflated when long (records, and members: a results'
+/// feed entry of an offer's photos is one write unit, not two).
+pub(super) fn body_value(body: &str) -> AttributeValue {
     if body.len() <= DEFLATE_ABOVE {
         return s(body);
     }

@@ -54,7 +54,7 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let pk = group_pk(kind, group)?;
         let mut item = member_key(&pk, member);
-        item.insert(BODY.to_owned(), s(body));
+        item.insert(BODY.to_owned(), super::documents::body_value(body));
         item.insert(EXPIRES_AT.to_owned(), ms(expires_at));
         item.insert(TTL.to_owned(), n(ttl_secs(expires_at.plus(TTL_GRACE))));
         self.client
@@ -114,7 +114,7 @@ impl DynamoStore {
                 .to_owned();
             last = Some(member.clone());
             if a.time(EXPIRES_AT)? > now {
-                members.push((member, a.s(BODY)?.to_owned()));
+                members.push((member, super::documents::body_of(item, &a, &what)?));
             }
         }
         // DynamoDB says where it stopped; the cursor carries the member's name only.
