@@ -132,14 +132,10 @@ async fn each_client_pulls_its_own_results_in_order_across_pages_and_a_restart(
     );
 }
 
-fn vars(id: &Identity) -> Vec<(&'static str, String)> {
-    id.vars()
-}
-
 #[tokio::test]
 async fn each_client_pulls_its_own_results_in_order_on_the_embedded_backend() {
     let id = Identity::new();
-    let vars = vars(&id);
+    let vars = id.vars();
     let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let app = TestApp::start_with(&vars).await;
     each_client_pulls_its_own_results_in_order_across_pages_and_a_restart(app, &id).await;
@@ -155,7 +151,7 @@ async fn each_client_pulls_its_own_results_in_order_on_dynamodb() {
     let sqs = aws_sdk_sqs::Client::new(&config);
     let (results, _) = imgest_testing::aws::queue(&sqs, "feed-results").await;
     let id = Identity::new();
-    let mut vars = vars(&id);
+    let mut vars = id.vars();
     vars.push(("IMGEST_QUEUES", format!("results={results}")));
     let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let app = TestApp::start_aws(NAME, &vars).await.unwrap();

@@ -55,6 +55,8 @@ pub struct TestApp {
     /// The settings the app was started with.
     pub settings: Settings,
     runner: LocalRunner,
+    /// Whether its runner works the erasures under way (kept across a restart).
+    erasures: bool,
     pub data_dir: tempfile::TempDir,
     /// On the AWS adapters: the bucket and the table the app uses.
     pub aws: Option<(String, String)>,
@@ -241,6 +243,17 @@ impl TestApp {
         }
         let settings = Settings::from_map(&map).unwrap();
         let clock = Arc::new(ManualClock::starting_now());
+        Self::launch(settings, clock, data_dir, aws, erasures).await
+    }
+
+    /// A runner on `settings` (its storage in `data_dir`, or on AWS), moved by `clock`.
+    async fn launch(
+        settings: Settings,
+        clock: Arc<ManualClock>,
+        data_dir: tempfile::TempDir,
+        aws: Option<(String, String)>,
+        erasures: bool,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         // The runner serves files through the blob store on every backend, so tests can
         // fetch them.
@@ -260,6 +273,7 @@ impl TestApp {
             clock,
             settings,
             runner,
+            erasures,
             data_dir,
             aws,
         }
@@ -269,35 +283,16 @@ impl TestApp {
     /// settings and clock (what a restart of the process keeps).
     pub async fn restart(self) -> Self {
         let Self {
-            client,
             clock,
             settings,
             runner,
+            erasures,
             data_dir,
             aws,
             ..
         } = self;
         runner.stop().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let options = RunnerOptions {
-            clock: clock.clone(),
-            gc_every: None,
-            backfill: false,
-            erasures: true,
-        };
-        let runner = LocalRunner::start(&settings, Some(listener), options)
-            .await
-            .unwrap();
-        Self {
-            base: runner.base_url().to_owned(),
-            client,
-            service: Arc::clone(runner.service()),
-            clock,
-            settings,
-            runner,
-            data_dir,
-            aws,
-        }
+        Self::launch(settings, clock, data_dir, aws, erasures).await
     }
 
     pub fn url(&self, path: &str) -> String {
