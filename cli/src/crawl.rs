@@ -243,8 +243,8 @@ pub async fn feed(client: &str, after: Option<&str>, max: usize) -> Result<()> {
         Processing::Inline,
     );
     let mut printed = 0;
-    loop {
-        let limit = (max - printed).clamp(1, feed::MAX_PAGE);
+    while printed < max {
+        let limit = (max - printed).min(feed::MAX_PAGE);
         let page = crawler.feed_page(&client, after.as_ref(), limit).await?;
         for result in &page.results {
             println!("{}", serde_json::to_string(result)?);
@@ -252,7 +252,7 @@ pub async fn feed(client: &str, after: Option<&str>, max: usize) -> Result<()> {
         printed += page.results.len();
         eprintln!("next: {}", page.next);
         after = Some(FeedCursor::parse(&page.next)?);
-        if !page.more || printed >= max {
+        if !page.more {
             break;
         }
     }
