@@ -500,6 +500,18 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             f(&per)
         ));
     }
+    // Each result is filed in its client's feed as it is sent, a PutItem of the intake
+    // function's: in the measured stages once the profile has feed entries, added here until then.
+    if m.largest_item("new: settle", FEED_CLASS)?.value == 0.0 {
+        let filed = (p * (1.0 + l.known_url_photos_per_new) + unchanged) / l.photos_per_offer;
+        let put_s = s.latency_ms.dynamodb / 1000.0;
+        intake_c += filed * put_s;
+        intake_trace.push(format!(
+            "{} results filed/s × {} s [latency.dynamodb; not in the profile]",
+            fmt(filed),
+            fmt(put_s)
+        ));
+    }
     r.row(
         "functions",
         "intake: concurrency vs its queues' maximum",
