@@ -166,8 +166,12 @@ impl Service {
         &self.ports
     }
 
-    /// This service with the pipeline: what a process that decodes photos starts with.
+    /// This service with the pipeline: what a process that decodes photos starts with. What the
+    /// pipeline makes and accepts is then the policy's too (one answer for the sweep and the
+    /// body limits).
     pub fn with_imaging(mut self, imaging: Arc<dyn Imaging>) -> Self {
+        self.policy.variants = imaging.variants().clone();
+        self.policy.max_body = imaging.max_body();
         self.imaging = Some(imaging);
         self
     }
@@ -177,18 +181,14 @@ impl Service {
         self.imaging.as_ref().ok_or(FlowError::NoPipeline)
     }
 
-    /// The largest photo body accepted: the pipeline's, else the policy's.
+    /// The largest photo body accepted.
     pub fn max_body(&self) -> u64 {
-        self.imaging
-            .as_ref()
-            .map_or(self.policy.max_body, |imaging| imaging.max_body())
+        self.policy.max_body
     }
 
-    /// The variant set configured: the pipeline's, else the policy's.
+    /// The variant set configured.
     pub fn variants(&self) -> &VariantSet {
-        self.imaging
-            .as_ref()
-            .map_or(&self.policy.variants, |imaging| imaging.variants())
+        &self.policy.variants
     }
 
     pub fn policy(&self) -> &Policy {
