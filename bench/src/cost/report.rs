@@ -85,8 +85,9 @@ pub(super) fn sizing(stage: &str) -> Sizing {
     match stage {
         // An offer is deleted through the API function (a full vCPU for inline uploads).
         STILL_LINKED | LAST_LINK => Sizing::Fixed(1769),
-        // Sized for five large photos at once, not for these samples (template.yaml).
-        "process" => Sizing::Fixed(512),
+        // Sized for the largest photo the fetch functions hand it, not for these samples
+        // (template.yaml).
+        "process" => Sizing::Fixed(768),
         // It processes the new photos it downloads: sized as deployed, not by this process's RSS.
         "fetch" => Sizing::Fixed(512),
         // (The results stage is the marketplace's: no invocations, so no Lambda cost.)

@@ -288,7 +288,7 @@ pub const VARIABLES: &[Variable] = &[
         .means("how long a presigned upload URL is valid"),
     var("IMGEST_PROCESS_CONCURRENCY", Both, Number { least: 1, most: 4096 }, Computed("the number of cores"))
         .means("photos decoded at once"),
-    var("IMGEST_MEMORY_BUDGET", Both, size(following("147108864", "64 MiB + 4 × `IMGEST_MAX_BODY`"), None), Computed("on Lambda the function's memory (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); locally a quarter of the machine's (or cgroup's), at least 256 MiB"))
+    var("IMGEST_MEMORY_BUDGET", Both, size(following("147108864", "64 MiB + 4 × `IMGEST_MAX_BODY`"), None), Computed("on Lambda seven eighths of the function's memory (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`: the eighth left is for what the budget does not model); locally a quarter of the machine's (or cgroup's), at least 256 MiB"))
         .left("each function's `MemorySize`")
         .means("the memory the process should stay within: 64 MiB for itself, a quarter of the rest for bodies (uploads, downloads, objects read back), three quarters for decoding; see [Hostile photos](api.md#hostile-photos)"),
     var("IMGEST_MAX_PENDING_UPLOADS", Both, Number { least: 0, most: 1_000_000 }, default("64"))
