@@ -13,6 +13,7 @@ mod progress;
 mod reference;
 mod restore;
 mod variants;
+mod webhook;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -155,6 +156,13 @@ enum Command {
     Dlq {
         #[command(subcommand)]
         command: dlq::DlqCommand,
+    },
+    /// A client's webhook endpoint: each result of its crawls POSTed there, signed as the
+    /// Standard Webhooks specification says, retried for 3 days (then in `imgest dlq list
+    /// --queue webhooks`).
+    Webhook {
+        #[command(subcommand)]
+        command: webhook::WebhookCommand,
     },
     /// Erase an image everywhere: from every offer of every client (each told, on its results
     /// queue), every seller's upload, its record, its files and every stored version; the CDN
@@ -305,6 +313,7 @@ fn main() -> ExitCode {
                 _ => erase::pending(json).await,
             },
             Command::Dlq { command } => dlq::run(command).await,
+            Command::Webhook { command } => webhook::run(command).await,
             Command::Stats { json } => commands::stats(json).await,
             Command::Crawl { file, json } => crawl::crawl_file(file, json).await,
             Command::Results {

@@ -43,3 +43,4 @@ mod sweep_aws;
 mod template;
 mod trust_aws;
 mod watermark_aws;
+mod webhooks;

@@ -211,12 +211,13 @@ impl ShardList {
 
 impl Crawler {
     /// Files `result` in its client's feed, named by the time now (before its message is sent:
-    /// a result sent is in the feed).
+    /// a result sent is in the feed); returns the time it is filed under (milliseconds), which
+    /// with the client and the crawl id finds it again ([`feed_entry`](Self::feed_entry)).
     pub(super) async fn file_in_feed(
         &self,
         result: &CrawlResult,
         body: &str,
-    ) -> Result<(), FlowError> {
+    ) -> Result<u64, FlowError> {
         let now = self.now();
         let at = Position {
             at_ms: ms(now),
@@ -235,7 +236,41 @@ impl Crawler {
                 now,
             )
             .await?;
-        Ok(())
+        Ok(at.at_ms)
+    }
+
+    /// The body of `client`'s entry for crawl `crawl_id` filed at `at_ms`, if it is still kept:
+    /// one read of the few members filed in that millisecond of its shard.
+    pub(super) async fn feed_entry(
+        &self,
+        client: &ClientId,
+        at_ms: u64,
+        crawl_id: &str,
+    ) -> Result<Option<String>, FlowError> {
+        let at = Position {
+            at_ms,
+            crawl: crawl_id.to_owned(),
+        };
+        let group = group(client, at.day(), shard_of(crawl_id));
+        let wanted = at.member();
+        // Every member of the millisecond sorts after `{at_ms}.` and before `{at_ms}.~`.
+        let mut cursor = Some(walk_cursor(&group, &format!("{at_ms:013}.")));
+        let documents = self.service.ports().documents.as_ref();
+        while let Some(from) = cursor.take() {
+            let page = documents
+                .list_members(FEED_KIND, &group, Some(&from), 16, self.now())
+                .await?;
+            for (name, body) in page.members {
+                if name == wanted {
+                    return Ok(Some(body));
+                }
+                if name > wanted {
+                    return Ok(None);
+                }
+            }
+            cursor = page.next;
+        }
+        Ok(None)
     }
 
     /// `client`'s results filed after `after` (from the oldest kept without one), at most

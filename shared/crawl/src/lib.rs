@@ -34,6 +34,7 @@ mod seal;
 mod sends;
 mod settle;
 pub mod stats;
+pub mod webhooks;
 
 use std::sync::{Arc, OnceLock};
 
@@ -50,7 +51,7 @@ pub use self::learning::{FLUSH_EVERY, FRESH_FOR, Shared};
 use self::pacer::Pacer;
 pub(crate) use self::records::for_each_latest_crawl;
 pub use imgest_flows::queues::{
-    CLIENT_ATTRIBUTE, PROCESS_QUEUE, RESULTS_QUEUE, SETTLE_QUEUE, tier_queue,
+    CLIENT_ATTRIBUTE, PROCESS_QUEUE, RESULTS_QUEUE, SETTLE_QUEUE, WEBHOOK_QUEUE, tier_queue,
 };
 
 /// Where a downloaded body that is not a known photo gets decoded.
@@ -108,6 +109,7 @@ pub struct Crawler {
     verifies_settled: bool,
     tally: Arc<Tally>,
     counters: CrawlCounters,
+    webhooks: webhooks::Webhooks,
 }
 
 impl Crawler {
@@ -136,6 +138,7 @@ impl Crawler {
             verifies_settled: false,
             counters: CrawlCounters::register(&tally),
             tally,
+            webhooks: webhooks::Webhooks::default(),
         }
     }
 

@@ -257,8 +257,11 @@ impl Crawler {
         result.settled_at = Some(rfc3339_millis(settled_at));
         let body = serde_json::to_string(&result)
             .map_err(|e| FlowError::Internal(format!("cannot encode a crawl result: {e}")))?;
-        // Filed before it is sent: a result a partner was sent is in its feed.
-        self.file_in_feed(&result, &body).await?;
+        // Filed before it is sent: a result a partner was sent is in its feed (and its webhook
+        // delivery, which reads it there).
+        let filed_ms = self.file_in_feed(&result, &body).await?;
+        self.queue_webhook(&crawl.client_id, &result.crawl_id, filed_ms)
+            .await?;
         let message =
             OutgoingMessage::now(body).with_attribute(CLIENT_ATTRIBUTE, crawl.client_id.as_str());
         self.service

@@ -3,6 +3,7 @@
 //!
 //! - [`Downloader`]: one download of one photo URL (deadline, address guard, redirects, limits,
 //!   signature, MD5, conditional requests).
+//! - [`Poster`]: one signed webhook POSTed under the same guard (no redirects, a deadline).
 //! - [`check_ip`] and [`check_host_literal`]: which addresses a download may connect to, so a
 //!   crawl cannot point imgest at its own network, loopback or a cloud metadata service (SSRF).
 //! - [`AllowedPorts`] and [`HostAllowlist`]: which ports, and per client which hosts.
@@ -29,7 +30,8 @@ pub use self::address_guard::{
 };
 pub use self::downloader::{
     BodyDedup, Download, DownloadConfig, DownloadError, Downloaded, Downloader,
-    DownloaderSetupError, KnownImages, TlsSetupError, Validator, install_default_provider,
+    DownloaderSetupError, KnownImages, PostAnswer, PostConfig, Poster, TlsSetupError, Validator,
+    install_default_provider,
 };
 pub use self::error_kind::{FailureClass, FetchErrorKind};
 pub use self::host_health::{Admission, Circuit, CircuitRules, EventCounts, HostEvent, HostHealth};

@@ -97,4 +97,8 @@ imgest_core::counters! {
     tasks_not_leased,
     /// Settled crawls whose record or outcomes the store did not bear out (not finished).
     crawls_unverified,
+    /// Results delivered to their client's webhook endpoint (a 2xx).
+    webhooks_delivered,
+    /// Webhook attempts that failed (an answer other than 2xx, a timeout, a failed connection).
+    webhooks_failed,
 }

@@ -19,6 +19,9 @@ pub const PROCESS_QUEUE: &str = "process";
 /// they settled (AWS: from the fetch and process functions to the intake function).
 pub const SETTLE_QUEUE: &str = "settle";
 
+/// The queue of webhook deliveries (AWS: the webhooks function's).
+pub const WEBHOOK_QUEUE: &str = "webhooks";
+
 /// The queue of a tier's fetch tasks (`fetch-0` is the fastest tier).
 pub fn tier_queue(tier: usize) -> String {
     format!("fetch-{tier}")
@@ -35,6 +38,8 @@ pub enum Priority {
     Live,
     /// Results waiting to be read by the marketplace (`imgest results`).
     Results,
+    /// Results on their way to their clients' webhook endpoints.
+    Webhooks,
     /// Re-processing of stored photos: served only while no live task is due.
     Backfill,
 }
@@ -82,6 +87,7 @@ impl Service {
             .collect();
         queues.push((PROCESS_QUEUE.to_owned(), Priority::Live, None));
         queues.push((RESULTS_QUEUE.to_owned(), Priority::Results, None));
+        queues.push((WEBHOOK_QUEUE.to_owned(), Priority::Webhooks, None));
         queues.push((BACKFILL_QUEUE.to_owned(), Priority::Backfill, None));
         queues
     }

@@ -21,6 +21,7 @@ mod router;
 pub mod routes;
 mod scrape;
 mod uploads;
+mod webhooks;
 
 pub use error::{ApiError, UNAUTHENTICATED};
 pub use json::{ImageJson, OfferJson, VariantJson};

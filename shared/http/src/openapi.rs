@@ -26,7 +26,9 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 pub(super) use super::error::ErrorBody;
 use super::routes::Verb;
-use super::{browse, crawl, erasures, files, images, offers, page, router, scrape, uploads};
+use super::{
+    browse, crawl, erasures, files, images, offers, page, router, scrape, uploads, webhooks,
+};
 
 /// Where the document is served.
 pub const PATH: &str = "/v1/openapi.json";
@@ -75,6 +77,10 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         browse::list,
         erasures::purge,
         erasures::status,
+        webhooks::register,
+        webhooks::get,
+        webhooks::remove,
+        webhooks::rotate,
         page::index,
         page::asset,
     ),

@@ -19,6 +19,7 @@ use super::json::FileUrls;
 use super::routes::{self, Op, Route};
 use super::{
     ApiError, auth, browse, crawl, erasures, files, images, offers, openapi, page, scrape, uploads,
+    webhooks,
 };
 use crate::auth::Authenticator;
 use crate::local_guard::{self, LocalGuard};
@@ -134,6 +135,10 @@ fn handler(op: Op) -> MethodRouter<ApiState> {
         Op::BrowseImages => get(browse::list),
         Op::PurgeImage => post(erasures::purge).layer(DefaultBodyLimit::max(4096)),
         Op::ErasureStatus => get(erasures::status),
+        Op::RegisterWebhook => put(webhooks::register).layer(DefaultBodyLimit::max(4096)),
+        Op::GetWebhook => get(webhooks::get),
+        Op::RemoveWebhook => delete(webhooks::remove),
+        Op::RotateWebhookSecret => post(webhooks::rotate).layer(DefaultBodyLimit::max(4096)),
         Op::Page => get(page::index),
         Op::PageAsset => get(page::asset),
     }

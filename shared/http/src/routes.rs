@@ -41,6 +41,10 @@ pub enum Op {
     BrowseImages,
     PurgeImage,
     ErasureStatus,
+    RegisterWebhook,
+    GetWebhook,
+    RemoveWebhook,
+    RotateWebhookSecret,
     Page,
     PageAsset,
 }
@@ -92,7 +96,7 @@ const PARTNERS: &[&str] = &[OFFERS_SCOPE];
 
 impl Op {
     /// Every operation, in the order the template lists them.
-    pub const ALL: [Op; 22] = [
+    pub const ALL: [Op; 26] = [
         Op::Health,
         Op::OpenApi,
         Op::UploadImage,
@@ -113,6 +117,10 @@ impl Op {
         Op::BrowseImages,
         Op::PurgeImage,
         Op::ErasureStatus,
+        Op::RegisterWebhook,
+        Op::GetWebhook,
+        Op::RemoveWebhook,
+        Op::RotateWebhookSecret,
         Op::Page,
         Op::PageAsset,
     ];
@@ -149,6 +157,30 @@ impl Op {
             Op::ErasureStatus => (
                 Get,
                 "/v1/operator/erasures/{image_id}",
+                &[OPERATOR_SCOPE],
+                LocalRunner,
+            ),
+            Op::RegisterWebhook => (
+                Put,
+                "/v1/operator/webhooks/{client_id}",
+                &[OPERATOR_SCOPE],
+                LocalRunner,
+            ),
+            Op::GetWebhook => (
+                Get,
+                "/v1/operator/webhooks/{client_id}",
+                &[OPERATOR_SCOPE],
+                LocalRunner,
+            ),
+            Op::RemoveWebhook => (
+                Delete,
+                "/v1/operator/webhooks/{client_id}",
+                &[OPERATOR_SCOPE],
+                LocalRunner,
+            ),
+            Op::RotateWebhookSecret => (
+                Post,
+                "/v1/operator/webhooks/{client_id}/rotate",
                 &[OPERATOR_SCOPE],
                 LocalRunner,
             ),

@@ -8,11 +8,13 @@
 //!   the fetch and process functions hand to the intake function to finish.
 //! - [`process`]: SQS messages carrying S3 `ObjectCreated` notifications of presigned uploads,
 //!   and the photos the fetch functions downloaded.
+//! - [`webhooks`]: results delivered to their clients' endpoints, from their queue.
 
 pub mod fetch;
 pub mod intake;
 pub mod process;
 pub mod settle;
+pub mod webhooks;
 
 use std::sync::Arc;
 

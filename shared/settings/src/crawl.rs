@@ -56,6 +56,12 @@ pub struct CrawlSettings {
     /// `IMGEST_DOMAIN_CONCURRENCY` (16): downloads at once per domain, to start with; halved
     /// on 429, grown by one per success up to 4× this.
     pub domain_concurrency: usize,
+    /// `IMGEST_WEBHOOK_TIMEOUT` (10s, at most 60s): how long a webhook's endpoint has to answer
+    /// a delivery (connect, send and its answer's headers); a timeout is retried like a 5xx.
+    pub webhook_timeout: Duration,
+    /// `IMGEST_WEBHOOK_CONCURRENCY` (4): deliveries at once per endpoint and process, so an
+    /// endpoint that is slow to answer holds at most this many of a process's deliveries.
+    pub webhook_concurrency: usize,
     /// `IMGEST_ALLOW_PRIVATE_NETWORKS` (false): lets downloads reach loopback and private
     /// networks (tests, local hosts); link-local and metadata addresses stay forbidden.
     pub allow_private_networks: bool,
@@ -285,6 +291,8 @@ impl CrawlSettings {
             client_rpm_overrides,
             rate_window: vars.positive_duration("IMGEST_RATE_WINDOW", Duration::from_secs(60))?,
             domain_concurrency: vars.number("IMGEST_DOMAIN_CONCURRENCY", 16, 1, 4096)?,
+            webhook_timeout: webhook_timeout(vars)?,
+            webhook_concurrency: vars.number("IMGEST_WEBHOOK_CONCURRENCY", 4, 1, 256)?,
             allow_private_networks: vars.flag("IMGEST_ALLOW_PRIVATE_NETWORKS", false)?,
             normalization: NormalizationRules {
                 extra_tracking_params: vars
@@ -304,6 +312,17 @@ impl CrawlSettings {
             senders,
         })
     }
+}
+
+/// `IMGEST_WEBHOOK_TIMEOUT`: 10 s by default, at most a minute (a delivery holds its slot
+/// of the endpoint that long).
+fn webhook_timeout(vars: &Vars<'_>) -> Result<Duration, SettingsError> {
+    const VAR: &str = "IMGEST_WEBHOOK_TIMEOUT";
+    let timeout = vars.positive_duration(VAR, Duration::from_secs(10))?;
+    if timeout > Duration::from_secs(60) {
+        return Err(vars.bad(VAR, "must be at most 60s"));
+    }
+    Ok(timeout)
 }
 
 /// `IMGEST_FETCH_RESERVE`: a mebibyte, or the largest body if that is less; a reserve set

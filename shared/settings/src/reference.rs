@@ -346,6 +346,10 @@ pub const VARIABLES: &[Variable] = &[
         .means("`client=rpm,…`: other limits for some clients"),
     var("IMGEST_RATE_WINDOW", Both, positive_duration(None), default("60s"))
         .means("the window the client limit counts in"),
+    var("IMGEST_WEBHOOK_TIMEOUT", Both, positive_duration(at("60s")), default("10s"))
+        .means("how long a client's webhook endpoint has to answer a delivery (connect, send, the answer's headers); a timeout is retried like a 5xx"),
+    var("IMGEST_WEBHOOK_CONCURRENCY", Both, Number { least: 1, most: 256 }, default("4"))
+        .means("webhook deliveries at once per endpoint and process: a slow endpoint holds no more of a process's deliveries"),
     var("IMGEST_DOMAIN_CONCURRENCY", Both, Number { least: 1, most: 4096 }, default("16"))
         .means("downloads at once per host and process to start with (halved on 429, +1 per window of successes, up to 4×; shared by every process through the host's record)"),
     var("IMGEST_FETCH_RESERVE", Both, size(None, following("20MB", "`IMGEST_MAX_BODY`")), Computed("`1MiB`, or `IMGEST_MAX_BODY` if less"))

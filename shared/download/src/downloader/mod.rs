@@ -29,6 +29,7 @@
 mod body;
 mod error;
 mod headers;
+mod post;
 mod resolver;
 mod target;
 mod tls;
@@ -42,6 +43,7 @@ use url::Url;
 
 pub use self::error::DownloadError;
 pub use self::headers::Validator;
+pub use self::post::{PostAnswer, PostConfig, Poster};
 pub use self::tls::{TlsSetupError, install_default_provider};
 use crate::{AllowedPorts, FetchErrorKind, HashHeaders, HostAllowlist};
 use imgest_core::budget::BodyHold;

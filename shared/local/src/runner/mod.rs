@@ -5,10 +5,12 @@
 //! - the service over the settings' backend (the embedded one in production);
 //! - the crawler, processing downloaded photos in this process, with its download pools on
 //!   the embedded task queue ([`fetch_pool`]: the local form of the fetch functions' queues);
+//! - the webhook deliveries ([`webhook_pool`]: the local form of the webhooks function);
 //! - the API router on a listener, serving its files and presigned uploads too;
 //! - optionally, GC on a timer (the local form of the scheduled GC function).
 
 pub mod fetch_pool;
+pub mod webhook_pool;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -124,6 +126,11 @@ impl LocalRunner {
         let queue = service.ports().queue.clone();
         if let Some(queue) = &queue {
             tasks.push(tokio::spawn(fetch_pool::run(
+                Arc::clone(&crawler),
+                Arc::clone(queue),
+                stopped.clone(),
+            )));
+            tasks.push(tokio::spawn(webhook_pool::run(
                 Arc::clone(&crawler),
                 Arc::clone(queue),
                 stopped.clone(),
