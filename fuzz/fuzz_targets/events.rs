@@ -12,6 +12,7 @@
 //! | `5` | api | an API Gateway HTTP API request (payload 2.0), as lambda_http reads it; then the JWT authorizer's claims and the caller they make |
 //! | `6` | backfill | its schedule's event or an SQS batch of backfill tasks (`Event::of`); each task's body an image id |
 //! | `7` | erasure | an EventBridge scheduled event, taken as any JSON (the handler ignores it) |
+//! | `8` | webhooks | an SQS batch; each body a webhook delivery (`WebhookMessage`): the client, crawl and feed position it names |
 //!
 //! One known third-party panic is let through (see [`tolerate_lambda_http_panics`]); any other
 //! panic is a finding.
@@ -24,13 +25,14 @@ use imgest_aws::dynamodb::removed_images;
 use imgest_http::auth::{Caller, gateway};
 use imgest_core::domain::{ImageId, NormalizationRules, NormalizedUrl, redacted};
 use imgest_crawl::messages::{CrawlRequest, FetchTask};
+use imgest_crawl::webhooks::WebhookMessage;
 use imgest_lambda::backfill::Event;
 use imgest_lambda_crawl::process::{Work, work_in};
 use imgest_lambda::sqs_items;
 use imgest_settings::QueueSenders;
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: u8 = 8;
+const KINDS: u8 = 9;
 
 thread_local! {
     /// Whether lambda_http is building a request on this thread.
@@ -76,6 +78,11 @@ fuzz_target!(init: tolerate_lambda_http_panics(), |bytes: &[u8]| {
         }
         4 | 7 => {
             let _ = serde_json::from_slice::<serde_json::Value>(event);
+        }
+        8 => {
+            for (_, body) in sqs_bodies(event) {
+                let _ = serde_json::from_str::<WebhookMessage>(&body);
+            }
         }
         6 => {
             if let Ok(value) = serde_json::from_slice::<serde_json::Value>(event)

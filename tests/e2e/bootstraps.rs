@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::aws::{TtlRemoval, event, ttl_removal};
 use crate::crawl_aws::{CrawlOnAws, intake_event, take};
 use crate::identity_aws::api_event;
+use crate::support::webhooks::Receiver;
 use crate::support::{TestApp, fixture, sample};
 use crate::watermark_aws;
 
@@ -48,7 +49,8 @@ const TTL_CLEANUP: Bootstrap = Bootstrap::of("imgest-ttl-cleanup", "TtlCleanupFu
 const SCHEDULED_GC: Bootstrap = Bootstrap::of("imgest-scheduled-gc", "ScheduledGcFunction");
 const BACKFILL: Bootstrap = Bootstrap::of("imgest-backfill", "BackfillFunction");
 const ERASURE: Bootstrap = Bootstrap::of("imgest-erasure", "ErasureFunction");
-const EVERY_FUNCTION: [Bootstrap; 8] = [
+const WEBHOOKS: Bootstrap = Bootstrap::of("imgest-webhooks", "WebhooksFunction");
+const EVERY_FUNCTION: [Bootstrap; 9] = [
     API,
     INTAKE,
     FETCH,
@@ -57,6 +59,7 @@ const EVERY_FUNCTION: [Bootstrap; 8] = [
     SCHEDULED_GC,
     BACKFILL,
     ERASURE,
+    WEBHOOKS,
 ];
 
 impl Bootstrap {
@@ -769,6 +772,62 @@ async fn the_backfill_bootstrap_enumerates_on_its_schedule_and_reprocesses_from_
         .unwrap();
     assert_eq!(record.variant_set(), Some(new.imaging().unwrap().version()));
     assert!(new.backfill_status().await.unwrap().finished);
+}
+
+/// A crawl that settles at once for a client with an endpoint: its result's delivery, taken
+/// from the webhooks queue as Lambda's event source takes it, goes through the webhooks
+/// bootstrap to the endpoint once, signed with the client's secret, the crawl's id as its
+/// `webhook-id`.
+#[tokio::test]
+#[ignore = "needs the Lambda bootstraps built: infra/lambda-smoke.sh"]
+async fn the_webhooks_bootstrap_posts_a_settled_crawls_result_to_its_clients_endpoint() {
+    let stack = Stack::start("webhooks bootstrap").await;
+    let CrawlOnAws {
+        sqs, urls, crawler, ..
+    } = &stack.crawl;
+    let receiver = Receiver::start(&[]).await;
+    let acme = ClientId::parse("acme").unwrap();
+    let registered = crawler
+        .register_webhook(&acme, &receiver.url(), None)
+        .await
+        .unwrap();
+    let secret = registered.secrets[0].secret.clone();
+
+    // No URL: the intake files the result in acme's feed, sends it and queues its delivery.
+    let request = json!({"client_id": "acme", "offer_id": "hooked", "urls": []});
+    let response = handlers::intake::handle(crawler, intake_event("hooked", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let results = take(sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    let crawl_id = result["crawl_id"].as_str().unwrap().to_owned();
+
+    let mut webhooks = stack.function(WEBHOOKS, &[]).await;
+    let deliveries = take(sqs, &urls["webhooks"], 1).await;
+    let response = answer(&mut webhooks, &serde_json::to_value(deliveries).unwrap()).await;
+    no_failures(&webhooks, &response);
+    let got = receiver.received();
+    assert_eq!(got.len(), 1, "{}", webhooks.log());
+    assert_eq!(got[0].id(), crawl_id);
+    assert!(got[0].verifies_with(&secret), "{:?}", got[0].headers);
+    let body = got[0].json();
+    assert_eq!(body["type"], "crawl.settled", "{body}");
+    assert_eq!(body["data"]["offer_id"], "hooked", "{body}");
+    // Delivered: no retry waits in the queue, due now or later.
+    let queue = sqs
+        .get_queue_attributes()
+        .queue_url(&urls["webhooks"])
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap_or_default();
+    for waiting in [
+        aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages,
+        aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+    ] {
+        assert_eq!(queue[&waiting], "0", "{waiting:?}: {queue:?}");
+    }
 }
 
 /// Every photo of the hostile corpus crawled through the fetch bootstrap (and, when it does not

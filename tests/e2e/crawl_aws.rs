@@ -18,8 +18,9 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, sample};
 
-const QUEUES: [&str; 8] = [
+const QUEUES: [&str; 9] = [
     "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "backfill", "settle",
+    "webhooks",
 ];
 
 /// The `SenderId` the tests' intake events carry, which [`TestApp::crawler`] lets act for

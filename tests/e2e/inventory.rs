@@ -617,18 +617,50 @@ fn each_function_wires_a_handler_from_the_library() {
     }
 }
 
-/// The alarms that watch every function, each a sum of one metric of every template
-/// function: their metrics are generated from the inventory.
-const FUNCTION_ALARMS: [(&str, &str); 2] = [
-    ("FunctionErrorsAlarm", "Errors"),
-    ("FunctionThrottlesAlarm", "Throttles"),
+/// The functions an alarm on every function watches together: CloudWatch takes at most
+/// [`ALARM_METRICS`] metrics in an alarm, so every function's are split in two, by where the
+/// handler lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// The crawl's functions (their handlers in `imgest-lambda-crawl`).
+    Crawl,
+    /// The others: the API and the stores' upkeep.
+    Others,
+}
+
+impl Group {
+    fn of(f: &Function) -> Self {
+        if f.handler.starts_with("imgest_lambda_crawl::") {
+            Self::Crawl
+        } else {
+            Self::Others
+        }
+    }
+
+    /// Who the alarm's sum is of, in its label.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Crawl => "the crawl's functions",
+            Self::Others => "the API's and the upkeep's functions",
+        }
+    }
+}
+
+/// The alarms that watch every function, each a sum of one metric of a group's template
+/// functions: their metrics are generated from the inventory.
+const FUNCTION_ALARMS: [(&str, &str, Group); 4] = [
+    ("FunctionErrorsAlarm", "Errors", Group::Others),
+    ("FunctionThrottlesAlarm", "Throttles", Group::Others),
+    ("CrawlFunctionErrorsAlarm", "Errors", Group::Crawl),
+    ("CrawlFunctionThrottlesAlarm", "Throttles", Group::Crawl),
 ];
 
 /// CloudWatch takes at most this many metrics in an alarm's metric math.
 const ALARM_METRICS: usize = 10;
 
-/// The `Metrics` of an alarm that sums `metric` over `resources`, as the template holds it.
-fn alarm_metrics(alarm: &str, metric: &str, resources: &[&str]) -> String {
+/// The `Metrics` of an alarm that sums `metric` over `resources` (`group`'s), as the template
+/// holds it.
+fn alarm_metrics(alarm: &str, metric: &str, group: Group, resources: &[&str]) -> String {
     assert!(
         resources.len() <= ALARM_METRICS,
         "{alarm} would sum {} functions' {metric}: CloudWatch takes at most {ALARM_METRICS} \
@@ -645,7 +677,8 @@ fn alarm_metrics(alarm: &str, metric: &str, resources: &[&str]) -> String {
     }
     let ids: Vec<String> = (0..resources.len()).map(|i| format!("m{i}")).collect();
     out.push_str(&format!(
-        "        - Id: total\n          Label: {metric} of every function\n          Expression: SUM([{}])\n          ReturnData: true\n        # END metrics {alarm}\n",
+        "        - Id: total\n          Label: {metric} of {}\n          Expression: SUM([{}])\n          ReturnData: true\n        # END metrics {alarm}\n",
+        group.label(),
         ids.join(",")
     ));
     out
@@ -654,15 +687,33 @@ fn alarm_metrics(alarm: &str, metric: &str, resources: &[&str]) -> String {
 #[test]
 fn the_alarms_on_every_function_watch_each_template_function() {
     let functions = functions();
-    let resources: Vec<&str> = functions
-        .iter()
-        .flat_map(|f| f.resources.iter().map(String::as_str))
-        .collect();
-    for (alarm, metric) in FUNCTION_ALARMS {
-        let rendered = alarm_metrics(alarm, metric, &resources);
+    for (alarm, metric, group) in FUNCTION_ALARMS {
+        let resources: Vec<&str> = functions
+            .iter()
+            .filter(|f| Group::of(f) == group)
+            .flat_map(|f| f.resources.iter().map(String::as_str))
+            .collect();
+        assert!(!resources.is_empty(), "{alarm} would watch no function");
+        let rendered = alarm_metrics(alarm, metric, group, &resources);
         let begin = rendered.lines().next().unwrap();
         let end = rendered.lines().last().unwrap();
         crate::template::hold_block(begin, end, &rendered);
+    }
+    // Each metric is watched on every function, by one alarm.
+    for metric in ["Errors", "Throttles"] {
+        let groups: Vec<Group> = FUNCTION_ALARMS
+            .iter()
+            .filter(|(_, m, _)| *m == metric)
+            .map(|(_, _, g)| *g)
+            .collect();
+        for f in &functions {
+            assert_eq!(
+                groups.iter().filter(|g| **g == Group::of(f)).count(),
+                1,
+                "{}'s {metric}: one alarm",
+                f.package
+            );
+        }
     }
 }
 

@@ -9,129 +9,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
 use imgest_crawl::Processing;
 use imgest_crawl::webhooks::WEBHOOK_QUEUE;
 use serde_json::{Value, json};
-use standardwebhooks::Webhook;
 
 use crate::support::identity::Identity;
+use crate::support::webhooks::{Receiver, Reply};
 use crate::support::{Body, TestApp};
-
-/// What the receiver answers a request.
-#[derive(Debug, Clone, Copy)]
-enum Reply {
-    Status(u16),
-    /// No answer for longer than any test's webhook timeout, then 200.
-    Hang,
-}
-
-/// A request the receiver got.
-#[derive(Debug, Clone)]
-struct Received {
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Received {
-    fn id(&self) -> &str {
-        self.headers["webhook-id"].to_str().unwrap()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap()
-    }
-
-    /// Whether `secret` verifies it, by the specification's library.
-    fn verifies_with(&self, secret: &str) -> bool {
-        Webhook::new(secret)
-            .unwrap()
-            .verify(&self.body, &self.headers)
-            .is_ok()
-    }
-}
-
-#[derive(Default)]
-struct Script {
-    replies: VecDeque<Reply>,
-    received: Vec<Received>,
-}
-
-/// A partner's webhook endpoint on 127.0.0.1: answers each request with the next reply of its
-/// script (204 once the script is spent) and keeps what it got.
-#[derive(Clone)]
-struct Receiver {
-    addr: SocketAddr,
-    script: Arc<Mutex<Script>>,
-}
-
-impl Receiver {
-    async fn start(replies: &[Reply]) -> Self {
-        let script = Arc::new(Mutex::new(Script {
-            replies: replies.iter().copied().collect(),
-            received: Vec::new(),
-        }));
-        let app = axum::Router::new()
-            .route("/hooks", axum::routing::post(receive))
-            .with_state(Arc::clone(&script));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { addr, script }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/hooks", self.addr)
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.script.lock().unwrap().received.clone()
-    }
-
-    /// Waits (real time: deliveries run on the runner's workers) until it got `n` requests.
-    async fn until_got(&self, n: usize) -> Vec<Received> {
-        let started = Instant::now();
-        loop {
-            let got = self.received();
-            if got.len() >= n {
-                return got;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "the receiver got {} of {n} deliveries",
-                got.len()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-async fn receive(
-    State(script): State<Arc<Mutex<Script>>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> StatusCode {
-    let reply = {
-        let mut script = script.lock().unwrap();
-        script.received.push(Received { headers, body });
-        script.replies.pop_front()
-    };
-    match reply {
-        None => StatusCode::NO_CONTENT,
-        Some(Reply::Status(code)) => StatusCode::from_u16(code).unwrap(),
-        Some(Reply::Hang) => {
-            tokio::time::sleep(Duration::from_secs(20)).await;
-            StatusCode::OK
-        }
-    }
-}
 
 /// An app whose webhooks may reach the receiver on 127.0.0.1, with a one-second timeout, and
 /// the identity that signs its tokens.

@@ -6,6 +6,7 @@
 pub mod crawl;
 pub mod iam;
 pub mod identity;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

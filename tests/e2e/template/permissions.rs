@@ -94,6 +94,14 @@ const RESULTS: Grant = grant(
     &[Res::Topic("ResultsTopic")],
     Cond::None,
 );
+/// Whoever sends results queues each one's delivery to its client's webhook endpoint, if the
+/// client registered one.
+const WEBHOOK_DELIVERIES: Grant = grant(
+    "The webhook deliveries of the results it sends, for the clients that registered an endpoint.",
+    &["sqs:SendMessage"],
+    &[Res::Queue("WebhookQueue")],
+    Cond::None,
+);
 
 const fn grant(
     why: &'static str,
@@ -199,6 +207,7 @@ const API: &[Grant] = &[
         Cond::None,
     ),
     RESULTS,
+    WEBHOOK_DELIVERIES,
 ];
 
 const INTAKE: &[Grant] = &[
@@ -222,6 +231,7 @@ const INTAKE: &[Grant] = &[
         Cond::None,
     ),
     RESULTS,
+    WEBHOOK_DELIVERIES,
     DEAD_LETTER_BODIES,
 ];
 
@@ -485,6 +495,30 @@ const BACKFILL: &[Grant] = &[
     DEAD_LETTER_BODIES,
 ];
 
+const WEBHOOKS: &[Grant] = &[
+    grant(
+        "The clients' endpoints (read; one that answered 410 rewritten as disabled) and their cooling after a failed attempt, shared by every instance.",
+        &["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#webhook#*", "rec#webhook_health#*"]),
+    ),
+    grant(
+        "The result a delivery posts, read from its client's feed (the message names it and nothing else).",
+        &["dynamodb:Query"],
+        &[Res::Table],
+        Cond::LeadingKeys(&["rec#feed#*"]),
+    ),
+    grant(
+        "Retries, long waits' next hops, and the deliveries it gives up on (with their reasons); no file: its messages are a few hundred bytes.",
+        &["sqs:SendMessage"],
+        &[
+            Res::Queue("WebhookQueue"),
+            Res::Queue("WebhookDeadLetterQueue"),
+        ],
+        Cond::None,
+    ),
+];
+
 const DELAYED_SEND: &[Grant] = &[grant(
     "Waits, then sends a retry or a re-check to its tier's queue.",
     &["sqs:SendMessage"],
@@ -505,6 +539,7 @@ pub const PERMISSIONS: &[(&str, &[Grant])] = &[
     ("ScheduledGcFunction", SCHEDULED_GC),
     ("BackfillFunction", BACKFILL),
     ("ErasureFunction", ERASURE),
+    ("WebhooksFunction", WEBHOOKS),
 ];
 
 /// Each dead-letter queue and the functions that consume its queues (the only ones that may
@@ -521,11 +556,12 @@ const DEAD_LETTER_QUEUES: &[(&str, &[&str])] = &[
     ),
     ("ProcessDeadLetterQueue", &["ProcessFunction"]),
     ("BackfillDeadLetterQueue", &["BackfillFunction"]),
+    ("WebhookDeadLetterQueue", &["WebhooksFunction"]),
 ];
 
 /// The functions that parse hostile bytes (downloaded and uploaded photos): no offer of any
-/// client, no result, so a photo that took one over could not rewrite offers or read or
-/// forge results.
+/// client, no result nor a result's webhook delivery, so a photo that took one over could not
+/// rewrite offers or read or forge results.
 const PARSERS: &[&str] = &[
     "FetchFunction0",
     "FetchFunction1",
@@ -596,7 +632,10 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
                 {
                     bad("a function that parses photos may write offers".into());
                 }
-                if g.resources.iter().any(|r| matches!(r, Res::Topic(_))) {
+                if g.resources
+                    .iter()
+                    .any(|r| matches!(r, Res::Topic(_)) || *r == Res::Queue("WebhookQueue"))
+                {
                     bad("a function that parses photos may send results".into());
                 }
                 if let Cond::LeadingKeys(keys) = g.condition
@@ -823,6 +862,7 @@ fn a_widened_policy_is_caught() {
         Cond::LeadingKeys(&["rec#*", "offer#*"]),
     )];
     const RESULTS_TOO: &[Grant] = &[RESULTS];
+    const WEBHOOKS_TOO: &[Grant] = &[WEBHOOK_DELIVERIES];
     const WHOLE_TABLE: &[Grant] = &[grant(
         "widened",
         &["dynamodb:Scan"],
@@ -872,6 +912,7 @@ fn a_widened_policy_is_caught() {
         ("FetchFunction0", ANY_KEY, "name no kind"),
         ("FetchFunction1", OFFERS_TOO, "may write offers"),
         ("ProcessFunction", RESULTS_TOO, "may send results"),
+        ("FetchFunction2", WEBHOOKS_TOO, "may send results"),
         ("BackfillFunction", WHOLE_TABLE, "every attribute"),
         ("ProcessFunction", WHOLE_BUCKET, "whole bucket"),
         ("ApiFunction", ANY_ACTION, "wildcard action"),
