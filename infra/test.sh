@@ -5,7 +5,7 @@
 # breach), then the HTTP API fuzzed against its OpenAPI
 # document by schemathesis (infra/schemathesis.sh: no 5xx, and every answer as documented),
 # then the page in a headless Chromium (infra/browser-test.sh), then the Lambda functions as
-# SAM ships them: the seven arm64 bootstraps built by `sam build` and run under qemu-user
+# SAM ships them: the nine arm64 bootstraps built by `sam build` and run under qemu-user
 # (infra/lambda-smoke.sh).
 #
 # Needs cargo, python3 and curl: infra/setup.sh installs the build tools that are missing
