@@ -363,3 +363,102 @@ async fn the_webhooks_function_retries_through_its_queue_and_delivers_on_dynamod
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(receiver.received().len(), 3);
 }
+
+/// On the emulator, through the webhooks function's handler: during a rotation's overlap both
+/// secrets verify; a 410 disables the endpoint (in DynamoDB) and dead-letters the delivery with
+/// its reason (in the queue's dead-letter queue), and nothing more reaches it.
+#[tokio::test]
+async fn on_dynamodb_a_rotation_signs_with_both_secrets_and_a_410_disables_the_endpoint() {
+    const NAME: &str = "webhooks rotation and 410";
+    let Some(config) = imgest_testing::aws::sdk_config(NAME).await else {
+        return;
+    };
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let (results, _) = imgest_testing::aws::queue(&sqs, "webhooks-results").await;
+    let (webhooks, _) = imgest_testing::aws::queue(&sqs, "webhooks").await;
+    imgest_testing::aws::with_dead_letter_queue(&sqs, &webhooks, 5).await;
+    let id = Identity::new();
+    let mut vars = id.vars();
+    vars.extend([
+        (
+            "IMGEST_QUEUES",
+            format!("results={results},webhooks={webhooks}"),
+        ),
+        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true".to_owned()),
+        ("IMGEST_FETCH_PORTS", "any".to_owned()),
+    ]);
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let app = TestApp::start_aws(NAME, &vars).await.unwrap();
+    let receiver = Receiver::start(&[Reply::Status(204), Reply::Status(410)]).await;
+    let old = register(&app, &id, "acme", &receiver.url()).await;
+    let operator = id.token("ops", "imgest:operator", None);
+    let rotated = app
+        .call(
+            "POST",
+            "/v1/operator/webhooks/acme/rotate",
+            Some(&operator),
+            Body::Json(json!({"overlap": "2m"})),
+        )
+        .await;
+    let new = rotated.json["secrets"][0]["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let crawler = app.crawler(Processing::Handoff, &[]);
+
+    crawl(&app, &id, "acme", "car-1").await;
+    let first = crate::crawl_aws::take(&sqs, &webhooks, 1).await;
+    let response = imgest_lambda_crawl::webhooks::handle(&crawler, first).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let during = receiver.until_got(1).await.remove(0);
+    assert!(during.verifies_with(&old) && during.verifies_with(&new));
+
+    crawl(&app, &id, "acme", "car-2").await;
+    let second = crate::crawl_aws::take(&sqs, &webhooks, 1).await;
+    let response = imgest_lambda_crawl::webhooks::handle(&crawler, second).await;
+    // Given up on, not retried: in the dead letters with its reason.
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(receiver.received().len(), 2);
+    let letters = app
+        .service
+        .dead_letters(&[WEBHOOK_QUEUE.to_owned()], 10)
+        .await
+        .unwrap();
+    let reason = letters[0].1[0].reason.clone().unwrap();
+    assert_eq!(reason.kind, "endpoint_gone", "{reason}");
+    let shown = app
+        .call(
+            "GET",
+            "/v1/operator/webhooks/acme",
+            Some(&operator),
+            Body::None,
+        )
+        .await;
+    assert!(
+        shown.json["disabled"]["reason"].is_string(),
+        "{}",
+        shown.json
+    );
+
+    // The API's process may still hold the endpoint as it read it (for up to 5 s) and queue a
+    // delivery: the function, which disabled it, gives that up without an attempt.
+    crawl(&app, &id, "acme", "car-3").await;
+    let third = crate::crawl_aws::drain(&sqs, &webhooks).await;
+    if !third.records.is_empty() {
+        let response = imgest_lambda_crawl::webhooks::handle(&crawler, third).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+        let letters = app
+            .service
+            .dead_letters(&[WEBHOOK_QUEUE.to_owned()], 10)
+            .await
+            .unwrap();
+        assert!(
+            letters[0].1.iter().any(|l| l
+                .reason
+                .as_ref()
+                .is_some_and(|r| r.kind == "endpoint_disabled")),
+            "{letters:?}"
+        );
+    }
+    assert_eq!(receiver.received().len(), 2);
+}

@@ -60,6 +60,7 @@ pub enum Setting {
     FetchConcurrency(usize, f64),
     IntakeConcurrency(f64),
     ProcessMaxConcurrency(f64),
+    WebhookReservedConcurrency(f64),
     ApiConcurrency(f64),
     /// A route's throttle: rate, burst.
     Throttle(String, f64, f64),
@@ -90,6 +91,7 @@ impl Setting {
             Self::FetchConcurrency(t, v) => (format!("FetchConcurrency[{t}]"), n(v)),
             Self::IntakeConcurrency(v) => ("IntakeConcurrency".into(), n(v)),
             Self::ProcessMaxConcurrency(v) => ("ProcessMaxConcurrency".into(), n(v)),
+            Self::WebhookReservedConcurrency(v) => ("WebhookReservedConcurrency".into(), n(v)),
             Self::ApiConcurrency(v) => ("ApiConcurrency".into(), n(v)),
             Self::Throttle(route, rate, burst) => {
                 (format!("throttle {route}"), format!("{rate}/{burst}"))
@@ -121,6 +123,7 @@ impl Setting {
             Self::FetchConcurrency(t, v) => d.fetch[*t].reserved = *v,
             Self::IntakeConcurrency(v) => d.intake.max_concurrency = *v,
             Self::ProcessMaxConcurrency(v) => d.process.max_concurrency = *v,
+            Self::WebhookReservedConcurrency(v) => d.webhooks.max_concurrency = *v,
             Self::ApiConcurrency(v) => d.api.reserved = *v,
             Self::Throttle(route, rate, burst) => {
                 d.api.routes.insert(route.clone(), [*rate, *burst]);
@@ -704,16 +707,57 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         memory_mb: d.api.memory_mb,
     });
 
+    // Webhooks: every attempt reads the client's endpoint, its cooling and the feed entry, then
+    // waits for the partner's answer; a batch's deliveries run side by side, so an invocation
+    // lasts about one delivery. A failed attempt is retried (about twice on average, as most
+    // failures are brief) and cools the endpoint.
+    let crawl_results_per_s =
+        (p * (1.0 + l.known_url_photos_per_new) + unchanged) / l.photos_per_offer;
+    let deliveries = crawl_results_per_s * l.webhook_share;
+    let attempts = deliveries * (1.0 + 2.0 * l.webhook_failure_share);
+    let attempt_s = l.webhook_answer_ms / 1000.0
+        + 2.0 * s.latency_ms.dynamodb / 1000.0
+        + s.latency_ms.dynamodb_batch / 1000.0
+        + l.webhook_failure_share * s.latency_ms.sqs / 1000.0;
+    let webhooks_c = attempts / d.webhooks.batch * attempt_s;
+    r.row(
+        "functions",
+        "webhooks: concurrency vs its reserved",
+        webhooks_c,
+        "instances",
+        Some(d.webhooks.max_concurrency),
+        format!(
+            "results {} × webhook_share {} × (1 + 2 × failure_share {}) ÷ batch {} × ({} s answer + 2 reads + a Query + a retry's send)",
+            fmt(crawl_results_per_s),
+            fmt(l.webhook_share),
+            fmt(l.webhook_failure_share),
+            fmt(d.webhooks.batch),
+            fmt(l.webhook_answer_ms / 1000.0)
+        ),
+    );
+    r.suggest(
+        Setting::WebhookReservedConcurrency((s.targets.headroom * webhooks_c).ceil().max(2.0)),
+        format!("⌈headroom × {}⌉", fmt(webhooks_c)),
+    );
+    functions.push(FunctionLoad {
+        name: "webhooks".into(),
+        invocations_per_s: attempts / d.webhooks.batch,
+        concurrency: webhooks_c,
+        memory_mb: d.webhooks.memory_mb,
+    });
+
     // Account.
-    let reserved: f64 =
-        d.fetch.iter().map(|fx| fx.reserved).sum::<f64>() + d.api.reserved + d.backfill.reserved;
+    let reserved: f64 = d.fetch.iter().map(|fx| fx.reserved).sum::<f64>()
+        + d.api.reserved
+        + d.backfill.reserved
+        + d.webhooks.max_concurrency;
     r.row(
         "functions",
         "account: reserved concurrency vs what may be reserved",
         reserved,
         "instances",
         Some(lim.account_concurrency - lim.unreserved_min),
-        "Σ fetch reserved + api + backfill ≤ account − unreserved_min",
+        "Σ fetch reserved + api + backfill + webhooks ≤ account − unreserved_min",
     );
     // A backfill may run through the peak, with every instance its concurrency allows.
     let used: f64 = functions.iter().map(|fl| fl.concurrency).sum::<f64>()
@@ -1324,6 +1368,54 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
 
+    // Webhooks' records, one of each per client: the endpoint, wanted (an eventually
+    // consistent read: half a unit) for every result sent and every delivery's turn, and its
+    // cooling, wanted per turn and written per failure. While the biggest client's endpoint is
+    // down, the deliveries it holds come round on their own backoff (5 s doubling): over an
+    // outage of `o` seconds a delivery takes about log2(o ÷ 5 s) turns. Each process keeps what
+    // it read, the endpoint 5 s and the cooling 1 s, so an item is read at most that often per
+    // instance of the functions that want it.
+    let biggest_results = l.biggest_client_share * crawl_results_per_s;
+    let outage_turns = (l.webhook_outage_s / 5.0).max(1.0).log2().ceil() + 1.0;
+    let turns =
+        l.biggest_client_share * attempts + l.webhook_share * biggest_results * outage_turns;
+    let wanting = intake_c + api_c + webhooks_c;
+    r.row(
+        "dynamodb",
+        "webhooks: the biggest client's endpoint record, read units/s",
+        0.5 * (biggest_results + turns).min(wanting / 5.0),
+        "RCU/s",
+        Some(lim.partition_fraction * lim.partition_rcu),
+        format!(
+            "½ × min(results {} [a check per result] + turns {} [its attempts, and its deliveries' turns through an outage of {} s: ⌈log2(outage ÷ 5 s)⌉ + 1 = {} each], instances {} [intake, api, webhooks] ÷ 5 s)",
+            fmt(biggest_results),
+            fmt(turns),
+            fmt(l.webhook_outage_s),
+            fmt(outage_turns),
+            fmt(wanting)
+        ),
+    );
+    r.row(
+        "dynamodb",
+        "webhooks: the biggest client's cooling record, read units/s",
+        0.5 * turns.min(webhooks_c),
+        "RCU/s",
+        Some(lim.partition_fraction * lim.partition_rcu),
+        format!(
+            "½ × min(turns {}, webhooks instances {} ÷ 1 s)",
+            fmt(turns),
+            fmt(webhooks_c)
+        ),
+    );
+    r.row(
+        "dynamodb",
+        "webhooks: the biggest client's cooling record, write units/s",
+        2.0 * l.biggest_client_share * attempts * l.webhook_failure_share,
+        "WCU/s",
+        Some(lim.partition_fraction * lim.partition_wcu),
+        "2 × biggest_client_share × attempts × failure_share (a write per failed attempt, and at most one to end the cooling after it)",
+    );
+
     // 3. S3 prefixes (256 shards per area).
     let stored_per_s = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
     if l.fresh_bucket {
@@ -1646,6 +1738,27 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             ),
         );
     }
+    // Webhooks beside their function: a send per delivery and per retry, a receive and a
+    // delete per batch, and through the biggest client's outage a send, a receive and a delete
+    // per turn; the feed entry's Query per attempt (a unit), the records' reads as the rows
+    // above bound them; the cooling's writes.
+    let outage_sqs = 3.0 * l.webhook_share * biggest_results * outage_turns;
+    let webhook_sqs =
+        deliveries + (attempts - deliveries) + 2.0 * attempts / d.webhooks.batch + outage_sqs;
+    let webhook_rcu = attempts + 0.5 * (wanting / 5.0 + webhooks_c);
+    bill_row(
+        &mut r,
+        "webhooks: queue, reads and cooling".into(),
+        3600.0
+            * (webhook_sqs * pr.sqs_request
+                + webhook_rcu * pr.dynamodb_rcu
+                + 2.0 * attempts * l.webhook_failure_share * pr.dynamodb_wcu),
+        format!(
+            "({} SQS requests/s × price + {} RCU/s × price + failures' writes) × 3600",
+            fmt(webhook_sqs),
+            fmt(webhook_rcu)
+        ),
+    );
     bill_row(
         &mut r,
         "API Gateway requests".into(),

@@ -69,6 +69,19 @@ pub struct Load {
     #[serde(default)]
     pub feed_polls_per_s: f64,
     pub image_reads_per_s: f64,
+    /// Share of crawl results whose client has a webhook endpoint. Optional (0).
+    #[serde(default)]
+    pub webhook_share: f64,
+    /// How long an endpoint takes to answer a delivery, milliseconds. Optional (300).
+    #[serde(default = "webhook_answer_ms")]
+    pub webhook_answer_ms: f64,
+    /// Share of delivery attempts that fail (answers other than 2xx, timeouts). Optional (0.02).
+    #[serde(default = "webhook_failure_share")]
+    pub webhook_failure_share: f64,
+    /// How long the biggest client's endpoint is down at the peak, seconds: the deliveries it
+    /// holds come round on their own backoff. Optional (3,600).
+    #[serde(default = "webhook_outage_s")]
+    pub webhook_outage_s: f64,
     pub biggest_client_share: f64,
     pub biggest_host_share: f64,
     pub popular_url: PopularUrl,
@@ -107,6 +120,18 @@ pub struct Load {
     /// metrics' embedded-format line). Optional (2,000).
     #[serde(default = "log_bytes_per_invocation")]
     pub log_bytes_per_invocation: f64,
+}
+
+fn webhook_answer_ms() -> f64 {
+    300.0
+}
+
+fn webhook_failure_share() -> f64 {
+    0.02
+}
+
+fn webhook_outage_s() -> f64 {
+    3600.0
 }
 
 fn us_east_1() -> String {
@@ -214,6 +239,9 @@ pub struct Deployment {
     pub reservation_estimate_mb: f64,
     pub intake: QueueFunction,
     pub process: QueueFunction,
+    /// The webhooks function: `max_concurrency` is its reserved concurrency
+    /// (`WebhookReservedConcurrency`).
+    pub webhooks: QueueFunction,
     pub api: Api,
     pub long_waits: LongWaits,
     pub gc: Gc,

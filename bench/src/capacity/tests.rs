@@ -382,6 +382,7 @@ fn the_default_scenario_matches_the_templates_defaults() {
     for (function, f) in [
         ("IntakeFunction", &d.intake),
         ("ProcessFunction", &d.process),
+        ("WebhooksFunction", &d.webhooks),
     ] {
         expect(
             &format!("{function}.MemorySize"),
@@ -449,6 +450,7 @@ fn the_default_scenario_matches_the_templates_defaults() {
         ("HostConcurrency", d.host_concurrency),
         ("IntakeConcurrency", d.intake.max_concurrency),
         ("ProcessMaxConcurrency", d.process.max_concurrency),
+        ("WebhookReservedConcurrency", d.webhooks.max_concurrency),
         ("ApiConcurrency", d.api.reserved),
         ("BackfillRate", d.backfill.rate),
         ("BackfillReservedConcurrency", d.backfill.reserved),

@@ -115,9 +115,11 @@ const PROCESS_BATCH: i32 = 10;
 /// The ttl-cleanup function's DynamoDB stream batch size.
 const GC_BATCH: usize = 100;
 
-const QUEUES: [&str; 7] = [
-    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle",
+const QUEUES: [&str; 8] = [
+    "intake", "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle", "webhooks",
 ];
+/// The webhooks function's trigger batch size (`template.yaml`).
+const WEBHOOK_BATCH: i32 = 10;
 
 /// The marketplace's sender of crawl requests (SQS's `SenderId`), which `IMGEST_INTAKE_SENDERS`
 /// lets act for any client.
@@ -320,7 +322,7 @@ async fn drive(
     );
 
     let queues = [
-        "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle",
+        "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle", "webhooks",
     ]
     .iter()
     .map(|q| format!("{q}={}", names.queues[*q]))
@@ -364,6 +366,16 @@ async fn drive(
         processor,
     } = Functions::on(&service, &settings);
     let client = ClientId::parse("bench").context("client id")?;
+    // Every result is delivered to the client's webhook endpoint, a host on 127.0.0.1
+    // answering 204 after the partner hosts' latency.
+    let hooks = imgest_hosts::PartnerHost::builder()
+        .serve("/hooks", imgest_hosts::Answer::status(204))
+        .start()
+        .await?;
+    crawler
+        .register_webhook(&client, &hooks.url("/hooks"), None)
+        .await
+        .context("registering the client's webhook endpoint")?;
     let lambda = Lambda {
         sqs: &sqs,
         direct: &direct,
@@ -409,6 +421,9 @@ async fn drive(
     .await?;
     stages.settle(&Scenario::New.stage("settle")).await?;
     stages.results(Scenario::New, offers.len()).await?;
+    stages
+        .webhooks(&Scenario::New.stage("webhooks"), offers.len(), host_latency)
+        .await?;
 
     // 2. URL-dedup hits: other offers (the same sellers' second listings) with the same,
     // already downloaded photos.
@@ -416,12 +431,26 @@ async fn drive(
         .intake(Scenario::KnownUrls, &listing("relisted")?)
         .await?;
     stages.results(Scenario::KnownUrls, offers.len()).await?;
+    stages
+        .webhooks(
+            &Scenario::KnownUrls.stage("webhooks"),
+            offers.len(),
+            host_latency,
+        )
+        .await?;
 
     // 3. The first offers again, unchanged.
     stages
         .intake(Scenario::Unchanged, &listing("offer")?)
         .await?;
     stages.results(Scenario::Unchanged, offers.len()).await?;
+    stages
+        .webhooks(
+            &Scenario::Unchanged.stage("webhooks"),
+            offers.len(),
+            host_latency,
+        )
+        .await?;
 
     // 3b. The same again past the URL window (a clock moved past it): answered from the crawl
     // records all the same, and each offer crawled again behind, with conditional requests.
@@ -445,6 +474,9 @@ async fn drive(
     tally.enter("revalidate: results");
     lambda
         .consume_results(&names.queues["results"], offers.len())
+        .await?;
+    revalidating
+        .webhooks("revalidate: webhooks", offers.len(), host_latency)
         .await?;
     let photos: usize = offers.iter().map(Vec::len).sum();
     let counts = re_crawler.counts();
@@ -516,6 +548,9 @@ async fn drive(
     tally.enter("join: results");
     lambda
         .consume_results(&names.queues["results"], joiners.len())
+        .await?;
+    stages
+        .webhooks("join: webhooks", joiners.len(), host_latency)
         .await?;
 
     // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
@@ -608,6 +643,30 @@ impl Stages<'_> {
                 }),
         )
         .await
+    }
+
+    /// The webhook deliveries of the results just sent, through the webhooks function (its
+    /// waits on the endpoint as long as the partner hosts'): every one delivered.
+    async fn webhooks(&self, stage: &str, expected: usize, answer: Duration) -> Result<()> {
+        let tally = self.lambda.tally;
+        tally.enter(stage);
+        let before = self.crawler.counts().webhooks_delivered;
+        let delivering = Lambda {
+            external_wait: answer,
+            ..*self.lambda
+        };
+        measured(
+            tally,
+            delivering.deliver(&self.names.queues["webhooks"], WEBHOOK_BATCH, |e| {
+                imgest_lambda_crawl::webhooks::handle(self.crawler, e)
+            }),
+        )
+        .await?;
+        let delivered = self.crawler.counts().webhooks_delivered - before;
+        if delivered != expected as u64 {
+            bail!("{stage}: {delivered} webhooks delivered for {expected} results");
+        }
+        Ok(())
     }
 
     async fn results(&self, scenario: Scenario, expected: usize) -> Result<()> {

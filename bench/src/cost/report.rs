@@ -31,6 +31,7 @@ const SCENARIOS: [(Scenario, &str, Option<f64>, &[&str]); 5] = [
             "process",
             "settle",
             "results",
+            "webhooks",
             "ttl-cleanup",
         ],
     ),
@@ -38,13 +39,13 @@ const SCENARIOS: [(Scenario, &str, Option<f64>, &[&str]); 5] = [
         Scenario::KnownUrls,
         "URL-dedup hits in changed offers",
         Some(2.0),
-        &["intake", "results"],
+        &["intake", "results", "webhooks"],
     ),
     (
         Scenario::Unchanged,
         "photos of re-sent unchanged offers",
         Some(0.20),
-        &["intake", "results"],
+        &["intake", "results", "webhooks"],
     ),
     (
         Scenario::Deleted,
@@ -90,6 +91,8 @@ pub(super) fn sizing(stage: &str) -> Sizing {
         "process" => Sizing::Fixed(768),
         // It processes the new photos it downloads: sized as deployed, not by this process's RSS.
         "fetch" => Sizing::Fixed(512),
+        // As deployed (template.yaml): it only waits on partners' endpoints.
+        "webhooks" => Sizing::Fixed(256),
         // (The results stage is the marketplace's: no invocations, so no Lambda cost.)
         _ => Sizing::Cheapest,
     }

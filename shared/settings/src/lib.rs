@@ -179,9 +179,7 @@ impl AuthSettings {
 
 impl Settings {
     pub fn from_env() -> Result<Self, SettingsError> {
-        let vars: HashMap<String, String> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("IMGEST_") || k == windows::LAMBDA_MARKER)
-            .collect();
+        let vars = read_vars(std::env::vars());
         let settings = Self::from_map(&vars)?;
         // Set by AWS Lambda in every function's environment (not by the project's Runtime API
         // emulator, whose smoke test downloads from hosts on 127.0.0.1).
@@ -529,9 +527,35 @@ fn parse_queues(v: &str) -> Result<HashMap<String, String>, String> {
     Ok(queues)
 }
 
+/// The variables the settings read: every `IMGEST_*` one, and what Lambda tells a function
+/// about itself (that it runs there; its memory, the memory budget's default).
+fn read_vars(vars: impl Iterator<Item = (String, String)>) -> HashMap<String, String> {
+    vars.filter(|(k, _)| {
+        k.starts_with("IMGEST_") || k == windows::LAMBDA_MARKER || k == memory::LAMBDA_MEMORY
+    })
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Lambda function's memory budget follows its `MemorySize`, as Lambda tells it (the
+    /// variable was once filtered out with the rest of Lambda's, and every function took a
+    /// quarter of the host's memory instead).
+    #[test]
+    fn the_environment_lambda_sets_reaches_the_memory_budget() {
+        let env = [
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512"),
+            ("AWS_LAMBDA_FUNCTION_NAME", "imgest-fetch"),
+            ("PATH", "/usr/bin"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let vars = read_vars(env.into_iter());
+        assert_eq!(vars.len(), 1, "{vars:?}");
+        let settings = Settings::from_map(&vars).unwrap();
+        assert_eq!(settings.memory_budget, 448 << 20);
+    }
 
     fn with(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         Settings::from_map(

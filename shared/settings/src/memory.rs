@@ -15,6 +15,9 @@ const BODIES_PER_BUDGET: u64 = 4;
 /// 548 MiB of its 512 (nine runs under qemu-user, `tests/e2e/bootstraps.rs`).
 const LAMBDA_HEADROOM_EIGHTHS: u64 = 1;
 
+/// Where Lambda tells a function its memory, in MiB.
+pub(super) const LAMBDA_MEMORY: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
+
 /// The budget: `IMGEST_MEMORY_BUDGET` if set; on Lambda seven eighths of the function's memory
 /// (Lambda sets `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, in MiB; see [`LAMBDA_HEADROOM_EIGHTHS`]);
 /// else a quarter of the machine's memory (or of the cgroup's limit, if lower), at least
@@ -22,15 +25,13 @@ const LAMBDA_HEADROOM_EIGHTHS: u64 = 1;
 pub(super) fn budget(vars: &Vars<'_>, max_body: u64) -> Result<u64, SettingsError> {
     let budget = match vars.get("IMGEST_MEMORY_BUDGET") {
         Some(_) => vars.size("IMGEST_MEMORY_BUDGET", 0)?,
-        None => match vars.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE") {
+        None => match vars.get(LAMBDA_MEMORY) {
             Some(mib) => mib
                 .parse::<u64>()
                 .ok()
                 .and_then(|m| m.checked_mul(1 << 20))
                 .map(|m| m / 8 * (8 - LAMBDA_HEADROOM_EIGHTHS))
-                .ok_or_else(|| {
-                    vars.bad("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "expected MiB, e.g. 512")
-                })?,
+                .ok_or_else(|| vars.bad(LAMBDA_MEMORY, "expected MiB, e.g. 512"))?,
             None => machine_memory().map_or(1 << 30, |m| m / 4).max(256 << 20),
         },
     };

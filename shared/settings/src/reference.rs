@@ -229,7 +229,7 @@ pub const VARIABLES: &[Variable] = &[
         .means("the DynamoDB table (required with `IMGEST_BACKEND=aws`)"),
     var("IMGEST_QUEUES", Aws, Text, Empty)
         .with(AWS)
-        .means("`name=url,…`: the SQS queue URL of each logical queue the functions send to (`intake`, `fetch-0..2`, `process`, `backfill`, `settle`), `{name}.dead=url` its dead-letter queue (else the one its redrive policy names), and `results=arn:aws:sns:…`: the results topic's ARN; sending to a name not listed fails. The CLI on AWS (`backfill`, `dlq`) needs it too"),
+        .means("`name=url,…`: the SQS queue URL of each logical queue the functions send to (`intake`, `fetch-0..2`, `process`, `backfill`, `settle`, `webhooks`), `{name}.dead=url` its dead-letter queue (else the one its redrive policy names), and `results=arn:aws:sns:…`: the results topic's ARN; sending to a name not listed fails. The CLI on AWS (`backfill`, `dlq`) needs it too"),
     var("IMGEST_MAX_RECEIVES", Aws, Number { least: 1, most: 1000 }, default("5"))
         .means("the receive limit (`maxReceiveCount`) of the queue the function consumes: a message still failing on that receive is sent to the dead letters with its reason (rather than moved by SQS without one); a test holds it to each queue's"),
     var("IMGEST_INTAKE_SENDERS", Aws, Text, Empty)
@@ -240,7 +240,7 @@ pub const VARIABLES: &[Variable] = &[
         .left("its earlier name, read for stacks deployed before `IMGEST_REDRIVERS`")
         .means("the earlier name of `IMGEST_REDRIVERS`, still read: the two lists are joined"),
     var("IMGEST_STACK_ROLES", Aws, Text, Empty)
-        .means("`ID,ID`: the unique ids of the stack's roles (the template lists every function's and the state machine's); the internal queues (fetch, process, settle, backfill) take only their messages, and read `imgest.*` attributes only from them. Empty: no internal queue takes anything"),
+        .means("`ID,ID`: the unique ids of the stack's roles (the template lists every function's and the state machine's); the internal queues (fetch, process, settle, backfill, webhooks) take only their messages, and read `imgest.*` attributes only from them. Empty: no internal queue takes anything"),
     var("IMGEST_CDN_DISTRIBUTION_ARN", Aws, Text, Unset)
         .means("the CloudFront distribution in front of `public/` (`arn:aws:cloudfront::ACCOUNT:distribution/ID`): an erasure invalidates the erased image's public files there, each by its path, and its receipt names the invalidation. Unset or empty: no CDN is told. Read by the erasure function and the CLI's `imgest erase`"),
     var("IMGEST_SQS_MAX_DELAY", Aws, positive_duration(at("15m")), default("15m"))

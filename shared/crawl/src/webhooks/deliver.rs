@@ -8,9 +8,9 @@
 //! a timeout or a failed connection is retried with backoff and full jitter, [`FIRST_RETRY`]
 //! doubling up to [`LONGEST_RETRY`], for [`RETRY_FOR`] after the first attempt; then the delivery
 //! goes to the dead letters with the last answer as its reason. A failed attempt also cools the
-//! endpoint for every process ([`cooling`](super::cooling)): deliveries due meanwhile wait
-//! without an attempt, so an endpoint that is down or slow costs each delivery one read, not a
-//! timeout.
+//! endpoint for every process (see the module above): deliveries due meanwhile wait without an
+//! attempt, each as long as a failed attempt would have made it, so an endpoint that is down or
+//! slow costs each delivery a few reads now and then, not a timeout each time.
 
 use std::time::Duration;
 
@@ -50,6 +50,11 @@ pub struct Delivery {
     /// Attempts made so far.
     #[serde(default)]
     pub attempts: u32,
+    /// Turns that found the endpoint cooling and waited without an attempt: they lengthen the
+    /// next wait as failed attempts do, so a backlog held by an endpoint that is down comes
+    /// round less and less often instead of every cooling period.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waits: u32,
     /// The first attempt's time (milliseconds; `None` before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_ms: Option<i64>,
@@ -106,6 +111,7 @@ impl Crawler {
                 crawl_id: crawl_id.to_owned(),
                 filed_ms,
                 attempts: 0,
+                waits: 0,
                 first_ms: None,
             },
         };
@@ -119,10 +125,14 @@ impl Crawler {
     ) -> Result<(), FlowError> {
         let body = serde_json::to_string(message)
             .map_err(|e| FlowError::Internal(format!("cannot encode a webhook delivery: {e}")))?;
-        self.service
-            .ports()
-            .messages
-            .send(WEBHOOK_QUEUE, &[OutgoingMessage::delayed(body, delay)])
+        // With the other sends of this batch (a settle batch's results, a delivery batch's
+        // retries): one request for up to ten.
+        self.sends
+            .send(
+                self.service.ports().messages.as_ref(),
+                WEBHOOK_QUEUE,
+                OutgoingMessage::delayed(body, delay),
+            )
             .await?;
         Ok(())
     }
@@ -142,6 +152,7 @@ impl Crawler {
         }) {
             redriven = Delivery {
                 attempts: 0,
+                waits: 0,
                 first_ms: None,
                 ..delivery.clone()
             };
@@ -172,8 +183,16 @@ impl Crawler {
             )));
         };
         if let Some(until) = self.cooling_until(client, &endpoint.url, now).await? {
-            let after = until.since(now) + Duration::from_millis(fastrand::u64(..1000));
-            return self.retry_later(delivery, after, now, None).await;
+            let waited = Delivery {
+                waits: delivery.waits.saturating_add(1),
+                first_ms: Some(delivery.first_ms.unwrap_or(now.as_millis())),
+                ..delivery.clone()
+            };
+            let after = until.since(now).max(retry_delay(
+                waited.attempts.saturating_add(waited.waits),
+                fastrand::f64(),
+            ));
+            return self.retry_later(&waited, after, now, None).await;
         }
         let url = url::Url::parse(&endpoint.url).map_err(|e| {
             FlowError::Internal(format!("a stored webhook URL does not parse: {e}"))
@@ -205,7 +224,7 @@ impl Crawler {
             .await;
         drop(slot);
         let attempted = Delivery {
-            attempts: delivery.attempts + 1,
+            attempts: delivery.attempts.saturating_add(1),
             first_ms: Some(delivery.first_ms.unwrap_or(now.as_millis())),
             ..delivery.clone()
         };
@@ -234,7 +253,10 @@ impl Crawler {
         self.counters.webhooks_failed.increment(1);
         warn!(client_id = %client, crawl_id = %delivery.crawl_id, attempts = attempted.attempts, failure = %failure, "webhook attempt failed");
         self.cool(client, &endpoint.url, now).await?;
-        let after = retry_delay(attempted.attempts, fastrand::f64());
+        let after = retry_delay(
+            attempted.attempts.saturating_add(attempted.waits),
+            fastrand::f64(),
+        );
         self.retry_later(&attempted, after, now, Some(&failure))
             .await
     }
@@ -285,6 +307,10 @@ fn payload(result: &str) -> Result<String, FlowError> {
         "data": data,
     }))
     .map_err(|e| FlowError::Internal(format!("cannot encode a webhook body: {e}")))
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn flow_error(e: WebhookError) -> FlowError {

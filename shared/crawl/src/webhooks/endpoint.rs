@@ -191,7 +191,7 @@ impl Crawler {
     pub async fn webhook(&self, client: &ClientId) -> Result<Option<WebhookView>, WebhookError> {
         let now = self.now();
         Ok(self
-            .read_webhook(client, now)
+            .read_webhook_as_stored(client, now)
             .await?
             .map(|e| view(client, &e, now)))
     }
@@ -212,6 +212,7 @@ impl Crawler {
             .put_document(WEBHOOK_KIND, client.as_str(), "{}", version, now, now)
             .await
             .map_err(imgest_flows::FlowError::from)?;
+        self.webhooks.endpoints.forget(client);
         Ok(true)
     }
 
@@ -239,9 +240,28 @@ impl Crawler {
         Ok(())
     }
 
-    /// The endpoint as stored (an eventually consistent read: a registration is seen within
-    /// about a second).
+    /// The endpoint as this process last read it, if within [`ENDPOINT_FRESH_FOR`](super), else
+    /// as stored (what results and deliveries check).
     pub(super) async fn read_webhook(
+        &self,
+        client: &ClientId,
+        now: Timestamp,
+    ) -> Result<Option<Endpoint>, WebhookError> {
+        if let Some(kept) = self
+            .webhooks
+            .endpoints
+            .get(client, super::ENDPOINT_FRESH_FOR)
+        {
+            return Ok(kept);
+        }
+        let endpoint = self.read_webhook_as_stored(client, now).await?;
+        self.webhooks.endpoints.put(client, endpoint.clone());
+        Ok(endpoint)
+    }
+
+    /// The endpoint as stored (an eventually consistent read: a change is seen within about a
+    /// second).
+    async fn read_webhook_as_stored(
         &self,
         client: &ClientId,
         now: Timestamp,
@@ -264,7 +284,7 @@ impl Crawler {
             -> Result<Change<Endpoint, Option<Endpoint>>, imgest_flows::FlowError>,
     ) -> Result<Option<Endpoint>, WebhookError> {
         let documents = self.service.ports().documents.as_ref();
-        Ok(records::update(
+        let updated = records::update(
             documents,
             WEBHOOK_KIND,
             client.as_str(),
@@ -272,7 +292,9 @@ impl Crawler {
             now.plus(KEPT_FOR),
             decide,
         )
-        .await?)
+        .await;
+        self.webhooks.endpoints.forget(client);
+        Ok(updated?)
     }
 
     /// `url` parsed and checked as an endpoint: the poster's rules, and every address its

@@ -81,7 +81,7 @@ pub fn signature_header<'a>(
 mod tests {
     use super::*;
 
-    /// The specification's own example (standard-webhooks, `spec/standard-webhooks.md`).
+    /// The example in the Standard Webhooks specification itself.
     #[test]
     fn signs_the_specifications_example() {
         let key = SigningKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
