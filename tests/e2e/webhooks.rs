@@ -293,31 +293,59 @@ async fn endpoints_on_private_addresses_plain_http_or_with_credentials_are_refus
     assert_eq!((none.status, none.kind()), (404, "webhook_not_found"));
 }
 
+/// An app on the emulator whose results go to a queue and whose webhook deliveries go to
+/// another (`webhooks`, with a dead-letter queue), with a one-second webhook timeout, for a
+/// test that hands the deliveries to the webhooks function's handler.
+struct OnAws {
+    app: TestApp,
+    id: Identity,
+    sqs: aws_sdk_sqs::Client,
+    webhooks: String,
+}
+
+impl OnAws {
+    async fn start(test: &str) -> Option<Self> {
+        let config = imgest_testing::aws::sdk_config(test).await?;
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let (results, _) = imgest_testing::aws::queue(&sqs, "webhooks-results").await;
+        let (webhooks, _) = imgest_testing::aws::queue(&sqs, "webhooks").await;
+        imgest_testing::aws::with_dead_letter_queue(&sqs, &webhooks, 5).await;
+        let id = Identity::new();
+        let mut vars = id.vars();
+        vars.extend([
+            (
+                "IMGEST_QUEUES",
+                format!("results={results},webhooks={webhooks}"),
+            ),
+            ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true".to_owned()),
+            ("IMGEST_FETCH_PORTS", "any".to_owned()),
+            ("IMGEST_WEBHOOK_TIMEOUT", "1s".to_owned()),
+        ]);
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let app = TestApp::start_aws(test, &vars).await?;
+        Some(Self {
+            app,
+            id,
+            sqs,
+            webhooks,
+        })
+    }
+}
+
 /// The webhooks function's handler over SQS and DynamoDB: the result queued by the crawl is
 /// delivered, a 500 retried through the queue with the same id, then delivered; the sample
 /// event's shape is what the queue carries.
 #[tokio::test]
 async fn the_webhooks_function_retries_through_its_queue_and_delivers_on_dynamodb() {
-    const NAME: &str = "webhooks";
-    let Some(config) = imgest_testing::aws::sdk_config(NAME).await else {
+    let Some(OnAws {
+        app,
+        id,
+        sqs,
+        webhooks,
+    }) = OnAws::start("webhooks").await
+    else {
         return;
     };
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let (results, _) = imgest_testing::aws::queue(&sqs, "webhooks-results").await;
-    let (webhooks, _) = imgest_testing::aws::queue(&sqs, "webhooks").await;
-    let id = Identity::new();
-    let mut vars = id.vars();
-    vars.extend([
-        (
-            "IMGEST_QUEUES",
-            format!("results={results},webhooks={webhooks}"),
-        ),
-        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true".to_owned()),
-        ("IMGEST_FETCH_PORTS", "any".to_owned()),
-        ("IMGEST_WEBHOOK_TIMEOUT", "1s".to_owned()),
-    ]);
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let app = TestApp::start_aws(NAME, &vars).await.unwrap();
     let receiver = Receiver::start(&[Reply::Status(500)]).await;
     let secret = register(&app, &id, "acme", &receiver.url()).await;
     let crawl_id = crawl(&app, &id, "acme", "car-1").await;
@@ -369,26 +397,15 @@ async fn the_webhooks_function_retries_through_its_queue_and_delivers_on_dynamod
 /// its reason (in the queue's dead-letter queue), and nothing more reaches it.
 #[tokio::test]
 async fn on_dynamodb_a_rotation_signs_with_both_secrets_and_a_410_disables_the_endpoint() {
-    const NAME: &str = "webhooks rotation and 410";
-    let Some(config) = imgest_testing::aws::sdk_config(NAME).await else {
+    let Some(OnAws {
+        app,
+        id,
+        sqs,
+        webhooks,
+    }) = OnAws::start("webhooks rotation and 410").await
+    else {
         return;
     };
-    let sqs = aws_sdk_sqs::Client::new(&config);
-    let (results, _) = imgest_testing::aws::queue(&sqs, "webhooks-results").await;
-    let (webhooks, _) = imgest_testing::aws::queue(&sqs, "webhooks").await;
-    imgest_testing::aws::with_dead_letter_queue(&sqs, &webhooks, 5).await;
-    let id = Identity::new();
-    let mut vars = id.vars();
-    vars.extend([
-        (
-            "IMGEST_QUEUES",
-            format!("results={results},webhooks={webhooks}"),
-        ),
-        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true".to_owned()),
-        ("IMGEST_FETCH_PORTS", "any".to_owned()),
-    ]);
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let app = TestApp::start_aws(NAME, &vars).await.unwrap();
     let receiver = Receiver::start(&[Reply::Status(204), Reply::Status(410)]).await;
     let old = register(&app, &id, "acme", &receiver.url()).await;
     let operator = id.token("ops", "imgest:operator", None);

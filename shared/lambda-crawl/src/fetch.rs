@@ -9,7 +9,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 
 use imgest_crawl::messages::FetchTask;
 use imgest_crawl::{Crawler, tier_queue};
-use imgest_lambda::batch::{BatchResponse, Failure, ItemError, SqsItem, run_batch_then};
+use imgest_lambda::batch::{BatchResponse, Failure, ItemError, run_batch_then};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // Every task's place in the rate limiter's shared request is announced before any runs:
@@ -17,16 +17,8 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let queue = tier_queue(crawler.settings().fetch_tier);
     let service = crawler.service();
     let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
-    // Only the stack's own messages go on: a stranger's is refused before anything else (its
-    // due instant was not even read).
-    let (mine, strangers): (Vec<SqsItem>, Vec<SqsItem>) =
-        items.into_iter().partition(|item| item.from_stack);
-    let arrived = imgest_lambda::chain::send_on_early(service, &queue, mine).await;
-    let mut refused = arrived.refused;
-    refused.extend(strangers.into_iter().map(|item| {
-        let error = item.not_from_the_stack();
-        (item, error)
-    }));
+    let arrived = imgest_lambda::chain::arrive(service, &queue, items).await;
+    let refused = arrived.refused;
     let items = arrived.due;
     let work = items
         .iter()

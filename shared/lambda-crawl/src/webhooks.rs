@@ -10,19 +10,13 @@ use aws_lambda_events::event::sqs::SqsEvent;
 
 use imgest_crawl::Crawler;
 use imgest_crawl::webhooks::{Outcome, WEBHOOK_QUEUE, WebhookMessage};
-use imgest_lambda::batch::{BatchResponse, Failure, ItemError, SqsItem, run_batch};
+use imgest_lambda::batch::{BatchResponse, Failure, ItemError, run_batch};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let service = crawler.service();
     let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
-    let (mine, strangers): (Vec<SqsItem>, Vec<SqsItem>) =
-        items.into_iter().partition(|item| item.from_stack);
-    let arrived = imgest_lambda::chain::send_on_early(service, WEBHOOK_QUEUE, mine).await;
-    let mut refused = arrived.refused;
-    refused.extend(strangers.into_iter().map(|item| {
-        let error = item.not_from_the_stack();
-        (item, error)
-    }));
+    let arrived = imgest_lambda::chain::arrive(service, WEBHOOK_QUEUE, items).await;
+    let refused = arrived.refused;
     let items = arrived.due;
     let work = items.iter().map(|item| (item.id.clone(), item)).collect();
     let outcomes = run_batch(work, |item| async move {

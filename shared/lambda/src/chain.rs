@@ -94,6 +94,20 @@ pub async fn send_on_early(service: &Service, queue: &str, items: Vec<SqsItem>) 
     arrived
 }
 
+/// A batch of a queue that takes only the stack's messages and carries long waits: a
+/// stranger's message is refused before anything else (its due instant is not even read), the
+/// stack's early ones are sent on ([`send_on_early`]), and the rest are due.
+pub async fn arrive(service: &Service, queue: &str, items: Vec<SqsItem>) -> Arrived {
+    let (mine, strangers): (Vec<SqsItem>, Vec<SqsItem>) =
+        items.into_iter().partition(|item| item.from_stack);
+    let mut arrived = send_on_early(service, queue, mine).await;
+    arrived.refused.extend(strangers.into_iter().map(|item| {
+        let error = item.not_from_the_stack();
+        (item, error)
+    }));
+    arrived
+}
+
 /// A message's due instant from its [`DUE_ATTRIBUTE`](imgest_aws::sqs::DUE_ATTRIBUTE), if it carries a readable one.
 pub fn due_of(value: Option<&str>) -> Option<Timestamp> {
     value?.trim().parse().ok().map(Timestamp::from_millis)

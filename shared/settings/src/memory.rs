@@ -10,9 +10,8 @@ const BODIES_PER_BUDGET: u64 = 4;
 
 /// On Lambda, the part of the function's memory the budget leaves alone: Lambda ends an
 /// invocation that goes over its `MemorySize`, and the budget models what photos hold, not the
-/// allocator's fragmentation, the threads' stacks or the clients' buffers. With the whole
-/// memory as the budget, the hostile corpus through the fetch bootstrap peaked between 492 and
-/// 548 MiB of its 512 (nine runs under qemu-user, `tests/e2e/bootstraps.rs`).
+/// allocator's fragmentation, the threads' stacks or the clients' buffers (the hostile corpus
+/// through the fetch and process bootstraps, `tests/e2e/bootstraps.rs`, checks the peak).
 const LAMBDA_HEADROOM_EIGHTHS: u64 = 1;
 
 /// Where Lambda tells a function its memory, in MiB.

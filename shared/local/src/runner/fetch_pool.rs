@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use super::pool::Pool;
 use imgest_core::ports::{Delivery, Reason, TaskQueue};
 use imgest_crawl::messages::FetchTask;
 use imgest_crawl::{Crawler, tier_queue};
@@ -53,51 +54,23 @@ async fn run_tier(
     crawler: Arc<Crawler>,
     queue: Arc<dyn TaskQueue>,
     tier: usize,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let name = tier_queue(tier);
-    let workers = crawler.settings().workers[tier];
-    let lease = crawler.settings().tiers[tier] + LEASE_MARGIN;
-    let slots = Arc::new(Semaphore::new(workers));
-    while !*stop.borrow() {
-        let free = slots.available_permits();
-        if free == 0 {
-            // Wait for a running task to finish (or for the stop signal).
-            tokio::select! {
-                permit = slots.clone().acquire_owned() => drop(permit),
-                _ = stop.changed() => {}
-            }
-            continue;
-        }
-        let now = crawler.service().ports().clock.now();
-        let deliveries = match queue.receive(&name, now, free, lease).await {
-            Ok(d) => d,
-            Err(e) => {
-                warn!(queue = %name, error = %e, "cannot read the download queue");
-                Vec::new()
-            }
-        };
-        if deliveries.is_empty() {
-            tokio::select! {
-                _ = tokio::time::sleep(IDLE_POLL) => {}
-                _ = stop.changed() => {}
-            }
-            continue;
-        }
-        for delivery in deliveries {
-            let Ok(permit) = slots.clone().acquire_owned().await else {
-                return;
-            };
-            let crawler = crawler.clone();
-            let queue = queue.clone();
-            tokio::spawn(async move {
-                handle(&crawler, queue.as_ref(), delivery).await;
-                drop(permit);
-            });
-        }
-    }
-    // Let running downloads finish before returning.
-    let _ = slots.acquire_many(workers as u32).await;
+    let pool = Pool {
+        queue: tier_queue(tier),
+        workers: crawler.settings().workers[tier],
+        lease: crawler.settings().tiers[tier] + LEASE_MARGIN,
+        idle_poll: IDLE_POLL,
+    };
+    pool.run(
+        crawler,
+        queue,
+        stop,
+        |crawler, queue, delivery| async move {
+            handle(&crawler, queue.as_ref(), delivery).await;
+        },
+    )
+    .await;
 }
 
 async fn handle(crawler: &Crawler, queue: &dyn TaskQueue, delivery: Delivery) {

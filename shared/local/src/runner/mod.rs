@@ -10,6 +10,7 @@
 //! - optionally, GC on a timer (the local form of the scheduled GC function).
 
 pub mod fetch_pool;
+mod pool;
 pub mod webhook_pool;
 
 use std::net::SocketAddr;

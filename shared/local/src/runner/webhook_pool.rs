@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use super::pool::Pool;
 use imgest_core::ports::{Delivery, Reason, TaskQueue};
 use imgest_crawl::Crawler;
 use imgest_crawl::webhooks::{Outcome, WEBHOOK_QUEUE, WebhookMessage};
@@ -28,11 +29,7 @@ const MAX_DELIVERIES: u32 = 10;
 
 /// Delivers until `stop` turns true; returns when the deliveries under way are done. First
 /// it takes over the deliveries a runner that died left leased.
-pub async fn run(
-    crawler: Arc<Crawler>,
-    queue: Arc<dyn TaskQueue>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn run(crawler: Arc<Crawler>, queue: Arc<dyn TaskQueue>, stop: watch::Receiver<bool>) {
     match queue.release_leases(WEBHOOK_QUEUE).await {
         Ok(0) => {}
         Ok(n) => info!(
@@ -43,45 +40,21 @@ pub async fn run(
             warn!(error = %e, "could not release stale webhook leases; they wait for the leases to end")
         }
     }
-    let lease = crawler.settings().webhook_timeout + LEASE_MARGIN;
-    let slots = Arc::new(Semaphore::new(WORKERS));
-    while !*stop.borrow() {
-        let free = slots.available_permits();
-        if free == 0 {
-            tokio::select! {
-                permit = slots.clone().acquire_owned() => drop(permit),
-                _ = stop.changed() => {}
-            }
-            continue;
-        }
-        let now = crawler.service().ports().clock.now();
-        let deliveries = match queue.receive(WEBHOOK_QUEUE, now, free, lease).await {
-            Ok(d) => d,
-            Err(e) => {
-                warn!(error = %e, "cannot read the webhook queue");
-                Vec::new()
-            }
-        };
-        if deliveries.is_empty() {
-            tokio::select! {
-                _ = tokio::time::sleep(IDLE_POLL) => {}
-                _ = stop.changed() => {}
-            }
-            continue;
-        }
-        for delivery in deliveries {
-            let Ok(permit) = slots.clone().acquire_owned().await else {
-                return;
-            };
-            let crawler = crawler.clone();
-            let queue = queue.clone();
-            tokio::spawn(async move {
-                handle(&crawler, queue.as_ref(), delivery).await;
-                drop(permit);
-            });
-        }
-    }
-    let _ = slots.acquire_many(WORKERS as u32).await;
+    let pool = Pool {
+        queue: WEBHOOK_QUEUE.to_owned(),
+        workers: WORKERS,
+        lease: crawler.settings().webhook_timeout + LEASE_MARGIN,
+        idle_poll: IDLE_POLL,
+    };
+    pool.run(
+        crawler,
+        queue,
+        stop,
+        |crawler, queue, delivery| async move {
+            handle(&crawler, queue.as_ref(), delivery).await;
+        },
+    )
+    .await;
 }
 
 async fn handle(crawler: &Crawler, queue: &dyn TaskQueue, delivery: Delivery) {
