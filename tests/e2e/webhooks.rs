@@ -136,9 +136,14 @@ async fn a_result_is_retried_after_500s_and_a_timeout_with_the_same_id_until_a_2
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The offer re-sent unchanged: its result again (the same crawl id) on the topic and in the
+    // feed, no second delivery of a webhook-id the endpoint has.
+    assert_eq!(crawl(&app, &id, "acme", "car-1").await, crawl_id);
+    assert_eq!(queue_state(&app).await, (0, 0));
     // Another client's results are not this endpoint's.
     crawl(&app, &id, "beta", "bike-1").await;
     assert_eq!(queue_state(&app).await, (0, 0));
+    assert_eq!(receiver.received().len(), 4);
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use super::records::{
     self, CRAWL_KIND, Change, CrawlPhoto, CrawlRecord, FetchLease, Told, URL_KIND, UrlOutcome,
     UrlRecord, Waiter,
 };
+use super::settle::WebhookDelivery;
 use super::{Built, Crawler};
 use crate::messages::{CrawlRequest, CrawlState, FetchTask, PhotoError, PhotoStatus};
 use imgest_core::domain::random::secure_hex;
@@ -188,7 +189,13 @@ impl Crawler {
                 self.counters.offers_unchanged.increment(1);
                 let previous = previous.as_told();
                 let settled_at = previous.settled_at.unwrap_or(now);
-                self.send_result(&offer, &previous, settled_at).await?;
+                self.send_result(
+                    &offer,
+                    &previous,
+                    settled_at,
+                    WebhookDelivery::AlreadyQueued,
+                )
+                .await?;
             }
             match unchanged {
                 Unchanged::No => {}

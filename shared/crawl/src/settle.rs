@@ -186,7 +186,8 @@ impl Crawler {
         let now = self.now();
         // A finish cut short and run again sends the result again, with the same crawl id (and
         // a later settled_at): the partner keeps one.
-        self.send_result(offer, &crawl, now).await?;
+        self.send_result(offer, &crawl, now, WebhookDelivery::Queue)
+            .await?;
         self.mark_done(offer, &crawl, &crawl.crawl_id, now).await?;
         // A revalidation's offer was counted when it was answered (`offers_unchanged`).
         if crawl.told.is_none() {
@@ -246,12 +247,14 @@ impl Crawler {
     /// Sends the crawl's result, settled at `settled_at`, with its client as the message's
     /// `client_id` attribute: on AWS the results go to a topic, and each client's subscription
     /// takes only the messages with its own (a client never reads another's results). It is
-    /// filed in the client's feed first ([`feed`](super::feed)).
+    /// filed in the client's feed first ([`feed`](super::feed)), and queued for its client's
+    /// webhook unless `delivery` says it was when it first settled.
     pub(super) async fn send_result(
         &self,
         offer: &OfferKey,
         crawl: &CrawlRecord,
         settled_at: Timestamp,
+        delivery: WebhookDelivery,
     ) -> Result<(), FlowError> {
         let mut result = result_of(offer, crawl, CrawlState::Done);
         result.settled_at = Some(rfc3339_millis(settled_at));
@@ -260,8 +263,10 @@ impl Crawler {
         // Filed before it is sent: a result a partner was sent is in its feed (and its webhook
         // delivery, which reads it there).
         let filed_ms = self.file_in_feed(&result, &body).await?;
-        self.queue_webhook(&crawl.client_id, &result.crawl_id, filed_ms)
-            .await?;
+        if delivery == WebhookDelivery::Queue {
+            self.queue_webhook(&crawl.client_id, &result.crawl_id, filed_ms)
+                .await?;
+        }
         let message =
             OutgoingMessage::now(body).with_attribute(CLIENT_ATTRIBUTE, crawl.client_id.as_str());
         self.service
@@ -356,4 +361,15 @@ fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlR
             })
             .collect(),
     }
+}
+
+/// Whether a result sent goes to its client's webhook too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WebhookDelivery {
+    /// A result settled now: queued for the webhook.
+    Queue,
+    /// An unchanged offer's result sent again, the same crawl id (the same `webhook-id`): its
+    /// delivery was queued when it first settled, and is retried (and redrivable) on its own;
+    /// a second one would be a duplicate the partner drops.
+    AlreadyQueued,
 }
