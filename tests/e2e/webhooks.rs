@@ -101,6 +101,35 @@ async fn until_retry_queued(app: &TestApp) {
     }
 }
 
+/// The kinds of the webhook queue's dead letters, the newest first.
+async fn dead_letter_kinds(app: &TestApp) -> Vec<String> {
+    let letters = app
+        .service
+        .dead_letters(&[WEBHOOK_QUEUE.to_owned()], 10)
+        .await
+        .unwrap();
+    letters
+        .into_iter()
+        .flat_map(|(_, letters)| letters)
+        .map(|l| l.reason.map(|r| r.kind).unwrap_or_default())
+        .collect()
+}
+
+/// Whether the operator sees `client`'s endpoint disabled.
+async fn shown_disabled(app: &TestApp, id: &Identity, client: &str) -> bool {
+    let operator = id.token("ops", "imgest:operator", None);
+    let shown = app
+        .call(
+            "GET",
+            &format!("/v1/operator/webhooks/{client}"),
+            Some(&operator),
+            Body::None,
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.json);
+    shown.json["disabled"]["reason"].is_string()
+}
+
 #[tokio::test]
 async fn a_result_is_retried_after_500s_and_a_timeout_with_the_same_id_until_a_2xx() {
     let (app, id) = app().await;
@@ -162,27 +191,8 @@ async fn a_410_disables_the_endpoint_and_a_redrive_after_registering_again_deliv
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let letters = app
-        .service
-        .dead_letters(&[WEBHOOK_QUEUE.to_owned()], 10)
-        .await
-        .unwrap();
-    let reason = letters[0].1[0].reason.clone().unwrap();
-    assert_eq!(reason.kind, "endpoint_gone", "{reason}");
-    let operator = id.token("ops", "imgest:operator", None);
-    let shown = app
-        .call(
-            "GET",
-            "/v1/operator/webhooks/acme",
-            Some(&operator),
-            Body::None,
-        )
-        .await;
-    assert!(
-        shown.json["disabled"]["reason"].is_string(),
-        "{}",
-        shown.json
-    );
+    assert_eq!(dead_letter_kinds(&app).await, ["endpoint_gone"]);
+    assert!(shown_disabled(&app, &id, "acme").await);
     // Disabled: the next result is not queued at all.
     crawl(&app, &id, "acme", "car-2").await;
     assert_eq!(queue_state(&app).await, (0, 1));
@@ -441,26 +451,8 @@ async fn on_dynamodb_a_rotation_signs_with_both_secrets_and_a_410_disables_the_e
     // Given up on, not retried: in the dead letters with its reason.
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(receiver.received().len(), 2);
-    let letters = app
-        .service
-        .dead_letters(&[WEBHOOK_QUEUE.to_owned()], 10)
-        .await
-        .unwrap();
-    let reason = letters[0].1[0].reason.clone().unwrap();
-    assert_eq!(reason.kind, "endpoint_gone", "{reason}");
-    let shown = app
-        .call(
-            "GET",
-            "/v1/operator/webhooks/acme",
-            Some(&operator),
-            Body::None,
-        )
-        .await;
-    assert!(
-        shown.json["disabled"]["reason"].is_string(),
-        "{}",
-        shown.json
-    );
+    assert_eq!(dead_letter_kinds(&app).await, ["endpoint_gone"]);
+    assert!(shown_disabled(&app, &id, "acme").await);
 
     // The API's process may still hold the endpoint as it read it (for up to 5 s) and queue a
     // delivery: the function, which disabled it, gives that up without an attempt.
@@ -469,17 +461,10 @@ async fn on_dynamodb_a_rotation_signs_with_both_secrets_and_a_410_disables_the_e
     if !third.records.is_empty() {
         let response = imgest_lambda_crawl::webhooks::handle(&crawler, third).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
-        let letters = app
-            .service
-            .dead_letters(&[WEBHOOK_QUEUE.to_owned()], 10)
-            .await
-            .unwrap();
         assert!(
-            letters[0].1.iter().any(|l| l
-                .reason
-                .as_ref()
-                .is_some_and(|r| r.kind == "endpoint_disabled")),
-            "{letters:?}"
+            dead_letter_kinds(&app)
+                .await
+                .contains(&"endpoint_disabled".to_owned())
         );
     }
     assert_eq!(receiver.received().len(), 2);
