@@ -321,7 +321,9 @@ impl Crawler {
             .map_err(|e| WebhookError::BadUrl(format!("{host} does not resolve: {e}")))?;
             for address in addresses {
                 check_ip(address.ip(), self.settings.allow_private_networks).map_err(|e| {
-                    WebhookError::ForbiddenEndpoint(format!("{host} resolves to {e}"))
+                    WebhookError::ForbiddenEndpoint(format!(
+                        "{host} resolves to a forbidden address: {e}"
+                    ))
                 })?;
             }
         }
