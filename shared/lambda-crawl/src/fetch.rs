@@ -9,7 +9,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 
 use imgest_crawl::messages::FetchTask;
 use imgest_crawl::{Crawler, tier_queue};
-use imgest_lambda::batch::{BatchResponse, Failure, ItemError, run_batch_then};
+use imgest_lambda::batch::{BatchResponse, ItemError, run_batch_then};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     // Every task's place in the rate limiter's shared request is announced before any runs:
@@ -18,9 +18,8 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let service = crawler.service();
     let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
     let arrived = imgest_lambda::chain::arrive(service, &queue, items).await;
-    let refused = arrived.refused;
-    let items = arrived.due;
-    let work = items
+    let work = arrived
+        .due
         .iter()
         .map(|item| {
             let task = serde_json::from_str::<FetchTask>(&item.body)
@@ -41,17 +40,7 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
         .await;
     // The instance may be frozen until its next invocation: what it learned goes out now.
     crawler.flush_learning().await;
-    // The refused ones are given up on with the batch's failures, each with its reason.
-    let outcomes = outcomes.with_refused(
-        refused
-            .iter()
-            .map(|(item, error)| (item.id.clone(), Failure::from(error))),
-    );
-    let mut all = items;
-    all.extend(refused.into_iter().map(|(item, _)| item));
-    let mut response = outcomes
-        .settle(&all, &imgest_lambda::dead_letters(service, &queue))
-        .await;
-    response.batch_item_failures.extend(arrived.unsent);
-    response
+    arrived
+        .settle(outcomes, &imgest_lambda::dead_letters(service, &queue))
+        .await
 }

@@ -10,15 +10,17 @@ use aws_lambda_events::event::sqs::SqsEvent;
 
 use imgest_crawl::Crawler;
 use imgest_crawl::webhooks::{Outcome, WEBHOOK_QUEUE, WebhookMessage};
-use imgest_lambda::batch::{BatchResponse, Failure, ItemError, run_batch};
+use imgest_lambda::batch::{BatchResponse, ItemError, run_batch};
 
 pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
     let service = crawler.service();
     let items = imgest_lambda::sqs_items(event, &crawler.settings().senders);
     let arrived = imgest_lambda::chain::arrive(service, WEBHOOK_QUEUE, items).await;
-    let refused = arrived.refused;
-    let items = arrived.due;
-    let work = items.iter().map(|item| (item.id.clone(), item)).collect();
+    let work = arrived
+        .due
+        .iter()
+        .map(|item| (item.id.clone(), item))
+        .collect();
     let outcomes = run_batch(work, |item| async move {
         let message: WebhookMessage = serde_json::from_str(&item.body)
             .map_err(|e| ItemError::unusable(format!("not a webhook delivery: {e}")))?;
@@ -27,17 +29,11 @@ pub async fn handle(crawler: &Crawler, event: SqsEvent) -> BatchResponse {
             Outcome::Delivered { .. } | Outcome::Rescheduled { .. } | Outcome::Dropped => Ok(()),
         }
     })
-    .await
-    .with_refused(
-        refused
-            .iter()
-            .map(|(item, error)| (item.id.clone(), Failure::from(error))),
-    );
-    let mut all = items;
-    all.extend(refused.into_iter().map(|(item, _)| item));
-    let mut response = outcomes
-        .settle(&all, &imgest_lambda::dead_letters(service, WEBHOOK_QUEUE))
-        .await;
-    response.batch_item_failures.extend(arrived.unsent);
-    response
+    .await;
+    arrived
+        .settle(
+            outcomes,
+            &imgest_lambda::dead_letters(service, WEBHOOK_QUEUE),
+        )
+        .await
 }

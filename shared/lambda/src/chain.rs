@@ -17,7 +17,9 @@ use imgest_core::ports::OutgoingMessage;
 use imgest_flows::Service;
 use tracing::{error, info, warn};
 
-use super::batch::{BatchItemFailure, ItemError, SqsItem};
+use super::batch::{
+    BatchItemFailure, BatchResponse, DeadLetters, Failure, ItemError, Outcomes, SqsItem,
+};
 
 /// A batch once its early messages are sent on.
 #[derive(Debug, Default)]
@@ -92,6 +94,28 @@ pub async fn send_on_early(service: &Service, queue: &str, items: Vec<SqsItem>) 
         }
     }
     arrived
+}
+
+impl Arrived {
+    /// The batch's response once the due items ran (`outcomes`, by item): the refused ones
+    /// given up on with the due ones' failures, each with its reason, to `dead`'s dead
+    /// letters, and the early ones that could not be sent on reported for a retry.
+    pub async fn settle(self, outcomes: Outcomes, dead: &DeadLetters<'_>) -> BatchResponse {
+        let Self {
+            mut due,
+            unsent,
+            refused,
+        } = self;
+        let outcomes = outcomes.with_refused(
+            refused
+                .iter()
+                .map(|(item, error)| (item.id.clone(), Failure::from(error))),
+        );
+        due.extend(refused.into_iter().map(|(item, _)| item));
+        let mut response = outcomes.settle(&due, dead).await;
+        response.batch_item_failures.extend(unsent);
+        response
+    }
 }
 
 /// A batch of a queue that takes only the stack's messages and carries long waits: a

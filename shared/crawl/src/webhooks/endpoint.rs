@@ -14,12 +14,14 @@ use super::sign::{self, SigningKey};
 use crate::Crawler;
 use crate::records::{self, Change};
 use imgest_core::domain::{ClientId, Timestamp};
-use imgest_download::{FetchErrorKind, check_ip};
+use imgest_download::FetchErrorKind;
 
 /// The records' kind.
 pub(super) const WEBHOOK_KIND: &str = "webhook";
 /// Registrations are kept until removed.
 const KEPT_FOR: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// How long a registration waits for the endpoint's name to resolve.
+const RESOLVE_WITHIN: Duration = Duration::from_secs(5);
 /// The longest endpoint URL taken.
 const MAX_URL: usize = 2048;
 /// Secrets a registration holds at once (the newest and those still in their overlap).
@@ -305,28 +307,13 @@ impl Crawler {
         }
         let parsed = Url::parse(url).map_err(|e| WebhookError::BadUrl(e.to_string()))?;
         let poster = self.webhooks.poster(&self.settings)?;
-        poster.check(&parsed).map_err(|e| match e.kind {
-            FetchErrorKind::ForbiddenAddress => WebhookError::ForbiddenEndpoint(e.to_string()),
-            _ => WebhookError::BadUrl(e.to_string()),
-        })?;
-        let host = parsed.host_str().unwrap_or_default();
-        let port = parsed.port_or_known_default().unwrap_or(443);
-        if parsed.domain().is_some() {
-            let addresses = tokio::time::timeout(
-                Duration::from_secs(5),
-                tokio::net::lookup_host((host, port)),
-            )
+        poster
+            .check_resolved(&parsed, RESOLVE_WITHIN)
             .await
-            .map_err(|_| WebhookError::BadUrl(format!("{host} did not resolve within 5 s")))?
-            .map_err(|e| WebhookError::BadUrl(format!("{host} does not resolve: {e}")))?;
-            for address in addresses {
-                check_ip(address.ip(), self.settings.allow_private_networks).map_err(|e| {
-                    WebhookError::ForbiddenEndpoint(format!(
-                        "{host} resolves to a forbidden address: {e}"
-                    ))
-                })?;
-            }
-        }
+            .map_err(|e| match e.kind {
+                FetchErrorKind::ForbiddenAddress => WebhookError::ForbiddenEndpoint(e.to_string()),
+                _ => WebhookError::BadUrl(e.to_string()),
+            })?;
         Ok(parsed)
     }
 }

@@ -160,6 +160,21 @@ pub struct Downloader {
     config: Arc<DownloadConfig>,
 }
 
+/// An HTTP client under the address guard, as downloads and webhook posts both use it: names
+/// resolved by the guarded resolver, no proxy (it would resolve past the guard), no redirect
+/// followed by the client (each hop is the caller's to check), rustls on aws-lc-rs.
+fn guarded_client(
+    allow_private: bool,
+    user_agent: &str,
+) -> Result<reqwest::ClientBuilder, DownloaderSetupError> {
+    Ok(reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(resolver::GuardedResolver { allow_private }))
+        .use_preconfigured_tls(tls::client_config()?)
+        .user_agent(user_agent))
+}
+
 impl Downloader {
     pub fn new(config: DownloadConfig) -> Result<Self, DownloaderSetupError> {
         let mut defaults = HeaderMap::new();
@@ -169,14 +184,7 @@ impl Downloader {
             ACCEPT,
             HeaderValue::from_static("image/webp,image/jpeg,image/png,image/gif;q=0.9,*/*;q=0.5"),
         );
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .dns_resolver(Arc::new(resolver::GuardedResolver {
-                allow_private: config.allow_private,
-            }))
-            .use_preconfigured_tls(tls::client_config()?)
-            .user_agent(config.user_agent.clone())
+        let client = guarded_client(config.allow_private, &config.user_agent)?
             .default_headers(defaults)
             .build()
             .map_err(DownloaderSetupError::Client)?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use url::Url;
 
-use super::{DownloadError, DownloaderSetupError, resolver, target, tls};
+use super::{DownloadError, DownloaderSetupError, guarded_client, resolver, target};
 use crate::AllowedPorts;
 
 /// How a [`Poster`] connects.
@@ -39,14 +39,7 @@ pub struct Poster {
 
 impl Poster {
     pub fn new(config: PostConfig) -> Result<Self, DownloaderSetupError> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .dns_resolver(Arc::new(resolver::GuardedResolver {
-                allow_private: config.allow_private,
-            }))
-            .use_preconfigured_tls(tls::client_config()?)
-            .user_agent(config.user_agent.clone())
+        let client = guarded_client(config.allow_private, &config.user_agent)?
             .build()
             .map_err(DownloaderSetupError::Client)?;
         Ok(Self {
@@ -73,6 +66,22 @@ impl Poster {
                 hosts: None,
             },
         )
+    }
+
+    /// [`check`](Self::check), and every address the URL's name resolves to now allowed by the
+    /// guard (stricter than a post, which connects to the allowed ones: an endpoint is
+    /// registered only if none of its addresses is forbidden), within `deadline`.
+    pub async fn check_resolved(&self, url: &Url, deadline: Duration) -> Result<(), DownloadError> {
+        self.check(url)?;
+        let Some(host) = url.domain() else {
+            // An address literal: `check` judged it.
+            return Ok(());
+        };
+        let found = resolver::lookup(host, deadline).await?;
+        resolver::all_allowed(&found, self.config.allow_private).map_err(|forbidden| {
+            let message = format!("{host} resolves to a forbidden address: {forbidden}");
+            DownloadError::forbidden_address(forbidden).with_message(message)
+        })
     }
 
     /// POSTs `body` (JSON) to `url` with `headers`, within `deadline` (connect, send and the

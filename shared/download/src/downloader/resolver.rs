@@ -7,10 +7,12 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use crate::{ForbiddenAddress, check_ip};
+use super::DownloadError;
+use crate::{FetchErrorKind, ForbiddenAddress, check_ip};
 
 /// Resolves with the system resolver (`getaddrinfo` on tokio's blocking pool) and keeps only
 /// the addresses [`check_ip`] allows.
@@ -33,22 +35,55 @@ impl Resolve for GuardedResolver {
         let allow_private = self.allow_private;
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            // Port 0: the client puts the URL's port in.
-            let looked_up = tokio::net::lookup_host((host.as_str(), 0))
-                .await
-                .map(Iterator::collect::<Vec<SocketAddr>>);
-            let found = match looked_up {
-                Ok(found) => found,
-                Err(source) => return Err(DnsFailure { host, source }.into()),
-            };
-            if found.is_empty() {
-                let source = io::Error::new(io::ErrorKind::NotFound, "no addresses");
-                return Err(DnsFailure { host, source }.into());
-            }
+            let found = resolve(&host).await?;
             let allowed = allowed(&found, allow_private)?;
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
     }
+}
+
+/// `host`'s addresses (port 0: a client puts the URL's port in), at least one.
+async fn resolve(host: &str) -> Result<Vec<SocketAddr>, DnsFailure> {
+    let failure = |source| DnsFailure {
+        host: host.to_owned(),
+        source,
+    };
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
+        .await
+        .map_err(failure)?
+        .collect();
+    if found.is_empty() {
+        return Err(failure(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no addresses",
+        )));
+    }
+    Ok(found)
+}
+
+/// [`resolve`] within `deadline`, its failure a download error of kind `dns`.
+pub(super) async fn lookup(
+    host: &str,
+    deadline: Duration,
+) -> Result<Vec<SocketAddr>, DownloadError> {
+    match tokio::time::timeout(deadline, resolve(host)).await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(failure)) => Err(DownloadError::new(FetchErrorKind::Dns, failure.to_string())),
+        Err(_) => Err(DownloadError::new(
+            FetchErrorKind::Dns,
+            format!("{host} did not resolve within {} s", deadline.as_secs()),
+        )),
+    }
+}
+
+/// Every address of `found` allowed, or the first refusal.
+pub(super) fn all_allowed(
+    found: &[SocketAddr],
+    allow_private: bool,
+) -> Result<(), ForbiddenAddress> {
+    found
+        .iter()
+        .try_for_each(|addr| check_ip(addr.ip(), allow_private))
 }
 
 /// The allowed addresses among `found`, in order; if there are none, the first refusal.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{error, warn};
 
 use super::pool::Pool;
 use imgest_core::ports::{Delivery, Reason, TaskQueue};
@@ -24,22 +24,7 @@ const STORE_RETRY: Duration = Duration::from_secs(1);
 const MAX_DELIVERIES: u32 = 10;
 
 /// Runs every tier's pool until `stop` turns true; returns when the running tasks are done.
-/// First it takes over the tasks a runner that died (killed, crashed) left leased: they run
-/// now rather than when their leases would end, minutes later.
 pub async fn run(crawler: Arc<Crawler>, queue: Arc<dyn TaskQueue>, stop: watch::Receiver<bool>) {
-    for tier in 0..crawler.settings().tiers.len() {
-        match queue.release_leases(&tier_queue(tier)).await {
-            Ok(0) => {}
-            Ok(n) => info!(
-                tier,
-                tasks = n,
-                "took over the tasks a stopped runner left leased"
-            ),
-            Err(e) => {
-                warn!(tier, error = %e, "could not release stale leases; their tasks wait for the leases to end")
-            }
-        }
-    }
     let pools: Vec<_> = (0..crawler.settings().tiers.len())
         .map(|tier| tokio::spawn(run_tier(crawler.clone(), queue.clone(), tier, stop.clone())))
         .collect();

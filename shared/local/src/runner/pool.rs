@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
-use tracing::warn;
+use tracing::{info, warn};
 
 use imgest_core::ports::{Delivery, TaskQueue};
 use imgest_crawl::Crawler;
@@ -24,7 +24,9 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// Runs `handle` on each task of the pool's queue until `stop` turns true.
+    /// Runs `handle` on each task of the pool's queue until `stop` turns true. First it takes
+    /// over the tasks a runner that died (killed, crashed) left leased: they run now rather
+    /// than when their leases would end, minutes later.
     pub async fn run<H, Fut>(
         self,
         crawler: Arc<Crawler>,
@@ -35,6 +37,15 @@ impl Pool {
         H: Fn(Arc<Crawler>, Arc<dyn TaskQueue>, Delivery) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        match queue.release_leases(&self.queue).await {
+            Ok(0) => {}
+            Ok(n) => {
+                info!(queue = %self.queue, tasks = n, "took over the tasks a stopped runner left leased")
+            }
+            Err(e) => {
+                warn!(queue = %self.queue, error = %e, "could not release stale leases; their tasks wait for the leases to end")
+            }
+        }
         let slots = Arc::new(Semaphore::new(self.workers));
         while !*stop.borrow() {
             let free = slots.available_permits();

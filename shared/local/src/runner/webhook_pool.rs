@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{error, warn};
 
 use super::pool::Pool;
 use imgest_core::ports::{Delivery, Reason, TaskQueue};
@@ -27,19 +27,8 @@ const STORE_RETRY: Duration = Duration::from_secs(1);
 /// ...this many times, then it goes to the dead letters (with the error) for an operator.
 const MAX_DELIVERIES: u32 = 10;
 
-/// Delivers until `stop` turns true; returns when the deliveries under way are done. First
-/// it takes over the deliveries a runner that died left leased.
+/// Delivers until `stop` turns true; returns when the deliveries under way are done.
 pub async fn run(crawler: Arc<Crawler>, queue: Arc<dyn TaskQueue>, stop: watch::Receiver<bool>) {
-    match queue.release_leases(WEBHOOK_QUEUE).await {
-        Ok(0) => {}
-        Ok(n) => info!(
-            deliveries = n,
-            "took over the webhook deliveries a stopped runner left leased"
-        ),
-        Err(e) => {
-            warn!(error = %e, "could not release stale webhook leases; they wait for the leases to end")
-        }
-    }
     let pool = Pool {
         queue: WEBHOOK_QUEUE.to_owned(),
         workers: WORKERS,
