@@ -286,6 +286,42 @@ async fn endpoints_on_private_addresses_plain_http_or_with_credentials_are_refus
             reply.json
         );
     }
+    // Bounded: a URL over 2,048 bytes is refused, and a body over 4 KiB is not read.
+    let long = format!("https://hooks.example.com/{}", "a".repeat(2100));
+    let too_long = app
+        .call(
+            "PUT",
+            "/v1/operator/webhooks/acme",
+            Some(&operator),
+            Body::Json(json!({ "url": long })),
+        )
+        .await;
+    assert_eq!(
+        (too_long.status, too_long.kind()),
+        (422, "invalid_endpoint")
+    );
+    let huge = format!("https://hooks.example.com/{}", "a".repeat(5000));
+    let too_big = app
+        .call(
+            "PUT",
+            "/v1/operator/webhooks/acme",
+            Some(&operator),
+            Body::Json(json!({ "url": huge })),
+        )
+        .await;
+    // (As every JSON route's body limit answers: 400, the limit named.)
+    assert_eq!(
+        (too_big.status, too_big.kind()),
+        (400, "invalid_body"),
+        "{}",
+        too_big.json
+    );
+    assert!(
+        too_big.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("length limit")
+    );
     // A partner may not register one.
     let partner = id.partner("acme-backend", "acme");
     let reply = app
@@ -468,4 +504,86 @@ async fn on_dynamodb_a_rotation_signs_with_both_secrets_and_a_410_disables_the_e
         );
     }
     assert_eq!(receiver.received().len(), 2);
+}
+
+/// The webhooks function believes nothing a message says of itself: a message from outside the
+/// stack (the sample event with a stranger's `SenderId`) is dead-lettered as `forbidden`
+/// without a read; one from the stack that names another client's result under this client is
+/// found in no feed of this client's and given up on, never posted anywhere.
+#[tokio::test]
+async fn the_webhooks_function_takes_neither_a_strangers_message_nor_another_clients_result() {
+    let Some(OnAws {
+        app,
+        id,
+        sqs,
+        webhooks,
+    }) = OnAws::start("webhooks forged messages").await
+    else {
+        return;
+    };
+    let acme = Receiver::start(&[]).await;
+    let beta = Receiver::start(&[]).await;
+    register(&app, &id, "acme", &acme.url()).await;
+    register(&app, &id, "beta", &beta.url()).await;
+    let crawler = app.crawler(Processing::Handoff, &[]);
+    let acme_crawl = crawl(&app, &id, "acme", "car-1").await;
+    let acme_message = crate::crawl_aws::take(&sqs, &webhooks, 1).await;
+    let acme_body: Value =
+        serde_json::from_str(acme_message.records[0].body.as_deref().unwrap()).unwrap();
+    crawl(&app, &id, "beta", "bike-1").await;
+    let beta_message = crate::crawl_aws::take(&sqs, &webhooks, 1).await;
+    let beta_body: Value =
+        serde_json::from_str(beta_message.records[0].body.as_deref().unwrap()).unwrap();
+
+    // acme's own delivery, sent by a stranger.
+    let filed_ms = acme_body["webhook"]["filed_ms"].to_string();
+    let stranger = crate::aws::event(
+        "sqs-webhooks.json",
+        &[
+            ("9f2c4e1a0b7d3c58", &acme_crawl),
+            ("1710252340118", &filed_ms),
+            (crate::support::SAMPLE_EVENT_SENDER, "AIDASTRANGERSENDER"),
+        ],
+    );
+    let response =
+        imgest_lambda_crawl::webhooks::handle(&crawler, serde_json::from_str(&stranger).unwrap())
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(dead_letter_kinds(&app).await, ["forbidden"]);
+
+    // beta's result named under acme, sent from the stack (the sample event's sender is one
+    // of its roles).
+    let forged = crate::aws::event(
+        "sqs-webhooks.json",
+        &[
+            (
+                "9f2c4e1a0b7d3c58",
+                beta_body["webhook"]["crawl_id"].as_str().unwrap(),
+            ),
+            (
+                "1710252340118",
+                &beta_body["webhook"]["filed_ms"].to_string(),
+            ),
+        ],
+    );
+    let response =
+        imgest_lambda_crawl::webhooks::handle(&crawler, serde_json::from_str(&forged).unwrap())
+            .await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(
+        dead_letter_kinds(&app)
+            .await
+            .contains(&"result_expired".to_owned())
+    );
+    assert!(acme.received().is_empty() && beta.received().is_empty());
+
+    // The real messages are delivered, each to its own client's endpoint.
+    for message in [acme_message, beta_message] {
+        let response = imgest_lambda_crawl::webhooks::handle(&crawler, message).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    assert_eq!(acme.received().len(), 1);
+    assert_eq!(beta.received().len(), 1);
+    assert_eq!(acme.received()[0].json()["data"]["client_id"], "acme");
+    assert_eq!(beta.received()[0].json()["data"]["client_id"], "beta");
 }
