@@ -115,6 +115,12 @@ fn expected(route: &str, who: Who) -> u16 {
         },
         // Only the operator's scope lists every client's images (see below).
         "GET /v1/operator/images" => 403,
+        // Only the operator registers, reads, rotates or removes a client's webhook endpoint
+        // (its secrets among it): a partner, even the client's own, may not.
+        "PUT /v1/operator/webhooks/acme"
+        | "GET /v1/operator/webhooks/acme"
+        | "POST /v1/operator/webhooks/acme/rotate"
+        | "DELETE /v1/operator/webhooks/acme" => 403,
         "DELETE /v1/offers/o1" => {
             if partner {
                 204
@@ -260,6 +266,40 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
                     .await
                     .pair(),
             ),
+            (
+                "PUT /v1/operator/webhooks/acme",
+                app.call(
+                    "PUT",
+                    "/v1/operator/webhooks/acme",
+                    t,
+                    Body::Json(json!({"url": "https://hooks.acme.example/imgest"})),
+                )
+                .await
+                .pair(),
+            ),
+            (
+                "GET /v1/operator/webhooks/acme",
+                app.call("GET", "/v1/operator/webhooks/acme", t, Body::None)
+                    .await
+                    .pair(),
+            ),
+            (
+                "POST /v1/operator/webhooks/acme/rotate",
+                app.call(
+                    "POST",
+                    "/v1/operator/webhooks/acme/rotate",
+                    t,
+                    Body::Json(json!({})),
+                )
+                .await
+                .pair(),
+            ),
+            (
+                "DELETE /v1/operator/webhooks/acme",
+                app.call("DELETE", "/v1/operator/webhooks/acme", t, Body::None)
+                    .await
+                    .pair(),
+            ),
         ];
         for (route, got) in checks {
             let want = expected(route, who);
@@ -302,15 +342,25 @@ async fn every_route_answers_each_caller_as_the_identity_model_says() {
         assert_eq!(got.status, expected("DELETE /v1/offers/o1", who), "{who:?}");
         cells += 1;
     }
-    assert_eq!(cells, 14 * EVERYONE.len());
+    assert_eq!(cells, 18 * EVERYONE.len());
 
-    // The operator browses every client's images, and may do nothing else.
+    // The operator browses every client's images and keeps clients' webhook endpoints, and
+    // may do nothing a seller or a partner does.
     let operator = id.token("ops", "imgest:operator", None);
     let browse = app
         .call("GET", "/v1/operator/images", Some(&operator), Body::None)
         .await;
     assert_eq!(browse.status, 200, "{}", browse.json);
     assert_eq!(browse.json["images"][0]["image_id"], image_id.as_str());
+    let none = app
+        .call(
+            "GET",
+            "/v1/operator/webhooks/acme",
+            Some(&operator),
+            Body::None,
+        )
+        .await;
+    assert_eq!((none.status, none.kind()), (404, "webhook_not_found"));
     let upload = app
         .call(
             "POST",
