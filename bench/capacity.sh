@@ -5,22 +5,40 @@
 # measures them again first (the cost benchmark, then the contention benchmark, both against
 # moto: a few minutes) and writes them there. Exits non-zero on any breach.
 #
+# With --validate it checks the model's per-instance rates against the real handlers instead:
+# each function's invocations held to its share of a vCPU by a CPU quota (cgroup v1's cpu
+# controller, which it must be allowed to write: root, or a delegated subtree), the model's
+# formulas given the same run's counts and latencies; it writes docs/capacity/validation.json
+# and fails when a row is more than 25 % from its measurement (about 15 minutes).
+#
 # Usage:
 #   bench/capacity.sh                                  # the default scenario
 #   bench/capacity.sh --scenario my-peak.json --suggest
 #   bench/capacity.sh --measure                        # measure again, then model
+#   bench/capacity.sh --validate                       # model beside measurement, per row
 #
-# Needs cargo; --measure also needs python3 (with venv) and curl. Other arguments go to
-# `imgest-bench capacity`.
+# Needs cargo; --measure and --validate also need python3 (with venv) and curl. Other arguments
+# go to `imgest-bench capacity` (with --validate, to `imgest-bench validate`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 measure=
-if [ "${1:-}" = --measure ]; then
+validate=
+case "${1:-}" in
+--measure)
     measure=1
     shift
-fi
+    ;;
+--validate)
+    validate=1
+    shift
+    ;;
+esac
 
+# What the measurement builds needs (the codecs' build tools) and the emulator.
+if [ -n "$measure$validate" ]; then
+    infra/setup.sh tests
+fi
 profile=${BENCH_PROFILE:-release}
 target_dir=${CARGO_TARGET_DIR:-target}
 bin_dir=$profile
@@ -28,14 +46,18 @@ bin_dir=$profile
 cargo build --profile "$profile" -p imgest-bench
 bench=$target_dir/$bin_dir/imgest-bench
 
-if [ -n "$measure" ]; then
-    infra/setup.sh tests
+if [ -n "$validate" ]; then
     source infra/moto.sh
     moto_client_env
-    # 100 offers of 10 photos of realistic sizes and formats: 10 fetch batches of 100 and 10
-    # intake batches of 10. Twice that (20 of each) held 16 GB in moto, which keeps every
-    # stored photo in memory, and was killed on a 24-GB machine.
-    "$bench" cost --offers 100 --photos 10 --realistic-photos --profile-out docs/capacity/profile.json
+    "$bench" validate --out docs/capacity/validation.json "$@"
+    exit
+fi
+if [ -n "$measure" ]; then
+    source infra/moto.sh
+    moto_client_env
+    # 200 offers of 10 photos of realistic sizes and formats: 20 fetch batches of 100 and 20
+    # intake batches of 10.
+    "$bench" cost --offers 200 --photos 10 --realistic-photos --profile-out docs/capacity/profile.json
     "$bench" contention --profile-out docs/capacity/contention.json
 fi
 "$bench" capacity "$@"

@@ -37,6 +37,7 @@ use imgest_local::app;
 use imgest_settings::{Backend, Settings};
 
 use crate::cost::proxy::{self, ProxyOptions, Tally};
+use crate::cost::refusals::Refusals;
 
 /// What the benchmark is asked to do.
 pub struct Options {
@@ -66,6 +67,27 @@ pub struct ContentionTarget {
     pub updates_per_s: f64,
     pub write_requests_per_update: f64,
     pub reads_per_update: f64,
+    pub errors: u64,
+    pub lost: i64,
+    /// The same writers again, the hottest key's partition giving half the write units they
+    /// asked of it above, and transactions on one item conflicting
+    /// ([`refusals`](crate::cost::refusals)). Optional (profiles measured before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<UnderRefusals>,
+}
+
+/// A target's figures with its partition refusing writes as DynamoDB would.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnderRefusals {
+    /// Write units a second the hottest key was given.
+    pub partition_wcu: f64,
+    pub updates: u64,
+    pub updates_per_s: f64,
+    /// Write requests the shared partition took per successful update, refused ones included.
+    pub write_requests_per_update: f64,
+    /// Writes refused (throttled or in conflict) per successful update.
+    pub refused_per_update: f64,
     pub errors: u64,
     pub lost: i64,
 }
@@ -107,12 +129,14 @@ pub async fn run(options: Options) -> Result<()> {
         }
     }
     let tally = Arc::new(Tally::default());
+    let refusals = Arc::new(Refusals::default());
     let proxy_url = proxy::start_with(
         &upstream,
         Arc::clone(&tally),
         ProxyOptions {
             latency: options.latency,
             sizes: false,
+            refusals: Some(Arc::clone(&refusals)),
         },
     )
     .await?;
@@ -141,15 +165,12 @@ pub async fn run(options: Options) -> Result<()> {
         latency_ms: options.latency.as_secs_f64() * 1000.0,
         targets: BTreeMap::new(),
     };
+    let mut refused_rows = Vec::new();
     for target in &options.targets {
         tally.enter(target);
-        let figures = match target.as_str() {
-            "ratelimit" => ratelimit(&setup, &options, &tally).await?,
-            "host" => host(&setup, &options, &tally).await?,
-            "image" => image(&setup, &options, &tally).await?,
-            "url" => url(&setup, &options, &tally).await?,
-            _ => emulator(&setup, &options, &tally).await?,
-        };
+        refusals.take_admitted();
+        let figures = run_target(target, &setup, &options, &tally, "").await?;
+        let asked = refusals.take_admitted() / figures.seconds.max(1e-9);
         let per = |n: u64| {
             if figures.updates == 0 {
                 "-".to_owned()
@@ -169,6 +190,30 @@ pub async fn run(options: Options) -> Result<()> {
             figures.note,
         );
         let ratio = |n: u64| n as f64 / figures.updates.max(1) as f64;
+        // The same writers, the hottest key given half of what they asked of it.
+        let refused = if target == "emulator" {
+            None
+        } else {
+            let partition_wcu = (asked / 2.0).max(1.0);
+            tally.enter(&format!("{target} (refused)"));
+            refusals.limit(Some(partition_wcu));
+            let before = refusals.refused();
+            let under = run_target(target, &setup, &options, &tally, "-refused").await;
+            refusals.limit(None);
+            let under = under?;
+            let per = |n: u64| n as f64 / under.updates.max(1) as f64;
+            let row = UnderRefusals {
+                partition_wcu,
+                updates: under.updates,
+                updates_per_s: under.updates as f64 / under.seconds.max(1e-9),
+                write_requests_per_update: per(under.writes),
+                refused_per_update: per(refusals.refused() - before),
+                errors: under.errors,
+                lost: under.lost,
+            };
+            refused_rows.push((target.clone(), row.clone(), under.note));
+            Some(row)
+        };
         profile.targets.insert(
             target.clone(),
             ContentionTarget {
@@ -178,7 +223,27 @@ pub async fn run(options: Options) -> Result<()> {
                 reads_per_update: ratio(figures.reads),
                 errors: figures.errors,
                 lost: figures.lost,
+                refused,
             },
+        );
+    }
+    println!(
+        "\nThe same writers, each target's hottest key given half the write units a second they asked of it above (throttled past them) and transactions on one item conflicting, as a DynamoDB partition would:\n"
+    );
+    println!(
+        "| target | partition WCU/s | updates | updates/s | write requests per update | refused per update | errors | lost | note |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (target, r, note) in &refused_rows {
+        println!(
+            "| {target} | {:.0} | {} | {:.1} | {:.3} | {:.3} | {} | {} | {note} |",
+            r.partition_wcu,
+            r.updates,
+            r.updates_per_s,
+            r.write_requests_per_update,
+            r.refused_per_update,
+            r.errors,
+            r.lost
         );
     }
     if let Some(path) = &options.profile_out {
@@ -187,6 +252,24 @@ pub async fn run(options: Options) -> Result<()> {
         println!("\nThe figures are in {}.", path.display());
     }
     Ok(())
+}
+
+/// One target's run; `run` names it apart from the target's other runs (its keys and offers
+/// its own).
+async fn run_target(
+    target: &str,
+    setup: &Setup,
+    o: &Options,
+    tally: &Tally,
+    run: &str,
+) -> Result<Figures> {
+    match target {
+        "ratelimit" => ratelimit(setup, o, tally, run).await,
+        "host" => host(setup, o, tally).await,
+        "image" => image(setup, o, tally).await,
+        "url" => url(setup, o, tally, run).await,
+        _ => emulator(setup, o, tally).await,
+    }
 }
 
 /// The emulator's resources and the service and crawler on them, through the proxy.
@@ -239,10 +322,12 @@ impl Setup {
             queues.insert(name, url);
         }
         let host = PartnerHost::builder()
-            .serve_all([(
-                "/banner.jpg",
-                Answer::photo(include_bytes!("../../samples/dune.jpg").to_vec()),
-            )])
+            .serve_all(["/banner.jpg", "/banner-refused.jpg"].map(|path| {
+                (
+                    path,
+                    Answer::photo(include_bytes!("../../samples/dune.jpg").to_vec()),
+                )
+            }))
             .start()
             .await?;
         let queue_map = queues
@@ -356,8 +441,8 @@ where
 }
 
 /// The requests the partitions whose key contains `needle` took in the current target.
-fn requests(tally: &Tally, target: &str, needle: &str, figures: &mut Figures) {
-    let stage = tally.stage(target);
+fn requests(tally: &Tally, needle: &str, figures: &mut Figures) {
+    let stage = tally.current_stage();
     for ((op, _), k) in &stage.keys {
         for (pk, n) in &k.by_key {
             if !pk.contains(needle) {
@@ -384,7 +469,9 @@ fn number(item: &std::collections::HashMap<String, AttributeValue>, attr: &str) 
         .unwrap_or(0)
 }
 
-async fn ratelimit(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
+async fn ratelimit(setup: &Setup, o: &Options, tally: &Tally, run: &str) -> Result<Figures> {
+    let client = format!("{CLIENT}{run}");
+    let client = client.as_str();
     let limiter = Arc::clone(&setup.service.ports().rate_limits);
     let window = Duration::from_secs(60);
     let granted = AtomicU64::new(0);
@@ -392,7 +479,7 @@ async fn ratelimit(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures>
     let (updates, errors, seconds) = drive(o.writers, o.duration, move |_, _| async move {
         let now = imgest_core::ports::Clock::now(&SystemClock);
         let grant = limiter
-            .acquire(CLIENT, 1, 1_000_000_000, window, now)
+            .acquire(client, 1, 1_000_000_000, window, now)
             .await?;
         granted.fetch_add(u64::from(grant.granted), Ordering::Relaxed);
         Ok(u64::from(grant.granted))
@@ -400,7 +487,7 @@ async fn ratelimit(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures>
     .await;
     // What the items hold: a map of bucket counts on one item, or one count per bucket item.
     let stored: i64 = setup
-        .items(&format!("ratelimit#{CLIENT}"))
+        .items(&format!("ratelimit#{client}"))
         .await?
         .iter()
         .map(|item| match item.get("buckets") {
@@ -419,7 +506,7 @@ async fn ratelimit(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures>
         note: format!("{stored} permits stored"),
         ..Figures::default()
     };
-    requests(tally, "ratelimit", &format!("ratelimit#{CLIENT}"), &mut f);
+    requests(tally, &format!("ratelimit#{client}"), &mut f);
     Ok(f)
 }
 
@@ -440,7 +527,11 @@ async fn host(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
             observed.fetch_add(20, Ordering::Relaxed);
             dropped.fetch_add(shared.dropped as u64, Ordering::Relaxed);
             // Two shared series per flush: the host's health and the (client, host) tiers.
-            Ok(if shared.dropped == 0 { 2 } else { 0 })
+            Ok(if shared.dropped == 0 && shared.kept == 0 {
+                2
+            } else {
+                0
+            })
         }
     })
     .await;
@@ -452,7 +543,7 @@ async fn host(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
         note: format!("{} outcomes observed", observed.into_inner()),
         ..Figures::default()
     };
-    requests(tally, "host", host, &mut f);
+    requests(tally, host, &mut f);
     Ok(f)
 }
 
@@ -490,9 +581,11 @@ async fn image(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
         .expression_attribute_values(":n", AttributeValue::N(LOGO_LINKS.to_string()))
         .send()
         .await?;
-    let (logo_ref, tenant_ref) = (&logo, &tenant);
+    // Offers whose link went through and whose deletion then failed: still linked.
+    let left = AtomicU64::new(0);
+    let (logo_ref, tenant_ref, left_ref) = (&logo, &tenant, &left);
     let (updates, errors, seconds) = drive(o.writers, o.duration, move |w, round| {
-        let (logo, tenant) = (logo_ref, tenant_ref);
+        let (logo, tenant, left) = (logo_ref, tenant_ref, left_ref);
         async move {
             let offer = OfferKey::new(tenant.clone(), OfferId::parse(&format!("w{w}-{round}"))?);
             let now = imgest_core::ports::Clock::now(&SystemClock);
@@ -506,7 +599,10 @@ async fn image(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
                     ttl,
                 )
                 .await?;
-            ports.offers.delete_offer(&offer, now, ttl).await?;
+            if let Err(e) = ports.offers.delete_offer(&offer, now, ttl).await {
+                left.fetch_add(1, Ordering::Relaxed);
+                return Err(e.into());
+            }
             Ok(2)
         }
     })
@@ -520,12 +616,12 @@ async fn image(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
         updates,
         errors,
         seconds,
-        // Every writer's link was undone by its deletion (a failed pair may leave one too many).
-        lost: LOGO_LINKS - count,
+        // Every writer's link was undone by its deletion, but those whose deletion failed.
+        lost: LOGO_LINKS + i64::try_from(left.into_inner()).unwrap_or(i64::MAX) - count,
         note: format!("link count {count} (was {LOGO_LINKS})"),
         ..Figures::default()
     };
-    requests(tally, "image", &format!("image#{logo}"), &mut f);
+    requests(tally, &format!("image#{logo}"), &mut f);
     Ok(f)
 }
 
@@ -554,23 +650,24 @@ fn sample_ready() -> imgest_core::ports::ReadyImage {
     }
 }
 
-async fn url(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
+async fn url(setup: &Setup, o: &Options, tally: &Tally, run: &str) -> Result<Figures> {
     let client = setup.client()?;
     let tenant = Tenant::Client(client.clone());
-    let banner = setup.host.url("/banner.jpg");
+    let banner = setup.host.url(&format!("/banner{run}.jpg"));
+    let stage = tally.current_stage_name();
     let hash = NormalizedUrl::parse(&banner, &setup.crawler.settings().normalization)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .hash();
     // The download runs before the joins are measured (its first crawl started it): the
     // target is the joins of a running download, not the race to start one.
-    tally.enter("url: start");
+    tally.enter(&format!("{stage}: start"));
     let first = CrawlRequest {
         client_id: client.clone(),
-        offer_id: OfferId::parse("u-first")?,
+        offer_id: OfferId::parse(&format!("u{run}-first"))?,
         urls: vec![banner.clone()],
     };
     setup.crawler.intake(&tenant, first).await?;
-    tally.enter("url");
+    tally.enter(&stage);
     let joined = AtomicU64::new(1);
     let refs = (&client, &tenant, &banner, &joined);
     let (updates, errors, seconds) = drive(o.writers, o.duration, move |w, round| {
@@ -578,7 +675,7 @@ async fn url(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
         async move {
             let request = CrawlRequest {
                 client_id: client.clone(),
-                offer_id: OfferId::parse(&format!("u{w}-{round}"))?,
+                offer_id: OfferId::parse(&format!("u{run}{w}-{round}"))?,
                 urls: vec![banner.clone()],
             };
             let state = setup.crawler.intake(tenant, request).await?;
@@ -593,9 +690,9 @@ async fn url(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
         seconds,
         ..Figures::default()
     };
-    requests(tally, "url", hash.as_str(), &mut f);
+    requests(tally, hash.as_str(), &mut f);
     // Now the download answers: every crawl must settle, each told once.
-    tally.enter("url: settling");
+    tally.enter(&format!("{stage}: settling"));
     let started = Instant::now();
     let told = settle_all(setup, joined.load(Ordering::Relaxed)).await?;
     // Every join, and the crawl that started the download.
@@ -715,6 +812,6 @@ async fn emulator(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> 
         note: "distinct items: the emulator's own ceiling".into(),
         ..Figures::default()
     };
-    requests(tally, "emulator", "free#", &mut f);
+    requests(tally, "free#", &mut f);
     Ok(f)
 }

@@ -51,6 +51,31 @@ enum Command {
         #[arg(long)]
         realistic_photos: bool,
     },
+    /// The capacity model's per-instance rates checked against the real handlers, each
+    /// function's invocations held to its share of a vCPU by a CPU quota (cgroup v1's cpu
+    /// controller): intake, each fetch tier, process, settle, the API's upload and GC, model
+    /// beside measurement; fails when a row is further apart than the tolerance. Run it
+    /// through `bench/capacity.sh --validate`, which starts the emulator.
+    Validate {
+        /// Offers of new photos.
+        #[arg(long, default_value_t = 200)]
+        offers: usize,
+        /// Photos per offer.
+        #[arg(long, default_value_t = 10)]
+        photos: usize,
+        /// How long the partner host takes to answer the first tier's photos.
+        #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+        host_latency: std::time::Duration,
+        /// The scenario whose deployment the functions run under.
+        #[arg(long, default_value = capacity::DEFAULT_SCENARIO)]
+        scenario: PathBuf,
+        /// Write the table as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// How far apart model and measurement may be, as a share of the measurement.
+        #[arg(long, default_value_t = 0.25)]
+        tolerance: f64,
+    },
     /// The capacity model: a scenario's peak (docs/capacity/default.json: seed 001's) against
     /// the deployment, from the measured profiles (bench/capacity.sh measures them again).
     /// Prints per function, queue, DynamoDB item class, API route, S3 prefix and maintenance
@@ -253,6 +278,24 @@ fn main() -> ExitCode {
                     host_latency,
                     profile_out,
                     realistic_photos,
+                })
+                .await
+            }
+            Command::Validate {
+                offers,
+                photos,
+                host_latency,
+                scenario,
+                out,
+                tolerance,
+            } => {
+                cost::validate::run(cost::validate::Options {
+                    offers,
+                    photos_per_offer: photos,
+                    host_latency,
+                    scenario,
+                    out,
+                    tolerance,
                 })
                 .await
             }

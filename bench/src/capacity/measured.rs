@@ -4,8 +4,9 @@
 //! 64 writers). Every accessor names the stage and figure it reads, for the traces.
 
 use anyhow::{Context, Result};
+use imgest_flows::gc::GC_BATCH;
 
-use super::scenario::Latency;
+use super::scenario::{Latency, LatencyClass};
 use crate::contention::{ContentionProfile, ContentionTarget};
 use crate::cost::profile::{KeyProfile, Profile, StageProfile};
 use crate::cost::proxy::is_write_op as is_write;
@@ -22,14 +23,21 @@ pub const FULL_VCPU_MB: f64 = 1769.0;
 /// What one item holds an instance: CPU and waiting on requests, seconds.
 #[derive(Debug, Clone)]
 pub struct StageTime {
+    /// Its CPU at the function's share of a vCPU.
     pub cpu_s: f64,
     pub wait_s: f64,
+    /// The function's share of a vCPU.
+    pub vcpu: f64,
     pub source: String,
 }
 
 impl StageTime {
+    /// The longer of its CPU at the function's share and its CPU on a whole core plus its
+    /// waits: Lambda's share is a quota per scheduling period, and a thread waiting on a
+    /// request uses none of it, so below a whole vCPU the waits hide behind the throttling
+    /// (up to the point where the CPU no longer fills the quota).
     pub fn total(&self) -> f64 {
-        self.cpu_s + self.wait_s
+        self.cpu_s.max(self.cpu_s * self.vcpu + self.wait_s)
     }
 
     pub fn figure(&self) -> Figure {
@@ -38,6 +46,30 @@ impl StageTime {
             source: self.source.clone(),
         }
     }
+}
+
+/// What GC's records cost ([`Measured::per_record`]).
+#[derive(Debug, Clone)]
+pub struct GcRecord {
+    pub record: StageTime,
+    /// Listing one round's records, seconds.
+    pub listing_s: f64,
+    /// Records per round in the measurement.
+    pub records_per_round: f64,
+}
+
+/// What the sweep's pages cost ([`Measured::sweep_costs`]).
+#[derive(Debug, Clone)]
+pub struct SweepCosts {
+    /// CPU per request, on a whole core.
+    pub cpu_ms_per_request: f64,
+    /// In the measurement: files a LIST returned, and the lookups, checkpoints and other reads
+    /// per LIST.
+    pub files_per_list: f64,
+    pub batch_gets_per_list: f64,
+    pub saves_per_list: f64,
+    pub reads_per_list: f64,
+    pub source: String,
 }
 
 /// A measured figure and where it came from.
@@ -76,33 +108,20 @@ impl Measured {
     /// `s3.PUT`, …); `None` for what Lambda's event source mapping does outside the function
     /// (receiving and deleting its batch).
     pub fn request_ms(op: &str, l: &Latency) -> Option<f64> {
-        match op {
-            "sqs.DeleteMessageBatch" => None,
-            o if o.starts_with("sqs.ReceiveMessage") => None,
-            "dynamodb.TransactWriteItems" | "dynamodb.TransactGetItems" => Some(l.transaction),
-            "dynamodb.BatchGetItem" | "dynamodb.BatchWriteItem" | "dynamodb.Query" => {
-                Some(l.dynamodb_batch)
-            }
-            o if o.starts_with("dynamodb.") => Some(l.dynamodb),
-            o if o.starts_with("sqs.") => Some(l.sqs),
-            "s3.PUT" | "s3.POST" | "s3.DELETE" => Some(l.s3_put),
-            o if o.starts_with("s3.") => Some(l.s3),
-            o if o.starts_with("cloudfront.") => Some(l.cloudfront),
-            _ => Some(l.dynamodb.max(l.sqs).max(l.s3_put)),
-        }
+        LatencyClass::of(op).map(|class| l.of(class))
     }
 
-    /// A stage's requests at the scenario's latencies, ms, one after another; with
-    /// `deletes_in_rounds`, its single S3 `DELETE`s count one round per item of that many (an
-    /// item's go out together).
-    fn requests_ms(s: &StageProfile, latency: &Latency, deletes_in_rounds: Option<f64>) -> f64 {
+    /// A stage's requests at the scenario's latencies, ms, one after another, except an item's
+    /// single S3 `PUT`s and `DELETE`s: they go out together (a photo's files are written side
+    /// by side, a record's deleted side by side), one round per item of the stage's `items`.
+    fn requests_ms(s: &StageProfile, latency: &Latency, items: f64) -> f64 {
         let mut total = 0.0;
         for (op, count) in &s.requests {
             let Some(ms) = Self::request_ms(op, latency) else {
                 continue;
             };
-            let count = match deletes_in_rounds {
-                Some(items) if op == "s3.DELETE" => (*count as f64).min(items),
+            let count = match op.as_str() {
+                "s3.PUT" | "s3.DELETE" => (*count as f64).min(items),
                 _ => *count as f64,
             };
             total += count * ms;
@@ -129,14 +148,15 @@ impl Measured {
         let per_inv = (s.items as f64 / invocations).max(1e-9);
         let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
         let cpu_s = scale * s.cpu_ms_per_invocation / per_inv / vcpu / 1000.0;
-        let request_ms = Self::requests_ms(s, latency, None);
+        let request_ms = Self::requests_ms(s, latency, s.items.max(1) as f64);
         // A request chain per invocation (its items' requests overlap), shared by its items.
         let wait_s = scale * request_ms / invocations / per_inv / per_inv / 1000.0;
         Ok(StageTime {
             cpu_s,
             wait_s,
+            vcpu,
             source: format!(
-                "{stage}: CPU {} ms/inv ÷ {} items/inv ÷ vCPU {} + requests {} ms/inv ÷ items/inv² (scenario latencies){}",
+                "{stage}: max(CPU ÷ vCPU, CPU + requests) per item: CPU {} ms/inv ÷ {} items/inv, vCPU {}; requests {} ms/inv ÷ items/inv² (scenario latencies; an item's files in one round){}",
                 super::model::fmt(s.cpu_ms_per_invocation),
                 super::model::fmt(per_inv),
                 super::model::fmt(vcpu),
@@ -150,23 +170,86 @@ impl Measured {
         })
     }
 
-    /// A GC record's own CPU (on `memory_mb`'s share of a vCPU) and its request chain at the
-    /// scenario's latencies, seconds: its table requests one after another, its files' single
-    /// `DELETE`s in one round (the S3 adapter sends them together). Records are collected
-    /// side by side, so these bound a job's rate from two sides.
-    pub fn per_record(&self, stage: &str, memory_mb: f64, latency: &Latency) -> Result<StageTime> {
+    /// What a GC job's records cost, at the scenario's latencies: a record's own CPU (on
+    /// `memory_mb`'s share of a vCPU) and its request chain (its conditional delete, then its
+    /// files' single `DELETE`s in one round: the S3 adapter sends them together); and the
+    /// listing of each round of [`GC_BATCH`] records: the GC index's `Query`s, one per bucket
+    /// of `buckets` side by side, and the `BatchGetItem`s of the candidates' records. The
+    /// stage's rounds: one per full batch, and the one that found fewer.
+    pub fn per_record(
+        &self,
+        stage: &str,
+        memory_mb: f64,
+        latency: &Latency,
+        buckets: f64,
+    ) -> Result<GcRecord> {
         let s = self.stage(stage)?;
         let items = (s.items.max(1)) as f64;
         let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
-        let request_ms = Self::requests_ms(s, latency, Some(items));
-        Ok(StageTime {
-            cpu_s: s.cpu_ms_per_invocation * s.invocations as f64 / items / vcpu / 1000.0,
-            wait_s: request_ms / items / 1000.0,
+        let listing_ops = ["dynamodb.Query", "dynamodb.BatchGetItem"];
+        let mut record = s.clone();
+        record
+            .requests
+            .retain(|op, _| !listing_ops.contains(&op.as_str()));
+        let request_ms = Self::requests_ms(&record, latency, items);
+        let rounds = (items / GC_BATCH as f64).floor() + 1.0;
+        let count = |op: &str| s.requests.get(op).copied().unwrap_or(0) as f64;
+        let listing_ms = count("dynamodb.Query") / buckets.max(1.0)
+            * latency.of(LatencyClass::DynamodbBatch)
+            + count("dynamodb.BatchGetItem") * latency.of(LatencyClass::DynamodbBatch);
+        let cpu_ms = s.cpu_ms_per_invocation * s.invocations as f64 / items;
+        Ok(GcRecord {
+            record: StageTime {
+                cpu_s: cpu_ms / vcpu / 1000.0,
+                wait_s: request_ms / items / 1000.0,
+                vcpu,
+                source: format!(
+                    "{stage}: CPU {} ms per record ÷ vCPU {}; requests {} ms per record in a chain (its single DELETEs in one round); listing {} ms per round [Queries ÷ {} buckets, BatchGets] over {} rounds",
+                    super::model::fmt(cpu_ms),
+                    super::model::fmt(vcpu),
+                    super::model::fmt(request_ms / items),
+                    super::model::fmt(listing_ms / rounds),
+                    super::model::fmt(buckets),
+                    super::model::fmt(rounds)
+                ),
+            },
+            listing_s: listing_ms / rounds / 1000.0,
+            records_per_round: items / rounds,
+        })
+    }
+
+    /// What the sweep's pages cost, from `stage` (a sweep over every shard): per LIST of the
+    /// measurement, the files it returned, its records' `BatchGetItem`s, the checkpoints
+    /// written and the other reads (a shard's confirmed sizes); and the CPU per request (its
+    /// CPU is the requests' own: signing, sending, parsing; judging a file is microseconds).
+    pub fn sweep_costs(&self, stage: &str) -> Result<SweepCosts> {
+        let s = self.stage(stage)?;
+        let files = (s.items.max(1)) as f64;
+        let count = |op: &str| s.requests.get(op).copied().unwrap_or(0) as f64;
+        let lists = count("s3.LIST").max(1.0);
+        let saves = count("dynamodb.UpdateItem") + count("dynamodb.PutItem");
+        let reads = count("dynamodb.GetItem");
+        let requests: f64 = s
+            .requests
+            .iter()
+            .filter(|(op, _)| LatencyClass::of(op).is_some())
+            .map(|(_, n)| *n as f64)
+            .sum();
+        let cpu_ms = s.cpu_ms_per_invocation * s.invocations as f64;
+        Ok(SweepCosts {
+            cpu_ms_per_request: cpu_ms / requests.max(1.0),
+            files_per_list: files / lists,
+            batch_gets_per_list: count("dynamodb.BatchGetItem") / lists,
+            saves_per_list: saves / lists,
+            reads_per_list: reads / lists,
             source: format!(
-                "{stage}: CPU {} ms per record ÷ vCPU {}; requests {} ms per record in a chain (its single DELETEs in one round)",
-                super::model::fmt(s.cpu_ms_per_invocation * s.invocations as f64 / items),
-                super::model::fmt(vcpu),
-                super::model::fmt(request_ms / items)
+                "{stage}: {} files in {} LISTs, {} BatchGetItems, {} checkpoints, {} reads; CPU {} ms per request",
+                super::model::fmt(files),
+                super::model::fmt(lists),
+                super::model::fmt(count("dynamodb.BatchGetItem")),
+                super::model::fmt(saves),
+                super::model::fmt(reads),
+                super::model::fmt(cpu_ms / requests.max(1.0))
             ),
         })
     }

@@ -17,8 +17,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-pub use measured::Measured;
-pub use model::{Report, model, suggested};
+pub use measured::{FULL_VCPU_MB, Measured};
+pub use model::{
+    Report, SweepPage, fetch_invocation_s, fmt, gc_job_rate, model, suggested, sweep_job_rate,
+};
 pub use scenario::Scenario;
 
 /// Where the default inputs live (relative to the repository's root).

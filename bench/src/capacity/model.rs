@@ -4,8 +4,8 @@
 
 use anyhow::Result;
 
-use super::measured::{FULL_VCPU_MB, Figure, Measured};
-use super::scenario::{AuditMode, Checkpoint, LongWaits, Scenario};
+use super::measured::{FULL_VCPU_MB, Figure, GcRecord, Measured};
+use super::scenario::{AuditMode, Checkpoint, Latency, LatencyClass, LongWaits, Scenario};
 use imgest_core::budget::MemoryBudget;
 use imgest_crawl::JOINERS_PER_PAGE;
 
@@ -259,6 +259,53 @@ pub(super) fn in_batch(share: f64, batch: f64) -> f64 {
     1.0 - (1.0 - share).powf(batch)
 }
 
+/// How long a fetch invocation holds its instance, seconds: until its slowest task gives up
+/// (in the model the tier's deadline: a batch of a hundred has a download that runs out its
+/// time) or until its photos are processed, whichever is later. Processing starts as the
+/// answers come (`answer_s`), not after the slowest task: the batch's CPU (`cpu_s`, on a whole
+/// core) runs at the function's share of a vCPU from then on.
+pub fn fetch_invocation_s(slowest_s: f64, answer_s: f64, cpu_s: f64, vcpu: f64) -> f64 {
+    slowest_s.max(answer_s + cpu_s / vcpu.max(1e-9))
+}
+
+/// The requests of one sweep page: its LIST, its records' lookups (`BatchGetItem`s, one after
+/// another), its checkpoints and other single-item reads and writes.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepPage {
+    pub files: f64,
+    pub batch_gets: f64,
+    pub saves: f64,
+    pub reads: f64,
+}
+
+/// A sweep job's files per second, a page at a time: the page's requests one after another,
+/// each with its CPU (`cpu_ms_per_request` on a whole core) at the function's share of a vCPU,
+/// the waits hiding behind the quota as in `StageTime::total`.
+pub fn sweep_job_rate(
+    page: SweepPage,
+    cpu_ms_per_request: f64,
+    vcpu: f64,
+    latency: &Latency,
+) -> f64 {
+    let waits_ms = latency.of(LatencyClass::S3)
+        + page.batch_gets * latency.of(LatencyClass::DynamodbBatch)
+        + (page.saves + page.reads) * latency.of(LatencyClass::Dynamodb);
+    let cpu_ms = (1.0 + page.batch_gets + page.saves + page.reads) * cpu_ms_per_request;
+    let page_ms = (cpu_ms / vcpu.max(1e-9)).max(cpu_ms + waits_ms);
+    page.files / (page_ms / 1000.0).max(1e-9)
+}
+
+/// A GC job's records per second, in rounds of `per_round` records: each round lists its
+/// records, then collects them `concurrency` at a time, each its own chain of CPU (on a core)
+/// and requests; one record's CPU runs while others wait, so the round's collecting takes the
+/// longer of all its CPU at the function's share of a vCPU and its waves of chains.
+pub fn gc_job_rate(g: &GcRecord, concurrency: f64, per_round: f64) -> f64 {
+    let r = &g.record;
+    let waves = (per_round / concurrency.max(1.0)).ceil();
+    let collecting = (per_round * r.cpu_s).max(waves * (r.cpu_s * r.vcpu + r.wait_s));
+    per_round / (g.listing_s + collecting).max(1e-9)
+}
+
 pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let mut r = Report::default();
     let l = &s.load;
@@ -324,20 +371,21 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         // retries and revalidations, which process nothing).
         let success = l.tier_mix[t] * p / lambda[t].max(1e-9);
         let vcpu = (fx.memory_mb / FULL_VCPU_MB).min(1.0);
-        let tail = batch * success * l.new_content_share * c.value / 1000.0 / vcpu;
-        let duration = d.fetch_tiers_s[t] + tail;
+        let cpu_s = batch * success * l.new_content_share * c.value / 1000.0;
+        let duration = fetch_invocation_s(d.fetch_tiers_s[t], l.tier_mean_answer_s[t], cpu_s, vcpu);
         let invocations = lambda[t] / batch.max(1e-9);
         let concurrency = invocations * duration;
         fetch_batches[t] = batch;
         fetch_invocations[t] = invocations;
         fetch_durations[t] = duration;
         let trace = format!(
-            "{} inv/s [λ{t} {} ÷ batch {}] × {} s [deadline {} + batch × success {} × new {} × c {} ÷ vCPU {}]",
+            "{} inv/s [λ{t} {} ÷ batch {}] × {} s [max(deadline {}, mean answer {} + batch × success {} × new {} × c {} ÷ vCPU {})]",
             fmt(invocations),
             fmt(lambda[t]),
             fmt(batch),
             fmt(duration),
             fmt(d.fetch_tiers_s[t]),
+            fmt(l.tier_mean_answer_s[t]),
             fmt(success),
             fmt(l.new_content_share),
             f(&c),
@@ -365,7 +413,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             duration,
             "s",
             Some(fx.timeout_s),
-            "deadline + the batch's processing (above)",
+            "the later of the deadline and the answers plus the batch's processing (above)",
         );
         let pool = MemoryBudget::new((fx.memory_mb * MB) as u64).body_pool() as f64 / MB;
         r.row(
@@ -1067,6 +1115,36 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         );
     }
 
+    // The hot items judged by protocol: the contention benchmark's writers again with the
+    // hottest key's partition refusing half of what they asked (throttled past it) and
+    // transactions on one item conflicting, as DynamoDB would (moto does neither).
+    for (target, label) in [
+        ("ratelimit", "rate limit of the biggest client"),
+        ("host", "the biggest host's learning"),
+        ("url", "the popular URL's joins"),
+        ("image", "the popular image's links"),
+    ] {
+        let (t, _, _) = m.contention(target)?;
+        let Some(refused) = &t.refused else {
+            continue;
+        };
+        r.row(
+            "dynamodb",
+            format!("{label}: updates lost when its partition refuses writes"),
+            refused.lost as f64,
+            "updates",
+            Some(0.0),
+            format!(
+                "contention {target} at {} writers, its partition given {} WCU/s (half of what they asked) and transactions conflicting: {} write requests per update, {} refused, {} errors (left to their queues' retries)",
+                m.contention.writers,
+                fmt(refused.partition_wcu),
+                fmt(refused.write_requests_per_update),
+                fmt(refused.refused_per_update),
+                refused.errors
+            ),
+        );
+    }
+
     // The popular image.
     // A link or unlink writes the image item in a transaction with the offer: two write
     // units per kilobyte of it, per request.
@@ -1498,10 +1576,10 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // 5. Maintenance against the rate of new work.
     // A job collects `concurrency` records side by side: each waits on its own request chain,
     // and all of them share the function's slice of a vCPU. Its rate is the lower of the two.
-    let gc_record = m.per_record("gc: collect", d.gc.memory_mb, &s.latency_ms)?;
-    let by_requests = d.gc.concurrency / gc_record.wait_s.max(1e-9);
-    let by_cpu = 1.0 / gc_record.cpu_s.max(1e-9);
-    let gc_flat_out = d.gc.jobs * by_requests.min(by_cpu);
+    let gc = m.per_record("gc: collect", d.gc.memory_mb, &s.latency_ms, d.gc.buckets)?;
+    let gc_per_round = imgest_flows::gc::GC_BATCH as f64;
+    let gc_flat_out = d.gc.jobs * gc_job_rate(&gc, d.gc.concurrency, gc_per_round);
+    let gc_record = &gc.record;
     let gc_rate = gc_flat_out * d.gc.duty;
     // The share of a vCPU its records' CPU needs (at most a whole one: one job is one thread),
     // as memory in 64-MB steps.
@@ -1524,11 +1602,15 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "records/s",
         orphans,
         format!(
-            "jobs {} × min(concurrency {} ÷ {} s of requests, 1 ÷ {} CPU s) × duty {} [{}]",
+            "jobs {} × {} records a round ÷ (listing {} s + max({} × CPU {} s, ⌈{} ÷ concurrency {}⌉ × (CPU on a core + {} s of requests))) × duty {} [{}]",
             fmt(d.gc.jobs),
+            fmt(gc_per_round),
+            fmt(gc.listing_s),
+            fmt(gc_per_round),
+            fmt(gc_record.cpu_s),
+            fmt(gc_per_round),
             fmt(d.gc.concurrency),
             fmt(gc_record.wait_s),
-            fmt(gc_record.cpu_s),
             fmt(d.gc.duty),
             gc_record.source
         ),
@@ -1542,8 +1624,45 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let sweep_duty = (d.sweep.run_s / d.sweep.period_s - gc_used).max(0.0);
     let files = l.stored_images * l.files_per_image;
     let sweep_needed = files / (s.targets.sweep_pass_days * 86_400.0);
-    let sweep_rate = d.sweep.jobs * d.sweep.files_per_s_per_job * sweep_duty;
-    let shard_s = files / d.sweep.shards / d.sweep.files_per_s_per_job;
+    // A job's rate: the scenario's, if measured there; else a full page's cost from the
+    // profile's sweep (at 10⁹ images a prefix holds millions of files: every page is full).
+    let (per_job, per_job_trace) = match d.sweep.files_per_s_per_job {
+        Some(v) => (v, "files_per_s_per_job".to_owned()),
+        None => {
+            let c = m.sweep_costs(crate::cost::SWEEP_STAGE)?;
+            let prefixes = imgest_core::domain::SHARD_COUNT as f64
+                * imgest_flows::sweep::PREFIXES_PER_SHARD as f64;
+            let page = (imgest_flows::sweep::SWEEP_PAGE as f64)
+                .min(files / prefixes)
+                .max(1.0);
+            // A page's records: its files over the files per image, looked up 100 at a time.
+            let batch_gets = (page / l.files_per_image.max(1.0) / 100.0).ceil();
+            let vcpu = (d.gc.memory_mb / FULL_VCPU_MB).min(1.0);
+            let full = SweepPage {
+                files: page,
+                batch_gets,
+                saves: 1.0,
+                reads: 0.0,
+            };
+            let rate = sweep_job_rate(full, c.cpu_ms_per_request, vcpu, &s.latency_ms);
+            (
+                rate,
+                format!(
+                    "a page of {} files ÷ max(CPU ÷ vCPU {}, CPU + LIST {} ms + {} BatchGetItems × {} ms + a checkpoint {} ms), CPU {} ms per request [{}]",
+                    fmt(page),
+                    fmt(vcpu),
+                    fmt(s.latency_ms.s3),
+                    fmt(batch_gets),
+                    fmt(s.latency_ms.dynamodb_batch),
+                    fmt(s.latency_ms.dynamodb),
+                    fmt(c.cpu_ms_per_request),
+                    c.source
+                ),
+            )
+        }
+    };
+    let sweep_rate = d.sweep.jobs * per_job * sweep_duty;
+    let shard_s = files / d.sweep.shards / per_job;
     let sweep_progress = if d.sweep.checkpoint == Checkpoint::Shard && shard_s > d.sweep.run_s {
         0.0
     } else {
@@ -1556,9 +1675,9 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "files/s",
         sweep_needed,
         format!(
-            "jobs {} × {} files/s × its share of the time {} [run {} s ÷ every {} s − GC's {} (0: GC runs beside it)]; a shard takes {} s of a {}-s run, checkpoint per {:?}",
+            "jobs {} × {} files/s [{per_job_trace}] × its share of the time {} [run {} s ÷ every {} s − GC's {} (0: GC runs beside it)]; a shard takes {} s of a {}-s run, checkpoint per {:?}",
             fmt(d.sweep.jobs),
-            fmt(d.sweep.files_per_s_per_job),
+            fmt(per_job),
             fmt(sweep_duty),
             fmt(d.sweep.run_s),
             fmt(d.sweep.period_s),

@@ -192,6 +192,85 @@ pub struct Latency {
     pub s3_put: f64,
 }
 
+/// Which of a scenario's latencies a request waits, by the profile's name for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyClass {
+    Dynamodb,
+    Transaction,
+    DynamodbBatch,
+    Sqs,
+    S3,
+    S3Put,
+    Cloudfront,
+    /// A request the profile names in no other way: the slowest of the usual ones.
+    Unknown,
+}
+
+impl LatencyClass {
+    /// `None` for what Lambda's event source mapping does outside the function (receiving and
+    /// deleting its batch).
+    pub fn of(op: &str) -> Option<Self> {
+        Some(match op {
+            "sqs.DeleteMessageBatch" => return None,
+            o if o.starts_with("sqs.ReceiveMessage") => return None,
+            "dynamodb.TransactWriteItems" | "dynamodb.TransactGetItems" => Self::Transaction,
+            "dynamodb.BatchGetItem" | "dynamodb.BatchWriteItem" | "dynamodb.Query" => {
+                Self::DynamodbBatch
+            }
+            o if o.starts_with("dynamodb.") => Self::Dynamodb,
+            o if o.starts_with("sqs.") => Self::Sqs,
+            "s3.PUT" | "s3.POST" | "s3.DELETE" => Self::S3Put,
+            o if o.starts_with("s3.") => Self::S3,
+            o if o.starts_with("cloudfront.") => Self::Cloudfront,
+            _ => Self::Unknown,
+        })
+    }
+}
+
+impl Latency {
+    /// One request's latency of `class`, ms.
+    pub fn of(&self, class: LatencyClass) -> f64 {
+        match class {
+            LatencyClass::Dynamodb => self.dynamodb,
+            LatencyClass::Transaction => self.transaction,
+            LatencyClass::DynamodbBatch => self.dynamodb_batch,
+            LatencyClass::Sqs => self.sqs,
+            LatencyClass::S3 => self.s3,
+            LatencyClass::S3Put => self.s3_put,
+            LatencyClass::Cloudfront => self.cloudfront,
+            LatencyClass::Unknown => self.dynamodb.max(self.sqs).max(self.s3_put),
+        }
+    }
+
+    /// These latencies, each class's replaced by the mean wait of the requests of that class
+    /// that were observed (`(mean ms, count)` by request name); a class none was observed in
+    /// keeps its own.
+    pub fn observed(&self, by_op: &BTreeMap<String, (f64, u64)>) -> Self {
+        let mut out = self.clone();
+        let slots: [(LatencyClass, &mut f64); 7] = [
+            (LatencyClass::Dynamodb, &mut out.dynamodb),
+            (LatencyClass::Transaction, &mut out.transaction),
+            (LatencyClass::DynamodbBatch, &mut out.dynamodb_batch),
+            (LatencyClass::Sqs, &mut out.sqs),
+            (LatencyClass::S3, &mut out.s3),
+            (LatencyClass::S3Put, &mut out.s3_put),
+            (LatencyClass::Cloudfront, &mut out.cloudfront),
+        ];
+        for (class, slot) in slots {
+            let (sum, n) = by_op
+                .iter()
+                .filter(|(op, _)| LatencyClass::of(op) == Some(class))
+                .fold((0.0, 0_u64), |(sum, n), (_, (mean, count))| {
+                    (sum + mean * *count as f64, n + count)
+                });
+            if n > 0 {
+                *slot = sum / n as f64;
+            }
+        }
+        out
+    }
+}
+
 fn dynamodb_batch_ms() -> f64 {
     8.0
 }
@@ -351,8 +430,11 @@ pub struct Gc {
 #[serde(deny_unknown_fields)]
 pub struct Sweep {
     pub jobs: f64,
-    /// Files one job lists and judges per second.
-    pub files_per_s_per_job: f64,
+    /// Files one job lists and judges per second, if you measured it: by default the model
+    /// computes it from the profile's sweep stage (a page's LIST, its records' lookups, its
+    /// checkpoint and its CPU). Optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_per_s_per_job: Option<f64>,
     pub checkpoint: Checkpoint,
     /// A run's length, seconds (the function's timeout less its margin).
     pub run_s: f64,

@@ -26,7 +26,10 @@ mod bill;
 mod capacity;
 pub mod profile;
 pub mod proxy;
+mod quota;
+pub mod refusals;
 mod report;
+pub mod validate;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -50,6 +53,7 @@ use imgest_local::app;
 use imgest_settings::{Backend, Settings};
 use serde_json::{Value, json};
 
+use crate::capacity::FULL_VCPU_MB;
 use crate::photos::{PhotoMix, jpeg_comment};
 use proxy::{Run, Tally};
 pub use report::{LAST_LINK, STILL_LINKED, Scenario};
@@ -175,31 +179,21 @@ pub async fn run(options: Options) -> Result<()> {
         .collect();
     let popular = host.url(POPULAR);
 
-    // The functions' side runs on a thread of its own, with a blocking pool of its own (the
-    // pipeline's decodes run there), so that their CPU time can be read per invocation; the
-    // proxy and the partner host stay on this runtime's threads.
     let driver_tally = Arc::clone(&tally);
     let photos = options.offers * options.photos_per_offer;
     let host_latency = options.host_latency;
-    tokio::task::spawn_blocking(move || -> Result<()> {
-        DRIVER.get_or_init(thread_id);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .thread_name(FUNCTION_THREADS)
-            // Its blocking threads live through the run: one that ended between an
-            // invocation's start and finish would take its CPU time with it.
-            .thread_keep_alive(Duration::from_secs(24 * 3600))
-            .build()?;
-        runtime.block_on(drive(
+    on_function_thread(move || async move {
+        drive(
             &proxy_url,
             &driver_tally,
             offers,
             uploads,
             &popular,
             host_latency,
-        ))
+        )
+        .await
     })
-    .await??;
+    .await?;
     // Every photo once, once more when revalidated (a 304), and the popular URL once; more
     // when a download was tried again (a large photo's body cut at its tier's deadline on a
     // loaded machine), which the stages' counts include.
@@ -248,6 +242,28 @@ pub async fn run(options: Options) -> Result<()> {
         println!("\nThe measured profile is in {}.", path.display());
     }
     Ok(())
+}
+
+/// Runs the functions' side on a thread of its own, with a blocking pool of its own (the
+/// pipeline's decodes run there), so that their CPU time can be read per invocation (and held
+/// to a quota); the proxy and the partner hosts stay on the caller's runtime.
+async fn on_function_thread<F, Fut>(drive: F) -> Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<()>>,
+{
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        DRIVER.get_or_init(thread_id);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name(FUNCTION_THREADS)
+            // Its blocking threads live through the run: one that ended between an
+            // invocation's start and finish would take its CPU time with it.
+            .thread_keep_alive(Duration::from_secs(24 * 3600))
+            .build()?;
+        runtime.block_on(drive())
+    })
+    .await?
 }
 
 /// The crawl functions' crawlers on one service, as deployed: the intake function hands
@@ -304,6 +320,108 @@ fn distinct(bytes: &[u8], tag: &str) -> Vec<u8> {
 
 /// The AWS side: resources on the emulator, the service and crawler through the proxy, and
 /// the scenarios.
+/// What a run deploys on the emulator: the bucket, table and queues, the functions' SQS client
+/// (through the proxy) and the settings the functions read.
+struct Deployed {
+    sqs: aws_sdk_sqs::Client,
+    direct: Direct,
+    names: Resources,
+    vars: HashMap<String, String>,
+    proxy_url: String,
+}
+
+impl Deployed {
+    async fn create(proxy_url: &str) -> Result<Self> {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let direct = Direct::new(&sdk);
+        let names = Resources::create(&direct).await?;
+        let sqs = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(&sdk)
+                .endpoint_url(proxy_url)
+                .build(),
+        );
+        let queues = [
+            "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle", "webhooks",
+        ]
+        .iter()
+        .map(|q| format!("{q}={}", names.queues[*q]))
+        .collect::<Vec<_>>()
+        .join(",");
+        let senders = format!("{SENDER}=*");
+        let vars = [
+            ("IMGEST_BACKEND", "aws"),
+            ("IMGEST_BUCKET", names.bucket.as_str()),
+            ("IMGEST_TABLE", names.table.as_str()),
+            ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
+            ("IMGEST_QUEUES", queues.as_str()),
+            // The partner host is on 127.0.0.1.
+            ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
+            ("IMGEST_FETCH_PORTS", "any"),
+            // One client sends every offer here; pacing it would only stretch the run.
+            ("IMGEST_CLIENT_RPM", "1000000"),
+            // As deployed: offers in their client's namespace, crawl requests from a known sender.
+            ("IMGEST_AUTH", "gateway"),
+            ("IMGEST_JWT_AUDIENCE", "imgest"),
+            ("IMGEST_INTAKE_SENDERS", &senders),
+            // Every message the bench hands a function carries its one sender: the internal
+            // queues take it as the stack's.
+            ("IMGEST_STACK_ROLES", SENDER),
+            // Revalidations are queued at once rather than minutes later (one fetch task each
+            // either way: within SQS's delay, no hop).
+            ("IMGEST_REVALIDATION_DELAY", "1ms"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        Ok(Self {
+            sqs,
+            direct,
+            names,
+            vars,
+            proxy_url: proxy_url.to_owned(),
+        })
+    }
+
+    /// The functions' settings, with `extra` variables over the run's own.
+    fn settings(&self, extra: &[(&str, String)]) -> Result<Settings> {
+        let mut vars = self.vars.clone();
+        for (k, v) in extra {
+            vars.insert((*k).to_owned(), v.clone());
+        }
+        let mut settings = Settings::from_map(&vars)?;
+        if let Backend::Aws(aws) = &mut settings.backend {
+            aws.endpoint_url = Some(self.proxy_url.clone());
+        }
+        Ok(settings)
+    }
+
+    /// A function's service on `settings`, its clock `clock`.
+    async fn service(
+        &self,
+        settings: &Settings,
+        clock: Arc<dyn imgest_core::ports::Clock>,
+    ) -> Result<imgest_flows::Service> {
+        Ok(app::service(settings, "http://127.0.0.1:9", clock).await?)
+    }
+
+    /// The Lambda trigger of a function of `memory_mb`, held to its share of a vCPU when
+    /// `quota` is given.
+    fn lambda<'a>(
+        &'a self,
+        tally: &'a Tally,
+        quota: Option<&'a quota::CpuQuota>,
+        memory_mb: f64,
+    ) -> Lambda<'a> {
+        Lambda {
+            sqs: &self.sqs,
+            direct: &self.direct,
+            tally,
+            external_wait: Duration::ZERO,
+            quota: quota.map(|q| (q, memory_mb)),
+        }
+    }
+}
+
 async fn drive(
     proxy_url: &str,
     tally: &Tally,
@@ -312,54 +430,10 @@ async fn drive(
     popular: &str,
     host_latency: Duration,
 ) -> Result<()> {
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let direct = Direct::new(&sdk);
-    let names = Resources::create(&direct).await?;
-    let sqs = aws_sdk_sqs::Client::from_conf(
-        aws_sdk_sqs::config::Builder::from(&sdk)
-            .endpoint_url(proxy_url)
-            .build(),
-    );
-
-    let queues = [
-        "fetch-0", "fetch-1", "fetch-2", "results", "process", "settle", "webhooks",
-    ]
-    .iter()
-    .map(|q| format!("{q}={}", names.queues[*q]))
-    .collect::<Vec<_>>()
-    .join(",");
-    let senders = format!("{SENDER}=*");
-    let map: HashMap<String, String> = [
-        ("IMGEST_BACKEND", "aws"),
-        ("IMGEST_BUCKET", names.bucket.as_str()),
-        ("IMGEST_TABLE", names.table.as_str()),
-        ("IMGEST_S3_FORCE_PATH_STYLE", "true"),
-        ("IMGEST_QUEUES", queues.as_str()),
-        // The partner host is on 127.0.0.1.
-        ("IMGEST_ALLOW_PRIVATE_NETWORKS", "true"),
-        ("IMGEST_FETCH_PORTS", "any"),
-        // One client sends every offer here; pacing it would only stretch the run.
-        ("IMGEST_CLIENT_RPM", "1000000"),
-        // As deployed: offers in their client's namespace, crawl requests from a known sender.
-        ("IMGEST_AUTH", "gateway"),
-        ("IMGEST_JWT_AUDIENCE", "imgest"),
-        ("IMGEST_INTAKE_SENDERS", &senders),
-        // Every message the bench hands a function carries its one sender: the internal
-        // queues take it as the stack's.
-        ("IMGEST_STACK_ROLES", SENDER),
-        // Revalidations are queued at once rather than minutes later (one fetch task each
-        // either way: within SQS's delay, no hop).
-        ("IMGEST_REVALIDATION_DELAY", "1ms"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let mut settings = Settings::from_map(&map)?;
-    if let Backend::Aws(aws) = &mut settings.backend {
-        aws.endpoint_url = Some(proxy_url.to_owned());
-    }
-    let service =
-        Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(SystemClock)).await?);
+    let deployed = Deployed::create(proxy_url).await?;
+    let (direct, names) = (&deployed.direct, &deployed.names);
+    let settings = deployed.settings(&[])?;
+    let service = Arc::new(deployed.service(&settings, Arc::new(SystemClock)).await?);
     let Functions {
         crawler,
         fetcher,
@@ -376,15 +450,10 @@ async fn drive(
         .register_webhook(&client, &hooks.url("/hooks"), None)
         .await
         .context("registering the client's webhook endpoint")?;
-    let lambda = Lambda {
-        sqs: &sqs,
-        direct: &direct,
-        tally,
-        external_wait: Duration::ZERO,
-    };
+    let lambda = deployed.lambda(tally, None, 0.0);
     let stages = Stages {
         lambda: &lambda,
-        names: &names,
+        names,
         client: &client,
         crawler: &crawler,
     };
@@ -405,7 +474,7 @@ async fn drive(
     fetch_all(
         tally,
         &fetching,
-        &names,
+        names,
         &fetcher,
         &Scenario::New.stage("fetch"),
     )
@@ -453,7 +522,7 @@ async fn drive(
     // records all the same, and each offer crawled again behind, with conditional requests.
     let later = ManualClock::starting_now();
     later.advance(settings.crawl.url_ttl + Duration::from_secs(3600));
-    let later = Arc::new(app::service(&settings, "http://127.0.0.1:9", Arc::new(later)).await?);
+    let later = Arc::new(deployed.service(&settings, Arc::new(later)).await?);
     let Functions {
         crawler: re_crawler,
         fetcher: re_fetcher,
@@ -466,7 +535,7 @@ async fn drive(
     revalidating
         .intake_stage("revalidate: intake", &listing("offer")?)
         .await?;
-    fetch_all(tally, &fetching, &names, &re_fetcher, "revalidate: fetch").await?;
+    fetch_all(tally, &fetching, names, &re_fetcher, "revalidate: fetch").await?;
     revalidating.settle("revalidate: settle").await?;
     tally.enter("revalidate: results");
     lambda
@@ -506,7 +575,7 @@ async fn drive(
     // Left unlinked, they expire: a GC job, its clock past their expiry, collects them.
     let later = ManualClock::starting_now();
     later.advance(settings.orphan_ttl + Duration::from_secs(86_400));
-    let collector = app::service(&settings, "http://127.0.0.1:9", Arc::new(later)).await?;
+    let collector = deployed.service(&settings, Arc::new(later)).await?;
     tally.enter("gc: collect");
     let collected = std::cell::Cell::new(0);
     measured(tally, async {
@@ -542,7 +611,7 @@ async fn drive(
         .map(|(id, urls)| (id.clone(), urls))
         .collect();
     stages.intake_stage("join: intake", &joiners).await?;
-    fetch_all(tally, &fetching, &names, &fetcher, "join: fetch").await?;
+    fetch_all(tally, &fetching, names, &fetcher, "join: fetch").await?;
     stages.settle("join: settle").await?;
     tally.enter("join: results");
     lambda
@@ -551,6 +620,12 @@ async fn drive(
     stages
         .webhooks("join: webhooks", joiners.len(), host_latency)
         .await?;
+
+    // The sweep over every stored file, as the scheduled maintenance function runs it (a
+    // dry run: in a steady state almost no file is garbage; the listing, the records' lookups
+    // and the checkpoint per page are the same).
+    tally.enter(SWEEP_STAGE);
+    measured(tally, sweep(&lambda, &service)).await?;
 
     // 4. End of life: the offers go (one API call each), TTL expires the orphans (free), the
     // ttl-cleanup function collects their files from the stream.
@@ -597,6 +672,25 @@ async fn drive(
         Ok(())
     })
     .await?;
+    Ok(())
+}
+
+/// The sweep's stage in the profile: its items are files judged.
+pub const SWEEP_STAGE: &str = "sweep: judge";
+
+/// One scheduled sweep over every shard (a dry run), as one invocation of as many items as
+/// files it judged.
+async fn sweep(lambda: &Lambda<'_>, service: &imgest_flows::Service) -> Result<()> {
+    let started = lambda.start()?;
+    let report = service
+        .sweep_batch(imgest_core::domain::SHARD_COUNT, true, None)
+        .await;
+    let scanned = report.as_ref().map_or(0, |r| r.files_scanned);
+    lambda.finish(usize::try_from(scanned).unwrap_or(usize::MAX), started);
+    let report = report?;
+    if report.files_scanned == 0 {
+        bail!("the sweep listed no files");
+    }
     Ok(())
 }
 
@@ -767,26 +861,27 @@ fn task_cpu_ms(tid: &str) -> f64 {
         .map_or(0.0, |ns| ns / 1e6)
 }
 
-/// CPU time of the functions' side (Linux): the thread that drives them and their blocking
-/// threads, where the pipeline's decodes, resizes and encodes run. A function's invocation
-/// is all of it; the proxy and the partner host are not.
-fn thread_cpu_ms() -> f64 {
-    let mut ms = DRIVER
-        .get()
-        .cloned()
-        .flatten()
-        .map_or(0.0, |tid| task_cpu_ms(&tid));
+/// The functions' side (Linux): the thread that drives them and their blocking threads, where
+/// the pipeline's decodes, resizes and encodes run; ids under `/proc/self/task`. A function's
+/// invocation is all of it; the proxy and the partner host are not.
+fn function_threads() -> Vec<String> {
+    let mut threads: Vec<String> = DRIVER.get().cloned().flatten().into_iter().collect();
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
             let tid = task.file_name().to_string_lossy().into_owned();
             let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
             // `comm` holds at most 15 bytes of the name.
             if FUNCTION_THREADS.starts_with(comm.trim()) && !comm.trim().is_empty() {
-                ms += task_cpu_ms(&tid);
+                threads.push(tid);
             }
         }
     }
-    ms
+    threads
+}
+
+/// CPU time of the functions' side, ms.
+fn thread_cpu_ms() -> f64 {
+    function_threads().iter().map(|tid| task_cpu_ms(tid)).sum()
 }
 
 /// Invokes handlers the way Lambda does, timing each invocation.
@@ -796,6 +891,9 @@ struct Lambda<'a> {
     tally: &'a Tally,
     /// Time an invocation waits outside AWS (the fetch stage: the partner host's answer).
     external_wait: Duration,
+    /// The CPU quota its invocations run under, and the function's memory (its share of a
+    /// vCPU), when throttled like Lambda (the validation).
+    quota: Option<(&'a quota::CpuQuota, f64)>,
 }
 
 /// Where an invocation started: CPU, wall clock, modeled latency so far.
@@ -806,12 +904,15 @@ struct Started {
 }
 
 impl Lambda<'_> {
-    fn start(&self) -> Started {
-        Started {
+    fn start(&self) -> Result<Started> {
+        if let Some((quota, memory_mb)) = self.quota {
+            quota.limit(memory_mb / FULL_VCPU_MB, &function_threads())?;
+        }
+        Ok(Started {
             cpu_ms: thread_cpu_ms(),
             at: Instant::now(),
             latency_ms: self.tally.latency_ms(),
-        }
+        })
     }
 
     /// Records the invocation: the items ran concurrently, so they share its request latency;
@@ -833,7 +934,7 @@ impl Lambda<'_> {
         items: usize,
         run: impl Future<Output = Result<(), E>>,
     ) -> Result<()> {
-        let started = self.start();
+        let started = self.start()?;
         let result = run.await;
         self.finish(items, started);
         result.map_err(|e| anyhow::anyhow!("{e}"))
@@ -844,7 +945,7 @@ impl Lambda<'_> {
         items: usize,
         run: impl Future<Output = BatchResponse>,
     ) -> Result<BatchResponse> {
-        let started = self.start();
+        let started = self.start()?;
         let response = run.await;
         self.finish(items, started);
         Ok(response)

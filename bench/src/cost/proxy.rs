@@ -20,6 +20,7 @@ use axum::http::{HeaderMap, HeaderName, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::capacity::{item_size, read_units, write_units};
+use super::refusals::{Admission, Refusals, Target};
 
 /// What one stage cost, in billable units.
 #[derive(Debug, Clone, Default)]
@@ -136,6 +137,9 @@ struct TallyInner {
     /// The largest item written, by kind of record (bytes, as DynamoDB bills them).
     largest_items: BTreeMap<String, u64>,
     stages: BTreeMap<String, StageCounts>,
+    /// Per request name, how long the functions waited for their answers (ms, summed) and
+    /// how many there were: the latencies a validation gives the model.
+    observed: BTreeMap<String, (f64, u64)>,
 }
 
 impl Tally {
@@ -149,6 +153,16 @@ impl Tally {
 
     pub fn largest_items(&self) -> BTreeMap<String, u64> {
         self.with(|t| t.largest_items.clone())
+    }
+
+    /// The stage requests are billed to now.
+    pub fn current_stage_name(&self) -> String {
+        self.with(|t| t.stage.clone())
+    }
+
+    /// The counts of the stage requests are billed to now.
+    pub fn current_stage(&self) -> StageCounts {
+        self.with(|t| t.stages.get(&t.stage).cloned().unwrap_or_default())
     }
 
     pub fn stage(&self, name: &str) -> StageCounts {
@@ -213,9 +227,23 @@ impl Tally {
         });
     }
 
-    fn request(&self, name: String, bill: impl FnOnce(&mut StageCounts)) {
+    /// The mean time the functions waited for an answer to each kind of request so far (ms),
+    /// and how many there were, by request name (`dynamodb.GetItem`, `s3.PUT`, …).
+    pub fn observed_ms(&self) -> BTreeMap<String, (f64, u64)> {
+        self.with(|t| {
+            t.observed
+                .iter()
+                .map(|(name, (ms, n))| (name.clone(), (ms / (*n).max(1) as f64, *n)))
+                .collect()
+        })
+    }
+
+    fn request(&self, name: String, waited: Duration, bill: impl FnOnce(&mut StageCounts)) {
         self.with(|t| {
             t.latency_ms += aws_latency_ms(&name);
+            let observed = t.observed.entry(name.clone()).or_default();
+            observed.0 += waited.as_secs_f64() * 1000.0;
+            observed.1 += 1;
             let stage = t.stage.clone();
             let counts = t.stages.entry(stage).or_default();
             *counts.requests.entry(name).or_default() += 1;
@@ -244,7 +272,7 @@ impl Tally {
 }
 
 /// How the proxy forwards.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct ProxyOptions {
     /// Added before each request is forwarded (concurrent requests overlap: a network's
     /// latency, not a server's lock).
@@ -252,6 +280,8 @@ pub struct ProxyOptions {
     /// Read each written item before and after its write, to bill write units by size (the
     /// proxy's own reads, not billed; off where only request counts matter).
     pub sizes: bool,
+    /// Writes a real partition would refuse, answered here instead of by the emulator.
+    pub refusals: Option<Arc<Refusals>>,
 }
 
 impl Default for ProxyOptions {
@@ -259,6 +289,7 @@ impl Default for ProxyOptions {
         Self {
             latency: Duration::ZERO,
             sizes: true,
+            refusals: None,
         }
     }
 }
@@ -315,6 +346,7 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response<
 
 impl Proxy {
     async fn forward(&self, request: Request) -> anyhow::Result<Response<Body>> {
+        let arrived = std::time::Instant::now();
         let (parts, body) = request.into_parts();
         let body = to_bytes(body, usize::MAX).await?;
         let target = header(&parts.headers, "x-amz-target");
@@ -340,20 +372,51 @@ impl Proxy {
         if !self.options.latency.is_zero() {
             tokio::time::sleep(self.options.latency).await;
         }
-
-        let mut upstream = self
-            .client
-            .request(parts.method.clone(), format!("{}{path}", self.upstream))
-            .body(body);
-        for (name, value) in &parts.headers {
-            if !HOP_HEADERS.contains(&name.as_str()) {
-                upstream = upstream.header(name, value);
+        let admission = match (&self.options.refusals, dynamodb_op.as_deref()) {
+            (Some(refusals), Some(op)) if is_write_op(op) => {
+                let targets: Vec<Target> = writes
+                    .iter()
+                    .map(|w| Target {
+                        pk: w.key["pk"]["S"].as_str().unwrap_or("?").to_owned(),
+                        key: w.key.to_string(),
+                    })
+                    .collect();
+                refusals.admit(op, &targets)
             }
-        }
-        let answer = upstream.send().await?;
-        let status = answer.status();
-        let headers = answer.headers().clone();
-        let answer_body = answer.bytes().await?;
+            _ => Admission::Go(None),
+        };
+        let (status, headers, answer_body, in_flight) = match admission {
+            Admission::Refuse(answer) => {
+                let mut headers = HeaderMap::new();
+                headers.insert(
+                    axum::http::header::CONTENT_TYPE,
+                    axum::http::HeaderValue::from_static("application/x-amz-json-1.0"),
+                );
+                (
+                    StatusCode::BAD_REQUEST,
+                    headers,
+                    bytes::Bytes::from(answer.to_string()),
+                    None,
+                )
+            }
+            Admission::Go(in_flight) => {
+                let mut upstream = self
+                    .client
+                    .request(parts.method.clone(), format!("{}{path}", self.upstream))
+                    .body(body);
+                for (name, value) in &parts.headers {
+                    if !HOP_HEADERS.contains(&name.as_str()) {
+                        upstream = upstream.header(name, value);
+                    }
+                }
+                let answer = upstream.send().await?;
+                let status = answer.status();
+                let headers = answer.headers().clone();
+                (status, headers, answer.bytes().await?, in_flight)
+            }
+        };
+        // A transaction's items are no longer in flight once it is answered.
+        drop(in_flight);
 
         if let Some(op) = dynamodb_op {
             let response_json: Value = serde_json::from_slice(&answer_body).unwrap_or(Value::Null);
@@ -395,16 +458,17 @@ impl Proxy {
             let reads = read_capacity(&op, &request_json, &response_json);
             self.tally.dynamodb(&op, &touched, (units, reads));
             let read_kind = (op == "GetItem").then(|| record_kind(&request_json["Key"]));
-            self.tally.request(format!("dynamodb.{op}"), |s| {
-                s.write_units += units;
-                s.read_units += reads;
-                if let Some(kind) = read_kind {
-                    *s.read_units_by_record.entry(kind).or_default() += reads;
-                }
-                for (kind, u) in by_kind {
-                    *s.write_units_by_record.entry(kind).or_default() += u;
-                }
-            });
+            self.tally
+                .request(format!("dynamodb.{op}"), arrived.elapsed(), |s| {
+                    s.write_units += units;
+                    s.read_units += reads;
+                    if let Some(kind) = read_kind {
+                        *s.read_units_by_record.entry(kind).or_default() += reads;
+                    }
+                    for (kind, u) in by_kind {
+                        *s.write_units_by_record.entry(kind).or_default() += u;
+                    }
+                });
         } else if let Some(op) = target.strip_prefix("AmazonSQS.") {
             let empty_receive = op == "ReceiveMessage"
                 && serde_json::from_slice::<Value>(&answer_body)
@@ -419,18 +483,19 @@ impl Proxy {
             } else {
                 format!("sqs.{op}")
             };
-            self.tally.request(name, |s| {
+            self.tally.request(name, arrived.elapsed(), |s| {
                 if !empty_receive {
                     s.sqs_requests += 1;
                 }
             });
         } else {
             let (name, class) = s3_class(parts.method.as_str(), path);
-            self.tally.request(format!("s3.{name}"), |s| match class {
-                S3Class::Put => s.s3_put_class += 1,
-                S3Class::Get => s.s3_get_class += 1,
-                S3Class::Free => {}
-            });
+            self.tally
+                .request(format!("s3.{name}"), arrived.elapsed(), |s| match class {
+                    S3Class::Put => s.s3_put_class += 1,
+                    S3Class::Get => s.s3_get_class += 1,
+                    S3Class::Free => {}
+                });
         }
 
         let mut response = Response::builder().status(status.as_u16());

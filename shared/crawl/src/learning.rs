@@ -22,8 +22,10 @@
 //!   (a success closes it and forgets the counts up to then: a clean slate).
 //! - Readers use the shared copy for [`FRESH_FOR`] before reading it again, with their own
 //!   pending outcomes folded on top.
-//! - Learning is advice: counts that cannot be read or added to are logged and the pending
-//!   outcomes dropped (a few seconds of samples); no download waits for it or fails by it.
+//! - Learning is advice: no download waits for it or fails by it. Outcomes whose counts
+//!   cannot be added to (a throttled partition, a conflict) are logged and kept pending for
+//!   the next flush, oldest first, within the per-key cap ([`MAX_PENDING`]); only what the
+//!   cap pushes out is dropped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -99,6 +101,26 @@ struct Batch<T> {
 }
 
 impl<T> Batch<T> {
+    /// Puts back `items` a flush could not share, before the key's newer ones; what the cap
+    /// leaves no room for (the oldest) is dropped and counted.
+    fn put_back(
+        map: &mut HashMap<String, Self>,
+        key: String,
+        items: Vec<T>,
+        now: Timestamp,
+    ) -> usize {
+        let batch = map.entry(key).or_insert_with(|| Batch {
+            since: now,
+            items: Vec::new(),
+        });
+        let newer = std::mem::take(&mut batch.items);
+        let mut all = items;
+        all.extend(newer);
+        let over = all.len().saturating_sub(MAX_PENDING);
+        batch.items = all.split_off(over);
+        over
+    }
+
     fn push(map: &mut HashMap<String, Self>, key: String, item: T, now: Timestamp) {
         let batch = map.entry(key).or_insert_with(|| Batch {
             since: now,
@@ -334,8 +356,11 @@ impl Crawler {
             match self.flush_tiers(&key, &observations).await {
                 Ok(()) => shared.shared += observations.len(),
                 Err(e) => {
-                    shared.dropped += observations.len();
-                    warn!(key, error = %e, "cannot share a host's tier statistics");
+                    warn!(key, error = %e, "cannot share a host's tier statistics now: kept for the next flush");
+                    shared.kept += observations.len();
+                    let now = self.now();
+                    shared.dropped +=
+                        Batch::put_back(&mut self.learning.pending().tiers, key, observations, now);
                 }
             }
         }
@@ -343,8 +368,11 @@ impl Crawler {
             match self.flush_host(&host, &events).await {
                 Ok(()) => shared.shared += events.len(),
                 Err(e) => {
-                    shared.dropped += events.len();
-                    warn!(host = host, error = %e, "cannot share a host's health");
+                    warn!(host = host, error = %e, "cannot share a host's health now: kept for the next flush");
+                    shared.kept += events.len();
+                    let now = self.now();
+                    shared.dropped +=
+                        Batch::put_back(&mut self.learning.pending().hosts, host, events, now);
                 }
             }
         }
@@ -608,11 +636,13 @@ fn tier_counts(counts: &BTreeMap<String, u64>, tiers: usize) -> TierCounts {
     }
 }
 
-/// What a flush of the learning did: outcomes shared, and outcomes dropped because their
-/// series could not be written.
+/// What a flush of the learning did: outcomes shared; outcomes kept pending because their
+/// series could not be written now; and outcomes dropped because the per-key cap had no room
+/// for them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Shared {
     pub shared: usize,
+    pub kept: usize,
     pub dropped: usize,
 }
 
@@ -638,4 +668,26 @@ fn take_due<T>(
     keys.into_iter()
         .filter_map(|k| map.remove(&k).map(|b| (k, b.items)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_a_flush_could_not_share_go_back_before_newer_ones_within_the_cap() {
+        let now = Timestamp::from_millis(1_000);
+        let mut map: HashMap<String, Batch<usize>> = HashMap::new();
+        Batch::push(&mut map, "h".into(), 900, now);
+        // A flush took 0..600 and failed: they go back, oldest first, before what came since.
+        let dropped = Batch::put_back(&mut map, "h".into(), (0..600).collect(), now);
+        let items = &map["h"].items;
+        assert_eq!(items.len(), MAX_PENDING);
+        assert_eq!(dropped, 601 - MAX_PENDING);
+        assert_eq!(items.last(), Some(&900));
+        assert_eq!(items.first(), Some(&(601 - MAX_PENDING)));
+        // A key with nothing newer takes them all back when they fit.
+        assert_eq!(Batch::put_back(&mut map, "g".into(), vec![1, 2], now), 0);
+        assert_eq!(map["g"].items, vec![1, 2]);
+    }
 }

@@ -32,7 +32,7 @@ pub struct GcReport {
 }
 
 /// Records fetched per round.
-const GC_BATCH: usize = 200;
+pub const GC_BATCH: usize = 200;
 
 /// Records collected at once. At the seed's scale (10⁹ images, some 2 million expiring an
 /// hour) one at a time collects about 70 a second (docs/capacity.md).

@@ -197,7 +197,10 @@ enum ShardEnd {
 
 /// The prefixes a shard's files are under: both image areas (variants and originals), then
 /// the layout before areas (`{shard}/{id}/...`: nothing of it is an image file now).
-fn shard_sweep_prefixes(shard: &str) -> [String; 3] {
+/// Prefixes a shard's sweep lists: both image areas, and the layout before areas.
+pub const PREFIXES_PER_SHARD: usize = 3;
+
+fn shard_sweep_prefixes(shard: &str) -> [String; PREFIXES_PER_SHARD] {
     let [variants, originals] = IMAGE_AREAS;
     [
         format!("{variants}{shard}/"),
@@ -266,7 +269,7 @@ fn judge(key: &BlobKey, record: Option<&ImageRecord>, now: Timestamp) -> Option<
 const SWEEP_CHECKPOINT: &str = "sweep.next_shard";
 
 /// Files listed (and records looked up) per page.
-const SWEEP_PAGE: usize = 1000;
+pub const SWEEP_PAGE: usize = 1000;
 
 impl Service {
     /// Sweeps every shard. With `dry_run`, only counts.
