@@ -303,6 +303,23 @@ impl Measured {
         })
     }
 
+    /// Write requests one invocation of `stage` makes to one series of `class`, over all its
+    /// keys (a sharded counter's shards): the stage's writes to the class per invocation (the
+    /// benchmark's tasks are all of one host, so each class is one series).
+    pub fn series_writes_per_invocation(&self, stage: &str, class: &str) -> Result<Figure> {
+        let invocations = (self.stage(stage)?.invocations.max(1)) as f64;
+        let writes: u64 = self
+            .keys(stage, class)?
+            .iter()
+            .filter(|k| is_write(&k.op))
+            .map(|k| k.writes)
+            .sum();
+        Ok(Figure {
+            value: writes as f64 / invocations,
+            source: format!("writes/inv to the {class} series in {stage}"),
+        })
+    }
+
     /// Write requests to `class` per item of `stage`.
     pub fn writes_per_item(&self, stage: &str, class: &str) -> Result<Figure> {
         let s = self.stage(stage)?;

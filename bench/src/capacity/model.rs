@@ -862,7 +862,19 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                        target: &str,
                        writes: Writes|
      -> Result<()> {
-        let w = m.writes_per_invocation("new: fetch", class)?;
+        // A counter series is spread over shards, an add to one of them: the series' adds
+        // (the benchmark's tasks are all of one host: one series) over its shards.
+        let sharded = class.starts_with("ctr ");
+        let w = if sharded {
+            m.series_writes_per_invocation("new: fetch", class)?
+        } else {
+            m.writes_per_invocation("new: fetch", class)?
+        };
+        let shards = if sharded {
+            f64::from(imgest_aws::dynamodb::COUNTER_SHARDS)
+        } else {
+            1.0
+        };
         let wcu = m.wcu_per_write("new: fetch", class)?;
         let mut rate = 0.0;
         let mut parts = Vec::new();
@@ -898,10 +910,23 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         r.row(
             "dynamodb",
             format!("{name}: write units/s vs a hot partition"),
-            rate * wcu.value,
+            rate * wcu.value / shards,
             "WCU/s",
             Some(hot),
-            format!("({}) × {} × {}", parts.join(" + "), f(&w), f(&wcu)),
+            format!(
+                "({}) × {} × {}{}",
+                parts.join(" + "),
+                f(&w),
+                f(&wcu),
+                if sharded {
+                    format!(
+                        " ÷ {} shards (COUNTER_SHARDS: an add goes to one)",
+                        fmt(shards)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
         );
         if rmw {
             r.row(

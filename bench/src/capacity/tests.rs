@@ -91,8 +91,11 @@ fn revalidations_are_routed_over_the_tiers_as_downloads_are() {
 fn stage_times_follow_the_scenarios_latencies_and_the_functions_vcpu_share() {
     let s = scenario(DEFAULT_SCENARIO);
     let base = model(&s, &measured()).unwrap();
+    // Slow enough that the waits outlast the intake function's CPU at its quota (below that,
+    // they hide behind the throttling).
     let mut slow = s.clone();
-    slow.latency_ms.dynamodb *= 4.0;
+    slow.latency_ms.dynamodb *= 20.0;
+    slow.latency_ms.dynamodb_batch *= 20.0;
     let slow = model(&slow, &measured()).unwrap();
     let mut small = s.clone();
     small.deployment.intake.memory_mb /= 2.0;
@@ -664,4 +667,100 @@ fn every_committed_scenario_passes_under_its_suggested_deployment_as_committed()
             "docs/capacity/{committed} is not what `imgest-bench capacity --scenario docs/capacity/{name} --suggest --out` writes now"
         );
     }
+}
+
+#[test]
+fn below_a_whole_vcpu_an_items_waits_hide_behind_its_cpu_quota() {
+    let t = |cpu_s: f64, wait_s: f64, vcpu: f64| measured::StageTime {
+        cpu_s,
+        wait_s,
+        vcpu,
+        source: String::new(),
+    };
+    // 10 ms of CPU on a core at a quarter of a vCPU: 40 ms; 20 ms of waits fit in the 30 ms the
+    // quota leaves idle.
+    assert!((t(0.040, 0.020, 0.25).total() - 0.040).abs() < 1e-12);
+    // 50 ms of waits do not: CPU then waits.
+    assert!((t(0.040, 0.050, 0.25).total() - 0.060).abs() < 1e-12);
+    // On a whole core they add up.
+    assert!((t(0.010, 0.020, 1.0).total() - 0.030).abs() < 1e-12);
+}
+
+#[test]
+fn a_fetch_invocation_lasts_the_later_of_its_deadline_and_its_answers_plus_processing() {
+    // 5 s of CPU at 0.29 of a vCPU after answers at 0.3 s: past a 1-s deadline.
+    let long = fetch_invocation_s(1.0, 0.3, 5.0, 0.29);
+    assert!((long - (0.3 + 5.0 / 0.29)).abs() < 1e-9);
+    // 1 s of CPU after answers at 15 s ends before a 30-s deadline.
+    assert_eq!(fetch_invocation_s(30.0, 15.0, 0.29, 0.29), 30.0);
+}
+
+#[test]
+fn a_gc_round_lists_its_records_then_collects_them_side_by_side() {
+    let g = measured::GcRecord {
+        record: measured::StageTime {
+            cpu_s: 0.001,
+            wait_s: 0.030,
+            vcpu: 1.0,
+            source: String::new(),
+        },
+        listing_s: 0.016,
+        records_per_round: 200.0,
+    };
+    // 200 records: 0.2 s of CPU against ⌈200 ÷ 64⌉ = 4 waves of 31 ms chains: CPU-bound.
+    let rate = gc_job_rate(&g, 64.0, 200.0);
+    assert!((rate - 200.0 / (0.016 + 0.2)).abs() < 1e-6, "{rate}");
+    // One at a time, the chains are the bound.
+    let rate = gc_job_rate(&g, 1.0, 200.0);
+    assert!(
+        (rate - 200.0 / (0.016 + 200.0 * 0.031)).abs() < 1e-6,
+        "{rate}"
+    );
+}
+
+#[test]
+fn a_sweep_page_is_its_requests_one_after_another() {
+    let l = scenario(DEFAULT_SCENARIO).latency_ms;
+    let page = SweepPage {
+        files: 1000.0,
+        batch_gets: 3.0,
+        saves: 1.0,
+        reads: 0.0,
+    };
+    // A LIST, three lookups and a checkpoint, with 0.2 ms of CPU each, on a whole core.
+    let ms = l.s3 + 3.0 * l.dynamodb_batch + l.dynamodb + 5.0 * 0.2;
+    let rate = sweep_job_rate(page, 0.2, 1.0, &l);
+    assert!((rate - 1000.0 / (ms / 1000.0)).abs() < 1e-6, "{rate}");
+}
+
+#[test]
+fn a_scenario_may_give_the_sweeps_rate_it_measured() {
+    let mut s = scenario(DEFAULT_SCENARIO);
+    let item = "sweep: files judged/s vs a pass in sweep_pass_days";
+    let computed = row(&model(&s, &measured()).unwrap(), item).value;
+    assert!(computed > 0.0);
+    s.deployment.sweep.files_per_s_per_job = Some(1234.0);
+    let report = model(&s, &measured()).unwrap();
+    let r = row(&report, item);
+    assert!(r.trace.contains("files_per_s_per_job"), "{}", r.trace);
+    assert!((r.value - 1234.0 * s.deployment.sweep.jobs * (870.0 / 900.0)).abs() < 1e-6);
+}
+
+#[test]
+fn observed_latencies_replace_each_class_by_its_requests_mean() {
+    let l = scenario(DEFAULT_SCENARIO).latency_ms;
+    let observed: std::collections::BTreeMap<String, (f64, u64)> = [
+        ("dynamodb.GetItem".to_owned(), (2.0, 3)),
+        ("dynamodb.PutItem".to_owned(), (6.0, 1)),
+        ("s3.PUT".to_owned(), (9.0, 2)),
+        ("sqs.ReceiveMessage".to_owned(), (1000.0, 5)),
+    ]
+    .into_iter()
+    .collect();
+    let o = l.observed(&observed);
+    assert!((o.dynamodb - 3.0).abs() < 1e-12);
+    assert!((o.s3_put - 9.0).abs() < 1e-12);
+    // Nothing observed of these: the scenario's own; the trigger's receives are no class.
+    assert_eq!(o.transaction, l.transaction);
+    assert_eq!(o.sqs, l.sqs);
 }

@@ -797,3 +797,57 @@ async fn a_write_over_the_item_size_limit_is_item_too_large_and_never_retried() 
         Ok(v) => panic!("a 700 KB record was written (version {v})"),
     }
 }
+
+/// A series is spread over shards: its adds land on several partitions, and a read sums them
+/// with what the series' unsharded partition holds from before the shards.
+#[tokio::test]
+async fn a_counter_series_spreads_its_adds_over_shards_and_reads_its_unsharded_partition_too() {
+    let Some((store, client, table)) = store_and_client(
+        "a_counter_series_spreads_its_adds_over_shards_and_reads_its_unsharded_partition_too",
+    )
+    .await
+    else {
+        return;
+    };
+    let key = testing::aws::unique_name("cdn");
+    let live = BASE.plus(Duration::from_secs(3600));
+    // What an earlier release added, on the series' one partition.
+    client
+        .put_item()
+        .table_name(&table)
+        .item("pk", AttributeValue::S(format!("ctr#host#{key}")))
+        .item("sk", AttributeValue::S(format!("b#{:019}", 5)))
+        .item("c_answered", AttributeValue::N("2".into()))
+        .item(
+            "expires_at",
+            AttributeValue::N(live.as_millis().to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let adds = 2 * imgest_aws::dynamodb::COUNTER_SHARDS as u64;
+    for _ in 0..adds {
+        store
+            .add_counts("host", &key, 5, &[("answered", 1)], live, BASE)
+            .await
+            .unwrap();
+    }
+    let read = store.read_counts("host", &key, 0, 10, BASE).await.unwrap();
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].bucket, 5);
+    assert_eq!(read[0].counts["answered"], adds + 2);
+    // The adds are on the shards' partitions, each of them.
+    let partitions = client
+        .scan()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|item| item.get("pk")?.as_s().ok().cloned())
+        .filter(|pk| pk.starts_with(&format!("ctr#host#{key}#s")))
+        .count();
+    assert_eq!(partitions, imgest_aws::dynamodb::COUNTER_SHARDS as usize);
+}

@@ -48,6 +48,7 @@ use aws_sdk_dynamodb::error::{BuildError, ProvideErrorMetadata, SdkError};
 use crate::sdk_error::sdk_error;
 use imgest_core::ports::StoreError;
 
+pub use counts::COUNTER_SHARDS;
 pub use images::SCAN_ATTRIBUTES as IMAGE_SCAN_ATTRIBUTES;
 pub use offers::SCAN_ATTRIBUTES as OFFER_SCAN_ATTRIBUTES;
 pub use schema::{GC_INDEX, create_table};
