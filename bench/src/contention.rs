@@ -115,14 +115,7 @@ struct Figures {
 }
 
 pub async fn run(options: Options) -> Result<()> {
-    crate::init_logs("error");
-    imgest_download::install_default_provider();
-    let upstream = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .context(
-            "imgest-bench contention runs against an AWS emulator: run bench/contention.sh, which starts moto",
-        )?;
+    let upstream = crate::cost::emulator("error", "contention", "bench/contention.sh")?;
     for t in &options.targets {
         if !TARGETS.contains(&t.as_str()) {
             bail!("unknown target {t:?} (one of {TARGETS:?})");

@@ -52,8 +52,9 @@ impl StageTime {
 #[derive(Debug, Clone)]
 pub struct GcRecord {
     pub record: StageTime,
-    /// Listing one round's records, seconds.
+    /// Listing one round's records, seconds: its requests' waits, and their CPU on a core.
     pub listing_s: f64,
+    pub listing_cpu_s: f64,
     /// Records per round in the measurement.
     pub records_per_round: f64,
 }
@@ -175,7 +176,8 @@ impl Measured {
     /// files' single `DELETE`s in one round: the S3 adapter sends them together); and the
     /// listing of each round of [`GC_BATCH`] records: the GC index's `Query`s, one per bucket
     /// of `buckets` side by side, and the `BatchGetItem`s of the candidates' records. The
-    /// stage's rounds: one per full batch, and the one that found fewer.
+    /// stage's rounds: one per run (the one that found fewer than a full batch), and one per
+    /// full batch.
     pub fn per_record(
         &self,
         stage: &str,
@@ -192,28 +194,43 @@ impl Measured {
             .requests
             .retain(|op, _| !listing_ops.contains(&op.as_str()));
         let request_ms = Self::requests_ms(&record, latency, items);
-        let rounds = (items / GC_BATCH as f64).floor() + 1.0;
+        // A run lists rounds until one is not full: one per run, and one per full batch.
+        let rounds = (s.invocations.max(1)) as f64 + (items / GC_BATCH as f64).floor();
         let count = |op: &str| s.requests.get(op).copied().unwrap_or(0) as f64;
         let listing_ms = count("dynamodb.Query") / buckets.max(1.0)
             * latency.of(LatencyClass::DynamodbBatch)
             + count("dynamodb.BatchGetItem") * latency.of(LatencyClass::DynamodbBatch);
-        let cpu_ms = s.cpu_ms_per_invocation * s.invocations as f64 / items;
+        // GC's CPU is its requests' (signing, sending, parsing): shared out per request, so
+        // that a round's listing costs its own whatever the records it finds.
+        let requests = |r: &StageProfile| -> f64 {
+            r.requests
+                .iter()
+                .filter(|(op, _)| LatencyClass::of(op).is_some())
+                .map(|(_, n)| *n as f64)
+                .sum()
+        };
+        let cpu_ms = s.cpu_ms_per_invocation * s.invocations as f64;
+        let per_request = cpu_ms / requests(s).max(1.0);
+        let record_cpu_ms = requests(&record) * per_request / items;
+        let listing_cpu_ms = (requests(s) - requests(&record)) * per_request / rounds;
         Ok(GcRecord {
             record: StageTime {
-                cpu_s: cpu_ms / vcpu / 1000.0,
+                cpu_s: record_cpu_ms / vcpu / 1000.0,
                 wait_s: request_ms / items / 1000.0,
                 vcpu,
                 source: format!(
-                    "{stage}: CPU {} ms per record ÷ vCPU {}; requests {} ms per record in a chain (its single DELETEs in one round); listing {} ms per round [Queries ÷ {} buckets, BatchGets] over {} rounds",
-                    super::model::fmt(cpu_ms),
-                    super::model::fmt(vcpu),
+                    "{stage}: CPU {} ms per request; a record {} ms of CPU and {} ms of requests in a chain (its single DELETEs in one round); a round's listing {} ms of CPU and {} ms of requests [Queries ÷ {} buckets, BatchGets], {} rounds",
+                    super::model::fmt(per_request),
+                    super::model::fmt(record_cpu_ms),
                     super::model::fmt(request_ms / items),
+                    super::model::fmt(listing_cpu_ms),
                     super::model::fmt(listing_ms / rounds),
                     super::model::fmt(buckets),
                     super::model::fmt(rounds)
                 ),
             },
             listing_s: listing_ms / rounds / 1000.0,
+            listing_cpu_s: listing_cpu_ms / 1000.0,
             records_per_round: items / rounds,
         })
     }
@@ -303,19 +320,23 @@ impl Measured {
         })
     }
 
+    /// Items of `class` written in `stage`.
+    fn class_writes(&self, stage: &str, class: &str) -> Result<u64> {
+        Ok(self
+            .keys(stage, class)?
+            .iter()
+            .filter(|k| is_write(&k.op))
+            .map(|k| k.writes)
+            .sum())
+    }
+
     /// Write requests one invocation of `stage` makes to one series of `class`, over all its
     /// keys (a sharded counter's shards): the stage's writes to the class per invocation (the
     /// benchmark's tasks are all of one host, so each class is one series).
     pub fn series_writes_per_invocation(&self, stage: &str, class: &str) -> Result<Figure> {
         let invocations = (self.stage(stage)?.invocations.max(1)) as f64;
-        let writes: u64 = self
-            .keys(stage, class)?
-            .iter()
-            .filter(|k| is_write(&k.op))
-            .map(|k| k.writes)
-            .sum();
         Ok(Figure {
-            value: writes as f64 / invocations,
+            value: self.class_writes(stage, class)? as f64 / invocations,
             source: format!("writes/inv to the {class} series in {stage}"),
         })
     }
@@ -323,14 +344,8 @@ impl Measured {
     /// Write requests to `class` per item of `stage`.
     pub fn writes_per_item(&self, stage: &str, class: &str) -> Result<Figure> {
         let s = self.stage(stage)?;
-        let writes: u64 = self
-            .keys(stage, class)?
-            .iter()
-            .filter(|k| is_write(&k.op))
-            .map(|k| k.writes)
-            .sum();
         Ok(Figure {
-            value: writes as f64 / (s.items.max(1)) as f64,
+            value: self.class_writes(stage, class)? as f64 / (s.items.max(1)) as f64,
             source: format!("{class} writes/item in {stage}"),
         })
     }

@@ -296,14 +296,17 @@ pub fn sweep_job_rate(
 }
 
 /// A GC job's records per second, in rounds of `per_round` records: each round lists its
-/// records, then collects them `concurrency` at a time, each its own chain of CPU (on a core)
+/// records (its requests' CPU and waits one after another), then collects them `concurrency`
+/// at a time, each its own chain of CPU (on a core)
 /// and requests; one record's CPU runs while others wait, so the round's collecting takes the
 /// longer of all its CPU at the function's share of a vCPU and its waves of chains.
 pub fn gc_job_rate(g: &GcRecord, concurrency: f64, per_round: f64) -> f64 {
     let r = &g.record;
+    let vcpu = r.vcpu.max(1e-9);
+    let listing = (g.listing_cpu_s / vcpu).max(g.listing_cpu_s + g.listing_s);
     let waves = (per_round / concurrency.max(1.0)).ceil();
     let collecting = (per_round * r.cpu_s).max(waves * (r.cpu_s * r.vcpu + r.wait_s));
-    per_round / (g.listing_s + collecting).max(1e-9)
+    per_round / (listing + collecting).max(1e-9)
 }
 
 pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
@@ -1712,7 +1715,11 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             d.sweep.checkpoint
         ),
     );
-    erasure_rows(&mut r, s);
+    erasure_rows(
+        &mut r,
+        s,
+        m.sweep_costs(crate::cost::SWEEP_STAGE)?.cpu_ms_per_request,
+    );
     let audit_per_week;
     match d.audit.mode {
         AuditMode::Listing => {
@@ -2003,7 +2010,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
 /// The erasure path (`flows::erase`): its list of filed erasures is one partition
 /// (`rec#erasing#requests`), the erasure function works through it a minute at a time, and a
 /// CDN keeps each erased file's invalidation in progress for a while.
-fn erasure_rows(r: &mut Report, s: &Scenario) {
+fn erasure_rows(r: &mut Report, s: &Scenario, cpu_ms_per_request: f64) {
     let l = &s.load;
     let lim = &s.limits;
     let lat = &s.latency_ms;
@@ -2025,25 +2032,34 @@ fn erasure_rows(r: &mut Report, s: &Scenario) {
     );
     // One erasure, in requests (counted from the flow, not measured): the record, the
     // receipt read and written, the member removed; the public files listed, the versions of
-    // four prefixes listed, two `DeleteObjects`; the invalidation.
+    // four prefixes listed, two `DeleteObjects`; the invalidation. Each request's CPU is the
+    // SDK's (signing, sending, parsing), as the sweep's measured per request.
     let erasure_ms = 4.0 * lat.dynamodb + 7.0 * lat.s3 + lat.cloudfront;
+    let requests = 12.0;
     // A run every minute, for its timeout (60 s) less its margin (6 s).
     let duty = 54.0 / 60.0;
     let at_once = imgest_flows::erase::ERASING_AT_ONCE as f64;
+    let vcpu = (s.deployment.erasure_memory_mb / FULL_VCPU_MB).min(1.0);
+    // A wave of erasures side by side: their chains, or all their CPU at the function's share.
+    let wave_ms = erasure_ms.max(at_once * requests * cpu_ms_per_request / vcpu);
     r.row_at_least(
         "maintenance",
         "erasure function: erasures/s its runs get through vs erasures filed",
-        at_once * duty * 1000.0 / erasure_ms,
+        at_once * duty * 1000.0 / wave_ms,
         "erasures/s",
         l.erasures_per_s,
         format!(
-            "{} at once × duty {} ÷ ({} ms [4 × dynamodb {} + 7 × s3 {} + cloudfront {}])",
+            "{} at once × duty {} ÷ max({} ms [4 × dynamodb {} + 7 × s3 {} + cloudfront {}], {} at once × {} requests × CPU {} ms ÷ vCPU {})",
             fmt(at_once),
             fmt(duty),
             fmt(erasure_ms),
             fmt(lat.dynamodb),
             fmt(lat.s3),
-            fmt(lat.cloudfront)
+            fmt(lat.cloudfront),
+            fmt(at_once),
+            fmt(requests),
+            fmt(cpu_ms_per_request),
+            fmt(vcpu)
         ),
     );
     let paths = l.erasures_per_s * (l.files_per_image - 1.0).max(0.0) * lim.cdn_invalidation_s;

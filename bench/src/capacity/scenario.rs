@@ -339,6 +339,13 @@ pub struct Deployment {
     pub biggest_client_rpm: f64,
     /// Uploads a minute per token subject (`UploadRpm`).
     pub upload_rpm: f64,
+    /// The erasure function's `MemorySize` (its share of a vCPU). Optional (256).
+    #[serde(default = "erasure_memory_mb")]
+    pub erasure_memory_mb: f64,
+}
+
+fn erasure_memory_mb() -> f64 {
+    256.0
 }
 
 /// How a wait longer than SQS's longest delay is made.

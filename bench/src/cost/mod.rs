@@ -129,15 +129,23 @@ const WEBHOOK_BATCH: i32 = 10;
 /// lets act for any client.
 const SENDER: &str = "AIDABENCHSENDER";
 
-pub async fn run(options: Options) -> Result<()> {
-    crate::init_logs("warn");
+/// The AWS emulator a benchmark drives the handlers against (`AWS_ENDPOINT_URL`), with logs at
+/// `level` and TLS's provider installed; the error names the script that starts one.
+pub fn emulator(level: &str, what: &str, script: &str) -> Result<String> {
+    crate::init_logs(level);
     imgest_download::install_default_provider();
-    let upstream = std::env::var("AWS_ENDPOINT_URL")
+    std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|v| !v.trim().is_empty())
-        .context(
-            "imgest-bench cost measures against an AWS emulator: run bench/cost.sh, which starts moto and sets AWS_ENDPOINT_URL",
-        )?;
+        .with_context(|| {
+            format!(
+                "imgest-bench {what} runs against an AWS emulator: run {script}, which starts moto and sets AWS_ENDPOINT_URL"
+            )
+        })
+}
+
+pub async fn run(options: Options) -> Result<()> {
+    let upstream = emulator("warn", "cost", "bench/cost.sh")?;
     if options.offers == 0 || options.photos_per_offer == 0 {
         bail!("--offers and --photos must be at least 1");
     }
@@ -559,6 +567,7 @@ async fn drive(
     }
 
     // 4. Uploads through the API function, one per invocation: new bytes, then the same again.
+    let uploading = imgest_core::ports::Clock::now(&SystemClock);
     for stage in ["upload: new", "upload: dedup"] {
         tally.enter(stage);
         measured(tally, async {
@@ -572,27 +581,17 @@ async fn drive(
         })
         .await?;
     }
-    // Left unlinked, they expire: a GC job, its clock past their expiry, collects them.
-    let later = ManualClock::starting_now();
-    later.advance(settings.orphan_ttl + Duration::from_secs(86_400));
-    let collector = deployed.service(&settings, Arc::new(later)).await?;
+    let uploaded = imgest_core::ports::Clock::now(&SystemClock);
+    // Left unlinked, they expire: GC jobs collect them, each run's clock a step further past
+    // the uploads' expiries, so that each run collects the uploads of one step.
     tally.enter("gc: collect");
-    let collected = std::cell::Cell::new(0);
-    measured(tally, async {
-        let items = uploads.len();
-        lambda
-            .invoke(items, async {
-                let report = collector.gc().await?;
-                collected.set(report.images_deleted);
-                Ok::<_, imgest_flows::FlowError>(())
-            })
-            .await
+    let collected = measured(tally, async {
+        collect_in_runs(&lambda, &deployed, &settings, uploading, uploaded).await
     })
     .await?;
-    if collected.get() != uploads.len() as u64 {
+    if collected != uploads.len() as u64 {
         bail!(
-            "GC collected {} of {} expired uploads",
-            collected.get(),
+            "GC collected {collected} of {} expired uploads",
             uploads.len()
         );
     }
@@ -675,20 +674,63 @@ async fn drive(
     Ok(())
 }
 
+/// Runs of a stage the profile holds at least (GC's, the sweep's).
+const RUNS: u32 = 20;
+
+/// GC in [`RUNS`] runs, one invocation each, its clock a step further each run through the
+/// expiries of uploads made from `from` to `to`, the last a day past them all; returns the
+/// records collected.
+async fn collect_in_runs(
+    lambda: &Lambda<'_>,
+    deployed: &Deployed,
+    settings: &Settings,
+    from: imgest_core::domain::Timestamp,
+    to: imgest_core::domain::Timestamp,
+) -> Result<u64> {
+    let first = from.plus(settings.orphan_ttl);
+    let clock = Arc::new(ManualClock::new(first));
+    let collector = deployed.service(settings, Arc::clone(&clock) as _).await?;
+    let span_ms = (to.as_millis() - from.as_millis()).max(1);
+    let mut collected = 0;
+    for run in 1..=RUNS {
+        let at = if run == RUNS {
+            to.plus(settings.orphan_ttl + Duration::from_secs(86_400))
+        } else {
+            imgest_core::domain::Timestamp::from_millis(
+                first.as_millis() + span_ms * i64::from(run) / i64::from(RUNS),
+            )
+        };
+        clock.advance(Duration::from_millis(
+            u64::try_from(
+                at.as_millis() - imgest_core::ports::Clock::now(clock.as_ref()).as_millis(),
+            )
+            .unwrap_or(0),
+        ));
+        let started = lambda.start()?;
+        let report = collector.gc().await;
+        let deleted = report.as_ref().map_or(0, |r| r.images_deleted);
+        lambda.finish(usize::try_from(deleted).unwrap_or(usize::MAX), started);
+        collected += report?.images_deleted;
+    }
+    Ok(collected)
+}
+
 /// The sweep's stage in the profile: its items are files judged.
 pub const SWEEP_STAGE: &str = "sweep: judge";
 
-/// One scheduled sweep over every shard (a dry run), as one invocation of as many items as
-/// files it judged.
+/// The scheduled sweep over every shard (a dry run), in [`RUNS`] runs of a share of the
+/// shards each, one invocation of as many items as files it judged.
 async fn sweep(lambda: &Lambda<'_>, service: &imgest_flows::Service) -> Result<()> {
-    let started = lambda.start()?;
-    let report = service
-        .sweep_batch(imgest_core::domain::SHARD_COUNT, true, None)
-        .await;
-    let scanned = report.as_ref().map_or(0, |r| r.files_scanned);
-    lambda.finish(usize::try_from(scanned).unwrap_or(usize::MAX), started);
-    let report = report?;
-    if report.files_scanned == 0 {
+    let shards = imgest_core::domain::SHARD_COUNT.div_ceil(RUNS as usize);
+    let mut scanned = 0;
+    for _ in 0..RUNS {
+        let started = lambda.start()?;
+        let report = service.sweep_batch(shards, true, None).await;
+        let files = report.as_ref().map_or(0, |r| r.files_scanned);
+        lambda.finish(usize::try_from(files).unwrap_or(usize::MAX), started);
+        scanned += report?.files_scanned;
+    }
+    if scanned == 0 {
         bail!("the sweep listed no files");
     }
     Ok(())
@@ -822,10 +864,10 @@ async fn send_requests(
 }
 
 /// Runs a stage and records the peak memory the process reached meanwhile.
-async fn measured(tally: &Tally, stage: impl Future<Output = Result<()>>) -> Result<()> {
+async fn measured<T>(tally: &Tally, stage: impl Future<Output = Result<T>>) -> Result<T> {
     // Linux: writing 5 resets the peak (VmHWM) to the current RSS.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    stage.await?;
+    let out = stage.await?;
     if let Some(kb) = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -836,7 +878,7 @@ async fn measured(tally: &Tally, stage: impl Future<Output = Result<()>>) -> Res
     {
         tally.peak_rss(kb / 1024.0);
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The name of the functions' blocking threads (where the pipeline runs).

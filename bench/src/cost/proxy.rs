@@ -881,6 +881,7 @@ mod tests {
         let options = ProxyOptions {
             latency: Duration::from_millis(20),
             sizes: false,
+            refusals: None,
         };
         let url = start_with(&upstream, Arc::new(Tally::default()), options)
             .await

@@ -16,8 +16,10 @@
 //! - settle: the crawls back through the intake function;
 //! - API upload: new photos, one an invocation (the model's stand-in for the process
 //!   function's work, checked at that function's memory too);
-//! - GC: the uploads, left unlinked and expired, collected by one job;
-//! - the sweep: every stored file judged (a dry run), in the same function.
+//! - GC: the uploads, left unlinked and expired, collected by runs of one job, each its clock a
+//!   step further through their expiries;
+//! - the sweep: every stored file judged (a dry run) in runs of a share of the shards, in the
+//!   same function.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,7 +28,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use imgest_core::domain::{ClientId, OfferId};
-use imgest_core::ports::{ManualClock, SystemClock};
+use imgest_core::ports::SystemClock;
 use imgest_crawl::{Crawler, Processing};
 use imgest_hosts::{Answer, PartnerHost};
 use serde::Serialize;
@@ -34,8 +36,8 @@ use serde::Serialize;
 use super::proxy::{self, ProxyOptions, Tally};
 use super::quota::CpuQuota;
 use super::{
-    Deployed, FULL_VCPU_MB, INTAKE_BATCH, PROCESS_BATCH, SAMPLES, Stages, on_function_thread,
-    profile, sweep,
+    Deployed, FULL_VCPU_MB, INTAKE_BATCH, PROCESS_BATCH, SAMPLES, Stages, collect_in_runs,
+    on_function_thread, profile, sweep,
 };
 use crate::capacity::{
     Measured, Scenario, SweepPage, fetch_invocation_s, fmt, gc_job_rate, sweep_job_rate,
@@ -105,14 +107,7 @@ fn tier_of(n: usize) -> usize {
 const INVOCATIONS: usize = 20;
 
 pub async fn run(o: Options) -> Result<()> {
-    crate::init_logs("warn");
-    imgest_download::install_default_provider();
-    let upstream = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .context(
-            "imgest-bench validate runs against an AWS emulator: run bench/capacity.sh --validate, which starts moto and sets AWS_ENDPOINT_URL",
-        )?;
+    let upstream = super::emulator("warn", "validate", "bench/capacity.sh --validate")?;
     if o.offers == 0 || o.photos_per_offer == 0 {
         bail!("--offers and --photos must be at least 1");
     }
@@ -330,31 +325,29 @@ impl Run {
             .await?;
         tally.enter("validate: upload");
         let api_lambda = lambda(d.api.memory_mb);
+        let uploading = imgest_core::ports::Clock::now(&SystemClock);
         for bytes in &self.uploads {
             let body = bytes::Bytes::from(bytes.clone());
             api_lambda
                 .invoke(1, async { api.upload_bytes(body).await.map(drop) })
                 .await?;
         }
+        let uploaded = imgest_core::ports::Clock::now(&SystemClock);
 
-        // Left unlinked, they expire: one GC job, its clock past their expiry, collects them.
+        // Left unlinked, they expire: GC runs collect them, a step of their expiries each.
         let gc_settings = settings(d.gc.memory_mb, 0)?;
-        let later = ManualClock::starting_now();
-        later.advance(gc_settings.orphan_ttl + Duration::from_secs(86_400));
-        let collector = deployed.service(&gc_settings, Arc::new(later)).await?;
         tally.enter("validate: gc");
-        let collected = std::cell::Cell::new(0);
-        lambda(d.gc.memory_mb)
-            .invoke(self.uploads.len(), async {
-                let report = collector.gc().await?;
-                collected.set(report.images_deleted);
-                Ok::<_, imgest_flows::FlowError>(())
-            })
-            .await?;
-        if collected.get() != self.uploads.len() as u64 {
+        let collected = collect_in_runs(
+            &lambda(d.gc.memory_mb),
+            deployed,
+            &gc_settings,
+            uploading,
+            uploaded,
+        )
+        .await?;
+        if collected != self.uploads.len() as u64 {
             bail!(
-                "GC collected {} of {} expired uploads",
-                collected.get(),
+                "GC collected {collected} of {} expired uploads",
                 self.uploads.len()
             );
         }

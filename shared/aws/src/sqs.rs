@@ -40,8 +40,11 @@ pub const MAX_CHAINED_DELAY: Duration = Duration::from_secs(7 * 86_400);
 pub const BATCH_ENTRIES: usize = 10;
 /// ...and at most this many bytes of bodies in all.
 const BATCH_BYTES: usize = 256 * 1024;
-/// `SendMessageBatch` calls in flight at once for one send.
-pub const BATCHES_AT_ONCE: usize = 16;
+/// `SendMessageBatch` calls in flight at once for one send. A backfill's enumerator queues its
+/// rounds through one send each, half of every minute: at ten times seed 001's peak it must
+/// queue some 20,700 tasks a second, and 16 calls at once (a round trip each) carried about
+/// 4,800 (docs/capacity.md, "Maintenance"). At most 128 × 256 KB of bodies in flight.
+pub const BATCHES_AT_ONCE: usize = 128;
 /// Sends of one batch's failed entries, the first included.
 const BATCH_ATTEMPTS: u32 = 4;
 /// The wait before the first resend of failed entries (doubled each time, plus jitter).

@@ -79,10 +79,12 @@ const KEPT_FOR: Duration = Duration::from_secs(100 * 365 * 86_400);
 const ROUNDS: u32 = 8;
 /// Members read per page.
 const PAGE: usize = 500;
-/// Filed erasures worked on side by side (the capacity model reads it): each is a few round trips (the record, the
-/// versions of four prefixes, their deletes, the receipt), so a run of the erasure function
-/// (54 seconds of each minute) gets through several hundred.
-pub const ERASING_AT_ONCE: usize = 8;
+/// Filed erasures worked on side by side (the capacity model reads it): each is a dozen round
+/// trips (the record, the versions of four prefixes, their deletes, the receipt, the CDN's
+/// invalidation: about 460 ms), and little CPU, so a run of the erasure function (54 seconds
+/// of each minute) gets through about 3,000. Eight carried 15.6 a second, below the 20 that
+/// ten times seed 001's peak files (docs/capacity.md).
+pub const ERASING_AT_ONCE: usize = 32;
 
 /// Who asked for an erasure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
