@@ -637,8 +637,6 @@ fn committed_scenarios() -> Vec<String> {
 /// its line out; a new breach fails here.
 const TEN_TIMES_DESIGN_LIMITS: &[&str] = &[
     "rate limit of the biggest client: write units/s vs a hot partition",
-    "the biggest host's health: write units/s vs a hot partition",
-    "the biggest (client, host)'s tiers: write units/s vs a hot partition",
     "the popular URL's waiters: write units/s",
     "the popular URL's drain: seconds to tell every waiter",
     "the popular image: write units/s",
@@ -646,8 +644,6 @@ const TEN_TIMES_DESIGN_LIMITS: &[&str] = &[
     "the popular URL's record: read units/s from joins",
     "GC: records collected/s vs orphans expiring",
     "sweep: files judged/s vs a pass in sweep_pass_days",
-    "erasure function: erasures/s its runs get through vs erasures filed",
-    "backfill: tasks queued/s vs BackfillRate",
 ];
 
 #[test]

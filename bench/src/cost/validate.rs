@@ -12,7 +12,7 @@
 //! - fetch, each tier: most photos answer at once (`--host-latency`), some only after the
 //!   first tier's deadline and some only after the second's, so each tier's batches carry
 //!   their own answers and the tasks that outlast them (moved to the next tier);
-//! - process: photos the fetch function's memory could not hold, handed off;
+//! - process: photos a fetch function hands off (as when its memory cannot hold their decode);
 //! - settle: the crawls back through the intake function;
 //! - API upload: new photos, one an invocation (the model's stand-in for the process
 //!   function's work, checked at that function's memory too);
@@ -157,14 +157,34 @@ pub async fn run(o: Options) -> Result<()> {
         ));
         paths.push(path);
     }
+    // The photos the fetch function hands to the process function: a tenth of the offers'
+    // worth, each answering at once.
+    let handed = (photos / 10).max(1);
+    let mut handoff_paths = Vec::new();
+    for n in 0..handed {
+        let path = format!("/h{n}");
+        let (_, bytes) = mix.photo(photos + n, &path)?;
+        served.push((
+            path.clone(),
+            Answer::delay(
+                Duration::from_secs_f64(answers_s[0]),
+                Answer::photo(bytes),
+            ),
+        ));
+        handoff_paths.push(path);
+    }
     let uploads: Vec<Vec<u8>> = (0..o.offers)
-        .map(|i| Ok(mix.photo(photos + i, &format!("/upload/{i}"))?.1))
+        .map(|i| Ok(mix.photo(photos + handed + i, &format!("/upload/{i}"))?.1))
         .collect::<Result<_>>()?;
     let host = PartnerHost::builder().serve_all(served).start().await?;
-    let offers: Vec<Vec<String>> = paths
-        .chunks(o.photos_per_offer)
-        .map(|c| c.iter().map(|p| host.url(p)).collect())
-        .collect();
+    let urls = |paths: &[String]| -> Vec<Vec<String>> {
+        paths
+            .chunks(o.photos_per_offer)
+            .map(|c| c.iter().map(|p| host.url(p)).collect())
+            .collect()
+    };
+    let offers = urls(&paths);
+    let handoffs = urls(&handoff_paths);
     let batches: [i32; 3] = std::array::from_fn(|t| {
         let aim = tasks[t].div_ceil(INVOCATIONS).max(1);
         i32::try_from(aim)
@@ -175,6 +195,7 @@ pub async fn run(o: Options) -> Result<()> {
     let run = Run {
         scenario: scenario.clone(),
         offers,
+        handoffs,
         uploads,
         batches,
     };
@@ -220,6 +241,8 @@ pub async fn run(o: Options) -> Result<()> {
 struct Run {
     scenario: Scenario,
     offers: Vec<Vec<String>>,
+    /// Offers whose photos the fetch function hands to the process function.
+    handoffs: Vec<Vec<String>>,
     uploads: Vec<Vec<u8>>,
     /// Each tier's trigger batch: the scenario's, or less, so that each tier has about
     /// [`INVOCATIONS`] invocations.
@@ -227,7 +250,7 @@ struct Run {
 }
 
 impl Run {
-    async fn drive(self, proxy_url: &str, tally: &Tally, quota: &CpuQuota) -> Result<()> {
+    async fn drive<'a>(&'a self, proxy_url: &str, tally: &Tally, quota: &CpuQuota) -> Result<()> {
         let d = &self.scenario.deployment;
         let deployed = &Deployed::create(proxy_url).await?;
         let names = &deployed.names;
@@ -268,13 +291,16 @@ impl Run {
             client: &client,
             crawler: &intake,
         };
-        let listing: Vec<(OfferId, &Vec<String>)> = self
-            .offers
-            .iter()
-            .enumerate()
-            .map(|(o, urls)| Ok((OfferId::parse(&format!("offer-{o}"))?, urls)))
-            .collect::<Result<_>>()?;
-        stages.intake_stage("validate: intake", &listing).await?;
+        let listing = |offers: &'a [Vec<String>], prefix: &str| -> Result<Vec<(OfferId, &'a Vec<String>)>> {
+            offers
+                .iter()
+                .enumerate()
+                .map(|(o, urls)| Ok((OfferId::parse(&format!("{prefix}-{o}"))?, urls)))
+                .collect()
+        };
+        stages
+            .intake_stage("validate: intake", &listing(&self.offers, "offer")?)
+            .await?;
 
         let mut failed = 0;
         for t in 0..3 {
@@ -295,15 +321,6 @@ impl Run {
                 counts.download_attempts, counts.processed_here, counts.tier_moves
             );
         }
-        let processor = crawler(d.process.memory_mb, 0, Processing::Handoff)
-            .await?
-            .finishing_elsewhere();
-        tally.enter("validate: process");
-        lambda(d.process.memory_mb)
-            .deliver(&names.queues["process"], PROCESS_BATCH, |e| {
-                imgest_lambda_crawl::process::handle(&processor, e)
-            })
-            .await?;
         tally.enter("validate: settle");
         intake_lambda
             .deliver(&names.queues["settle"], INTAKE_BATCH, |e| {
@@ -317,6 +334,45 @@ impl Run {
         if failed > 0 {
             bail!("{failed} photos failed: the tiers' answers did not come as planned");
         }
+
+        // Hand-offs: a fetch function that passes every photo on (as when its memory cannot
+        // hold their decode), and the process function that takes them.
+        stages
+            .intake_stage(
+                "validate: intake (hand-offs)",
+                &listing(&self.handoffs, "handed")?,
+            )
+            .await?;
+        // Intake routes them by what the host taught it above: any tier.
+        tally.enter("validate: fetch (hand-offs)");
+        for t in 0..3 {
+            let handing = crawler(d.fetch[t].memory_mb, t, Processing::Handoff)
+                .await?
+                .finishing_elsewhere();
+            lambda(d.fetch[t].memory_mb)
+                .deliver(&names.queues[["fetch-0", "fetch-1", "fetch-2"][t]], self.batches[t], |e| {
+                    imgest_lambda_crawl::fetch::handle(&handing, e)
+                })
+                .await?;
+        }
+        let processor = crawler(d.process.memory_mb, 0, Processing::Handoff)
+            .await?
+            .finishing_elsewhere();
+        tally.enter("validate: process");
+        lambda(d.process.memory_mb)
+            .deliver(&names.queues["process"], PROCESS_BATCH, |e| {
+                imgest_lambda_crawl::process::handle(&processor, e)
+            })
+            .await?;
+        tally.enter("validate: settle (hand-offs)");
+        intake_lambda
+            .deliver(&names.queues["settle"], INTAKE_BATCH, |e| {
+                imgest_lambda_crawl::settle::handle(&intake, e)
+            })
+            .await?;
+        intake_lambda
+            .consume_results(&names.queues["results"], self.handoffs.len())
+            .await?;
 
         // Uploads through the API function, one an invocation.
         let api_settings = settings(d.api.memory_mb, 0)?;
