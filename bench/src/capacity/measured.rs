@@ -320,6 +320,19 @@ impl Measured {
         })
     }
 
+    /// Read units one `Query` of `class` took in `stage` (a counter series' shard).
+    pub fn rcu_per_query(&self, stage: &str, class: &str) -> Result<Figure> {
+        let (rcu, queries) = self
+            .keys(stage, class)?
+            .iter()
+            .filter(|k| k.op == "Query")
+            .fold((0.0, 0_u64), |(r, q), k| (r + k.rcu, q + k.requests));
+        Ok(Figure {
+            value: rcu / (queries.max(1)) as f64,
+            source: format!("RCU per Query of {class} in {stage} ({queries} Queries)"),
+        })
+    }
+
     /// Items of `class` written in `stage`.
     fn class_writes(&self, stage: &str, class: &str) -> Result<u64> {
         Ok(self

@@ -999,6 +999,39 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         Writes::PerFlush,
     )?;
 
+    // The biggest host's counts are read by every process that uses them (the fetch
+    // functions' instances, and the intake function's to route), once per FRESH_FOR each, a
+    // Query of every shard: each shard's partition takes all of those reads.
+    let readers: f64 = functions
+        .iter()
+        .filter(|fl| fl.name.starts_with("fetch-") || fl.name == "intake")
+        .map(|fl| fl.concurrency)
+        .sum();
+    let fresh_for = imgest_crawl::FRESH_FOR.as_secs_f64();
+    for (name, class) in [
+        ("the biggest host's health", host_class),
+        ("the biggest (client, host)'s tiers", route_class),
+    ] {
+        if !class.starts_with("ctr ") {
+            continue;
+        }
+        let q = m.rcu_per_query("new: fetch", class)?;
+        r.row(
+            "dynamodb",
+            format!("{name}: read units/s per shard"),
+            readers / fresh_for * q.value.max(0.5),
+            "RCU/s",
+            Some(lim.partition_fraction * lim.partition_rcu),
+            format!(
+                "readers {} [fetch and intake instances] ÷ FRESH_FOR {} s × {} [{}, at least ½]",
+                fmt(readers),
+                fmt(fresh_for),
+                fmt(q.value.max(0.5)),
+                q.source
+            ),
+        );
+    }
+
     // The popular URL: what a join writes.
     let joins = l.popular_url.join_per_s;
     let url_writes = m.writes_per_item("join: intake", "rec url")?;
