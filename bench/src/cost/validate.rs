@@ -166,10 +166,7 @@ pub async fn run(o: Options) -> Result<()> {
         let (_, bytes) = mix.photo(photos + n, &path)?;
         served.push((
             path.clone(),
-            Answer::delay(
-                Duration::from_secs_f64(answers_s[0]),
-                Answer::photo(bytes),
-            ),
+            Answer::delay(Duration::from_secs_f64(answers_s[0]), Answer::photo(bytes)),
         ));
         handoff_paths.push(path);
     }
@@ -291,13 +288,14 @@ impl Run {
             client: &client,
             crawler: &intake,
         };
-        let listing = |offers: &'a [Vec<String>], prefix: &str| -> Result<Vec<(OfferId, &'a Vec<String>)>> {
-            offers
-                .iter()
-                .enumerate()
-                .map(|(o, urls)| Ok((OfferId::parse(&format!("{prefix}-{o}"))?, urls)))
-                .collect()
-        };
+        let listing =
+            |offers: &'a [Vec<String>], prefix: &str| -> Result<Vec<(OfferId, &'a Vec<String>)>> {
+                offers
+                    .iter()
+                    .enumerate()
+                    .map(|(o, urls)| Ok((OfferId::parse(&format!("{prefix}-{o}"))?, urls)))
+                    .collect()
+            };
         stages
             .intake_stage("validate: intake", &listing(&self.offers, "offer")?)
             .await?;
@@ -350,9 +348,11 @@ impl Run {
                 .await?
                 .finishing_elsewhere();
             lambda(d.fetch[t].memory_mb)
-                .deliver(&names.queues[["fetch-0", "fetch-1", "fetch-2"][t]], self.batches[t], |e| {
-                    imgest_lambda_crawl::fetch::handle(&handing, e)
-                })
+                .deliver(
+                    &names.queues[["fetch-0", "fetch-1", "fetch-2"][t]],
+                    self.batches[t],
+                    |e| imgest_lambda_crawl::fetch::handle(&handing, e),
+                )
                 .await?;
         }
         let processor = crawler(d.process.memory_mb, 0, Processing::Handoff)
