@@ -625,6 +625,7 @@ fn committed_scenarios() -> Vec<String> {
                 && !n.ends_with(".suggested.json")
                 && n != "profile.json"
                 && n != "contention.json"
+                && n != "validation.json"
         })
         .collect();
     names.sort();
