@@ -343,6 +343,21 @@ impl Crawler {
         self.flush_where(|_| true).await
     }
 
+    /// Puts back outcomes of `key` a flush could not share (in the pending map `which`
+    /// picks), counting them kept and what the cap drops.
+    fn keep<T>(
+        &self,
+        shared: &mut Shared,
+        which: impl FnOnce(&mut Pending) -> &mut HashMap<String, Batch<T>>,
+        key: String,
+        items: Vec<T>,
+    ) {
+        shared.kept += items.len();
+        let now = self.now();
+        let mut pending = self.learning.pending();
+        shared.dropped += Batch::put_back(which(&mut pending), key, items, now);
+    }
+
     async fn flush_where(&self, due: impl Fn(Timestamp) -> bool) -> Shared {
         let (tiers, hosts) = {
             let mut pending = self.learning.pending();
@@ -357,10 +372,7 @@ impl Crawler {
                 Ok(()) => shared.shared += observations.len(),
                 Err(e) => {
                     warn!(key, error = %e, "cannot share a host's tier statistics now: kept for the next flush");
-                    shared.kept += observations.len();
-                    let now = self.now();
-                    shared.dropped +=
-                        Batch::put_back(&mut self.learning.pending().tiers, key, observations, now);
+                    self.keep(&mut shared, |p| &mut p.tiers, key, observations);
                 }
             }
         }
@@ -369,10 +381,7 @@ impl Crawler {
                 Ok(()) => shared.shared += events.len(),
                 Err(e) => {
                     warn!(host = host, error = %e, "cannot share a host's health now: kept for the next flush");
-                    shared.kept += events.len();
-                    let now = self.now();
-                    shared.dropped +=
-                        Batch::put_back(&mut self.learning.pending().hosts, host, events, now);
+                    self.keep(&mut shared, |p| &mut p.hosts, host, events);
                 }
             }
         }

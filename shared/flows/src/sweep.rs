@@ -195,11 +195,11 @@ enum ShardEnd {
     OutOfTime,
 }
 
-/// The prefixes a shard's files are under: both image areas (variants and originals), then
-/// the layout before areas (`{shard}/{id}/...`: nothing of it is an image file now).
-/// Prefixes a shard's sweep lists: both image areas, and the layout before areas.
+/// Prefixes a shard's sweep lists (the capacity model counts a pass's LISTs by it).
 pub const PREFIXES_PER_SHARD: usize = 3;
 
+/// The prefixes a shard's files are under: both image areas (variants and originals), then
+/// the layout before areas (`{shard}/{id}/...`: nothing of it is an image file now).
 fn shard_sweep_prefixes(shard: &str) -> [String; PREFIXES_PER_SHARD] {
     let [variants, originals] = IMAGE_AREAS;
     [
