@@ -137,9 +137,11 @@ struct TallyInner {
     /// The largest item written, by kind of record (bytes, as DynamoDB bills them).
     largest_items: BTreeMap<String, u64>,
     stages: BTreeMap<String, StageCounts>,
-    /// Per request name, how long the functions waited for their answers (ms, summed) and
-    /// how many there were: the latencies a validation gives the model.
-    observed: BTreeMap<String, (f64, u64)>,
+    /// Per stage and request name, how long the functions waited for their answers (ms,
+    /// summed) and how many there were: the latencies a validation gives the model. Per stage,
+    /// because the emulator's waits depend on what else runs: a quiet stage must not be charged
+    /// the queueing of a busy one.
+    observed: BTreeMap<(String, String), (f64, u64)>,
 }
 
 impl Tally {
@@ -227,13 +229,14 @@ impl Tally {
         });
     }
 
-    /// The mean time the functions waited for an answer to each kind of request so far (ms),
-    /// and how many there were, by request name (`dynamodb.GetItem`, `s3.PUT`, …).
-    pub fn observed_ms(&self) -> BTreeMap<String, (f64, u64)> {
+    /// The mean time the functions of `stage` waited for an answer to each kind of request
+    /// (ms), and how many there were, by request name (`dynamodb.GetItem`, `s3.PUT`, …).
+    pub fn observed_ms(&self, stage: &str) -> BTreeMap<String, (f64, u64)> {
         self.with(|t| {
             t.observed
                 .iter()
-                .map(|(name, (ms, n))| (name.clone(), (ms / (*n).max(1) as f64, *n)))
+                .filter(|((s, _), _)| s == stage)
+                .map(|((_, name), (ms, n))| (name.clone(), (ms / (*n).max(1) as f64, *n)))
                 .collect()
         })
     }
@@ -241,7 +244,10 @@ impl Tally {
     fn request(&self, name: String, waited: Duration, bill: impl FnOnce(&mut StageCounts)) {
         self.with(|t| {
             t.latency_ms += aws_latency_ms(&name);
-            let observed = t.observed.entry(name.clone()).or_default();
+            let observed = t
+                .observed
+                .entry((t.stage.clone(), name.clone()))
+                .or_default();
             observed.0 += waited.as_secs_f64() * 1000.0;
             observed.1 += 1;
             let stage = t.stage.clone();

@@ -4,7 +4,8 @@
 //! and trigger settings, against the emulator through the counting proxy; every stage's items
 //! per second per instance, as measured (items ÷ the invocations' wall time), is set beside what
 //! the model's own formulas predict from the same run's counted CPU and requests, at the
-//! latencies the functions met (each kind of request's mean wait, as the proxy saw it). A row
+//! latencies the functions met (each kind of request's mean wait in that stage, as the proxy saw
+//! it: the emulator queues requests behind a busy stage's, which a quiet stage never met). A row
 //! more than the tolerance apart fails the command: the model is wrong there.
 //!
 //! The stages:
@@ -66,8 +67,9 @@ pub struct Validation {
     pub source: String,
     pub scenario: String,
     pub tolerance: f64,
-    /// Each kind of request's mean wait, ms: the latencies the model was given.
-    pub latency_ms: BTreeMap<String, f64>,
+    /// Per stage, each kind of request's mean wait, ms: the latencies the model was given
+    /// for that stage's row.
+    pub latency_ms: BTreeMap<String, BTreeMap<String, f64>>,
     pub rows: Vec<Check>,
 }
 
@@ -428,8 +430,9 @@ fn compare(
     tasks: [usize; 3],
 ) -> Result<Validation> {
     let d = &scenario.deployment;
-    let observed = tally.observed_ms();
-    let latency = scenario.latency_ms.observed(&observed);
+    // Each stage's row gets the waits that stage met: the emulator queues requests behind a
+    // busy stage's, and a quiet stage must not be charged them.
+    let latency_in = |stage: &str| scenario.latency_ms.observed(&tally.observed_ms(stage));
     let profile = profile::profile(
         tally,
         source.clone(),
@@ -464,12 +467,12 @@ fn compare(
             trace,
         });
     };
-    let per_item = |stage: &str, memory_mb: f64| -> Result<(f64, String)> {
-        let t = measured.stage_time(stage, memory_mb, &latency, 1.0)?;
+    let per_item = |stage: &str, memory_mb: f64, met_in: &str| -> Result<(f64, String)> {
+        let t = measured.stage_time(stage, memory_mb, &latency_in(met_in), 1.0)?;
         Ok((1.0 / t.total().max(1e-9), t.source))
     };
 
-    let (rate, trace) = per_item("validate: intake", d.intake.memory_mb)?;
+    let (rate, trace) = per_item("validate: intake", d.intake.memory_mb, "validate: intake")?;
     check(
         "intake: concurrency vs its queues' maximum".into(),
         "validate: intake",
@@ -510,8 +513,9 @@ fn compare(
             ),
         );
     }
-    // The model takes an upload's work for a handed-off photo's.
-    let (rate, trace) = per_item("validate: upload", d.process.memory_mb)?;
+    // The model takes an upload's work for a handed-off photo's, at the waits the process
+    // function met.
+    let (rate, trace) = per_item("validate: upload", d.process.memory_mb, "validate: process")?;
     check(
         "process: concurrency vs its queue's maximum".into(),
         "validate: process",
@@ -519,7 +523,7 @@ fn compare(
         rate,
         format!("1 ÷ an upload's stage time at its memory [{trace}]"),
     );
-    let (rate, trace) = per_item("validate: settle", d.intake.memory_mb)?;
+    let (rate, trace) = per_item("validate: settle", d.intake.memory_mb, "validate: settle")?;
     check(
         "intake: concurrency vs its queues' maximum (settled crawls)".into(),
         "validate: settle",
@@ -527,7 +531,7 @@ fn compare(
         rate,
         format!("1 ÷ stage time [{trace}]"),
     );
-    let (rate, trace) = per_item("validate: upload", d.api.memory_mb)?;
+    let (rate, trace) = per_item("validate: upload", d.api.memory_mb, "validate: upload")?;
     check(
         "api: concurrency vs reserved (uploads)".into(),
         "validate: upload",
@@ -535,7 +539,12 @@ fn compare(
         rate,
         format!("1 ÷ stage time [{trace}]"),
     );
-    let gc = measured.per_record("validate: gc", d.gc.memory_mb, &latency, d.gc.buckets)?;
+    let gc = measured.per_record(
+        "validate: gc",
+        d.gc.memory_mb,
+        &latency_in("validate: gc"),
+        d.gc.buckets,
+    )?;
     check(
         "GC: records collected/s vs orphans expiring (one job)".into(),
         "validate: gc",
@@ -565,7 +574,7 @@ fn compare(
             },
             c.cpu_ms_per_request,
             vcpu,
-            &latency,
+            &latency_in("validate: sweep"),
         ),
         format!(
             "pages of {} files ÷ max(CPU ÷ vCPU {}, CPU + a LIST + {} BatchGetItems + {} checkpoints + {} reads) [{}]",
@@ -581,7 +590,14 @@ fn compare(
         source,
         scenario: scenario.name.clone(),
         tolerance: o.tolerance,
-        latency_ms: observed.into_iter().map(|(k, (ms, _))| (k, ms)).collect(),
+        latency_ms: rows
+            .iter()
+            .map(|r| {
+                let met = tally.observed_ms(&r.stage);
+                let ms = met.into_iter().map(|(k, (ms, _))| (k, ms)).collect();
+                (r.stage.clone(), ms)
+            })
+            .collect(),
         rows,
     })
 }
@@ -590,9 +606,13 @@ fn print(v: &Validation) {
     println!("# The capacity model against measurements\n");
     println!("Measured: {}", v.source);
     println!("Scenario: {}\n", v.scenario);
-    println!("Latencies the functions met (mean ms per request):\n");
-    for (op, ms) in &v.latency_ms {
-        println!("- {op}: {}", fmt(*ms));
+    println!("Latencies the functions met (mean ms per request), by stage:\n");
+    for (stage, met) in &v.latency_ms {
+        let met: Vec<String> = met
+            .iter()
+            .map(|(op, ms)| format!("{op} {}", fmt(*ms)))
+            .collect();
+        println!("- {stage}: {}", met.join(", "));
     }
     println!(
         "\n| | row | stage | memory (vCPU) | invocations | items | model items/s per instance | measured | model ÷ measured |"
