@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts moto's server: an AWS emulator (S3, SQS, SNS, DynamoDB, ...) on one local
+# Starts moto's server: an AWS emulator (S3, SQS, SNS, Step Functions, DynamoDB, ...) on one local
 # port, so the AWS adapters run their contract suites without an AWS account or a network.
 #
 # Needs only python3 (with venv), curl and the PyPI registry. Two ways to use it:
@@ -108,6 +108,15 @@ _moto_main() {
         [ -n "${MOTO_PORT:-}" ] && return 1
     done
     [ -n "${MOTO_PID:-}" ] || return 1
+    # Step Functions executions are not run by default (moto only records them); the
+    # delayed-send state machine must really wait and send its message.
+    if ! curl -fsS -o /dev/null --max-time 10 -X POST "http://127.0.0.1:$MOTO_PORT/moto-api/config" \
+        -H 'Content-Type: application/json' \
+        -d '{"stepfunctions":{"execute_state_machine":true}}'; then
+        _moto_say "could not enable Step Functions execution"
+        moto_stop
+        return 1
+    fi
     export MOTO_PORT MOTO_PID MOTO_LOG
     export AWS_ENDPOINT_URL="http://127.0.0.1:$MOTO_PORT"
     _moto_say "moto $MOTO_VERSION listening on $AWS_ENDPOINT_URL (pid $MOTO_PID, log $MOTO_LOG)"

@@ -5,7 +5,7 @@ moto's DynamoDB is not safe under concurrent requests: conditional writes check 
 without a lock, and a cancelled transaction restores a snapshot of the whole table, wiping out
 writes made meanwhile. Real DynamoDB makes each request atomic, and the contract suites rely on
 it (e.g. 16 concurrent claims of one id yield exactly one winner). Serialising only DynamoDB
-keeps S3 and SQS long polls concurrent.
+keeps S3, SQS long polls and Step Functions concurrent.
 
 moto 5.2.5 gives every SQS message one constant SenderId, whoever sent it. AWS gives the unique
 id of the sender's IAM identity: an IAM user's id, or an assumed role's "RoleId:session". The
@@ -184,7 +184,8 @@ def serialise_dynamodb(app):
 
 if __name__ == "__main__":
     port = int(sys.argv[1])
-    # The port moto's own cross-service calls use (as moto_server sets it).
+    # The port moto's own cross-service calls use (as moto_server sets it): Step Functions
+    # executions send their messages through this server.
     os.environ.setdefault("MOTO_PORT", str(port))
     sqs_sender_ids()
     sqs_dead_letter_sources()

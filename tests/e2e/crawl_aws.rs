@@ -188,6 +188,23 @@ fn queues_of(urls: &HashMap<&'static str, String>) -> String {
         .join(",")
 }
 
+/// A queue of its own for each of [`QUEUES`], by name.
+async fn create_queues(sqs: &aws_sdk_sqs::Client) -> HashMap<&'static str, String> {
+    let mut urls = HashMap::new();
+    for queue in QUEUES {
+        let url = sqs
+            .create_queue()
+            .queue_name(imgest_testing::aws::unique_name(queue))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        urls.insert(queue, url);
+    }
+    urls
+}
+
 /// The AWS app with queues of its own, and a crawler handing downloads to the process queue.
 pub(crate) struct CrawlOnAws {
     pub sqs: aws_sdk_sqs::Client,
@@ -209,6 +226,29 @@ impl CrawlOnAws {
         Self::start_running(name, vars, true).await
     }
 
+    /// [`start_with`](Self::start_with), the long waits going through a delayed-send state
+    /// machine of the app's own (as `LongWaits=step-functions` deploys it) on the emulator,
+    /// which runs its executions; the state machine's ARN beside.
+    pub async fn start_with_state_machine(
+        name: &str,
+        vars: &[(&str, &str)],
+    ) -> Option<(Self, String)> {
+        let config = imgest_testing::aws::sdk_config(name).await?;
+        let sfn = aws_sdk_sfn::Client::new(&config);
+        let sqs = aws_sdk_sqs::Client::new(&config);
+        let urls = create_queues(&sqs).await;
+        let arn = imgest_testing::aws::delayed_send_state_machine(
+            &sfn,
+            [&urls["fetch-0"], &urls["fetch-1"], &urls["fetch-2"]],
+        )
+        .await;
+        let mut vars = vars.to_vec();
+        vars.push(("IMGEST_LONG_WAITS", "step-functions"));
+        vars.push(("IMGEST_DELAY_STATE_MACHINE_ARN", &arn));
+        let app = Self::start_on(name, sqs, urls, &vars, true).await?;
+        Some((app, arn))
+    }
+
     /// [`start`](Self::start) for the bootstraps' tests: the erasures under way are left to
     /// the erasure function's bootstrap (see [`TestApp::start_aws_beside_functions`]).
     pub async fn start_beside_functions(name: &str) -> Option<Self> {
@@ -218,18 +258,17 @@ impl CrawlOnAws {
     async fn start_running(name: &str, vars: &[(&str, &str)], erasures: bool) -> Option<Self> {
         let config = imgest_testing::aws::sdk_config(name).await?;
         let sqs = aws_sdk_sqs::Client::new(&config);
-        let mut urls = HashMap::new();
-        for queue in QUEUES {
-            let url = sqs
-                .create_queue()
-                .queue_name(imgest_testing::aws::unique_name(queue))
-                .send()
-                .await
-                .unwrap()
-                .queue_url
-                .unwrap();
-            urls.insert(queue, url);
-        }
+        let urls = create_queues(&sqs).await;
+        Self::start_on(name, sqs, urls, vars, erasures).await
+    }
+
+    async fn start_on(
+        name: &str,
+        sqs: aws_sdk_sqs::Client,
+        urls: HashMap<&'static str, String>,
+        vars: &[(&str, &str)],
+        erasures: bool,
+    ) -> Option<Self> {
         let queues = queues_of(&urls);
         let mut vars = vars.to_vec();
         vars.push(("IMGEST_QUEUES", &queues));

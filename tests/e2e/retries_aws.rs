@@ -217,3 +217,52 @@ async fn a_retry_after_longer_than_sqs_allows_is_sent_on_at_each_hop_until_it_is
     let result = only(&take(&sqs, &urls["results"], 1).await);
     assert_eq!(result["photos"][0]["status"], "ok", "{result}");
 }
+
+#[tokio::test]
+async fn a_retry_after_longer_than_sqs_allows_waits_in_a_step_functions_execution() {
+    // SQS's limit shortened to a second: the host's two seconds are "longer than SQS allows",
+    // and LongWaits=step-functions sends the retry through the delayed-send state machine,
+    // which the emulator runs (its wait, then its send to the tier's queue).
+    let Some((CrawlOnAws { sqs, urls, app, .. }, arn)) = CrawlOnAws::start_with_state_machine(
+        "retries: long retry-after, step functions",
+        &[("IMGEST_SQS_MAX_DELAY", "1s")],
+    )
+    .await
+    else {
+        return;
+    };
+    let crawler = app.crawler(Processing::Handoff, &[]);
+    let busy_once = Answer::with_headers(
+        [("retry-after", "2")],
+        Answer::fail_times(1, 429, Answer::photo(Bytes::from(sample("ladybird.jpg")))),
+    );
+    let host = PartnerHost::start([("/busy.jpg", busy_once)])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "busy", "urls": [host.url("/busy.jpg")]});
+    intake(&crawler, "m-1", &request).await;
+    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
+    assert_eq!(host.hits("/busy.jpg"), 1);
+
+    // The retry comes from the execution, as it was sent: no hop, no due instant; it runs at
+    // once (the app's clock has not moved).
+    let retry = take(&sqs, &urls["fetch-0"], 1).await;
+    assert_eq!(only(&retry)["attempt"], 1);
+    assert!(
+        !retry.records[0]
+            .message_attributes
+            .contains_key(DUE_ATTRIBUTE),
+        "{retry:?}"
+    );
+    let sfn = aws_sdk_sfn::Client::new(
+        &imgest_testing::aws::sdk_config("step functions")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(imgest_testing::aws::executions(&sfn, &arn, None).await, 1);
+    fetch(&crawler, retry).await;
+    assert_eq!(host.hits("/busy.jpg"), 2);
+    process(&crawler, take(&sqs, &urls["process"], 1).await).await;
+    let result = only(&take(&sqs, &urls["results"], 1).await);
+    assert_eq!(result["photos"][0]["status"], "ok", "{result}");
+}

@@ -81,6 +81,8 @@ pub enum Setting {
     /// per queue.
     CdnPathsInProgress(f64),
     SqsInFlight(f64),
+    /// The template's `LongWaits`.
+    LongWaits(LongWaits),
 }
 
 impl Setting {
@@ -113,6 +115,14 @@ impl Setting {
                 n(v),
             ),
             Self::SqsInFlight(v) => ("quota: SQS messages in flight per queue".into(), n(v)),
+            Self::LongWaits(w) => (
+                "LongWaits".into(),
+                match w {
+                    LongWaits::StepFunctions => "step-functions",
+                    LongWaits::SqsChain => "sqs-chain",
+                }
+                .into(),
+            ),
         }
     }
 
@@ -144,6 +154,7 @@ impl Setting {
             Self::ApiAccountRate(v) => s.limits.api_account_rps = *v,
             Self::CdnPathsInProgress(v) => s.limits.cdn_paths_in_progress = *v,
             Self::SqsInFlight(v) => s.limits.sqs_in_flight = *v,
+            Self::LongWaits(w) => d.long_waits = *w,
         }
     }
 }
@@ -211,6 +222,10 @@ impl Report {
         });
     }
 }
+
+/// The state transitions of one delayed-send execution (`infra/statemachine/delayed-send.asl.json`:
+/// which queue, its URL, the wait, the send), each billed on Standard workflows.
+const SFN_TRANSITIONS: f64 = 4.0;
 
 /// `headroom × value`, rounded up to a whole `step` (a suggested setting or quota).
 fn sized(headroom: f64, value: f64, step: f64) -> f64 {
@@ -1606,6 +1621,37 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let attempts: f64 = lambda.iter().sum();
     let waits = l.long_wait_share * attempts;
     let open = waits * l.long_wait_mean_s;
+    let hops = open / lim.sqs_max_delay_s;
+    // What each way costs an hour: an execution's state transitions (its four states: which
+    // queue, its URL, the wait, the send) and its send; a hop's share of the batched requests
+    // that carry it (a tenth each of the SendMessageBatch that sends it on, the event source
+    // mapping's receive and its batched delete).
+    let sfn_hourly =
+        waits * 3600.0 * (SFN_TRANSITIONS * s.prices.sfn_transition + s.prices.sqs_request);
+    let chain_hourly = hops * 3600.0 * 0.3 * s.prices.sqs_request;
+    // The state machine is the default (the design's); the chain is the better choice when
+    // the open executions would pass their quota, a design limit the chain does not have.
+    let over_quota = open * s.targets.headroom > lim.sfn_open_executions;
+    r.suggest(
+        Setting::LongWaits(if over_quota {
+            LongWaits::SqsChain
+        } else {
+            d.long_waits
+        }),
+        format!(
+            "open waits {} × headroom {} vs the account's open Step Functions executions {}: {}; the bill an hour ${} with the state machine, ${} with the chain",
+            fmt(open),
+            fmt(s.targets.headroom),
+            fmt(lim.sfn_open_executions),
+            if over_quota {
+                "over, so the chain (no quota of open waits)"
+            } else {
+                "within, so as deployed"
+            },
+            fmt(sfn_hourly),
+            fmt(chain_hourly)
+        ),
+    );
     match d.long_waits {
         LongWaits::StepFunctions => r.row(
             "queues",
@@ -1631,7 +1677,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                 fmt(l.long_wait_share),
                 fmt(attempts),
                 fmt(l.long_wait_mean_s),
-                fmt(open / lim.sqs_max_delay_s),
+                fmt(hops),
                 fmt(lim.sqs_max_delay_s)
             ),
         ),
@@ -1954,14 +2000,18 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     );
     let (wait_dollars, wait_trace) = match d.long_waits {
         LongWaits::StepFunctions => (
-            waits * 3600.0 * (2.0 * pr.sfn_transition + pr.sqs_request),
-            format!("{} waits/s × (2 transitions + 1 send)", fmt(waits)),
+            sfn_hourly,
+            format!(
+                "{} waits/s × 3600 × ({} transitions [which queue, its URL, the wait, the send] + 1 send) × price",
+                fmt(waits),
+                fmt(SFN_TRANSITIONS)
+            ),
         ),
         LongWaits::SqsChain => (
-            open / lim.sqs_max_delay_s * 3600.0 * 0.3 * pr.sqs_request,
+            chain_hourly,
             format!(
                 "{} hops/s × 3600 × 0.3 requests [a tenth each of the SendMessageBatch that sends it on, the event source mapping's receive and its batched delete] × price",
-                fmt(open / lim.sqs_max_delay_s)
+                fmt(hops)
             ),
         ),
     };

@@ -352,11 +352,11 @@ fn erasure_memory_mb() -> f64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LongWaits {
-    /// One Step Functions execution per wait: what the service did before long waits were
-    /// chained, kept so that a scenario can weigh the two.
+    /// One Step Functions execution per wait (`LongWaits=step-functions`, the template's
+    /// default): bounded by the account's open executions.
     StepFunctions,
     /// A chain of SQS delays of at most 15 minutes each, the message sent on by its queue's
-    /// handler at each early arrival (what the service does).
+    /// handler at each early arrival (`LongWaits=sqs-chain`): no quota of open waits.
     SqsChain,
 }
 

@@ -340,11 +340,13 @@ fn the_default_scenario_matches_the_templates_defaults() {
     let s = scenario(DEFAULT_SCENARIO);
     let template = repo("template.yaml");
     let d = &s.deployment;
-    // Long waits are chained through SQS: no function may start the (draining) state machine.
-    assert_eq!(d.long_waits, scenario::LongWaits::SqsChain);
+    // Long waits go through the state machine by default.
+    assert_eq!(d.long_waits, scenario::LongWaits::StepFunctions);
     assert!(
-        !template.contains("states:StartExecution"),
-        "a function may start a Step Functions execution: the scenario's long_waits is not the template's"
+        template.contains(
+            "    Default: step-functions\n    AllowedValues: [step-functions, sqs-chain]"
+        ),
+        "the template's LongWaits default is not the scenario's long_waits"
     );
     let expect = |what: &str, found: String, value: f64| {
         let found: f64 = found

@@ -513,15 +513,20 @@ fn compare(
             ),
         );
     }
-    // The model takes an upload's work for a handed-off photo's, at the waits the process
-    // function met.
-    let (rate, trace) = per_item("validate: upload", d.process.memory_mb, "validate: process")?;
+    // The model takes an upload's work for a handed-off photo's (a profile choice: its
+    // photos are other photos of the mix); the formula is checked on the process function's
+    // own photos, as every other row on its own stage's.
+    let (rate, trace) = per_item(
+        "validate: process",
+        d.process.memory_mb,
+        "validate: process",
+    )?;
     check(
         "process: concurrency vs its queue's maximum".into(),
         "validate: process",
         d.process.memory_mb,
         rate,
-        format!("1 ÷ an upload's stage time at its memory [{trace}]"),
+        format!("1 ÷ stage time [{trace}]"),
     );
     let (rate, trace) = per_item("validate: settle", d.intake.memory_mb, "validate: settle")?;
     check(

@@ -1,5 +1,6 @@
 //! The ports on AWS: S3 ([`S3BlobStore`], presigned upload URLs), DynamoDB ([`DynamoStore`]),
-//! SQS, with chained delays for long waits, and SNS for the results topic ([`SqsSender`]),
+//! SQS, with Step Functions ([`StepFunctionsDelay`]) or chained delays for long waits, and SNS
+//! for the results topic ([`SqsSender`]),
 //! [`ports`], which builds them all from an [`AwsBackend`](imgest_core::backend::AwsBackend), and
 //! [`read_object`] for what a function reads once at start-up (the watermark).
 
@@ -7,6 +8,7 @@ pub mod cloudfront;
 pub mod dynamodb;
 pub mod s3;
 mod sdk_error;
+pub mod sfn;
 pub mod sns;
 pub mod sqs;
 pub mod sqs_dead_letters;
@@ -14,13 +16,14 @@ pub mod sqs_dead_letters;
 pub use cloudfront::CloudFrontCdn;
 pub use dynamodb::DynamoStore;
 pub use s3::S3BlobStore;
+pub use sfn::StepFunctionsDelay;
 pub use sns::SnsTopics;
 pub use sqs::SqsSender;
 
 use std::sync::Arc;
 
 use imgest_core::Ports;
-use imgest_core::backend::AwsBackend;
+use imgest_core::backend::{AwsBackend, LongWaits};
 use imgest_core::ports::{Cdn, Clock, StoreError};
 
 /// The SDK's configuration from the standard AWS environment (region, credentials,
@@ -59,13 +62,18 @@ pub async fn ports(aws: &AwsBackend, clock: Arc<dyn Clock>) -> Ports {
         aws_sdk_dynamodb::Client::new(&config),
         &aws.table,
     ));
-    let messages = Arc::new(
-        SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone())
-            .with_topics(SnsTopics::new(aws_sdk_sns::Client::new(&config)))
-            .with_max_sqs_delay(aws.sqs_max_delay)
-            .with_clock(clock.clone())
-            .with_letter_bodies(blobs.clone()),
-    );
+    let mut sender = SqsSender::new(aws_sdk_sqs::Client::new(&config), aws.queues.clone())
+        .with_topics(SnsTopics::new(aws_sdk_sns::Client::new(&config)))
+        .with_max_sqs_delay(aws.sqs_max_delay)
+        .with_clock(clock.clone())
+        .with_letter_bodies(blobs.clone());
+    if let LongWaits::StepFunctions { state_machine_arn } = &aws.long_waits {
+        sender = sender.with_step_functions(StepFunctionsDelay::new(
+            aws_sdk_sfn::Client::new(&config),
+            state_machine_arn,
+        ));
+    }
+    let messages = Arc::new(sender);
     Ports {
         blobs: blobs.clone(),
         images: records.clone(),

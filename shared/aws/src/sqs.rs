@@ -6,11 +6,19 @@
 //! again a few times before the call gives up with `Unavailable`; an entry refused as the
 //! sender's fault (too large, invalid characters) fails at once with `Backend`.
 //!
-//! A message delayed longer (a day-long `Retry-After`) is chained: sent with the longest delay
-//! SQS allows and the instant it is due in its [`DUE_ATTRIBUTE`]; its queue's handler sends it
-//! on with the rest of its wait when it arrives early (`imgest_lambda::chain`), a hop every 15
-//! minutes, until it is due. A wait costs a few queue requests per hop, nothing per second, and
-//! no quota of open executions bounds how many wait at once.
+//! A message delayed longer (a day-long `Retry-After`) is a long wait, in one of two ways
+//! ([`LongWaits`](imgest_core::backend::LongWaits)):
+//! - through Step Functions ([`StepFunctionsDelay`], the template's default): one execution of
+//!   the delayed-send state machine per message, which waits, then sends it (to the fetch
+//!   queues; other queues' long waits, the webhook deliveries' retries, are chained);
+//! - chained: sent with the longest delay SQS allows and the instant it is due in its
+//!   [`DUE_ATTRIBUTE`]; its queue's handler sends it on with the rest of its wait when it
+//!   arrives early (`imgest_lambda::chain`), a hop every 15 minutes, until it is due. A wait
+//!   costs a few queue requests per hop, nothing per second, and no quota of open executions
+//!   bounds how many wait at once.
+//!
+//! Either way the handlers of the queues sent long waits read a chained message's due instant,
+//! so a stack switched from one to the other drains the waits already under way.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -20,6 +28,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
 
+use super::sfn::StepFunctionsDelay;
 use super::sns::{SnsTopics, is_topic};
 use crate::sdk_error::sdk_error;
 use imgest_core::backend::MAX_SQS_DELAY;
@@ -31,15 +40,17 @@ use imgest_core::ports::{
 /// The message attribute of a chained message: when it is due, in milliseconds since the Unix
 /// epoch. A message that carries it may arrive before then, and is sent on until it is due.
 pub const DUE_ATTRIBUTE: &str = "imgest.due";
-/// The longest delay a message may be sent with (a chain of 672 hops): every wait the flows
-/// schedule is shorter (the longest, a `Retry-After`, is capped at a day), so a longer one is a
-/// bug, refused rather than left circling for months.
+/// The longest delay a message may be sent with (a chain of 672 hops, or an execution's
+/// week): every wait the flows schedule is shorter (the longest, a `Retry-After`, is capped at
+/// a day), so a longer one is a bug, refused rather than left waiting for months.
 pub const MAX_CHAINED_DELAY: Duration = Duration::from_secs(7 * 86_400);
 
 /// `SendMessageBatch` takes at most this many entries...
 pub const BATCH_ENTRIES: usize = 10;
 /// ...and at most this many bytes of bodies in all.
 const BATCH_BYTES: usize = 256 * 1024;
+/// Executions of the delayed-send state machine started at once for one send.
+const EXECUTIONS_AT_ONCE: usize = 16;
 /// `SendMessageBatch` calls in flight at once for one send. A backfill's enumerator queues its
 /// rounds through one send each, half of every minute: at ten times seed 001's peak it must
 /// queue some 20,700 tasks a second, and 16 calls at once (a round trip each) carried about
@@ -61,8 +72,10 @@ pub struct SqsSender {
     pub(super) found_dead: Arc<Mutex<HashMap<String, String>>>,
     /// Publishes to the logical queues that are SNS topics (their entry is the topic's ARN).
     topics: Option<SnsTopics>,
-    /// Messages delayed longer than this are chained.
+    /// Messages delayed longer than this are long waits.
     max_sqs_delay: Duration,
+    /// Long waits through the delayed-send state machine; `None`: chained.
+    step_functions: Option<StepFunctionsDelay>,
     /// What a chained message's due instant is counted from (the flows' clock, so that its
     /// handler, reading the same clock, agrees on when it is due).
     clock: Arc<dyn Clock>,
@@ -90,6 +103,7 @@ impl SqsSender {
             found_dead: Arc::default(),
             topics: None,
             max_sqs_delay: MAX_SQS_DELAY,
+            step_functions: None,
             clock: Arc::new(SystemClock),
             letter_bodies: None,
         }
@@ -115,8 +129,14 @@ impl SqsSender {
         self
     }
 
-    /// Chains messages delayed longer than `max` (default and upper bound: [`MAX_SQS_DELAY`];
-    /// tests use a small one).
+    /// Sends long waits through the delayed-send state machine instead of chaining them.
+    pub fn with_step_functions(mut self, delay: StepFunctionsDelay) -> Self {
+        self.step_functions = Some(delay);
+        self
+    }
+
+    /// Makes messages delayed longer than `max` long waits (default and upper bound:
+    /// [`MAX_SQS_DELAY`]; tests use a small one).
     pub fn with_max_sqs_delay(mut self, max: Duration) -> Self {
         self.max_sqs_delay = max.min(MAX_SQS_DELAY);
         self
@@ -248,6 +268,13 @@ impl MessageSender for SqsSender {
             }
             return topics.publish(queue, queue_url, messages).await;
         }
+        if let Some(sfn) = self
+            .step_functions
+            .as_ref()
+            .filter(|_| StepFunctionsDelay::serves(queue))
+        {
+            return self.send_waiting_in(sfn, queue, queue_url, messages).await;
+        }
         let chained = self.chained(queue, messages)?;
         let messages: Vec<&OutgoingMessage> = chained.iter().map(AsRef::as_ref).collect();
         self.send_now(queue, queue_url, &messages).await
@@ -317,6 +344,38 @@ impl MessageSender for SqsSender {
 }
 
 impl SqsSender {
+    /// Sends the messages due within SQS's delay, then starts an execution of `sfn` for each
+    /// long wait. A wait beyond [`MAX_CHAINED_DELAY`] is refused before anything is sent.
+    async fn send_waiting_in(
+        &self,
+        sfn: &StepFunctionsDelay,
+        queue: &str,
+        queue_url: &str,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), StoreError> {
+        let (direct, long): (Vec<&OutgoingMessage>, Vec<&OutgoingMessage>) =
+            messages.iter().partition(|m| m.delay <= self.max_sqs_delay);
+        if let Some(m) = long.iter().find(|m| m.delay > MAX_CHAINED_DELAY) {
+            return Err(StoreError::Backend {
+                message: format!(
+                    "sending to queue {queue:?}: a message is delayed {}s, beyond the longest wait ({}s)",
+                    m.delay.as_secs(),
+                    MAX_CHAINED_DELAY.as_secs()
+                ),
+                source: None,
+            });
+        }
+        self.send_now(queue, queue_url, &direct).await?;
+        for chunk in long.chunks(EXECUTIONS_AT_ONCE) {
+            let mut starts = Vec::with_capacity(chunk.len());
+            for m in chunk {
+                starts.push(sfn.start(queue, &m.body, ceil_secs(m.delay)));
+            }
+            futures_util::future::try_join_all(starts).await?;
+        }
+        Ok(())
+    }
+
     /// `messages` as SQS takes them: one delayed beyond [`max_sqs_delay`](Self::max_sqs_delay)
     /// goes with that delay and its due instant in [`DUE_ATTRIBUTE`]. A delay beyond
     /// [`MAX_CHAINED_DELAY`] is refused before anything is sent.

@@ -1,6 +1,8 @@
 //! `SqsSender` on the emulator: the `MessageSender` contract (one test per check, each on a
 //! fresh queue of its own), batched sends with per-message delays on SQS, and delays past the
-//! SQS threshold chained: sent with SQS's longest delay and their due instant.
+//! SQS threshold (long waits): through the delayed-send state machine
+//! (`infra/statemachine/delayed-send.asl.json`) on Step Functions to the fetch queues, or
+//! chained: sent with SQS's longest delay and their due instant.
 //!
 //! Messages are awaited with long-polling `ReceiveMessage` calls until a deadline, never with
 //! sleeps. Without an emulator the tests say they skipped (unless `IMGEST_TEST_AWS=1` or `CI`).
@@ -11,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
-use imgest_aws::SqsSender;
-use imgest_aws::sqs::DUE_ATTRIBUTE;
+use imgest_aws::sqs::{DUE_ATTRIBUTE, MAX_CHAINED_DELAY};
+use imgest_aws::{SqsSender, StepFunctionsDelay};
 use imgest_core::ports::{MessageSender, OutgoingMessage, StoreError};
 use imgest_testing as testing;
 use imgest_testing::aws::{self, SqsQueueReader};
@@ -198,12 +200,31 @@ async fn long_delays_are_chained_with_their_due_instant() {
 
     // Both arrive within the emulator's first seconds: the chained one after its first hop,
     // carrying the instant it is due (an hour after it was sent).
+    let due = received_with_due(&sqs, &url, 2).await;
+    assert_eq!(due.len(), 2, "{due:?}");
+    assert_eq!(
+        due["direct"], None,
+        "a message within SQS's delay is not chained"
+    );
+    assert_eq!(
+        due["chained"].as_deref(),
+        Some((sent_at.as_millis() + 3_600_000).to_string().as_str())
+    );
+}
+
+/// The bodies of up to `want` messages received from `url` within a minute (deleted), each with
+/// its due instant if it carries one.
+async fn received_with_due(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    want: usize,
+) -> HashMap<String, Option<String>> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut due = HashMap::new();
-    while due.len() < 2 && Instant::now() < deadline {
+    while due.len() < want && Instant::now() < deadline {
         let out = sqs
             .receive_message()
-            .queue_url(&url)
+            .queue_url(url)
             .max_number_of_messages(10)
             .wait_time_seconds(2)
             .message_attribute_names("All")
@@ -216,15 +237,79 @@ async fn long_delays_are_chained_with_their_due_instant() {
                 .and_then(|a| a.get(DUE_ATTRIBUTE))
                 .and_then(|v| v.string_value().map(str::to_owned));
             due.insert(m.body().unwrap_or_default().to_owned(), attribute);
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
         }
     }
-    assert_eq!(due.len(), 2, "{due:?}");
+    due
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_waits_to_the_fetch_queues_go_through_the_state_machine_and_others_are_chained() {
+    let test = "long_waits_to_the_fetch_queues_go_through_the_state_machine_and_others_are_chained";
+    let Some(config) = aws::sdk_config(test).await else {
+        return;
+    };
+    let (sqs, fetch) = fresh_queue(&config).await;
+    let (_, webhooks) = fresh_queue(&config).await;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    // The state machine sends only to the fetch queues: here all three are this one.
+    let arn = aws::delayed_send_state_machine(&sfn, [&fetch, &fetch, &fetch]).await;
+    let sender = SqsSender::new(
+        sqs.clone(),
+        HashMap::from([
+            ("fetch-1".to_owned(), fetch.clone()),
+            ("webhooks".to_owned(), webhooks.clone()),
+        ]),
+    )
+    .with_max_sqs_delay(Duration::from_secs(1))
+    .with_step_functions(StepFunctionsDelay::new(sfn.clone(), arn.clone()));
+
+    sender
+        .send(
+            "fetch-1",
+            &[
+                message("direct", Duration::ZERO),
+                message("waited", Duration::from_secs(2)),
+            ],
+        )
+        .await
+        .unwrap();
+    // The long wait went as an execution, which waited, then sent the body as it was: no hop,
+    // no due instant for the fetch function to read.
+    let got = received_with_due(&sqs, &fetch, 2).await;
     assert_eq!(
-        due["direct"], None,
-        "a message within SQS's delay is not chained"
+        got,
+        HashMap::from([("direct".to_owned(), None), ("waited".to_owned(), None)])
     );
-    assert_eq!(
-        due["chained"].as_deref(),
-        Some((sent_at.as_millis() + 3_600_000).to_string().as_str())
+    assert_eq!(aws::executions(&sfn, &arn, None).await, 1);
+
+    // A queue the state machine does not serve (the webhook deliveries) gets a chain.
+    sender
+        .send("webhooks", &[message("chained", Duration::from_secs(3600))])
+        .await
+        .unwrap();
+    let chained = received_with_due(&sqs, &webhooks, 1).await;
+    assert!(chained["chained"].is_some(), "{chained:?}");
+    assert_eq!(aws::executions(&sfn, &arn, None).await, 1);
+
+    // A wait beyond any the flows schedule is refused before anything starts.
+    let refused = sender
+        .send(
+            "fetch-1",
+            &[message(
+                "too late",
+                MAX_CHAINED_DELAY + Duration::from_secs(1),
+            )],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Backend { .. })),
+        "{refused:?}"
     );
+    assert_eq!(aws::executions(&sfn, &arn, None).await, 1);
 }

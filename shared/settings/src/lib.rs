@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use imgest_core::backend::MAX_SQS_DELAY;
-pub use imgest_core::backend::{AwsBackend, Backend};
+pub use imgest_core::backend::{AwsBackend, Backend, LongWaits};
 use imgest_core::domain::{OriginalMetadata, VariantName, VariantSet};
 use imgest_core::imaging::WatermarkPosition;
 
@@ -350,6 +350,39 @@ fn sqs_max_delay(vars: &Vars<'_>) -> Result<Duration, SettingsError> {
     Ok(delay)
 }
 
+/// `IMGEST_LONG_WAITS` (`step-functions` or `sqs-chain`): the state machine needs its ARN in
+/// `IMGEST_DELAY_STATE_MACHINE_ARN`. Unset, the state machine if an ARN is given, else the
+/// chain.
+fn long_waits(vars: &Vars<'_>) -> Result<LongWaits, SettingsError> {
+    let arn = vars.get("IMGEST_DELAY_STATE_MACHINE_ARN");
+    let state_machine = |arn: &str| {
+        if arn.starts_with("arn:") && arn.contains(":stateMachine:") {
+            Ok(LongWaits::StepFunctions {
+                state_machine_arn: arn.to_owned(),
+            })
+        } else {
+            Err(vars.bad(
+                "IMGEST_DELAY_STATE_MACHINE_ARN",
+                "expected a state machine's ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)",
+            ))
+        }
+    };
+    match (vars.get("IMGEST_LONG_WAITS"), arn) {
+        (Some("step-functions"), Some(arn)) | (None, Some(arn)) => state_machine(arn),
+        (Some("step-functions"), None) => Err(vars.bad(
+            "IMGEST_LONG_WAITS",
+            "step-functions needs the delayed-send state machine's ARN in IMGEST_DELAY_STATE_MACHINE_ARN",
+        )),
+        // Chosen by name, the chain starts no execution: a state machine named beside it is
+        // not read.
+        (Some("sqs-chain"), _) | (None, None) => Ok(LongWaits::SqsChain),
+        (Some(_), _) => Err(vars.bad(
+            "IMGEST_LONG_WAITS",
+            "expected step-functions or sqs-chain",
+        )),
+    }
+}
+
 /// `IMGEST_CDN_DISTRIBUTION_ARN` (`arn:aws:cloudfront::ACCOUNT:distribution/ID`, the
 /// template's `CdnDistributionArn`): the distribution's id; unset or empty, no CDN.
 fn cdn_distribution_id(vars: &Vars<'_>) -> Result<Option<String>, SettingsError> {
@@ -388,6 +421,7 @@ fn backend(vars: &Vars<'_>) -> Result<Backend, SettingsError> {
                 force_path_style: vars.flag("IMGEST_S3_FORCE_PATH_STYLE", false)?,
                 queues,
                 sqs_max_delay: sqs_max_delay(vars)?,
+                long_waits: long_waits(vars)?,
                 cdn_distribution_id: cdn_distribution_id(vars)?,
                 endpoint_url: None,
             }))
@@ -697,6 +731,7 @@ mod tests {
                 force_path_style: false,
                 queues: HashMap::new(),
                 sqs_max_delay: MAX_SQS_DELAY,
+                long_waits: LongWaits::SqsChain,
                 cdn_distribution_id: None,
                 endpoint_url: None,
             })
@@ -708,18 +743,18 @@ mod tests {
         );
     }
 
-    #[test]
-    fn queues_map_logical_names_to_sqs_urls() {
-        let aws = [
+    fn with_aws(extra: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let mut vars = vec![
             ("IMGEST_BACKEND", "aws"),
             ("IMGEST_BUCKET", "b"),
             ("IMGEST_TABLE", "t"),
         ];
-        let with_aws = |extra: &[(&str, &str)]| {
-            let mut vars = aws.to_vec();
-            vars.extend_from_slice(extra);
-            with(&vars)
-        };
+        vars.extend_from_slice(extra);
+        with(&vars)
+    }
+
+    #[test]
+    fn queues_map_logical_names_to_sqs_urls() {
         let s = with_aws(&[(
             "IMGEST_QUEUES",
             " results=arn:aws:sns:eu-west-1:1:results, fetch-0=http://127.0.0.1:5000/1/f0 ,",
@@ -768,6 +803,62 @@ mod tests {
         ] {
             let err = with_aws(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{value}");
+        }
+    }
+
+    #[test]
+    fn long_waits_go_through_the_state_machine_its_arn_names_or_are_chained() {
+        let arn = "arn:aws:states:eu-west-1:123456789012:stateMachine:imgest-delayed-send";
+        let machine = LongWaits::StepFunctions {
+            state_machine_arn: arn.to_owned(),
+        };
+        for (vars, expected) in [
+            (&[][..], LongWaits::SqsChain),
+            (
+                &[("IMGEST_DELAY_STATE_MACHINE_ARN", "")][..],
+                LongWaits::SqsChain,
+            ),
+            (
+                &[("IMGEST_LONG_WAITS", "sqs-chain")][..],
+                LongWaits::SqsChain,
+            ),
+            (
+                &[
+                    ("IMGEST_LONG_WAITS", "sqs-chain"),
+                    ("IMGEST_DELAY_STATE_MACHINE_ARN", arn),
+                ][..],
+                LongWaits::SqsChain,
+            ),
+            (
+                &[("IMGEST_DELAY_STATE_MACHINE_ARN", arn)][..],
+                machine.clone(),
+            ),
+            (
+                &[
+                    ("IMGEST_LONG_WAITS", "step-functions"),
+                    ("IMGEST_DELAY_STATE_MACHINE_ARN", arn),
+                ][..],
+                machine,
+            ),
+        ] {
+            let Backend::Aws(aws) = with_aws(vars).unwrap().backend else {
+                panic!("the aws backend");
+            };
+            assert_eq!(aws.long_waits, expected, "{vars:?}");
+        }
+        for (vars, var) in [
+            (
+                &[("IMGEST_LONG_WAITS", "step-functions")][..],
+                "IMGEST_LONG_WAITS",
+            ),
+            (&[("IMGEST_LONG_WAITS", "sfn")][..], "IMGEST_LONG_WAITS"),
+            (
+                &[("IMGEST_DELAY_STATE_MACHINE_ARN", "imgest-delayed-send")][..],
+                "IMGEST_DELAY_STATE_MACHINE_ARN",
+            ),
+        ] {
+            let err = with_aws(vars).unwrap_err();
+            assert_eq!(err.var, var, "{vars:?}");
         }
     }
 

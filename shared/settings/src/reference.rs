@@ -127,6 +127,16 @@ const AWS: &[(&str, &str)] = &[
     ("IMGEST_BUCKET", "b"),
     ("IMGEST_TABLE", "t"),
 ];
+/// The AWS backend with a delayed-send state machine (what `step-functions` needs).
+const AWS_STATE_MACHINE: &[(&str, &str)] = &[
+    ("IMGEST_BACKEND", "aws"),
+    ("IMGEST_BUCKET", "b"),
+    ("IMGEST_TABLE", "t"),
+    (
+        "IMGEST_DELAY_STATE_MACHINE_ARN",
+        "arn:aws:states:eu-west-1:123456789012:stateMachine:delayed-send",
+    ),
+];
 const WATERMARK: &[(&str, &str)] = &[("IMGEST_WATERMARK", "wm.png")];
 
 const fn var(name: &'static str, place: Place, value: Value, default: DefaultValue) -> Variable {
@@ -246,7 +256,14 @@ pub const VARIABLES: &[Variable] = &[
     var("IMGEST_SQS_MAX_DELAY", Aws, positive_duration(at("15m")), default("15m"))
         .with(AWS)
         .left("tests only")
-        .means("the longest delay sent as an SQS message delay (SQS's own limit is 15 minutes); a longer one is chained: sent with this delay and its due instant (`imgest.due`), and sent on by its queue's handler at each hop until it is due. Shorter only to exercise that path against an emulator"),
+        .means("the longest delay sent as an SQS message delay (SQS's own limit is 15 minutes); a longer one is a long wait (`IMGEST_LONG_WAITS`). Shorter only to exercise that path against an emulator"),
+    var("IMGEST_LONG_WAITS", Aws, OneOf(&["step-functions", "sqs-chain"]), Unset)
+        .with(AWS_STATE_MACHINE)
+        .left("the template sets the state machine's ARN, or none, from `LongWaits`")
+        .means("how a message delayed beyond `IMGEST_SQS_MAX_DELAY` waits: `step-functions`, one execution of the delayed-send state machine (`IMGEST_DELAY_STATE_MACHINE_ARN`, required) each, which waits, then sends it (to the fetch queues; other queues' long waits are chained); `sqs-chain`, sent with SQS's longest delay and its due instant (`imgest.due`), and sent on by its queue's handler at each hop until it is due. Unset: `step-functions` if the ARN is set, else `sqs-chain`"),
+    var("IMGEST_DELAY_STATE_MACHINE_ARN", Aws, Text, Unset)
+        .with(AWS)
+        .means("the delayed-send state machine (`arn:aws:states:REGION:ACCOUNT:stateMachine:NAME`) long waits go through with `IMGEST_LONG_WAITS=step-functions`; not read with `sqs-chain`. Read by the functions that send to the fetch queues (API, intake, fetch)"),
     var("IMGEST_S3_FORCE_PATH_STYLE", Aws, Flag, default("false"))
         .with(AWS)
         .left("emulators only")

@@ -170,6 +170,44 @@ pub async fn with_dead_letter_queue(
     dead
 }
 
+/// The delayed-send state machine the SAM template deploys, created on the emulator (which
+/// runs its executions: the wait, then the SQS send), sending to the fetch queues at
+/// `fetch_queue_urls` (tier 0 first; SAM's `DefinitionSubstitutions` on AWS); its ARN.
+pub async fn delayed_send_state_machine(
+    sfn: &aws_sdk_sfn::Client,
+    fetch_queue_urls: [&str; 3],
+) -> String {
+    let mut definition =
+        include_str!("../../../infra/statemachine/delayed-send.asl.json").to_owned();
+    for (tier, url) in fetch_queue_urls.iter().enumerate() {
+        definition = definition.replace(&format!("${{FetchQueue{tier}Url}}"), url);
+    }
+    sfn.create_state_machine()
+        .name(unique_name("imgest-delayed-send"))
+        .definition(definition)
+        .role_arn("arn:aws:iam::123456789012:role/x")
+        .send()
+        .await
+        .expect("the emulator creates the state machine")
+        .state_machine_arn
+}
+
+/// The executions of the state machine `arn` with `status` (every one: `None`).
+pub async fn executions(
+    sfn: &aws_sdk_sfn::Client,
+    arn: &str,
+    status: Option<aws_sdk_sfn::types::ExecutionStatus>,
+) -> usize {
+    sfn.list_executions()
+        .state_machine_arn(arn)
+        .set_status_filter(status)
+        .send()
+        .await
+        .expect("the emulator lists the executions")
+        .executions()
+        .len()
+}
+
 /// Reads an SQS queue back: long-polling `ReceiveMessage`, then `DeleteMessage` for the
 /// messages taken (and `ChangeMessageVisibility` to 0 for the ones put back).
 pub struct SqsQueueReader {

@@ -16,8 +16,9 @@
 //!   deletes object versions (an erasure reaches every version);
 //! - a dead-letter queue is sent to only by its queues' consumers (with the reasons of what
 //!   they gave up on);
-//! - the delayed-send state machine, kept only while the executions started before long waits
-//!   were chained through SQS drain (no function may start it), reaches the fetch queues only.
+//! - the delayed-send state machine reaches the fetch queues only, and only a function that may
+//!   send to them may start it (the machine is no path to a queue the function could not
+//!   reach); with `LongWaits=sqs-chain` the grant names no state machine.
 
 use imgest_aws::dynamodb::{IMAGE_SCAN_ATTRIBUTES, OFFER_SCAN_ATTRIBUTES};
 
@@ -36,6 +37,9 @@ pub enum Res {
     Queue(&'static str),
     /// An SNS topic, by its logical id.
     Topic(&'static str),
+    /// The delayed-send state machine with `LongWaits=step-functions` (with `sqs-chain`, an
+    /// ARN that names no state machine).
+    StateMachine,
     /// The CloudFront distribution `CdnDistributionArn` names (without one, an ARN that names
     /// no distribution: a statement must name a resource).
     Distribution,
@@ -87,6 +91,15 @@ const FETCH_QUEUES: &[Res] = &[
     Res::Queue("FetchQueue2"),
 ];
 const KEY: &[&str] = &["pk", "sk"];
+
+/// Whoever sends a retry or a re-check to a fetch queue may have to wait longer than SQS's 15
+/// minutes.
+const LONG_WAITS: Grant = grant(
+    "Waits longer than SQS's 15 minutes (a retry after a day-long Retry-After), with LongWaits=step-functions: an execution of the delayed-send state machine each, which sends only to the fetch queues.",
+    &["states:StartExecution"],
+    &[Res::StateMachine],
+    Cond::None,
+);
 
 const RESULTS: Grant = grant(
     "The results of the crawls it settles, each with its client (subscriptions filter on it).",
@@ -206,6 +219,7 @@ const API: &[Grant] = &[
         FETCH_QUEUES,
         Cond::None,
     ),
+    LONG_WAITS,
     RESULTS,
     WEBHOOK_DELIVERIES,
 ];
@@ -230,6 +244,7 @@ const INTAKE: &[Grant] = &[
         ],
         Cond::None,
     ),
+    LONG_WAITS,
     RESULTS,
     WEBHOOK_DELIVERIES,
     DEAD_LETTER_BODIES,
@@ -292,6 +307,7 @@ const FETCH: &[Grant] = &[
         ],
         Cond::None,
     ),
+    LONG_WAITS,
     DEAD_LETTER_BODIES,
 ];
 
@@ -668,6 +684,15 @@ pub fn violations(table: &[(&str, &[Grant])]) -> Vec<String> {
                     _ => bad("s3:ListBucket of the whole bucket".into()),
                 }
             }
+            if g.actions.contains(&"states:StartExecution") {
+                let sends_to_fetch = grants.iter().any(|other| {
+                    other.actions.contains(&"sqs:SendMessage")
+                        && other.resources.iter().any(|r| FETCH_QUEUES.contains(r))
+                });
+                if !sends_to_fetch {
+                    bad("starts the delayed send but may not send to the fetch queues".into());
+                }
+            }
             let deletes = g.actions.contains(&"s3:DeleteObject");
             for r in g.resources {
                 match r {
@@ -725,6 +750,7 @@ fn resource(r: Res) -> String {
         Res::Objects(prefix) => format!("!Sub \"${{FilesBucket.Arn}}/{prefix}*\""),
         Res::Queue(q) => format!("!GetAtt {q}.Arn"),
         Res::Topic(t) => format!("!Ref {t}"),
+        Res::StateMachine => "!If [LongWaitsOnStepFunctions, !Ref DelayedSendStateMachine, !Sub \"arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:none\"]".into(),
         Res::Distribution => "!If [HasCdn, !Ref CdnDistributionArn, !Sub \"arn:${AWS::Partition}:cloudfront::${AWS::AccountId}:distribution/none\"]".into(),
     }
 }
@@ -876,6 +902,8 @@ fn a_widened_policy_is_caught() {
         Cond::None,
     )];
     const ANY_ACTION: &[Grant] = &[grant("widened", &["s3:*"], FILES, Cond::None)];
+    // The process function may send to no fetch queue: the state machine would be its way.
+    const STARTS_DELAYED_SEND: &[Grant] = &[LONG_WAITS];
     const TO_PROCESS: &[Grant] = &[grant(
         "widened",
         &["sqs:SendMessage"],
@@ -916,6 +944,11 @@ fn a_widened_policy_is_caught() {
         ("BackfillFunction", WHOLE_TABLE, "every attribute"),
         ("ProcessFunction", WHOLE_BUCKET, "whole bucket"),
         ("ApiFunction", ANY_ACTION, "wildcard action"),
+        (
+            "ProcessFunction",
+            STARTS_DELAYED_SEND,
+            "starts the delayed send",
+        ),
         (
             "DelayedSendStateMachine",
             TO_PROCESS,
