@@ -130,6 +130,19 @@ impl Measured {
         total
     }
 
+    /// The mean latency of a stage's requests at the scenario's latencies, ms (each kind by
+    /// its count).
+    fn mean_request_ms(s: &StageProfile, latency: &Latency) -> f64 {
+        let (mut total, mut n) = (0.0, 0.0);
+        for (op, count) in &s.requests {
+            if let Some(ms) = Self::request_ms(op, latency) {
+                total += *count as f64 * ms;
+                n += *count as f64;
+            }
+        }
+        if n > 0.0 { total / n } else { 0.0 }
+    }
+
     /// The CPU and request time one item of `stage` holds a function's instance, computed
     /// from what was counted rather than from the measurement's own modeled time: its CPU
     /// (measured on a whole core) over the function's share of a vCPU (`memory_mb ÷ 1,769`, at
@@ -150,18 +163,37 @@ impl Measured {
         let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
         let cpu_s = scale * s.cpu_ms_per_invocation / per_inv / vcpu / 1000.0;
         let request_ms = Self::requests_ms(s, latency, s.items.max(1) as f64);
-        // A request chain per invocation (its items' requests overlap), shared by its items.
-        let wait_s = scale * request_ms / invocations / per_inv / per_inv / 1000.0;
+        let rounds = s.request_rounds_per_invocation;
+        let wait_s = if rounds > 0.0 {
+            // The invocation's chain, as deep as measured, at the mean latency of its mix of
+            // requests, shared by its items.
+            scale * rounds * Self::mean_request_ms(s, latency) / per_inv / 1000.0
+        } else {
+            // Not measured: a request chain per invocation (its items' requests overlap, each
+            // item's one after another), shared by its items.
+            scale * request_ms / invocations / per_inv / per_inv / 1000.0
+        };
         Ok(StageTime {
             cpu_s,
             wait_s,
             vcpu,
             source: format!(
-                "{stage}: max(CPU ÷ vCPU, CPU + requests) per item: CPU {} ms/inv ÷ {} items/inv, vCPU {}; requests {} ms/inv ÷ items/inv² (scenario latencies; an item's files in one round){}",
+                "{stage}: max(CPU ÷ vCPU, CPU + requests) per item: CPU {} ms/inv ÷ {} items/inv, vCPU {}; requests {}{}",
                 super::model::fmt(s.cpu_ms_per_invocation),
                 super::model::fmt(per_inv),
                 super::model::fmt(vcpu),
-                super::model::fmt(request_ms / invocations),
+                if rounds > 0.0 {
+                    format!(
+                        "{} rounds/inv (measured depth) × {} ms ÷ items/inv (the mix's mean at the scenario latencies)",
+                        super::model::fmt(rounds),
+                        super::model::fmt(Self::mean_request_ms(s, latency))
+                    )
+                } else {
+                    format!(
+                        "{} ms/inv ÷ items/inv² (scenario latencies; an item's files in one round)",
+                        super::model::fmt(request_ms / invocations)
+                    )
+                },
                 if (scale - 1.0).abs() > 1e-9 {
                     format!(", × {}", super::model::fmt(scale))
                 } else {

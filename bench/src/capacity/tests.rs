@@ -111,6 +111,33 @@ fn stage_times_follow_the_scenarios_latencies_and_the_functions_vcpu_share() {
 }
 
 #[test]
+fn a_measured_chain_depth_sets_the_waits_at_the_mean_latency_of_the_mix() {
+    let mut m = measured();
+    let stage = "new: intake";
+    let latency = scenario(DEFAULT_SCENARIO).latency_ms;
+    let unmeasured = m.stage_time(stage, 1769.0, &latency, 1.0).unwrap();
+    let s = m.cost.stages.get_mut(stage).unwrap();
+    s.request_rounds_per_invocation = 4.0;
+    let per_inv = s.items as f64 / s.invocations as f64;
+    let mut slow = latency.clone();
+    slow.dynamodb *= 2.0;
+    slow.dynamodb_batch *= 2.0;
+    slow.transaction *= 2.0;
+    slow.sqs *= 2.0;
+    slow.s3 *= 2.0;
+    slow.s3_put *= 2.0;
+    slow.cloudfront *= 2.0;
+    let deep = m.stage_time(stage, 1769.0, &latency, 1.0).unwrap();
+    let deep_slow = m.stage_time(stage, 1769.0, &slow, 1.0).unwrap();
+    // Four requests deep, shared by the invocation's items, and twice as long at twice the
+    // latencies; CPU as before.
+    assert!(deep.wait_s > 0.0 && deep.wait_s * per_inv < 4.0 * 0.1);
+    assert!((deep_slow.wait_s / deep.wait_s - 2.0).abs() < 1e-9);
+    assert_eq!(deep.cpu_s, unmeasured.cpu_s);
+    assert!(deep.source.contains("4.00 rounds/inv"), "{}", deep.source);
+}
+
+#[test]
 fn results_are_held_against_the_regions_sns_quota() {
     let mut s = scenario(DEFAULT_SCENARIO);
     let item = "results: messages published/s vs SNS's publish quota";

@@ -132,6 +132,7 @@ mod tests {
                 cpu_ms: 1.0,
                 measured_ms: 300.0,
                 modeled_ms: 100.0,
+                ..Run::default()
             }],
             peak_rss_mb: 100.0,
             ..StageCounts::default()

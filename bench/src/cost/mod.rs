@@ -938,11 +938,12 @@ struct Lambda<'a> {
     quota: Option<(&'a quota::CpuQuota, f64)>,
 }
 
-/// Where an invocation started: CPU, wall clock, modeled latency so far.
+/// Where an invocation started: CPU, wall clock, modeled latency and the busy clock so far.
 struct Started {
     cpu_ms: f64,
     at: Instant,
     latency_ms: f64,
+    busy: (f64, u64, f64),
 }
 
 impl Lambda<'_> {
@@ -954,6 +955,7 @@ impl Lambda<'_> {
             cpu_ms: thread_cpu_ms(),
             at: Instant::now(),
             latency_ms: self.tally.latency_ms(),
+            busy: self.tally.busy(),
         })
     }
 
@@ -962,12 +964,16 @@ impl Lambda<'_> {
     fn finish(&self, items: usize, started: Started) {
         let cpu_ms = thread_cpu_ms() - started.cpu_ms;
         let latency = (self.tally.latency_ms() - started.latency_ms) / items.max(1) as f64;
+        let (busy_ms, requests, waited_ms) = self.tally.busy();
         self.tally.invocation(
             items,
             Run {
                 cpu_ms,
                 measured_ms: started.at.elapsed().as_secs_f64() * 1000.0,
                 modeled_ms: cpu_ms + latency + self.external_wait.as_secs_f64() * 1000.0,
+                busy_ms: busy_ms - started.busy.0,
+                requests: requests - started.busy.1,
+                waited_ms: waited_ms - started.busy.2,
             },
         );
     }

@@ -35,6 +35,11 @@ pub struct StageProfile {
     pub memory_mb: u32,
     pub cpu_ms_per_invocation: f64,
     pub modeled_ms_per_invocation: f64,
+    /// How many requests deep an invocation's chain was: the time a request was outstanding
+    /// over a request's mean wait (requests side by side count once). 0: not measured (a
+    /// profile from before it was), and the requests are taken one after another per item.
+    #[serde(default)]
+    pub request_rounds_per_invocation: f64,
     pub write_units: f64,
     pub read_units: f64,
     pub sqs_requests: u64,
@@ -80,6 +85,18 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
     if n == 0 { 0.0 } else { sum / f64::from(n) }
 }
 
+/// An invocation's request rounds over a stage's runs: their busy time over a request's mean
+/// wait, per invocation.
+fn rounds(runs: &[super::proxy::Run]) -> f64 {
+    let busy: f64 = runs.iter().map(|r| r.busy_ms).sum();
+    let requests: u64 = runs.iter().map(|r| r.requests).sum();
+    let waited: f64 = runs.iter().map(|r| r.waited_ms).sum();
+    if runs.is_empty() || requests == 0 || waited <= 0.0 {
+        return 0.0;
+    }
+    busy / (waited / requests as f64) / runs.len() as f64
+}
+
 fn stage_profile(name: &str, c: &StageCounts) -> StageProfile {
     // The stage's function: the part after "scenario: ".
     let function = name.split_once(": ").map_or(name, |(_, f)| f);
@@ -90,6 +107,7 @@ fn stage_profile(name: &str, c: &StageCounts) -> StageProfile {
         memory_mb: b.memory_mb,
         cpu_ms_per_invocation: mean(c.runs.iter().map(|r| r.cpu_ms)),
         modeled_ms_per_invocation: mean(c.runs.iter().map(|r| r.modeled_ms)),
+        request_rounds_per_invocation: rounds(&c.runs),
         write_units: c.write_units,
         read_units: c.read_units,
         sqs_requests: c.sqs_requests,

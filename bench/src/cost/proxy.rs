@@ -107,6 +107,11 @@ pub struct Run {
     /// What it would take on AWS: its CPU time, plus the AWS latency of its requests shared
     /// by the items that ran concurrently, plus any wait outside AWS (a download).
     pub modeled_ms: f64,
+    /// How long at least one of its requests was outstanding (the union of their waits).
+    pub busy_ms: f64,
+    /// Its requests, and their waits summed (ms).
+    pub requests: u64,
+    pub waited_ms: f64,
 }
 
 /// Typical in-region latency of one request (ms), for the modeled duration: the emulator's
@@ -137,6 +142,14 @@ struct TallyInner {
     /// The largest item written, by kind of record (bytes, as DynamoDB bills them).
     largest_items: BTreeMap<String, u64>,
     stages: BTreeMap<String, StageCounts>,
+    /// Requests outstanding now, since when one has been, and how long one was before: the
+    /// clock of [`Tally::busy`].
+    outstanding: u32,
+    busy_since: Option<std::time::Instant>,
+    busy: Duration,
+    /// Every request's wait so far (ms) and how many there were.
+    waited_ms: f64,
+    requests: u64,
     /// Per stage and request name, how long the functions waited for their answers (ms,
     /// summed) and how many there were: the latencies a validation gives the model. Per stage,
     /// because the emulator's waits depend on what else runs: a quiet stage must not be charged
@@ -241,8 +254,45 @@ impl Tally {
         })
     }
 
+    /// A request arrived: the busy clock runs while any is outstanding.
+    fn request_began(&self) {
+        self.with(|t| {
+            if t.outstanding == 0 {
+                t.busy_since = Some(std::time::Instant::now());
+            }
+            t.outstanding += 1;
+        });
+    }
+
+    /// A request was answered (or failed).
+    fn request_ended(&self) {
+        self.with(|t| {
+            t.outstanding = t.outstanding.saturating_sub(1);
+            if t.outstanding == 0
+                && let Some(since) = t.busy_since.take()
+            {
+                t.busy += since.elapsed();
+            }
+        });
+    }
+
+    /// How long a request has been outstanding so far (ms), the requests answered so far and
+    /// their waits summed (ms): an invocation's share is the difference across it.
+    pub fn busy(&self) -> (f64, u64, f64) {
+        self.with(|t| {
+            let running = t.busy_since.map_or(Duration::ZERO, |s| s.elapsed());
+            (
+                (t.busy + running).as_secs_f64() * 1000.0,
+                t.requests,
+                t.waited_ms,
+            )
+        })
+    }
+
     fn request(&self, name: String, waited: Duration, bill: impl FnOnce(&mut StageCounts)) {
         self.with(|t| {
+            t.requests += 1;
+            t.waited_ms += waited.as_secs_f64() * 1000.0;
             t.latency_ms += aws_latency_ms(&name);
             let observed = t
                 .observed
@@ -350,9 +400,20 @@ async fn forward(State(proxy): State<Arc<Proxy>>, request: Request) -> Response<
     }
 }
 
+/// Stops a request's part of the busy clock however its forwarding ends.
+struct Answered<'a>(&'a Tally);
+
+impl Drop for Answered<'_> {
+    fn drop(&mut self) {
+        self.0.request_ended();
+    }
+}
+
 impl Proxy {
     async fn forward(&self, request: Request) -> anyhow::Result<Response<Body>> {
         let arrived = std::time::Instant::now();
+        self.tally.request_began();
+        let _answered = Answered(&self.tally);
         let (parts, body) = request.into_parts();
         let body = to_bytes(body, usize::MAX).await?;
         let target = header(&parts.headers, "x-amz-target");
