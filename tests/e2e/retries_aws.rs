@@ -17,7 +17,7 @@ use imgest_lambda_crawl as handlers;
 use serde_json::{Value, json};
 
 use crate::crawl_aws::{CrawlOnAws, drain, intake_event, take};
-use crate::support::sample;
+use crate::support::{TestApp, sample};
 
 /// The one message of `event`, as JSON.
 pub(crate) fn only(event: &SqsEvent) -> Value {
@@ -164,6 +164,29 @@ async fn a_permanent_failure_is_rechecked_on_schedule_from_its_dynamodb_record()
     );
 }
 
+/// A host whose photo is refused once with `Retry-After: retry_after` seconds, crawled
+/// through intake and its first fetch (the refused attempt); the crawler and the host.
+async fn refused_once(
+    sqs: &aws_sdk_sqs::Client,
+    fetch_0: &str,
+    app: &TestApp,
+    retry_after: &str,
+) -> (Crawler, PartnerHost) {
+    let crawler = app.crawler(Processing::Handoff, &[]);
+    let busy_once = Answer::with_headers(
+        [("retry-after", retry_after)],
+        Answer::fail_times(1, 429, Answer::photo(Bytes::from(sample("ladybird.jpg")))),
+    );
+    let host = PartnerHost::start([("/busy.jpg", busy_once)])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "busy", "urls": [host.url("/busy.jpg")]});
+    intake(&crawler, "m-1", &request).await;
+    fetch(&crawler, take(sqs, fetch_0, 1).await).await;
+    assert_eq!(host.hits("/busy.jpg"), 1);
+    (crawler, host)
+}
+
 #[tokio::test]
 async fn a_retry_after_longer_than_sqs_allows_is_sent_on_at_each_hop_until_it_is_due() {
     // SQS's limit shortened to a second: the host's minute is "longer than SQS allows". The
@@ -176,18 +199,7 @@ async fn a_retry_after_longer_than_sqs_allows_is_sent_on_at_each_hop_until_it_is
     else {
         return;
     };
-    let crawler = app.crawler(Processing::Handoff, &[]);
-    let busy_once = Answer::with_headers(
-        [("retry-after", "60")],
-        Answer::fail_times(1, 429, Answer::photo(Bytes::from(sample("ladybird.jpg")))),
-    );
-    let host = PartnerHost::start([("/busy.jpg", busy_once)])
-        .await
-        .unwrap();
-    let request = json!({"client_id": "acme", "offer_id": "busy", "urls": [host.url("/busy.jpg")]});
-    intake(&crawler, "m-1", &request).await;
-    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
-    assert_eq!(host.hits("/busy.jpg"), 1);
+    let (crawler, host) = refused_once(&sqs, &urls["fetch-0"], &app, "60").await;
 
     // The retry arrives after its first hop, a minute early: the fetch function sends it on
     // with the rest of its wait and does not download.
@@ -231,18 +243,7 @@ async fn a_retry_after_longer_than_sqs_allows_waits_in_a_step_functions_executio
     else {
         return;
     };
-    let crawler = app.crawler(Processing::Handoff, &[]);
-    let busy_once = Answer::with_headers(
-        [("retry-after", "2")],
-        Answer::fail_times(1, 429, Answer::photo(Bytes::from(sample("ladybird.jpg")))),
-    );
-    let host = PartnerHost::start([("/busy.jpg", busy_once)])
-        .await
-        .unwrap();
-    let request = json!({"client_id": "acme", "offer_id": "busy", "urls": [host.url("/busy.jpg")]});
-    intake(&crawler, "m-1", &request).await;
-    fetch(&crawler, take(&sqs, &urls["fetch-0"], 1).await).await;
-    assert_eq!(host.hits("/busy.jpg"), 1);
+    let (crawler, host) = refused_once(&sqs, &urls["fetch-0"], &app, "2").await;
 
     // The retry comes from the execution, as it was sent: no hop, no due instant; it runs at
     // once (the app's clock has not moved).

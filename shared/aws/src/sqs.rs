@@ -356,14 +356,7 @@ impl SqsSender {
         let (direct, long): (Vec<&OutgoingMessage>, Vec<&OutgoingMessage>) =
             messages.iter().partition(|m| m.delay <= self.max_sqs_delay);
         if let Some(m) = long.iter().find(|m| m.delay > MAX_CHAINED_DELAY) {
-            return Err(StoreError::Backend {
-                message: format!(
-                    "sending to queue {queue:?}: a message is delayed {}s, beyond the longest wait ({}s)",
-                    m.delay.as_secs(),
-                    MAX_CHAINED_DELAY.as_secs()
-                ),
-                source: None,
-            });
+            return Err(beyond_the_longest_wait(queue, m.delay));
         }
         self.send_now(queue, queue_url, &direct).await?;
         for chunk in long.chunks(EXECUTIONS_AT_ONCE) {
@@ -392,14 +385,7 @@ impl SqsSender {
                     return Ok(Cow::Borrowed(m));
                 }
                 if m.delay > MAX_CHAINED_DELAY {
-                    return Err(StoreError::Backend {
-                        message: format!(
-                            "sending to queue {queue:?}: a message is delayed {}s, beyond the longest wait a chain carries ({}s)",
-                            m.delay.as_secs(),
-                            MAX_CHAINED_DELAY.as_secs()
-                        ),
-                        source: None,
-                    });
+                    return Err(beyond_the_longest_wait(queue, m.delay));
                 }
                 let due = now.plus(m.delay);
                 let mut hop = OutgoingMessage::delayed(m.body.clone(), self.max_sqs_delay);
@@ -469,6 +455,18 @@ pub(super) fn lock(
 ) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
     // A panic while holding the map leaves it consistent (one insert at a time).
     found.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A delay longer than any the flows schedule, refused before anything is sent.
+fn beyond_the_longest_wait(queue: &str, delay: Duration) -> StoreError {
+    StoreError::Backend {
+        message: format!(
+            "sending to queue {queue:?}: a message is delayed {}s, beyond the longest wait a chain or an execution carries ({}s)",
+            delay.as_secs(),
+            MAX_CHAINED_DELAY.as_secs()
+        ),
+        source: None,
+    }
 }
 
 /// Whole seconds, rounded up: a message is never delivered before its delay.
@@ -577,7 +575,7 @@ mod tests {
         match sender.send("jobs", &too_late).await {
             Err(StoreError::Backend { message, .. }) => {
                 assert!(
-                    message.contains("longest wait a chain carries"),
+                    message.contains("longest wait a chain or an execution carries"),
                     "{message}"
                 );
             }

@@ -76,14 +76,14 @@ fn message(body: &str, delay: Duration) -> OutgoingMessage {
     OutgoingMessage::delayed(body, delay)
 }
 
-/// Receives (and deletes) messages until `want` arrived or `within` passed; each body with the
-/// time it was received, in order of arrival.
+/// Receives (and deletes) messages until `want` arrived or `within` passed; each body with its
+/// due instant if it carries one and the time it was received, in order of arrival.
 async fn receive(
     sqs: &aws_sdk_sqs::Client,
     url: &str,
     want: usize,
     within: Duration,
-) -> Vec<(String, Instant)> {
+) -> Vec<(String, Option<String>, Instant)> {
     let deadline = Instant::now() + within;
     let mut got = Vec::new();
     while got.len() < want {
@@ -98,12 +98,17 @@ async fn receive(
             .queue_url(url)
             .max_number_of_messages(10)
             .wait_time_seconds(wait)
+            .message_attribute_names("All")
             .send()
             .await
             .unwrap();
         let now = Instant::now();
         for m in out.messages() {
-            got.push((m.body().unwrap_or_default().to_owned(), now));
+            let due = m
+                .message_attributes()
+                .and_then(|a| a.get(DUE_ATTRIBUTE))
+                .and_then(|v| v.string_value().map(str::to_owned));
+            got.push((m.body().unwrap_or_default().to_owned(), due, now));
             sqs.delete_message()
                 .queue_url(url)
                 .receipt_handle(m.receipt_handle().unwrap())
@@ -115,8 +120,8 @@ async fn receive(
     got
 }
 
-fn bodies(got: &[(String, Instant)]) -> BTreeSet<&str> {
-    got.iter().map(|(b, _)| b.as_str()).collect()
+fn bodies(got: &[(String, Option<String>, Instant)]) -> BTreeSet<&str> {
+    got.iter().map(|(b, _, _)| b.as_str()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,7 +149,7 @@ async fn messages_arrive_and_a_delayed_one_arrives_later() {
         .unwrap();
     let got = receive(&sqs, &url, 3, Duration::from_secs(30)).await;
     assert_eq!(bodies(&got), BTreeSet::from(["later", "now-1", "now-2"]));
-    let (_, later_at) = got.iter().find(|(b, _)| b == "later").unwrap();
+    let (_, _, later_at) = got.iter().find(|(b, _, _)| b == "later").unwrap();
     assert!(
         later_at.duration_since(sent) >= Duration::from_millis(1500),
         "the delayed message came after {:?}",
@@ -219,33 +224,11 @@ async fn received_with_due(
     url: &str,
     want: usize,
 ) -> HashMap<String, Option<String>> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut due = HashMap::new();
-    while due.len() < want && Instant::now() < deadline {
-        let out = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(2)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap();
-        for m in out.messages() {
-            let attribute = m
-                .message_attributes()
-                .and_then(|a| a.get(DUE_ATTRIBUTE))
-                .and_then(|v| v.string_value().map(str::to_owned));
-            due.insert(m.body().unwrap_or_default().to_owned(), attribute);
-            sqs.delete_message()
-                .queue_url(url)
-                .receipt_handle(m.receipt_handle().unwrap())
-                .send()
-                .await
-                .unwrap();
-        }
-    }
-    due
+    receive(sqs, url, want, Duration::from_secs(60))
+        .await
+        .into_iter()
+        .map(|(body, due, _)| (body, due))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,13 @@
-//! Long waits on arrival. A message delayed beyond SQS's 15 minutes (a retry after a day-long
-//! `Retry-After`) is sent with SQS's longest delay and the instant it is due
+//! Long waits on arrival. A chained message delayed beyond SQS's 15 minutes (a retry after a
+//! day-long `Retry-After` with `LongWaits=sqs-chain`, or a webhook delivery's late retry) is
+//! sent with SQS's longest delay and the instant it is due
 //! ([`DUE_ATTRIBUTE`](imgest_aws::sqs::DUE_ATTRIBUTE)), so it arrives early, once per hop. The
-//! fetch handler (the fetch queues are the only ones sent such waits) passes its batch through
-//! [`send_on_early`] first: each early message is sent on with the rest of its wait, which
-//! acknowledges this receive, and only the due ones run.
+//! fetch and webhook handlers (their queues are the only ones sent such waits) pass their
+//! batch through [`send_on_early`] first: each early message is sent on with the rest of its
+//! wait, which acknowledges this receive, and only the due ones run. With
+//! `LongWaits=step-functions` a fetch queue's long wait comes from the delayed-send state
+//! machine when it is due, without a due instant; the chains sent before a switch still drain
+//! here.
 //!
 //! A due instant is believed only from the stack's own messages (`imgest_lambda::sqs_items`
 //! reads none from anyone else), and each message's hop is decided on its own: one whose due
