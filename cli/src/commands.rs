@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use imgest_core::domain::JobPart;
 use imgest_core::ports::SystemClock;
 use imgest_flows::Service;
 use imgest_flows::audit::AuditScope;
@@ -221,7 +222,7 @@ pub async fn gc(json: bool) -> Result<()> {
     let (_, service) = operator_service().await?;
     let progress = Progress::counter("expired records");
     let report = service
-        .gc_watched(None, |so_far| {
+        .gc_watched(JobPart::WHOLE, None, |so_far| {
             progress.count(so_far.examined);
             progress.message(format!("{} deleted", so_far.images_deleted));
         })

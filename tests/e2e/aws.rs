@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use imgest_aws::dynamodb;
-use imgest_core::domain::{ImageId, ImageState};
+use imgest_core::domain::{ImageId, ImageState, JobPart};
 use imgest_crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::Value;
@@ -270,15 +270,16 @@ async fn the_scheduled_gc_functions_collecting_and_sweeping_runs_each_do_only_th
     let stray_id = app.put_stray_original().await;
     app.advance_clock(Duration::from_secs(15 * 86_400));
     let budget = Duration::from_secs(600);
-    let job = |json: &str| handlers::scheduled_gc::job(&serde_json::from_str(json).unwrap());
+    let job =
+        |json: &str| handlers::scheduled_gc::job(&serde_json::from_str(json).unwrap()).unwrap();
 
     // The sweeping run, as the template's Maintenance schedule sends it: the stray goes, the
     // orphan's record and files stay for the collecting run.
     assert_eq!(
         job(r#"{"job": "sweep"}"#),
-        handlers::scheduled_gc::Job::Sweep
+        handlers::scheduled_gc::Job::Sweep(JobPart::WHOLE)
     );
-    let swept = handlers::scheduled_gc::sweep(&app.service, 256, budget)
+    let swept = handlers::scheduled_gc::sweep(&app.service, JobPart::WHOLE, 256, budget)
         .await
         .unwrap();
     assert_eq!(swept.files_deleted, 1, "{swept:?}");
@@ -288,9 +289,9 @@ async fn the_scheduled_gc_functions_collecting_and_sweeping_runs_each_do_only_th
     // The collecting run (the Collect schedule): the orphan goes.
     assert_eq!(
         job(r#"{"job": "collect"}"#),
-        handlers::scheduled_gc::Job::Collect
+        handlers::scheduled_gc::Job::Collect(JobPart::WHOLE)
     );
-    let collected = handlers::scheduled_gc::collect(&app.service, budget)
+    let collected = handlers::scheduled_gc::collect(&app.service, JobPart::WHOLE, budget)
         .await
         .unwrap();
     assert_eq!(
@@ -299,6 +300,14 @@ async fn the_scheduled_gc_functions_collecting_and_sweeping_runs_each_do_only_th
         "{collected:?}"
     );
     assert!(app.files_of(&orphan).await.is_empty(), "collected");
+}
+
+#[tokio::test]
+async fn runs_side_by_side_each_collect_and_sweep_their_own_part_on_aws() {
+    let Some(app) = TestApp::start_aws("scheduled-gc parts", &[]).await else {
+        return;
+    };
+    crate::lifecycle::runs_side_by_side_each_collect_and_sweep_their_own_part_on(&app).await;
 }
 
 #[tokio::test]

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState};
+use imgest_core::domain::{BlobKey, Generation, ImageId, ImageState, JobPart};
 use imgest_flows::sweep::{STOP_FLOOR, SweepOptions, SweepReport};
+use imgest_lambda as handlers;
 
 use crate::support::{TestApp, fixture, sweep_shards_of};
 
@@ -31,7 +32,7 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
     // A run whose time is spent collects nothing and says so; the next one goes on.
     let spent = app
         .service
-        .gc_watched(Some(std::time::Instant::now()), |_| {})
+        .gc_watched(JobPart::WHOLE, Some(std::time::Instant::now()), |_| {})
         .await
         .unwrap();
     assert!(spent.out_of_time && spent.examined == 0, "{spent:?}");
@@ -39,7 +40,7 @@ async fn gc_removes_unreferenced_images_after_the_ttl_and_nothing_else() {
     let mut so_far = Vec::new();
     let report = app
         .service
-        .gc_watched(None, |r| so_far.push(*r))
+        .gc_watched(JobPart::WHOLE, None, |r| so_far.push(*r))
         .await
         .unwrap();
     assert_eq!(report.images_deleted, 2, "{report:?}");
@@ -292,7 +293,12 @@ async fn a_sweep_out_of_time_resumes_at_its_page_and_counts_its_share_over_the_w
     // A run whose time is spent at once still sweeps a page, then saves where it is.
     let report = app
         .service
-        .sweep_batch(shards, dry_run, Some(std::time::Instant::now()))
+        .sweep_batch(
+            JobPart::WHOLE,
+            shards,
+            dry_run,
+            Some(std::time::Instant::now()),
+        )
         .await
         .unwrap();
     assert!(report.out_of_time, "{report:?}");
@@ -313,7 +319,7 @@ async fn a_sweep_out_of_time_resumes_at_its_page_and_counts_its_share_over_the_w
     // pass the share together, so it stops there, deleting none of them.
     let report = app
         .service
-        .sweep_batch(shards, dry_run, None)
+        .sweep_batch(JobPart::WHOLE, shards, dry_run, None)
         .await
         .unwrap();
     let stop = report
@@ -401,4 +407,95 @@ pub(crate) async fn a_sweep_that_would_delete_most_of_a_shard_stops_on(app: &Tes
     app.advance_clock(Duration::from_secs(2 * 86_400));
     let report = sweep_shards_of(&app.service, &["ab"], false).await;
     assert_eq!(report.files_deleted, few.len() as u64);
+}
+
+/// Whether the part `index` of `parts` ran, after parts 0 to `index` did: `id`'s part (by its
+/// first hex digit) is one of them.
+fn part_ran(id: &ImageId, index: u64, parts: u64) -> bool {
+    let digit = id.as_str().chars().next().and_then(|c| c.to_digit(16));
+    u64::from(digit.unwrap()) % parts <= index
+}
+
+/// GC and the sweep as the template's schedules send their parts (`GcParts`, `SweepParts`):
+/// each run does its own share, and together they do all of it.
+pub async fn runs_side_by_side_each_collect_and_sweep_their_own_part_on(app: &TestApp) {
+    let mut strays = Vec::new();
+    for i in 0..8 {
+        strays.push(
+            app.put_stray_original_of(format!("stray {i}").as_bytes())
+                .await,
+        );
+    }
+    // Photos of distinct bytes (so distinct ids, whose first digits fall where they fall).
+    let mut orphans = Vec::new();
+    for i in 0..12u8 {
+        let mut png = image::RgbImage::new(4, 4);
+        png.put_pixel(0, 0, image::Rgb([i, 255 - i, 7]));
+        let mut bytes = Vec::new();
+        png.write_to(
+            &mut std::io::Cursor::new(&mut bytes),
+            image::ImageFormat::Png,
+        )
+        .unwrap();
+        orphans.push(ImageId::parse(&app.upload_ok(&bytes).await).unwrap());
+    }
+    app.advance_clock(Duration::from_secs(15 * 86_400));
+    let budget = Duration::from_secs(600);
+
+    // The sweep in two parts, as the template's schedules send them: each deletes the strays
+    // of its own shards (and no orphan's files: their records own them).
+    let parts = 2;
+    for index in 0..parts {
+        let event = serde_json::json!({"job": "sweep", "part": index, "parts": parts});
+        let handlers::scheduled_gc::Job::Sweep(part) = handlers::scheduled_gc::job(&event).unwrap()
+        else {
+            panic!("{event} is a sweeping run");
+        };
+        let swept = handlers::scheduled_gc::sweep(&app.service, part, 256, budget)
+            .await
+            .unwrap();
+        let mine = strays.iter().filter(|id| part.holds(id)).count() as u64;
+        assert_eq!(swept.files_deleted, mine, "{part}: {swept:?}");
+        assert_eq!(swept.shards, 128, "{part} sweeps half of the shards");
+        for id in &strays {
+            let gone = app.files_of(id.as_str()).await.is_empty();
+            assert_eq!(gone, part_ran(id, index, parts), "after {part}: {id}");
+        }
+    }
+    for id in &orphans {
+        assert_eq!(
+            app.files_of(id.as_str()).await.len(),
+            4,
+            "the sweep left {id}"
+        );
+    }
+
+    // GC in three parts: each collects the orphans of its own ids.
+    let parts = 3;
+    for index in 0..parts {
+        let event = serde_json::json!({"job": "collect", "part": index, "parts": parts});
+        let handlers::scheduled_gc::Job::Collect(part) =
+            handlers::scheduled_gc::job(&event).unwrap()
+        else {
+            panic!("{event} is a collecting run");
+        };
+        let mine: Vec<&ImageId> = orphans.iter().filter(|id| part.holds(id)).collect();
+        let collected = handlers::scheduled_gc::collect(&app.service, part, budget)
+            .await
+            .unwrap();
+        assert_eq!(
+            collected.images_deleted,
+            mine.len() as u64,
+            "{part}: {collected:?}"
+        );
+        for id in &orphans {
+            let gone = app.files_of(id.as_str()).await.is_empty();
+            assert_eq!(gone, part_ran(id, index, parts), "after {part}: {id}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn runs_side_by_side_each_collect_and_sweep_their_own_part() {
+    runs_side_by_side_each_collect_and_sweep_their_own_part_on(&TestApp::start().await).await;
 }

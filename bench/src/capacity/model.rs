@@ -73,6 +73,10 @@ pub enum Setting {
     HostConcurrency(f64),
     /// The scheduled maintenance function's `MemorySize`.
     ScheduledGcMemory(f64),
+    /// GC's runs side by side (`GcParts`).
+    GcParts(f64),
+    /// The sweep's runs side by side (`SweepParts`).
+    SweepParts(f64),
     /// Quotas: Lambda's concurrent executions, SNS's publish rate, API Gateway's account rate.
     AccountConcurrency(f64),
     SnsPublishRate(f64),
@@ -107,6 +111,8 @@ impl Setting {
             }
             Self::HostConcurrency(v) => ("HostConcurrency".into(), n(v)),
             Self::ScheduledGcMemory(v) => ("ScheduledGcFunction.MemorySize".into(), n(v)),
+            Self::GcParts(v) => ("GcParts".into(), n(v)),
+            Self::SweepParts(v) => ("SweepParts".into(), n(v)),
             Self::AccountConcurrency(v) => ("quota: Lambda concurrent executions".into(), n(v)),
             Self::SnsPublishRate(v) => ("quota: SNS Publish (messages/s)".into(), n(v)),
             Self::ApiAccountRate(v) => ("quota: API Gateway throttle (requests/s)".into(), n(v)),
@@ -149,6 +155,15 @@ impl Setting {
             Self::BiggestClientRpm(v) => d.biggest_client_rpm = *v,
             Self::HostConcurrency(v) => d.host_concurrency = *v,
             Self::ScheduledGcMemory(v) => d.gc.memory_mb = *v,
+            Self::GcParts(v) => {
+                // Each part is an instance of the maintenance function beside the sweep's.
+                d.maintenance_instances += v - d.gc.jobs;
+                d.gc.jobs = *v;
+            }
+            Self::SweepParts(v) => {
+                d.maintenance_instances += v - d.sweep.jobs;
+                d.sweep.jobs = *v;
+            }
             Self::AccountConcurrency(v) => s.limits.account_concurrency = *v,
             Self::SnsPublishRate(v) => s.limits.sns_publish_per_s = *v,
             Self::ApiAccountRate(v) => s.limits.api_account_rps = *v,
@@ -315,6 +330,18 @@ pub fn sweep_job_rate(
 /// at a time, each its own chain of CPU (on a core)
 /// and requests; one record's CPU runs while others wait, so the round's collecting takes the
 /// longer of all its CPU at the function's share of a vCPU and its waves of chains.
+/// Runs side by side for `needed` jobs' work: the next power of two (the template's
+/// `GcParts` and `SweepParts` take those, so each part has as many first digits), at most
+/// [`MAX_JOB_PARTS`](imgest_core::domain::MAX_JOB_PARTS), at least `today`.
+fn power_of_two_parts(needed: f64, today: f64) -> f64 {
+    needed
+        .max(1.0)
+        .log2()
+        .ceil()
+        .exp2()
+        .clamp(today, f64::from(imgest_core::domain::MAX_JOB_PARTS))
+}
+
 pub fn gc_job_rate(g: &GcRecord, concurrency: f64, per_round: f64) -> f64 {
     let r = &g.record;
     let vcpu = r.vcpu.max(1e-9);
@@ -1686,11 +1713,30 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // 5. Maintenance against the rate of new work.
     // A job collects `concurrency` records side by side: each waits on its own request chain,
     // and all of them share the function's slice of a vCPU. Its rate is the lower of the two.
-    let gc = m.per_record("gc: collect", d.gc.memory_mb, &s.latency_ms, d.gc.buckets)?;
+    // Each of GC's parts lists its own share of the buckets.
+    let gc_buckets = (d.gc.buckets / d.gc.jobs).max(1.0);
+    let gc = m.per_record("gc: collect", d.gc.memory_mb, &s.latency_ms, gc_buckets)?;
     let gc_per_round = imgest_flows::gc::GC_BATCH as f64;
-    let gc_flat_out = d.gc.jobs * gc_job_rate(&gc, d.gc.concurrency, gc_per_round);
+    let gc_per_job = gc_job_rate(&gc, d.gc.concurrency, gc_per_round);
+    let gc_flat_out = d.gc.jobs * gc_per_job;
     let gc_record = &gc.record;
     let gc_rate = gc_flat_out * d.gc.duty;
+    // Past what one job collects, jobs side by side (a power of two, so each lists as many
+    // buckets; at most one per bucket).
+    let jobs_needed = s.targets.headroom * orphans / (gc_per_job * d.gc.duty).max(1e-9);
+    let max_jobs = f64::from(imgest_core::domain::MAX_JOB_PARTS);
+    r.suggest(
+        Setting::GcParts(power_of_two_parts(jobs_needed, d.gc.jobs)),
+        format!(
+            "headroom {} × orphans {}/s ÷ (a job's {} records/s × duty {}) = {} jobs, the next power of two, at most {} (one per bucket), at least today's",
+            fmt(s.targets.headroom),
+            fmt(orphans),
+            fmt(gc_per_job),
+            fmt(d.gc.duty),
+            fmt(jobs_needed),
+            fmt(max_jobs)
+        ),
+    );
     // The share of a vCPU its records' CPU needs (at most a whole one: one job is one thread),
     // as memory in 64-MB steps.
     let vcpu_needed = s.targets.headroom * orphans / (d.gc.jobs * d.gc.duty)
@@ -1772,6 +1818,19 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         }
     };
     let sweep_rate = d.sweep.jobs * per_job * sweep_duty;
+    let sweep_jobs_needed = s.targets.headroom * sweep_needed / (per_job * sweep_duty).max(1e-9);
+    r.suggest(
+        Setting::SweepParts(power_of_two_parts(sweep_jobs_needed, d.sweep.jobs)),
+        format!(
+            "headroom {} × {} files/s ÷ (a job's {} files/s × its share of the time {}) = {} jobs, the next power of two, at most {} (a part is a first hex digit's shards), at least today's",
+            fmt(s.targets.headroom),
+            fmt(sweep_needed),
+            fmt(per_job),
+            fmt(sweep_duty),
+            fmt(sweep_jobs_needed),
+            fmt(f64::from(imgest_core::domain::MAX_JOB_PARTS))
+        ),
+    );
     let shard_s = files / d.sweep.shards / per_job;
     let sweep_progress = if d.sweep.checkpoint == Checkpoint::Shard && shard_s > d.sweep.run_s {
         0.0

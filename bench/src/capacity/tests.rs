@@ -445,8 +445,37 @@ fn the_default_scenario_matches_the_templates_defaults() {
     // GC and the sweep run side by side on that schedule, each for its whole run: GC's duty is
     // a run's share of the period, and two instances run at once.
     assert!(d.gc.beside_sweep);
-    assert!(template.contains("Input: '{\"job\": \"collect\"}'"));
-    assert!(template.contains("Input: '{\"job\": \"sweep\"}'"));
+    // GC's parts: one by default, each a schedule of its own.
+    expect(
+        "GcParts",
+        parameter_default(&template, "GcParts")
+            .trim_matches('"')
+            .to_owned(),
+        d.gc.jobs,
+    );
+    assert!(
+        template
+            .contains("Input: !Sub '{\"job\": \"collect\", \"part\": 0, \"parts\": ${GcParts}}'")
+    );
+    assert!(
+        template
+            .contains("Input: !Sub '{\"job\": \"collect\", \"part\": 15, \"parts\": ${GcParts}}'")
+    );
+    expect(
+        "SweepParts",
+        parameter_default(&template, "SweepParts")
+            .trim_matches('"')
+            .to_owned(),
+        d.sweep.jobs,
+    );
+    assert!(
+        template
+            .contains("Input: !Sub '{\"job\": \"sweep\", \"part\": 0, \"parts\": ${SweepParts}}'")
+    );
+    assert!(
+        template
+            .contains("Input: !Sub '{\"job\": \"sweep\", \"part\": 15, \"parts\": ${SweepParts}}'")
+    );
     assert!((d.gc.duty - d.sweep.run_s / d.sweep.period_s).abs() < 1e-3);
     assert_eq!(d.maintenance_instances, 2.0);
     assert_eq!(d.gc.concurrency, imgest_flows::gc::GC_CONCURRENCY as f64);
@@ -672,8 +701,6 @@ const TEN_TIMES_DESIGN_LIMITS: &[&str] = &[
     "the popular image: write units/s",
     "a gc-index partition: write units/s",
     "the popular URL's record: read units/s from joins",
-    "GC: records collected/s vs orphans expiring",
-    "sweep: files judged/s vs a pass in sweep_pass_days",
 ];
 
 #[test]

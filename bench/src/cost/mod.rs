@@ -725,7 +725,9 @@ async fn sweep(lambda: &Lambda<'_>, service: &imgest_flows::Service) -> Result<(
     let mut scanned = 0;
     for _ in 0..RUNS {
         let started = lambda.start()?;
-        let report = service.sweep_batch(shards, true, None).await;
+        let report = service
+            .sweep_batch(imgest_core::domain::JobPart::WHOLE, shards, true, None)
+            .await;
         let files = report.as_ref().map_or(0, |r| r.files_scanned);
         lambda.finish(usize::try_from(files).unwrap_or(usize::MAX), started);
         scanned += report?.files_scanned;

@@ -5,7 +5,9 @@
 //!
 //! Records are collected [`GC_CONCURRENCY`] at once (each is a conditional delete and a
 //! delete of its files: waits on the store, not work), and a run given a time budget stops
-//! between batches when it is spent: the next run lists what is left.
+//! between batches when it is spent: the next run lists what is left. Runs side by side each
+//! take a [`JobPart`] of the ids (`GcParts`): a run is one thread of CPU, and at ten times
+//! seed 001's peak one collects fewer records than expire (docs/capacity.md).
 
 use std::time::Instant;
 
@@ -15,7 +17,7 @@ use tracing::info;
 
 use super::files::delete_record_files;
 use super::{FlowError, Service};
-use imgest_core::domain::ImageRecord;
+use imgest_core::domain::{ImageRecord, JobPart};
 use imgest_core::telemetry::metrics::Stage;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -47,14 +49,15 @@ enum Collected {
 impl Service {
     /// Collects every image expired now.
     pub async fn gc(&self) -> Result<GcReport, FlowError> {
-        self.gc_watched(None, |_| {}).await
+        self.gc_watched(JobPart::WHOLE, None, |_| {}).await
     }
 
-    /// [`gc`](Self::gc) until `until` (if any; checked between batches), calling
-    /// `after_record` with the report so far after each expired record it examined (the CLI's
-    /// progress).
+    /// [`gc`](Self::gc) of `part`'s records (one of several runs side by side, or the whole
+    /// job) until `until` (if any; checked between batches), calling `after_record` with the
+    /// report so far after each expired record it examined (the CLI's progress).
     pub async fn gc_watched(
         &self,
+        part: JobPart,
         until: Option<Instant>,
         mut after_record: impl FnMut(&GcReport),
     ) -> Result<GcReport, FlowError> {
@@ -65,7 +68,7 @@ impl Service {
                 break;
             }
             let now = self.ports.clock.now();
-            let batch = self.ports.images.expired(now, GC_BATCH).await?;
+            let batch = self.ports.images.expired_in(part, now, GC_BATCH).await?;
             let full = batch.len() == GC_BATCH;
             let before = report.images_deleted;
             let mut collecting = futures_util::stream::iter(batch)

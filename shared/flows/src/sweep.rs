@@ -28,6 +28,10 @@
 //! operator checked; the scheduled sweep stays at that shard (and fails its run, so its error
 //! alarm fires) until then.
 //!
+//! **Runs side by side** (`SweepParts`) each sweep a [`JobPart`] of the shards (those whose
+//! first hex digit is the part's), from a checkpoint of their own: one run judges some 19,000
+//! files a second, and at 10¹⁰ files a pass in a week needs more (docs/capacity.md).
+//!
 //! **A run of the scheduled sweep has a time budget** ([`Service::sweep_batch`]): it saves its
 //! place after every page (the shard, the prefix in it, the listing's cursor, and the shard's
 //! count toward its share so far) and the next run resumes there, so a shard larger than a run
@@ -43,7 +47,7 @@ use tracing::{error, info, warn};
 
 use super::{FlowError, Service};
 use imgest_core::domain::{
-    BlobKey, IMAGE_AREAS, ImageId, ImageRecord, ImageState, ORIGINALS_PREFIX, SHARD_COUNT,
+    BlobKey, IMAGE_AREAS, ImageId, ImageRecord, ImageState, JobPart, ORIGINALS_PREFIX, SHARD_COUNT,
     Timestamp, VariantName, VariantSetVersion, shard_prefixes,
 };
 use imgest_core::ports::{BlobMeta, ReadyImage};
@@ -265,8 +269,36 @@ fn judge(key: &BlobKey, record: Option<&ImageRecord>, now: Timestamp) -> Option<
     }
 }
 
-/// Where `sweep_batch` resumes: a [`SweepPlace`], as JSON.
+/// Where `sweep_batch` resumes: a [`SweepPlace`], as JSON; a part of the sweep's runs side by
+/// side has its own ([`checkpoint_of`]).
 const SWEEP_CHECKPOINT: &str = "sweep.next_shard";
+
+/// Shards per first hex digit: a [`JobPart`] of the sweep is its digits' shards.
+const SHARDS_PER_DIGIT: usize = SHARD_COUNT / 16;
+
+/// The checkpoint `part`'s runs resume from. The whole sweep's is the one it always had; a
+/// part's names the parts it is one of, so a change of `SweepParts` starts each new part at
+/// its first shard (sweeping again is safe) rather than at a place another split saved.
+fn checkpoint_of(part: JobPart) -> String {
+    if part == JobPart::WHOLE {
+        SWEEP_CHECKPOINT.to_owned()
+    } else {
+        format!("{SWEEP_CHECKPOINT}.part-{}-of-{}", part.index(), part.of())
+    }
+}
+
+/// Whether shard `index` (0 to 255) is `part`'s.
+fn holds_shard(part: JobPart, index: usize) -> bool {
+    u8::try_from(index / SHARDS_PER_DIGIT).is_ok_and(|digit| part.holds_digit(digit))
+}
+
+/// `part`'s first shard after `index`, round to its first.
+fn next_shard(part: JobPart, index: usize) -> usize {
+    (1..=SHARD_COUNT)
+        .map(|step| (index + step) % SHARD_COUNT)
+        .find(|&i| holds_shard(part, i))
+        .unwrap_or(0)
+}
 
 /// Files listed (and records looked up) per page.
 pub const SWEEP_PAGE: usize = 1000;
@@ -303,33 +335,42 @@ impl Service {
     /// 15-minute limit) loses at most a page's work, and a shard longer than a run is swept
     /// over several. A shard where the sweep stopped is not passed: the next run starts at the
     /// page it stopped at again.
+    ///
+    /// Of `part`'s shards only (one of several runs side by side, or the whole sweep), from
+    /// `part`'s own checkpoint.
     pub async fn sweep_batch(
         &self,
+        part: JobPart,
         shards: usize,
         dry_run: bool,
         until: Option<Instant>,
     ) -> Result<SweepReport, FlowError> {
+        let checkpoint = checkpoint_of(part);
         let mut place = self
             .ports
             .checkpoints
-            .load_checkpoint(SWEEP_CHECKPOINT)
+            .load_checkpoint(&checkpoint)
             .await?
             .map_or_else(
                 || SweepPlace::at_shard(0),
                 |saved| SweepPlace::parse(&saved),
             );
+        if !holds_shard(part, place.index()) {
+            place = SweepPlace::at_shard(next_shard(part, place.index()));
+        }
         let start = place.index();
         let mut report = SweepReport::default();
         let options = SweepOptions::dry_run(dry_run);
         let mut done = 0;
-        while done < shards.min(SHARD_COUNT) {
+        let part_shards = part.digits().count() * SHARDS_PER_DIGIT;
+        while done < shards.min(part_shards) {
             // A run sweeps at least a page, however little time it was given.
             if done > 0 && until.is_some_and(|u| Instant::now() >= u) {
                 report.out_of_time = true;
                 break;
             }
             match self
-                .sweep_from(&mut place, options, &mut report, until, true)
+                .sweep_from(&mut place, options, &mut report, until, Some(&checkpoint))
                 .await?
             {
                 ShardEnd::Done => {}
@@ -340,19 +381,19 @@ impl Service {
                 }
             }
             done += 1;
-            place = SweepPlace::at_shard(place.index() + 1);
-            self.save_place(&place).await?;
+            place = SweepPlace::at_shard(next_shard(part, place.index()));
+            self.save_place(&checkpoint, &place).await?;
         }
         self.log_sweep(&report, options, Some(start));
         Ok(report)
     }
 
-    async fn save_place(&self, place: &SweepPlace) -> Result<(), FlowError> {
+    async fn save_place(&self, checkpoint: &str, place: &SweepPlace) -> Result<(), FlowError> {
         let saved = serde_json::to_string(place)
             .map_err(|e| FlowError::Internal(format!("cannot encode the sweep's place: {e}")))?;
         self.ports
             .checkpoints
-            .save_checkpoint(SWEEP_CHECKPOINT, &saved)
+            .save_checkpoint(checkpoint, &saved)
             .await?;
         Ok(())
     }
@@ -384,20 +425,21 @@ impl Service {
             shard: shard.to_owned(),
             ..SweepPlace::default()
         };
-        self.sweep_from(&mut place, options, report, None, false)
+        self.sweep_from(&mut place, options, report, None, None)
             .await
             .map(drop)
     }
 
     /// Sweeps a shard from `place` to its end, page by page, moving `place` on after each page
-    /// (and saving it, with `save`); stops past the share, or mid-shard once `until` passed.
+    /// (and saving it as checkpoint `save`, if any); stops past the share, or mid-shard once
+    /// `until` passed.
     async fn sweep_from(
         &self,
         place: &mut SweepPlace,
         options: SweepOptions,
         report: &mut SweepReport,
         until: Option<Instant>,
-        save: bool,
+        save: Option<&str>,
     ) -> Result<ShardEnd, FlowError> {
         report.shards += 1;
         let confirmed = self.confirmed_variants().await?.map(|c| c.names);
@@ -431,8 +473,10 @@ impl Service {
                     }
                     (place.scanned, place.garbage) = (tally.scanned, tally.garbage);
                     let more = place.prefix < prefixes.len();
-                    if save && more {
-                        self.save_place(place).await?;
+                    if let Some(checkpoint) = save
+                        && more
+                    {
+                        self.save_place(checkpoint, place).await?;
                     }
                     if more && until.is_some_and(|u| Instant::now() >= u) {
                         return Ok(ShardEnd::OutOfTime);
@@ -632,5 +676,39 @@ impl Service {
             // Changed meanwhile (collected, re-processed): read it again to judge its files.
             None => Ok(self.ports.images.get(&record.id).await?.unwrap_or(record)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_of_the_sweep_goes_round_its_own_shards_only() {
+        let part = JobPart::new(1, 4).unwrap(); // first digits 1, 5, 9, d
+        assert_eq!(next_shard(part, 0x00), 0x10);
+        assert_eq!(next_shard(part, 0x10), 0x11);
+        assert_eq!(next_shard(part, 0x1f), 0x50);
+        assert_eq!(next_shard(part, 0xdf), 0x10, "round to its first");
+        assert!(holds_shard(part, 0x9a) && !holds_shard(part, 0xa9));
+        let mut seen = 0;
+        let mut at = next_shard(part, SHARD_COUNT - 1);
+        while seen < SHARD_COUNT && (seen == 0 || at != 0x10) {
+            assert!(holds_shard(part, at), "{at:02x}");
+            seen += 1;
+            at = next_shard(part, at);
+        }
+        assert_eq!(seen, SHARD_COUNT / 4, "a quarter of the shards, each once");
+        assert_eq!(next_shard(JobPart::WHOLE, 0xff), 0);
+        assert_eq!(next_shard(JobPart::WHOLE, 0x41), 0x42);
+    }
+
+    #[test]
+    fn the_whole_sweep_keeps_its_checkpoint_and_each_part_has_its_own() {
+        assert_eq!(checkpoint_of(JobPart::WHOLE), "sweep.next_shard");
+        assert_eq!(
+            checkpoint_of(JobPart::new(2, 4).unwrap()),
+            "sweep.next_shard.part-2-of-4"
+        );
     }
 }

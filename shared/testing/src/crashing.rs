@@ -25,7 +25,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use imgest_core::domain::{
-    BlobKey, ContentHash, Generation, ImageId, ImageRecord, OfferKey, ThumbHash, Timestamp,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, ThumbHash, Timestamp,
 };
 use imgest_core::ports::{
     BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
@@ -364,9 +364,16 @@ impl ImageIndex for FaultyImages {
             .await
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
+    async fn expired_in(
+        &self,
+        part: JobPart,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<ImageRecord>, StoreError> {
         self.faults
-            .call("images.expired", false, || self.inner.expired(now, limit))
+            .call("images.expired", false, || {
+                self.inner.expired_in(part, now, limit)
+            })
             .await
     }
 

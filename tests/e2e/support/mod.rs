@@ -519,8 +519,13 @@ impl TestApp {
     /// Writes an original that no record owns (what the sweep deletes once past its grace);
     /// returns its image id.
     pub async fn put_stray_original(&self) -> imgest_core::domain::ImageId {
+        self.put_stray_original_of(b"never recorded").await
+    }
+
+    /// [`put_stray_original`](Self::put_stray_original) under the id of `content`.
+    pub async fn put_stray_original_of(&self, content: &[u8]) -> imgest_core::domain::ImageId {
         use imgest_core::domain::{BlobKey, Generation, ImageId};
-        let id = ImageId::of_bytes(b"never recorded");
+        let id = ImageId::of_bytes(content);
         let key = BlobKey::original(&id, &Generation::parse("00000002").unwrap());
         let bytes = bytes::Bytes::from_static(b"y");
         let blobs = &self.service.ports().blobs;

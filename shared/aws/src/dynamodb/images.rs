@@ -40,11 +40,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
 use super::offers::{LINKED_BY, marked_offer};
-use super::schema::{GC_AT, GC_BUCKET, GC_BUCKETS, GC_INDEX, gc_bucket, gc_bucket_of};
+use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_bucket_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, OfferKey, PreviousFiles,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, OfferKey, PreviousFiles,
     SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
@@ -501,13 +501,18 @@ impl DynamoStore {
     }
 
     /// A walk of the GC index's entries with `gc_at <= now`, the earliest first: a merge of
-    /// the 16 buckets, reading each `page` entries at a time.
-    async fn gc_scan(&self, now: Timestamp, page: usize) -> Result<GcScan, StoreError> {
+    /// `part`'s buckets (all 16 for the whole job), reading each `page` entries at a time.
+    async fn gc_scan(
+        &self,
+        part: JobPart,
+        now: Timestamp,
+        page: usize,
+    ) -> Result<GcScan, StoreError> {
         let mut scan = GcScan {
-            cursors: GC_BUCKETS
-                .iter()
+            cursors: part
+                .digits()
                 .map(|d| BucketCursor {
-                    bucket: gc_bucket_of(*d),
+                    bucket: gc_bucket_of(d),
                     buffered: VecDeque::new(),
                     next: None,
                     started: false,
@@ -781,11 +786,16 @@ impl ImageIndex for DynamoStore {
         Ok(ids.iter().filter_map(|id| found.get(id).cloned()).collect())
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
+    async fn expired_in(
+        &self,
+        part: JobPart,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<ImageRecord>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut scan = self.gc_scan(now, limit.clamp(1, GC_PAGE_MAX)).await?;
+        let mut scan = self.gc_scan(part, now, limit.clamp(1, GC_PAGE_MAX)).await?;
         let mut records: Vec<ImageRecord> = Vec::new();
         while records.len() < limit {
             let candidates = self
@@ -1026,6 +1036,6 @@ mod tests {
     fn gc_buckets_are_the_first_hex_digit() {
         let id = ImageId::parse("0cc175b9c0f1b6a831c399e269772661").unwrap();
         assert_eq!(gc_bucket(&id), "gc#0");
-        assert_eq!(GC_BUCKETS.len(), 16);
+        assert_eq!(JobPart::WHOLE.digits().count(), 16);
     }
 }

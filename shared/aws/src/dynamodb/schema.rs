@@ -31,11 +31,6 @@ use imgest_core::ports::StoreError;
 pub const GC_INDEX: &str = "gc-index";
 pub(crate) const GC_BUCKET: &str = "gc_bucket";
 pub(crate) const GC_AT: &str = "gc_at";
-/// How many `gc_bucket` partitions there are (one per hex digit).
-pub(crate) const GC_BUCKETS: [char; 16] = [
-    '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
-];
-
 /// The `gc_bucket` of an image.
 pub(crate) fn gc_bucket(id: &ImageId) -> String {
     gc_bucket_of(id.as_str().chars().next().unwrap_or('0'))

@@ -4,6 +4,7 @@ mod blob_key;
 mod content_hash;
 mod ids;
 mod image;
+mod job_part;
 mod original;
 mod placeholder;
 pub mod random;
@@ -22,6 +23,7 @@ pub use ids::{ClientId, Generation, IdError, ImageId, OfferId, UploadId};
 pub use image::{
     ImageRecord, ImageState, PreviousFiles, SourceFormat, StoredVariant, refresh_granularity,
 };
+pub use job_part::{JobPart, JobPartError, MAX_JOB_PARTS};
 pub use original::OriginalMetadata;
 pub use placeholder::{ThumbHash, ThumbHashError};
 pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};

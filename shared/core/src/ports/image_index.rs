@@ -6,8 +6,8 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, OfferKey, OriginalMetadata, SourceFormat,
-    StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
+    ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, OriginalMetadata,
+    SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 
 /// The outcome of claiming an image id. Dedup is a value, not an error.
@@ -122,7 +122,17 @@ pub trait ImageIndex: Send + Sync {
     /// theirs), the longest-expired first: garbage-collection candidates. When more than `limit`
     /// are expired, which ones are listed may follow when they became candidates rather than
     /// their latest expiry (DynamoDB's GC index; see its adapter).
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError>;
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
+        self.expired_in(JobPart::WHOLE, now, limit).await
+    }
+
+    /// [`expired`](Self::expired), of `part`'s records only (one of GC's runs side by side).
+    async fn expired_in(
+        &self,
+        part: JobPart,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<ImageRecord>, StoreError>;
 
     /// Points a ready record at other files, if it is still ready under `expected`: `ready`
     /// under `generation`. Re-processing writes a new generation, and the one it replaces is

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, OfferKey, PreviousFiles,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, OfferKey, PreviousFiles,
     SHARD_COUNT, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
@@ -493,26 +493,30 @@ fn scan_documents(
 
 fn expired_records(
     conn: &Connection,
+    part: JobPart,
     now: Timestamp,
     limit: usize,
 ) -> Result<Vec<ImageRecord>, StoreError> {
-    // Each branch walks its partial index in expiry order; the merge keeps the earliest.
+    // Each branch walks its partial index in expiry order; the merge keeps the earliest. A
+    // part's first digits are a pattern (`[048c]`), so every part's query is one cached
+    // statement; the whole job's matches every id.
     let sql = format!(
         "SELECT {COLUMNS} FROM ( \
            SELECT * FROM (SELECT {COLUMNS}, expires_at AS expiry FROM images \
-             WHERE state = 'ready' AND link_count = 0 AND expires_at <= ?1 \
+             WHERE state = 'ready' AND link_count = 0 AND expires_at <= ?1 AND id GLOB ?3 \
              ORDER BY expires_at LIMIT ?2) \
            UNION ALL \
            SELECT * FROM (SELECT {COLUMNS}, claim_expires_at AS expiry FROM images \
-             WHERE state = 'processing' AND claim_expires_at <= ?1 \
+             WHERE state = 'processing' AND claim_expires_at <= ?1 AND id GLOB ?3 \
              ORDER BY claim_expires_at LIMIT ?2) \
          ) ORDER BY expiry, id LIMIT ?2"
     );
+    let first_digits = format!("[{}]*", part.digits().collect::<String>());
     let rows = conn
         .prepare_cached(&sql)
         .and_then(|mut stmt| {
             stmt.query_map(
-                params![now.as_millis(), sql_limit(limit)],
+                params![now.as_millis(), sql_limit(limit), first_digits],
                 RawImage::from_row,
             )?
             .collect::<rusqlite::Result<Vec<_>>>()
@@ -604,11 +608,16 @@ impl ImageIndex for SqliteStore {
         .await
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<ImageRecord>, StoreError> {
+    async fn expired_in(
+        &self,
+        part: JobPart,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<ImageRecord>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        self.run(move |conn| expired_records(conn, now, limit))
+        self.run(move |conn| expired_records(conn, part, now, limit))
             .await
     }
 
