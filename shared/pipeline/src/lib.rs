@@ -21,6 +21,7 @@ mod footprint;
 mod gif;
 mod jpeg;
 mod meta;
+pub mod pdq;
 mod placeholder;
 #[cfg(feature = "turbojpeg")]
 mod planar;
