@@ -330,16 +330,23 @@ pub fn sweep_job_rate(
 /// at a time, each its own chain of CPU (on a core)
 /// and requests; one record's CPU runs while others wait, so the round's collecting takes the
 /// longer of all its CPU at the function's share of a vCPU and its waves of chains.
-/// Runs side by side for `needed` jobs' work: the next power of two (the template's
-/// `GcParts` and `SweepParts` take those, so each part has as many first digits), at most
-/// [`MAX_JOB_PARTS`](imgest_core::domain::MAX_JOB_PARTS), at least `today`.
-fn power_of_two_parts(needed: f64, today: f64) -> f64 {
-    needed
-        .max(1.0)
-        .log2()
-        .ceil()
-        .exp2()
-        .clamp(today, f64::from(imgest_core::domain::MAX_JOB_PARTS))
+/// Runs of a job side by side for `rate` (with its headroom) at `per_job` a run busy `duty`
+/// of the time: the next power of two (the template's `GcParts` and `SweepParts` take those,
+/// so each part has as many first digits), at most
+/// [`MAX_JOB_PARTS`](imgest_core::domain::MAX_JOB_PARTS), at least `today`; and the reason.
+fn parts_for(rate: f64, per_job: f64, duty: f64, today: f64) -> (f64, String) {
+    let max = f64::from(imgest_core::domain::MAX_JOB_PARTS);
+    let needed = rate / (per_job * duty).max(1e-9);
+    let parts = needed.max(1.0).log2().ceil().exp2().clamp(today, max);
+    let why = format!(
+        "{} with the headroom ÷ (a run's {} × its share of the time {}) = {} runs' work, the next power of two, at most {} (a part is a first hex digit's ids), at least today's",
+        fmt(rate),
+        fmt(per_job),
+        fmt(duty),
+        fmt(needed),
+        fmt(max)
+    );
+    (parts, why)
 }
 
 pub fn gc_job_rate(g: &GcRecord, concurrency: f64, per_round: f64) -> f64 {
@@ -1721,22 +1728,14 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let gc_flat_out = d.gc.jobs * gc_per_job;
     let gc_record = &gc.record;
     let gc_rate = gc_flat_out * d.gc.duty;
-    // Past what one job collects, jobs side by side (a power of two, so each lists as many
-    // buckets; at most one per bucket).
-    let jobs_needed = s.targets.headroom * orphans / (gc_per_job * d.gc.duty).max(1e-9);
-    let max_jobs = f64::from(imgest_core::domain::MAX_JOB_PARTS);
-    r.suggest(
-        Setting::GcParts(power_of_two_parts(jobs_needed, d.gc.jobs)),
-        format!(
-            "headroom {} × orphans {}/s ÷ (a job's {} records/s × duty {}) = {} jobs, the next power of two, at most {} (one per bucket), at least today's",
-            fmt(s.targets.headroom),
-            fmt(orphans),
-            fmt(gc_per_job),
-            fmt(d.gc.duty),
-            fmt(jobs_needed),
-            fmt(max_jobs)
-        ),
+    // Past what one job collects, jobs side by side (each lists its own buckets).
+    let (parts, why) = parts_for(
+        s.targets.headroom * orphans,
+        gc_per_job,
+        d.gc.duty,
+        d.gc.jobs,
     );
+    r.suggest(Setting::GcParts(parts), format!("records/s: {why}"));
     // The share of a vCPU its records' CPU needs (at most a whole one: one job is one thread),
     // as memory in 64-MB steps.
     let vcpu_needed = s.targets.headroom * orphans / (d.gc.jobs * d.gc.duty)
@@ -1818,19 +1817,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         }
     };
     let sweep_rate = d.sweep.jobs * per_job * sweep_duty;
-    let sweep_jobs_needed = s.targets.headroom * sweep_needed / (per_job * sweep_duty).max(1e-9);
-    r.suggest(
-        Setting::SweepParts(power_of_two_parts(sweep_jobs_needed, d.sweep.jobs)),
-        format!(
-            "headroom {} × {} files/s ÷ (a job's {} files/s × its share of the time {}) = {} jobs, the next power of two, at most {} (a part is a first hex digit's shards), at least today's",
-            fmt(s.targets.headroom),
-            fmt(sweep_needed),
-            fmt(per_job),
-            fmt(sweep_duty),
-            fmt(sweep_jobs_needed),
-            fmt(f64::from(imgest_core::domain::MAX_JOB_PARTS))
-        ),
+    let (parts, why) = parts_for(
+        s.targets.headroom * sweep_needed,
+        per_job,
+        sweep_duty,
+        d.sweep.jobs,
     );
+    r.suggest(Setting::SweepParts(parts), format!("files/s: {why}"));
     let shard_s = files / d.sweep.shards / per_job;
     let sweep_progress = if d.sweep.checkpoint == Checkpoint::Shard && shard_s > d.sweep.run_s {
         0.0
