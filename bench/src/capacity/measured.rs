@@ -209,13 +209,15 @@ impl Measured {
     /// listing of each round of [`GC_BATCH`] records: the GC index's `Query`s, one per bucket
     /// of `buckets` side by side, and the `BatchGetItem`s of the candidates' records. The
     /// stage's rounds: one per run (the one that found fewer than a full batch), and one per
-    /// full batch.
+    /// full batch. A job that is one of `parts` side by side lists its share of the buckets:
+    /// as many `Query`s in a row, a `parts`-th of their CPU.
     pub fn per_record(
         &self,
         stage: &str,
         memory_mb: f64,
         latency: &Latency,
         buckets: f64,
+        parts: f64,
     ) -> Result<GcRecord> {
         let s = self.stage(stage)?;
         let items = (s.items.max(1)) as f64;
@@ -244,7 +246,11 @@ impl Measured {
         let cpu_ms = s.cpu_ms_per_invocation * s.invocations as f64;
         let per_request = cpu_ms / requests(s).max(1.0);
         let record_cpu_ms = requests(&record) * per_request / items;
-        let listing_cpu_ms = (requests(s) - requests(&record)) * per_request / rounds;
+        let queries = count("dynamodb.Query");
+        let listing_cpu_ms =
+            (requests(s) - requests(&record) - queries * (1.0 - 1.0 / parts.max(1.0)))
+                * per_request
+                / rounds;
         Ok(GcRecord {
             record: StageTime {
                 cpu_s: record_cpu_ms / vcpu / 1000.0,

@@ -1721,8 +1721,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // A job collects `concurrency` records side by side: each waits on its own request chain,
     // and all of them share the function's slice of a vCPU. Its rate is the lower of the two.
     // Each of GC's parts lists its own share of the buckets.
-    let gc_buckets = (d.gc.buckets / d.gc.jobs).max(1.0);
-    let gc = m.per_record("gc: collect", d.gc.memory_mb, &s.latency_ms, gc_buckets)?;
+    let gc = m.per_record(
+        "gc: collect",
+        d.gc.memory_mb,
+        &s.latency_ms,
+        d.gc.buckets,
+        d.gc.jobs,
+    )?;
     let gc_per_round = imgest_flows::gc::GC_BATCH as f64;
     let gc_per_job = gc_job_rate(&gc, d.gc.concurrency, gc_per_round);
     let gc_flat_out = d.gc.jobs * gc_per_job;

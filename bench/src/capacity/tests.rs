@@ -829,3 +829,36 @@ fn observed_latencies_replace_each_class_by_its_requests_mean() {
     assert_eq!(o.transaction, l.transaction);
     assert_eq!(o.sqs, l.sqs);
 }
+
+#[test]
+fn a_part_of_gc_lists_its_share_of_the_buckets_as_deep_and_a_parts_th_of_their_cpu() {
+    let s = scenario(DEFAULT_SCENARIO);
+    let m = measured();
+    let per = |parts: f64| {
+        m.per_record(
+            "gc: collect",
+            s.deployment.gc.memory_mb,
+            &s.latency_ms,
+            s.deployment.gc.buckets,
+            parts,
+        )
+        .unwrap()
+    };
+    let (whole, quarter) = (per(1.0), per(4.0));
+    assert_eq!(
+        whole.listing_s, quarter.listing_s,
+        "its Queries in a row: as many"
+    );
+    assert!(quarter.listing_cpu_s < whole.listing_cpu_s);
+    assert!(
+        quarter.listing_cpu_s > 0.0,
+        "its candidates' records are still read"
+    );
+    assert_eq!(
+        whole.record.cpu_s, quarter.record.cpu_s,
+        "a record costs what it cost"
+    );
+    // So four parts collect more than four times one part's share would at the whole's rate.
+    let rate = |g| model::gc_job_rate(g, s.deployment.gc.concurrency, 200.0);
+    assert!(rate(&quarter) >= rate(&whole));
+}

@@ -549,6 +549,7 @@ fn compare(
         d.gc.memory_mb,
         &latency_in("validate: gc"),
         d.gc.buckets,
+        1.0,
     )?;
     check(
         "GC: records collected/s vs orphans expiring (one job)".into(),
