@@ -207,10 +207,11 @@ impl Measured {
     /// `memory_mb`'s share of a vCPU) and its request chain (its conditional delete, then its
     /// files' single `DELETE`s in one round: the S3 adapter sends them together); and the
     /// listing of each round of [`GC_BATCH`] records: the GC index's `Query`s, one per bucket
-    /// of `buckets` side by side, and the `BatchGetItem`s of the candidates' records. The
+    /// of the buckets side by side, and the `BatchGetItem`s of the candidates' records. The
     /// stage's rounds: one per run (the one that found fewer than a full batch), and one per
-    /// full batch. A job that is one of `parts` side by side lists its share of the buckets:
-    /// as many `Query`s in a row, a `parts`-th of their CPU.
+    /// full batch. A whole job that lists `buckets` (the measured one listed the profile's)
+    /// makes that many `Query`s a round, as many in a row; a job that is one of `parts` side
+    /// by side lists its share of them: a `parts`-th of their CPU.
     pub fn per_record(
         &self,
         stage: &str,
@@ -231,7 +232,8 @@ impl Measured {
         // A run lists rounds until one is not full: one per run, and one per full batch.
         let rounds = (s.invocations.max(1)) as f64 + (items / GC_BATCH as f64).floor();
         let count = |op: &str| s.requests.get(op).copied().unwrap_or(0) as f64;
-        let listing_ms = count("dynamodb.Query") / buckets.max(1.0)
+        let measured_buckets = self.cost.gc_listed_buckets.max(1.0);
+        let listing_ms = count("dynamodb.Query") / measured_buckets
             * latency.of(LatencyClass::DynamodbBatch)
             + count("dynamodb.BatchGetItem") * latency.of(LatencyClass::DynamodbBatch);
         // GC's CPU is its requests' (signing, sending, parsing): shared out per request, so
@@ -247,10 +249,10 @@ impl Measured {
         let per_request = cpu_ms / requests(s).max(1.0);
         let record_cpu_ms = requests(&record) * per_request / items;
         let queries = count("dynamodb.Query");
-        let listing_cpu_ms =
-            (requests(s) - requests(&record) - queries * (1.0 - 1.0 / parts.max(1.0)))
-                * per_request
-                / rounds;
+        let listing_cpu_ms = (requests(s) - requests(&record) - queries
+            + queries * buckets / measured_buckets / parts.max(1.0))
+            * per_request
+            / rounds;
         Ok(GcRecord {
             record: StageTime {
                 cpu_s: record_cpu_ms / vcpu / 1000.0,
@@ -263,7 +265,7 @@ impl Measured {
                     super::model::fmt(request_ms / items),
                     super::model::fmt(listing_cpu_ms),
                     super::model::fmt(listing_ms / rounds),
-                    super::model::fmt(buckets),
+                    super::model::fmt(measured_buckets),
                     super::model::fmt(rounds)
                 ),
             },

@@ -1720,12 +1720,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     // 5. Maintenance against the rate of new work.
     // A job collects `concurrency` records side by side: each waits on its own request chain,
     // and all of them share the function's slice of a vCPU. Its rate is the lower of the two.
-    // Each of GC's parts lists its own share of the buckets.
+    // Each of GC's parts lists its own share of the buckets: those written, and the 16 of the
+    // layout before (listed until they drain).
     let gc = m.per_record(
         "gc: collect",
         d.gc.memory_mb,
         &s.latency_ms,
-        d.gc.buckets,
+        d.gc.buckets + 16.0,
         d.gc.jobs,
     )?;
     let gc_per_round = imgest_flows::gc::GC_BATCH as f64;

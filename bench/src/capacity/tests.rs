@@ -193,7 +193,6 @@ fn the_default_scenario_is_carried_without_a_breach() {
         "fetch-2: invocation length vs timeout",
         "process: concurrency vs its queue's maximum",
         "intake: concurrency vs its queues' maximum",
-        "a gc-index partition: write units/s",
         "a shard prefix: PUT/s",
         "POST /v1/images: requests/s vs throttle",
         "GET /v1/uploads/{upload_id}: requests/s vs throttle",
@@ -699,7 +698,6 @@ const TEN_TIMES_DESIGN_LIMITS: &[&str] = &[
     "the popular URL's waiters: write units/s",
     "the popular URL's drain: seconds to tell every waiter",
     "the popular image: write units/s",
-    "a gc-index partition: write units/s",
     "the popular URL's record: read units/s from joins",
 ];
 

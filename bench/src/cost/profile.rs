@@ -23,7 +23,15 @@ pub struct Profile {
     /// How long the partner host took to answer each download (part of every fetch
     /// invocation's modeled time).
     pub host_latency_ms: f64,
+    /// GC-index buckets a whole GC run listed (every profile before the layout of 64 + 16
+    /// listed 16).
+    #[serde(default = "gc_listed_buckets_before")]
+    pub gc_listed_buckets: f64,
     pub stages: BTreeMap<String, StageProfile>,
+}
+
+fn gc_listed_buckets_before() -> f64 {
+    16.0
 }
 
 /// One stage of the cost benchmark.
@@ -155,6 +163,7 @@ pub fn profile(
         photos: photos as u64,
         offers: offers as u64,
         host_latency_ms,
+        gc_listed_buckets: imgest_aws::dynamodb::GC_LISTED_BUCKETS as f64,
         stages: tally
             .stages()
             .iter()

@@ -12,7 +12,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use imgest_aws::DynamoStore;
 use imgest_aws::dynamodb::create_table;
-use imgest_core::domain::{Generation, ImageId, ImageRecord, SourceFormat, Timestamp, UploadId};
+use imgest_core::domain::{
+    Generation, ImageId, ImageRecord, JobPart, SourceFormat, Timestamp, UploadId,
+};
 use imgest_core::ports::{
     Checkpoints, Claim, Documents, ImageIndex, OfferLinks, RateLimiter, ReadyImage, StoreError,
     UploadRecord, UploadRecords, UploadState,
@@ -167,7 +169,14 @@ async fn ttl_and_gc_attributes_are_set_only_while_an_image_may_expire() {
         number(&item, "ttl"),
         Some((claim_expiry + 999) / 1000 + 86_400)
     );
-    let bucket = format!("gc#{}", &id.as_str()[..1]);
+    // The id's first hex digit and the quarter of its second.
+    let quarter = id.as_str()[1..2]
+        .parse::<char>()
+        .unwrap()
+        .to_digit(16)
+        .unwrap()
+        / 4;
+    let bucket = format!("gc#{}{quarter}", &id.as_str()[..1]);
     assert_eq!(item.get("gc_bucket").unwrap().as_s().unwrap(), &bucket);
     assert_eq!(item.get("state").unwrap().as_s().unwrap(), "processing");
 
@@ -298,6 +307,53 @@ async fn a_claim_is_indexed_no_later_than_the_orphan_it_may_become_and_gc_walks_
     assert!(listed.iter().all(|r| !fresh.contains(&r.id)));
     let all = store.expired(BASE.plus(TTL), 100).await.unwrap();
     assert_eq!(all.len(), 5, "{all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_lists_entries_of_the_bucket_layout_before_and_of_the_present_one() {
+    let Some((store, client, table)) =
+        store_and_client("gc_lists_entries_of_the_bucket_layout_before_and_of_the_present_one")
+            .await
+    else {
+        return;
+    };
+    let minute = Duration::from_secs(60);
+    let (old, new) = (testing::random_image_id(), testing::random_image_id());
+    for id in [&old, &new] {
+        store
+            .claim(id, &Generation::random(), BASE, minute, TTL)
+            .await
+            .unwrap();
+    }
+    // An entry as the layout before wrote it (the first digit alone) is still found, by the
+    // whole run and by its part.
+    let legacy = format!("gc#{}", &old.as_str()[..1]);
+    client
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(format!("image#{old}")))
+        .key("sk", AttributeValue::S("image".into()))
+        .update_expression("SET gc_bucket = :b")
+        .expression_attribute_values(":b", AttributeValue::S(legacy))
+        .send()
+        .await
+        .unwrap();
+    let now = BASE.plus(Duration::from_secs(600));
+    let listed = store.expired(now, 100).await.unwrap();
+    for id in [&old, &new] {
+        assert!(
+            listed.iter().any(|r| &r.id == id),
+            "{id} listed: {listed:?}"
+        );
+    }
+    let digit = old.as_str()[..1]
+        .parse::<char>()
+        .unwrap()
+        .to_digit(16)
+        .unwrap();
+    let part = JobPart::new(u64::from(digit % 4), 4).unwrap();
+    let listed = store.expired_in(part, now, 100).await.unwrap();
+    assert!(listed.iter().any(|r| r.id == old), "{part} lists {old}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

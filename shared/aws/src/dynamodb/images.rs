@@ -40,7 +40,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
 use super::offers::{LINKED_BY, marked_offer};
-use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_bucket_of};
+use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_buckets_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
@@ -501,7 +501,8 @@ impl DynamoStore {
     }
 
     /// A walk of the GC index's entries with `gc_at <= now`, the earliest first: a merge of
-    /// `part`'s buckets (all 16 for the whole job), reading each `page` entries at a time.
+    /// `part`'s buckets (all [`GC_LISTED_BUCKETS`](super::schema::GC_LISTED_BUCKETS) for the
+    /// whole job), reading each `page` entries at a time.
     async fn gc_scan(
         &self,
         part: JobPart,
@@ -511,8 +512,9 @@ impl DynamoStore {
         let mut scan = GcScan {
             cursors: part
                 .digits()
-                .map(|d| BucketCursor {
-                    bucket: gc_bucket_of(d),
+                .flat_map(gc_buckets_of)
+                .map(|bucket| BucketCursor {
+                    bucket,
                     buffered: VecDeque::new(),
                     next: None,
                     started: false,
@@ -1033,9 +1035,20 @@ mod tests {
     }
 
     #[test]
-    fn gc_buckets_are_the_first_hex_digit() {
-        let id = ImageId::parse("0cc175b9c0f1b6a831c399e269772661").unwrap();
-        assert_eq!(gc_bucket(&id), "gc#0");
-        assert_eq!(JobPart::WHOLE.digits().count(), 16);
+    fn gc_buckets_are_the_first_hex_digit_and_the_quarter_of_the_second() {
+        let bucket = |id: &str| gc_bucket(&ImageId::parse(id).unwrap());
+        assert_eq!(bucket("0cc175b9c0f1b6a831c399e269772661"), "gc#03");
+        assert_eq!(bucket("a0c175b9c0f1b6a831c399e269772661"), "gc#a0");
+        assert_eq!(bucket("f7c175b9c0f1b6a831c399e269772661"), "gc#f1");
+        assert_eq!(bucket("58c175b9c0f1b6a831c399e269772661"), "gc#52");
+        // Every id's bucket is listed by the part of its first digit, beside the layout
+        // before's.
+        let listed: Vec<String> = JobPart::WHOLE.digits().flat_map(gc_buckets_of).collect();
+        assert_eq!(listed.len(), super::super::schema::GC_LISTED_BUCKETS);
+        assert!(listed.contains(&"gc#0".to_owned()) && listed.contains(&"gc#03".to_owned()));
+        for _ in 0..100 {
+            let id = ImageId::of_bytes(&fastrand::u64(..).to_le_bytes());
+            assert!(listed.contains(&gc_bucket(&id)), "{id}");
+        }
     }
 }

@@ -10,7 +10,9 @@
 //!   is not rewritten when the record changes: DynamoDB bills those index writes). Sparse:
 //!   only garbage-collection candidates carry both attributes (processing claims and unlinked
 //!   ready images; `gc_at` is never later than their expiry, see the images adapter).
-//!   `gc_bucket` = `"gc#"` + the image id's first hex digit: 16 partitions to spread writes.
+//!   `gc_bucket` = `"gc#"` + the image id's first hex digit + the quarter of its second
+//!   (`gc#a2`): 64 partitions to spread writes (the layout before wrote 16, `gc#a`; GC lists
+//!   those too).
 
 use std::time::Duration;
 
@@ -31,13 +33,30 @@ use imgest_core::ports::StoreError;
 pub const GC_INDEX: &str = "gc-index";
 pub(crate) const GC_BUCKET: &str = "gc_bucket";
 pub(crate) const GC_AT: &str = "gc_at";
-/// The `gc_bucket` of an image.
+/// GC-index partitions per first hex digit of the image id: its second digit's quarter.
+const GC_BUCKETS_PER_DIGIT: u32 = 4;
+
+/// The GC-index partitions every record may be under: 64 written now, and the 16 of the
+/// layout before (one per first digit), which drain as their records are collected or written
+/// again. A whole GC run lists them all, a part of GC those of its digits.
+pub const GC_LISTED_BUCKETS: usize = 16 * (GC_BUCKETS_PER_DIGIT as usize + 1);
+
+/// The `gc_bucket` of an image: its id's first hex digit and the quarter of its second
+/// (`gc#a2`), so that a GC index written 20,000 times a second (ten times seed 001's peak's
+/// orphans) spreads over 64 partitions.
 pub(crate) fn gc_bucket(id: &ImageId) -> String {
-    gc_bucket_of(id.as_str().chars().next().unwrap_or('0'))
+    let mut digits = id.as_str().chars();
+    let first = digits.next().unwrap_or('0');
+    let quarter =
+        digits.next().and_then(|c| c.to_digit(16)).unwrap_or(0) / (16 / GC_BUCKETS_PER_DIGIT);
+    format!("gc#{first}{quarter}")
 }
 
-pub(crate) fn gc_bucket_of(digit: char) -> String {
-    format!("gc#{digit}")
+/// The buckets of the ids that start with `digit`: the one of the layout before (`gc#a`),
+/// then the current ones (`gc#a0` … `gc#a3`).
+pub(crate) fn gc_buckets_of(digit: char) -> impl Iterator<Item = String> {
+    std::iter::once(format!("gc#{digit}"))
+        .chain((0..GC_BUCKETS_PER_DIGIT).map(move |q| format!("gc#{digit}{q}")))
 }
 
 /// How long [`create_table`] waits for the table and its index to become active.

@@ -2,7 +2,7 @@
 //! so their first digit spreads them evenly over 16 values; a part takes the ids whose first
 //! digit, modulo the number of parts, is its index. The parts cover every id once and never
 //! meet, so they need no coordination, and on DynamoDB each reads only its own GC-index buckets
-//! (a bucket is one first digit).
+//! (those of its first digits).
 
 use std::fmt;
 
