@@ -922,8 +922,21 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         } else {
             m.writes_per_invocation("new: fetch", class)?
         };
+        // A rate limit past its threshold is split into counters with a share each (the
+        // biggest client's configured rate: its override, else ClientRpm).
+        let rpm = if d.biggest_client_rpm > 0.0 {
+            d.biggest_client_rpm
+        } else {
+            d.client_rpm
+        };
+        let limit_shards = imgest_aws::dynamodb::rate_limit_shards(
+            rpm.min(f64::from(u32::MAX)) as u32,
+            std::time::Duration::from_secs(60),
+        ) as f64;
         let shards = if sharded {
             f64::from(imgest_aws::dynamodb::COUNTER_SHARDS)
+        } else if class == "ratelimit" {
+            limit_shards
         } else {
             1.0
         };
@@ -974,6 +987,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                     format!(
                         " ÷ {} shards (COUNTER_SHARDS: an add goes to one)",
                         fmt(shards)
+                    )
+                } else if class == "ratelimit" {
+                    format!(
+                        " ÷ {} counters (its {}/min split at PERMITS_PER_S_PER_SHARD {}/s: a request takes from one)",
+                        fmt(shards),
+                        fmt(rpm),
+                        imgest_aws::dynamodb::PERMITS_PER_S_PER_SHARD
                     )
                 } else {
                     String::new()

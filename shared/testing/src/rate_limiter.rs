@@ -20,6 +20,7 @@ contract_suite!($ rate_limiter_contract_tests, rate_limiter, Arc<dyn RateLimiter
     many_concurrent_acquirers_over_windows_never_exceed_the_limit,
     a_lowered_limit_applies_to_the_next_request,
     a_client_asking_continuously_gets_nearly_its_whole_limit,
+    a_limit_of_thousands_a_second_is_never_exceeded_and_nearly_all_granted,
 );
 
 const LIMIT: u32 = 10;
@@ -245,5 +246,40 @@ pub async fn a_client_asking_continuously_gets_nearly_its_whole_limit(
     assert!(
         per_window >= 0.98 * f64::from(LIMIT),
         "{per_window:.1} granted per window of a limit of {LIMIT}"
+    );
+}
+
+/// A limit big enough that an adapter may spread its counter over partitions (6,000 a second:
+/// DynamoDB's splits it in three): asked for more than it allows, every 10 ms, it still never
+/// lets more through in any second, and still grants nearly all of it.
+pub async fn a_limit_of_thousands_a_second_is_never_exceeded_and_nearly_all_granted(
+    limiter: Arc<dyn RateLimiter>,
+) {
+    const LIMIT: u32 = 6_000;
+    const WINDOWS: u32 = 4;
+    let window = secs(1);
+    let (l, client) = (limiter.as_ref(), unique_name("big"));
+    let mut log = GrantLog::new();
+    for i in 0..100 * WINDOWS {
+        let now = BASE.plus(Duration::from_millis(u64::from(i) * 10));
+        let grant = acquire_limited(l, &client, 100, LIMIT, window, now).await;
+        if grant.granted > 0 {
+            log.push((now, grant.granted));
+        }
+    }
+    let busiest = busiest_window(&log, window);
+    assert!(
+        busiest <= LIMIT,
+        "{busiest} in a second of a limit of {LIMIT}"
+    );
+    let after_first: u32 = log
+        .iter()
+        .filter(|&&(t, _)| t >= BASE.plus(window))
+        .map(|&(_, p)| p)
+        .sum();
+    let per_window = f64::from(after_first) / f64::from(WINDOWS - 1);
+    assert!(
+        per_window >= 0.98 * f64::from(LIMIT),
+        "{per_window:.1} granted per second of a limit of {LIMIT}"
     );
 }

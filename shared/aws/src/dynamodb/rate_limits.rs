@@ -24,6 +24,20 @@
 //! one write per request at any concurrency, and its ceiling is the partition's, not a round
 //! trip's.
 //!
+//! **A big client's counter is spread over partitions.** One item takes at most 1,000 writes
+//! a second, and a client allowed ten thousand downloads a second (ten times seed 001's
+//! biggest) writes its current bucket some 1,600 times a second. So a limit above
+//! [`PERMITS_PER_S_PER_SHARD`] a second is split into [`rate_limit_shards`] counters, each
+//! with its share of the limit (the shares add up to it) under a partition key of its own
+//! (`ratelimit#{client}` for the first, as every client's was before, then
+//! `ratelimit#{client}#1`, …): a request takes its permits from one counter picked at random,
+//! so the writes spread evenly and the grants never pass the limit. A request refused by its
+//! counter while another has room waits for its `retry_at`, as any other; callers that keep
+//! asking fill every counter, so a continuous asker still gets its whole limit. A limit
+//! changed across the threshold splits the counters differently: for one window the grants
+//! already made count in the first counter only, so a raised or lowered limit may let up to
+//! the old limit more through in that window.
+//!
 //! Workers' clocks are trusted to agree (as they must for any limiter keyed by the callers'
 //! time): a grant a lagging worker records in a bucket after another worker read it as closed
 //! counts in that worker's window only from its next read. The exposure is what is granted
@@ -49,6 +63,41 @@ const GRANTED: &str = "g";
 
 /// Buckets per window.
 const BUCKETS_PER_WINDOW: i64 = 60;
+
+/// Permits a second one counter is given at most before a client's limit is split: some 300
+/// writes a second on it at the batches the fetch functions ask for (6.5 permits a write at
+/// the capacity model's peak), within a hot partition's 500.
+pub const PERMITS_PER_S_PER_SHARD: u64 = 2_000;
+
+/// The most counters a limit is split into.
+pub const MAX_RATE_LIMIT_SHARDS: u64 = 16;
+
+/// How many counters a limit of `limit` permits per `window` is split into: one until it
+/// passes [`PERMITS_PER_S_PER_SHARD`] a second.
+pub fn rate_limit_shards(limit: u32, window: Duration) -> u64 {
+    let window_ms = u64::try_from(window_millis(window)).unwrap_or(1);
+    let per_s = u64::from(limit).saturating_mul(1000) / window_ms;
+    per_s
+        .div_ceil(PERMITS_PER_S_PER_SHARD)
+        .clamp(1, MAX_RATE_LIMIT_SHARDS)
+}
+
+/// Counter `shard`'s share of `limit` split `shards` ways: they add up to it.
+fn share_of(limit: u32, shards: u64, shard: u64) -> u32 {
+    let (limit, shards) = (u64::from(limit), shards.max(1));
+    let share = limit / shards + u64::from(shard < limit % shards);
+    u32::try_from(share).unwrap_or(u32::MAX)
+}
+
+/// The name counter `shard` of `client` is kept under: the client's own for the first (`#` is
+/// in no client id nor upload budget's name, so no client's name is another's counter).
+fn counter_name(client: &str, shard: u64) -> String {
+    if shard == 0 {
+        client.to_owned()
+    } else {
+        format!("{client}#{shard}")
+    }
+}
 
 /// A client's grants: permits per bucket of `width` ms (bucket `i` covers
 /// `[i * width, (i + 1) * width)`).
@@ -300,6 +349,13 @@ impl RateLimiter for DynamoStore {
         let width = Buckets::width_for(window_ms);
         let now_ms = now.as_millis();
         let current = now_ms.div_euclid(width);
+        let shards = rate_limit_shards(limit, window);
+        let shard = if shards > 1 {
+            fastrand::u64(..shards)
+        } else {
+            0
+        };
+        let (client, limit) = (&counter_name(client, shard), share_of(limit, shards, shard));
         let mut buckets = self
             .window_buckets(client, width, now_ms, window_ms)
             .await?;
@@ -372,6 +428,34 @@ mod tests {
         let mut later = b.clone();
         later.forget_before(65_999, 60_000);
         assert_eq!(later.sum(i64::MIN, i64::MAX), 8);
+    }
+
+    #[test]
+    fn a_limit_is_split_past_its_threshold_into_shares_that_add_up_to_it() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(rate_limit_shards(600, minute), 1, "ClientRpm's default");
+        assert_eq!(rate_limit_shards(120_000, minute), 1, "2,000 a second");
+        assert_eq!(rate_limit_shards(120_060, minute), 2);
+        assert_eq!(
+            rate_limit_shards(632_600, minute),
+            6,
+            "ten times the biggest"
+        );
+        assert_eq!(rate_limit_shards(u32::MAX, minute), MAX_RATE_LIMIT_SHARDS);
+        assert_eq!(
+            rate_limit_shards(5, Duration::from_millis(1)),
+            3,
+            "5,000 a second"
+        );
+        assert_eq!(rate_limit_shards(0, minute), 1);
+        for (limit, shards) in [(632_600, 6), (7, 3), (0, 4), (u32::MAX, 16)] {
+            let total: u64 = (0..shards)
+                .map(|s| u64::from(share_of(limit, shards, s)))
+                .sum();
+            assert_eq!(total, u64::from(limit), "{limit} over {shards}");
+        }
+        assert_eq!(counter_name("acme", 0), "acme");
+        assert_eq!(counter_name("acme", 3), "acme#3");
     }
 
     #[test]
