@@ -73,6 +73,16 @@ fn busiest_window(log: &GrantLog, window: Duration) -> u32 {
         .unwrap_or(0)
 }
 
+/// Permits granted per window from the second of `windows` on (the first starts empty).
+fn per_window_after_the_first(log: &GrantLog, window: Duration, windows: u32) -> f64 {
+    let after_first: u32 = log
+        .iter()
+        .filter(|&&(t, _)| t >= BASE.plus(window))
+        .map(|&(_, p)| p)
+        .sum();
+    f64::from(after_first) / f64::from(windows - 1)
+}
+
 pub async fn a_fresh_client_gets_up_to_its_limit_at_once(limiter: Arc<dyn RateLimiter>) {
     let l = limiter.as_ref();
     let greedy = unique_name("greedy");
@@ -237,12 +247,7 @@ pub async fn a_client_asking_continuously_gets_nearly_its_whole_limit(
         }
     }
     assert!(busiest_window(&log, WINDOW) <= LIMIT);
-    let after_first: u32 = log
-        .iter()
-        .filter(|&&(t, _)| t >= BASE.plus(WINDOW))
-        .map(|&(_, p)| p)
-        .sum();
-    let per_window = f64::from(after_first) / f64::from(WINDOWS - 1);
+    let per_window = per_window_after_the_first(&log, WINDOW, WINDOWS);
     assert!(
         per_window >= 0.98 * f64::from(LIMIT),
         "{per_window:.1} granted per window of a limit of {LIMIT}"
@@ -272,12 +277,7 @@ pub async fn a_limit_of_thousands_a_second_is_never_exceeded_and_nearly_all_gran
         busiest <= LIMIT,
         "{busiest} in a second of a limit of {LIMIT}"
     );
-    let after_first: u32 = log
-        .iter()
-        .filter(|&&(t, _)| t >= BASE.plus(window))
-        .map(|&(_, p)| p)
-        .sum();
-    let per_window = f64::from(after_first) / f64::from(WINDOWS - 1);
+    let per_window = per_window_after_the_first(&log, window, WINDOWS);
     assert!(
         per_window >= 0.98 * f64::from(LIMIT),
         "{per_window:.1} granted per second of a limit of {LIMIT}"
