@@ -268,7 +268,9 @@ fn basis() -> [[f32; GRID]; KEPT] {
 
 /// `D · grid · Dᵀ`, only the 16x16 frequencies kept.
 fn dct(grid: &[f32]) -> [[f32; KEPT]; KEPT] {
-    let d = basis();
+    // 1,024 cosines, the same for every photo: computed once.
+    static BASIS: std::sync::LazyLock<[[f32; GRID]; KEPT]> = std::sync::LazyLock::new(basis);
+    let d = &*BASIS;
     let mut t = [[0f32; GRID]; KEPT];
     for i in 0..KEPT {
         for j in 0..GRID {
