@@ -912,7 +912,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                        share: f64,
                        share_trace: &str,
                        target: &str,
-                       writes: Writes|
+                       writes: Writes,
+                       spread: Option<(f64, String)>|
      -> Result<()> {
         // A counter series is spread over shards, an add to one of them: the series' adds
         // (the benchmark's tasks are all of one host: one series) over its shards.
@@ -922,24 +923,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         } else {
             m.writes_per_invocation("new: fetch", class)?
         };
-        // A rate limit past its threshold is split into counters with a share each (the
-        // biggest client's configured rate: its override, else ClientRpm).
-        let rpm = if d.biggest_client_rpm > 0.0 {
-            d.biggest_client_rpm
-        } else {
-            d.client_rpm
-        };
-        let limit_shards = imgest_aws::dynamodb::rate_limit_shards(
-            rpm.min(f64::from(u32::MAX)) as u32,
-            std::time::Duration::from_secs(60),
-        ) as f64;
-        let shards = if sharded {
-            f64::from(imgest_aws::dynamodb::COUNTER_SHARDS)
-        } else if class == "ratelimit" {
-            limit_shards
-        } else {
-            1.0
-        };
+        // The items the writes spread over (a write goes to one of them), and why.
+        let (items, items_trace) = spread.unwrap_or((1.0, String::new()));
         let wcu = m.wcu_per_write("new: fetch", class)?;
         let mut rate = 0.0;
         let mut parts = Vec::new();
@@ -975,7 +960,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         r.row(
             "dynamodb",
             format!("{name}: write units/s vs a hot partition"),
-            rate * wcu.value / shards,
+            rate * wcu.value / items,
             "WCU/s",
             Some(hot),
             format!(
@@ -983,21 +968,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                 parts.join(" + "),
                 f(&w),
                 f(&wcu),
-                if sharded {
-                    format!(
-                        " ÷ {} shards (COUNTER_SHARDS: an add goes to one)",
-                        fmt(shards)
-                    )
-                } else if class == "ratelimit" {
-                    format!(
-                        " ÷ {} counters (its {}/min split at PERMITS_PER_S_PER_SHARD {}/s: a request takes from one)",
-                        fmt(shards),
-                        fmt(rpm),
-                        imgest_aws::dynamodb::PERMITS_PER_S_PER_SHARD
-                    )
-                } else {
-                    String::new()
-                }
+                items_trace
             ),
         );
         if rmw {
@@ -1025,6 +996,17 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         }
         Ok(())
     };
+    // A rate limit past its threshold is split into counters with a share each (the biggest
+    // client's configured rate: its override, else ClientRpm).
+    let rpm = if d.biggest_client_rpm > 0.0 {
+        d.biggest_client_rpm
+    } else {
+        d.client_rpm
+    };
+    let counters = imgest_aws::dynamodb::rate_limit_shards(
+        rpm.min(f64::from(u32::MAX)) as u32,
+        std::time::Duration::from_secs(60),
+    ) as f64;
     shared_item(
         &mut r,
         "rate limit of the biggest client",
@@ -1033,6 +1015,15 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "biggest_client_share",
         "ratelimit",
         Writes::PerTask,
+        Some((
+            counters,
+            format!(
+                " ÷ {} counters (its {}/min split at PERMITS_PER_S_PER_SHARD {}/s: a request takes from one)",
+                fmt(counters),
+                fmt(rpm),
+                imgest_aws::dynamodb::PERMITS_PER_S_PER_SHARD
+            ),
+        )),
     )?;
     let host_class = if m
         .stage("new: fetch")?
@@ -1049,6 +1040,19 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     } else {
         "rec tier"
     };
+    // A counter series is spread over COUNTER_SHARDS items.
+    let series = |class: &str| {
+        class.starts_with("ctr ").then(|| {
+            let shards = f64::from(imgest_aws::dynamodb::COUNTER_SHARDS);
+            (
+                shards,
+                format!(
+                    " ÷ {} shards (COUNTER_SHARDS: an add goes to one)",
+                    fmt(shards)
+                ),
+            )
+        })
+    };
     shared_item(
         &mut r,
         "the biggest host's health",
@@ -1057,6 +1061,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "biggest_host_share",
         "host",
         Writes::PerFlush,
+        series(host_class),
     )?;
     shared_item(
         &mut r,
@@ -1066,6 +1071,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "client share × host share",
         "host",
         Writes::PerFlush,
+        series(route_class),
     )?;
 
     // The biggest host's counts are read by every process that uses them (the fetch
