@@ -1082,6 +1082,29 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         .filter(|fl| fl.name.starts_with("fetch-") || fl.name == "intake")
         .map(|fl| fl.concurrency)
         .sum();
+    // The biggest client's rate limit is read by every fetch instance that takes its tasks
+    // (nearly every batch holds some), a Query of a counter's window each time a new bucket
+    // (a sixtieth of the window: a second) is current; with its counters picked at random per
+    // request, an instance reads each of them: a counter's partition takes all of those reads.
+    let limit_readers: f64 = functions
+        .iter()
+        .filter(|fl| fl.name.starts_with("fetch-"))
+        .map(|fl| fl.concurrency)
+        .sum();
+    let q = m.rcu_per_query("new: fetch", "ratelimit")?;
+    r.row(
+        "dynamodb",
+        "rate limit of the biggest client: read units/s per counter",
+        limit_readers * q.value.max(0.5),
+        "RCU/s",
+        Some(lim.partition_fraction * lim.partition_rcu),
+        format!(
+            "fetch instances {} × a Query a second (a bucket is a sixtieth of the 60-s window) × {} [{}, at least ½]; every counter, picked per request, is read by every instance",
+            fmt(limit_readers),
+            fmt(q.value),
+            q.source
+        ),
+    );
     let fresh_for = imgest_crawl::FRESH_FOR.as_secs_f64();
     for (name, class) in [
         ("the biggest host's health", host_class),
