@@ -87,3 +87,44 @@ where
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An execution's input is the caller's (a fetch function parses hostile bytes and may
+    /// start one): whatever queue it names, the machine itself sends only to the fetch queues,
+    /// and an input naming another fails before it waits or sends.
+    #[test]
+    fn the_state_machine_sends_only_to_the_queues_it_serves_and_fails_any_other() {
+        let asl: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../infra/statemachine/delayed-send.asl.json"
+        ))
+        .unwrap();
+        let states = &asl["States"];
+        let choice = &states[asl["StartAt"].as_str().unwrap()];
+        assert_eq!(choice["Type"], "Choice");
+        let named: Vec<&str> = choice["Choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert_eq!(c["Variable"], "$.queue");
+                c["StringEquals"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(named, SERVED);
+        let default = choice["Default"].as_str().unwrap();
+        assert_eq!(states[default]["Type"], "Fail", "a forged queue name fails");
+        // The queue's URL comes from the machine (a Pass of the template's substitution over
+        // whatever `queue_url` the input carried), never from the input.
+        assert_eq!(states["Send"]["Parameters"]["QueueUrl.$"], "$.queue_url");
+        for queue in SERVED {
+            let pass = &states[queue];
+            assert_eq!(pass["Type"], "Pass");
+            assert_eq!(pass["ResultPath"], "$.queue_url");
+            assert!(pass["Result"].as_str().unwrap().starts_with("${FetchQueue"));
+        }
+        assert!(StepFunctionsDelay::serves("fetch-1") && !StepFunctionsDelay::serves("webhooks"));
+    }
+}
