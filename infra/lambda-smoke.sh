@@ -9,6 +9,8 @@
 #   infra/lambda-smoke.sh                # build (only what changed), check, test
 #   infra/lambda-smoke.sh --nocapture    # arguments go to the test binary: this one shows each
 #                                        # function's `cold start:` line (under qemu: slow)
+#   infra/lambda-smoke.sh --build-only   # the build and the size check, no test (infra/test.sh
+#                                        # runs this beside the host's tests: see there)
 #
 # Settings (environment):
 #   IMGEST_LAMBDA_TARGET_DIR  the arm64 build's cargo target directory (default
@@ -59,6 +61,10 @@ for bootstrap in "$build_dir"/*/bootstrap; do
     fi
 done
 [ "$too_big" = 0 ] || exit 1
+if [ "${1:-}" = "--build-only" ]; then
+    say "built in ${build_seconds}s"
+    exit 0
+fi
 
 if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
     # Starts moto on a free port (stopped on exit) and exports AWS_ENDPOINT_URL; then the

@@ -38,6 +38,24 @@ export IMGEST_TEST_AWS=1
 # infra/moto_server.py serialises DynamoDB requests, so the racing-writers checks are sound.
 export IMGEST_TEST_DYNAMODB_CONCURRENCY=1
 
+# The arm64 build starts now, beside the host's build and tests, and is waited for at the end:
+# it is mostly one long single-threaded link per function (the shipping profile's fat LTO and
+# one codegen unit: about 1.3 CPU-minutes a wall minute), so on two cores it fills the core the
+# host's tests leave idle instead of adding its 20-50 minutes after them. Its output goes to a
+# log printed when it is waited for; a failed test stops it (its own session, so its children
+# stop with it).
+arm64_build_pid=
+if [ "${IMGEST_TEST_LAMBDA:-1}" != 0 ] && [ "$(uname -s)" = Linux ]; then
+    infra/setup.sh lambda
+    arm64_log="${IMGEST_LAMBDA_TARGET_DIR:-$PWD/target/lambda-arm64}/build.log"
+    mkdir -p "$(dirname "$arm64_log")"
+    echo "test: building the arm64 functions in the background (log: $arm64_log)" >&2
+    setsid infra/lambda-smoke.sh --build-only >"$arm64_log" 2>&1 &
+    arm64_build_pid=$!
+    # moto.sh's trap, and this build's.
+    trap 'moto_stop 2>/dev/null || true; [ -z "$arm64_build_pid" ] || kill -- "-$arm64_build_pid" 2>/dev/null || true' EXIT
+fi
+
 # The pipeline's public-corpus test (shared/pipeline/tests/corpus.rs): Pillow's test images and
 # their references, fetched from PyPI and rendered once (infra/corpus.sh exports
 # IMGEST_CORPUS_DIR); here a missing corpus fails the test instead of skipping it.
@@ -60,5 +78,13 @@ if [ "${IMGEST_TEST_BROWSER:-1}" != 0 ]; then
 fi
 
 if [ "${IMGEST_TEST_LAMBDA:-1}" != 0 ]; then
+    if [ -n "$arm64_build_pid" ]; then
+        arm64_status=0
+        wait "$arm64_build_pid" || arm64_status=$?
+        arm64_build_pid=
+        cat "$arm64_log" >&2
+        [ "$arm64_status" = 0 ] || { echo "test: the arm64 build failed" >&2; exit 1; }
+    fi
+    # With the build done, this rebuilds nothing (seconds) and runs the bootstraps.
     infra/lambda-smoke.sh
 fi
