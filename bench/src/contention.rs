@@ -628,6 +628,7 @@ fn sample_ready() -> imgest_core::ports::ReadyImage {
         sha256: None,
         original_metadata: None,
         thumbhash: None,
+        signature: None,
         variants: VariantName::parse("thumb")
             .map(|name| {
                 vec![StoredVariant {

@@ -12,6 +12,7 @@ mod progress;
 #[cfg(test)]
 mod reference;
 mod restore;
+mod similar;
 mod variants;
 mod webhook;
 
@@ -128,6 +129,17 @@ enum Command {
         /// The image's id: the MD5 of its original bytes, in hex.
         image_id: String,
         /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A stored photo's near-duplicates among every stored image: the same picture
+    /// re-encoded, resized, watermarked, mirrored or padded (PDQ hashes within 31 bits), from
+    /// the index IMGEST_SIMILAR=index or report fills (docs/api.md, "Near-duplicates").
+    /// Example: `imgest similar 0cc175b9c0f1b6a831c399e269772661`
+    Similar {
+        /// The image's id: the MD5 of its original bytes, in hex.
+        image_id: String,
+        /// Print the matches as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -299,6 +311,7 @@ fn main() -> ExitCode {
             Command::Audit { dry_run, json, .. } => commands::audit(dry_run, json).await,
             Command::Backfill { command, json } => backfill::run(command, json).await,
             Command::Restore { image_id, json } => restore::run(&image_id, json).await,
+            Command::Similar { image_id, json } => similar::run(&image_id, json).await,
             Command::Erase {
                 image_id,
                 block,

@@ -200,6 +200,7 @@ async fn legacy_record(
         sha256: None,
         original_metadata: Some(app.service.imaging().unwrap().original_metadata()),
         thumbhash: None,
+        signature: None,
     };
     let now = ports.clock.now();
     let ttl = std::time::Duration::from_secs(3600);

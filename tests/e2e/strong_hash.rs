@@ -42,6 +42,7 @@ async fn stored(
         sha256,
         original_metadata: None,
         thumbhash: None,
+        signature: None,
     };
     let now = ports.clock.now();
     let ttl = std::time::Duration::from_secs(3600);

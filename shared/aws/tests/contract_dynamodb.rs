@@ -92,6 +92,7 @@ fn ready() -> ReadyImage {
         sha256: None,
         original_metadata: None,
         thumbhash: None,
+        signature: None,
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::domain::{
-    OriginalMetadata, OutputFormat, SourceFormat, ThumbHash, VariantName, VariantSet,
+    OriginalMetadata, OutputFormat, Signature, SourceFormat, ThumbHash, VariantName, VariantSet,
     VariantSetVersion,
 };
 
@@ -46,6 +46,16 @@ pub trait Imaging: Send + Sync + fmt::Debug {
     /// The placeholder of a stored variant's file, for a record made before placeholders were;
     /// `None` for a file it cannot read.
     fn placeholder_of_variant(&self, file: &[u8]) -> Option<ThumbHash>;
+    /// Which of a photo's variants its perceptual signature is made of (`None`: none has the
+    /// photo's shape).
+    fn signature_source(
+        &self,
+        sizes: &mut dyn Iterator<Item = (u32, u32)>,
+        full: (u32, u32),
+    ) -> Option<usize>;
+    /// The perceptual signature of a stored variant's file, for a record made before
+    /// signatures were; `None` for a file it cannot read.
+    fn signature_of_variant(&self, file: &[u8]) -> Option<Signature>;
 }
 
 /// Why the pipeline refused a photo (or a watermark). None is worth retrying: the same bytes
@@ -226,6 +236,9 @@ pub struct Processed {
     pub original_metadata: OriginalMetadata,
     /// The photo's placeholder, from its smallest variant (`None`: no variant to make it of).
     pub thumbhash: Option<ThumbHash>,
+    /// The photo's perceptual signature, from a variant of its shape (`None`: no such variant,
+    /// or one too small to hash).
+    pub signature: Option<Signature>,
 }
 
 impl Processed {

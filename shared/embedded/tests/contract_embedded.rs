@@ -160,6 +160,7 @@ async fn two_stores_on_one_file_share_records_and_keep_claims_exclusive() {
         sha256: None,
         original_metadata: None,
         thumbhash: None,
+        signature: None,
     };
     let record = two
         .complete(&image, &generation, ready, BASE, ttl)

@@ -34,7 +34,7 @@ use super::files::{
 use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, OriginalMetadata,
-    Timestamp, VariantSetVersion,
+    StoredVariant, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Delivery, OutgoingMessage, QueueCounts, Reason, StoreError, TaskQueue};
 use imgest_core::telemetry::metrics::Stage;
@@ -480,8 +480,9 @@ impl Service {
             let page = page?;
             for record in &page.records {
                 report.scanned += 1;
+                // With indexing on, current records are queued too: to be filed.
                 if record.is_live(now)
-                    && !self.is_current(record, &run.target)
+                    && (!self.is_current(record, &run.target) || self.policy.similar.indexes())
                     && pass.takes(record)
                     && !earlier.iter().any(|p| p.takes(record))
                 {
@@ -607,8 +608,23 @@ impl Service {
 
     /// Re-processes one image from its original under the configured variant set: new files
     /// under a new generation, then the record pointed at them (the old generation's files
-    /// kept for the sweep grace). Skips a record already of the configured version.
+    /// kept for the sweep grace). Skips a record already of the configured version. With
+    /// `IMGEST_SIMILAR` indexing, files the record in the near-duplicate index too (current or
+    /// not: that is how photos stored before indexing was on get there).
     pub async fn reprocess(&self, id: &ImageId) -> Result<Reprocessed, FlowError> {
+        let outcome = self.reprocess_unfiled(id).await?;
+        if self.policy.similar.indexes() && outcome != Reprocessed::Gone {
+            let now = self.ports.clock.now();
+            if let Some(record) = self.ports.images.get(id).await?.filter(|r| r.is_live(now))
+                && let Some(signature) = record.signature()
+            {
+                crate::similar::index(&self.ports, id, signature).await?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn reprocess_unfiled(&self, id: &ImageId) -> Result<Reprocessed, FlowError> {
         let now = self.ports.clock.now();
         let Some(record) = self.ports.images.get(id).await?.filter(|r| r.is_live(now)) else {
             return Ok(Reprocessed::Gone);
@@ -616,8 +632,8 @@ impl Service {
         if self.is_current(&record, self.imaging()?.version()) {
             return Ok(Reprocessed::Current);
         }
-        if self.lacks_only_a_placeholder(&record, self.imaging()?.version())
-            && let Some(added) = self.add_placeholder(&record).await?
+        if self.lacks_only_derived(&record, self.imaging()?.version())
+            && let Some(added) = self.add_derived(&record).await?
         {
             return Ok(added);
         }
@@ -626,13 +642,11 @@ impl Service {
             .await
     }
 
-    /// Gives a record made before placeholders its own, from its smallest variant of the
-    /// photo's shape (one small read and decode: no new generation, no file written); `None`
-    /// when that file cannot make one (an AVIF variant), to re-process the record whole.
-    async fn add_placeholder(
-        &self,
-        record: &ImageRecord,
-    ) -> Result<Option<Reprocessed>, FlowError> {
+    /// Gives a record made before placeholders or signatures what it lacks of them, each from
+    /// the variant of the photo's shape it is made of (a small read and decode each: no new
+    /// generation, no file written); `None` when a file cannot make one (an AVIF variant), to
+    /// re-process the record whole.
+    async fn add_derived(&self, record: &ImageRecord) -> Result<Option<Reprocessed>, FlowError> {
         let ImageState::Ready {
             width,
             height,
@@ -642,38 +656,92 @@ impl Service {
         else {
             return Ok(None);
         };
-        let mut sizes = variants.iter().map(|v| (v.width, v.height));
+        let full = (*width, *height);
         let imaging = Arc::clone(self.imaging()?);
-        let Some(source) = imaging
-            .placeholder_source(&mut sizes, (*width, *height))
-            .and_then(|i| variants.get(i))
-        else {
-            return Ok(None);
-        };
-        let key = BlobKey::variant(&record.id, &record.generation, &source.name, source.format);
-        let file = match self.ports.blobs.get(&key).await {
-            Ok(file) => file,
-            // Re-processed or collected since it was read: the next step sees what is there now.
-            Err(StoreError::NotFound(_)) => return Ok(Some(Reprocessed::Gone)),
-            Err(e) => return Err(e.into()),
-        };
-        let made = tokio::task::spawn_blocking(move || imaging.placeholder_of_variant(&file))
-            .await
-            .map_err(|e| FlowError::Internal(format!("making a placeholder: {e}")))?;
-        let Some(thumbhash) = made else {
-            return Ok(None);
-        };
-        let written = self
-            .ports
-            .images
-            .set_thumbhash(&record.id, &record.generation, &thumbhash)
-            .await?;
-        Ok(Some(if written {
+        let sizes = || variants.iter().map(|v| (v.width, v.height));
+        if record.thumbhash().is_none() {
+            let Some(source) = imaging
+                .placeholder_source(&mut sizes(), full)
+                .and_then(|i| variants.get(i))
+            else {
+                return Ok(None);
+            };
+            let Some(file) = self.variant_file(record, source).await? else {
+                return Ok(Some(Reprocessed::Gone));
+            };
+            let pipeline = Arc::clone(&imaging);
+            let made = self
+                .derive(move || pipeline.placeholder_of_variant(&file))
+                .await?;
+            let Some(thumbhash) = made else {
+                return Ok(None);
+            };
+            if !self
+                .ports
+                .images
+                .set_thumbhash(&record.id, &record.generation, &thumbhash)
+                .await?
+            {
+                return Ok(Some(Reprocessed::Gone));
+            }
             info!(image_id = %record.id, "placeholder added");
-            Reprocessed::Done
-        } else {
-            Reprocessed::Gone
-        }))
+        }
+        if record.signature().is_none()
+            && let Some(source) = imaging
+                .signature_source(&mut sizes(), full)
+                .and_then(|i| variants.get(i))
+        {
+            let Some(file) = self.variant_file(record, source).await? else {
+                return Ok(Some(Reprocessed::Gone));
+            };
+            let pipeline = Arc::clone(&imaging);
+            let made = self
+                .derive(move || pipeline.signature_of_variant(&file))
+                .await?;
+            let Some(signature) = made else {
+                return Ok(None);
+            };
+            if !self
+                .ports
+                .images
+                .set_signature(&record.id, &record.generation, &signature)
+                .await?
+            {
+                return Ok(Some(Reprocessed::Gone));
+            }
+            info!(image_id = %record.id, "perceptual signature added");
+        }
+        Ok(Some(Reprocessed::Done))
+    }
+
+    /// A stored variant's file; `None` when it is gone (re-processed or collected since the
+    /// record was read: the next step sees what is there now).
+    async fn variant_file(
+        &self,
+        record: &ImageRecord,
+        variant: &StoredVariant,
+    ) -> Result<Option<bytes::Bytes>, FlowError> {
+        let key = BlobKey::variant(
+            &record.id,
+            &record.generation,
+            &variant.name,
+            variant.format,
+        );
+        match self.ports.blobs.get(&key).await {
+            Ok(file) => Ok(Some(file)),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Runs a decode off the async workers.
+    async fn derive<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, FlowError> {
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| FlowError::Internal(format!("deriving from a variant: {e}")))
     }
 
     /// Re-processes a live record from its original, whatever its version (the audit's repair
@@ -794,12 +862,32 @@ impl Service {
     /// (a backfill rewrites the others' originals too, under a new generation), and a
     /// placeholder (records made before placeholders were get one).
     fn is_current(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
-        record.thumbhash().is_some() && self.lacks_only_a_placeholder(record, target)
+        record.thumbhash().is_some()
+            && !self.lacks_a_signature(record)
+            && self.lacks_only_derived(record, target)
+    }
+
+    /// Whether a record has no signature though one of its variants could make it.
+    fn lacks_a_signature(&self, record: &ImageRecord) -> bool {
+        let ImageState::Ready {
+            width,
+            height,
+            variants,
+            signature: None,
+            ..
+        } = &record.state
+        else {
+            return false;
+        };
+        let mut sizes = variants.iter().map(|v| (v.width, v.height));
+        self.imaging().map_or(true, |i| {
+            i.signature_source(&mut sizes, (*width, *height)).is_some()
+        })
     }
 
     /// Whether a record's files are current (see [`is_current`](Self::is_current)) whatever
-    /// its placeholder.
-    fn lacks_only_a_placeholder(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
+    /// its placeholder and signature.
+    fn lacks_only_derived(&self, record: &ImageRecord, target: &VariantSetVersion) -> bool {
         record.variant_set() == Some(target)
             && self.imaging().is_ok_and(|imaging| {
                 imaging

@@ -773,7 +773,7 @@ impl Service {
     }
 
     /// The owners of `id`'s uploads within their window.
-    async fn uploaders(&self, id: &ImageId) -> Result<Vec<String>, FlowError> {
+    pub(crate) async fn uploaders(&self, id: &ImageId) -> Result<Vec<String>, FlowError> {
         let now = self.ports.clock.now();
         let mut owners = Vec::new();
         let mut cursor: Option<String> = None;

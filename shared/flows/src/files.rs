@@ -218,6 +218,7 @@ pub(crate) async fn write_files(
         variant_set,
         original_metadata,
         thumbhash: processed.thumbhash,
+        signature: processed.signature,
     })
 }
 
@@ -298,6 +299,7 @@ mod tests {
                 sha256: None,
                 original_metadata: None,
                 thumbhash: None,
+                signature: None,
             }
         } else {
             ImageState::Processing {

@@ -19,6 +19,7 @@
 //! - [`browse`]: the operator's pages of stored images (and orphans).
 //! - [`erase`]: a seller's erasure of their upload, an operator's purge, tombstones and
 //!   receipts.
+//! - [`similar`]: near-duplicates: the perceptual-hash index, lookups scoped to the caller.
 //! - [`configure`]: the service the settings describe (its policy; the pipeline is given by
 //!   the processes that decode).
 //! - `files`, `decode`: what several flows share: an image's files written and deleted by
@@ -40,6 +41,7 @@ pub mod presigned;
 pub mod queues;
 pub mod restore;
 mod service;
+pub mod similar;
 pub mod sweep;
 pub mod upload;
 pub mod variants;

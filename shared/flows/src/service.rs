@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::{FlowCounters, FlowCounts, FlowError};
 pub use imgest_core::Ports;
 use imgest_core::budget::{MemoryBudget, Refusal, Reservation};
-use imgest_core::domain::VariantSet;
+use imgest_core::domain::{SimilarMode, VariantSet};
 use imgest_core::imaging::{Imaging, PipelineError};
 use imgest_core::telemetry::counters::Tally;
 use imgest_settings::Settings;
@@ -62,6 +62,8 @@ pub struct Policy {
     /// Erasures delete files here (the embedded backend, the erasure function, the CLI), or
     /// file them for the erasure function (the other AWS functions may not delete versions).
     pub erase_files_here: bool,
+    /// Near-duplicate detection (`IMGEST_SIMILAR`).
+    pub similar: SimilarMode,
 }
 
 impl Policy {
@@ -86,6 +88,7 @@ impl Policy {
             backfill_segments: s.backfill_segments,
             max_receives: s.max_receives,
             erase_files_here: matches!(s.backend, imgest_settings::Backend::Embedded { .. }),
+            similar: s.similar,
         }
     }
 }

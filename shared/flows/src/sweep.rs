@@ -611,6 +611,7 @@ impl Service {
             sha256,
             original_metadata,
             thumbhash,
+            signature,
         } = &record.state
         else {
             return (None, false);
@@ -644,6 +645,7 @@ impl Service {
             sha256: *sha256,
             original_metadata: *original_metadata,
             thumbhash: thumbhash.clone(),
+            signature: signature.as_deref().cloned(),
         };
         (Some((retired, ready)), kept)
     }

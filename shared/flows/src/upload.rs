@@ -504,6 +504,7 @@ impl Service {
         let budget = self.budget.clone();
         let counters = self.counters.clone();
         let orphan_ttl = self.policy.orphan_ttl;
+        let similar = self.policy.similar;
         let version = pipeline.version().clone();
         let task = tokio::spawn(async move {
             let mut guard = ClaimGuard::new(ports.clone(), id.clone(), generation.clone(), record);
@@ -560,7 +561,10 @@ impl Service {
                 Err(e) => Answer::Failed(e),
             };
             match settle_files(&ports, &counters, &id, &generation, write, answer).await {
-                FilesFate::Ours(record) => Ok(Some(stored(&mut guard, *record))),
+                FilesFate::Ours(record) => {
+                    crate::similar::index_stored(&ports, similar, &record).await;
+                    Ok(Some(stored(&mut guard, *record)))
+                }
                 // Someone else's record (or none, and ours can never be written): theirs wins.
                 FilesFate::Delete => {
                     info!(image_id = %id, generation = %generation, "the record was written by another run meanwhile");

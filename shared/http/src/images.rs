@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::body::read_upload;
-use super::json::ImageJson;
+use super::json::{ImageJson, ReportedJson};
 use super::openapi::{ErrorBody, UploadForm};
 use super::{ApiError, ApiState};
 use crate::auth::Uploader;
@@ -75,14 +75,25 @@ pub async fn upload(
     } else {
         StatusCode::CREATED
     };
-    Ok((
-        status,
-        Json(
-            state
-                .urls
-                .image(&outcome.record, Some(outcome.deduplicated), None),
-        ),
-    ))
+    let mut json = state
+        .urls
+        .image(&outcome.record, Some(outcome.deduplicated), None);
+    if state.service.reports_similar() && !outcome.deduplicated {
+        let found = state
+            .service
+            .report_similar(&outcome.record, caller.client.as_ref())
+            .await?;
+        json.near_duplicates = Some(
+            found
+                .into_iter()
+                .map(|m| ReportedJson {
+                    image_id: m.image_id.to_string(),
+                    distance: m.distance,
+                })
+                .collect(),
+        );
+    }
+    Ok((status, Json(json)))
 }
 
 /// Get an image

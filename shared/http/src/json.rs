@@ -51,6 +51,20 @@ pub struct ImageJson {
     /// How many offers link the image (on `GET /v1/images/{id}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offers: Option<u32>,
+    /// On the upload of a new photo with `IMGEST_SIMILAR=report`: its near-duplicates that
+    /// other clients' offers link, nearest first (for a moderation step; ids and distances
+    /// only). Empty when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub near_duplicates: Option<Vec<ReportedJson>>,
+}
+
+/// A near-duplicate reported on an upload.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReportedJson {
+    #[schema(pattern = "^[0-9a-f]{32}$")]
+    pub image_id: String,
+    /// PDQ bits apart, 0 to 31.
+    pub distance: u32,
 }
 
 /// One photo of an offer, in the offer's order.
@@ -136,6 +150,7 @@ impl FileUrls {
             variants: self.variants(record),
             thumbhash: record.thumbhash().map(ThumbHash::to_base64),
             offers,
+            near_duplicates: None,
         }
     }
 

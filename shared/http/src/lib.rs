@@ -20,6 +20,7 @@ mod page;
 mod router;
 pub mod routes;
 mod scrape;
+mod similar;
 mod uploads;
 mod webhooks;
 

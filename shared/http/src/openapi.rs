@@ -27,7 +27,8 @@ use utoipa::{Modify, OpenApi, ToSchema};
 pub(super) use super::error::ErrorBody;
 use super::routes::Verb;
 use super::{
-    browse, crawl, erasures, files, images, offers, page, router, scrape, uploads, webhooks,
+    browse, crawl, erasures, files, images, offers, page, router, scrape, similar, uploads,
+    webhooks,
 };
 
 /// Where the document is served.
@@ -62,6 +63,7 @@ The 400 kinds `invalid_client_id` and `invalid_id` are reserved: no operation an
         images::upload,
         images::known,
         images::get,
+        similar::get,
         erasures::erase_upload,
         uploads::create,
         uploads::get,

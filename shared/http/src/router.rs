@@ -18,8 +18,8 @@ use super::error::{AnsweredKind, ErrorBody};
 use super::json::FileUrls;
 use super::routes::{self, Op, Route};
 use super::{
-    ApiError, auth, browse, crawl, erasures, files, images, offers, openapi, page, scrape, uploads,
-    webhooks,
+    ApiError, auth, browse, crawl, erasures, files, images, offers, openapi, page, scrape, similar,
+    uploads, webhooks,
 };
 use crate::auth::Authenticator;
 use crate::local_guard::{self, LocalGuard};
@@ -120,6 +120,7 @@ fn handler(op: Op) -> MethodRouter<ApiState> {
         Op::UploadImage => post(images::upload).layer(DefaultBodyLimit::disable()),
         Op::KnownImages => post(images::known).layer(DefaultBodyLimit::max(images::KNOWN_MAX_BODY)),
         Op::GetImage => get(images::get),
+        Op::SimilarImages => get(similar::get),
         Op::EraseImage => delete(erasures::erase_upload),
         Op::CreateUpload => post(uploads::create),
         Op::GetUpload => get(uploads::get),

@@ -26,6 +26,7 @@ pub enum Op {
     UploadImage,
     KnownImages,
     GetImage,
+    SimilarImages,
     EraseImage,
     CreateUpload,
     GetUpload,
@@ -96,12 +97,13 @@ const PARTNERS: &[&str] = &[OFFERS_SCOPE];
 
 impl Op {
     /// Every operation, in the order the template lists them.
-    pub const ALL: [Op; 26] = [
+    pub const ALL: [Op; 27] = [
         Op::Health,
         Op::OpenApi,
         Op::UploadImage,
         Op::KnownImages,
         Op::GetImage,
+        Op::SimilarImages,
         Op::EraseImage,
         Op::CreateUpload,
         Op::GetUpload,
@@ -135,6 +137,12 @@ impl Op {
             Op::UploadImage => (Post, "/v1/images", UPLOADERS, Everywhere),
             Op::KnownImages => (Post, "/v1/images/known", UPLOADERS, Everywhere),
             Op::GetImage => (Get, "/v1/images/{image_id}", UPLOADERS, Everywhere),
+            Op::SimilarImages => (
+                Get,
+                "/v1/images/{image_id}/similar",
+                &[UPLOAD_SCOPE, OFFERS_SCOPE, OPERATOR_SCOPE],
+                Everywhere,
+            ),
             Op::EraseImage => (Delete, "/v1/images/{image_id}", UPLOADERS, Everywhere),
             Op::CreateUpload => (Post, "/v1/uploads", UPLOADERS, Everywhere),
             Op::GetUpload => (Get, "/v1/uploads/{upload_id}", UPLOADERS, Everywhere),

@@ -29,6 +29,7 @@ mod png;
 mod resize;
 mod riff;
 mod scratch;
+mod signature;
 mod strip;
 #[cfg(test)]
 mod tests;
@@ -49,8 +50,8 @@ pub use imgest_core::imaging::{
 pub use watermark::Watermark;
 
 use imgest_core::domain::{
-    OriginalMetadata, OutputFormat, SourceFormat, ThumbHash, VariantSet, VariantSetVersion,
-    VariantSpec,
+    OriginalMetadata, OutputFormat, Signature, SourceFormat, ThumbHash, VariantSet,
+    VariantSetVersion, VariantSpec,
 };
 use imgest_core::telemetry::metrics::Stage;
 use resize::Raster;
@@ -109,12 +110,30 @@ pub fn placeholder_source(
 /// pipeline wrote them), for a record made before placeholders were; `None` for a file it
 /// cannot read (an AVIF variant: the record is then re-processed whole).
 pub fn placeholder_of_variant(file: &[u8]) -> Option<ThumbHash> {
+    placeholder::of_rgb(&variant_pixels(file)?)
+}
+
+/// A stored variant's pixels (JPEG or WebP); `None` for another format or a file that does not
+/// decode.
+fn variant_pixels(file: &[u8]) -> Option<image::RgbImage> {
     let format = image::guess_format(file).ok()?;
     if !matches!(format, image::ImageFormat::Jpeg | image::ImageFormat::WebP) {
         return None;
     }
     let pixels = image::load_from_memory_with_format(file, format).ok()?;
-    placeholder::of_rgb(&pixels.to_rgb8())
+    Some(pixels.to_rgb8())
+}
+
+/// The perceptual signature of upright sRGB pixels, made as [`Pipeline::process`] makes it of a
+/// variant's (the near-duplicate benchmark hashes its photos with it).
+pub fn signature_of(pixels: &image::RgbImage) -> Option<Signature> {
+    signature::of_rgb(pixels)
+}
+
+/// The perceptual signature of a stored variant's file (JPEG or WebP), for a record made before
+/// signatures were; `None` for a file it cannot read.
+pub fn signature_of_variant(file: &[u8]) -> Option<Signature> {
+    signature::of_rgb(&variant_pixels(file)?)
 }
 
 /// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
@@ -215,18 +234,23 @@ impl Pipeline {
         let full = (decoded.width, decoded.height);
         let mut variants = Vec::with_capacity(specs.len());
         let mut thumbhash = None;
+        let mut perceptual = None;
         // Every pixel buffer goes back to the scratch once encoded (on an error, it is freed).
         match decoded.pixels {
             decode::Pixels::Rgb(image) => {
                 let rendered =
                     Stage::Resize.time(|| resize::render_all(&image, full, specs, scratch))?;
                 let source = placeholder::source(rendered.iter().map(|p| p.dimensions()), full);
+                let hashed = signature::source(rendered.iter().map(|p| p.dimensions()), full);
                 for (i, (spec, mut pixels)) in specs.iter().zip(rendered).enumerate() {
                     if let Some(transform) = &decoded.transform {
                         transform.apply(pixels.to_mut(), &scratch.buffers)?;
                     }
                     if Some(i) == source {
                         thumbhash = placeholder::of_rgb(&pixels);
+                    }
+                    if Some(i) == hashed {
+                        perceptual = signature::of_rgb(&pixels);
                     }
                     if let Some(watermark) = &self.config.watermark
                         && watermark.applies_to(&spec.name)
@@ -256,9 +280,14 @@ impl Pipeline {
                     Stage::Resize.time(|| resize::render_all(&planes, full, specs, scratch))?;
                 let source =
                     placeholder::source(rendered.iter().map(|p| (p.y.width, p.y.height)), full);
+                let hashed =
+                    signature::source(rendered.iter().map(|p| (p.y.width, p.y.height)), full);
                 for (i, (spec, rendered)) in specs.iter().zip(rendered).enumerate() {
                     if Some(i) == source {
                         thumbhash = placeholder::of_yuv(&rendered);
+                    }
+                    if Some(i) == hashed {
+                        perceptual = signature::of_yuv(&rendered);
                     }
                     let quality = self.quality(spec);
                     variants.push(EncodedVariant {
@@ -287,6 +316,7 @@ impl Pipeline {
             original,
             original_metadata: policy,
             thumbhash,
+            signature: perceptual,
         })
     }
 }
@@ -334,5 +364,17 @@ impl Imaging for Pipeline {
 
     fn placeholder_of_variant(&self, file: &[u8]) -> Option<ThumbHash> {
         placeholder_of_variant(file)
+    }
+
+    fn signature_source(
+        &self,
+        sizes: &mut dyn Iterator<Item = (u32, u32)>,
+        full: (u32, u32),
+    ) -> Option<usize> {
+        signature::source(sizes, full)
+    }
+
+    fn signature_of_variant(&self, file: &[u8]) -> Option<Signature> {
+        signature_of_variant(file)
     }
 }

@@ -14,6 +14,7 @@
 //! without hashing the photo again.
 
 use image::RgbImage;
+pub use imgest_core::domain::PdqHash;
 
 /// The side of the grid the photo is sampled to.
 const GRID: usize = 64;
@@ -21,50 +22,6 @@ const GRID: usize = 64;
 const KEPT: usize = 16;
 /// Images smaller than this on a side get no hash (the reference's minimum).
 const MIN_SIDE: usize = 5;
-
-/// 256 bits; as text, 64 hex digits in the reference's order (bit 255 first).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct PdqHash([u8; 32]);
-
-impl PdqHash {
-    /// Bit `k` (0 to 255: coefficient row `k / 16`, column `k % 16`).
-    pub fn bit(&self, k: usize) -> bool {
-        self.0
-            .get(31 - k / 8)
-            .is_some_and(|byte| byte >> (k % 8) & 1 == 1)
-    }
-
-    fn set(&mut self, k: usize) {
-        if let Some(byte) = self.0.get_mut(31 - k / 8) {
-            *byte |= 1 << (k % 8);
-        }
-    }
-
-    /// The bits that differ.
-    pub fn distance(&self, other: &PdqHash) -> u32 {
-        self.0
-            .iter()
-            .zip(other.0.iter())
-            .map(|(a, b)| (a ^ b).count_ones())
-            .sum()
-    }
-
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
-    }
-
-    pub fn from_hex(s: &str) -> Option<Self> {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(s, &mut bytes).ok()?;
-        Some(Self(bytes))
-    }
-}
-
-impl std::fmt::Debug for PdqHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PdqHash({})", self.to_hex())
-    }
-}
 
 /// A photo's kept frequencies, before they become bits: what its rotations and mirrors are
 /// computed from.

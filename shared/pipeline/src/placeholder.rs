@@ -21,14 +21,18 @@ const SAMPLES: usize = 4;
 /// the fewest pixels among those of the photo's shape (a placeholder tells a page the photo's
 /// aspect ratio: a thumbnail cropped to a square would not), else the smallest of all.
 pub(crate) fn source(sizes: impl Iterator<Item = (u32, u32)>, full: (u32, u32)) -> Option<usize> {
-    let (width, height) = (u64::from(full.0), u64::from(full.1));
-    // Within a pixel's rounding of the photo's aspect ratio.
-    let keeps_shape = |w: u64, h: u64| (w * height).abs_diff(h * width) <= width.max(height);
     sizes
         .enumerate()
         .map(|(i, (w, h))| (i, u64::from(w), u64::from(h)))
-        .min_by_key(|&(_, w, h)| (!keeps_shape(w, h), w * h))
+        .min_by_key(|&(_, w, h)| (!keeps_shape(w, h, full), w * h))
         .map(|(i, _, _)| i)
+}
+
+/// Whether a `w`x`h` variant has the shape of the `full` photo: its aspect ratio within a
+/// pixel's rounding.
+pub(crate) fn keeps_shape(w: u64, h: u64, full: (u32, u32)) -> bool {
+    let (width, height) = (u64::from(full.0), u64::from(full.1));
+    (w * height).abs_diff(h * width) <= width.max(height)
 }
 
 /// The ThumbHash of 8-bit RGB pixels.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use imgest_core::backend::MAX_SQS_DELAY;
 pub use imgest_core::backend::{AwsBackend, Backend, LongWaits};
-use imgest_core::domain::{OriginalMetadata, VariantName, VariantSet};
+use imgest_core::domain::{OriginalMetadata, SimilarMode, VariantName, VariantSet};
 use imgest_core::imaging::WatermarkPosition;
 
 pub use self::crawl::CrawlSettings;
@@ -90,6 +90,8 @@ pub struct Settings {
     /// original keeps of the photo's metadata (orientation and ICC profile always; GPS, XMP,
     /// maker notes and serial numbers only under `keep`).
     pub original_metadata: OriginalMetadata,
+    /// `IMGEST_SIMILAR` (`off`, `index` or `report`): near-duplicate detection.
+    pub similar: SimilarMode,
     /// `IMGEST_MAX_BODY` (bytes; suffixes kB, MB, GB, KiB, MiB, GiB accepted)
     pub max_body: u64,
     /// `IMGEST_MAX_PIXELS` (decoded width × height; suffixes K, M accepted)
@@ -247,6 +249,12 @@ impl Settings {
                 Some(v) => v
                     .parse()
                     .map_err(|e: String| vars.bad("IMGEST_ORIGINAL_METADATA", e))?,
+            },
+            similar: match vars.get("IMGEST_SIMILAR") {
+                None => SimilarMode::default(),
+                Some(v) => v
+                    .parse()
+                    .map_err(|e: String| vars.bad("IMGEST_SIMILAR", e))?,
             },
             max_body,
             max_pixels: vars.count("IMGEST_MAX_PIXELS", 50_000_000)?,

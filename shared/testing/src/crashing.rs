@@ -25,7 +25,8 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use imgest_core::domain::{
-    BlobKey, ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, ThumbHash, Timestamp,
+    BlobKey, ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, Signature,
+    ThumbHash, Timestamp,
 };
 use imgest_core::ports::{
     BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
@@ -438,6 +439,19 @@ impl ImageIndex for FaultyImages {
             .await
     }
 
+    async fn set_signature(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        signature: &Signature,
+    ) -> Result<bool, StoreError> {
+        self.faults
+            .call("images.set_signature", true, || {
+                self.inner.set_signature(id, generation, signature)
+            })
+            .await
+    }
+
     async fn correct_link_count(
         &self,
         seen: &ImageRecord,
@@ -545,6 +559,17 @@ impl OfferLinks for FaultyOffers {
             .call("offers.scan_photo_lists", false, || {
                 self.inner
                     .scan_photo_lists(segment, segments, cursor, limit)
+            })
+            .await
+    }
+
+    async fn linking_clients(
+        &self,
+        image: &ImageId,
+    ) -> Result<Vec<imgest_core::domain::ClientId>, StoreError> {
+        self.faults
+            .call("offers.linking_clients", false, || {
+                self.inner.linking_clients(image)
             })
             .await
     }

@@ -7,8 +7,8 @@ use super::{
     BASE, CLAIM_TTL, ORPHAN_TTL, mins, must_get, random_image_id, ready_image, sample_ready, secs,
 };
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, PreviousFiles, ThumbHash,
-    Timestamp, VariantSetVersion, refresh_granularity,
+    ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, PreviousFiles, Signature,
+    ThumbHash, Timestamp, VariantSetVersion, refresh_granularity,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, StoreError};
 
@@ -20,6 +20,7 @@ contract_suite!($ image_index_contract_tests, image_index, Arc<dyn ImageIndex>;
     a_claim_made_again_after_it_was_applied_is_the_callers,
     a_strong_hash_is_recorded_once_on_a_ready_record_of_its_generation,
     a_placeholder_is_recorded_once_on_a_ready_record_of_its_generation,
+    a_signature_is_recorded_once_on_a_ready_record_of_its_generation,
     abandon_removes_only_the_holders_claim,
     complete_without_the_claim_is_a_conflict,
     get_many_keeps_the_order_of_ids_and_skips_missing,
@@ -110,6 +111,7 @@ pub async fn claim_new_then_in_progress_then_complete_then_existing(images: Arc<
             sha256: ready.sha256,
             original_metadata: ready.original_metadata,
             thumbhash: ready.thumbhash,
+            signature: ready.signature.map(Box::new),
         }
     );
     assert_eq!((record.created_at, record.last_update), (t0, t1));
@@ -345,6 +347,7 @@ pub async fn a_placeholder_is_recorded_once_on_a_ready_record_of_its_generation(
     assert!(!images.set_thumbhash(&id, &generation, &hash).await.unwrap());
     let legacy = ReadyImage {
         thumbhash: None,
+        signature: None,
         ..sample_ready()
     };
     let record = images
@@ -380,6 +383,71 @@ pub async fn a_placeholder_is_recorded_once_on_a_ready_record_of_its_generation(
     assert!(
         !images
             .set_thumbhash(&random_image_id(), &generation, &hash)
+            .await
+            .unwrap()
+    );
+}
+
+/// A record written before signatures gets one, once, for its own generation; one written
+/// with one keeps it through a re-pointing that brings none, and reads it back whole.
+pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
+    images: Arc<dyn ImageIndex>,
+) {
+    let images = images.as_ref();
+    let id = random_image_id();
+    let Claim::New { generation } = claim(images, &id, BASE).await else {
+        panic!("a fresh id is new");
+    };
+    let signature = sample_ready().signature.unwrap();
+    let other = Signature {
+        trimmed: None,
+        ..signature.clone()
+    };
+    assert!(
+        !images
+            .set_signature(&id, &generation, &signature)
+            .await
+            .unwrap()
+    );
+    let legacy = ReadyImage {
+        signature: None,
+        ..sample_ready()
+    };
+    let record = images
+        .complete(&id, &generation, legacy.clone(), BASE, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(record.signature(), None);
+    assert!(
+        !images
+            .set_signature(&id, &Generation::random(), &signature)
+            .await
+            .unwrap(),
+        "another generation"
+    );
+    assert!(
+        images
+            .set_signature(&id, &generation, &signature)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !images
+            .set_signature(&id, &generation, &other)
+            .await
+            .unwrap(),
+        "recorded once"
+    );
+    assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
+    let kept = images
+        .replace_files(&id, &generation, &generation, legacy, BASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.signature(), Some(&signature));
+    assert!(
+        !images
+            .set_signature(&random_image_id(), &generation, &signature)
             .await
             .unwrap()
     );

@@ -237,6 +237,15 @@ pub(crate) fn sample_ready() -> ReadyImage {
         original_metadata: Some(imgest_core::domain::OriginalMetadata::StripPrivate),
         // A real hash's length (23 bytes: an opaque landscape photo's).
         thumbhash: imgest_core::domain::ThumbHash::from_bytes(vec![0x5a; 23]).ok(),
+        // With a trimmed part: the longest a signature is.
+        signature: imgest_core::domain::Signature::parse(&format!(
+            "pdq1:83:{}:{}:{}:{}",
+            "0f".repeat(32),
+            "f0".repeat(32),
+            "3c".repeat(32),
+            "c3".repeat(32)
+        ))
+        .ok(),
     }
 }
 

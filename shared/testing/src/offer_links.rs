@@ -18,6 +18,7 @@ contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
     one_offer_id_in_two_namespaces_is_two_offers,
     a_link_count_is_corrected_only_while_unchanged,
     scan_photo_lists_sees_every_offer_once_in_order,
+    an_images_clients_are_those_whose_offers_link_it,
 );
 
 async fn set(offers: &dyn OfferLinks, offer: &OfferKey, ids: &[&ImageId], now: Timestamp) {
@@ -368,6 +369,52 @@ pub async fn one_offer_id_in_two_namespaces_is_two_offers(ports: LinkPorts) {
     );
     assert_eq!(links(images, &a).await.0, 1);
     assert_eq!(links(images, &b).await.0, 1);
+}
+
+/// Who may see an image among near-duplicates: every client whose offer links it (by a plain
+/// or a keyed change), never a client that did not, never open mode's shared offers.
+pub async fn an_images_clients_are_those_whose_offers_link_it(ports: LinkPorts) {
+    let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
+    let a = ready_image(images, BASE).await.id;
+    let b = ready_image(images, BASE).await.id;
+    let (acme, globex, initech) = (
+        super::random_client(),
+        super::random_client(),
+        super::random_client(),
+    );
+    let of = |client: &imgest_core::domain::ClientId| {
+        OfferKey::new(Tenant::Client(client.clone()), random_offer().id().clone())
+    };
+    let t1 = BASE.plus(mins(1));
+    assert_eq!(offers.linking_clients(&a).await.unwrap(), vec![]);
+    set(offers, &of(&acme), &[&a], t1).await;
+    set(offers, &of(&acme), &[&a, &b], t1).await;
+    offers
+        .set_photos_keyed(&of(&globex), &owned(&[&a]), "crawl-1", t1, ORPHAN_TTL)
+        .await
+        .unwrap();
+    set(
+        offers,
+        &OfferKey::shared(random_offer().id().clone()),
+        &[&b],
+        t1,
+    )
+    .await;
+    let mut clients = offers.linking_clients(&a).await.unwrap();
+    clients.sort_by(|x, y| x.as_str().cmp(y.as_str()));
+    let mut want = vec![acme.clone(), globex.clone()];
+    want.sort_by(|x, y| x.as_str().cmp(y.as_str()));
+    assert_eq!(clients, want);
+    assert!(!clients.contains(&initech));
+    assert_eq!(offers.linking_clients(&b).await.unwrap(), vec![acme]);
+    assert_eq!(
+        offers
+            .linking_clients(&super::random_image_id())
+            .await
+            .unwrap(),
+        vec![],
+        "an image never stored"
+    );
 }
 
 pub async fn a_link_count_is_corrected_only_while_unchanged(ports: LinkPorts) {

@@ -13,12 +13,14 @@
 //! | `sha256`           | S    | ready only: hex SHA-256 of the bytes sent, checked on every dedup hit (absent on items written before strong hashes) |
 //! | `original_metadata` | S   | ready only: what the stored original kept of the photo's metadata (`keep`, `strip-private`, `strip-all`; absent on items written before originals were stripped) |
 //! | `thumbhash`        | S    | ready only: the photo's placeholder, a base64 ThumbHash (absent on items written before placeholders were made) |
+//! | `signature`        | S    | ready only: the photo's perceptual signature, base64 of its compact form (absent on items written before signatures were made) |
 //! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
 //! | `expires_at`       | N ms | ready and unlinked only                                     |
 //! | `ttl`              | N s  | unlinked: ceil(expires_at / 1000); processing: ceil(claim expiry / 1000) + 1 day; ABSENT while linked, so the TTL deleter never removes a linked image |
 //! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): claims, unlinked ready images that were claimed or that an offer dropped; not records made by `create_ready` until an offer drops them (the TTL collects them); `gc_at` is never later than the expiry (see below) |
+//! | `clients`          | SS   | the clients whose offers linked the image since it was stored (added by each link of a client's offer, never removed: near-duplicate lookups show a client only images it links or linked) |
 //! | `linked_by`        | S    | the keyed offer change whose link was the last change of `link_count`, if it was one (see the offers module) |
 //!
 //! Every decision is a conditional write on what was read with a consistent read, retried a
@@ -45,7 +47,7 @@ use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
     ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, OfferKey, PreviousFiles,
-    SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
+    Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
@@ -64,11 +66,13 @@ const VARIANT_SET: &str = "variant_set";
 const SHA256: &str = "sha256";
 const ORIGINAL_METADATA: &str = "original_metadata";
 const THUMBHASH: &str = "thumbhash";
+const SIGNATURE: &str = "signature";
 const PREVIOUS_GENERATION: &str = "previous_generation";
 const PREVIOUS_UNTIL: &str = "previous_until";
 const CREATED_AT: &str = "created_at";
 const LAST_UPDATE: &str = "last_update";
 pub(super) const LINK_COUNT: &str = "link_count";
+pub(super) const CLIENTS: &str = "clients";
 pub(super) const EXPIRES_AT: &str = "expires_at";
 
 /// What a scan of image records reads (with the key attributes): what a record is made of.
@@ -84,6 +88,7 @@ pub const SCAN_ATTRIBUTES: &[&str] = &[
     VARIANT_SET,
     ORIGINAL_METADATA,
     THUMBHASH,
+    SIGNATURE,
     PREVIOUS_GENERATION,
     PREVIOUS_UNTIL,
     CREATED_AT,
@@ -149,6 +154,9 @@ fn ready_attributes(
     if let Some(thumbhash) = &ready.thumbhash {
         attributes.push((THUMBHASH, s(thumbhash.to_base64())));
     }
+    if let Some(signature) = &ready.signature {
+        attributes.push((SIGNATURE, s(signature.to_base64())));
+    }
     Ok(attributes)
 }
 
@@ -212,6 +220,12 @@ pub fn record_from_item(item: &Item) -> Result<ImageRecord, StoreError> {
                     .map(ThumbHash::parse)
                     .transpose()
                     .map_err(|_| a.corrupt(THUMBHASH, "is not a ThumbHash"))?,
+                signature: a
+                    .opt_s(SIGNATURE)?
+                    .map(Signature::parse_base64)
+                    .transpose()
+                    .map_err(|_| a.corrupt(SIGNATURE, "is not a perceptual signature"))?
+                    .map(Box::new),
             }
         }
         _ => return Err(a.corrupt(STATE, "is not processing or ready")),
@@ -949,6 +963,22 @@ impl ImageIndex for DynamoStore {
             THUMBHASH,
             thumbhash.to_base64(),
             "the placeholder",
+        )
+        .await
+    }
+
+    async fn set_signature(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        signature: &Signature,
+    ) -> Result<bool, StoreError> {
+        self.set_once(
+            id,
+            generation,
+            SIGNATURE,
+            signature.to_base64(),
+            "the perceptual signature",
         )
         .await
     }

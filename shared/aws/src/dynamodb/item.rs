@@ -211,6 +211,13 @@ impl Expr {
         self
     }
 
+    /// `ADD attr value` for a set: adds its elements (none twice).
+    pub(crate) fn add_elements(&mut self, attr: &str, value: AttributeValue) -> &mut Self {
+        let (name, value) = (self.name(attr), self.value(value));
+        self.adds.push(format!("{name} {value}"));
+        self
+    }
+
     /// `REMOVE attr`.
     pub(crate) fn remove(&mut self, attr: &str) -> &mut Self {
         let name = self.name(attr);

@@ -47,11 +47,11 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 
-use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
+use super::images::{CLIENTS, LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
 use super::item::{Attrs, Expr, ExprParts, Item, PK, id_of, key, ms, n, s};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::{error_code, is_retryable_code, sdk_error};
-use imgest_core::domain::{ImageId, OfferKey, Timestamp};
+use imgest_core::domain::{ClientId, ImageId, OfferKey, Timestamp};
 use imgest_core::ports::{LinkError, OfferLinks, OfferPage, PhotoListPage, StoreError};
 
 const KIND: &str = "offer";
@@ -163,10 +163,17 @@ fn distinct(images: &[ImageId]) -> Vec<ImageId> {
         .collect()
 }
 
-/// The expression of one link more.
-fn link_expr(now: Timestamp) -> Expr {
+/// The expression of one link more, by an offer of `offer`'s tenant: a client's is added to
+/// the image's `clients` (who may see it among near-duplicates), in the same write.
+fn link_expr(now: Timestamp, offer: &OfferKey) -> Expr {
     let mut e = Expr::new();
     e.add_to(LINK_COUNT, 1).set(LAST_UPDATE, ms(now));
+    if let Some(client) = offer.tenant().client() {
+        e.add_elements(
+            CLIENTS,
+            AttributeValue::Ss(vec![client.as_str().to_owned()]),
+        );
+    }
     remove_expiry(&mut e);
     e
 }
@@ -248,8 +255,13 @@ impl DynamoStore {
     }
 
     /// Links `id` if it is still live at `now`.
-    fn link_op(&self, id: &ImageId, now: Timestamp) -> Result<ImageWrite, StoreError> {
-        let mut e = link_expr(now);
+    fn link_op(
+        &self,
+        id: &ImageId,
+        now: Timestamp,
+        offer: &OfferKey,
+    ) -> Result<ImageWrite, StoreError> {
+        let mut e = link_expr(now, offer);
         e.remove(LINKED_BY);
         let condition = live_condition(&mut e, now);
         self.image_write(id, e, condition)
@@ -262,8 +274,9 @@ impl DynamoStore {
         id: &ImageId,
         marker: &str,
         now: Timestamp,
+        offer: &OfferKey,
     ) -> Result<bool, StoreError> {
-        let mut e = link_expr(now);
+        let mut e = link_expr(now, offer);
         e.set(LINKED_BY, s(marker));
         let condition = format!(
             "{} AND ({} OR NOT {})",
@@ -581,7 +594,7 @@ impl DynamoStore {
             let links = match marker {
                 None => added
                     .iter()
-                    .map(|id| self.link_op(id, now))
+                    .map(|id| self.link_op(id, now, offer))
                     .collect::<Result<Vec<_>, _>>()?,
                 Some(marker) => {
                     // An added image marked by this change carries a link of it that no
@@ -598,7 +611,9 @@ impl DynamoStore {
                         })
                         .collect();
                     let linked = futures_util::future::try_join_all(
-                        unmarked.iter().map(|id| self.prelink(id, marker, now)),
+                        unmarked
+                            .iter()
+                            .map(|id| self.prelink(id, marker, now, offer)),
                     )
                     .await?;
                     if linked.contains(&false) {
@@ -740,6 +755,32 @@ impl OfferLinks for DynamoStore {
             }
         }
         Ok(OfferPage { offers, next })
+    }
+
+    async fn linking_clients(&self, image: &ImageId) -> Result<Vec<ClientId>, StoreError> {
+        let Some(item) = self
+            .read_item(
+                image_key(image),
+                &format!("reading the clients of image {image}"),
+                false,
+            )
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let what = format!("image item {image}");
+        let a = Attrs::new(&item, &what);
+        let names: &[String] = match item.get(CLIENTS) {
+            None => &[],
+            Some(AttributeValue::Ss(names)) => names,
+            Some(_) => return Err(a.corrupt(CLIENTS, "is not a string set")),
+        };
+        names
+            .iter()
+            .map(|c| {
+                ClientId::parse(c).map_err(|_| a.corrupt(CLIENTS, "holds an invalid client id"))
+            })
+            .collect()
     }
 
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError> {

@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BlobKey, ContentHash, Generation, ImageId, OriginalMetadata, OutputFormat, ThumbHash,
-    Timestamp, VariantName, VariantSetVersion,
+    BlobKey, ContentHash, Generation, ImageId, OriginalMetadata, OutputFormat, Signature,
+    ThumbHash, Timestamp, VariantName, VariantSetVersion,
 };
 
 /// The format detected from the original bytes (never from a Content-Type or a file name).
@@ -94,6 +94,10 @@ pub enum ImageState {
         /// before placeholders were; a backfill adds it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thumbhash: Option<ThumbHash>,
+        /// The photo's perceptual signature, for near-duplicates (`None`: made before
+        /// signatures were, a backfill adds it; or no variant to make it of).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<Box<Signature>>,
     },
 }
 
@@ -177,6 +181,15 @@ impl ImageRecord {
         }
     }
 
+    /// A ready record's perceptual signature (`None`: made before signatures were, or not
+    /// ready).
+    pub fn signature(&self) -> Option<&Signature> {
+        match &self.state {
+            ImageState::Ready { signature, .. } => signature.as_deref(),
+            ImageState::Processing { .. } => None,
+        }
+    }
+
     /// What a ready record's stored original kept of the photo's metadata (`None`: stored as
     /// sent, or not ready).
     pub fn original_metadata(&self) -> Option<OriginalMetadata> {
@@ -239,6 +252,7 @@ mod tests {
                 sha256: None,
                 original_metadata: None,
                 thumbhash: None,
+                signature: None,
             },
             created_at: last_update,
             last_update,

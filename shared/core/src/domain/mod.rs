@@ -8,6 +8,7 @@ mod job_part;
 mod original;
 mod placeholder;
 pub mod random;
+mod similarity;
 mod sniff;
 mod tenancy;
 mod time;
@@ -26,6 +27,10 @@ pub use image::{
 pub use job_part::{JobPart, JobPartError, MAX_JOB_PARTS};
 pub use original::OriginalMetadata;
 pub use placeholder::{ThumbHash, ThumbHashError};
+pub use similarity::{
+    Bucket, HashPair, MATCH_DISTANCE, MIN_QUALITY, PdqHash, SLICES, Signal, Signature,
+    SignatureError, SimilarMode,
+};
 pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};
 pub use tenancy::{OfferKey, Owner, Tenant};
 pub use time::Timestamp;

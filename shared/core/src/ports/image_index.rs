@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, OriginalMetadata,
+    ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, OriginalMetadata, Signature,
     SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 
@@ -44,6 +44,8 @@ pub struct ReadyImage {
     pub original_metadata: Option<OriginalMetadata>,
     /// The photo's placeholder (`None`: the pipeline made none).
     pub thumbhash: Option<ThumbHash>,
+    /// The photo's perceptual signature (`None`: the pipeline made none).
+    pub signature: Option<Signature>,
 }
 
 /// One page of a walk over every record ([`ImageIndex::scan`]).
@@ -202,6 +204,16 @@ pub trait ImageIndex: Send + Sync {
         id: &ImageId,
         generation: &Generation,
         thumbhash: &ThumbHash,
+    ) -> Result<bool, StoreError>;
+
+    /// Records the perceptual signature of a ready record, only if it is still ready under
+    /// `generation` and has none (a record written before signatures were made); returns
+    /// whether it was written.
+    async fn set_signature(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        signature: &Signature,
     ) -> Result<bool, StoreError>;
 
     /// Deletes the record only if it is still `generation` and still expired at `now` (unlinked,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::StoreError;
-use crate::domain::{ImageId, OfferKey, Timestamp};
+use crate::domain::{ClientId, ImageId, OfferKey, Timestamp};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -90,6 +90,13 @@ pub trait OfferLinks: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<OfferPage, StoreError>;
+
+    /// The clients whose offers link `image` (who may see it among near-duplicates), in no
+    /// particular order; open mode's shared offers name none. A store may also name a client
+    /// whose offers dropped the image since (DynamoDB keeps every client that linked it while
+    /// it is stored: adding one costs nothing on top of the link's write, removing one would
+    /// need to know that none of its other offers link it). One read.
+    async fn linking_clients(&self, image: &ImageId) -> Result<Vec<ClientId>, StoreError>;
 
     /// The offer's photo list in order, or `None` if the offer has none set.
     async fn photos(&self, offer: &OfferKey) -> Result<Option<Vec<ImageId>>, StoreError>;

@@ -9,14 +9,14 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 use super::{IN_CHUNK, SqliteStore, placeholders, sql_error, sql_limit};
 use imgest_core::domain::{
     ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, OfferKey, PreviousFiles,
-    SHARD_COUNT, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
+    SHARD_COUNT, Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
                        original_bytes, variants, created_at, last_update, link_count, expires_at, \
                        variant_set, previous_generation, previous_until, sha256, \
-                       original_metadata, thumbhash";
+                       original_metadata, thumbhash, signature";
 
 /// A row as stored, before it is checked into an [`ImageRecord`].
 struct RawImage {
@@ -39,6 +39,7 @@ struct RawImage {
     sha256: Option<String>,
     original_metadata: Option<String>,
     thumbhash: Option<String>,
+    signature: Option<String>,
 }
 
 impl RawImage {
@@ -64,6 +65,7 @@ impl RawImage {
             sha256: row.get(16)?,
             original_metadata: row.get(17)?,
             thumbhash: row.get(18)?,
+            signature: row.get(19)?,
         })
     }
 
@@ -129,6 +131,13 @@ impl RawImage {
                         .map(ThumbHash::parse)
                         .transpose()
                         .map_err(|_| bad("invalid thumbhash"))?,
+                    signature: self
+                        .signature
+                        .as_deref()
+                        .map(Signature::parse)
+                        .transpose()
+                        .map_err(|_| bad("invalid signature"))?
+                        .map(Box::new),
                 }
             }
             _ => return Err(bad("unknown state")),
@@ -312,9 +321,9 @@ fn create_ready_tx(
         .execute(
             "INSERT INTO images (id, generation, state, claim_expires_at, format, width, height, \
              original_bytes, variants, created_at, last_update, link_count, expires_at, \
-             variant_set, sha256, original_metadata, thumbhash) \
+             variant_set, sha256, original_metadata, thumbhash, signature) \
              VALUES (?1, ?2, 'ready', NULL, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 0, ?9, ?10, ?11, ?12, \
-             ?13) \
+             ?13, ?14) \
              ON CONFLICT (id) DO NOTHING",
             params![
                 id.as_str(),
@@ -330,6 +339,7 @@ fn create_ready_tx(
                 ready.sha256.map(|h| h.to_hex()),
                 ready.original_metadata.map(|m| m.as_str()),
                 ready.thumbhash.as_ref().map(ThumbHash::to_base64),
+                ready.signature.as_ref().map(Signature::to_text),
             ],
         )
         .map_err(|e| sql_error("creating an image", e))?;
@@ -360,7 +370,7 @@ fn complete_tx(
             "UPDATE images SET state = 'ready', claim_expires_at = NULL, format = ?3, \
              width = ?4, height = ?5, original_bytes = ?6, variants = ?7, last_update = ?8, \
              expires_at = CASE WHEN link_count = 0 THEN ?9 ELSE NULL END, variant_set = ?10, \
-             sha256 = ?11, original_metadata = ?12, thumbhash = ?13 \
+             sha256 = ?11, original_metadata = ?12, thumbhash = ?13, signature = ?14 \
              WHERE id = ?1 AND generation = ?2 AND state = 'processing'",
             params![
                 id.as_str(),
@@ -376,6 +386,7 @@ fn complete_tx(
                 ready.sha256.map(|h| h.to_hex()),
                 ready.original_metadata.map(|m| m.as_str()),
                 ready.thumbhash.as_ref().map(ThumbHash::to_base64),
+                ready.signature.as_ref().map(Signature::to_text),
             ],
         )
         .map_err(|e| sql_error("completing an image", e))?;
@@ -417,7 +428,8 @@ fn replace_files_tx(
          original_bytes = ?6, variants = ?7, variant_set = ?8, previous_generation = ?9, \
          previous_until = ?10, sha256 = COALESCE(?11, sha256), \
          original_metadata = COALESCE(?12, original_metadata), \
-         thumbhash = COALESCE(?13, thumbhash) WHERE id = ?1",
+         thumbhash = COALESCE(?13, thumbhash), signature = COALESCE(?14, signature) \
+         WHERE id = ?1",
         params![
             id.as_str(),
             generation.as_str(),
@@ -432,6 +444,7 @@ fn replace_files_tx(
             ready.sha256.map(|h| h.to_hex()),
             ready.original_metadata.map(|m| m.as_str()),
             ready.thumbhash.as_ref().map(ThumbHash::to_base64),
+            ready.signature.as_ref().map(Signature::to_text),
         ],
     )
     .map_err(|e| sql_error("replacing an image's files", e))?;
@@ -744,6 +757,25 @@ impl ImageIndex for SqliteStore {
             )
             .map(|n| n > 0)
             .map_err(|e| sql_error("recording an image's placeholder", e))
+        })
+        .await
+    }
+
+    async fn set_signature(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        signature: &Signature,
+    ) -> Result<bool, StoreError> {
+        let (id, generation, signature) = (id.clone(), generation.clone(), signature.to_text());
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE images SET signature = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND signature IS NULL",
+                params![id.as_str(), generation.as_str(), signature],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| sql_error("recording an image's perceptual signature", e))
         })
         .await
     }

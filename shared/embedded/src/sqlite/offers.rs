@@ -9,7 +9,7 @@ use rusqlite::{Connection, params};
 
 use super::images::{commit, immediate, select_many};
 use super::{SqliteStore, sql_error};
-use imgest_core::domain::{ImageId, OfferKey, Timestamp};
+use imgest_core::domain::{ClientId, ImageId, OfferKey, Timestamp};
 use imgest_core::ports::{LinkError, OfferLinks, OfferPage, PhotoListPage, StoreError};
 
 /// The `(client_id, offer_id)` columns of an offer: `''` is the shared namespace.
@@ -286,6 +286,31 @@ impl OfferLinks for SqliteStore {
                     .map_err(|e| StoreError::backend("encoding an offer cursor", e))?;
             }
             Ok(page)
+        })
+        .await
+    }
+
+    async fn linking_clients(&self, image: &ImageId) -> Result<Vec<ClientId>, StoreError> {
+        let image = image.clone();
+        self.run(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT DISTINCT client_id FROM offer_photos \
+                     WHERE image_id = ?1 AND client_id != ''",
+                )
+                .map_err(|e| sql_error("reading an image's clients", e))?;
+            let names = statement
+                .query_map(params![image.as_str()], |row| row.get::<_, String>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| sql_error("reading an image's clients", e))?;
+            names
+                .iter()
+                .map(|c| {
+                    ClientId::parse(c).map_err(|_| {
+                        StoreError::corrupt(format!("image {image}: invalid client id {c:?}"))
+                    })
+                })
+                .collect()
         })
         .await
     }

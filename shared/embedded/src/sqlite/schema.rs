@@ -9,7 +9,7 @@ use super::sql_error;
 use imgest_core::ports::StoreError;
 
 /// The version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS images (
@@ -212,6 +212,12 @@ const V9: &str = "
 ALTER TABLE images ADD COLUMN thumbhash TEXT;
 ";
 
+/// Each ready image's perceptual signature (near-duplicates; NULL on rows written before
+/// signatures were made).
+const V10: &str = "
+ALTER TABLE images ADD COLUMN signature TEXT;
+";
+
 /// Brings the database to [`SCHEMA_VERSION`] in one write transaction, so processes opening
 /// the same new file at once do not race; refuses a database written by a newer build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
@@ -261,6 +267,10 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 9 {
         tx.execute_batch(V9)
             .map_err(|e| sql_error("recording placeholders", e))?;
+    }
+    if version < 10 {
+        tx.execute_batch(V10)
+            .map_err(|e| sql_error("recording perceptual signatures", e))?;
     }
     if version < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -32,6 +32,9 @@ enum Identity {
 pub struct Uploader {
     /// Whose uploads these are (`None` in open mode: no owner, no per-caller limit).
     pub owner: Option<Owner>,
+    /// The client an `imgest:offers` token acts for: near-duplicates its own offers link are
+    /// not reported to it (`IMGEST_SIMILAR=report`).
+    pub client: Option<ClientId>,
 }
 
 /// A caller that may read the metrics (which say nothing of any one tenant, but a lot about
@@ -43,6 +46,18 @@ pub struct Observer;
 /// clients, so no seller or partner may).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Operator;
+
+/// Whose images a near-duplicate lookup may answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Viewer {
+    /// Everyone's: the operator, or open mode.
+    All,
+    /// A seller's uploads and, with a client, the images its client's offers link.
+    Own {
+        owner: Owner,
+        client: Option<ClientId>,
+    },
+}
 
 /// What an offer or crawl route knows of its caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,17 +141,43 @@ impl Caller {
     /// May upload photos and read images: `imgest:upload` or `imgest:offers`.
     pub fn uploader(&self) -> Result<Uploader, AuthError> {
         match &self.0 {
-            Identity::Open => Ok(Uploader { owner: None }),
+            Identity::Open => Ok(Uploader {
+                owner: None,
+                client: None,
+            }),
             Identity::Token {
                 owner,
                 upload,
                 offers,
+                client,
                 ..
             } if *upload || *offers => Ok(Uploader {
                 owner: Some(owner.clone()),
+                client: client.clone().filter(|_| *offers),
             }),
             Identity::Token { .. } => Err(AuthError::Forbidden(format!(
                 "this route needs the {UPLOAD_SCOPE} or {OFFERS_SCOPE} scope"
+            ))),
+        }
+    }
+
+    /// May look up near-duplicates: `imgest:operator` among every image, `imgest:offers` among
+    /// its client's and its own uploads, `imgest:upload` among its own uploads.
+    pub fn viewer(&self) -> Result<Viewer, AuthError> {
+        match &self.0 {
+            Identity::Open | Identity::Token { operator: true, .. } => Ok(Viewer::All),
+            Identity::Token {
+                owner,
+                upload,
+                offers,
+                client,
+                ..
+            } if *upload || *offers => Ok(Viewer::Own {
+                owner: owner.clone(),
+                client: client.clone().filter(|_| *offers),
+            }),
+            Identity::Token { .. } => Err(AuthError::Forbidden(format!(
+                "this route needs the {UPLOAD_SCOPE}, {OFFERS_SCOPE} or {OPERATOR_SCOPE} scope"
             ))),
         }
     }

@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{
-    AuthError, Authenticator, Caller, Observer, Operator, Partner, Uploader, gateway,
+    AuthError, Authenticator, Caller, Observer, Operator, Partner, Uploader, Viewer, gateway,
 };
 use crate::{ApiError, ApiState, openapi, scrape};
 
@@ -123,6 +123,14 @@ impl FromRequestParts<ApiState> for Observer {
 
     async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
         Ok(caller(parts)?.observer()?)
+    }
+}
+
+impl FromRequestParts<ApiState> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &ApiState) -> Result<Self, ApiError> {
+        Ok(caller(parts)?.viewer()?)
     }
 }
 

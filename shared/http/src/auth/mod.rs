@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use imgest_settings::AuthSettings;
 
-pub use self::caller::{Caller, Observer, Operator, Partner, Uploader};
+pub use self::caller::{Caller, Observer, Operator, Partner, Uploader, Viewer};
 pub(crate) use self::edge::{authenticate, require_scopes};
 pub use self::issuer::{IssuerError, LocalIssuer, TokenSpec, unix_now};
 pub use self::jwt::{JwtSetupError, JwtVerifier};

@@ -1,0 +1,379 @@
+//! Near-duplicates: the same photo re-encoded, resized, watermarked, mirrored or padded, found
+//! across offers by its perceptual signature (`imgest_core::domain::Signature`).
+//!
+//! The index is multi-index hashing over the record groups of the documents port: each indexed
+//! hash is filed under its [`SLICES`] buckets (slice number and 16-bit value; group
+//! `similar/{bucket}`), the member named by the image (`{id}`, or `{id}.t` for the trimmed
+//! part's hash) and holding the hash itself, so a lookup's distance check needs no second
+//! read. A lookup reads, for each hash it probes with (the photo's, its mirror's, and the
+//! trimmed part's two when it has a border), the buckets [`Bucket::probes`] names: a bounded
+//! number of key reads whatever the index holds ([`lookup_reads`]). Buckets spread over
+//! 16 x 65,536 keys, so no partition is hot.
+//!
+//! What a caller sees is scoped ([`Scope`]): a client the images its offers link, a seller
+//! the photos it uploaded (within their window), the operator everything. Matches are then
+//! checked against the records: an image collected since it was filed is dropped, and its
+//! entries with it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt, stream};
+
+use super::{FlowError, Service};
+use imgest_core::domain::{
+    Bucket, ClientId, ImageId, ImageRecord, MATCH_DISTANCE, Owner, PdqHash, SLICES, Signal,
+    Signature, SimilarMode,
+};
+use imgest_core::ports::{Ports, StoreError};
+
+/// The record kind of the index's groups.
+pub const INDEX_KIND: &str = "similar";
+/// Entries live as long as their image; they are deleted with it, not expired (a century).
+const ENTRY_LIFE: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// Buckets read (or entries written) at once.
+const CONCURRENCY: usize = 16;
+/// The most entries read from one bucket: a bucket of a flat, common pattern could grow past
+/// what a lookup should read; the rest of it is left unread (and counted).
+const MAX_BUCKET_ENTRIES: usize = 2_000;
+/// A page of a bucket.
+const PAGE: usize = 500;
+/// The most near-duplicates a lookup answers, nearest first.
+pub const MAX_MATCHES: usize = 50;
+/// The probe radius of a lookup: 0 reads [`SLICES`] buckets per hash probed (see
+/// [`Bucket::probes`] for what it may miss; `docs/benchmarks.md#near-duplicates` measures it),
+/// 1 reads 17 times as many and misses nothing within [`MATCH_DISTANCE`].
+pub const RADIUS: u8 = 0;
+
+/// Whose images a lookup may answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every stored image (the operator, open mode).
+    All,
+    /// The images `client`'s offers link and those `owner` uploaded.
+    Caller {
+        client: Option<ClientId>,
+        owner: Option<Owner>,
+    },
+}
+
+/// One near-duplicate of a photo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NearDuplicate {
+    pub image_id: ImageId,
+    /// Bits apart, 0 to [`MATCH_DISTANCE`].
+    pub distance: u32,
+    /// Which hashes matched: `Trimmed` when either side's was its trimmed part's.
+    pub signal: Signal,
+    /// Whether it matched as a mirror image.
+    pub mirrored: bool,
+}
+
+/// What a lookup found, and what it read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Similar {
+    /// Nearest first, at most [`MAX_MATCHES`].
+    pub matches: Vec<NearDuplicate>,
+    /// Whether the photo has a signature worth looking up (`false`: made before signatures
+    /// were and not yet backfilled, or too flat to match on).
+    pub searched: bool,
+    pub buckets_read: usize,
+    pub entries_read: usize,
+}
+
+/// The key reads of one lookup of `signature` at `radius`: [`SLICES`] (x17 at radius 1) per
+/// hash probed, 2 or 4 hashes: at most 64 at radius 0, whatever the index holds.
+pub fn lookup_reads(signature: &Signature, radius: u8) -> usize {
+    let per_hash = SLICES * if radius > 0 { 17 } else { 1 };
+    signature.probes().count() * per_hash
+}
+
+fn member_name(id: &ImageId, signal: Signal) -> String {
+    match signal {
+        Signal::Whole => id.as_str().to_owned(),
+        Signal::Trimmed => format!("{id}.t"),
+    }
+}
+
+fn parse_member(name: &str) -> Option<(ImageId, Signal)> {
+    let (id, signal) = match name.strip_suffix(".t") {
+        Some(id) => (id, Signal::Trimmed),
+        None => (name, Signal::Whole),
+    };
+    Some((ImageId::parse(id).ok()?, signal))
+}
+
+/// Files `id`'s hashes in the index (nothing for a flat photo). Idempotent.
+pub async fn index(ports: &Ports, id: &ImageId, signature: &Signature) -> Result<(), StoreError> {
+    if !signature.is_matchable() {
+        return Ok(());
+    }
+    let now = ports.clock.now();
+    let expires = now.plus(ENTRY_LIFE);
+    let entries: Vec<(String, String, String)> = signature
+        .indexed()
+        .flat_map(|(signal, hash)| {
+            let (name, body) = (member_name(id, signal), hash.to_hex());
+            Bucket::of(&hash)
+                .map(move |b| (b.to_text(), name.clone(), body.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    stream::iter(entries)
+        .map(|(group, name, body)| async move {
+            ports
+                .documents
+                .put_member(INDEX_KIND, &group, &name, &body, expires, now)
+                .await
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Removes `id`'s entries (its record is gone).
+pub async fn forget(ports: &Ports, id: &ImageId, signature: &Signature) -> Result<(), StoreError> {
+    let entries: Vec<(String, String)> = signature
+        .indexed()
+        .flat_map(|(signal, hash)| {
+            let name = member_name(id, signal);
+            Bucket::of(&hash)
+                .map(move |b| (b.to_text(), name.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    stream::iter(entries)
+        .map(|(group, name)| async move {
+            ports
+                .documents
+                .delete_members(INDEX_KIND, &group, &[name])
+                .await
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// The indexed images within [`MATCH_DISTANCE`] of any of `signature`'s probes, but `exclude`,
+/// nearest first (each image once, by its nearest hash), unchecked against records or scope.
+pub async fn candidates(
+    ports: &Ports,
+    signature: &Signature,
+    exclude: Option<&ImageId>,
+    radius: u8,
+) -> Result<Similar, StoreError> {
+    let mut out = Similar {
+        searched: signature.is_matchable(),
+        ..Similar::default()
+    };
+    if !out.searched {
+        return Ok(out);
+    }
+    // Each probe: the hash, which signal it is, and whether it is a mirror's.
+    let probes: Vec<(PdqHash, Signal, bool)> = signature
+        .probes()
+        .enumerate()
+        .map(|(i, (signal, hash))| (hash, signal, i % 2 == 1))
+        .collect();
+    let buckets: BTreeSet<Bucket> = probes
+        .iter()
+        .flat_map(|(hash, _, _)| Bucket::probes(hash, radius))
+        .collect();
+    out.buckets_read = buckets.len();
+    let now = ports.clock.now();
+    let read: Vec<Vec<(String, String)>> = stream::iter(buckets)
+        .map(|bucket| read_bucket(ports, bucket, now))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut best: HashMap<ImageId, NearDuplicate> = HashMap::new();
+    for (name, body) in read.iter().flatten() {
+        out.entries_read += 1;
+        let (Some((image_id, indexed)), Some(hash)) = (parse_member(name), PdqHash::from_hex(body))
+        else {
+            continue;
+        };
+        if Some(&image_id) == exclude {
+            continue;
+        }
+        for (probe, signal, mirrored) in &probes {
+            let distance = probe.distance(&hash);
+            if distance > MATCH_DISTANCE {
+                continue;
+            }
+            let found = NearDuplicate {
+                image_id: image_id.clone(),
+                distance,
+                signal: (*signal).max(indexed),
+                mirrored: *mirrored,
+            };
+            let better = best.get(&image_id).is_none_or(|b| {
+                (distance, found.signal, found.mirrored) < (b.distance, b.signal, b.mirrored)
+            });
+            if better {
+                best.insert(image_id.clone(), found);
+            }
+        }
+    }
+    let mut matches: Vec<NearDuplicate> = best.into_values().collect();
+    matches.sort_by(|a, b| (a.distance, &a.image_id).cmp(&(b.distance, &b.image_id)));
+    out.matches = matches;
+    Ok(out)
+}
+
+/// A bucket's entries (name, body), at most [`MAX_BUCKET_ENTRIES`].
+async fn read_bucket(
+    ports: &Ports,
+    bucket: Bucket,
+    now: imgest_core::domain::Timestamp,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let group = bucket.to_text();
+    let mut entries = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = ports
+            .documents
+            .list_members(INDEX_KIND, &group, cursor.as_deref(), PAGE, now)
+            .await?;
+        entries.extend(page.members);
+        match page.next {
+            Some(next) if entries.len() < MAX_BUCKET_ENTRIES => cursor = Some(next),
+            _ => break,
+        }
+    }
+    entries.truncate(MAX_BUCKET_ENTRIES);
+    Ok(entries)
+}
+
+/// Files a photo just stored in the index when `mode` says to; a failure is logged (the photo
+/// is stored; `imgest backfill start` files it again).
+pub(crate) async fn index_stored(ports: &Ports, mode: SimilarMode, record: &ImageRecord) {
+    let (true, Some(signature)) = (mode.indexes(), record.signature()) else {
+        return;
+    };
+    if let Err(e) = index(ports, &record.id, signature).await {
+        tracing::error!(image_id = %record.id, error = %e,
+            "could not file a photo in the near-duplicate index; a backfill files it");
+    }
+}
+
+impl Service {
+    /// The near-duplicates of stored image `id` that `scope` may see, nearest first.
+    pub async fn similar(&self, id: &ImageId, scope: &Scope) -> Result<Similar, FlowError> {
+        let record = self.image(id).await?;
+        let Some(signature) = record.signature() else {
+            return Ok(Similar::default());
+        };
+        self.similar_to(signature, Some(id), scope).await
+    }
+
+    /// The near-duplicates of `signature` that `scope` may see, but `exclude`.
+    pub async fn similar_to(
+        &self,
+        signature: &Signature,
+        exclude: Option<&ImageId>,
+        scope: &Scope,
+    ) -> Result<Similar, FlowError> {
+        let mut found = candidates(&self.ports, signature, exclude, RADIUS).await?;
+        // The nearest few hundred are checked: a scope that sees few of many is rare, and the
+        // checks cost a read or two each.
+        found.matches.truncate(MAX_MATCHES * 4);
+        let ids: Vec<ImageId> = found.matches.iter().map(|m| m.image_id.clone()).collect();
+        let now = self.ports.clock.now();
+        let live: BTreeSet<ImageId> = self
+            .ports
+            .images
+            .get_many(&ids)
+            .await?
+            .into_iter()
+            .filter(|r| r.is_live(now))
+            .map(|r| r.id)
+            .collect();
+        let mut kept = Vec::new();
+        for m in std::mem::take(&mut found.matches) {
+            if kept.len() == MAX_MATCHES {
+                break;
+            }
+            if !live.contains(&m.image_id) {
+                continue;
+            }
+            if self.may_see(&m.image_id, scope).await? {
+                kept.push(m);
+            }
+        }
+        found.matches = kept;
+        Ok(found)
+    }
+
+    /// Whether new photos are looked up as they are stored (`IMGEST_SIMILAR=report`).
+    pub fn reports_similar(&self) -> bool {
+        self.policy.similar.reports()
+    }
+
+    /// The near-duplicates of a photo just stored that other clients' offers link (report
+    /// mode): ids and distances for moderation, whatever the caller may otherwise see.
+    pub async fn report_similar(
+        &self,
+        record: &ImageRecord,
+        client: Option<&ClientId>,
+    ) -> Result<Vec<NearDuplicate>, FlowError> {
+        let Some(signature) = record.signature().filter(|_| self.policy.similar.reports()) else {
+            return Ok(Vec::new());
+        };
+        let found = self
+            .similar_to(signature, Some(&record.id), &Scope::All)
+            .await?;
+        let mut out = Vec::new();
+        for m in found.matches {
+            let clients = self.ports.offers.linking_clients(&m.image_id).await?;
+            if clients.iter().any(|c| Some(c) != client) {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn may_see(&self, id: &ImageId, scope: &Scope) -> Result<bool, FlowError> {
+        let Scope::Caller { client, owner } = scope else {
+            return Ok(true);
+        };
+        if let Some(client) = client
+            && self
+                .ports
+                .offers
+                .linking_clients(id)
+                .await?
+                .contains(client)
+        {
+            return Ok(true);
+        }
+        if let Some(owner) = owner {
+            return Ok(self
+                .uploaders(id)
+                .await?
+                .iter()
+                .any(|o| o == owner.as_str()));
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_names_carry_the_signal_and_read_back() {
+        let id = ImageId::of_bytes(b"photo");
+        for signal in [Signal::Whole, Signal::Trimmed] {
+            assert_eq!(
+                parse_member(&member_name(&id, signal)),
+                Some((id.clone(), signal))
+            );
+        }
+        assert_eq!(parse_member("not an id"), None);
+        assert_eq!(parse_member(&format!("{id}.x")), None);
+    }
+}

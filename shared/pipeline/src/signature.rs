@@ -1,0 +1,199 @@
+//! The photo's perceptual signature (near-duplicate detection: `imgest_core::domain::Signature`),
+//! made from one rendered variant's pixels as they are rendered (upright, in sRGB, before a
+//! watermark): no second decode. PDQ samples a photo down to 64x64, so a variant a few hundred
+//! pixels a side hashes as the original does, at a fraction of the cost.
+//!
+//! Besides the whole photo's hash and its mirror's, a photo with a flat border (a copy padded
+//! to another shape, a frame) gets the hashes of what the border surrounds: a padded copy's
+//! trimmed hash is then the original's whole one.
+
+use image::RgbImage;
+use imgest_core::domain::{HashPair, Signature};
+
+use crate::pdq::{Dct16, Dihedral};
+
+/// The variant hashed is the smallest of the photo's shape with at least this many pixels on
+/// its short side (twice PDQ's grid: finer pixels change no bit that matters).
+const MIN_SOURCE_SIDE: u64 = 128;
+/// A border line is flat when no pixel's luma is further than this from the line's mean, and
+/// the mean no further than this from the outermost line's (JPEG's ringing stays within it on
+/// a flat colour; a photo's detail does not).
+const FLAT_TOLERANCE: f32 = 10.0;
+/// A border is trimmed when it is at least this share of a side: thinner ones are JPEG's edge
+/// or the photo's own.
+const MIN_BORDER: f32 = 0.02;
+/// And when what it surrounds is at least this share of each side.
+const MIN_KEPT: f32 = 0.3;
+
+/// Which of the rendered variants (their sizes; the photo `full`) the signature is made of: the
+/// smallest of the photo's shape at least [`MIN_SOURCE_SIDE`] on its short side, else the
+/// largest of its shape; `None` when none keeps its shape (only cropped thumbnails: they would
+/// hash another picture than an uncropped copy's).
+pub(crate) fn source(sizes: impl Iterator<Item = (u32, u32)>, full: (u32, u32)) -> Option<usize> {
+    let shaped: Vec<(usize, u64, u64)> = sizes
+        .enumerate()
+        .map(|(i, (w, h))| (i, u64::from(w), u64::from(h)))
+        .filter(|&(_, w, h)| crate::placeholder::keeps_shape(w, h, full))
+        .collect();
+    shaped
+        .iter()
+        .filter(|&&(_, w, h)| w.min(h) >= MIN_SOURCE_SIDE)
+        .min_by_key(|&&(_, w, h)| w * h)
+        .or_else(|| shaped.iter().max_by_key(|&&(_, w, h)| w * h))
+        .map(|&(i, _, _)| i)
+}
+
+/// The signature of RGB pixels.
+pub(crate) fn of_rgb(image: &RgbImage) -> Option<Signature> {
+    let luma: Vec<f32> = image
+        .pixels()
+        .map(|p| 0.299 * f32::from(p[0]) + 0.587 * f32::from(p[1]) + 0.114 * f32::from(p[2]))
+        .collect();
+    of_luma(&luma, image.width() as usize, image.height() as usize)
+}
+
+/// The signature of a JPEG's planes: PDQ's luma is BT.601's, the Y plane itself.
+#[cfg(feature = "turbojpeg")]
+pub(crate) fn of_yuv(yuv: &super::planar::Yuv) -> Option<Signature> {
+    let luma: Vec<f32> = yuv.y.data.iter().map(|&v| f32::from(v)).collect();
+    of_luma(&luma, yuv.y.width as usize, yuv.y.height as usize)
+}
+
+/// The signature of luma values (`width` x `height`, row by row).
+pub(crate) fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
+    let whole = Dct16::of_luma(luma, width, height)?;
+    let trimmed = inner(luma, width, height).and_then(|(x0, y0, x1, y1)| {
+        let (w, h) = (x1 - x0, y1 - y0);
+        let mut part = Vec::with_capacity(w * h);
+        for y in y0..y1 {
+            part.extend_from_slice(luma.get(y * width + x0..y * width + x1)?);
+        }
+        Dct16::of_luma(&part, w, h)
+    });
+    Some(Signature {
+        quality: whole.quality,
+        whole: pair(&whole),
+        trimmed: trimmed.as_ref().map(pair),
+    })
+}
+
+fn pair(dct: &Dct16) -> HashPair {
+    HashPair {
+        hash: dct.hash(),
+        mirror: dct.dihedral(Dihedral::FlipY).hash(),
+    }
+}
+
+/// What a flat border surrounds, `(x0, y0, x1, y1)` (ends excluded); `None` when there is no
+/// border worth trimming.
+fn inner(luma: &[f32], width: usize, height: usize) -> Option<(usize, usize, usize, usize)> {
+    let row = |y: usize| luma.get(y * width..(y + 1) * width);
+    let column = |x: usize| (0..height).filter_map(move |y| luma.get(y * width + x).copied());
+    let top = flat_run((0..height).map(|y| row(y).map(|r| r.to_vec()).unwrap_or_default()));
+    let bottom = flat_run(
+        (0..height)
+            .rev()
+            .map(|y| row(y).map(|r| r.to_vec()).unwrap_or_default()),
+    );
+    let left = flat_run((0..width).map(|x| column(x).collect()));
+    let right = flat_run((0..width).rev().map(|x| column(x).collect()));
+    let min_x = (width as f32 * MIN_BORDER).ceil() as usize;
+    let min_y = (height as f32 * MIN_BORDER).ceil() as usize;
+    let worth = top >= min_y || bottom >= min_y || left >= min_x || right >= min_x;
+    let (x0, x1) = (left, width.saturating_sub(right));
+    let (y0, y1) = (top, height.saturating_sub(bottom));
+    let kept = x1 > x0
+        && y1 > y0
+        && (x1 - x0) as f32 >= width as f32 * MIN_KEPT
+        && (y1 - y0) as f32 >= height as f32 * MIN_KEPT;
+    (worth && kept).then_some((x0, y0, x1, y1))
+}
+
+/// How many of `lines` (from the outside in) are flat and of the outermost one's level.
+fn flat_run(lines: impl Iterator<Item = Vec<f32>>) -> usize {
+    let mut level = None;
+    let mut run = 0;
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        let mean = line.iter().sum::<f32>() / line.len() as f32;
+        let flat = line.iter().all(|v| (v - mean).abs() <= FLAT_TOLERANCE);
+        let level = *level.get_or_insert(mean);
+        if !flat || (mean - level).abs() > FLAT_TOLERANCE {
+            break;
+        }
+        run += 1;
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use image::{Rgb, imageops};
+    use imgest_core::domain::MATCH_DISTANCE;
+
+    /// A picture with detail everywhere (no flat border of its own).
+    fn picture(w: u32, h: u32) -> RgbImage {
+        RgbImage::from_fn(w, h, |x, y| {
+            let (fx, fy) = (x as f32 / w as f32, y as f32 / h as f32);
+            let v = |a: f32| ((a.sin() * 0.5 + 0.5) * 255.0) as u8;
+            Rgb([
+                v(fx * 17.0 + fy * 5.0),
+                v(fx * 3.0 - fy * 13.0 + (fx * fy * 40.0).sin()),
+                v((fx - 0.4).hypot(fy - 0.6) * 30.0),
+            ])
+        })
+    }
+
+    fn padded(image: &RgbImage, share: f32, colour: [u8; 3]) -> RgbImage {
+        let (w, h) = image.dimensions();
+        let (px, py) = ((w as f32 * share) as u32, (h as f32 * share) as u32);
+        let mut out = RgbImage::from_pixel(w + 2 * px, h + 2 * py, Rgb(colour));
+        imageops::replace(&mut out, image, i64::from(px), i64::from(py));
+        out
+    }
+
+    #[test]
+    fn a_padded_copy_trims_to_the_original_and_a_photo_without_border_is_not_trimmed() {
+        let original = picture(400, 300);
+        let signature = of_rgb(&original).unwrap();
+        assert!(signature.trimmed.is_none(), "{signature:?}");
+        assert!(signature.is_matchable());
+        for (share, colour) in [
+            (0.05, [255, 255, 255]),
+            (0.2, [0, 0, 0]),
+            (0.1, [90, 120, 30]),
+        ] {
+            let copy = of_rgb(&padded(&original, share, colour)).unwrap();
+            let trimmed = copy.trimmed.expect("a padded copy is trimmed");
+            let d = trimmed.hash.distance(&signature.whole.hash);
+            assert!(
+                d <= 8,
+                "padded {share} in {colour:?}: {d} bits from the original"
+            );
+            assert!(copy.whole.hash.distance(&signature.whole.hash) > MATCH_DISTANCE / 2);
+        }
+    }
+
+    #[test]
+    fn a_mirrored_copy_hashes_as_the_originals_mirror() {
+        let original = picture(320, 240);
+        let signature = of_rgb(&original).unwrap();
+        let mirrored = of_rgb(&imageops::flip_horizontal(&original)).unwrap();
+        assert!(mirrored.whole.hash.distance(&signature.whole.mirror) <= 4);
+        assert!(mirrored.whole.mirror.distance(&signature.whole.hash) <= 4);
+        assert!(mirrored.whole.hash.distance(&signature.whole.hash) > MATCH_DISTANCE);
+    }
+
+    #[test]
+    fn the_source_is_the_smallest_of_the_photos_shape_big_enough() {
+        let full = (4000, 3000);
+        // large, medium, a square thumbnail, a small one.
+        let sizes = [(1280, 960), (640, 480), (200, 200), (100, 75)];
+        assert_eq!(source(sizes.into_iter(), full), Some(1));
+        assert_eq!(source([(100, 75), (60, 45)].into_iter(), full), Some(0));
+        assert_eq!(source([(200, 200)].into_iter(), full), None);
+    }
+}
