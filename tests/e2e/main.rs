@@ -37,6 +37,7 @@ mod results_aws;
 mod retries_aws;
 mod revalidation_aws;
 mod scenario;
+mod similar;
 mod stats;
 mod strong_hash;
 mod sweep_aws;

@@ -133,6 +133,14 @@ impl Service {
             return Ok(Collected::Kept);
         }
         let files = delete_record_files(&self.ports, record).await?;
+        if self.policy.similar.indexes()
+            && let Some(signature) = record.signature()
+            && let Err(e) = crate::similar::forget(&self.ports, &record.id, signature).await
+        {
+            // Lookups drop an entry whose record is gone when they read it.
+            tracing::warn!(image_id = %record.id, error = %e,
+                "could not remove a collected image from the near-duplicate index");
+        }
         self.counters.gc_images_deleted.increment(1);
         self.counters.gc_files_deleted.increment(files);
         Ok(Collected::Deleted { files })

@@ -74,6 +74,9 @@ pub struct NearDuplicate {
 pub struct Similar {
     /// Nearest first, at most [`MAX_MATCHES`].
     pub matches: Vec<NearDuplicate>,
+    /// Where each match's entries were read (bucket, member): what is removed of an image
+    /// found collected.
+    pub(crate) entries: HashMap<ImageId, Vec<(String, String)>>,
     /// Whether the photo has a signature worth looking up (`false`: made before signatures
     /// were and not yet backfilled, or too flat to match on).
     pub searched: bool,
@@ -183,13 +186,19 @@ pub async fn candidates(
         .collect();
     out.buckets_read = buckets.len();
     let now = ports.clock.now();
-    let read: Vec<Vec<(String, String)>> = stream::iter(buckets)
-        .map(|bucket| read_bucket(ports, bucket, now))
+    let read: Vec<(String, Vec<(String, String)>)> = stream::iter(buckets)
+        .map(|bucket| async move {
+            let entries = read_bucket(ports, bucket, now).await?;
+            Ok::<_, StoreError>((bucket.to_text(), entries))
+        })
         .buffer_unordered(CONCURRENCY)
         .try_collect()
         .await?;
     let mut best: HashMap<ImageId, NearDuplicate> = HashMap::new();
-    for (name, body) in read.iter().flatten() {
+    let read = read
+        .iter()
+        .flat_map(|(group, entries)| entries.iter().map(move |e| (group, e)));
+    for (group, (name, body)) in read {
         out.entries_read += 1;
         let (Some((image_id, indexed)), Some(hash)) = (parse_member(name), PdqHash::from_hex(body))
         else {
@@ -198,6 +207,7 @@ pub async fn candidates(
         if Some(&image_id) == exclude {
             continue;
         }
+        let mut near = false;
         for (probe, signal, mirrored) in &probes {
             let distance = probe.distance(&hash);
             if distance > MATCH_DISTANCE {
@@ -215,6 +225,13 @@ pub async fn candidates(
             if better {
                 best.insert(image_id.clone(), found);
             }
+            near = true;
+        }
+        if near {
+            out.entries
+                .entry(image_id)
+                .or_default()
+                .push((group.clone(), name.clone()));
         }
     }
     let mut matches: Vec<NearDuplicate> = best.into_values().collect();
@@ -292,11 +309,13 @@ impl Service {
             .map(|r| r.id)
             .collect();
         let mut kept = Vec::new();
+        let mut dead = Vec::new();
         for m in std::mem::take(&mut found.matches) {
             if kept.len() == MAX_MATCHES {
                 break;
             }
             if !live.contains(&m.image_id) {
+                dead.push(m.image_id);
                 continue;
             }
             if self.may_see(&m.image_id, scope).await? {
@@ -304,7 +323,26 @@ impl Service {
             }
         }
         found.matches = kept;
+        self.drop_entries(&found, &dead).await;
         Ok(found)
+    }
+
+    /// Removes the entries read of images no longer stored (collected while indexing was off,
+    /// or GC could not remove them): lookups clean up what they trip over.
+    async fn drop_entries(&self, found: &Similar, dead: &[ImageId]) {
+        for id in dead {
+            for (group, name) in found.entries.get(id).into_iter().flatten() {
+                if let Err(e) = self
+                    .ports
+                    .documents
+                    .delete_members(INDEX_KIND, group, std::slice::from_ref(name))
+                    .await
+                {
+                    tracing::warn!(image_id = %id, error = %e,
+                        "could not remove a collected image's near-duplicate entry");
+                }
+            }
+        }
     }
 
     /// Whether new photos are looked up as they are stored (`IMGEST_SIMILAR=report`).
