@@ -150,7 +150,7 @@ fn event_from(sender: &str, message_id: &str, request: &Value) -> SqsEvent {
 
 /// Runs the `n` tasks of the first tier through the fetch handler and their `n` new photos
 /// through the process handler, one event each.
-async fn fetch_then_process(
+pub(crate) async fn fetch_then_process(
     sqs: &aws_sdk_sqs::Client,
     urls: &HashMap<&'static str, String>,
     crawler: &Crawler,

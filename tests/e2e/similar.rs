@@ -200,7 +200,10 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
     ];
     acme_sees.sort_unstable();
     assert_eq!(ids(&similar(app, &acme, copy_id).await), acme_sees);
-    assert_eq!(ids(&similar(app, &seller_b, copy_id).await), Vec::<&str>::new());
+    assert_eq!(
+        ids(&similar(app, &seller_b, copy_id).await),
+        Vec::<&str>::new()
+    );
     assert_eq!(ids(&similar(app, &globex, &original).await), vec![copy_id]);
 
     // The operator's command and the flow agree; an image collected drops out of lookups.
@@ -314,4 +317,92 @@ async fn finds_near_duplicates_within_each_callers_images_on_aws() {
 async fn a_flat_photo_is_not_searched_on_the_embedded_backend() {
     let (app, identity) = embedded().await;
     a_flat_photo_is_not_searched(&app, &identity).await;
+}
+
+/// Links `image` to an offer of `client`'s, as its partner's change would.
+async fn link_for(service: &imgest_flows::Service, client: &str, image: &str) {
+    use imgest_core::domain::{ClientId, OfferId, OfferKey, Tenant};
+    let offer = OfferKey::new(
+        Tenant::Client(ClientId::parse(client).unwrap()),
+        OfferId::parse("theirs").unwrap(),
+    );
+    let now = service.ports().clock.now();
+    service
+        .ports()
+        .offers
+        .set_photos(
+            &offer,
+            &[ImageId::parse(image).unwrap()],
+            now,
+            std::time::Duration::from_secs(3600),
+        )
+        .await
+        .unwrap();
+}
+
+/// A crawled photo's result names the near-duplicate another client's offer links.
+fn assert_reports(result: &Value, copy: &[u8], original: &str) {
+    let photo = &result["photos"][0];
+    assert_eq!(photo["status"], "ok", "{result}");
+    assert_eq!(photo["image_id"], id_of(copy).as_str());
+    let reported = photo["near_duplicates"].as_array().unwrap();
+    assert_eq!(reported.len(), 1, "{result}");
+    assert_eq!(reported[0]["image_id"], original);
+    assert!(reported[0]["distance"].as_u64().unwrap() <= 31);
+}
+
+#[tokio::test]
+async fn a_crawled_photos_result_names_its_near_duplicates_on_the_embedded_backend() {
+    use crate::support::crawl::CrawlApp;
+    use imgest_hosts::{Answer, PartnerHost};
+    let app = CrawlApp::start(&[("IMGEST_SIMILAR", "report")]).await;
+    let p = photos();
+    let original = id_of(&p.original);
+    let stored = app
+        .client
+        .post(app.url("/v1/images"))
+        .body(p.original.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stored.status(), 201);
+    link_for(app.crawler.service(), "globex", &original).await;
+    let host = PartnerHost::start([("/copy.jpg", Answer::photo(p.reencoded.clone()))])
+        .await
+        .unwrap();
+    app.crawl_settled("acme", "o1", &[host.url("/copy.jpg")])
+        .await;
+    let results = app.results().await;
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_reports(&results[0], &p.reencoded, &original);
+}
+
+#[tokio::test]
+async fn a_crawled_photos_result_names_its_near_duplicates_on_aws() {
+    use crate::crawl_aws::{CrawlOnAws, fetch_then_process, intake_event, take};
+    use imgest_hosts::{Answer, PartnerHost};
+    let Some(CrawlOnAws {
+        sqs,
+        urls,
+        app,
+        crawler,
+        ..
+    }) = CrawlOnAws::start_with("similar crawl on aws", &[("IMGEST_SIMILAR", "report")]).await
+    else {
+        return;
+    };
+    let p = photos();
+    let original = app.upload_ok(&p.original).await;
+    link_for(&app.service, "globex", &original).await;
+    let host = PartnerHost::start([("/copy.jpg", Answer::photo(p.reencoded.clone()))])
+        .await
+        .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "o1", "urls": [host.url("/copy.jpg")]});
+    let response =
+        imgest_lambda_crawl::intake::handle(&crawler, intake_event("intake-1", &request)).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    fetch_then_process(&sqs, &urls, &crawler, 1).await;
+    let results = take(&sqs, &urls["results"], 1).await;
+    let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
+    assert_reports(&result, &p.reencoded, &original);
 }

@@ -157,6 +157,19 @@ pub struct PhotoResult {
     pub url: String,
     #[serde(flatten)]
     pub status: PhotoStatus,
+    /// With `IMGEST_SIMILAR=report`, on a photo stored: its near-duplicates that other clients'
+    /// offers link, nearest first (ids and distances only, for a moderation step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_duplicates: Option<Vec<ReportedDuplicate>>,
+}
+
+/// A near-duplicate named in a result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReportedDuplicate {
+    #[schema(value_type = String, pattern = "^[0-9a-f]{32}$")]
+    pub image_id: ImageId,
+    /// PDQ bits apart, 0 to 31.
+    pub distance: u32,
 }
 
 /// `"pending"` while any URL is, then `"done"`.
@@ -218,6 +231,7 @@ mod tests {
                     status: PhotoStatus::Ok {
                         image_id: ImageId::of_bytes(b"a"),
                     },
+                    near_duplicates: None,
                 },
                 PhotoResult {
                     url: "https://img.example/b.jpg".into(),
@@ -225,6 +239,7 @@ mod tests {
                         error: PhotoError::new(FetchErrorKind::NotFound, Some(404), 1)
                             .with_next_check(Some(Timestamp::from_millis(1_700_000_000_000))),
                     },
+                    near_duplicates: None,
                 },
             ],
         };

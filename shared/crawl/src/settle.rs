@@ -8,8 +8,8 @@ use tracing::info;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
 use super::{Built, CLIENT_ATTRIBUTE, Crawler, Finishing};
 use crate::messages::{
-    CrawlResult, CrawlState, PhotoError, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl,
-    rfc3339_millis,
+    CrawlResult, CrawlState, PhotoError, PhotoResult, PhotoStatus, ReportedDuplicate,
+    SettleMessage, SettledCrawl, rfc3339_millis,
 };
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
@@ -258,6 +258,9 @@ impl Crawler {
     ) -> Result<(), FlowError> {
         let mut result = result_of(offer, crawl, CrawlState::Done);
         result.settled_at = Some(rfc3339_millis(settled_at));
+        if self.service.reports_similar() {
+            self.report_similar(&mut result).await?;
+        }
         let body = serde_json::to_string(&result)
             .map_err(|e| FlowError::Internal(format!("cannot encode a crawl result: {e}")))?;
         // Filed before it is sent: a result a partner was sent is in its feed (and its webhook
@@ -345,6 +348,43 @@ fn keep_told_through_transient_failures(crawl: &mut CrawlRecord, told: &[ImageId
     }
 }
 
+impl Crawler {
+    /// Names each stored photo's near-duplicates under other clients' offers
+    /// (`IMGEST_SIMILAR=report`).
+    async fn report_similar(&self, result: &mut CrawlResult) -> Result<(), FlowError> {
+        let now = self.now();
+        for photo in &mut result.photos {
+            let PhotoStatus::Ok { image_id } = &photo.status else {
+                continue;
+            };
+            let Some(record) = self
+                .service
+                .ports()
+                .images
+                .get(image_id)
+                .await?
+                .filter(|r| r.is_live(now))
+            else {
+                continue;
+            };
+            let found = self
+                .service
+                .report_similar(&record, Some(&result.client_id))
+                .await?;
+            photo.near_duplicates = Some(
+                found
+                    .into_iter()
+                    .map(|m| ReportedDuplicate {
+                        image_id: m.image_id,
+                        distance: m.distance,
+                    })
+                    .collect(),
+            );
+        }
+        Ok(())
+    }
+}
+
 fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlResult {
     CrawlResult {
         client_id: crawl.client_id.clone(),
@@ -358,6 +398,7 @@ fn result_of(offer: &OfferKey, crawl: &CrawlRecord, state: CrawlState) -> CrawlR
             .map(|p| PhotoResult {
                 url: p.url.clone(),
                 status: p.status.clone(),
+                near_duplicates: None,
             })
             .collect(),
     }
