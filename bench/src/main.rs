@@ -14,6 +14,7 @@ mod intake;
 mod joins;
 mod photos;
 mod pipeline;
+mod similar;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -192,6 +193,14 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Near-duplicate detection measured on the photos bench/similar.py made: recall per
+    /// transform, false positives, reads per lookup, the signature's cost. Run it through
+    /// bench/similar.sh, which makes the photos.
+    Similar {
+        /// What bench/similar.py wrote (originals/, queries/, distractors/).
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// Time the production pipeline (MD5 + process) on local files: one JSON line per file.
     Pipeline {
         /// Timed runs per file, after one warm-up run.
@@ -358,6 +367,7 @@ fn main() -> ExitCode {
             Command::Burst { url, count } => burst::run(&url, count).await,
             Command::Hostile { out } => hostile::write(&out),
             Command::Pipeline { rounds, out, files } => pipeline::pipeline(rounds, out, files),
+            Command::Similar { dir } => similar::run(dir).await,
             Command::Md5 { mb, rounds } => pipeline::md5(mb, rounds),
             Command::Icc { name, out } => pipeline::icc(&name, &out),
         }

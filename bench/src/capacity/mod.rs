@@ -10,6 +10,7 @@
 mod measured;
 mod model;
 mod scenario;
+mod similar;
 #[cfg(test)]
 mod tests;
 

@@ -185,7 +185,7 @@ impl Report {
         self.rows.iter().filter(|r| r.breach).count()
     }
 
-    fn row(
+    pub(super) fn row(
         &mut self,
         group: &'static str,
         item: impl Into<String>,
@@ -1456,6 +1456,16 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         wcu_trace.push(format!("{name} {}/s × {}", fmt(*rate), fmt(w.value)));
         rcu_trace.push(format!("{name} {}/s × {}", fmt(*rate), fmt(rd.value)));
     }
+    let new_photos = p * l.new_content_share + l.uploads_per_s * (1.0 - l.upload_dedup_share);
+    let index = super::similar::rows(&mut r, s, new_photos, orphans);
+    if index.wcu > 0.0 {
+        wcu += index.wcu;
+        wcu_trace.push(format!("near-duplicate index {}", fmt(index.wcu)));
+    }
+    if index.rcu > 0.0 {
+        rcu += index.rcu;
+        rcu_trace.push(format!("near-duplicate lookups {}", fmt(index.rcu)));
+    }
     let (wcu_limit, rcu_limit) = if d.warm_wcu > 0.0 {
         (d.warm_wcu, d.warm_rcu)
     } else {
@@ -2174,6 +2184,22 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                 fmt(crawl_results),
                 fmt(entry_wcu),
                 pr.dynamodb_wcu
+            ),
+        );
+    }
+    if index.wcu + index.rcu > 0.0 {
+        let (storage, trace) = super::similar::storage_dollars_per_h(s);
+        bill_row(
+            &mut r,
+            "near-duplicate index: writes, lookups, storage".into(),
+            index.wcu * 3600.0 * pr.dynamodb_wcu + index.rcu * 3600.0 * pr.dynamodb_rcu + storage,
+            format!(
+                "{} WCU/s × 3600 × ${}/WCU + {} RCU/s × 3600 × ${}/RCU + {}",
+                fmt(index.wcu),
+                pr.dynamodb_wcu,
+                fmt(index.rcu),
+                pr.dynamodb_rcu,
+                trace
             ),
         );
     }

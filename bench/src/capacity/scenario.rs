@@ -342,10 +342,26 @@ pub struct Deployment {
     /// The erasure function's `MemorySize` (its share of a vCPU). Optional (256).
     #[serde(default = "erasure_memory_mb")]
     pub erasure_memory_mb: f64,
+    /// Near-duplicate detection (`Similar`). Optional (`off`, the template's default).
+    #[serde(default)]
+    pub similar: Similar,
 }
 
 fn erasure_memory_mb() -> f64 {
     256.0
+}
+
+/// What near-duplicate detection does (`Similar`, `IMGEST_SIMILAR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Similar {
+    /// Signatures stored with the records only.
+    #[default]
+    Off,
+    /// New photos filed in the index.
+    Index,
+    /// Filed, and each new photo looked up as it is stored.
+    Report,
 }
 
 /// How a wait longer than SQS's longest delay is made.

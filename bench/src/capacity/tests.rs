@@ -860,3 +860,52 @@ fn a_part_of_gc_lists_its_share_of_the_buckets_as_deep_and_a_parts_th_of_their_c
     let rate = |g| model::gc_job_rate(g, s.deployment.gc.concurrency, 200.0);
     assert!(rate(&quarter) >= rate(&whole));
 }
+
+#[test]
+fn near_duplicate_indexing_adds_its_writes_to_the_table_and_a_report_its_reads() {
+    let m = measured();
+    let mut s = scenario("docs/capacity/default.json");
+    let off = model(&s, &m).unwrap();
+    assert!(
+        !off.rows
+            .iter()
+            .any(|r| r.item.starts_with("near-duplicate")),
+        "off by default: no row"
+    );
+    let table = |r: &Report, item: &str| row(r, item).value;
+    s.deployment.similar = super::scenario::Similar::Index;
+    let index = model(&s, &m).unwrap();
+    let writes = row(&index, "near-duplicate index: write units/s").value;
+    assert!(writes >= 16.0 * s.load.uploads_per_s * (1.0 - s.load.upload_dedup_share));
+    let before = table(&off, "table: write units/s vs its warm throughput");
+    let after = table(&index, "table: write units/s vs its warm throughput");
+    assert!(
+        (after - before - writes).abs() < 1e-6,
+        "{before} + {writes} != {after}"
+    );
+    assert!(
+        row(
+            &index,
+            "near-duplicate index: the busiest bucket's write units/s"
+        )
+        .limit
+        .is_some()
+    );
+    assert!(
+        !index
+            .rows
+            .iter()
+            .any(|r| r.item.starts_with("near-duplicate lookups"))
+    );
+    s.deployment.similar = super::scenario::Similar::Report;
+    let report = model(&s, &m).unwrap();
+    let reads = row(&report, "near-duplicate lookups: read units/s").value;
+    assert!(reads > 0.0);
+    let before = table(&off, "table: read units/s vs its warm throughput");
+    let after = table(&report, "table: read units/s vs its warm throughput");
+    assert!((after - before - reads).abs() < 1e-6);
+    assert!(
+        row(&report, "near-duplicate index: writes, lookups, storage").value
+            > row(&index, "near-duplicate index: writes, lookups, storage").value
+    );
+}

@@ -6,9 +6,9 @@
 //! `similar/{bucket}`), the member named by the image (`{id}`, or `{id}.t` for the trimmed
 //! part's hash) and holding the hash itself, so a lookup's distance check needs no second
 //! read. A lookup reads, for each hash it probes with (the photo's, its mirror's, and the
-//! trimmed part's two when it has a border), the buckets [`Bucket::probes`] names: a bounded
-//! number of key reads whatever the index holds ([`lookup_reads`]). Buckets spread over
-//! 16 x 65,536 keys, so no partition is hot.
+//! trimmed part's two when it has a border), the buckets [`Bucket::probes`] names (each slice's
+//! value, and with its two weak bits flipped): a bounded number of key reads whatever the
+//! index holds ([`lookup_reads`]). Buckets spread over 16 x 65,536 keys.
 //!
 //! What a caller sees is scoped ([`Scope`]): a client the images its offers link, a seller
 //! the photos it uploaded (within their window), the operator everything. Matches are then
@@ -22,8 +22,8 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 
 use super::{FlowError, Service};
 use imgest_core::domain::{
-    Bucket, ClientId, ImageId, ImageRecord, MATCH_DISTANCE, Owner, PdqHash, SLICES, Signal,
-    Signature, SimilarMode,
+    Bucket, ClientId, ImageId, ImageRecord, MATCH_DISTANCE, Owner, PROBES_PER_SLICE, PdqHash,
+    SLICES, Signal, Signature, SimilarMode,
 };
 use imgest_core::ports::{Ports, StoreError};
 
@@ -35,15 +35,11 @@ const ENTRY_LIFE: Duration = Duration::from_secs(100 * 365 * 86_400);
 const CONCURRENCY: usize = 16;
 /// The most entries read from one bucket: a bucket of a flat, common pattern could grow past
 /// what a lookup should read; the rest of it is left unread (and counted).
-const MAX_BUCKET_ENTRIES: usize = 2_000;
+pub const MAX_BUCKET_ENTRIES: usize = 2_000;
 /// A page of a bucket.
 const PAGE: usize = 500;
 /// The most near-duplicates a lookup answers, nearest first.
 pub const MAX_MATCHES: usize = 50;
-/// The probe radius of a lookup: 0 reads [`SLICES`] buckets per hash probed (see
-/// [`Bucket::probes`] for what it may miss; `docs/benchmarks.md#near-duplicates` measures it),
-/// 1 reads 17 times as many and misses nothing within [`MATCH_DISTANCE`].
-pub const RADIUS: u8 = 0;
 
 /// Whose images a lookup may answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,11 +80,10 @@ pub struct Similar {
     pub entries_read: usize,
 }
 
-/// The key reads of one lookup of `signature` at `radius`: [`SLICES`] (x17 at radius 1) per
-/// hash probed, 2 or 4 hashes: at most 64 at radius 0, whatever the index holds.
-pub fn lookup_reads(signature: &Signature, radius: u8) -> usize {
-    let per_hash = SLICES * if radius > 0 { 17 } else { 1 };
-    signature.probes().count() * per_hash
+/// The most key reads of one lookup of `signature`: [`SLICES`] × [`PROBES_PER_SLICE`] per hash
+/// probed, 2 hashes or 4 (a photo with a border): 128 or 256, whatever the index holds.
+pub fn lookup_reads(signature: &Signature) -> usize {
+    signature.probes().count() * SLICES * PROBES_PER_SLICE
 }
 
 fn member_name(id: &ImageId, signal: Signal) -> String {
@@ -165,7 +160,6 @@ pub async fn candidates(
     ports: &Ports,
     signature: &Signature,
     exclude: Option<&ImageId>,
-    radius: u8,
 ) -> Result<Similar, StoreError> {
     let mut out = Similar {
         searched: signature.is_matchable(),
@@ -175,14 +169,14 @@ pub async fn candidates(
         return Ok(out);
     }
     // Each probe: the hash, which signal it is, and whether it is a mirror's.
+    let buckets: BTreeSet<Bucket> = signature
+        .probes()
+        .flat_map(|(_, hash, weak)| Bucket::probes(&hash, &weak))
+        .collect();
     let probes: Vec<(PdqHash, Signal, bool)> = signature
         .probes()
         .enumerate()
-        .map(|(i, (signal, hash))| (hash, signal, i % 2 == 1))
-        .collect();
-    let buckets: BTreeSet<Bucket> = probes
-        .iter()
-        .flat_map(|(hash, _, _)| Bucket::probes(hash, radius))
+        .map(|(i, (signal, hash, _))| (hash, signal, i % 2 == 1))
         .collect();
     out.buckets_read = buckets.len();
     let now = ports.clock.now();
@@ -293,7 +287,7 @@ impl Service {
         exclude: Option<&ImageId>,
         scope: &Scope,
     ) -> Result<Similar, FlowError> {
-        let mut found = candidates(&self.ports, signature, exclude, RADIUS).await?;
+        let mut found = candidates(&self.ports, signature, exclude).await?;
         // The nearest few hundred are checked: a scope that sees few of many is rare, and the
         // checks cost a read or two each.
         found.matches.truncate(MAX_MATCHES * 4);

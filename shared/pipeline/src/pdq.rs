@@ -15,6 +15,7 @@
 
 use image::RgbImage;
 pub use imgest_core::domain::PdqHash;
+use imgest_core::domain::{SLICES, WeakBits};
 
 /// The side of the grid the photo is sampled to.
 const GRID: usize = 64;
@@ -75,10 +76,7 @@ impl Dct16 {
 
     /// The hash: a bit per coefficient above their median.
     pub fn hash(&self) -> PdqHash {
-        let mut sorted: Vec<f32> = self.coefficients.iter().flatten().copied().collect();
-        sorted.sort_by(f32::total_cmp);
-        // The lower median of the 256, as the reference's Torben median gives.
-        let median = sorted.get(sorted.len() / 2 - 1).copied().unwrap_or(0.0);
+        let median = self.median();
         let mut hash = PdqHash::default();
         for (k, c) in self.coefficients.iter().flatten().enumerate() {
             if *c > median {
@@ -86,6 +84,38 @@ impl Dct16 {
             }
         }
         hash
+    }
+
+    /// The lower median of the 256 coefficients, as the reference's Torben median gives.
+    fn median(&self) -> f32 {
+        let mut sorted: Vec<f32> = self.coefficients.iter().flatten().copied().collect();
+        sorted.sort_by(f32::total_cmp);
+        sorted.get(sorted.len() / 2 - 1).copied().unwrap_or(0.0)
+    }
+
+    /// Per slice of the hash, its two bits whose coefficients are nearest the median: those a
+    /// re-encoded or resized copy flips first.
+    pub fn weak_bits(&self) -> WeakBits {
+        let median = self.median();
+        let mut weakest = [[(f32::INFINITY, 0u8); 2]; SLICES];
+        for (k, c) in self.coefficients.iter().flatten().enumerate() {
+            let margin = (c - median).abs();
+            let (slice, place) = PdqHash::slice_bit(k);
+            let Some(two) = weakest.get_mut(slice) else {
+                continue;
+            };
+            if margin < two[0].0 {
+                two[1] = two[0];
+                two[0] = (margin, place);
+            } else if margin < two[1].0 {
+                two[1] = (margin, place);
+            }
+        }
+        let mut out = [0u8; SLICES];
+        for (o, two) in out.iter_mut().zip(weakest) {
+            *o = two[0].1 | (two[1].1 << 4);
+        }
+        WeakBits(out)
     }
 
     /// The coefficients of the photo turned or mirrored as `d` says. A cosine of odd frequency
@@ -381,6 +411,29 @@ mod tests {
             dct.hash().distance(&left_right.hash()) > 64,
             "a mirror is another hash"
         );
+    }
+
+    #[test]
+    fn each_slices_weak_bits_are_those_nearest_the_median() {
+        let dct = Dct16::of_rgb(&synth("scene", 640, 480)).unwrap();
+        let median = dct.median();
+        let weak = dct.weak_bits();
+        let mut margins = vec![Vec::new(); SLICES];
+        for (k, c) in dct.coefficients.iter().flatten().enumerate() {
+            let (slice, place) = PdqHash::slice_bit(k);
+            margins[slice].push((place, (c - median).abs()));
+        }
+        for (slice, places) in margins.iter().enumerate() {
+            let (first, second) = weak.of_slice(slice);
+            assert_ne!(first, second);
+            let margin = |p: u8| places.iter().find(|(q, _)| *q == p).unwrap().1;
+            for (place, m) in places {
+                if *place != first && *place != second {
+                    assert!(margin(first) <= *m && margin(second) <= *m, "slice {slice}");
+                }
+            }
+            assert!(margin(first) <= margin(second));
+        }
     }
 
     #[test]

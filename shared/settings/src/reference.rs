@@ -276,7 +276,6 @@ pub const VARIABLES: &[Variable] = &[
         .left("the default: no location or identity metadata is stored")
         .means("what a stored original keeps of the photo's metadata: `strip-private` (orientation, ICC profile and the EXIF fields that describe the capture; no GPS, XMP, maker notes, serial numbers, comments or thumbnails), `strip-all` (orientation and profile only) or `keep` (as sent). The id and strong hash stay those of the bytes sent; `imgest backfill start` rewrites existing originals under a new generation ([operations](operations.md#erasure-and-privacy))"),
     var("IMGEST_SIMILAR", Both, OneOf(&["off", "index", "report"]), default("off"))
-        .left("off by default: indexing writes about 16 items a photo ([cost](cost.md#near-duplicates))")
         .means("near-duplicate detection ([API](api.md#near-duplicates)): every stored photo gets a perceptual signature either way; `index` also files new photos in the near-duplicate index (`GET /v1/images/{image_id}/similar`, `imgest similar`); `report` also looks each new photo up as it is stored, and the upload answer and the crawl result name its near-duplicates under other clients' offers. Photos stored before indexing was on are filed by `imgest backfill start`"),
     var("IMGEST_MAX_BODY", Both, size(None, None), default("20MB"))
         .means("larger uploads get `413 too_large` (checked against Content-Length and while streaming)"),

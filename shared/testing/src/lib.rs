@@ -238,14 +238,24 @@ pub(crate) fn sample_ready() -> ReadyImage {
         // A real hash's length (23 bytes: an opaque landscape photo's).
         thumbhash: imgest_core::domain::ThumbHash::from_bytes(vec![0x5a; 23]).ok(),
         // With a trimmed part: the longest a signature is.
-        signature: imgest_core::domain::Signature::parse(&format!(
-            "pdq1:83:{}:{}:{}:{}",
-            "0f".repeat(32),
-            "f0".repeat(32),
-            "3c".repeat(32),
-            "c3".repeat(32)
-        ))
-        .ok(),
+        signature: Some(sample_signature()),
+    }
+}
+
+/// A signature with a trimmed part (the longest a signature is), every field distinct.
+pub fn sample_signature() -> imgest_core::domain::Signature {
+    use imgest_core::domain::{HashPair, PdqHash, Signature, WeakBits};
+    let hash = |byte: &str| PdqHash::from_hex(&byte.repeat(32)).unwrap_or_default();
+    let pair = |a: &str, b: &str, weak: u8| HashPair {
+        hash: hash(a),
+        mirror: hash(b),
+        hash_weak: WeakBits([weak; 16]),
+        mirror_weak: WeakBits([weak.rotate_left(4); 16]),
+    };
+    Signature {
+        quality: 83,
+        whole: pair("0f", "f0", 0x21),
+        trimmed: Some(pair("3c", "c3", 0x43)),
     }
 }
 

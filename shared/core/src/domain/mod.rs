@@ -28,8 +28,8 @@ pub use job_part::{JobPart, JobPartError, MAX_JOB_PARTS};
 pub use original::OriginalMetadata;
 pub use placeholder::{ThumbHash, ThumbHashError};
 pub use similarity::{
-    Bucket, HashPair, MATCH_DISTANCE, MIN_QUALITY, PdqHash, SLICES, Signal, Signature,
-    SignatureError, SimilarMode,
+    Bucket, HashPair, MATCH_DISTANCE, MIN_QUALITY, PROBES_PER_SLICE, PdqHash, SLICES, Signal,
+    Signature, SignatureError, SimilarMode, WeakBits,
 };
 pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};
 pub use tenancy::{OfferKey, Owner, Tenant};

@@ -5,8 +5,10 @@
 //! is within [`MATCH_DISTANCE`] bits of the other's indexed hash.
 //!
 //! Also the index's keys: a hash cut into [`SLICES`] slices of 16 bits, each slice value a
-//! bucket (multi-index hashing: two hashes within 31 bits agree exactly on at least one slice
-//! in most cases and differ by at most one bit on at least one slice always).
+//! bucket (multi-index hashing: two hashes within 31 bits differ by at most one bit on at least
+//! one slice). The bits that flip between near-duplicates are mostly those whose coefficient
+//! was nearest the median, so each hash keeps, per slice, its two weakest bits ([`WeakBits`]):
+//! a lookup probes each slice's value with them flipped too.
 
 use std::fmt;
 
@@ -19,6 +21,8 @@ pub const MATCH_DISTANCE: u32 = 31;
 pub const MIN_QUALITY: u8 = 50;
 /// Slices a hash is cut into for the index.
 pub const SLICES: usize = 16;
+/// Buckets a lookup reads per slice of a hash it probes with.
+pub const PROBES_PER_SLICE: usize = 4;
 
 /// 256 bits; as text, 64 hex digits in the reference's order (bit 255 first).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
@@ -56,6 +60,13 @@ impl PdqHash {
         let mut bytes = [0u8; 32];
         hex::decode_to_slice(s, &mut bytes).ok()?;
         Some(Self(bytes))
+    }
+
+    /// Where bit `k` (0 to 255) is: its slice, and its place in the slice's value.
+    pub fn slice_bit(k: usize) -> (usize, u8) {
+        let byte = 31 - (k % 256) / 8;
+        let bit = (k % 8) as u8;
+        (byte / 2, if byte % 2 == 0 { 8 + bit } else { bit })
     }
 
     /// Slice `i` (0 to [`SLICES`] - 1) of the hash as written: hex digits `4i..4i + 4`.
@@ -110,12 +121,28 @@ impl std::str::FromStr for SimilarMode {
     }
 }
 
-/// A photo's hash and its mirror image's.
+/// Per slice of a hash, its two weakest bits (those whose coefficients were nearest the
+/// median): the low nibble the weakest's place in the slice's value, the high the next's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WeakBits(pub [u8; SLICES]);
+
+impl WeakBits {
+    /// The two places (0 to 15) in slice `i`.
+    pub fn of_slice(&self, i: usize) -> (u8, u8) {
+        let b = self.0.get(i).copied().unwrap_or(0);
+        (b & 0x0f, b >> 4)
+    }
+}
+
+/// A photo's hash and its mirror image's, each with its weak bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashPair {
     pub hash: PdqHash,
-    /// The hash of the photo mirrored left to right (from the same coefficients).
+    /// The hash of the photo mirrored left to right (its pixels mirrored and hashed again: PDQ's
+    /// blur is not symmetric, so sign changes of the coefficients are a few bits off).
     pub mirror: PdqHash,
+    pub hash_weak: WeakBits,
+    pub mirror_weak: WeakBits,
 }
 
 /// Which of a photo's hashes an entry of the index holds, or a match was found by.
@@ -177,9 +204,14 @@ impl Signature {
             .chain(self.trimmed.map(|t| (Signal::Trimmed, t.hash)))
     }
 
-    /// Each hash a lookup probes with: the indexed ones and their mirrors.
-    pub fn probes(&self) -> impl Iterator<Item = (Signal, PdqHash)> + '_ {
-        let pair = |signal: Signal, p: HashPair| [(signal, p.hash), (signal, p.mirror)];
+    /// Each hash a lookup probes with, with its weak bits: the indexed ones and their mirrors.
+    pub fn probes(&self) -> impl Iterator<Item = (Signal, PdqHash, WeakBits)> + '_ {
+        let pair = |signal: Signal, p: HashPair| {
+            [
+                (signal, p.hash, p.hash_weak),
+                (signal, p.mirror, p.mirror_weak),
+            ]
+        };
         pair(Signal::Whole, self.whole).into_iter().chain(
             self.trimmed
                 .into_iter()
@@ -187,19 +219,20 @@ impl Signature {
         )
     }
 
-    /// `pdq1:{quality}:{hash}:{mirror}[:{trimmed}:{trimmed mirror}]`, hashes in hex.
+    /// `pdq1:{quality}:{pair}[:{trimmed pair}]`, a pair being `{hash}:{mirror}:{weak}:{mirror
+    /// weak}` in hex.
     pub fn to_text(&self) -> String {
-        let mut s = format!(
-            "{TEXT_VERSION}:{}:{}:{}",
-            self.quality,
-            self.whole.hash.to_hex(),
-            self.whole.mirror.to_hex()
-        );
-        if let Some(t) = &self.trimmed {
-            s.push(':');
-            s.push_str(&t.hash.to_hex());
-            s.push(':');
-            s.push_str(&t.mirror.to_hex());
+        let mut s = format!("{TEXT_VERSION}:{}", self.quality);
+        for p in std::iter::once(&self.whole).chain(self.trimmed.as_ref()) {
+            for part in [
+                p.hash.to_hex(),
+                p.mirror.to_hex(),
+                hex::encode(p.hash_weak.0),
+                hex::encode(p.mirror_weak.0),
+            ] {
+                s.push(':');
+                s.push_str(&part);
+            }
         }
         s
     }
@@ -207,13 +240,7 @@ impl Signature {
     pub fn parse(s: &str) -> Result<Self, SignatureError> {
         let bad = || SignatureError(s.chars().take(40).collect());
         let parts: Vec<&str> = s.split(':').collect();
-        let hash = |i: usize| {
-            parts
-                .get(i)
-                .and_then(|h| PdqHash::from_hex(h))
-                .ok_or_else(bad)
-        };
-        if parts.first() != Some(&TEXT_VERSION) || !matches!(parts.len(), 4 | 6) {
+        if parts.first() != Some(&TEXT_VERSION) || !matches!(parts.len(), 6 | 10) {
             return Err(bad());
         }
         let quality: u8 = parts
@@ -221,21 +248,36 @@ impl Signature {
             .and_then(|q| q.parse().ok())
             .filter(|q| *q <= 100)
             .ok_or_else(bad)?;
-        let whole = HashPair {
-            hash: hash(2)?,
-            mirror: hash(3)?,
+        let hash = |i: usize| {
+            parts
+                .get(i)
+                .and_then(|h| PdqHash::from_hex(h))
+                .ok_or_else(bad)
         };
-        let trimmed = if parts.len() == 6 {
-            Some(HashPair {
-                hash: hash(4)?,
-                mirror: hash(5)?,
+        let weak = |i: usize| {
+            let mut out = [0u8; SLICES];
+            parts
+                .get(i)
+                .and_then(|h| hex::decode_to_slice(h, &mut out).ok())
+                .map(|()| WeakBits(out))
+                .ok_or_else(bad)
+        };
+        let pair = |i: usize| -> Result<HashPair, SignatureError> {
+            Ok(HashPair {
+                hash: hash(i)?,
+                mirror: hash(i + 1)?,
+                hash_weak: weak(i + 2)?,
+                mirror_weak: weak(i + 3)?,
             })
+        };
+        let trimmed = if parts.len() == 10 {
+            Some(pair(6)?)
         } else {
             None
         };
         Ok(Self {
             quality,
-            whole,
+            whole: pair(2)?,
             trimmed,
         })
     }
@@ -256,9 +298,14 @@ impl<'de> Deserialize<'de> for Signature {
 
 /// The version byte of the compact form.
 const BYTES_VERSION: u8 = 1;
+/// A pair in the compact form: two hashes and their weak bits.
+const PAIR_BYTES: usize = 64 + 2 * SLICES;
+/// The compact form's lengths, without and with a trimmed part.
+const PAIR_LEN_2: usize = 2 + PAIR_BYTES;
+const PAIR_LEN_4: usize = 2 + 2 * PAIR_BYTES;
 
 impl Signature {
-    /// The compact form, in base64 (88 characters, 176 with a trimmed part): what an item of
+    /// The compact form, in base64 (132 characters, 260 with a trimmed part): what an item of
     /// the table holds, where every byte counts towards an image write's units.
     pub fn to_base64(&self) -> String {
         use base64::Engine as _;
@@ -266,6 +313,8 @@ impl Signature {
         for pair in std::iter::once(&self.whole).chain(self.trimmed.as_ref()) {
             bytes.extend_from_slice(&pair.hash.0);
             bytes.extend_from_slice(&pair.mirror.0);
+            bytes.extend_from_slice(&pair.hash_weak.0);
+            bytes.extend_from_slice(&pair.mirror_weak.0);
         }
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
@@ -276,33 +325,37 @@ impl Signature {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|_| bad())?;
-        let hash = |i: usize| -> Result<PdqHash, SignatureError> {
-            let start = 2 + 32 * i;
-            let slice = bytes.get(start..start + 32).ok_or_else(bad)?;
-            let mut out = [0u8; 32];
-            out.copy_from_slice(slice);
-            Ok(PdqHash(out))
+        let take = |start: usize, len: usize| bytes.get(start..start + len).ok_or_else(bad);
+        let pair = |start: usize| -> Result<HashPair, SignatureError> {
+            let mut parts = [[0u8; 32]; 2];
+            let mut weak = [[0u8; SLICES]; 2];
+            for (i, part) in parts.iter_mut().enumerate() {
+                part.copy_from_slice(take(start + 32 * i, 32)?);
+            }
+            for (i, w) in weak.iter_mut().enumerate() {
+                w.copy_from_slice(take(start + 64 + SLICES * i, SLICES)?);
+            }
+            Ok(HashPair {
+                hash: PdqHash(parts[0]),
+                mirror: PdqHash(parts[1]),
+                hash_weak: WeakBits(weak[0]),
+                mirror_weak: WeakBits(weak[1]),
+            })
         };
         let (Some(&BYTES_VERSION), Some(&quality)) = (bytes.first(), bytes.get(1)) else {
             return Err(bad());
         };
-        if quality > 100 || !matches!(bytes.len(), 66 | 130) {
+        if quality > 100 || !matches!(bytes.len(), PAIR_LEN_2 | PAIR_LEN_4) {
             return Err(bad());
         }
-        let trimmed = if bytes.len() == 130 {
-            Some(HashPair {
-                hash: hash(2)?,
-                mirror: hash(3)?,
-            })
+        let trimmed = if bytes.len() == PAIR_LEN_4 {
+            Some(pair(2 + PAIR_BYTES)?)
         } else {
             None
         };
         Ok(Self {
             quality,
-            whole: HashPair {
-                hash: hash(0)?,
-                mirror: hash(1)?,
-            },
+            whole: pair(2)?,
             trimmed,
         })
     }
@@ -325,19 +378,23 @@ impl Bucket {
         })
     }
 
-    /// The buckets a lookup of `hash` reads: its own and, with `radius` 1, every value one bit
-    /// away in each slice ([`SLICES`] × 17 then: every hash within 31 bits shares a bucket
-    /// with it). Radius 0 reads [`SLICES`], and finds a hash `d` bits away unless each slice
-    /// holds one of the `d` differing bits (for `d` = 31 spread at random, about 1 in 9).
-    pub fn probes(hash: &PdqHash, radius: u8) -> Vec<Bucket> {
-        let mut out = Vec::with_capacity(SLICES * if radius > 0 { 17 } else { 1 });
+    /// The buckets a lookup of `hash` reads: in each slice its value, and the values with its
+    /// weak bits flipped, one, the other and both ([`PROBES_PER_SLICE`] × [`SLICES`]). A hash
+    /// `d` bits away is found unless every slice holds a differing bit that is not among its
+    /// weak ones.
+    pub fn probes(hash: &PdqHash, weak: &WeakBits) -> Vec<Bucket> {
+        let mut out = Vec::with_capacity(SLICES * PROBES_PER_SLICE);
         for b in Self::of(hash) {
-            out.push(b);
-            if radius > 0 {
-                out.extend((0..16).map(|bit| Bucket {
+            let (first, second) = weak.of_slice(usize::from(b.slice));
+            let (first, second) = (1u16 << first, 1u16 << second);
+            for flip in [0, first, second, first | second] {
+                let bucket = Bucket {
                     slice: b.slice,
-                    value: b.value ^ (1 << bit),
-                }));
+                    value: b.value ^ flip,
+                };
+                if !out.contains(&bucket) {
+                    out.push(bucket);
+                }
             }
         }
         out
@@ -363,34 +420,30 @@ mod tests {
         PdqHash(bytes)
     }
 
+    fn pair(seed: u8) -> HashPair {
+        HashPair {
+            hash: hash(seed),
+            mirror: hash(seed + 1),
+            hash_weak: WeakBits([seed; SLICES]),
+            mirror_weak: WeakBits([0x21; SLICES]),
+        }
+    }
+
     #[test]
     fn a_signature_reads_back_as_written_and_refuses_anything_else() {
-        let whole = HashPair {
-            hash: hash(1),
-            mirror: hash(2),
-        };
-        for trimmed in [
-            None,
-            Some(HashPair {
-                hash: hash(3),
-                mirror: hash(4),
-            }),
-        ] {
+        for trimmed in [None, Some(pair(3))] {
             let s = Signature {
                 quality: 87,
-                whole,
+                whole: pair(1),
                 trimmed,
             };
             assert_eq!(Signature::parse(&s.to_text()), Ok(s.clone()));
             assert_eq!(Signature::parse_base64(&s.to_base64()), Ok(s.clone()));
-            assert!(s.to_base64().len() <= 176);
-        }
-        for bad in ["", "AQ==", "not base64", &"A".repeat(88)] {
-            assert!(Signature::parse_base64(bad).is_err(), "{bad:?}");
+            assert!(s.to_base64().len() <= 260);
         }
         let good = Signature {
             quality: 87,
-            whole,
+            whole: pair(1),
             trimmed: None,
         }
         .to_text();
@@ -401,48 +454,67 @@ mod tests {
             good.replace(":87:", ":-1:"),
             format!("{good}:{}", hash(3).to_hex()),
             good[..good.len() - 1].to_owned(),
-            format!("{good}:zz:zz"),
+            format!("{good}:zz:zz:zz:zz"),
         ] {
             assert!(Signature::parse(&bad).is_err(), "{bad:?}");
+        }
+        for bad in ["", "AQ==", "not base64", &"A".repeat(132)] {
+            assert!(Signature::parse_base64(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
-    fn buckets_cut_the_hash_as_written_and_probes_reach_one_bit_away() {
+    fn a_bits_place_is_the_slice_that_holds_it() {
+        let mut seen = std::collections::HashSet::new();
+        for k in 0..256 {
+            let mut h = PdqHash::default();
+            h.set(k);
+            let (slice, bit) = PdqHash::slice_bit(k);
+            assert_eq!(h.slice(slice), 1 << bit, "bit {k}");
+            assert!(seen.insert((slice, bit)));
+        }
+    }
+
+    #[test]
+    fn probes_flip_each_slices_weak_bits_and_find_what_differs_only_there() {
         let h = PdqHash::from_hex(&format!("1234{}", "0".repeat(60))).unwrap();
         let buckets: Vec<Bucket> = Bucket::of(&h).collect();
         assert_eq!(buckets.len(), SLICES);
         assert_eq!(buckets[0].to_text(), "01234");
         assert_eq!(buckets[15].to_text(), "f0000");
-        assert_eq!(Bucket::probes(&h, 0), buckets);
-        let wide = Bucket::probes(&h, 1);
-        assert_eq!(wide.len(), SLICES * 17);
-        // A hash 31 bits away (two in each slice but one, one there) shares a radius-1 bucket.
-        let mut far = h;
-        let mut flipped = 0;
+        // Weak bits 3 and 9 in every slice.
+        let weak = WeakBits([0x93; SLICES]);
+        let probes = Bucket::probes(&h, &weak);
+        assert_eq!(probes.len(), SLICES * PROBES_PER_SLICE);
+        // A hash 31 bits away: in slice 5 its two weak bits, in slice 0 one other bit, in every
+        // other slice two other bits.
+        let mut far31 = h;
         for slice in 0..SLICES {
-            for bit in 0..if slice == 5 { 1 } else { 2 } {
-                let k = 255 - (slice * 16 + bit * 5);
-                far.0[31 - k / 8] ^= 1 << (k % 8);
-                flipped += 1;
+            let places: &[u8] = match slice {
+                5 => &[3, 9],
+                0 => &[15],
+                _ => &[0, 15],
+            };
+            for &place in places {
+                let byte = 2 * slice + usize::from(place < 8);
+                far31.0[byte] ^= 1 << (place % 8);
             }
         }
-        assert_eq!(h.distance(&far), flipped);
-        assert_eq!(flipped, 31);
-        let far_buckets: Vec<Bucket> = Bucket::of(&far).collect();
-        assert!(far_buckets.iter().any(|b| wide.contains(b)));
+        assert_eq!(h.distance(&far31), 31);
+        let far_buckets: Vec<Bucket> = Bucket::of(&far31).collect();
+        assert!(far_buckets.iter().any(|b| probes.contains(b)));
         assert!(!far_buckets.iter().any(|b| buckets.contains(b)));
+        // The same distance with the weak bits left alone is missed.
+        let unlucky = WeakBits([0x21; SLICES]);
+        let missed = Bucket::probes(&h, &unlucky);
+        assert!(!far_buckets.iter().any(|b| missed.contains(b)));
     }
 
     #[test]
     fn a_flat_photo_is_not_matchable_and_probes_cover_mirrors_and_trimmed() {
-        let pair = HashPair {
-            hash: hash(1),
-            mirror: hash(2),
-        };
         let mut s = Signature {
             quality: MIN_QUALITY - 1,
-            whole: pair,
+            whole: pair(1),
             trimmed: None,
         };
         assert!(!s.is_matchable());
@@ -450,7 +522,7 @@ mod tests {
         assert!(s.is_matchable());
         assert_eq!(s.indexed().count(), 1);
         assert_eq!(s.probes().count(), 2);
-        s.trimmed = Some(pair);
+        s.trimmed = Some(pair(3));
         assert_eq!(
             s.indexed().map(|(signal, _)| signal).collect::<Vec<_>>(),
             [Signal::Whole, Signal::Trimmed]

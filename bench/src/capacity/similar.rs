@@ -1,0 +1,131 @@
+//! The rows of near-duplicate detection (`Similar`, `IMGEST_SIMILAR`; nothing when `off`): the
+//! index's writes (each new photo filed, each collected one removed), a report's lookups, the
+//! busiest bucket's partition, the index's storage, and what they add to the table and the
+//! bill. The figures of the index are measured by `bench/similar.sh` on 10,058 photos
+//! (docs/benchmarks.md#near-duplicates).
+
+use super::model::{Report, fmt};
+use super::scenario::{Scenario, Similar};
+
+/// Share of photos with a flat border, whose trimmed part is filed too (measured).
+const TRIMMED_SHARE: f64 = 0.0;
+/// Share of the filed images under the busiest bucket (measured; on uniform hashes it would be
+/// 1 in 65,536).
+const BUSIEST_BUCKET_SHARE: f64 = 0.0;
+/// Buckets a lookup reads (measured median; at most 64).
+const LOOKUP_BUCKETS: f64 = 32.0;
+/// An entry on DynamoDB, bytes: keys, the hash in hex, its expiry (the 100 bytes of
+/// overhead a stored item is billed are in [`ENTRY_STORED_BYTES`]).
+const ENTRY_BYTES: f64 = 155.0;
+const ENTRY_STORED_BYTES: f64 = ENTRY_BYTES + 100.0;
+/// Buckets: 16 slices of 16 bits.
+const BUCKETS: f64 = 16.0 * 65_536.0;
+
+/// What the index adds to the table and the bill.
+#[derive(Debug, Default)]
+pub(super) struct IndexLoad {
+    pub wcu: f64,
+    pub rcu: f64,
+}
+
+/// The index's rows at `new_photos` new photos and `orphans` collected ones a second.
+pub(super) fn rows(r: &mut Report, s: &Scenario, new_photos: f64, orphans: f64) -> IndexLoad {
+    let mode = s.deployment.similar;
+    if mode == Similar::Off {
+        return IndexLoad::default();
+    }
+    let lim = &s.limits;
+    let hot = lim.partition_fraction * lim.partition_wcu;
+    let entries = 16.0 * (1.0 + TRIMMED_SHARE);
+    let wcu = (new_photos + orphans) * entries;
+    r.row(
+        "dynamodb",
+        "near-duplicate index: write units/s",
+        wcu,
+        "WCU/s",
+        None,
+        format!(
+            "(new photos {} + collected {}) /s × {} entries [16 × (1 + trimmed share {})], 1 unit each; in the table's row",
+            fmt(new_photos),
+            fmt(orphans),
+            fmt(entries),
+            fmt(TRIMMED_SHARE)
+        ),
+    );
+    r.row(
+        "dynamodb",
+        "near-duplicate index: the busiest bucket's write units/s",
+        (new_photos + orphans) * BUSIEST_BUCKET_SHARE,
+        "WCU/s",
+        Some(hot),
+        format!(
+            "(new photos {} + collected {}) /s × its share {} of the images (measured)",
+            fmt(new_photos),
+            fmt(orphans),
+            fmt(BUSIEST_BUCKET_SHARE)
+        ),
+    );
+    let mut rcu = 0.0;
+    if mode == Similar::Report {
+        // A bucket is read consistently: 1 unit per 4 KB of its entries, at least 1; a lookup
+        // reads at most MAX_BUCKET_ENTRIES of one.
+        let cap = imgest_flows::similar::MAX_BUCKET_ENTRIES as f64;
+        let per_bucket = |filed: f64| (filed.min(cap) * ENTRY_BYTES / 4096.0).max(1.0);
+        let average = s.load.stored_images * entries / BUCKETS;
+        rcu = new_photos * LOOKUP_BUCKETS * per_bucket(average);
+        r.row(
+            "dynamodb",
+            "near-duplicate lookups: read units/s",
+            rcu,
+            "RCU/s",
+            None,
+            format!(
+                "new photos {}/s × {} buckets × {} units [{} entries a bucket: stored {} × {} ÷ {} buckets, at most {}]; in the table's row",
+                fmt(new_photos),
+                fmt(LOOKUP_BUCKETS),
+                fmt(per_bucket(average)),
+                fmt(average),
+                fmt(s.load.stored_images),
+                fmt(entries),
+                fmt(BUCKETS),
+                fmt(cap)
+            ),
+        );
+        let busiest = s.load.stored_images * BUSIEST_BUCKET_SHARE;
+        r.row(
+            "dynamodb",
+            "near-duplicate lookups: the busiest bucket's read units/s",
+            new_photos * 4.0 * BUSIEST_BUCKET_SHARE * per_bucket(busiest),
+            "RCU/s",
+            Some(lim.partition_fraction * lim.partition_rcu),
+            format!(
+                "new photos {}/s × 4 hashes probed × its share {} × {} units [{} entries, at most {}]",
+                fmt(new_photos),
+                fmt(BUSIEST_BUCKET_SHARE),
+                fmt(per_bucket(busiest)),
+                fmt(busiest),
+                fmt(cap)
+            ),
+        );
+    }
+    IndexLoad { wcu, rcu }
+}
+
+/// The index's storage, dollars an hour (a month's price ÷ 730).
+pub(super) fn storage_dollars_per_h(s: &Scenario) -> (f64, String) {
+    if s.deployment.similar == Similar::Off {
+        return (0.0, String::new());
+    }
+    let entries = 16.0 * (1.0 + TRIMMED_SHARE);
+    let gb = s.load.stored_images * entries * ENTRY_STORED_BYTES / 1e9;
+    (
+        gb * s.prices.dynamodb_gb_month / 730.0,
+        format!(
+            "stored {} × {} entries × {} B ÷ 1 GB × ${}/GB-month ÷ 730 h",
+            fmt(s.load.stored_images),
+            fmt(entries),
+            fmt(ENTRY_STORED_BYTES),
+            fmt(s.prices.dynamodb_gb_month)
+        ),
+    )
+}
