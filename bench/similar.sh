@@ -16,7 +16,7 @@
 #   distractors  Debian's mate-backgrounds 1.26.0-1 (bench/tools.sh), ukui-wallpapers
 #                20.04.3-1.1, lomiri-wallpapers-16.04 and -20.04 20.04.0-2, sway-backgrounds
 #                1.7-6: random windows of these, so no distractor shows an original
-# Needs python3 (with venv), apt-get, dpkg-deb, unzip and cargo.
+# Needs python3 (with venv), apt-get, dpkg-deb and cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/tools.sh
@@ -51,8 +51,15 @@ if [ ! -f "$photos/.complete" ]; then
     (cd "$photos/deb" && "$python" -m pip download --quiet --no-deps --only-binary=:all: \
         --python-version 3.11 --platform manylinux_2_28_x86_64 "scikit-image==$SKIMAGE_VERSION")
     mkdir -p "$photos/originals/scikit-image"
-    unzip -q -j -o "$photos"/deb/scikit_image-*.whl 'skimage/data/*.png' 'skimage/data/*.jpg' \
-        -d "$photos/originals/scikit-image"
+    "$python" - "$photos"/deb/scikit_image-*.whl "$photos/originals/scikit-image" <<'PY'
+import os, sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("skimage/data/") and name.endswith((".png", ".jpg")):
+            with open(os.path.join(out, os.path.basename(name)), "wb") as f:
+                f.write(z.read(name))
+PY
     # Not photographs: binary masks, text and a tiny logo.
     rm -f "$photos"/originals/scikit-image/{horse,text,logo,microaneurysms,page}.png
     # One of each pair of the same picture: the grey chessboard, the stereo pair's right view.

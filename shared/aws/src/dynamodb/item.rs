@@ -70,6 +70,14 @@ impl<'a> Attrs<'a> {
         }
     }
 
+    pub(crate) fn opt_b(&self, attr: &str) -> Result<Option<&'a [u8]>, StoreError> {
+        match self.item.get(attr) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::B(v)) => Ok(Some(v.as_ref())),
+            Some(_) => Err(self.corrupt(attr, "is not binary")),
+        }
+    }
+
     pub(crate) fn s(&self, attr: &str) -> Result<&'a str, StoreError> {
         self.opt_s(attr)?
             .ok_or_else(|| self.corrupt(attr, "is missing"))
