@@ -31,9 +31,10 @@
 //! with its share of the limit (the shares add up to it) under a partition key of its own
 //! (`ratelimit#{client}` for the first, as every client's was before, then
 //! `ratelimit#{client}#1`, …): a request takes its permits from one counter picked at random,
-//! so the writes spread evenly and the grants never pass the limit. A request refused by its
-//! counter while another has room waits for its `retry_at`, as any other; callers that keep
-//! asking fill every counter, so a continuous asker still gets its whole limit. A limit
+//! so the writes spread evenly and the grants never pass the limit. What its counter cannot
+//! grant is asked of the next counter (one more read and write, only when the first ran
+//! short: near a window's end, counters picked at random run out unevenly); what neither
+//! grants waits for its `retry_at`, as any other. A limit
 //! changed across the threshold splits the counters differently: for one window the grants
 //! already made count in the first counter only, so a raised or lowered limit may let up to
 //! the old limit more through in that window.
@@ -345,16 +346,61 @@ impl RateLimiter for DynamoStore {
                 retry_at: None,
             });
         }
-        let window_ms = window_millis(window);
-        let width = Buckets::width_for(window_ms);
-        let now_ms = now.as_millis();
-        let current = now_ms.div_euclid(width);
         let shards = rate_limit_shards(limit, window);
         let shard = if shards > 1 {
             fastrand::u64(..shards)
         } else {
             0
         };
+        let first = self
+            .acquire_from(client, shard, shards, wanted, limit, window, now)
+            .await?;
+        if first.granted == wanted || shards == 1 {
+            return Ok(first);
+        }
+        // A counter picked at random runs out before the others near a window's end: the rest
+        // is asked of the next one (one more read and write, only then).
+        let next = self
+            .acquire_from(
+                client,
+                (shard + 1) % shards,
+                shards,
+                wanted - first.granted,
+                limit,
+                window,
+                now,
+            )
+            .await?;
+        let granted = first.granted + next.granted;
+        Ok(Grant {
+            granted,
+            retry_at: (granted < wanted)
+                .then_some(())
+                .and(match (first.retry_at, next.retry_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }),
+        })
+    }
+}
+
+impl DynamoStore {
+    /// What counter `shard` of `client`'s `shards` grants of `wanted`.
+    #[allow(clippy::too_many_arguments)]
+    async fn acquire_from(
+        &self,
+        client: &str,
+        shard: u64,
+        shards: u64,
+        wanted: u32,
+        limit: u32,
+        window: Duration,
+        now: Timestamp,
+    ) -> Result<Grant, StoreError> {
+        let window_ms = window_millis(window);
+        let width = Buckets::width_for(window_ms);
+        let now_ms = now.as_millis();
+        let current = now_ms.div_euclid(width);
         let (client, limit) = (&counter_name(client, shard), share_of(limit, shards, shard));
         let mut buckets = self
             .window_buckets(client, width, now_ms, window_ms)
