@@ -66,7 +66,7 @@ impl PdqHash {
     pub fn slice_bit(k: usize) -> (usize, u8) {
         let byte = 31 - (k % 256) / 8;
         let bit = (k % 8) as u8;
-        (byte / 2, if byte % 2 == 0 { 8 + bit } else { bit })
+        (byte / 2, if byte.is_multiple_of(2) { 8 + bit } else { bit })
     }
 
     /// Slice `i` (0 to [`SLICES`] - 1) of the hash as written: hex digits `4i..4i + 4`.
