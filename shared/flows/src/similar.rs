@@ -101,14 +101,13 @@ fn parse_member(name: &str) -> Option<(ImageId, Signal)> {
     Some((ImageId::parse(id).ok()?, signal))
 }
 
-/// Files `id`'s hashes in the index (nothing for a flat photo). Idempotent.
-pub async fn index(ports: &Ports, id: &ImageId, signature: &Signature) -> Result<(), StoreError> {
+/// `id`'s entries of the index: (bucket, member, body) for each slice of each indexed hash;
+/// none for a photo too flat to match on.
+fn entries(id: &ImageId, signature: &Signature) -> Vec<(String, String, String)> {
     if !signature.is_matchable() {
-        return Ok(());
+        return Vec::new();
     }
-    let now = ports.clock.now();
-    let expires = now.plus(ENTRY_LIFE);
-    let entries: Vec<(String, String, String)> = signature
+    signature
         .indexed()
         .flat_map(|(signal, hash)| {
             let (name, body) = (member_name(id, signal), hash.to_hex());
@@ -116,8 +115,14 @@ pub async fn index(ports: &Ports, id: &ImageId, signature: &Signature) -> Result
                 .map(move |b| (b.to_text(), name.clone(), body.clone()))
                 .collect::<Vec<_>>()
         })
-        .collect();
-    stream::iter(entries)
+        .collect()
+}
+
+/// Files `id`'s hashes in the index (nothing for a flat photo). Idempotent.
+pub async fn index(ports: &Ports, id: &ImageId, signature: &Signature) -> Result<(), StoreError> {
+    let now = ports.clock.now();
+    let expires = now.plus(ENTRY_LIFE);
+    stream::iter(entries(id, signature))
         .map(|(group, name, body)| async move {
             ports
                 .documents
@@ -130,19 +135,10 @@ pub async fn index(ports: &Ports, id: &ImageId, signature: &Signature) -> Result
     Ok(())
 }
 
-/// Removes `id`'s entries (its record is gone).
+/// Removes `id`'s entries (its record is gone); nothing for a flat photo, which has none.
 pub async fn forget(ports: &Ports, id: &ImageId, signature: &Signature) -> Result<(), StoreError> {
-    let entries: Vec<(String, String)> = signature
-        .indexed()
-        .flat_map(|(signal, hash)| {
-            let name = member_name(id, signal);
-            Bucket::of(&hash)
-                .map(move |b| (b.to_text(), name.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    stream::iter(entries)
-        .map(|(group, name)| async move {
+    stream::iter(entries(id, signature))
+        .map(|(group, name, _)| async move {
             ports
                 .documents
                 .delete_members(INDEX_KIND, &group, &[name])
@@ -168,16 +164,13 @@ pub async fn candidates(
     if !out.searched {
         return Ok(out);
     }
+    let mut buckets: BTreeSet<Bucket> = BTreeSet::new();
     // Each probe: the hash, which signal it is, and whether it is a mirror's.
-    let buckets: BTreeSet<Bucket> = signature
-        .probes()
-        .flat_map(|(_, hash, weak)| Bucket::probes(&hash, &weak))
-        .collect();
-    let probes: Vec<(PdqHash, Signal, bool)> = signature
-        .probes()
-        .enumerate()
-        .map(|(i, (signal, hash, _))| (hash, signal, i % 2 == 1))
-        .collect();
+    let mut probes: Vec<(PdqHash, Signal, bool)> = Vec::new();
+    for (i, (signal, hash, weak)) in signature.probes().enumerate() {
+        buckets.extend(Bucket::probes(&hash, &weak));
+        probes.push((hash, signal, i % 2 == 1));
+    }
     out.buckets_read = buckets.len();
     let now = ports.clock.now();
     let read: Vec<(String, Vec<(String, String)>)> = stream::iter(buckets)
