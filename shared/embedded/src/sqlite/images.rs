@@ -729,17 +729,8 @@ impl ImageIndex for SqliteStore {
         generation: &Generation,
         sha256: &ContentHash,
     ) -> Result<bool, StoreError> {
-        let (id, generation, sha256) = (id.clone(), generation.clone(), *sha256);
-        self.run(move |conn| {
-            conn.execute(
-                "UPDATE images SET sha256 = ?3 \
-                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND sha256 IS NULL",
-                params![id.as_str(), generation.as_str(), sha256.to_hex()],
-            )
-            .map(|n| n > 0)
-            .map_err(|e| sql_error("recording an image's SHA-256", e))
-        })
-        .await
+        self.set_once(id, generation, Column::Sha256, sha256.to_hex())
+            .await
     }
 
     async fn set_thumbhash(
@@ -748,17 +739,8 @@ impl ImageIndex for SqliteStore {
         generation: &Generation,
         thumbhash: &ThumbHash,
     ) -> Result<bool, StoreError> {
-        let (id, generation, thumbhash) = (id.clone(), generation.clone(), thumbhash.clone());
-        self.run(move |conn| {
-            conn.execute(
-                "UPDATE images SET thumbhash = ?3 \
-                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND thumbhash IS NULL",
-                params![id.as_str(), generation.as_str(), thumbhash.to_base64()],
-            )
-            .map(|n| n > 0)
-            .map_err(|e| sql_error("recording an image's placeholder", e))
-        })
-        .await
+        self.set_once(id, generation, Column::Thumbhash, thumbhash.to_base64())
+            .await
     }
 
     async fn set_signature(
@@ -767,15 +749,65 @@ impl ImageIndex for SqliteStore {
         generation: &Generation,
         signature: &Signature,
     ) -> Result<bool, StoreError> {
-        let (id, generation, signature) = (id.clone(), generation.clone(), signature.to_text());
+        self.set_once(id, generation, Column::Signature, signature.to_text())
+            .await
+    }
+}
+
+/// A column of a ready record that is written once, after the fact (records made before it was).
+#[derive(Debug, Clone, Copy)]
+enum Column {
+    Sha256,
+    Thumbhash,
+    Signature,
+}
+
+impl Column {
+    /// The statement that writes it, only on a ready record of that generation lacking it.
+    fn update(self) -> &'static str {
+        match self {
+            Self::Sha256 => {
+                "UPDATE images SET sha256 = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND sha256 IS NULL"
+            }
+            Self::Thumbhash => {
+                "UPDATE images SET thumbhash = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND thumbhash IS NULL"
+            }
+            Self::Signature => {
+                "UPDATE images SET signature = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND signature IS NULL"
+            }
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Self::Sha256 => "recording an image's SHA-256",
+            Self::Thumbhash => "recording an image's placeholder",
+            Self::Signature => "recording an image's perceptual signature",
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Writes `column` of record `id` if it is ready under `generation` and lacks it; whether
+    /// it was written.
+    async fn set_once(
+        &self,
+        id: &ImageId,
+        generation: &Generation,
+        column: Column,
+        value: String,
+    ) -> Result<bool, StoreError> {
+        let (id, generation) = (id.clone(), generation.clone());
         self.run(move |conn| {
             conn.execute(
-                "UPDATE images SET signature = ?3 \
-                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND signature IS NULL",
-                params![id.as_str(), generation.as_str(), signature],
+                column.update(),
+                params![id.as_str(), generation.as_str(), value],
             )
             .map(|n| n > 0)
-            .map_err(|e| sql_error("recording an image's perceptual signature", e))
+            .map_err(|e| sql_error(column.what(), e))
         })
         .await
     }
