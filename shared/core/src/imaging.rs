@@ -43,9 +43,15 @@ pub trait Imaging: Send + Sync + fmt::Debug {
         sizes: &mut dyn Iterator<Item = (u32, u32)>,
         full: (u32, u32),
     ) -> Option<usize>;
-    /// The placeholder of a stored variant's file, for a record made before placeholders were;
-    /// `None` for a file it cannot read.
-    fn placeholder_of_variant(&self, file: &[u8]) -> Option<ThumbHash>;
+    /// What a stored variant's file gives a record made before placeholders or signatures
+    /// were: its placeholder when `placeholder`, its perceptual signature when `signature`,
+    /// from one decode (`None` for what it cannot make, all of it for a file it cannot read).
+    fn derive_from_variant(
+        &self,
+        file: &[u8],
+        placeholder: bool,
+        signature: bool,
+    ) -> (Option<ThumbHash>, Option<Signature>);
     /// Which of a photo's variants its perceptual signature is made of (`None`: none has the
     /// photo's shape).
     fn signature_source(
@@ -53,9 +59,6 @@ pub trait Imaging: Send + Sync + fmt::Debug {
         sizes: &mut dyn Iterator<Item = (u32, u32)>,
         full: (u32, u32),
     ) -> Option<usize>;
-    /// The perceptual signature of a stored variant's file, for a record made before
-    /// signatures were; `None` for a file it cannot read.
-    fn signature_of_variant(&self, file: &[u8]) -> Option<Signature>;
 }
 
 /// Why the pipeline refused a photo (or a watermark). None is worth retrying: the same bytes

@@ -659,57 +659,65 @@ impl Service {
         let full = (*width, *height);
         let imaging = Arc::clone(self.imaging()?);
         let sizes = || variants.iter().map(|v| (v.width, v.height));
-        if record.thumbhash().is_none() {
-            let Some(source) = imaging
-                .placeholder_source(&mut sizes(), full)
-                .and_then(|i| variants.get(i))
-            else {
+        // The variant each is made of (`None`: not wanted): a record without a placeholder
+        // source is re-processed whole; one without a signature source gets none.
+        let placeholder = match record.thumbhash() {
+            Some(_) => None,
+            None => match imaging.placeholder_source(&mut sizes(), full) {
+                Some(i) => Some(i),
+                None => return Ok(None),
+            },
+        };
+        let signature = record
+            .signature()
+            .is_none()
+            .then(|| imaging.signature_source(&mut sizes(), full))
+            .flatten();
+        // Each source read and decoded once (by default both are the `medium` variant).
+        let mut sources: Vec<usize> = placeholder.into_iter().chain(signature).collect();
+        sources.dedup();
+        for i in sources {
+            let Some(variant) = variants.get(i) else {
                 return Ok(None);
             };
-            let Some(file) = self.variant_file(record, source).await? else {
+            let Some(file) = self.variant_file(record, variant).await? else {
                 return Ok(Some(Reprocessed::Gone));
             };
+            let (make_placeholder, make_signature) = (placeholder == Some(i), signature == Some(i));
             let pipeline = Arc::clone(&imaging);
-            let made = self
-                .derive(move || pipeline.placeholder_of_variant(&file))
+            let (thumbhash, made_signature) = self
+                .derive(move || {
+                    pipeline.derive_from_variant(&file, make_placeholder, make_signature)
+                })
                 .await?;
-            let Some(thumbhash) = made else {
-                return Ok(None);
-            };
-            if !self
-                .ports
-                .images
-                .set_thumbhash(&record.id, &record.generation, &thumbhash)
-                .await?
-            {
-                return Ok(Some(Reprocessed::Gone));
+            if make_placeholder {
+                let Some(thumbhash) = thumbhash else {
+                    return Ok(None);
+                };
+                if !self
+                    .ports
+                    .images
+                    .set_thumbhash(&record.id, &record.generation, &thumbhash)
+                    .await?
+                {
+                    return Ok(Some(Reprocessed::Gone));
+                }
+                info!(image_id = %record.id, "placeholder added");
             }
-            info!(image_id = %record.id, "placeholder added");
-        }
-        if record.signature().is_none()
-            && let Some(source) = imaging
-                .signature_source(&mut sizes(), full)
-                .and_then(|i| variants.get(i))
-        {
-            let Some(file) = self.variant_file(record, source).await? else {
-                return Ok(Some(Reprocessed::Gone));
-            };
-            let pipeline = Arc::clone(&imaging);
-            let made = self
-                .derive(move || pipeline.signature_of_variant(&file))
-                .await?;
-            let Some(signature) = made else {
-                return Ok(None);
-            };
-            if !self
-                .ports
-                .images
-                .set_signature(&record.id, &record.generation, &signature)
-                .await?
-            {
-                return Ok(Some(Reprocessed::Gone));
+            if make_signature {
+                let Some(signature) = made_signature else {
+                    return Ok(None);
+                };
+                if !self
+                    .ports
+                    .images
+                    .set_signature(&record.id, &record.generation, &signature)
+                    .await?
+                {
+                    return Ok(Some(Reprocessed::Gone));
+                }
+                info!(image_id = %record.id, "perceptual signature added");
             }
-            info!(image_id = %record.id, "perceptual signature added");
         }
         Ok(Some(Reprocessed::Done))
     }

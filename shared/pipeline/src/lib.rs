@@ -106,15 +106,9 @@ pub fn placeholder_source(
     placeholder::source(sizes, full)
 }
 
-/// The placeholder of a stored variant's file (JPEG or WebP: upright sRGB pixels, as the
-/// pipeline wrote them), for a record made before placeholders were; `None` for a file it
-/// cannot read (an AVIF variant: the record is then re-processed whole).
-pub fn placeholder_of_variant(file: &[u8]) -> Option<ThumbHash> {
-    placeholder::of_rgb(&variant_pixels(file)?)
-}
-
-/// A stored variant's pixels (JPEG or WebP); `None` for another format or a file that does not
-/// decode.
+/// A stored variant's pixels (JPEG or WebP: upright sRGB, as the pipeline wrote them), for
+/// what a record made before placeholders or signatures lacks; `None` for another format (an
+/// AVIF variant: the record is then re-processed whole) or a file that does not decode.
 fn variant_pixels(file: &[u8]) -> Option<image::RgbImage> {
     let format = image::guess_format(file).ok()?;
     if !matches!(format, image::ImageFormat::Jpeg | image::ImageFormat::WebP) {
@@ -128,12 +122,6 @@ fn variant_pixels(file: &[u8]) -> Option<image::RgbImage> {
 /// variant's (the near-duplicate benchmark hashes its photos with it).
 pub fn signature_of(pixels: &image::RgbImage) -> Option<Signature> {
     signature::of_rgb(pixels)
-}
-
-/// The perceptual signature of a stored variant's file (JPEG or WebP), for a record made before
-/// signatures were; `None` for a file it cannot read.
-pub fn signature_of_variant(file: &[u8]) -> Option<Signature> {
-    signature::of_rgb(&variant_pixels(file)?)
 }
 
 /// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
@@ -362,8 +350,19 @@ impl Imaging for Pipeline {
         placeholder::source(sizes, full)
     }
 
-    fn placeholder_of_variant(&self, file: &[u8]) -> Option<ThumbHash> {
-        placeholder_of_variant(file)
+    fn derive_from_variant(
+        &self,
+        file: &[u8],
+        placeholder: bool,
+        signature: bool,
+    ) -> (Option<ThumbHash>, Option<Signature>) {
+        let Some(pixels) = variant_pixels(file) else {
+            return (None, None);
+        };
+        (
+            placeholder.then(|| placeholder::of_rgb(&pixels)).flatten(),
+            signature.then(|| signature::of_rgb(&pixels)).flatten(),
+        )
     }
 
     fn signature_source(
@@ -372,9 +371,5 @@ impl Imaging for Pipeline {
         full: (u32, u32),
     ) -> Option<usize> {
         signature::source(sizes, full)
-    }
-
-    fn signature_of_variant(&self, file: &[u8]) -> Option<Signature> {
-        signature_of_variant(file)
     }
 }
