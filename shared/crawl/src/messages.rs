@@ -163,13 +163,23 @@ pub struct PhotoResult {
     pub near_duplicates: Option<Vec<ReportedDuplicate>>,
 }
 
-/// A near-duplicate named in a result.
+/// A near-duplicate named in a result, or in the answer to an upload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ReportedDuplicate {
     #[schema(value_type = String, pattern = "^[0-9a-f]{32}$")]
     pub image_id: ImageId,
     /// PDQ bits apart, 0 to 31.
     pub distance: u32,
+}
+
+impl From<imgest_flows::similar::NearDuplicate> for ReportedDuplicate {
+    /// Ids and distances only: how it matched is not told of another client's image.
+    fn from(m: imgest_flows::similar::NearDuplicate) -> Self {
+        Self {
+            image_id: m.image_id,
+            distance: m.distance,
+        }
+    }
 }
 
 /// `"pending"` while any URL is, then `"done"`.

@@ -8,8 +8,8 @@ use tracing::info;
 use super::records::{self, CRAWL_KIND, Change, CrawlRecord};
 use super::{Built, CLIENT_ATTRIBUTE, Crawler, Finishing};
 use crate::messages::{
-    CrawlResult, CrawlState, PhotoError, PhotoResult, PhotoStatus, ReportedDuplicate,
-    SettleMessage, SettledCrawl, rfc3339_millis,
+    CrawlResult, CrawlState, PhotoError, PhotoResult, PhotoStatus, SettleMessage, SettledCrawl,
+    rfc3339_millis,
 };
 use imgest_core::domain::UrlHash;
 use imgest_core::domain::{ImageId, OfferKey, Timestamp};
@@ -371,15 +371,7 @@ impl Crawler {
                 .service
                 .report_similar(&record, Some(&result.client_id))
                 .await?;
-            photo.near_duplicates = Some(
-                found
-                    .into_iter()
-                    .map(|m| ReportedDuplicate {
-                        image_id: m.image_id,
-                        distance: m.distance,
-                    })
-                    .collect(),
-            );
+            photo.near_duplicates = Some(found.into_iter().map(Into::into).collect());
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::body::read_upload;
-use super::json::{ImageJson, ReportedJson};
+use super::json::ImageJson;
 use super::openapi::{ErrorBody, UploadForm};
 use super::{ApiError, ApiState};
 use crate::auth::Uploader;
@@ -83,15 +83,7 @@ pub async fn upload(
             .service
             .report_similar(&outcome.record, caller.client.as_ref())
             .await?;
-        json.near_duplicates = Some(
-            found
-                .into_iter()
-                .map(|m| ReportedJson {
-                    image_id: m.image_id.to_string(),
-                    distance: m.distance,
-                })
-                .collect(),
-        );
+        json.near_duplicates = Some(found.into_iter().map(Into::into).collect());
     }
     Ok((status, Json(json)))
 }

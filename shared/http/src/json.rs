@@ -7,6 +7,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use imgest_core::domain::{BlobKey, ImageRecord, ImageState, ThumbHash};
+use imgest_crawl::messages::ReportedDuplicate;
 use imgest_flows::offers::OfferPhotos;
 
 /// One resized copy of a photo, in its variant's format.
@@ -55,16 +56,7 @@ pub struct ImageJson {
     /// other clients' offers link, nearest first (for a moderation step; ids and distances
     /// only). Empty when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub near_duplicates: Option<Vec<ReportedJson>>,
-}
-
-/// A near-duplicate reported on an upload.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ReportedJson {
-    #[schema(pattern = "^[0-9a-f]{32}$")]
-    pub image_id: String,
-    /// PDQ bits apart, 0 to 31.
-    pub distance: u32,
+    pub near_duplicates: Option<Vec<ReportedDuplicate>>,
 }
 
 /// One photo of an offer, in the offer's order.
