@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Lambda functions for arm64 (runtime provided.al2023) with cargo-lambda, which
 # cross-compiles with zig as the linker: no Docker, no cross toolchain. The release profile is
-# the one that ships: stripped, no debug info (see Cargo.toml). infra/lambda-smoke.sh (part of
-# the test command) builds with `--sam` and runs what it built; a cold build's time is in
+# the one that ships: stripped, no debug info (see Cargo.toml); with `SAM_BUILD_MODE=debug`,
+# `--sam` builds with the dev profile instead. infra/lambda-smoke.sh (part of the test command)
+# builds with `--sam` and runs what it built; a cold build's time is in
 # docs/benchmarks.md#build-times.
 #
 # Usage:

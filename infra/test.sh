@@ -5,8 +5,9 @@
 # breach), then the HTTP API fuzzed against its OpenAPI
 # document by schemathesis (infra/schemathesis.sh: no 5xx, and every answer as documented),
 # then the page in a headless Chromium (infra/browser-test.sh), then the Lambda functions as
-# SAM ships them: the nine arm64 bootstraps built by `sam build` and run under qemu-user
-# (infra/lambda-smoke.sh).
+# SAM builds them: the nine arm64 bootstraps built by `sam build` (in its debug mode: the dev
+# profile the host's tests use; `infra/lambda-smoke.sh --release` builds and checks the shipping
+# profile) and run under qemu-user (infra/lambda-smoke.sh).
 #
 # Needs cargo, python3 and curl: infra/setup.sh installs the build tools that are missing
 # (cmake, nasm, a C compiler, python3's venv, Chromium and its WebDriver, qemu-user and an
@@ -39,11 +40,10 @@ export IMGEST_TEST_AWS=1
 export IMGEST_TEST_DYNAMODB_CONCURRENCY=1
 
 # The arm64 build starts now, beside the host's build and tests, and is waited for at the end:
-# it is mostly one long single-threaded link per function (the shipping profile's fat LTO and
-# one codegen unit: about 1.3 CPU-minutes a wall minute), so on two cores it fills the core the
-# host's tests leave idle instead of adding its 20-50 minutes after them. Its output goes to a
-# log printed when it is waited for; a failed test stops it (its own session, so its children
-# stop with it).
+# it fills the core the host's tests leave idle while they wait on moto, the partner hosts and
+# their subprocesses, instead of adding its minutes after them. Its output goes to a log
+# printed when it is waited for; a failed test stops it (its own session, so its children stop
+# with it).
 arm64_build_pid=
 if [ "${IMGEST_TEST_LAMBDA:-1}" != 0 ] && [ "$(uname -s)" = Linux ]; then
     infra/setup.sh lambda

@@ -175,13 +175,21 @@ impl Stack {
 
 /// A template function's `MemorySize`, in MB.
 fn memory_size(logical_id: &str) -> u32 {
+    template_number(logical_id, "MemorySize")
+}
+
+/// A template function's `Timeout`: a run that budgets its work by its deadline (the scheduled
+/// sweep) gets the time Lambda gives it, not the emulator's default, which an emulated build
+/// on a busy machine can spend before 256 shards are listed.
+fn template_timeout(logical_id: &str) -> Duration {
+    Duration::from_secs(template_number(logical_id, "Timeout").into())
+}
+
+fn template_number(logical_id: &str, property: &str) -> u32 {
     let template = crate::template::text();
-    crate::template::value_of(
-        &crate::template::resource(&template, logical_id),
-        "MemorySize",
-    )
-    .and_then(|m| m.parse().ok())
-    .unwrap_or_else(|| panic!("{logical_id} has no MemorySize"))
+    crate::template::value_of(&crate::template::resource(&template, logical_id), property)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("{logical_id} has no {property}"))
 }
 
 /// Asserts the function's process never held more than its template `MemorySize`. Under
@@ -643,7 +651,7 @@ async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_r
     // Every shard in one run, and no grace: the stray file is garbage at once (a grace under
     // the safe floor needs the test-only override, which real Lambda refuses).
     let mut scheduled = stack
-        .function(
+        .launch(
             SCHEDULED_GC,
             &[
                 ("IMGEST_SWEEP_SHARDS_PER_RUN", "256"),
@@ -652,7 +660,10 @@ async fn the_scheduled_gc_bootstrap_sweeps_a_file_no_record_owns_and_keeps_the_r
                 ("IMGEST_AUDIT_SEGMENTS", "1"),
             ],
         )
-        .await;
+        .timeout(template_timeout(SCHEDULED_GC.logical_id))
+        .start()
+        .await
+        .unwrap();
     let live = app.upload_ok(&fixture("photo.jpg")).await;
     let stray_id = app.put_stray_original().await;
 
