@@ -5,7 +5,9 @@
 # WebDriver with selenium (infra/browser_test.py): upload two photos, reorder them, save the
 # offer, reload, and find the order kept; then add a stored photo again and find it was not
 # sent; save the offer with that photo only, and browse the stored images to find the other one
-# the only orphan. Asserts on the page's DOM; keeps a screenshot in target/browser-test/.
+# the only orphan; upload two copies of one picture and find each listed as the other's
+# near-duplicate (the runner indexes them: IMGEST_SIMILAR=index). Asserts on the page's DOM;
+# keeps a screenshot in target/browser-test/.
 #
 # Needs Chromium and its WebDriver (infra/setup.sh tests installs Debian's chromium and
 # chromium-driver), python3 with venv and the PyPI registry. The first run installs selenium
@@ -32,6 +34,8 @@ runner_tokens "$work" imgest-browser-test browser-test "imgest:upload imgest:off
 export IMGEST_DATA_DIR="$work/data"
 # The request log is how the test sees which photos the page sent.
 export IMGEST_LOG=info
+# New photos are filed in the near-duplicate index, which the page's stored images look up.
+export IMGEST_SIMILAR=index
 
 runner_start "$work/serve.log"
 say "driving Chromium against $base"
@@ -40,6 +44,7 @@ mkdir -p "$artefacts"
 status=0
 "$venv/bin/python" infra/browser_test.py --base "$base" --token "$token" \
     --log "$work/serve.log" --screenshot "$artefacts/page.png" \
+    --near-pair samples/garden-portrait.jpg samples/garden-portrait-exif6.jpg \
     samples/storm.jpg samples/dune.jpg || status=$?
 if [ "$status" != 0 ]; then
     say "the runner's log (last 40 lines):"

@@ -5,9 +5,12 @@ In headless Chromium, through its WebDriver: open the page with the token in the
 two photos, move the second before the first, save the offer, reload, and find the saved order;
 then, in a fresh page, add the first photo again and find it marked known without having been
 sent (the runner's request log has exactly two uploads); save the offer with that one photo, and
-browse the stored images: the other one is now the only orphan. A screenshot of the reloaded
-offer is kept, and one of the stored images. Every wait is for a condition on the
-DOM, with a deadline.
+browse the stored images: the other one is now the only orphan. Then add two copies of one
+picture (different bytes: one stored sideways with an EXIF orientation), browse, and ask for
+one copy's near-duplicates: the other copy is listed, and nothing else; an unrelated photo has
+none. A screenshot of the reloaded offer is kept, one of the stored images and one of a
+near-duplicate listed. Every wait is
+for a condition on the DOM, with a deadline.
 """
 
 import argparse
@@ -93,7 +96,7 @@ def settled(driver, count, states):
     return None
 
 
-BROWSED = PAINTED + """return Array.from(document.querySelectorAll('#images li'),
+BROWSED = PAINTED + """return Array.from(document.querySelectorAll('#images > li'),
     li => [li.dataset.imageId, li.dataset.offers, li.querySelector('img') !== null,
            painted(li)]);"""
 
@@ -114,6 +117,30 @@ def browse(driver, orphans):
         and text.endswith("."),
     )
     return sorted(tuple(i) for i in driver.execute_script(BROWSED))
+
+
+def near_duplicates(driver, image_id):
+    """Asks for a stored image's near-duplicates: (status text, [(image id, distance)])."""
+    item = f"#images > li[data-image-id='{image_id}']"
+    driver.find_element(By.CSS_SELECTOR, f"{item} button[data-similar]").click()
+    status = wait_for(
+        driver,
+        f"the near-duplicates of {image_id}",
+        lambda d: d.find_element(By.CSS_SELECTOR, f"{item} .similar-status").text,
+    )
+    listed = driver.execute_script(
+        f"""return Array.from(document.querySelectorAll("{item} ul.similar li"),
+            li => [li.dataset.imageId, Number(li.dataset.distance)]);"""
+    )
+    return status, [tuple(m) for m in listed]
+
+
+def listed_distance(driver, image_id):
+    """The distance of the first near-duplicate listed under `image_id`."""
+    return driver.execute_script(
+        f"""return document.querySelector(
+            "#images > li[data-image-id='{image_id}'] ul.similar li").dataset.distance;"""
+    )
 
 
 def uploads_logged(log):
@@ -146,9 +173,12 @@ def main():
     parser.add_argument("--token", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--screenshot", required=True)
+    parser.add_argument("--near-pair", nargs=2, required=True,
+                        help="two files of one picture (the runner indexes near-duplicates)")
     parser.add_argument("photos", nargs=2)
     args = parser.parse_args()
     files = [os.path.abspath(p) for p in args.photos]
+    pair = [os.path.abspath(p) for p in args.near_pair]
 
     driver = browser()
     try:
@@ -218,6 +248,30 @@ def main():
         driver.execute_script("document.getElementById('images-heading').scrollIntoView()")
         driver.save_screenshot(images_shot)
         print(f"browser test: browsing finds both images, the unlinked one the orphan; {images_shot}")
+
+        # Two copies of one picture, different bytes: each is a new image, and each the
+        # other's near-duplicate (PDQ within 31 bits); the unrelated photos are not.
+        driver.get(f"{args.base}/")
+        driver.find_element(By.ID, "files").send_keys("\n".join(pair))
+        copies = wait_for(driver, "the two copies uploaded", lambda d: settled(d, 2, {"uploaded"}))
+        copy, other_copy = copies[0][0], copies[1][0]
+        check(copy != other_copy, f"the copies got one image id: {copies}")
+        browse(driver, orphans=False)
+        status, listed = near_duplicates(driver, copy)
+        check(
+            [m[0] for m in listed] == [other_copy] and 0 <= listed[0][1] <= 31,
+            f"the near-duplicates of {copy}: {listed} ({status!r}), expected only {other_copy}",
+        )
+        check(status.startswith("1 near-duplicate"), f"the near-duplicates' status: {status!r}")
+        status, listed = near_duplicates(driver, first)
+        check(listed == [] and status == "No near-duplicates.",
+              f"an unrelated photo's near-duplicates: {listed} ({status!r})")
+        status, listed = near_duplicates(driver, copy)
+        similar_shot = args.screenshot.removesuffix(".png") + "-similar.png"
+        driver.execute_script("document.getElementById('images-heading').scrollIntoView()")
+        driver.save_screenshot(similar_shot)
+        print(f"browser test: one picture's two copies are each other's near-duplicates "
+              f"({listed_distance(driver, copy)} bits), an unrelated photo has none; {similar_shot}")
     finally:
         driver.quit()
 

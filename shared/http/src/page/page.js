@@ -1,6 +1,7 @@
 // imgest's page: drop photos, see each one's preview, arrange them into an offer and save it,
-// look at an offer's crawl, browse the stored images and the orphans (an operator's token). Plain JS against the documented API (docs/api.md): what any client
-// does, in the order it should do it.
+// look at an offer's crawl, browse the stored images and the orphans (an operator's token) and
+// each one's near-duplicates. Plain JS against the documented API (docs/api.md): what any
+// client does, in the order it should do it.
 "use strict";
 
 const TOKEN_KEY = "imgest-token";
@@ -10,9 +11,10 @@ const PRECHECK_MAX = 100;
 const UPLOADS_AT_ONCE = 3;
 
 let token = null;
-// The photos in the offer's order: {id, name, state, thumb, error}. `state` is one of hashing,
-// checking, uploading, known (stored before: not sent), uploaded, linked (loaded with the
-// offer), failed.
+// The photos in the offer's order: {id, name, state, thumb, error, near}. `state` is one of
+// hashing, checking, uploading, known (stored before: not sent), uploaded, linked (loaded with
+// the offer), failed; `near` the near-duplicates other clients' offers link that the upload's
+// answer named (with IMGEST_SIMILAR=report).
 let photos = [];
 
 const $ = (id) => document.getElementById(id);
@@ -103,6 +105,16 @@ function render() {
       label.className = "state";
       label.textContent = photo.error ? `${photo.state}: ${photo.error}` : photo.state;
       item.append(label);
+      if (photo.near && photo.near.length > 0) {
+        // A moderation hint: the same picture is in other clients' offers.
+        item.dataset.nearDuplicates = photo.near.map((n) => n.image_id).join(" ");
+        const near = document.createElement("p");
+        near.className = "near";
+        const count = photo.near.length;
+        near.textContent = `Near-duplicate of ${count} image${count === 1 ? "" : "s"} in other ` +
+          `clients' offers: ${photo.near.map((n) => `${n.image_id} (${n.distance} bits)`).join(", ")}.`;
+        item.append(near);
+      }
       const buttons = document.createElement("div");
       buttons.className = "buttons";
       buttons.append(
@@ -220,6 +232,7 @@ async function addFiles(files) {
           state: stored.deduplicated ? "known" : "uploaded",
           thumb: thumbOf(stored),
           placeholder: placeholderOf(stored),
+          near: stored.near_duplicates || [],
         });
       } catch (e) {
         Object.assign(photo, { state: "failed", error: e.message });
@@ -337,7 +350,54 @@ function imageItem(image) {
   use.textContent = image.offers > 0
     ? `Linked by ${image.offers} offer${image.offers === 1 ? "" : "s"}.`
     : `Orphan: collected after ${new Date(image.expires_at).toLocaleString()}.`;
-  item.append(preview(thumbOf(image), `Image ${image.image_id}`, placeholderOf(image)), id, use);
+  const similar = document.createElement("button");
+  similar.type = "button";
+  similar.textContent = "Near-duplicates";
+  similar.dataset.similar = image.image_id;
+  const found = document.createElement("p");
+  found.className = "similar-status muted";
+  const matches = document.createElement("ul");
+  matches.className = "similar";
+  item.append(
+    preview(thumbOf(image), `Image ${image.image_id}`, placeholderOf(image)),
+    id, use, similar, found, matches,
+  );
+  return item;
+}
+
+// A stored image's near-duplicates (GET /v1/images/{id}/similar), listed under it: those the
+// index holds (IMGEST_SIMILAR=index or report) among the images the token may see.
+async function showSimilar(event) {
+  const b = event.target.closest("button[data-similar]");
+  if (!b) return;
+  const item = b.closest("li.image");
+  const status = item.querySelector(".similar-status");
+  const list = item.querySelector("ul.similar");
+  try {
+    const answer = await call("GET", `/v1/images/${encodeURIComponent(b.dataset.similar)}/similar`);
+    list.replaceChildren(...answer.matches.map(similarItem));
+    const count = answer.matches.length;
+    status.textContent = !answer.searched
+      ? "Not searched: no signature (too flat, or stored before signatures and not backfilled)."
+      : count === 0
+        ? "No near-duplicates."
+        : `${count} near-duplicate${count === 1 ? "" : "s"}, nearest first:`;
+  } catch (e) {
+    list.replaceChildren();
+    status.textContent = `Near-duplicates: ${e.message}`;
+  }
+}
+
+function similarItem(match) {
+  const item = document.createElement("li");
+  item.dataset.imageId = match.image_id;
+  item.dataset.distance = String(match.distance);
+  const how = [
+    match.signal === "trimmed" ? "inside a border" : null,
+    match.mirrored ? "mirrored" : null,
+  ].filter(Boolean);
+  item.textContent = `${match.image_id}: ${match.distance} bits apart` +
+    (how.length > 0 ? ` (${how.join(", ")})` : "");
   return item;
 }
 
@@ -368,6 +428,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("load-crawl").addEventListener("click", loadCrawl);
   $("images-form").addEventListener("submit", (e) => browseImages(e, false));
   $("more-images").addEventListener("click", () => browseImages(null, true));
+  $("images").addEventListener("click", showSimilar);
   const offer = new URLSearchParams(location.search).get("offer");
   if (offer) {
     $("offer-id").value = offer;
