@@ -43,33 +43,33 @@ pub(crate) fn source(sizes: impl Iterator<Item = (u32, u32)>, full: (u32, u32)) 
         .map(|&(i, _, _)| i)
 }
 
-/// The signature of RGB pixels.
+/// The signature of RGB pixels (PDQ's luma: BT.601's weights).
 pub(crate) fn of_rgb(image: &RgbImage) -> Option<Signature> {
-    let luma: Vec<f32> = image
-        .pixels()
-        .map(|p| 0.299 * f32::from(p[0]) + 0.587 * f32::from(p[1]) + 0.114 * f32::from(p[2]))
-        .collect();
-    of_luma(&luma, image.width() as usize, image.height() as usize)
+    let (luma, width, height) = hashed_luma(
+        image.width() as usize,
+        image.height() as usize,
+        image
+            .as_raw()
+            .chunks_exact(3)
+            .map(|p| 0.299 * f32::from(p[0]) + 0.587 * f32::from(p[1]) + 0.114 * f32::from(p[2])),
+    );
+    of_luma(&luma, width, height)
 }
 
 /// The signature of a JPEG's planes: PDQ's luma is BT.601's, the Y plane itself.
 #[cfg(feature = "turbojpeg")]
 pub(crate) fn of_yuv(yuv: &super::planar::Yuv) -> Option<Signature> {
-    let luma: Vec<f32> = yuv.y.data.iter().map(|&v| f32::from(v)).collect();
-    of_luma(&luma, yuv.y.width as usize, yuv.y.height as usize)
+    let (luma, width, height) = hashed_luma(
+        yuv.y.width as usize,
+        yuv.y.height as usize,
+        yuv.y.data.iter().map(|&v| f32::from(v)),
+    );
+    of_luma(&luma, width, height)
 }
 
-/// The signature of luma values (`width` x `height`, row by row), averaged down first to
-/// [`HASHED_SIDE`] pixels or more on the short side.
-pub(crate) fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
-    let shrunk;
-    let (luma, width, height) = match shrink(luma, width, height) {
-        Some((small, w, h)) => {
-            shrunk = small;
-            (shrunk.as_slice(), w, h)
-        }
-        None => (luma, width, height),
-    };
+/// The signature of luma values (`width` x `height`, row by row) already averaged down by
+/// [`hashed_luma`].
+fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
     let (quality, whole) = pair(luma, width, height)?;
     let trimmed = inner(luma, width, height).and_then(|(x0, y0, x1, y1)| {
         let (w, h) = (x1 - x0, y1 - y0);
@@ -91,24 +91,32 @@ pub(crate) fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signa
 /// variant, the four took 30 % of the pipeline's time: `bench/similar.sh`).
 const HASHED_SIDE: usize = 128;
 
-/// `luma` averaged over `f` x `f` blocks, `f` the largest that keeps [`HASHED_SIDE`] pixels on
-/// the short side; `None` when that is 1.
-fn shrink(luma: &[f32], width: usize, height: usize) -> Option<(Vec<f32>, usize, usize)> {
+/// The luma values (`width` x `height` of them, row by row) averaged over `f` x `f` blocks as
+/// they come, `f` the largest that keeps [`HASHED_SIDE`] pixels on the short side (1 for a
+/// smaller picture: then a copy), and the averaged picture's sides. A variant's pixels are
+/// read once and never held at full size as floats. A block cut by the right or bottom edge is
+/// left out; values missing from `luma` count as 0.
+fn hashed_luma(
+    width: usize,
+    height: usize,
+    mut luma: impl Iterator<Item = f32>,
+) -> (Vec<f32>, usize, usize) {
     let f = (width.min(height) / HASHED_SIDE).max(1);
-    if f == 1 || luma.len() != width * height {
-        return None;
-    }
     let (w, h) = (width / f, height / f);
     let mut out = vec![0f32; w * h];
     let scale = 1.0 / (f * f) as f32;
+    let rest = width - w * f;
     for y in 0..h * f {
-        let row = luma.get(y * width..y * width + w * f)?;
-        let out_row = out.get_mut((y / f) * w..(y / f + 1) * w)?;
-        for (o, block) in out_row.iter_mut().zip(row.chunks_exact(f)) {
-            *o += block.iter().sum::<f32>() * scale;
+        if let Some(out_row) = out.get_mut((y / f) * w..(y / f + 1) * w) {
+            for o in out_row {
+                *o += luma.by_ref().take(f).sum::<f32>() * scale;
+            }
+        }
+        if rest > 0 {
+            luma.nth(rest - 1);
         }
     }
-    Some((out, w, h))
+    (out, w, h)
 }
 
 /// The picture's hash and its mirror image's, the mirror hashed from the mirrored pixels: PDQ's
@@ -240,12 +248,18 @@ mod tests {
 
     #[test]
     fn luma_is_averaged_down_to_the_hashed_side() {
-        let luma: Vec<f32> = (0..640 * 480).map(|i| (i % 640) as f32).collect();
-        let (small, w, h) = shrink(&luma, 640, 480).unwrap();
+        let luma = |w: usize, h: usize| (0..w * h).map(move |i| (i % w + i / w) as f32);
+        let (small, w, h) = hashed_luma(641, 481, luma(641, 481));
         assert_eq!((w, h), (213, 160));
-        // Columns 0-2 averaged.
-        assert!((small[0] - 1.0).abs() < 1e-3 && (small[1] - 4.0).abs() < 1e-3);
-        assert!(shrink(&luma[..200 * 150], 200, 150).is_none());
+        // Rows 0-2 and columns 0-2 averaged; the column past the last block left out, so the
+        // next row's blocks start where they should.
+        assert!((small[0] - 2.0).abs() < 1e-3 && (small[1] - 5.0).abs() < 1e-3);
+        assert!((small[213] - 5.0).abs() < 1e-3, "{}", small[213]);
+        assert!((small[213 * 160 - 1] - (636.0 + 477.0 + 2.0)).abs() < 1e-2);
+        // A picture already small is copied.
+        let (copy, w, h) = hashed_luma(200, 150, luma(200, 150));
+        assert_eq!((w, h), (200, 150));
+        assert!(copy.iter().copied().eq(luma(200, 150)));
     }
 
     #[test]
