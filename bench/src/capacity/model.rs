@@ -1084,22 +1084,49 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         .sum();
     // The biggest client's rate limit is read by every fetch instance that takes its tasks
     // (nearly every batch holds some), a Query of a counter's window each time a new bucket
-    // (a sixtieth of the window: a second) is current; with its counters picked at random per
-    // request, an instance reads each of them: a counter's partition takes all of those reads.
+    // (a sixtieth of the window: a second) is current. Each instance takes from its home
+    // counter (picked once per process, so a counter is home to its share of the instances),
+    // and reads another only when its home ran short: counted as one more for every instance
+    // every bucket, a bound for a client under its rate; a client whose demand is above its
+    // rate has every instance walk every counter.
     let limit_readers: f64 = functions
         .iter()
         .filter(|fl| fl.name.starts_with("fetch-"))
         .map(|fl| fl.concurrency)
         .sum();
+    let limit_demand = l.biggest_client_share * lambda.iter().sum::<f64>() * 60.0;
+    let (counter_readers, readers_trace) = if counters <= 1.0 {
+        (
+            limit_readers,
+            "one counter, read by every instance".to_owned(),
+        )
+    } else if limit_demand >= rpm {
+        (
+            limit_readers,
+            format!(
+                "its demand {}/min is at its rate {}/min: every instance walks every counter",
+                fmt(limit_demand),
+                fmt(rpm)
+            ),
+        )
+    } else {
+        (
+            limit_readers / counters * 2.0,
+            format!(
+                "÷ {} counters (each the home of its share of the instances) × 2 (another counter when the home runs short, every bucket: a bound)",
+                fmt(counters)
+            ),
+        )
+    };
     let q = m.rcu_per_query("new: fetch", "ratelimit")?;
     r.row(
         "dynamodb",
         "rate limit of the biggest client: read units/s per counter",
-        limit_readers * q.value.max(0.5),
+        counter_readers * q.value.max(0.5),
         "RCU/s",
         Some(lim.partition_fraction * lim.partition_rcu),
         format!(
-            "fetch instances {} × a Query a second (a bucket is a sixtieth of the 60-s window) × {} [{}, at least ½]; every counter, picked per request, is read by every instance",
+            "fetch instances {} × a Query a second (a bucket is a sixtieth of the 60-s window) × {} [{}, at least ½]; {readers_trace}",
             fmt(limit_readers),
             fmt(q.value),
             q.source

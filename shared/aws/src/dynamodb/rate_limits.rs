@@ -30,11 +30,16 @@
 //! [`PERMITS_PER_S_PER_SHARD`] a second is split into [`rate_limit_shards`] counters, each
 //! with its share of the limit (the shares add up to it) under a partition key of its own
 //! (`ratelimit#{client}` for the first, as every client's was before, then
-//! `ratelimit#{client}#1`, …): a request takes its permits from one counter picked at random,
-//! so the writes spread evenly and the grants never pass the limit. What its counter cannot
-//! grant is asked of the next counter (one more read and write, only when the first ran
-//! short: near a window's end, counters picked at random run out unevenly); what neither
-//! grants waits for its `retry_at`, as any other. A limit
+//! `ratelimit#{client}#1`, …), and the grants never pass the limit. Each process has a home
+//! counter (picked at random once, so a function's many instances spread their writes and
+//! reads evenly over the counters) and takes its permits from it; what its home cannot grant
+//! is asked of the next counters in turn (a read of each once a bucket, and a write where the
+//! read says there is room), only when the home ran short; what none grants waits for its
+//! `retry_at`, as any other. So a counter's closed buckets are read by its home processes,
+//! about a counter's share of the instances, and by every process only while the client is
+//! held at its limit (a counter picked at random per request had every instance read every
+//! counter once a second: 3,462 reads a second of each at ten times seed 001's peak, over a
+//! partition's 3,000). A limit
 //! changed across the threshold splits the counters differently: for one window the grants
 //! already made count in the first counter only, so a raised or lowered limit may let up to
 //! the old limit more through in that window.
@@ -46,7 +51,7 @@
 //! clocks.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -72,6 +77,10 @@ pub const PERMITS_PER_S_PER_SHARD: u64 = 2_000;
 
 /// The most counters a limit is split into.
 pub const MAX_RATE_LIMIT_SHARDS: u64 = 16;
+
+/// This process's home counter among a split limit's, before it is taken modulo their number:
+/// picked at random once.
+static HOME_COUNTER: LazyLock<u64> = LazyLock::new(|| fastrand::u64(..));
 
 /// How many counters a limit of `limit` permits per `window` is split into: one until it
 /// passes [`PERMITS_PER_S_PER_SHARD`] a second.
@@ -347,39 +356,34 @@ impl RateLimiter for DynamoStore {
             });
         }
         let shards = rate_limit_shards(limit, window);
-        let shard = if shards > 1 {
-            fastrand::u64(..shards)
-        } else {
-            0
-        };
-        let first = self
-            .acquire_from(client, shard, shards, wanted, limit, window, now)
-            .await?;
-        if first.granted == wanted || shards == 1 {
-            return Ok(first);
+        let home = *HOME_COUNTER % shards;
+        let mut granted = 0;
+        let mut retry_at: Option<Timestamp> = None;
+        // The home counter, then, only when it ran short, the others in turn.
+        for k in 0..shards {
+            let grant = self
+                .acquire_from(
+                    client,
+                    (home + k) % shards,
+                    shards,
+                    wanted - granted,
+                    limit,
+                    window,
+                    now,
+                )
+                .await?;
+            granted += grant.granted;
+            retry_at = match (retry_at, grant.retry_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if granted == wanted {
+                break;
+            }
         }
-        // A counter picked at random runs out before the others near a window's end: the rest
-        // is asked of the next one (one more read and write, only then).
-        let next = self
-            .acquire_from(
-                client,
-                (shard + 1) % shards,
-                shards,
-                wanted - first.granted,
-                limit,
-                window,
-                now,
-            )
-            .await?;
-        let granted = first.granted + next.granted;
         Ok(Grant {
             granted,
-            retry_at: (granted < wanted)
-                .then_some(())
-                .and(match (first.retry_at, next.retry_at) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }),
+            retry_at: (granted < wanted).then_some(()).and(retry_at),
         })
     }
 }
