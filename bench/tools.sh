@@ -90,16 +90,19 @@ bench_build() {
 }
 
 # bench_build_at REV PACKAGE: PACKAGE built (release) from commit REV in a temporary worktree,
-# sharing this tree's target directory (only the workspace's own crates are built again);
-# prints the path of a copy named PACKAGE-before.
+# in a target directory of its own (before/ under this tree's, kept between runs so only what
+# changed is built again); prints the path of a copy named PACKAGE-before. Not this tree's
+# target directory: cargo names a workspace crate's artefacts the same in any checkout, so the
+# two builds overwrote each other's, and a later build here could link the other commit's
+# crates (seen: the bench crate failing to find what the other commit lacked).
 bench_build_at() {
     local rev=$1 package=$2 tree target_dir
     target_dir=$(bench_target_dir)
     tree=$(mktemp -d -t imgest-before.XXXXXX)
     git worktree add --detach --quiet "$tree" "$rev"
-    CARGO_TARGET_DIR="$target_dir" cargo build --release --quiet \
+    CARGO_TARGET_DIR="$target_dir/before" cargo build --release --quiet \
         --manifest-path "$tree/Cargo.toml" -p "$package"
     git worktree remove --force "$tree"
-    cp "$target_dir/release/$package" "$target_dir/release/$package-before"
+    cp "$target_dir/before/release/$package" "$target_dir/release/$package-before"
     echo "$target_dir/release/$package-before"
 }
