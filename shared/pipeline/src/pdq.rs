@@ -67,10 +67,7 @@ impl Dct16 {
 
     /// The PDQ of RGB pixels.
     pub fn of_rgb(image: &RgbImage) -> Option<Self> {
-        let luma: Vec<f32> = image
-            .pixels()
-            .map(|p| 0.299 * f32::from(p[0]) + 0.587 * f32::from(p[1]) + 0.114 * f32::from(p[2]))
-            .collect();
+        let luma: Vec<f32> = image.pixels().map(|p| luma_of(p.0)).collect();
         Self::of_luma(&luma, image.width() as usize, image.height() as usize)
     }
 
@@ -150,6 +147,11 @@ impl Dct16 {
             quality: self.quality,
         }
     }
+}
+
+/// A pixel's luma as PDQ computes it (BT.601's weights).
+pub(crate) fn luma_of([r, g, b]: [u8; 3]) -> f32 {
+    0.299 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(b)
 }
 
 /// The blur's window along a side of `len` pixels: half of a grid cell, rounded up (two passes

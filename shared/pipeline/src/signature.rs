@@ -10,7 +10,7 @@
 use image::RgbImage;
 use imgest_core::domain::{HashPair, Signature};
 
-use crate::pdq::Dct16;
+use crate::pdq::{self, Dct16};
 
 /// The variant hashed is the smallest of the photo's shape with at least this many pixels on
 /// its short side (twice PDQ's grid: finer pixels change no bit that matters).
@@ -43,15 +43,12 @@ pub(crate) fn source(sizes: impl Iterator<Item = (u32, u32)>, full: (u32, u32)) 
         .map(|&(i, _, _)| i)
 }
 
-/// The signature of RGB pixels (PDQ's luma: BT.601's weights).
+/// The signature of RGB pixels.
 pub(crate) fn of_rgb(image: &RgbImage) -> Option<Signature> {
     let (luma, width, height) = hashed_luma(
         image.width() as usize,
         image.height() as usize,
-        image
-            .as_raw()
-            .chunks_exact(3)
-            .map(|p| 0.299 * f32::from(p[0]) + 0.587 * f32::from(p[1]) + 0.114 * f32::from(p[2])),
+        image.pixels().map(|p| pdq::luma_of(p.0)),
     );
     of_luma(&luma, width, height)
 }
