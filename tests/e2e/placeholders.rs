@@ -215,7 +215,8 @@ async fn legacy_record(
 
 /// Records made before placeholders get one from the backfill, and answer with it: from the
 /// smallest whole variant's file when the variants are current (no new generation, no file
-/// written), else by re-processing the original.
+/// written), else by re-processing the original. A record signed before inner hashes were is
+/// signed again the same way.
 async fn the_backfill_adds_placeholders(app: &TestApp) {
     let original = sample("storm.jpg");
     let uploaded = app
@@ -248,8 +249,57 @@ async fn the_backfill_adds_placeholders(app: &TestApp) {
     assert!(apart <= 3, "{ours:?} against the upload's {upload:?}");
     let after = app.get(&format!("/v1/images/{id}")).await.json;
     assert_close(app, &after, "storm.jpg").await;
+    // Signed in the same pass, inner hash and all.
+    assert!(record.signature().is_some_and(|s| s.inner.is_some()));
     assert_eq!(
         app.service.reprocess(&id).await.unwrap(),
+        imgest_flows::backfill::Reprocessed::Current
+    );
+
+    // Signed before inner hashes were: signed again from the variant's file, in place.
+    let older_id = ImageId::of_bytes(b"a photo signed before inner hashes");
+    let generation = legacy_record(app, &older_id, &original, Some(&uploaded)).await;
+    let images = &app.service.ports().images;
+    let older = imgest_core::domain::Signature {
+        inner: None,
+        ..uploaded.signature().unwrap().clone()
+    };
+    let thumbhash = uploaded.thumbhash().unwrap();
+    assert!(
+        images
+            .set_thumbhash(&older_id, &generation, thumbhash)
+            .await
+            .unwrap()
+    );
+    assert!(
+        images
+            .set_signature(&older_id, &generation, &older)
+            .await
+            .unwrap()
+    );
+    let files = app.files_of(older_id.as_str()).await;
+    assert_eq!(
+        app.service.reprocess(&older_id).await.unwrap(),
+        imgest_flows::backfill::Reprocessed::Done
+    );
+    let record = images.get(&older_id).await.unwrap().unwrap();
+    assert_eq!(record.generation, generation, "no new generation");
+    assert_eq!(
+        app.files_of(older_id.as_str()).await,
+        files,
+        "no file written"
+    );
+    let signature = record.signature().unwrap();
+    let (inner, uploaded_inner) = (
+        signature.inner.unwrap(),
+        uploaded.signature().unwrap().inner.unwrap(),
+    );
+    assert!(
+        inner.distance(&uploaded_inner) <= 8,
+        "{inner:?} against {uploaded_inner:?}"
+    );
+    assert_eq!(
+        app.service.reprocess(&older_id).await.unwrap(),
         imgest_flows::backfill::Reprocessed::Current
     );
 

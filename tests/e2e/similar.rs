@@ -1,5 +1,5 @@
 //! Near-duplicates (`IMGEST_SIMILAR`): photos that are the same picture re-encoded and resized,
-//! mirrored or padded are found across uploads and crawls, by the operator among every image
+//! mirrored, padded or stamped with a shop's name are found across uploads and crawls, by the operator among every image
 //! and by a seller or a partner only among its own; the upload of a new photo names its
 //! near-duplicates under other clients' offers; an unrelated photo is never among them; a
 //! collected image drops out. The same scenario on the embedded backend and on the AWS adapters.
@@ -46,12 +46,37 @@ fn padded(photo: &RgbImage) -> Vec<u8> {
     jpeg(&out, 90)
 }
 
+/// The photo with a shop's name in its top left corner (dark strokes on a light box, a
+/// sixteenth of the photo high, two fifths wide), the way sellers stamp photos.
+fn stamped(photo: &RgbImage) -> Vec<u8> {
+    let mut out = photo.clone();
+    let (w, h) = photo.dimensions();
+    let (x0, y0, bw, bh) = (w / 40, h / 40, w * 2 / 5, h / 16);
+    for y in y0..y0 + bh {
+        for x in x0..x0 + bw {
+            let stroke = (x - x0) % 9 < 3 && (y - y0) % (bh / 2).max(1) > 1;
+            out.put_pixel(
+                x,
+                y,
+                Rgb(if stroke {
+                    [20, 20, 20]
+                } else {
+                    [250, 250, 250]
+                }),
+            );
+        }
+    }
+    jpeg(&out, 90)
+}
+
 struct Photos {
     original: Vec<u8>,
     reencoded: Vec<u8>,
     mirrored: Vec<u8>,
     padded: Vec<u8>,
     unrelated: Vec<u8>,
+    /// The unrelated photo stamped: its whole hash is tens of bits off, its inner part's not.
+    unrelated_stamped: Vec<u8>,
 }
 
 fn photos() -> Photos {
@@ -62,6 +87,7 @@ fn photos() -> Photos {
         mirrored: jpeg(&imageops::flip_horizontal(&pixels), 90),
         padded: padded(&pixels),
         unrelated: sample("storm.jpg"),
+        unrelated_stamped: stamped(&decoded(&sample("storm.jpg"))),
         original,
     }
 }
@@ -153,6 +179,16 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
     assert_eq!(own["near_duplicates"], json!([]), "{own}");
     let padded = upload(app, &seller_a, &p.padded).await;
     upload(app, &seller_b, &p.unrelated).await;
+    // The other photo stamped with a shop's name: found by the inner parts' hashes alone.
+    let stamped = upload(app, &seller_b, &p.unrelated_stamped).await;
+    let of_unrelated = similar(app, &operator, &id_of(&p.unrelated)).await;
+    assert_eq!(
+        ids(&of_unrelated),
+        vec![stamped["image_id"].as_str().unwrap()],
+        "{of_unrelated:?}"
+    );
+    assert_eq!(of_unrelated[0].1["signal"], "inner", "{of_unrelated:?}");
+    assert_eq!(of_unrelated[0].1["mirrored"], false, "{of_unrelated:?}");
 
     let copy_id = copy["image_id"].as_str().unwrap();
     // The operator sees every near-duplicate of the photo, and how each matched.
@@ -180,10 +216,12 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
             assert_eq!((signal, mirrored), ("whole", false), "{m}");
         }
     }
-    assert!(
-        !ids(&all).contains(&id_of(&p.unrelated).as_str()),
-        "an unrelated photo is no near-duplicate"
-    );
+    for unrelated in [&p.unrelated, &p.unrelated_stamped] {
+        assert!(
+            !ids(&all).contains(&id_of(unrelated).as_str()),
+            "an unrelated photo is no near-duplicate"
+        );
+    }
 
     // Each caller sees only its own: seller-a its uploads, acme what its offers link and its
     // own uploads, globex its upload, seller-b nothing.
@@ -225,7 +263,7 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
     assert_eq!(unlinked.status, 204, "{}", unlinked.json);
     app.advance_clock(app.settings.orphan_ttl * 2);
     let collected = app.gc().await;
-    assert_eq!(collected.images_deleted, 6, "{collected:?}");
+    assert_eq!(collected.images_deleted, 7, "{collected:?}");
     let after = app
         .service
         .similar_to(&signature, None, &Scope::All)

@@ -642,7 +642,8 @@ impl Service {
             .await
     }
 
-    /// Gives a record made before placeholders or signatures what it lacks of them, each from
+    /// Gives a record made before placeholders, signatures or inner hashes what it lacks of them
+    /// (a signature without an inner hash is made again whole), each from
     /// the variant of the photo's shape it is made of (a small read and decode each: no new
     /// generation, no file written); `None` when a file cannot make one (an AVIF variant), to
     /// re-process the record whole.
@@ -670,7 +671,7 @@ impl Service {
         };
         let signature = record
             .signature()
-            .is_none()
+            .is_none_or(|s| s.inner.is_none())
             .then(|| imaging.signature_source(&mut sizes(), full))
             .flatten();
         // Each source read and decoded once (by default both are the `medium` variant).
@@ -875,18 +876,22 @@ impl Service {
             && self.lacks_only_derived(record, target)
     }
 
-    /// Whether a record has no signature though one of its variants could make it.
+    /// Whether a record has no signature, or one made before inner hashes were, though one of
+    /// its variants could make it.
     fn lacks_a_signature(&self, record: &ImageRecord) -> bool {
         let ImageState::Ready {
             width,
             height,
             variants,
-            signature: None,
+            signature,
             ..
         } = &record.state
         else {
             return false;
         };
+        if signature.as_ref().is_some_and(|s| s.inner.is_some()) {
+            return false;
+        }
         let mut sizes = variants.iter().map(|v| (v.width, v.height));
         self.imaging().map_or(true, |i| {
             i.signature_source(&mut sizes, (*width, *height)).is_some()

@@ -4,11 +4,13 @@
 //! The index is multi-index hashing over the record groups of the documents port: each indexed
 //! hash is filed under its [`SLICES`] buckets (slice number and 16-bit value; group
 //! `similar/{bucket}`), the member named by the image (`{id}`, or `{id}.t` for the trimmed
-//! part's hash) and holding the hash itself, so a lookup's distance check needs no second
-//! read. A lookup reads, for each hash it probes with (the photo's, its mirror's, and the
+//! part's hash) and holding the hash itself (the whole photo's entries its inner part's hash
+//! too), so a lookup's distance check needs no second read. A lookup reads, for each hash it probes with (the photo's, its mirror's, and the
 //! trimmed part's two when it has a border), the buckets [`Bucket::probes`] names (each slice's
 //! value, and with its two weak bits flipped): a bounded number of key reads whatever the
-//! index holds ([`lookup_reads`]). Buckets spread over 16 x 65,536 keys.
+//! index holds ([`lookup_reads`]). Buckets spread over 16 x 65,536 keys. An entry read whose
+//! hashes are all too far is still a match when the inner parts' hashes are near (a copy with
+//! a watermark or a caption near an edge: its whole hash moved, but seldom in every slice).
 //!
 //! What a caller sees is scoped ([`Scope`]): a client the images its offers link, a seller
 //! the photos it uploaded (within their window), the operator everything. Matches are then
@@ -59,7 +61,8 @@ pub struct NearDuplicate {
     pub image_id: ImageId,
     /// Bits apart, 0 to [`MATCH_DISTANCE`].
     pub distance: u32,
-    /// Which hashes matched: `Trimmed` when either side's was its trimmed part's.
+    /// Which hashes matched: `Trimmed` when either side's was its trimmed part's, `Inner` when
+    /// only the inner parts' were near.
     pub signal: Signal,
     /// Whether it matched as a mirror image.
     pub mirrored: bool,
@@ -88,8 +91,29 @@ pub fn lookup_reads(signature: &Signature) -> usize {
 
 fn member_name(id: &ImageId, signal: Signal) -> String {
     match signal {
-        Signal::Whole => id.as_str().to_owned(),
+        // The inner part's hash rides with the whole photo's entries.
+        Signal::Whole | Signal::Inner => id.as_str().to_owned(),
         Signal::Trimmed => format!("{id}.t"),
+    }
+}
+
+/// An entry's body: its hash in hex, then, for the whole photo's, its inner part's.
+fn entry_body(hash: &PdqHash, inner: Option<&PdqHash>) -> String {
+    let mut body = hash.to_hex();
+    if let Some(inner) = inner {
+        body.push_str(&inner.to_hex());
+    }
+    body
+}
+
+/// An entry's hash and inner part's hash (`None` in an entry filed before inner hashes were).
+fn parse_body(body: &str) -> Option<(PdqHash, Option<PdqHash>)> {
+    match (body.get(..64), body.get(64..)) {
+        (Some(hash), Some("")) => Some((PdqHash::from_hex(hash)?, None)),
+        (Some(hash), Some(inner)) => {
+            Some((PdqHash::from_hex(hash)?, Some(PdqHash::from_hex(inner)?)))
+        }
+        _ => None,
     }
 }
 
@@ -110,7 +134,8 @@ fn entries(id: &ImageId, signature: &Signature) -> Vec<(String, String, String)>
     signature
         .indexed()
         .flat_map(|(signal, hash)| {
-            let (name, body) = (member_name(id, signal), hash.to_hex());
+            let inner = signature.inner.as_ref().filter(|_| signal == Signal::Whole);
+            let (name, body) = (member_name(id, signal), entry_body(&hash, inner));
             Bucket::of(&hash)
                 .map(move |b| (b.to_text(), name.clone(), body.clone()))
                 .collect::<Vec<_>>()
@@ -158,7 +183,7 @@ pub async fn candidates(
     exclude: Option<&ImageId>,
 ) -> Result<Similar, StoreError> {
     let mut out = Similar {
-        searched: signature.is_matchable(),
+        searched: signature.is_searchable(),
         ..Similar::default()
     };
     if !out.searched {
@@ -187,7 +212,8 @@ pub async fn candidates(
         .flat_map(|(group, entries)| entries.iter().map(move |e| (group, e)));
     for (group, (name, body)) in read {
         out.entries_read += 1;
-        let (Some((image_id, indexed)), Some(hash)) = (parse_member(name), PdqHash::from_hex(body))
+        let (Some((image_id, indexed)), Some((hash, inner))) =
+            (parse_member(name), parse_body(body))
         else {
             continue;
         };
@@ -212,6 +238,25 @@ pub async fn candidates(
             if better {
                 best.insert(image_id.clone(), found);
             }
+            near = true;
+        }
+        // None of the hashes near: the inner parts' may be (an edge's watermark or caption).
+        let inner_distance = inner
+            .zip(signature.inner)
+            .map(|(a, b)| a.distance(&b))
+            .filter(|d| !near && *d <= MATCH_DISTANCE);
+        if let Some(distance) = inner_distance
+            && best.get(&image_id).is_none_or(|b| distance < b.distance)
+        {
+            best.insert(
+                image_id.clone(),
+                NearDuplicate {
+                    image_id: image_id.clone(),
+                    distance,
+                    signal: Signal::Inner,
+                    mirrored: false,
+                },
+            );
             near = true;
         }
         if near {
@@ -400,5 +445,26 @@ mod tests {
         }
         assert_eq!(parse_member("not an id"), None);
         assert_eq!(parse_member(&format!("{id}.x")), None);
+    }
+
+    #[test]
+    fn an_entry_body_holds_the_hash_and_the_inner_parts_and_reads_back() {
+        let hash = PdqHash::from_hex(&"1f".repeat(32)).unwrap();
+        let inner = PdqHash::from_hex(&"e0".repeat(32)).unwrap();
+        assert_eq!(parse_body(&entry_body(&hash, None)), Some((hash, None)));
+        assert_eq!(
+            parse_body(&entry_body(&hash, Some(&inner))),
+            Some((hash, Some(inner)))
+        );
+        let body = entry_body(&hash, Some(&inner));
+        for bad in [
+            "",
+            &body[..63],
+            &body[..100],
+            &format!("{body}0"),
+            &body.replace('1', "x"),
+        ] {
+            assert_eq!(parse_body(bad), None, "{bad:?}");
+        }
     }
 }

@@ -33,8 +33,9 @@ pub struct NearDuplicateJson {
     pub image_id: String,
     /// PDQ bits apart, 0 to 31 (0: the same picture).
     pub distance: u32,
-    /// `whole` (the photos as they are) or `trimmed` (one of them with a flat border, padding
-    /// or a frame, trimmed).
+    /// `whole` (the photos as they are), `trimmed` (one of them with a flat border, padding or
+    /// a frame, trimmed) or `inner` (only their inner parts, the outer tenth of each side left
+    /// out, are near: a watermark or a caption near an edge).
     pub signal: &'static str,
     /// Whether one is the other's mirror image.
     pub mirrored: bool,

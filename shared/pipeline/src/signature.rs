@@ -5,10 +5,12 @@
 //!
 //! Besides the whole photo's hash and its mirror's, a photo with a flat border (a copy padded
 //! to another shape, a frame) gets the hashes of what the border surrounds: a padded copy's
-//! trimmed hash is then the original's whole one.
+//! trimmed hash is then the original's whole one. And every photo gets the hash of its inner
+//! part, the outer tenth of each side left out: a copy with a shop's name or a caption near an
+//! edge is tens of bits off the whole photo's hash, not off that one.
 
 use image::RgbImage;
-use imgest_core::domain::{HashPair, Signature};
+use imgest_core::domain::{HashPair, INNER_BAND, Signature};
 
 use crate::pdq::{self, Dct16};
 
@@ -68,18 +70,30 @@ pub(crate) fn of_yuv(yuv: &super::planar::Yuv) -> Option<Signature> {
 /// [`hashed_luma`].
 fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
     let (quality, whole) = pair(luma, width, height)?;
-    let trimmed = inner(luma, width, height).and_then(|(x0, y0, x1, y1)| {
-        let (w, h) = (x1 - x0, y1 - y0);
-        let mut part = Vec::with_capacity(w * h);
+    let part = |(x0, y0, x1, y1): (usize, usize, usize, usize)| {
+        let mut part = Vec::with_capacity((x1 - x0) * (y1 - y0));
         for y in y0..y1 {
             part.extend_from_slice(luma.get(y * width + x0..y * width + x1)?);
         }
-        pair(&part, w, h).map(|(_, p)| p)
-    });
+        Some((part, x1 - x0, y1 - y0))
+    };
+    let trimmed = framed(luma, width, height)
+        .and_then(part)
+        .and_then(|(part, w, h)| pair(&part, w, h).map(|(_, p)| p));
+    // The inner part's hash alone (no mirror, no weak bits): it is compared, never probed with.
+    let (bx, by) = (
+        (width as f32 * INNER_BAND) as usize,
+        (height as f32 * INNER_BAND) as usize,
+    );
+    let inner = part((bx, by, width - bx, height - by))
+        .and_then(|(part, w, h)| Dct16::of_luma(&part, w, h))
+        .or_else(|| Dct16::of_luma(luma, width, height))
+        .map(|dct| dct.hash());
     Some(Signature {
         quality,
         whole,
         trimmed,
+        inner,
     })
 }
 
@@ -140,7 +154,7 @@ fn pair(luma: &[f32], width: usize, height: usize) -> Option<(u8, HashPair)> {
 
 /// What a flat border surrounds, `(x0, y0, x1, y1)` (ends excluded); `None` when there is no
 /// border worth trimming.
-fn inner(luma: &[f32], width: usize, height: usize) -> Option<(usize, usize, usize, usize)> {
+fn framed(luma: &[f32], width: usize, height: usize) -> Option<(usize, usize, usize, usize)> {
     let row = |y: usize| luma.get(y * width..(y + 1) * width);
     let column = |x: usize| (0..height).filter_map(move |y| luma.get(y * width + x).copied());
     let top = flat_run((0..height).map(|y| row(y).map(|r| r.to_vec()).unwrap_or_default()));
@@ -241,6 +255,57 @@ mod tests {
         assert!(mirrored.whole.hash.distance(&signature.whole.mirror) <= 4);
         assert!(mirrored.whole.mirror.distance(&signature.whole.hash) <= 4);
         assert!(mirrored.whole.hash.distance(&signature.whole.hash) > MATCH_DISTANCE);
+    }
+
+    /// `image` with a shop's name in its top left corner, the way sellers stamp photos: dark
+    /// letters on a light box, about a twentieth of the photo high, a fortieth from its edges.
+    fn stamped(image: &RgbImage) -> RgbImage {
+        let mut out = image.clone();
+        let (w, h) = image.dimensions();
+        let (x0, y0, bw, bh) = (w / 40, h / 40, w * 2 / 5, h / 16);
+        for y in y0..y0 + bh {
+            for x in x0..x0 + bw {
+                // Letters: dark strokes in a light box.
+                let stroke = (x - x0) % 9 < 3 && (y - y0) % (bh / 2).max(1) > 1;
+                out.put_pixel(
+                    x,
+                    y,
+                    Rgb(if stroke {
+                        [20, 20, 20]
+                    } else {
+                        [250, 250, 250]
+                    }),
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_copy_stamped_near_an_edge_keeps_the_inner_hash_the_whole_one_moves() {
+        for (w, h) in [(400, 300), (300, 400), (1024, 768)] {
+            // A dim, low-contrast photo (a night shot): the stamp is what stands out most.
+            let mut dim = picture(w, h);
+            for p in dim.pixels_mut() {
+                p.0 = p.0.map(|c| 40 + c / 6);
+            }
+            let original = of_rgb(&dim).unwrap();
+            let copy = of_rgb(&stamped(&dim)).unwrap();
+            let (whole, inner) = (
+                copy.whole.hash.distance(&original.whole.hash),
+                copy.inner.unwrap().distance(&original.inner.unwrap()),
+            );
+            assert!(
+                whole > MATCH_DISTANCE,
+                "{w}x{h}: the whole hash {whole} bits off"
+            );
+            assert!(inner <= 4, "{w}x{h}: the inner hash {inner} bits off");
+            // Not a border: nothing is trimmed.
+            assert!(copy.trimmed.is_none());
+        }
+        // A photo too small to lose its edges: its inner hash is its whole one's.
+        let tiny = of_rgb(&picture(8, 6)).unwrap();
+        assert_eq!(tiny.inner, Some(tiny.whole.hash));
     }
 
     #[test]

@@ -389,7 +389,8 @@ pub async fn a_placeholder_is_recorded_once_on_a_ready_record_of_its_generation(
 }
 
 /// A record written before signatures gets one, once, for its own generation; one written
-/// with one keeps it through a re-pointing that brings none, and reads it back whole.
+/// with one keeps it through a re-pointing that brings none, and reads it back whole; one
+/// written before inner hashes were gets one with, once.
 pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
     images: Arc<dyn ImageIndex>,
 ) {
@@ -451,6 +452,58 @@ pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
             .await
             .unwrap()
     );
+
+    // A signature made before inner hashes were is replaced by one with, once.
+    let id = random_image_id();
+    let Claim::New { generation } = claim(images, &id, BASE).await else {
+        panic!("a fresh id is new");
+    };
+    let older = Signature {
+        inner: None,
+        ..signature.clone()
+    };
+    let ready = ReadyImage {
+        signature: Some(older.clone()),
+        ..sample_ready()
+    };
+    images
+        .complete(&id, &generation, ready, BASE, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(must_get(images, &id).await.signature(), Some(&older));
+    assert!(
+        !images
+            .set_signature(&id, &generation, &other_without_inner(&signature))
+            .await
+            .unwrap(),
+        "an older signature is not replaced by another older one"
+    );
+    assert!(
+        images
+            .set_signature(&id, &generation, &signature)
+            .await
+            .unwrap()
+    );
+    assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
+    for later in [older, other] {
+        assert!(
+            !images
+                .set_signature(&id, &generation, &later)
+                .await
+                .unwrap(),
+            "{later:?}"
+        );
+    }
+    assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
+}
+
+/// Another signature made before inner hashes were (no trimmed part, no inner hash).
+fn other_without_inner(signature: &Signature) -> Signature {
+    Signature {
+        trimmed: None,
+        inner: None,
+        ..signature.clone()
+    }
 }
 
 pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {

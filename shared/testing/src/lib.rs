@@ -237,12 +237,13 @@ pub(crate) fn sample_ready() -> ReadyImage {
         original_metadata: Some(imgest_core::domain::OriginalMetadata::StripPrivate),
         // A real hash's length (23 bytes: an opaque landscape photo's).
         thumbhash: imgest_core::domain::ThumbHash::from_bytes(vec![0x5a; 23]).ok(),
-        // With a trimmed part: the longest a signature is.
+        // With a trimmed part and an inner hash: the longest a signature is.
         signature: Some(sample_signature()),
     }
 }
 
-/// A signature with a trimmed part (the longest a signature is), every field distinct.
+/// A signature with a trimmed part and an inner hash (the longest a signature is), every field
+/// distinct.
 pub fn sample_signature() -> imgest_core::domain::Signature {
     use imgest_core::domain::{HashPair, PdqHash, Signature, WeakBits};
     let hash = |byte: &str| PdqHash::from_hex(&byte.repeat(32)).unwrap_or_default();
@@ -256,6 +257,7 @@ pub fn sample_signature() -> imgest_core::domain::Signature {
         quality: 83,
         whole: pair("0f", "f0", 0x21),
         trimmed: Some(pair("3c", "c3", 0x43)),
+        inner: Some(hash("5a")),
     }
 }
 

@@ -13,7 +13,7 @@
 //! | `sha256`           | S    | ready only: hex SHA-256 of the bytes sent, checked on every dedup hit (absent on items written before strong hashes) |
 //! | `original_metadata` | S   | ready only: what the stored original kept of the photo's metadata (`keep`, `strip-private`, `strip-all`; absent on items written before originals were stripped) |
 //! | `thumbhash`        | S    | ready only: the photo's placeholder, a base64 ThumbHash (absent on items written before placeholders were made) |
-//! | `signature`        | B    | ready only: the photo's perceptual signature in its compact form, 98 or 194 bytes (absent on items written before signatures were made) |
+//! | `signature`        | B    | ready only: the photo's perceptual signature in its compact form, 130 or 226 bytes (98 or 194 if made before inner hashes were; absent on items written before signatures were made) |
 //! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
@@ -46,8 +46,9 @@ use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_buckets_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
-    ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, OfferKey, PreviousFiles,
-    Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
+    BYTES_WITHOUT_INNER, ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart,
+    OfferKey, PreviousFiles, Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp,
+    VariantSetVersion,
 };
 use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
@@ -981,13 +982,26 @@ impl ImageIndex for DynamoStore {
         generation: &Generation,
         signature: &Signature,
     ) -> Result<bool, StoreError> {
-        self.set_once(
-            id,
-            generation,
-            SIGNATURE,
-            signature_value(signature),
-            "the perceptual signature",
-        )
+        let mut e = Expr::new();
+        e.set(SIGNATURE, signature_value(signature));
+        let mut absent = e.not_exists(SIGNATURE);
+        if signature.inner.is_some() {
+            // Or one made before inner hashes were: told apart by its length.
+            let name = e.name(SIGNATURE);
+            for len in BYTES_WITHOUT_INNER {
+                let len = e.value(n(len as i64));
+                absent = format!("{absent} OR size({name}) = {len}");
+            }
+        }
+        let condition = format!(
+            "{} AND {} AND ({absent})",
+            e.eq(STATE, s(READY)),
+            e.eq(GENERATION, s(generation.as_str())),
+        );
+        let parts = e.finish();
+        self.update_if(image_key(id), parts, condition, || {
+            format!("recording the perceptual signature of image {id}")
+        })
         .await
     }
 

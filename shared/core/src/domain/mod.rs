@@ -28,8 +28,9 @@ pub use job_part::{JobPart, JobPartError, MAX_JOB_PARTS};
 pub use original::OriginalMetadata;
 pub use placeholder::{ThumbHash, ThumbHashError};
 pub use similarity::{
-    Bucket, HashPair, MATCH_DISTANCE, MIN_QUALITY, PROBES_PER_SLICE, PdqHash, SLICES, Signal,
-    Signature, SignatureError, SimilarMode, WeakBits,
+    BYTES_WITHOUT_INNER, Bucket, HashPair, INNER_BAND, MATCH_DISTANCE, MIN_QUALITY,
+    MIN_QUERY_QUALITY, PROBES_PER_SLICE, PdqHash, SLICES, Signal, Signature, SignatureError,
+    SimilarMode, WeakBits,
 };
 pub use sniff::{HEIC_HINT, NotSupported, SNIFF_LEN};
 pub use tenancy::{OfferKey, Owner, Tenant};

@@ -1,8 +1,10 @@
 //! A photo's perceptual signature, what near-duplicate detection compares: PDQ hashes (Meta's
 //! 256-bit perceptual hash, computed by the pipeline) of the photo and of its mirror image, and
 //! the same two of the photo with a flat border trimmed, when it has one (a padded copy's
-//! trimmed hash is the original's hash). Two photos are near-duplicates when some hash of one
-//! is within [`MATCH_DISTANCE`] bits of the other's indexed hash.
+//! trimmed hash is the original's hash), and the hash of its inner part (without the outer
+//! tenth of each side: a copy with a shop's watermark or a caption near an edge keeps it). Two
+//! photos are near-duplicates when some hash of one is within [`MATCH_DISTANCE`] bits of the
+//! other's indexed hash, or their inner parts' hashes are.
 //!
 //! Also the index's keys: a hash cut into [`SLICES`] slices of 16 bits, each slice value a
 //! bucket (multi-index hashing: two hashes within 31 bits differ by at most one bit on at least
@@ -17,8 +19,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The published matching threshold: hashes at most this many bits apart match.
 pub const MATCH_DISTANCE: u32 = 31;
 /// The published quality below which a hash is too flat to match on: such a hash is stored but
-/// neither indexed nor looked up.
+/// not indexed.
 pub const MIN_QUALITY: u8 = 50;
+/// The quality below which a photo is not looked up with either. Lower than [`MIN_QUALITY`]
+/// because an edit flattens a copy: PDQ's quality is its luma's gradient sum, so a copy 10 %
+/// darker and 10 % lower in contrast keeps 0.9 × 0.9 of its original's quality, and a photo
+/// indexed at 50 is looked up with at 40. The match still needs the indexed side's quality.
+pub const MIN_QUERY_QUALITY: u8 = 40;
 /// Slices a hash is cut into for the index.
 pub const SLICES: usize = 16;
 /// Buckets a lookup reads per slice of a hash it probes with.
@@ -150,6 +157,9 @@ pub struct HashPair {
 pub enum Signal {
     /// The whole photo's.
     Whole,
+    /// The photo's inner parts' (without the outer tenth of each side): what a watermark or a
+    /// caption near an edge leaves alone.
+    Inner,
     /// The photo's with its flat border trimmed.
     Trimmed,
 }
@@ -158,6 +168,7 @@ impl Signal {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Whole => "whole",
+            Self::Inner => "inner",
             Self::Trimmed => "trimmed",
         }
     }
@@ -165,6 +176,7 @@ impl Signal {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "whole" => Some(Self::Whole),
+            "inner" => Some(Self::Inner),
             "trimmed" => Some(Self::Trimmed),
             _ => None,
         }
@@ -180,7 +192,16 @@ pub struct Signature {
     pub whole: HashPair,
     /// The photo with a flat border (padding, a frame) trimmed: `None` when it has none.
     pub trimmed: Option<HashPair>,
+    /// The hash of the photo's inner part: [`INNER_BAND`] of each side left out (the whole
+    /// photo's for one too small to lose it). Not indexed on its own: it rides with the whole
+    /// photo's entries, and decides for an entry a lookup reads. `None` in a signature made
+    /// before it was (the backfill signs such a record again).
+    pub inner: Option<PdqHash>,
 }
+
+/// The share of each side the inner hash leaves out: a watermark, a shop's name or a caption
+/// sits within it (typically a twentieth of the photo high, a fortieth from its edge).
+pub const INNER_BAND: f32 = 0.1;
 
 /// Not a signature as [`Signature::to_text`] writes one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -192,9 +213,15 @@ pub struct SignatureError(String);
 const TEXT_VERSION: &str = "pdq1";
 
 impl Signature {
-    /// Whether its hashes are worth indexing and looking up.
+    /// Whether its hashes are worth indexing.
     pub fn is_matchable(&self) -> bool {
         self.quality >= MIN_QUALITY
+    }
+
+    /// Whether it is worth looking up with: its hashes may find an indexed one (a copy flatter
+    /// than what it copies, [`MIN_QUERY_QUALITY`]).
+    pub fn is_searchable(&self) -> bool {
+        self.quality >= MIN_QUERY_QUALITY
     }
 
     /// Each hash the index holds for the photo: the whole photo's and, with a border, the
@@ -234,12 +261,25 @@ impl Signature {
                 s.push_str(&part);
             }
         }
+        if let Some(inner) = self.inner {
+            s.push_str(INNER_TEXT_TAG);
+            s.push_str(&inner.to_hex());
+        }
         s
     }
 
     pub fn parse(s: &str) -> Result<Self, SignatureError> {
         let bad = || SignatureError(s.chars().take(40).collect());
-        let parts: Vec<&str> = s.split(':').collect();
+        let mut parts: Vec<&str> = s.split(':').collect();
+        // The inner part's hash, last and tagged `i` (absent from a signature made before it).
+        let inner = match parts.last().and_then(|p| p.strip_prefix('i')) {
+            Some(hex) => {
+                let inner = PdqHash::from_hex(hex).ok_or_else(bad)?;
+                parts.pop();
+                Some(inner)
+            }
+            None => None,
+        };
         if parts.first() != Some(&TEXT_VERSION) || !matches!(parts.len(), 6 | 10) {
             return Err(bad());
         }
@@ -279,6 +319,7 @@ impl Signature {
             quality,
             whole: pair(2)?,
             trimmed,
+            inner,
         })
     }
 }
@@ -300,12 +341,20 @@ impl<'de> Deserialize<'de> for Signature {
 const BYTES_VERSION: u8 = 1;
 /// A pair in the compact form: two hashes and their weak bits.
 const PAIR_BYTES: usize = 64 + 2 * SLICES;
-/// The compact form's lengths, without and with a trimmed part.
+/// The compact form's lengths, without and with a trimmed part; an inner hash adds its 32
+/// bytes at the end.
 const PAIR_LEN_2: usize = 2 + PAIR_BYTES;
 const PAIR_LEN_4: usize = 2 + 2 * PAIR_BYTES;
+const INNER_BYTES: usize = 32;
+/// The compact form's lengths of a signature made before inner hashes were (the ones a
+/// signature with an inner hash replaces).
+pub const BYTES_WITHOUT_INNER: [usize; 2] = [PAIR_LEN_2, PAIR_LEN_4];
+/// What the text form of an inner hash starts with (no other part of it holds an `i`).
+const INNER_TEXT_TAG: &str = ":i";
 
 impl Signature {
-    /// The compact form (98 bytes, 194 with a trimmed part): what an item of the table holds,
+    /// The compact form (130 bytes, 226 with a trimmed part; 32 fewer without an inner hash):
+    /// what an item of the table holds,
     /// where every byte counts towards an image write's units.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = vec![BYTES_VERSION, self.quality];
@@ -314,6 +363,9 @@ impl Signature {
             bytes.extend_from_slice(&pair.mirror.0);
             bytes.extend_from_slice(&pair.hash_weak.0);
             bytes.extend_from_slice(&pair.mirror_weak.0);
+        }
+        if let Some(inner) = self.inner {
+            bytes.extend_from_slice(&inner.0);
         }
         bytes
     }
@@ -340,10 +392,19 @@ impl Signature {
         let (Some(&BYTES_VERSION), Some(&quality)) = (bytes.first(), bytes.get(1)) else {
             return Err(bad());
         };
-        if quality > 100 || !matches!(bytes.len(), PAIR_LEN_2 | PAIR_LEN_4) {
+        let (pairs_len, inner) = match bytes.len() {
+            n @ (PAIR_LEN_2 | PAIR_LEN_4) => (n, None),
+            n if matches!(n.checked_sub(INNER_BYTES), Some(PAIR_LEN_2 | PAIR_LEN_4)) => {
+                let mut inner = [0u8; 32];
+                inner.copy_from_slice(take(n - INNER_BYTES, INNER_BYTES)?);
+                (n - INNER_BYTES, Some(PdqHash(inner)))
+            }
+            _ => return Err(bad()),
+        };
+        if quality > 100 {
             return Err(bad());
         }
-        let trimmed = if bytes.len() == PAIR_LEN_4 {
+        let trimmed = if pairs_len == PAIR_LEN_4 {
             Some(pair(2 + PAIR_BYTES)?)
         } else {
             None
@@ -352,6 +413,7 @@ impl Signature {
             quality,
             whole: pair(2)?,
             trimmed,
+            inner,
         })
     }
 }
@@ -429,6 +491,7 @@ mod tests {
             quality: 87,
             whole: pair(1),
             trimmed: None,
+            inner: None,
         }
         .to_bytes()
     }
@@ -436,22 +499,30 @@ mod tests {
     #[test]
     fn a_signature_reads_back_as_written_and_refuses_anything_else() {
         for trimmed in [None, Some(pair(3))] {
-            let s = Signature {
-                quality: 87,
-                whole: pair(1),
-                trimmed,
-            };
-            assert_eq!(Signature::parse(&s.to_text()), Ok(s.clone()));
-            assert_eq!(Signature::from_bytes(&s.to_bytes()), Ok(s.clone()));
-            assert!(s.to_bytes().len() <= 194);
+            // Made before inner hashes were, and after.
+            for inner in [None, Some(hash(5))] {
+                let s = Signature {
+                    quality: 87,
+                    whole: pair(1),
+                    trimmed,
+                    inner,
+                };
+                assert_eq!(Signature::parse(&s.to_text()), Ok(s.clone()));
+                assert_eq!(Signature::from_bytes(&s.to_bytes()), Ok(s.clone()));
+                assert!(s.to_bytes().len() <= 226);
+            }
         }
         let good = Signature {
             quality: 87,
             whole: pair(1),
             trimmed: None,
+            inner: None,
         }
         .to_text();
         for bad in [
+            format!("{good}:i{}", "0".repeat(63)),
+            format!("{good}:i{}:i{}", hash(3).to_hex(), hash(3).to_hex()),
+            format!("pdq1:87:i{}", hash(3).to_hex()),
             String::new(),
             good.replace("pdq1", "pdq2"),
             good.replace(":87:", ":101:"),
@@ -469,6 +540,8 @@ mod tests {
             vec![1],
             vec![0; 98],
             good_bytes()[..97].to_vec(),
+            [good_bytes(), vec![0; 31]].concat(),
+            [good_bytes(), vec![0; 33]].concat(),
             bytes,
         ] {
             assert!(Signature::from_bytes(&bad).is_err(), "{bad:?}");
@@ -523,15 +596,23 @@ mod tests {
     }
 
     #[test]
-    fn a_flat_photo_is_not_matchable_and_probes_cover_mirrors_and_trimmed() {
+    fn a_flat_photo_is_neither_indexed_nor_searched_a_flatter_copy_is_searched_and_probes_cover_mirrors_and_trimmed()
+     {
         let mut s = Signature {
-            quality: MIN_QUALITY - 1,
+            quality: MIN_QUERY_QUALITY - 1,
             whole: pair(1),
             trimmed: None,
+            inner: Some(hash(5)),
         };
+        assert!(!s.is_matchable());
+        assert!(!s.is_searchable());
+        // A copy a little flatter than what it copies is looked up with, not indexed.
+        s.quality = MIN_QUERY_QUALITY;
+        assert!(s.is_searchable());
         assert!(!s.is_matchable());
         s.quality = MIN_QUALITY;
         assert!(s.is_matchable());
+        assert!(s.is_searchable());
         assert_eq!(s.indexed().count(), 1);
         assert_eq!(s.probes().count(), 2);
         s.trimmed = Some(pair(3));

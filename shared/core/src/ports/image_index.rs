@@ -207,8 +207,8 @@ pub trait ImageIndex: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Records the perceptual signature of a ready record, only if it is still ready under
-    /// `generation` and has none (a record written before signatures were made); returns
-    /// whether it was written.
+    /// `generation` and has none (a record written before signatures were made), or one made
+    /// before inner hashes were while `signature` has one; returns whether it was written.
     async fn set_signature(
         &self,
         id: &ImageId,

@@ -774,9 +774,11 @@ impl Column {
                 "UPDATE images SET thumbhash = ?3 \
                  WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND thumbhash IS NULL"
             }
+            // Or over one made before inner hashes were (its text has no `:i`), by one with.
             Self::Signature => {
                 "UPDATE images SET signature = ?3 \
-                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND signature IS NULL"
+                 WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND (signature IS NULL \
+                   OR (instr(signature, ':i') = 0 AND instr(?3, ':i') > 0))"
             }
         }
     }

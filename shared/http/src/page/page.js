@@ -394,6 +394,7 @@ function similarItem(match) {
   item.dataset.distance = String(match.distance);
   const how = [
     match.signal === "trimmed" ? "inside a border" : null,
+    match.signal === "inner" ? "away from the edges" : null,
     match.mirrored ? "mirrored" : null,
   ].filter(Boolean);
   item.textContent = `${match.image_id}: ${match.distance} bits apart` +
