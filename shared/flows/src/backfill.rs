@@ -671,7 +671,7 @@ impl Service {
         };
         let signature = record
             .signature()
-            .is_none_or(|s| s.inner.is_none())
+            .is_none_or(|s| !s.is_complete())
             .then(|| imaging.signature_source(&mut sizes(), full))
             .flatten();
         // Each source read and decoded once (by default both are the `medium` variant).
@@ -889,7 +889,7 @@ impl Service {
         else {
             return false;
         };
-        if signature.as_ref().is_some_and(|s| s.inner.is_some()) {
+        if signature.as_ref().is_some_and(|s| s.is_complete()) {
             return false;
         }
         let mut sizes = variants.iter().map(|v| (v.width, v.height));

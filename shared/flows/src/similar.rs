@@ -5,12 +5,13 @@
 //! hash is filed under its [`SLICES`] buckets (slice number and 16-bit value; group
 //! `similar/{bucket}`), the member named by the image (`{id}`, or `{id}.t` for the trimmed
 //! part's hash) and holding the hash itself (the whole photo's entries its inner part's hash
-//! too), so a lookup's distance check needs no second read. A lookup reads, for each hash it probes with (the photo's, its mirror's, and the
-//! trimmed part's two when it has a border), the buckets [`Bucket::probes`] names (each slice's
-//! value, and with its two weak bits flipped): a bounded number of key reads whatever the
-//! index holds ([`lookup_reads`]). Buckets spread over 16 x 65,536 keys. An entry read whose
-//! hashes are all too far is still a match when the inner parts' hashes are near (a copy with
-//! a watermark or a caption near an edge: its whole hash moved, but seldom in every slice).
+//! too), so a lookup's distance check needs no second read. A lookup reads, for each hash it
+//! probes with (the photo's, its mirror's, and the trimmed part's two when it has a border),
+//! the buckets [`Bucket::probes`] names (each slice's value, and with its two weak bits
+//! flipped): a bounded number of key reads whatever the index holds ([`lookup_reads`]).
+//! Buckets spread over 16 x 65,536 keys. An entry read whose hashes are all too far is still a
+//! match when the inner parts' hashes are near (a copy with a watermark or a caption near an
+//! edge: its whole hash moved, but seldom in every slice).
 //!
 //! What a caller sees is scoped ([`Scope`]): a client the images its offers link, a seller
 //! the photos it uploaded (within their window), the operator everything. Matches are then
@@ -241,11 +242,11 @@ pub async fn candidates(
             near = true;
         }
         // None of the hashes near: the inner parts' may be (an edge's watermark or caption).
-        let inner_distance = inner
-            .zip(signature.inner)
-            .map(|(a, b)| a.distance(&b))
-            .filter(|d| !near && *d <= MATCH_DISTANCE);
-        if let Some(distance) = inner_distance
+        if !near
+            && let Some(distance) = inner
+                .zip(signature.inner)
+                .map(|(a, b)| a.distance(&b))
+                .filter(|d| *d <= MATCH_DISTANCE)
             && best.get(&image_id).is_none_or(|b| distance < b.distance)
         {
             best.insert(

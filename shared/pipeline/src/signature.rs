@@ -87,13 +87,12 @@ fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
     );
     let inner = part((bx, by, width - bx, height - by))
         .and_then(|(part, w, h)| Dct16::of_luma(&part, w, h))
-        .or_else(|| Dct16::of_luma(luma, width, height))
-        .map(|dct| dct.hash());
+        .map_or(whole.hash, |dct| dct.hash());
     Some(Signature {
         quality,
         whole,
         trimmed,
-        inner,
+        inner: Some(inner),
     })
 }
 

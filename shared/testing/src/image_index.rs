@@ -455,9 +455,7 @@ pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
 
     // A signature made before inner hashes were is replaced by one with, once.
     let id = random_image_id();
-    let Claim::New { generation } = claim(images, &id, BASE).await else {
-        panic!("a fresh id is new");
-    };
+    let generation = claim_new(images, &id, BASE).await;
     let older = Signature {
         inner: None,
         ..signature.clone()
@@ -473,7 +471,14 @@ pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
     assert_eq!(must_get(images, &id).await.signature(), Some(&older));
     assert!(
         !images
-            .set_signature(&id, &generation, &other_without_inner(&signature))
+            .set_signature(
+                &id,
+                &generation,
+                &Signature {
+                    trimmed: None,
+                    ..older.clone()
+                }
+            )
             .await
             .unwrap(),
         "an older signature is not replaced by another older one"
@@ -495,15 +500,6 @@ pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
         );
     }
     assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
-}
-
-/// Another signature made before inner hashes were (no trimmed part, no inner hash).
-fn other_without_inner(signature: &Signature) -> Signature {
-    Signature {
-        trimmed: None,
-        inner: None,
-        ..signature.clone()
-    }
 }
 
 pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {

@@ -632,22 +632,27 @@ impl DynamoStore {
 
 impl DynamoStore {
     /// Writes `attr` of a record written without it, only if it is still ready under
-    /// `generation` and still has none; returns whether it was written.
+    /// `generation` and still has none, or one of `replaces_sizes` (an older form the value
+    /// supersedes); returns whether it was written.
     async fn set_once(
         &self,
         id: &ImageId,
         generation: &Generation,
-        attr: &'static str,
-        value: AttributeValue,
+        (attr, value): (&'static str, AttributeValue),
+        replaces_sizes: &[usize],
         what: &str,
     ) -> Result<bool, StoreError> {
         let mut e = Expr::new();
         e.set(attr, value);
+        let mut absent = e.not_exists(attr);
+        for size in replaces_sizes {
+            let (name, size) = (e.name(attr), e.value(n(*size as i64)));
+            absent = format!("{absent} OR size({name}) = {size}");
+        }
         let condition = format!(
-            "{} AND {} AND {}",
+            "{} AND {} AND ({absent})",
             e.eq(STATE, s(READY)),
             e.eq(GENERATION, s(generation.as_str())),
-            e.not_exists(attr),
         );
         let parts = e.finish();
         self.update_if(image_key(id), parts, condition, || {
@@ -956,8 +961,14 @@ impl ImageIndex for DynamoStore {
         generation: &Generation,
         sha256: &ContentHash,
     ) -> Result<bool, StoreError> {
-        self.set_once(id, generation, SHA256, s(sha256.to_hex()), "the SHA-256")
-            .await
+        self.set_once(
+            id,
+            generation,
+            (SHA256, s(sha256.to_hex())),
+            &[],
+            "the SHA-256",
+        )
+        .await
     }
 
     async fn set_thumbhash(
@@ -969,8 +980,8 @@ impl ImageIndex for DynamoStore {
         self.set_once(
             id,
             generation,
-            THUMBHASH,
-            s(thumbhash.to_base64()),
+            (THUMBHASH, s(thumbhash.to_base64())),
+            &[],
             "the placeholder",
         )
         .await
@@ -982,26 +993,20 @@ impl ImageIndex for DynamoStore {
         generation: &Generation,
         signature: &Signature,
     ) -> Result<bool, StoreError> {
-        let mut e = Expr::new();
-        e.set(SIGNATURE, signature_value(signature));
-        let mut absent = e.not_exists(SIGNATURE);
-        if signature.inner.is_some() {
-            // Or one made before inner hashes were: told apart by its length.
-            let name = e.name(SIGNATURE);
-            for len in BYTES_WITHOUT_INNER {
-                let len = e.value(n(len as i64));
-                absent = format!("{absent} OR size({name}) = {len}");
-            }
-        }
-        let condition = format!(
-            "{} AND {} AND ({absent})",
-            e.eq(STATE, s(READY)),
-            e.eq(GENERATION, s(generation.as_str())),
-        );
-        let parts = e.finish();
-        self.update_if(image_key(id), parts, condition, || {
-            format!("recording the perceptual signature of image {id}")
-        })
+        // A complete signature also replaces one made before inner hashes were, told apart by
+        // its length.
+        let older: &[usize] = if signature.is_complete() {
+            &BYTES_WITHOUT_INNER
+        } else {
+            &[]
+        };
+        self.set_once(
+            id,
+            generation,
+            (SIGNATURE, signature_value(signature)),
+            older,
+            "the perceptual signature",
+        )
         .await
     }
 

@@ -218,6 +218,12 @@ impl Signature {
         self.quality >= MIN_QUALITY
     }
 
+    /// Whether it has every hash this build makes: one made before inner hashes were is made
+    /// again by the backfill, and replaced where it is stored.
+    pub fn is_complete(&self) -> bool {
+        self.inner.is_some()
+    }
+
     /// Whether it is worth looking up with: its hashes may find an indexed one (a copy flatter
     /// than what it copies, [`MIN_QUERY_QUALITY`]).
     pub fn is_searchable(&self) -> bool {
