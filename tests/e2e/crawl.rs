@@ -425,6 +425,27 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
     };
     assert!(record.body.len() < 512, "{} bytes", record.body.len());
     assert_eq!(app.crawl_status("offer-7").await.json["state"], "pending");
+    // Spread over the URL's groups (a partition each on DynamoDB), none holding much more
+    // than its share: the URL's hash alone keys none of them.
+    let hash = imgest_core::domain::UrlHash::parse(&records.documents[0].0).unwrap();
+    let groups = imgest_crawl::joiner_groups(&hash);
+    let mut filed = Vec::new();
+    for group in &groups {
+        let page = documents
+            .list_members("waiter", group, None, JOINERS, now)
+            .await
+            .unwrap();
+        filed.push(page.members.len());
+    }
+    assert_eq!(filed.iter().sum::<usize>(), JOINERS, "{filed:?}");
+    assert_eq!(filed[0], 0, "the URL's one group of before: {filed:?}");
+    let share = JOINERS / imgest_crawl::JOINER_GROUPS;
+    assert!(
+        filed[1..]
+            .iter()
+            .all(|&n| n > share / 2 && n < share * 3 / 2),
+        "{filed:?}"
+    );
 
     gate.open();
     let total = JOINERS as u64 + 1;
@@ -440,13 +461,14 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
         assert_eq!(result["photos"][0]["image_id"], id.as_str(), "{result}");
     }
     assert_eq!(app.photo_ids("offer-9999").await, [id]);
-    // Every joiner told is no longer filed.
-    let key = &records.documents[0].0;
-    let left = documents
-        .list_members("waiter", key, None, 10, now)
-        .await
-        .unwrap();
-    assert!(left.members.is_empty(), "{left:?}");
+    // Every joiner told is no longer filed, in any of the URL's groups.
+    for group in &groups {
+        let left = documents
+            .list_members("waiter", group, None, 10, now)
+            .await
+            .unwrap();
+        assert!(left.members.is_empty(), "{group}: {left:?}");
+    }
 }
 
 /// A host trusted to name its photos' MD5 in their ETag: `/a.jpg` is `known`; `/mirror.jpg`

@@ -673,9 +673,10 @@ async fn with_banner(name: &str) -> Option<(CrawlOnAws, PartnerHost)> {
 }
 
 /// A popular URL on AWS: the crawls that joined its download are told a page per invocation.
-/// The fetch function that finished the download tells the first page and hands the next on
-/// to the settle queue, where the intake function tells it and hands on the one after; every
-/// crawl gets its result once, the host sees one request, and no filing is left.
+/// The fetch function that finished the download tells about a page and hands the rest of its
+/// groups on to the settle queue, where the intake function tells each page and hands on the
+/// one after; every crawl gets its result once, the host sees one request, and no filing is
+/// left.
 #[tokio::test]
 async fn a_popular_urls_joined_crawls_are_told_a_page_per_invocation() {
     const JOINERS: usize = 205;
@@ -742,7 +743,14 @@ async fn a_popular_urls_joined_crawls_are_told_a_page_per_invocation() {
         let response = handlers::settle::handle(&crawler, event).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
     }
-    assert_eq!(pages, JOINERS.div_ceil(100) - 1, "pages handed on");
+    // The fetch function told about a page and handed the other groups on, each group's
+    // pages one after another: at least the pages beyond the first, at most a page more
+    // than the groups (a group of more than a page hands on its second).
+    let at_least = JOINERS.div_ceil(imgest_crawl::JOINERS_PER_PAGE) - 1;
+    assert!(
+        (at_least..=imgest_crawl::JOINER_GROUPS + at_least).contains(&pages),
+        "{pages} pages handed on"
+    );
 
     let mut results = SqsEvent::default();
     loop {
@@ -764,29 +772,64 @@ async fn a_popular_urls_joined_crawls_are_told_a_page_per_invocation() {
     )
     .unwrap()
     .hash();
-    let left = documents
-        .list_members("waiter", hash.as_str(), None, 10, now)
-        .await
-        .unwrap();
-    assert!(left.members.is_empty(), "{left:?}");
+    for group in imgest_crawl::joiner_groups(&hash) {
+        let left = documents
+            .list_members("waiter", &group, None, 10, now)
+            .await
+            .unwrap();
+        assert!(left.members.is_empty(), "{group}: {left:?}");
+    }
 }
 
-/// The documents of a process that dies right after a finisher recorded a URL's outcome: its
-/// first walk of the joined crawls fails (the process is gone before it tells them).
-struct DiesBeforeTelling {
+/// The documents as one process sees them: one that dies right after a finisher recorded a
+/// URL's outcome (`dies`: its first walk of the joined crawls fails, the process gone before
+/// it tells them), or one whose peeks of a URL's record are behind (`stale`: DynamoDB's
+/// eventually consistent read, held at a snapshot).
+struct AsSeen {
     inner: std::sync::Arc<dyn imgest_core::ports::Documents>,
+    dies: bool,
     died: std::sync::atomic::AtomicBool,
+    /// A URL record's key and what its peeks answer.
+    stale: Option<(String, Option<imgest_core::ports::StoredDocument>)>,
+}
+
+impl AsSeen {
+    /// `inner` as it is (nothing dies, nothing is behind).
+    fn over(inner: std::sync::Arc<dyn imgest_core::ports::Documents>) -> Self {
+        Self {
+            inner,
+            dies: false,
+            died: false.into(),
+            stale: None,
+        }
+    }
+
+    fn inner(&self) -> &dyn imgest_core::ports::Documents {
+        self.inner.as_ref()
+    }
 }
 
 #[async_trait::async_trait]
-impl imgest_core::ports::Documents for DiesBeforeTelling {
+impl imgest_core::ports::Documents for AsSeen {
     async fn get_document(
         &self,
         kind: &str,
         key: &str,
         now: imgest_core::domain::Timestamp,
     ) -> Result<Option<imgest_core::ports::StoredDocument>, imgest_core::ports::StoreError> {
-        self.inner.get_document(kind, key, now).await
+        self.inner().get_document(kind, key, now).await
+    }
+
+    async fn peek_document(
+        &self,
+        kind: &str,
+        key: &str,
+        now: imgest_core::domain::Timestamp,
+    ) -> Result<Option<imgest_core::ports::StoredDocument>, imgest_core::ports::StoreError> {
+        match &self.stale {
+            Some((stale, seen)) if kind == "url" && key == stale => Ok(seen.clone()),
+            _ => self.inner().peek_document(kind, key, now).await,
+        }
     }
 
     async fn put_document(
@@ -798,7 +841,7 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         expires_at: imgest_core::domain::Timestamp,
         now: imgest_core::domain::Timestamp,
     ) -> Result<u64, imgest_core::ports::StoreError> {
-        self.inner
+        self.inner()
             .put_document(kind, key, body, expected, expires_at, now)
             .await
     }
@@ -810,7 +853,7 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         limit: usize,
         now: imgest_core::domain::Timestamp,
     ) -> Result<imgest_core::ports::DocumentPage, imgest_core::ports::StoreError> {
-        self.inner.scan_documents(kind, cursor, limit, now).await
+        self.inner().scan_documents(kind, cursor, limit, now).await
     }
 
     async fn put_member(
@@ -822,7 +865,7 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         expires_at: imgest_core::domain::Timestamp,
         now: imgest_core::domain::Timestamp,
     ) -> Result<(), imgest_core::ports::StoreError> {
-        self.inner
+        self.inner()
             .put_member(kind, group, member, body, expires_at, now)
             .await
     }
@@ -835,13 +878,13 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         limit: usize,
         now: imgest_core::domain::Timestamp,
     ) -> Result<imgest_core::ports::MemberPage, imgest_core::ports::StoreError> {
-        if !self.died.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if self.dies && !self.died.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Err(imgest_core::ports::StoreError::Unavailable {
                 message: "the process died".into(),
                 source: None,
             });
         }
-        self.inner
+        self.inner()
             .list_members(kind, group, cursor, limit, now)
             .await
     }
@@ -852,7 +895,7 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         group: &str,
         members: &[String],
     ) -> Result<(), imgest_core::ports::StoreError> {
-        self.inner.delete_members(kind, group, members).await
+        self.inner().delete_members(kind, group, members).await
     }
 
     async fn add_counts(
@@ -864,7 +907,7 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         expires_at: imgest_core::domain::Timestamp,
         now: imgest_core::domain::Timestamp,
     ) -> Result<(), imgest_core::ports::StoreError> {
-        self.inner
+        self.inner()
             .add_counts(kind, key, bucket, counts, expires_at, now)
             .await
     }
@@ -877,7 +920,7 @@ impl imgest_core::ports::Documents for DiesBeforeTelling {
         to: i64,
         now: imgest_core::domain::Timestamp,
     ) -> Result<Vec<imgest_core::ports::CountBucket>, imgest_core::ports::StoreError> {
-        self.inner.read_counts(kind, key, from, to, now).await
+        self.inner().read_counts(kind, key, from, to, now).await
     }
 }
 
@@ -908,9 +951,9 @@ async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivere
     assert_eq!(crawler.counts().urls_joined, 2);
 
     let mut ports = app.service.ports().clone();
-    ports.documents = std::sync::Arc::new(DiesBeforeTelling {
-        inner: ports.documents.clone(),
-        died: false.into(),
+    ports.documents = std::sync::Arc::new(AsSeen {
+        dies: true,
+        ..AsSeen::over(ports.documents.clone())
     });
     let dying = imgest_crawl::Crawler::new(
         std::sync::Arc::new(app.service_over(ports, app.pipeline_config())),
@@ -930,6 +973,86 @@ async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivere
     assert_eq!(host.requests(), 1);
     let results = take(&sqs, &urls["results"], 2).await;
     assert_eq!(ok_offers(&results), ["second", "third"]);
+}
+
+/// A crawl whose intake reads a popular URL's record from before its download ended (a peek
+/// behind, as DynamoDB's eventually consistent read may be) still settles: over a record whose
+/// download nobody had joined yet, its mark conflicts and it reads again; over one already
+/// joined, it files itself, finds its group's end mark the finisher wrote before telling, and
+/// settles from the recorded outcome itself. Neither waits for a finisher that has gone.
+#[tokio::test]
+async fn crawls_joining_over_a_stale_read_as_the_download_ends_settle_themselves() {
+    let Some((
+        CrawlOnAws {
+            sqs,
+            urls,
+            app,
+            crawler,
+            ..
+        },
+        host,
+    )) = with_banner("popular url, stale joins").await
+    else {
+        return;
+    };
+    let documents = app.service.ports().documents.clone();
+    let hash = imgest_core::domain::NormalizedUrl::parse(
+        &host.url("/banner.jpg"),
+        &crawler.settings().normalization,
+    )
+    .unwrap()
+    .hash();
+    let request = |offer: &str| json!({"client_id": "acme", "offer_id": offer, "urls": [host.url("/banner.jpg")]});
+    let record = || async {
+        let now = app.service.ports().clock.now();
+        documents
+            .get_document("url", hash.as_str(), now)
+            .await
+            .unwrap()
+    };
+    async fn intake(crawler: &Crawler, offer: &str, request: Value) {
+        let event = intake_event(&format!("stale-{offer}"), &request);
+        let response = handlers::intake::handle(crawler, event).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    intake(&crawler, "first", request("first")).await;
+    let running = record().await;
+    intake(&crawler, "second", request("second")).await;
+    assert_eq!(crawler.counts().urls_joined, 1);
+    let joined = record().await;
+    assert_ne!(
+        running, joined,
+        "the first joiner marks the download joined"
+    );
+    fetch_then_process(&sqs, &urls, &crawler, 1).await;
+    let told = take(&sqs, &urls["results"], 2).await;
+    assert_eq!(ok_offers(&told), ["first", "second"]);
+
+    for (offer, seen) in [("third", running), ("fourth", joined)] {
+        let mut ports = app.service.ports().clone();
+        ports.documents = std::sync::Arc::new(AsSeen {
+            stale: Some((hash.as_str().to_owned(), seen)),
+            ..AsSeen::over(documents.clone())
+        });
+        let behind = imgest_crawl::Crawler::new(
+            std::sync::Arc::new(app.service_over(ports, app.pipeline_config())),
+            crawler.settings().clone(),
+            Processing::Inline,
+        );
+        intake(&behind, offer, request(offer)).await;
+        assert_eq!(behind.counts().urls_joined, 0, "{offer} waits for nobody");
+        let result = take(&sqs, &urls["results"], 1).await;
+        assert_eq!(ok_offers(&result), [offer]);
+    }
+    assert_eq!(host.requests(), 1);
+    let now = app.service.ports().clock.now();
+    for group in imgest_crawl::joiner_groups(&hash) {
+        let left = documents
+            .list_members("waiter", &group, None, 10, now)
+            .await
+            .unwrap();
+        assert!(left.members.is_empty(), "{group}: {left:?}");
+    }
 }
 
 /// The settle queue's pages of joined crawls are input like any other: a page a partner sent
@@ -977,6 +1100,13 @@ async fn forged_pages_of_joined_crawls_are_dead_letters_with_their_reasons() {
         (partners, Some("forbidden")),
         (page("not a url hash", "x"), Some("unusable")),
         (page(hash.as_str(), "not a cursor"), Some("bad_cursor")),
+        (
+            stack_event(
+                "forged",
+                &json!({"joiners": {"url_hash": hash.as_str(), "group": 16, "from": ""}}),
+            ),
+            Some("unusable"),
+        ),
         (
             page("0cc175b9c0f1b6a831c399e269772661", "not a cursor"),
             None,

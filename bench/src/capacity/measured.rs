@@ -403,16 +403,6 @@ impl Measured {
         })
     }
 
-    /// Read units of `class` per item of `stage`.
-    pub fn reads_per_item(&self, stage: &str, class: &str) -> Result<Figure> {
-        let s = self.stage(stage)?;
-        let rcu: f64 = self.keys(stage, class)?.iter().map(|k| k.rcu).sum();
-        Ok(Figure {
-            value: rcu / (s.items.max(1)) as f64,
-            source: format!("{class} RCU/item in {stage}"),
-        })
-    }
-
     /// Write units per write of `class` in `stage` (at least one).
     pub fn wcu_per_write(&self, stage: &str, class: &str) -> Result<Figure> {
         let keys = self.keys(stage, class)?;

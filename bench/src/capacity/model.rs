@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::measured::{FULL_VCPU_MB, Figure, GcRecord, Measured};
 use super::scenario::{AuditMode, Checkpoint, Latency, LatencyClass, LongWaits, Scenario};
 use imgest_core::budget::MemoryBudget;
-use imgest_crawl::JOINERS_PER_PAGE;
+use imgest_crawl::{JOINER_GROUPS, JOINERS_PER_PAGE, RECORD_REUSE};
 
 /// The API's routes the model holds against their throttles (a scenario's
 /// `deployment.api.routes` may name these and `"default"`, nothing else).
@@ -1206,20 +1206,36 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         Some(hot),
         format!("join_per_s {} × {} × ⌈size KB⌉", fmt(joins), f(&url_writes)),
     );
-    // Waiters as items of their own, where the design has them.
+    // Waiters as items of their own, spread over groups by a hash of the crawl (a partition
+    // key each), where the design has them; each checks its group's end mark after filing (a
+    // consistent read of a small item), not the URL's record.
     if wait_writes.value > 0.0 {
+        let groups = JOINER_GROUPS as f64;
         let wait_wcu = m.wcu_per_write("join: intake", WAITER_CLASS)?;
         r.row(
             "dynamodb",
-            "the popular URL's waiters: write units/s",
-            joins * wait_writes.value * wait_wcu.value,
+            "the popular URL's waiters: write units/s on a group's partition",
+            joins * wait_writes.value * wait_wcu.value / groups,
             "WCU/s",
             Some(hot),
             format!(
-                "join_per_s {} × {} × {}",
+                "join_per_s {} × {} × {} ÷ {JOINER_GROUPS} groups (JOINER_GROUPS: a joiner's group by a hash of its crawl)",
                 fmt(joins),
                 f(&wait_writes),
                 f(&wait_wcu)
+            ),
+        );
+        r.row(
+            "dynamodb",
+            "the popular URL's group end marks: read units/s on a group's partition",
+            joins / groups,
+            "RCU/s",
+            Some(lim.partition_fraction * lim.partition_rcu),
+            format!(
+                "join_per_s {} ÷ {JOINER_GROUPS} groups × 1 RCU (a consistent read of its group's mark after each filing) vs partition_fraction {} × partition_rcu {}",
+                fmt(joins),
+                fmt(lim.partition_fraction),
+                fmt(lim.partition_rcu)
             ),
         );
     }
@@ -1549,18 +1565,26 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         ),
     );
 
-    // The popular URL's record is read by every join (is it running, where do I wait).
-    let url_rcu = m.reads_per_item("join: intake", "rec url")?;
+    // The popular URL's record is peeked by every join (is it running, where do I wait), but
+    // an intake instance reuses what it read less than RECORD_REUSE ago, so the record is
+    // peeked at most once per instance per reuse, however often its crawls list it (a
+    // profile measured in one process would count its reuse, not the instances': the design's
+    // bound is the row). After filing, a join reads its group's mark, not the record.
+    let peek_rcu = 0.5 * (url_size / 1024.0 / 4.0).ceil().max(1.0);
+    let reuse_s = RECORD_REUSE.as_secs_f64();
+    let peeks = joins.min(d.intake.max_concurrency / reuse_s);
     r.row(
         "dynamodb",
         "the popular URL's record: read units/s from joins",
-        joins * url_rcu.value,
+        peeks * peek_rcu,
         "RCU/s",
         Some(lim.partition_fraction * lim.partition_rcu),
         format!(
-            "join_per_s {} × {} vs partition_fraction {} × partition_rcu {}",
+            "min(join_per_s {}, IntakeConcurrency {} ÷ a record reused {} s per instance) × {} RCU a peek vs partition_fraction {} × partition_rcu {}",
             fmt(joins),
-            f(&url_rcu),
+            fmt(d.intake.max_concurrency),
+            fmt(reuse_s),
+            fmt(peek_rcu),
             fmt(lim.partition_fraction),
             fmt(lim.partition_rcu)
         ),

@@ -169,7 +169,7 @@ impl Crawler {
 
         for (d, (f, version)) in done.iter().zip(&finished) {
             if self.write_finished(&d.hash, f, *version, now).await? {
-                self.tell_joiners(&d.hash, Some(&f.status)).await?;
+                self.tell_joiners(&d.hash, Some(&f.record)).await?;
             } else {
                 self.finish_url(&d.hash, &d.lease, d.settlement.clone(), None)
                     .await?;

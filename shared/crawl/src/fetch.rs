@@ -608,7 +608,7 @@ impl Crawler {
             self.settle_waiters(hash, &finished.waiters, &finished.status)
                 .await?;
             if self.write_finished(hash, &finished, version, now).await? {
-                self.tell_joiners(hash, Some(&finished.status)).await?;
+                self.tell_joiners(hash, Some(&finished.record)).await?;
                 return Ok(());
             }
             imgest_core::retry::backoff(round).await;
@@ -670,7 +670,7 @@ impl Crawler {
         };
         let status = status_of(&outcome);
         record.last = Some(outcome);
-        record.fetch = None;
+        record.ended = record.fetch.take();
         let waiters = std::mem::take(&mut record.waiters);
         Finished {
             record,

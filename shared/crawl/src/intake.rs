@@ -359,15 +359,13 @@ impl Crawler {
         parsed: &[(String, Result<NormalizedUrl, FetchErrorKind>)],
         now: Timestamp,
     ) -> Result<Option<HashMap<UrlHash, PhotoStatus>>, FlowError> {
-        let records = self.service.ports().documents.as_ref();
         let mut known = HashMap::new();
         for url in parsed.iter().filter_map(|(_, url)| url.as_ref().ok()) {
             let hash = url.hash();
             if known.contains_key(&hash) {
                 continue;
             }
-            let (record, _) =
-                records::peek::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+            let (record, _) = self.read_url(&hash, now, false).await?;
             match record.and_then(|r| settled_status(&r, now, self.reuse_window())) {
                 Some(status) => known.insert(hash, status),
                 None => return Ok(None),
@@ -395,20 +393,12 @@ impl Crawler {
         let host = super::host_of(url.fetch_url());
         self.refresh_host(host).await;
         let host_down = self.hosts.admission(host, now) == Admission::Refused;
-        let records = self.service.ports().documents.as_ref();
         // The first read is a peek, as in `records::update`: a write over a stale one conflicts
         // and the next round reads consistently (a join over a stale one finds the download
         // ended when it reads the record again).
         let mut consistent = false;
         for round in 0..records::MAX_ROUNDS {
-            let (record, version) = records::read_to_write::<UrlRecord>(
-                records,
-                URL_KIND,
-                hash.as_str(),
-                now,
-                consistent,
-            )
-            .await?;
+            let (record, version) = self.read_url(&hash, now, consistent).await?;
             consistent = true;
             let mut record = record.unwrap_or_default();
             if let Some(status) = settled_status(&record, now, url_ttl) {
@@ -426,6 +416,7 @@ impl Crawler {
                         client_id: client.clone(),
                         until: now.plus(FETCH_LEASE),
                         id: secure_hex::<8>(),
+                        joined: Some(false),
                     };
                     let lease_id = lease.id.clone();
                     record.fetch = Some(lease);
@@ -448,7 +439,10 @@ impl Crawler {
                         .await?;
                     return Ok(Joined::Waiting);
                 }
-                Some(lease) => match self.file_joiner(&hash, &lease, waiter, now).await? {
+                Some(_) => match self
+                    .file_joiner(&hash, &record, version, waiter, now)
+                    .await?
+                {
                     AfterJoin::Waiting => {
                         self.counters.urls_joined.increment(1);
                         return Ok(Joined::Waiting);
@@ -462,8 +456,38 @@ impl Crawler {
         Err(records::too_many_rounds(URL_KIND, hash.as_str()))
     }
 
+    /// A URL's record and the version a write over it must name: consistently read if
+    /// `consistent`, else as this process read it less than a second ago
+    /// ([`recent`](super::recent)) or a peek. Kept for the next peek either way.
+    pub(super) async fn read_url(
+        &self,
+        hash: &UrlHash,
+        now: Timestamp,
+        consistent: bool,
+    ) -> Result<(Option<UrlRecord>, Option<u64>), FlowError> {
+        let records = self.service.ports().documents.as_ref();
+        let recent = if consistent {
+            None
+        } else {
+            self.recent.get(hash)
+        };
+        let stored = match recent {
+            Some(stored) => stored,
+            None => {
+                let stored = if consistent {
+                    records.get_document(URL_KIND, hash.as_str(), now).await?
+                } else {
+                    records.peek_document(URL_KIND, hash.as_str(), now).await?
+                };
+                self.recent.keep(hash, stored.clone());
+                stored
+            }
+        };
+        records::versioned(URL_KIND, hash.as_str(), stored)
+    }
+
     /// Writes a URL's record if it is still at `version`; `false` if another writer got in first.
-    async fn put_url(
+    pub(super) async fn put_url(
         &self,
         hash: &UrlHash,
         record: &UrlRecord,
@@ -471,6 +495,8 @@ impl Crawler {
         now: Timestamp,
     ) -> Result<bool, FlowError> {
         let records = self.service.ports().documents.as_ref();
+        // Whatever came of it, the record kept is no longer the latest.
+        self.recent.forget(hash);
         records::put(
             records,
             URL_KIND,

@@ -29,6 +29,7 @@ mod joiners;
 mod learning;
 pub mod messages;
 mod pacer;
+mod recent;
 mod records;
 mod seal;
 mod sends;
@@ -46,9 +47,10 @@ use imgest_settings::CrawlSettings;
 
 pub use self::downloads::ProcessedDownload;
 pub use self::gather::Expected;
-pub use self::joiners::JOINERS_PER_PAGE;
+pub use self::joiners::{JOINER_GROUPS, JOINERS_PER_PAGE, joiner_groups};
 pub use self::learning::{FLUSH_EVERY, FRESH_FOR, Shared};
 use self::pacer::Pacer;
+pub use self::recent::REUSE as RECORD_REUSE;
 pub(crate) use self::records::for_each_latest_crawl;
 pub use imgest_flows::queues::{
     CLIENT_ATTRIBUTE, PROCESS_QUEUE, RESULTS_QUEUE, SETTLE_QUEUE, WEBHOOK_QUEUE, tier_queue,
@@ -110,6 +112,8 @@ pub struct Crawler {
     tally: Arc<Tally>,
     counters: CrawlCounters,
     webhooks: webhooks::Webhooks,
+    /// URL records this process read a moment ago, standing in for peeks.
+    recent: recent::RecentRecords,
 }
 
 impl Crawler {
@@ -139,6 +143,7 @@ impl Crawler {
             counters: CrawlCounters::register(&tally),
             tally,
             webhooks: webhooks::Webhooks::default(),
+            recent: recent::RecentRecords::default(),
         }
     }
 

@@ -83,8 +83,8 @@ pub struct SettledCrawl {
 }
 
 /// The crawls that joined a popular URL's download, still to be told its outcome, a page at a
-/// time (`{"joiners": {"url_hash", "from"}}` on the settle queue): the invocation that finished
-/// the download told the first page and handed on the rest, so that no invocation tells more
+/// time (`{"joiners": {"url_hash", "group", "from"}}` on the settle queue): the invocation that
+/// finished the download told a page and handed on the rest, so that no invocation tells more
 /// than a page however many crawls joined.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinersMessage {
@@ -94,9 +94,52 @@ pub struct JoinersMessage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinersPage {
     pub url_hash: UrlHash,
-    /// Where the page starts in the URL's list of joined crawls (the cursor of the page
-    /// before).
+    /// Which of the URL's groups of joined crawls
+    /// ([`JOINER_GROUPS`](crate::JOINER_GROUPS)); absent for the one group of a download
+    /// started before joiners were spread over groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<JoinerGroup>,
+    /// Where the page starts in the group (the cursor of the page before; empty: its start).
     pub from: String,
+}
+
+/// One of a URL's groups of joined crawls: a number below
+/// [`JOINER_GROUPS`](crate::JOINER_GROUPS), refused as a message's field otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u8", into = "u8")]
+pub struct JoinerGroup(u8);
+
+impl JoinerGroup {
+    /// The group numbered `index`, if there is one.
+    pub fn new(index: usize) -> Option<Self> {
+        u8::try_from(index)
+            .ok()
+            .filter(|_| index < crate::JOINER_GROUPS)
+            .map(Self)
+    }
+
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl TryFrom<u8> for JoinerGroup {
+    type Error = String;
+
+    fn try_from(number: u8) -> Result<Self, Self::Error> {
+        Self::new(usize::from(number)).ok_or_else(|| {
+            format!(
+                "no group {number} of joined crawls: there are {}",
+                crate::JOINER_GROUPS
+            )
+        })
+    }
+}
+
+impl From<JoinerGroup> for u8 {
+    fn from(group: JoinerGroup) -> Self {
+        group.0
+    }
 }
 
 /// What the settle queue carries: a settled crawl to finish, or a page of joined crawls to
@@ -226,6 +269,30 @@ pub(crate) fn rfc3339_millis(at: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_of_joiners_names_one_of_the_groups_or_none() {
+        let page = |json: serde_json::Value| serde_json::from_value::<SettleQueueMessage>(json);
+        let hash = "0cc175b9c0f1b6a831c399e269772661";
+        let Ok(SettleQueueMessage::Joiners(m)) =
+            page(serde_json::json!({"joiners": {"url_hash": hash, "group": 15, "from": ""}}))
+        else {
+            panic!("a page of the last group");
+        };
+        assert_eq!(m.joiners.group.map(JoinerGroup::index), Some(15));
+        let Ok(SettleQueueMessage::Joiners(m)) =
+            page(serde_json::json!({"joiners": {"url_hash": hash, "from": "x"}}))
+        else {
+            panic!("a page of the one group of before");
+        };
+        assert_eq!(m.joiners.group, None);
+        for group in [16, 255, -1, 1000] {
+            let json =
+                serde_json::json!({"joiners": {"url_hash": hash, "group": group, "from": ""}});
+            assert!(page(json).is_err(), "group {group}");
+        }
+        assert_eq!(JoinerGroup::new(crate::JOINER_GROUPS), None);
+    }
 
     #[test]
     fn results_have_the_documented_shape() {

@@ -86,6 +86,11 @@ pub(super) struct FetchLease {
     /// themselves; empty on leases written before joins were filed apart).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
+    /// Whether a crawl joined it (its first joiner marks it, once), so that its finisher reads
+    /// the joiners' groups only for a download that has some. `None` on leases written before
+    /// joiners were spread over groups: theirs are in the URL's one group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +108,11 @@ pub(super) struct UrlRecord {
     pub transient_failures: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch: Option<FetchLease>,
+    /// The download the last outcome ended: whoever tells the crawls that joined it (its
+    /// finisher, its task delivered again, a page handed on) learns from the store where they
+    /// are filed, not from a message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<FetchLease>,
     /// The crawl that started the running download (and, in records written before joins were
     /// filed apart, those that joined it). The crawls that join are filed as members of the
     /// URL's group ([`joiners`](super::joiners)), so this never grows with them.
@@ -388,7 +398,7 @@ pub(super) async fn read_to_write<T: DeserializeOwned>(
     }
 }
 
-fn versioned<T: DeserializeOwned>(
+pub(super) fn versioned<T: DeserializeOwned>(
     kind: &str,
     key: &str,
     stored: Option<StoredDocument>,

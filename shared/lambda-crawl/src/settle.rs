@@ -1,7 +1,7 @@
 //! The intake function's second queue: crawls whose URLs all settled in the fetch or process
 //! functions (which may not link offers nor send results), each `{"settle": {"offer",
 //! "crawl_id"}}`, finished here (the offer's photos linked, the result sent); and pages of the
-//! crawls that joined a popular URL's download, `{"joiners": {"url_hash", "from"}}`, told its
+//! crawls that joined a popular URL's download, `{"joiners": {"url_hash", "group", "from"}}`, told its
 //! outcome here a page a message. Only the functions' own roles may send to this queue (its
 //! policy), and a message another sent goes to the dead letters as `forbidden`; the intake
 //! queue, which partners send to, never takes these messages (the function tells its two
