@@ -2,6 +2,8 @@
 //! (fast, slow in each tier, dripping, failing, redirecting, lying about types and sizes),
 //! and the offer's photos, crawl status and result messages that come out.
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,7 +12,8 @@ use imgest_core::domain::ImageId;
 use imgest_hosts::{Answer, Gate, PartnerHost, redirect_chain};
 use serde_json::Value;
 
-use crate::support::crawl::{CrawlApp, SLOW_IN_TIER};
+use crate::support::as_seen::AsSeen;
+use crate::support::crawl::{CrawlApp, SLOW_IN_TIER, joiners_filed};
 use crate::support::{fixture, sample};
 
 fn photo(name: &str) -> Bytes {
@@ -380,13 +383,9 @@ async fn the_same_photo_under_two_urls_is_stored_once_and_one_url_is_downloaded_
     assert_eq!(host.hits("/shared.jpg"), 1);
 }
 
-/// A popular URL (a dealer's banner in every offer): thousands of crawls join its one running
-/// download, each with a small write of its own, so the URL's record does not grow with them;
-/// the host sees one request, and every crawl settles once the download ends.
-#[tokio::test]
-async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download() {
-    const JOINERS: usize = 10_000;
-    // Tiers far longer than the test: the download is held at the host, not cut.
+/// A crawl app whose tiers outlast the test, and a host holding its banner (`dune.jpg`, at
+/// `/banner.jpg`) until the gate opens: the download is held at the host, not cut.
+async fn held_banner() -> (CrawlApp, Gate, Bytes, PartnerHost) {
     let app = CrawlApp::start(&[("IMGEST_FETCH_TIERS", "100s,110s,120s")]).await;
     let gate = Gate::new();
     let banner = photo("dune.jpg");
@@ -398,6 +397,83 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
         .start()
         .await
         .unwrap();
+    (app, gate, banner, host)
+}
+
+/// A crawl whose intake reads a popular URL's record from before its download ended (a read
+/// behind, as an instance's reused one or DynamoDB's eventually consistent one may be) still
+/// settles, on the embedded backend too: over a record whose download nobody had joined yet,
+/// its mark conflicts and it reads again; over one already joined, it files itself, finds its
+/// group's end mark and settles from the recorded outcome itself.
+#[tokio::test]
+async fn crawls_joining_over_a_stale_read_as_the_download_ends_settle_themselves() {
+    let (app, gate, banner, host) = held_banner().await;
+    let urls = vec![host.url("/banner.jpg")];
+    let service = app.crawler.service();
+    let documents = service.ports().documents.clone();
+    let record = || async {
+        let now = service.ports().clock.now();
+        let page = documents
+            .scan_documents("url", None, 10, now)
+            .await
+            .unwrap();
+        let [(key, _)] = page.documents.as_slice() else {
+            panic!("one URL record: {page:?}");
+        };
+        let stored = documents.get_document("url", key, now).await.unwrap();
+        (key.clone(), stored)
+    };
+    assert_eq!(app.crawl("dealer", "first", &urls).await.status, 202);
+    app.until("the download reaches the host", || {
+        host.hits("/banner.jpg") == 1
+    })
+    .await;
+    let (key, running) = record().await;
+    assert_eq!(app.crawl("dealer", "second", &urls).await.status, 202);
+    assert_eq!(app.counts().urls_joined, 1);
+    let (_, joined) = record().await;
+    assert_ne!(
+        running, joined,
+        "the first joiner marks the download joined"
+    );
+    gate.open();
+    app.until("both crawls settle", || app.counts().offers_settled == 2)
+        .await;
+
+    for (offer, seen) in [("third", running), ("fourth", joined)] {
+        let mut ports = service.ports().clone();
+        ports.documents = std::sync::Arc::new(AsSeen::over(documents.clone()).behind(&key, seen));
+        let behind = imgest_crawl::Crawler::new(
+            std::sync::Arc::new(
+                imgest_flows::Service::new(ports, service.policy().clone())
+                    .with_imaging(service.imaging().unwrap().clone()),
+            ),
+            app.crawler.settings().clone(),
+            imgest_crawl::Processing::Inline,
+        );
+        let request = serde_json::from_value(
+            serde_json::json!({"client_id": "dealer", "offer_id": offer, "urls": &urls}),
+        )
+        .unwrap();
+        let state = behind.intake_trusted(request).await.unwrap();
+        assert_eq!(state, imgest_crawl::messages::CrawlState::Done, "{offer}");
+        assert_eq!(behind.counts().urls_joined, 0, "{offer} waits for nobody");
+        assert_eq!(app.photo_ids(offer).await, [id_of(&banner)], "{offer}");
+    }
+    assert_eq!(host.requests(), 1);
+    let hash = imgest_core::domain::UrlHash::parse(&key).unwrap();
+    let now = service.ports().clock.now();
+    let left = joiners_filed(documents.as_ref(), &hash, 10, now).await;
+    assert!(left.iter().all(|&n| n == 0), "{left:?}");
+}
+
+/// A popular URL (a dealer's banner in every offer): thousands of crawls join its one running
+/// download, each with a small write of its own, so the URL's record does not grow with them;
+/// the host sees one request, and every crawl settles once the download ends.
+#[tokio::test]
+async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download() {
+    const JOINERS: usize = 10_000;
+    let (app, gate, banner, host) = held_banner().await;
     let urls = vec![host.url("/banner.jpg")];
     assert_eq!(app.crawl("dealer", "offer-first", &urls).await.status, 202);
     app.until("the download reaches the host", || {
@@ -428,15 +504,7 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
     // Spread over the URL's groups (a partition each on DynamoDB), none holding much more
     // than its share: the URL's hash alone keys none of them.
     let hash = imgest_core::domain::UrlHash::parse(&records.documents[0].0).unwrap();
-    let groups = imgest_crawl::joiner_groups(&hash);
-    let mut filed = Vec::new();
-    for group in &groups {
-        let page = documents
-            .list_members("waiter", group, None, JOINERS, now)
-            .await
-            .unwrap();
-        filed.push(page.members.len());
-    }
+    let filed = joiners_filed(documents.as_ref(), &hash, JOINERS, now).await;
     assert_eq!(filed.iter().sum::<usize>(), JOINERS, "{filed:?}");
     assert_eq!(filed[0], 0, "the URL's one group of before: {filed:?}");
     let share = JOINERS / imgest_crawl::JOINER_GROUPS;
@@ -462,13 +530,8 @@ async fn thousands_of_crawls_joining_one_slow_url_settle_from_its_one_download()
     }
     assert_eq!(app.photo_ids("offer-9999").await, [id]);
     // Every joiner told is no longer filed, in any of the URL's groups.
-    for group in &groups {
-        let left = documents
-            .list_members("waiter", group, None, 10, now)
-            .await
-            .unwrap();
-        assert!(left.members.is_empty(), "{group}: {left:?}");
-    }
+    let left = joiners_filed(documents.as_ref(), &hash, 10, now).await;
+    assert!(left.iter().all(|&n| n == 0), "{left:?}");
 }
 
 /// A host trusted to name its photos' MD5 in their ETag: `/a.jpg` is `known`; `/mirror.jpg`

@@ -16,6 +16,8 @@ use imgest_hosts::{Answer, PartnerHost};
 use imgest_lambda_crawl as handlers;
 use serde_json::{Value, json};
 
+use crate::support::as_seen::AsSeen;
+use crate::support::crawl::joiners_filed;
 use crate::support::{TestApp, sample};
 
 const QUEUES: [&str; 9] = [
@@ -772,156 +774,8 @@ async fn a_popular_urls_joined_crawls_are_told_a_page_per_invocation() {
     )
     .unwrap()
     .hash();
-    for group in imgest_crawl::joiner_groups(&hash) {
-        let left = documents
-            .list_members("waiter", &group, None, 10, now)
-            .await
-            .unwrap();
-        assert!(left.members.is_empty(), "{group}: {left:?}");
-    }
-}
-
-/// The documents as one process sees them: one that dies right after a finisher recorded a
-/// URL's outcome (`dies`: its first walk of the joined crawls fails, the process gone before
-/// it tells them), or one whose peeks of a URL's record are behind (`stale`: DynamoDB's
-/// eventually consistent read, held at a snapshot).
-struct AsSeen {
-    inner: std::sync::Arc<dyn imgest_core::ports::Documents>,
-    dies: bool,
-    died: std::sync::atomic::AtomicBool,
-    /// A URL record's key and what its peeks answer.
-    stale: Option<(String, Option<imgest_core::ports::StoredDocument>)>,
-}
-
-impl AsSeen {
-    /// `inner` as it is (nothing dies, nothing is behind).
-    fn over(inner: std::sync::Arc<dyn imgest_core::ports::Documents>) -> Self {
-        Self {
-            inner,
-            dies: false,
-            died: false.into(),
-            stale: None,
-        }
-    }
-
-    fn inner(&self) -> &dyn imgest_core::ports::Documents {
-        self.inner.as_ref()
-    }
-}
-
-#[async_trait::async_trait]
-impl imgest_core::ports::Documents for AsSeen {
-    async fn get_document(
-        &self,
-        kind: &str,
-        key: &str,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<Option<imgest_core::ports::StoredDocument>, imgest_core::ports::StoreError> {
-        self.inner().get_document(kind, key, now).await
-    }
-
-    async fn peek_document(
-        &self,
-        kind: &str,
-        key: &str,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<Option<imgest_core::ports::StoredDocument>, imgest_core::ports::StoreError> {
-        match &self.stale {
-            Some((stale, seen)) if kind == "url" && key == stale => Ok(seen.clone()),
-            _ => self.inner().peek_document(kind, key, now).await,
-        }
-    }
-
-    async fn put_document(
-        &self,
-        kind: &str,
-        key: &str,
-        body: &str,
-        expected: Option<u64>,
-        expires_at: imgest_core::domain::Timestamp,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<u64, imgest_core::ports::StoreError> {
-        self.inner()
-            .put_document(kind, key, body, expected, expires_at, now)
-            .await
-    }
-
-    async fn scan_documents(
-        &self,
-        kind: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<imgest_core::ports::DocumentPage, imgest_core::ports::StoreError> {
-        self.inner().scan_documents(kind, cursor, limit, now).await
-    }
-
-    async fn put_member(
-        &self,
-        kind: &str,
-        group: &str,
-        member: &str,
-        body: &str,
-        expires_at: imgest_core::domain::Timestamp,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<(), imgest_core::ports::StoreError> {
-        self.inner()
-            .put_member(kind, group, member, body, expires_at, now)
-            .await
-    }
-
-    async fn list_members(
-        &self,
-        kind: &str,
-        group: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<imgest_core::ports::MemberPage, imgest_core::ports::StoreError> {
-        if self.dies && !self.died.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return Err(imgest_core::ports::StoreError::Unavailable {
-                message: "the process died".into(),
-                source: None,
-            });
-        }
-        self.inner()
-            .list_members(kind, group, cursor, limit, now)
-            .await
-    }
-
-    async fn delete_members(
-        &self,
-        kind: &str,
-        group: &str,
-        members: &[String],
-    ) -> Result<(), imgest_core::ports::StoreError> {
-        self.inner().delete_members(kind, group, members).await
-    }
-
-    async fn add_counts(
-        &self,
-        kind: &str,
-        key: &str,
-        bucket: i64,
-        counts: &[(&str, u64)],
-        expires_at: imgest_core::domain::Timestamp,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<(), imgest_core::ports::StoreError> {
-        self.inner()
-            .add_counts(kind, key, bucket, counts, expires_at, now)
-            .await
-    }
-
-    async fn read_counts(
-        &self,
-        kind: &str,
-        key: &str,
-        from: i64,
-        to: i64,
-        now: imgest_core::domain::Timestamp,
-    ) -> Result<Vec<imgest_core::ports::CountBucket>, imgest_core::ports::StoreError> {
-        self.inner().read_counts(kind, key, from, to, now).await
-    }
+    let left = joiners_filed(documents.as_ref(), &hash, 10, now).await;
+    assert!(left.iter().all(|&n| n == 0), "{left:?}");
 }
 
 /// A fetch function that dies after recording a popular URL's outcome, before telling the
@@ -951,10 +805,7 @@ async fn joined_crawls_a_dead_finisher_left_untold_are_told_by_its_task_delivere
     assert_eq!(crawler.counts().urls_joined, 2);
 
     let mut ports = app.service.ports().clone();
-    ports.documents = std::sync::Arc::new(AsSeen {
-        dies: true,
-        ..AsSeen::over(ports.documents.clone())
-    });
+    ports.documents = std::sync::Arc::new(AsSeen::over(ports.documents.clone()).dying());
     let dying = imgest_crawl::Crawler::new(
         std::sync::Arc::new(app.service_over(ports, app.pipeline_config())),
         crawler.settings().clone(),
@@ -1030,10 +881,8 @@ async fn crawls_joining_over_a_stale_read_as_the_download_ends_settle_themselves
 
     for (offer, seen) in [("third", running), ("fourth", joined)] {
         let mut ports = app.service.ports().clone();
-        ports.documents = std::sync::Arc::new(AsSeen {
-            stale: Some((hash.as_str().to_owned(), seen)),
-            ..AsSeen::over(documents.clone())
-        });
+        ports.documents =
+            std::sync::Arc::new(AsSeen::over(documents.clone()).behind(hash.as_str(), seen));
         let behind = imgest_crawl::Crawler::new(
             std::sync::Arc::new(app.service_over(ports, app.pipeline_config())),
             crawler.settings().clone(),
@@ -1046,13 +895,8 @@ async fn crawls_joining_over_a_stale_read_as_the_download_ends_settle_themselves
     }
     assert_eq!(host.requests(), 1);
     let now = app.service.ports().clock.now();
-    for group in imgest_crawl::joiner_groups(&hash) {
-        let left = documents
-            .list_members("waiter", &group, None, 10, now)
-            .await
-            .unwrap();
-        assert!(left.members.is_empty(), "{group}: {left:?}");
-    }
+    let left = joiners_filed(documents.as_ref(), &hash, 10, now).await;
+    assert!(left.iter().all(|&n| n == 0), "{left:?}");
 }
 
 /// The settle queue's pages of joined crawls are input like any other: a page a partner sent

@@ -191,3 +191,22 @@ impl CrawlApp {
         }
     }
 }
+
+/// How many crawls are filed as joiners of URL `hash` in each of its groups (the one of before
+/// the groups first), counting up to `limit` a group.
+pub async fn joiners_filed(
+    documents: &dyn imgest_core::ports::Documents,
+    hash: &imgest_core::domain::UrlHash,
+    limit: usize,
+    now: imgest_core::domain::Timestamp,
+) -> Vec<usize> {
+    let mut filed = Vec::new();
+    for group in imgest_crawl::joiner_groups(hash) {
+        let page = documents
+            .list_members("waiter", &group, None, limit, now)
+            .await
+            .unwrap();
+        filed.push(page.members.len());
+    }
+    filed
+}

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod as_seen;
 pub mod crawl;
 pub mod iam;
 pub mod identity;
