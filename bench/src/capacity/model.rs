@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::measured::{FULL_VCPU_MB, Figure, GcRecord, Measured};
+use super::measured::{FULL_VCPU_MB, Figure, GcRecord, Measured, decode_span};
 use super::scenario::{AuditMode, Checkpoint, Latency, LatencyClass, LongWaits, Scenario};
 use imgest_core::budget::MemoryBudget;
 use imgest_crawl::{JOINER_GROUPS, JOINERS_PER_PAGE, RECORD_REUSE};
@@ -293,9 +293,17 @@ pub(super) fn in_batch(share: f64, batch: f64) -> f64 {
 /// (in the model the tier's deadline: a batch of a hundred has a download that runs out its
 /// time) or until its photos are processed, whichever is later. Processing starts as the
 /// answers come (`answer_s`), not after the slowest task: the batch's CPU (`cpu_s`, on a whole
-/// core) runs at the function's share of a vCPU from then on.
-pub fn fetch_invocation_s(slowest_s: f64, answer_s: f64, cpu_s: f64, vcpu: f64) -> f64 {
-    slowest_s.max(answer_s + cpu_s / vcpu.max(1e-9))
+/// core) runs at the function's share of a vCPU from then on, with its requests (`waits_s`:
+/// the records, files and messages of its photos) chained to the decodes as a processed
+/// photo's are ([`decode_span`]).
+pub fn fetch_invocation_s(
+    slowest_s: f64,
+    answer_s: f64,
+    cpu_s: f64,
+    vcpu: f64,
+    waits_s: f64,
+) -> f64 {
+    slowest_s.max(answer_s + decode_span(cpu_s / vcpu.max(1e-9), cpu_s, waits_s))
 }
 
 /// The requests of one sweep page: its LIST, its records' lookups (`BatchGetItem`s, one after
@@ -381,6 +389,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         "tier_mix[2]·(p + r)",
     ];
     let c = m.cpu_ms_per_item("new: fetch")?;
+    // A fetch invocation's own requests, as deep as measured, at the scenario's latencies.
+    let (fetch_waits_s, fetch_waits_trace) = m.invocation_waits_s("new: fetch", &s.latency_ms)?;
     let mut functions: Vec<FunctionLoad> = Vec::new();
 
     // 1. Functions: fetch tiers.
@@ -424,14 +434,20 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
         let success = l.tier_mix[t] * p / lambda[t].max(1e-9);
         let vcpu = (fx.memory_mb / FULL_VCPU_MB).min(1.0);
         let cpu_s = batch * success * l.new_content_share * c.value / 1000.0;
-        let duration = fetch_invocation_s(d.fetch_tiers_s[t], l.tier_mean_answer_s[t], cpu_s, vcpu);
+        let duration = fetch_invocation_s(
+            d.fetch_tiers_s[t],
+            l.tier_mean_answer_s[t],
+            cpu_s,
+            vcpu,
+            fetch_waits_s,
+        );
         let invocations = lambda[t] / batch.max(1e-9);
         let concurrency = invocations * duration;
         fetch_batches[t] = batch;
         fetch_invocations[t] = invocations;
         fetch_durations[t] = duration;
         let trace = format!(
-            "{} inv/s [λ{t} {} ÷ batch {}] × {} s [max(deadline {}, mean answer {} + batch × success {} × new {} × c {} ÷ vCPU {})]",
+            "{} inv/s [λ{t} {} ÷ batch {}] × {} s [max(deadline {}, mean answer {} + decode span of (batch × success {} × new {} × c {} ÷ vCPU {}, requests {} s [{}]))]",
             fmt(invocations),
             fmt(lambda[t]),
             fmt(batch),
@@ -442,6 +458,8 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             fmt(l.new_content_share),
             f(&c),
             fmt(vcpu),
+            fmt(fetch_waits_s),
+            fetch_waits_trace,
         );
         r.row(
             g,
@@ -638,7 +656,12 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     let upload_time = |stage: &str, memory_mb: f64| -> Result<Figure> {
         Ok(m.stage_time(stage, memory_mb, &s.latency_ms, 1.0)?.figure())
     };
-    let process_new = upload_time("upload: new", d.process.memory_mb)?;
+    // A new photo's upload decodes it; a known one's does not.
+    let decode_time = |stage: &str, memory_mb: f64| -> Result<Figure> {
+        Ok(m.decode_time(stage, memory_mb, &s.latency_ms, 1.0)?
+            .figure())
+    };
+    let process_new = decode_time("upload: new", d.process.memory_mb)?;
     let process_rate =
         l.uploads_per_s * (1.0 - l.upload_inline_share) + p * l.new_content_share * l.handoff_share;
     let process_c = process_rate * process_new.value;
@@ -755,7 +778,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             ),
         );
     }
-    let upload_new = upload_time("upload: new", d.api.memory_mb)?;
+    let upload_new = decode_time("upload: new", d.api.memory_mb)?;
     let upload_dedup = upload_time("upload: dedup", d.api.memory_mb)?;
     let offer_write = m
         .stage_time(

@@ -260,6 +260,9 @@ fn fetch_concurrency_is_arrivals_per_batch_times_the_invocation_length() {
     ];
     let new = [0.4 * p, 0.4 * p, 0.2 * p];
     let c = m.cpu_ms_per_item("new: fetch").unwrap().value;
+    // A fetch invocation's own requests: its measured depth at the scenario's latencies.
+    let (waits, _) = m.invocation_waits_s("new: fetch", &s.latency_ms).unwrap();
+    assert!(waits > 0.0);
     for (t, lambda) in lambda.into_iter().enumerate() {
         let fx = &s.deployment.fetch[t];
         // Batches of 100 fill within each tier's window (1, 2 and 3 s) at these rates, five
@@ -269,9 +272,10 @@ fn fetch_concurrency_is_arrivals_per_batch_times_the_invocation_length() {
         let success = new[t] / lambda;
         let vcpu = fx.memory_mb / 1769.0;
         // The later of the deadline (a task that outlasts it) and the answers plus the batch's
-        // processing at the function's share of a vCPU.
-        let length = s.deployment.fetch_tiers_s[t]
-            .max(s.load.tier_mean_answer_s[t] + batch * success * 0.9 * c / 1000.0 / vcpu);
+        // processing at the function's share of a vCPU, with its requests partly hidden.
+        let cpu = batch * success * 0.9 * c / 1000.0;
+        let span = ((cpu / vcpu).max(cpu + waits) * (cpu / vcpu + waits)).sqrt();
+        let length = s.deployment.fetch_tiers_s[t].max(s.load.tier_mean_answer_s[t] + span);
         let expected = lambda / batch * length;
         let got = row(&report, &format!("fetch-{t}: concurrency vs reserved")).value;
         assert!(
@@ -771,28 +775,38 @@ fn every_committed_scenario_passes_under_its_suggested_deployment_as_committed()
 
 #[test]
 fn below_a_whole_vcpu_an_items_waits_hide_behind_its_cpu_quota() {
-    let t = |cpu_s: f64, wait_s: f64, vcpu: f64| measured::StageTime {
+    let t = |cpu_s: f64, wait_s: f64, vcpu: f64, decode: bool| measured::StageTime {
         cpu_s,
         wait_s,
         vcpu,
+        decode,
         source: String::new(),
     };
     // 10 ms of CPU on a core at a quarter of a vCPU: 40 ms; 20 ms of waits fit in the 30 ms the
     // quota leaves idle.
-    assert!((t(0.040, 0.020, 0.25).total() - 0.040).abs() < 1e-12);
+    assert!((t(0.040, 0.020, 0.25, false).total() - 0.040).abs() < 1e-12);
     // 50 ms of waits do not: CPU then waits.
-    assert!((t(0.040, 0.050, 0.25).total() - 0.060).abs() < 1e-12);
+    assert!((t(0.040, 0.050, 0.25, false).total() - 0.060).abs() < 1e-12);
     // On a whole core they add up.
-    assert!((t(0.010, 0.020, 1.0).total() - 0.030).abs() < 1e-12);
+    assert!((t(0.010, 0.020, 1.0, false).total() - 0.030).abs() < 1e-12);
+    // A decode's waits hide only in part: between 40 ms (hidden) and 60 ms (added).
+    let decode = t(0.040, 0.020, 0.25, true).total();
+    assert!(
+        (decode - (0.040_f64 * 0.060).sqrt()).abs() < 1e-12,
+        "{decode}"
+    );
+    // On a whole core, the same as any other item's.
+    assert!((t(0.010, 0.020, 1.0, true).total() - 0.030).abs() < 1e-12);
 }
 
 #[test]
 fn a_fetch_invocation_lasts_the_later_of_its_deadline_and_its_answers_plus_processing() {
-    // 5 s of CPU at 0.29 of a vCPU after answers at 0.3 s: past a 1-s deadline.
-    let long = fetch_invocation_s(1.0, 0.3, 5.0, 0.29);
-    assert!((long - (0.3 + 5.0 / 0.29)).abs() < 1e-9);
+    // 5 s of CPU at 0.29 of a vCPU after answers at 0.3 s, and 0.5 s of its requests: past a
+    // 1-s deadline, the requests hidden in part.
+    let long = fetch_invocation_s(1.0, 0.3, 5.0, 0.29, 0.5);
+    assert!((long - (0.3 + (5.0_f64 / 0.29 * (5.0 / 0.29 + 0.5)).sqrt())).abs() < 1e-9);
     // 1 s of CPU after answers at 15 s ends before a 30-s deadline.
-    assert_eq!(fetch_invocation_s(30.0, 15.0, 0.29, 0.29), 30.0);
+    assert_eq!(fetch_invocation_s(30.0, 15.0, 0.29, 0.29, 0.5), 30.0);
 }
 
 #[test]
@@ -802,6 +816,7 @@ fn a_gc_round_lists_its_records_then_collects_them_side_by_side() {
             cpu_s: 0.001,
             wait_s: 0.030,
             vcpu: 1.0,
+            decode: false,
             source: String::new(),
         },
         listing_s: 0.016,

@@ -471,6 +471,11 @@ fn compare(
         let t = measured.stage_time(stage, memory_mb, &latency_in(met_in), 1.0)?;
         Ok((1.0 / t.total().max(1e-9), t.source))
     };
+    // A stage whose items decode photos (as the model takes them).
+    let per_decode = |stage: &str, memory_mb: f64| -> Result<(f64, String)> {
+        let t = measured.decode_time(stage, memory_mb, &latency_in(stage), 1.0)?;
+        Ok((1.0 / t.total().max(1e-9), t.source))
+    };
 
     let (rate, trace) = per_item("validate: intake", d.intake.memory_mb, "validate: intake")?;
     check(
@@ -495,32 +500,31 @@ fn compare(
         let straggler = 1.0 - (1.0 - q).powf(per_inv);
         let cpu_s = s.cpu_ms_per_invocation / 1000.0;
         let answer = answers_s[t];
-        let length = straggler * fetch_invocation_s(d.fetch_tiers_s[t], answer, cpu_s, vcpu)
-            + (1.0 - straggler) * fetch_invocation_s(answer, answer, cpu_s, vcpu);
+        let (waits_s, waits) = measured.invocation_waits_s(&stage, &latency_in(&stage))?;
+        let length = straggler
+            * fetch_invocation_s(d.fetch_tiers_s[t], answer, cpu_s, vcpu, waits_s)
+            + (1.0 - straggler) * fetch_invocation_s(answer, answer, cpu_s, vcpu, waits_s);
         check(
             format!("fetch-{t}: concurrency vs reserved"),
             &stage,
             d.fetch[t].memory_mb,
             per_inv / length,
             format!(
-                "{} tasks/inv ÷ max(slowest: the deadline {} s in {} of batches [a task outlasts it], else the answer; answer {} s + CPU {} s/inv ÷ vCPU {})",
+                "{} tasks/inv ÷ max(slowest: the deadline {} s in {} of batches [a task outlasts it], else the answer; answer {} s + decode span of (CPU {} s/inv ÷ vCPU {}, requests {} s [{waits}]))",
                 fmt(per_inv),
                 fmt(d.fetch_tiers_s[t]),
                 fmt(straggler),
                 fmt(answer),
                 fmt(cpu_s),
-                fmt(vcpu)
+                fmt(vcpu),
+                fmt(waits_s)
             ),
         );
     }
     // The model takes an upload's work for a handed-off photo's (a profile choice: its
     // photos are other photos of the mix); the formula is checked on the process function's
     // own photos, as every other row on its own stage's.
-    let (rate, trace) = per_item(
-        "validate: process",
-        d.process.memory_mb,
-        "validate: process",
-    )?;
+    let (rate, trace) = per_decode("validate: process", d.process.memory_mb)?;
     check(
         "process: concurrency vs its queue's maximum".into(),
         "validate: process",
@@ -536,7 +540,7 @@ fn compare(
         rate,
         format!("1 ÷ stage time [{trace}]"),
     );
-    let (rate, trace) = per_item("validate: upload", d.api.memory_mb, "validate: upload")?;
+    let (rate, trace) = per_decode("validate: upload", d.api.memory_mb)?;
     check(
         "api: concurrency vs reserved (uploads)".into(),
         "validate: upload",
