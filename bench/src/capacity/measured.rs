@@ -181,55 +181,11 @@ impl Measured {
         latency: &Latency,
         scale: f64,
     ) -> Result<StageTime> {
-        let s = self.stage(stage)?;
-        let invocations = (s.invocations.max(1)) as f64;
-        let per_inv = (s.items as f64 / invocations).max(1e-9);
-        let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
-        let cpu_s = scale * s.cpu_ms_per_invocation / per_inv / vcpu / 1000.0;
-        let request_ms = Self::requests_ms(s, latency, s.items.max(1) as f64);
-        let rounds = s.request_rounds_per_invocation;
-        let wait_s = if rounds > 0.0 {
-            // The invocation's chain, as deep as measured, at the mean latency of its mix of
-            // requests, shared by its items.
-            scale * rounds * Self::mean_request_ms(s, latency) / per_inv / 1000.0
-        } else {
-            // Not measured: a request chain per invocation (its items' requests overlap, each
-            // item's one after another), shared by its items.
-            scale * request_ms / invocations / per_inv / per_inv / 1000.0
-        };
-        Ok(StageTime {
-            cpu_s,
-            wait_s,
-            vcpu,
-            decode: false,
-            source: format!(
-                "{stage}: max(CPU ÷ vCPU, CPU + requests) per item: CPU {} ms/inv ÷ {} items/inv, vCPU {}; requests {}{}",
-                super::model::fmt(s.cpu_ms_per_invocation),
-                super::model::fmt(per_inv),
-                super::model::fmt(vcpu),
-                if rounds > 0.0 {
-                    format!(
-                        "{} rounds/inv (measured depth) × {} ms ÷ items/inv (the mix's mean at the scenario latencies)",
-                        super::model::fmt(rounds),
-                        super::model::fmt(Self::mean_request_ms(s, latency))
-                    )
-                } else {
-                    format!(
-                        "{} ms/inv ÷ items/inv² (scenario latencies; an item's files in one round)",
-                        super::model::fmt(request_ms / invocations)
-                    )
-                },
-                if (scale - 1.0).abs() > 1e-9 {
-                    format!(", × {}", super::model::fmt(scale))
-                } else {
-                    String::new()
-                }
-            ),
-        })
+        self.item_time(stage, memory_mb, latency, scale, false)
     }
 
     /// [`stage_time`](Self::stage_time) of a stage whose items decode photos: their waits
-    /// added to their CPU at the function's share ([`StageTime::total`]).
+    /// only partly hidden behind their CPU ([`StageTime::total`]).
     pub fn decode_time(
         &self,
         stage: &str,
@@ -237,15 +193,61 @@ impl Measured {
         latency: &Latency,
         scale: f64,
     ) -> Result<StageTime> {
-        let t = self.stage_time(stage, memory_mb, latency, scale)?;
+        self.item_time(stage, memory_mb, latency, scale, true)
+    }
+
+    fn item_time(
+        &self,
+        stage: &str,
+        memory_mb: f64,
+        latency: &Latency,
+        scale: f64,
+        decode: bool,
+    ) -> Result<StageTime> {
+        let s = self.stage(stage)?;
+        let invocations = (s.invocations.max(1)) as f64;
+        let per_inv = (s.items as f64 / invocations).max(1e-9);
+        let vcpu = (memory_mb / FULL_VCPU_MB).min(1.0);
+        let cpu_s = scale * s.cpu_ms_per_invocation / per_inv / vcpu / 1000.0;
+        let request_ms = Self::requests_ms(s, latency, s.items.max(1) as f64);
+        let rounds = s.request_rounds_per_invocation;
+        let (wait_s, requests) = if rounds > 0.0 {
+            // The invocation's chain, as deep as measured, at the mean latency of its mix of
+            // requests, shared by its items.
+            let (chain_s, chain) = self.invocation_waits_s(stage, latency)?;
+            (scale * chain_s / per_inv, format!("{chain} ÷ items/inv"))
+        } else {
+            // Not measured: a request chain per invocation (its items' requests overlap, each
+            // item's one after another), shared by its items.
+            (
+                scale * request_ms / invocations / per_inv / per_inv / 1000.0,
+                format!(
+                    "{} ms/inv ÷ items/inv² (scenario latencies; an item's files in one round)",
+                    super::model::fmt(request_ms / invocations)
+                ),
+            )
+        };
+        let formula = if decode {
+            "√(max(CPU ÷ vCPU, CPU + requests) × (CPU ÷ vCPU + requests)) (a decode's)"
+        } else {
+            "max(CPU ÷ vCPU, CPU + requests)"
+        };
         Ok(StageTime {
-            decode: true,
-            source: t.source.replacen(
-                "max(CPU ÷ vCPU, CPU + requests)",
-                "√(max(CPU ÷ vCPU, CPU + requests) × (CPU ÷ vCPU + requests)) (a decode's)",
-                1,
+            cpu_s,
+            wait_s,
+            vcpu,
+            decode,
+            source: format!(
+                "{stage}: {formula} per item: CPU {} ms/inv ÷ {} items/inv, vCPU {}; requests {requests}{}",
+                super::model::fmt(s.cpu_ms_per_invocation),
+                super::model::fmt(per_inv),
+                super::model::fmt(vcpu),
+                if (scale - 1.0).abs() > 1e-9 {
+                    format!(", × {}", super::model::fmt(scale))
+                } else {
+                    String::new()
+                }
             ),
-            ..t
         })
     }
 

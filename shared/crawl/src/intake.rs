@@ -466,23 +466,15 @@ impl Crawler {
         consistent: bool,
     ) -> Result<(Option<UrlRecord>, Option<u64>), FlowError> {
         let records = self.service.ports().documents.as_ref();
-        let recent = if consistent {
-            None
+        if !consistent && let Some(stored) = self.recent.get(hash) {
+            return records::versioned(URL_KIND, hash.as_str(), stored);
+        }
+        let stored = if consistent {
+            records.get_document(URL_KIND, hash.as_str(), now).await?
         } else {
-            self.recent.get(hash)
+            records.peek_document(URL_KIND, hash.as_str(), now).await?
         };
-        let stored = match recent {
-            Some(stored) => stored,
-            None => {
-                let stored = if consistent {
-                    records.get_document(URL_KIND, hash.as_str(), now).await?
-                } else {
-                    records.peek_document(URL_KIND, hash.as_str(), now).await?
-                };
-                self.recent.keep(hash, stored.clone());
-                stored
-            }
-        };
+        self.recent.keep(hash, stored.clone());
         records::versioned(URL_KIND, hash.as_str(), stored)
     }
 

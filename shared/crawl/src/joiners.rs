@@ -209,18 +209,16 @@ impl Crawler {
         hash: &UrlHash,
         finished: Option<&UrlRecord>,
     ) -> Result<(), FlowError> {
-        let records = self.service.ports().documents.as_ref();
         let now = self.now();
         let read;
         let (record, running) = match finished {
             Some(record) => (record, None),
             None => {
-                read = records::read::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
-                let Some(record) = &read else {
+                read = self.as_recorded(hash, now).await?;
+                let Some((record, running)) = &read else {
                     return Ok(());
                 };
-                let running = record.fetch.as_ref().filter(|l| now < l.until);
-                (record, running.map(|l| l.id.clone()))
+                (record, running.clone())
             }
         };
         let Some(last) = &record.last else {
@@ -259,6 +257,22 @@ impl Crawler {
         Ok(())
     }
 
+    /// The URL's record (consistently read), if any, and the download running now, if any:
+    /// its joiners are its own finisher's to tell.
+    async fn as_recorded(
+        &self,
+        hash: &UrlHash,
+        now: Timestamp,
+    ) -> Result<Option<(UrlRecord, Option<String>)>, FlowError> {
+        let records = self.service.ports().documents.as_ref();
+        let record = records::read::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
+        Ok(record.map(|record| {
+            let running = record.fetch.as_ref().filter(|l| now < l.until);
+            let running = running.map(|l| l.id.clone());
+            (record, running)
+        }))
+    }
+
     /// Writes every group's end mark for the joined download `lease`, before any group is
     /// read: a joiner filed after a group is read finds its mark.
     async fn mark_ended(
@@ -294,18 +308,14 @@ impl Crawler {
     /// joiners).
     pub async fn tell_joiners_page(&self, page: &JoinersPage) -> Result<(), FlowError> {
         let group = page.group.map(JoinerGroup::index);
-        let records = self.service.ports().documents.as_ref();
-        let now = self.now();
         let hash = &page.url_hash;
-        let record = records::read::<UrlRecord>(records, URL_KIND, hash.as_str(), now).await?;
-        let Some(record) = record else {
+        let Some((record, running)) = self.as_recorded(hash, self.now()).await? else {
             return Ok(());
         };
         let Some(last) = &record.last else {
             return Ok(());
         };
         let status = status_of(last);
-        let running = record.fetch.filter(|l| now < l.until).map(|l| l.id);
         let from = (!page.from.is_empty()).then(|| page.from.clone());
         self.tell_group(hash, group, from, true, &status, running.as_deref())
             .await
