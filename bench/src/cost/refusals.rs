@@ -3,8 +3,10 @@
 //! counting proxy that answers some writes the way DynamoDB would, before they reach the
 //! emulator.
 //!
-//! - **Throttling**: each partition key gets `partition_wcu` write units a second (a token
-//!   bucket holding one second's worth); a write whose key has no units left is answered
+//! - **Throttling**: each partition key of the limited class (the partition key up to its first
+//!   `#`: `image`, `linkdelta`, `ratelimit`, …) gets `partition_wcu` write units a second, every
+//!   other key a whole partition's [`PARTITION_WCU`] (a token bucket holding one second's
+//!   worth); a write whose key has no units left is answered
 //!   `ProvisionedThroughputExceededException` (a transactional write costs two units, as
 //!   DynamoDB bills it).
 //! - **Transaction conflicts**: while a `TransactWriteItems` is in flight, another transaction
@@ -12,9 +14,13 @@
 //!   to one of them fails with `TransactionConflictException` (DynamoDB's documented behaviour
 //!   for items with a pending transaction).
 //!
-//! The contention benchmark sets the rate at about half of what its writers ask of the key,
-//! like a partition asked twice its limit, and counts what the adapters do about it: requests
-//! per successful update, errors, and updates lost (which must be none).
+//! The contention benchmark limits the class of the key its writers asked the most of, at about
+//! half of that, like a partition asked twice its limit (a class, not the key: the run under
+//! refusals writes fresh items of the same kinds), and counts what the adapters do about it:
+//! requests per successful update, errors, and updates lost (which must be none). The other
+//! classes get what DynamoDB gives a partition, so a target whose writes are spread is not
+//! throttled on the items it writes afterwards (its image's item, its results) at its hottest
+//! key's rate.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,10 +34,19 @@ pub struct Refusals {
     inner: Mutex<State>,
 }
 
+/// Write units a second a DynamoDB partition takes.
+pub const PARTITION_WCU: f64 = 1000.0;
+
+/// The class of a partition key: up to its first `#`.
+fn class(pk: &str) -> &str {
+    pk.split('#').next().unwrap_or(pk)
+}
+
 #[derive(Default)]
 struct State {
-    /// Write units a second per partition key; `None`: refuse nothing.
-    partition_wcu: Option<f64>,
+    /// The limited class and its write units a second per partition key; `None`: refuse
+    /// nothing.
+    limit: Option<(String, f64)>,
     /// Per partition key: units left, and when they were last topped up.
     buckets: HashMap<String, (f64, Instant)>,
     /// Items (their key, as JSON) in a transaction in flight, and how many.
@@ -84,11 +99,11 @@ impl Refusals {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Refuses writes past `partition_wcu` units a second per key, and conflicting ones;
-    /// `None` turns the double off.
-    pub fn limit(&self, partition_wcu: Option<f64>) {
+    /// Refuses writes past `limit.1` units a second per key of class `limit.0` (past
+    /// [`PARTITION_WCU`] on other keys), and conflicting ones; `None` turns the double off.
+    pub fn limit(&self, limit: Option<(String, f64)>) {
         self.with(|s| {
-            s.partition_wcu = partition_wcu;
+            s.limit = limit;
             s.buckets.clear();
         });
     }
@@ -98,12 +113,14 @@ impl Refusals {
         self.with(|s| s.refused)
     }
 
-    /// The most write units one partition key was given since the last call.
-    pub fn take_admitted(&self) -> f64 {
+    /// The class of the partition key given the most write units since the last call, and
+    /// those units (`None`: no write).
+    pub fn take_admitted(&self) -> Option<(String, f64)> {
         self.with(|s| {
             std::mem::take(&mut s.admitted)
-                .into_values()
-                .fold(0.0, f64::max)
+                .into_iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(pk, units)| (class(&pk).to_owned(), units))
         })
     }
 
@@ -113,7 +130,7 @@ impl Refusals {
         let transaction = op == "TransactWriteItems";
         let units = if transaction { 2.0 } else { 1.0 };
         let refusal = self.with(|s| {
-            let Some(rate) = s.partition_wcu else {
+            let Some((limited, limited_rate)) = s.limit.clone() else {
                 for t in targets {
                     *s.admitted.entry(t.pk.clone()).or_default() += units;
                 }
@@ -136,12 +153,21 @@ impl Refusals {
             for t in targets {
                 *wanted.entry(t.pk.as_str()).or_default() += units;
             }
+            let rate = |pk: &str| {
+                if class(pk) == limited {
+                    limited_rate
+                } else {
+                    PARTITION_WCU
+                }
+            };
             let short = wanted.iter().any(|(pk, need)| {
+                let rate = rate(pk);
                 let (left, at) = s.buckets.get(*pk).copied().unwrap_or((rate, now));
                 let topped = (left + rate * now.duration_since(at).as_secs_f64()).min(rate);
                 topped < *need
             });
             for (pk, need) in wanted {
+                let rate = rate(pk);
                 let (left, at) = s.buckets.get(pk).copied().unwrap_or((rate, now));
                 let topped = (left + rate * now.duration_since(at).as_secs_f64()).min(rate);
                 let after = if short { topped } else { topped - need };
@@ -219,14 +245,14 @@ mod tests {
     #[test]
     fn writes_past_a_keys_units_are_throttled_and_other_keys_are_not() {
         let r = Arc::new(Refusals::default());
-        r.limit(Some(3.0));
+        r.limit(Some(("hot".into(), 3.0)));
         for _ in 0..3 {
             assert!(matches!(
-                r.admit("UpdateItem", &[target("hot", "a")]),
+                r.admit("UpdateItem", &[target("hot#1", "a")]),
                 Admission::Go(None)
             ));
         }
-        let Admission::Refuse(answer) = r.admit("UpdateItem", &[target("hot", "a")]) else {
+        let Admission::Refuse(answer) = r.admit("UpdateItem", &[target("hot#1", "a")]) else {
             panic!("the fourth write within the second was admitted");
         };
         assert!(
@@ -235,14 +261,21 @@ mod tests {
                 .unwrap()
                 .ends_with("ProvisionedThroughputExceededException")
         );
+        // Another key of the class has its own units; a key of another class a partition's.
         assert!(matches!(
-            r.admit("PutItem", &[target("cold", "a")]),
+            r.admit("UpdateItem", &[target("hot#2", "a")]),
             Admission::Go(None)
         ));
+        for _ in 0..100 {
+            assert!(matches!(
+                r.admit("PutItem", &[target("cold#1", "a")]),
+                Admission::Go(None)
+            ));
+        }
         assert_eq!(r.refused(), 1);
         r.limit(None);
         assert!(matches!(
-            r.admit("UpdateItem", &[target("hot", "a")]),
+            r.admit("UpdateItem", &[target("hot#1", "a")]),
             Admission::Go(None)
         ));
     }
@@ -250,7 +283,7 @@ mod tests {
     #[test]
     fn an_item_in_a_transaction_in_flight_refuses_other_writes_until_it_ends() {
         let r = Arc::new(Refusals::default());
-        r.limit(Some(1000.0));
+        r.limit(Some(("image".into(), 1000.0)));
         let Admission::Go(Some(in_flight)) = r.admit(
             "TransactWriteItems",
             &[target("image", "x"), target("offer", "y")],

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use imgest_aws::DynamoStore;
 use imgest_aws::dynamodb::create_table;
 use imgest_core::domain::{
-    Generation, ImageId, ImageRecord, JobPart, SourceFormat, Timestamp, UploadId,
+    Generation, ImageId, ImageRecord, JobPart, OfferKey, SourceFormat, Tenant, Timestamp, UploadId,
 };
 use imgest_core::ports::{
     Checkpoints, Claim, Documents, ImageIndex, OfferLinks, RateLimiter, ReadyImage, StoreError,
@@ -47,6 +47,13 @@ async fn dynamodb_links(test: &str) -> Option<Fixture<LinkPorts>> {
     Some(Fixture::new(LinkPorts::of(store(test).await?)))
 }
 
+/// The link contract again over images that turn hot at two links (their changes on shards
+/// from the second link on: see `DynamoStore::with_hot_links`).
+async fn dynamodb_hot_links(test: &str) -> Option<Fixture<LinkPorts>> {
+    let store = Arc::into_inner(store(test).await?)?.with_hot_links(2);
+    Some(Fixture::new(LinkPorts::of(Arc::new(store))))
+}
+
 async fn dynamodb_documents(test: &str) -> Option<Fixture<Arc<dyn Documents>>> {
     Some(Fixture::new(store(test).await?))
 }
@@ -61,6 +68,7 @@ async fn dynamodb_uploads(test: &str) -> Option<Fixture<UploadPorts>> {
 
 imgest_testing::image_index_contract_tests!(image_index, super::dynamodb_images);
 imgest_testing::offer_links_contract_tests!(offer_links, super::dynamodb_links);
+imgest_testing::offer_links_contract_tests!(offer_links_hot, super::dynamodb_hot_links);
 imgest_testing::documents_contract_tests!(documents, super::dynamodb_documents);
 imgest_testing::rate_limiter_contract_tests!(rate_limiter, super::dynamodb_rate_limits);
 imgest_testing::uploads_contract_tests!(uploads, super::dynamodb_uploads);
@@ -907,4 +915,175 @@ async fn a_counter_series_spreads_its_adds_over_shards_and_reads_its_unsharded_p
         .filter(|pk| pk.starts_with(&format!("ctr#host#{key}#s")))
         .count();
     assert_eq!(partitions, imgest_aws::dynamodb::COUNTER_SHARDS as usize);
+}
+
+/// The delta items of hot image `id` (`linkdelta#{id}#{k}`), read consistently: their deltas.
+async fn link_shards(client: &Client, table: &str, id: &ImageId) -> Vec<i64> {
+    let mut deltas = Vec::new();
+    for shard in 0..imgest_aws::dynamodb::LINK_SHARDS {
+        let item = client
+            .get_item()
+            .table_name(table)
+            .key("pk", AttributeValue::S(format!("linkdelta#{id}#{shard}")))
+            .key("sk", AttributeValue::S("linkdelta".into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item;
+        if let Some(item) = item {
+            deltas.push(number(&item, "delta").unwrap());
+        }
+    }
+    deltas
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_images_changes_go_to_its_shards_and_its_count_stays_exact() {
+    let Some((store, client, table)) =
+        store_and_client("a_hot_images_changes_go_to_its_shards_and_its_count_stays_exact").await
+    else {
+        return;
+    };
+    let store = Arc::new(Arc::into_inner(store).unwrap().with_hot_links(3));
+    let now = BASE;
+    let record = ready_image(&store, now).await;
+    let x = record.id.clone();
+    let dealer = testing::random_client();
+    let offers: Vec<OfferKey> = (0..12)
+        .map(|_| OfferKey::new(Tenant::Client(dealer.clone()), testing::random_offer_id()))
+        .collect();
+    // Three links on the item itself: then it is hot.
+    for offer in &offers[..3] {
+        store
+            .set_photos(offer, std::slice::from_ref(&x), now, TTL)
+            .await
+            .unwrap();
+    }
+    assert!(!raw_image(&client, &table, &x).await.contains_key("hot"));
+
+    // Nine more at once, some of them a crawl's keyed changes: each on a shard, in its
+    // offer's transaction; the item is written once (turning hot), never by a link.
+    let tasks: Vec<_> = offers[3..]
+        .iter()
+        .enumerate()
+        .map(|(i, offer)| {
+            let (store, offer, ids) = (store.clone(), offer.clone(), vec![x.clone()]);
+            tokio::spawn(async move {
+                if i % 3 == 0 {
+                    store
+                        .set_photos_keyed(&offer, &ids, "crawl-1", now, TTL)
+                        .await
+                } else {
+                    store.set_photos(&offer, &ids, now, TTL).await
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let item = raw_image(&client, &table, &x).await;
+    assert!(item.contains_key("hot"));
+    assert_eq!(number(&item, "link_count"), Some(3));
+    let deltas = link_shards(&client, &table, &x).await;
+    assert_eq!(deltas.len(), imgest_aws::dynamodb::LINK_SHARDS as usize);
+    assert_eq!(deltas.iter().sum::<i64>(), 9);
+    let r = store.get(&x).await.unwrap().unwrap();
+    assert_eq!((r.link_count, r.expires_at), (12, None));
+    assert_eq!(
+        store.get_many(std::slice::from_ref(&x)).await.unwrap()[0].link_count,
+        12
+    );
+
+    // Another client's offer: the item is written (the client is added), the total exact.
+    let other = testing::random_offer();
+    store
+        .set_photos(&other, std::slice::from_ref(&x), now, TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        number(&raw_image(&client, &table, &x).await, "link_count"),
+        Some(4)
+    );
+    assert_eq!(store.get(&x).await.unwrap().unwrap().link_count, 13);
+    assert_eq!(store.linking_clients(&x).await.unwrap().len(), 2);
+
+    // Every offer leaves at once: the last unlink cools it into an orphan, shards gone, and
+    // GC may collect it after the orphan window.
+    let later = now.plus(Duration::from_secs(60));
+    let tasks: Vec<_> = offers
+        .iter()
+        .chain([&other])
+        .map(|offer| {
+            let (store, offer) = (store.clone(), offer.clone());
+            tokio::spawn(async move { store.delete_offer(&offer, later, TTL).await })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap());
+    }
+    let r = store.get(&x).await.unwrap().unwrap();
+    assert_eq!((r.link_count, r.expires_at), (0, Some(later.plus(TTL))));
+    let item = raw_image(&client, &table, &x).await;
+    assert!(!item.contains_key("hot"), "{item:?}");
+    assert!(link_shards(&client, &table, &x).await.is_empty());
+    assert!(
+        !store
+            .delete_if_expired(&x, &record.generation, later)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .delete_if_expired(&x, &record.generation, later.plus(TTL))
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_image_left_with_no_link_is_cooled_into_an_orphan_by_a_read() {
+    let Some((store, client, table)) =
+        store_and_client("a_hot_image_left_with_no_link_is_cooled_into_an_orphan_by_a_read").await
+    else {
+        return;
+    };
+    let store = Arc::new(Arc::into_inner(store).unwrap().with_hot_links(3));
+    let now = BASE;
+    let x = ready_image(&store, now).await.id;
+    let offers: Vec<OfferKey> = (0..4).map(|_| testing::random_offer()).collect();
+    for offer in &offers {
+        store
+            .set_photos(offer, std::slice::from_ref(&x), now, TTL)
+            .await
+            .unwrap();
+    }
+    assert!(raw_image(&client, &table, &x).await.contains_key("hot"));
+    // A shard one link higher than its offers: the last unlink leaves one link, too many to
+    // cool. Then that link goes too, as if the last unlink's fold had failed.
+    let shard = |delta: i64| {
+        client
+            .update_item()
+            .table_name(&table)
+            .key("pk", AttributeValue::S(format!("linkdelta#{x}#0")))
+            .key("sk", AttributeValue::S("linkdelta".into()))
+            .update_expression("ADD delta :d")
+            .expression_attribute_values(":d", AttributeValue::N(delta.to_string()))
+            .send()
+    };
+    shard(1).await.unwrap();
+    let later = now.plus(Duration::from_secs(60));
+    for offer in &offers {
+        assert!(store.delete_offer(offer, later, TTL).await.unwrap());
+    }
+    assert!(raw_image(&client, &table, &x).await.contains_key("hot"));
+    shard(-1).await.unwrap();
+
+    // A read finds no link left and cools it into the orphan the last unlink would have made.
+    let r = store.get(&x).await.unwrap().unwrap();
+    assert_eq!((r.link_count, r.expires_at), (0, Some(later.plus(TTL))));
+    let item = raw_image(&client, &table, &x).await;
+    assert!(!item.contains_key("hot") && !item.contains_key("hot_grace"));
+    assert!(link_shards(&client, &table, &x).await.is_empty());
 }

@@ -22,6 +22,7 @@
 //! | `gc_bucket`, `gc_at` | S, N ms | GC candidates only (the sparse `gc-index`): claims, unlinked ready images that were claimed or that an offer dropped; not records made by `create_ready` until an offer drops them (the TTL collects them); `gc_at` is never later than the expiry (see below) |
 //! | `clients`          | SS   | the clients whose offers linked the image since it was stored (added by each link of a client's offer, never removed: near-duplicate lookups show a client only images it links or linked) |
 //! | `linked_by`        | S    | the keyed offer change whose link was the last change of `link_count`, if it was one (see the offers module) |
+//! | `hot`              | N ms | while the image's link changes go to delta items beside it (see the `hot_links` module): its links are `link_count` plus their deltas |
 //!
 //! Every decision is a conditional write on what was read with a consistent read, retried a
 //! bounded number of times when another writer got in between.
@@ -96,6 +97,7 @@ pub const SCAN_ATTRIBUTES: &[&str] = &[
     LAST_UPDATE,
     LINK_COUNT,
     EXPIRES_AT,
+    super::hot_links::HOT,
 ];
 
 /// A processing claim's item outlives the claim by this much before DynamoDB's TTL deleter
@@ -282,21 +284,23 @@ struct BucketCursor {
 }
 
 /// The record an update returned (`ReturnValues::AllNew`).
-fn returned_record(
-    attributes: Option<Item>,
-    id: &ImageId,
-    what: &str,
-) -> Result<ImageRecord, StoreError> {
-    let item = attributes.ok_or_else(|| {
-        StoreError::corrupt(format!("dynamodb: {what} image {id}: no attributes"))
-    })?;
-    record_from_item(&item)
-}
-
 impl DynamoStore {
     /// The image item, read consistently.
     pub(super) async fn get_image(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
         self.read_image(id, true).await
+    }
+
+    /// The image item as a record of its own count (a hot image's shards not added) with the
+    /// item, read consistently.
+    pub(super) async fn read_image_item(
+        &self,
+        id: &ImageId,
+    ) -> Result<Option<(ImageRecord, Item)>, StoreError> {
+        let item = self
+            .read_item(image_key(id), &format!("reading image {id}"), true)
+            .await?;
+        item.map(|item| Ok((record_from_item(&item)?, item)))
+            .transpose()
     }
 
     /// The image item; eventually consistent unless `consistent`.
@@ -308,7 +312,28 @@ impl DynamoStore {
         let item = self
             .read_item(image_key(id), &format!("reading image {id}"), consistent)
             .await?;
-        item.as_ref().map(record_from_item).transpose()
+        match item {
+            Some(item) => self.record_of(&item).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// An image item as a record with all its links (a hot image's shards added).
+    pub(super) async fn record_of(&self, item: &Item) -> Result<ImageRecord, StoreError> {
+        self.with_total(record_from_item(item)?, item).await
+    }
+
+    /// The record an update returned, with all its links.
+    async fn returned(
+        &self,
+        attributes: Option<Item>,
+        id: &ImageId,
+        what: &str,
+    ) -> Result<ImageRecord, StoreError> {
+        let item = attributes.ok_or_else(|| {
+            StoreError::corrupt(format!("dynamodb: {what} image {id}: no attributes"))
+        })?;
+        self.record_of(&item).await
     }
 
     /// The stored records among `ids`, read consistently, by id (duplicates read once).
@@ -346,7 +371,11 @@ impl DynamoStore {
     }
 
     /// BatchGetItem of at most 100 keys, retrying unprocessed keys.
-    async fn batch_get(&self, keys: Vec<Item>, consistent: bool) -> Result<Vec<Item>, StoreError> {
+    pub(super) async fn batch_get(
+        &self,
+        keys: Vec<Item>,
+        consistent: bool,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::with_capacity(keys.len());
         let mut request = KeysAndAttributes::builder()
             .set_keys(Some(keys))
@@ -473,11 +502,9 @@ impl DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(out) => Ok(Some(Claim::Existing(returned_record(
-                out.attributes,
-                id,
-                "refreshing",
-            )?))),
+            Ok(out) => Ok(Some(Claim::Existing(
+                self.returned(out.attributes, id, "refreshing").await?,
+            ))),
             Err(e) if is_condition_failed(&e) => Ok(None),
             Err(e) => Err(sdk_error(format!("refreshing image {id}"), e)),
         }
@@ -738,7 +765,7 @@ impl ImageIndex for DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(out) => returned_record(out.attributes, id, "completing"),
+            Ok(out) => self.returned(out.attributes, id, "completing").await,
             Err(e) if is_condition_failed(&e) => Err(StoreError::Conflict(format!(
                 "image {id}: the claim of generation {generation} is no longer held"
             ))),
@@ -812,8 +839,14 @@ impl ImageIndex for DynamoStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let found = self.get_images(ids).await?;
-        Ok(ids.iter().filter_map(|id| found.get(id).cloned()).collect())
+        let mut found = self.read_images(ids, true).await?;
+        let mut records = Vec::with_capacity(found.len());
+        for id in ids {
+            if let Some((record, item)) = found.remove(id) {
+                records.push(self.with_total(record, &item).await?);
+            }
+        }
+        Ok(records)
     }
 
     async fn expired_in(
@@ -877,7 +910,10 @@ impl ImageIndex for DynamoStore {
             .send()
             .await;
         match updated {
-            Ok(out) => returned_record(out.attributes, id, "replacing the files of").map(Some),
+            Ok(out) => self
+                .returned(out.attributes, id, "replacing the files of")
+                .await
+                .map(Some),
             Err(e) if is_condition_failed(&e) => Ok(None),
             Err(e) => Err(sdk_error(format!("replacing the files of image {id}"), e)),
         }
@@ -901,13 +937,11 @@ impl ImageIndex for DynamoStore {
                 limit,
             )
             .await?;
-        Ok(ScanPage {
-            records: items
-                .iter()
-                .map(record_from_item)
-                .collect::<Result<_, _>>()?,
-            next,
-        })
+        let mut records = Vec::with_capacity(items.len());
+        for item in &items {
+            records.push(self.record_of(item).await?);
+        }
+        Ok(ScanPage { records, next })
     }
 
     async fn correct_link_count(
@@ -917,6 +951,9 @@ impl ImageIndex for DynamoStore {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {
+        if let Some(written) = self.correct_hot(seen, count, now, orphan_ttl).await? {
+            return Ok(written);
+        }
         let id = &seen.id;
         let mut e = Expr::new();
         e.set(LINK_COUNT, n(i64::from(count))).remove(LINKED_BY);
@@ -925,12 +962,14 @@ impl ImageIndex for DynamoStore {
         } else {
             remove_expiry(&mut e);
         }
+        // Not turned hot since it was read either.
         let condition = format!(
-            "{} AND {} AND {} AND {}",
+            "{} AND {} AND {} AND {} AND {}",
             e.eq(STATE, s(READY)),
             e.eq(GENERATION, s(seen.generation.as_str())),
             e.eq(LINK_COUNT, n(i64::from(seen.link_count))),
             e.eq(LAST_UPDATE, ms(seen.last_update)),
+            e.not_exists(super::hot_links::HOT),
         );
         let parts = e.finish();
         self.update_if(image_key(id), parts, condition, || {

@@ -29,6 +29,7 @@
 mod checkpoints;
 mod counts;
 mod documents;
+mod hot_links;
 mod images;
 mod item;
 mod members;
@@ -49,6 +50,7 @@ use crate::sdk_error::sdk_error;
 use imgest_core::ports::StoreError;
 
 pub use counts::COUNTER_SHARDS;
+pub use hot_links::{HOT_LINKS, LINK_SHARDS};
 pub use images::SCAN_ATTRIBUTES as IMAGE_SCAN_ATTRIBUTES;
 pub use offers::SCAN_ATTRIBUTES as OFFER_SCAN_ATTRIBUTES;
 pub use rate_limits::{MAX_RATE_LIMIT_SHARDS, PERMITS_PER_S_PER_SHARD, rate_limit_shards};
@@ -63,6 +65,8 @@ pub struct DynamoStore {
     table: String,
     /// The closed rate-limit buckets this process has read (see the `rate_limits` module).
     rate_cache: std::sync::Arc<rate_limits::RateCache>,
+    /// The link count at which an image turns hot (see the `hot_links` module).
+    hot_links: u32,
 }
 
 impl DynamoStore {
@@ -72,7 +76,15 @@ impl DynamoStore {
             client,
             table: table.into(),
             rate_cache: std::sync::Arc::default(),
+            hot_links: HOT_LINKS,
         }
+    }
+
+    /// The same store with images turning hot at `links` links instead of [`HOT_LINKS`] (tests
+    /// run the link contract over hot images with a few).
+    pub fn with_hot_links(mut self, links: u32) -> Self {
+        self.hot_links = links.max(1);
+        self
     }
 
     /// The table's name.

@@ -47,6 +47,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 
+use super::hot_links::{HOT, hot_since};
 use super::images::{CLIENTS, LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
 use super::item::{Attrs, Expr, ExprParts, Item, PK, id_of, key, ms, n, s};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
@@ -178,6 +179,15 @@ fn link_expr(now: Timestamp, offer: &OfferKey) -> Expr {
     e
 }
 
+/// Whether a link by `offer` leaves the image's `clients` as they are (open mode's offers have
+/// no client): a hot image's link then needs no write of its item.
+fn lists_client(item: &Item, offer: &OfferKey) -> bool {
+    offer.tenant().client().is_none_or(|client| {
+        matches!(item.get(CLIENTS), Some(AttributeValue::Ss(names))
+            if names.iter().any(|c| c == client.as_str()))
+    })
+}
+
 /// Exactly `ImageRecord::is_live`: ready, and linked or not past its expiry.
 fn live_condition(e: &mut Expr, now: Timestamp) -> String {
     format!(
@@ -224,10 +234,13 @@ fn exact_unlink_expr(
     e.set(LINK_COUNT, n(i64::from(seen) - 1))
         .set(LAST_UPDATE, ms(now))
         .remove(LINKED_BY);
+    let mut condition = e.eq(LINK_COUNT, n(i64::from(seen)));
     if seen <= 1 {
         set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
+        // The last link of the item is the image's last only while it is not hot: one read
+        // before it turned hot must not orphan it with its shards' links uncounted.
+        condition = format!("{condition} AND {}", e.not_exists(HOT));
     }
-    let condition = e.eq(LINK_COUNT, n(i64::from(seen)));
     (e, condition)
 }
 
@@ -265,6 +278,19 @@ impl DynamoStore {
         e.remove(LINKED_BY);
         let condition = live_condition(&mut e, now);
         self.image_write(id, e, condition)
+    }
+
+    /// A link (`+1`) or an unlink (`-1`) of hot image `id` on one of its shards.
+    fn delta_write(
+        &self,
+        id: &ImageId,
+        change: i64,
+        now: Timestamp,
+    ) -> Result<ImageWrite, StoreError> {
+        Ok(ImageWrite {
+            id: id.clone(),
+            op: self.delta_op(id, change, now)?,
+        })
     }
 
     /// Links `id` on its own, before the offer's write, marked as `marker`'s link: `Ok(false)`
@@ -364,7 +390,7 @@ impl DynamoStore {
 
     /// Runs one transaction: `Ok(true)` if it committed, `Ok(false)` if a condition failed or
     /// another transaction got in the way (the caller re-reads and retries).
-    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
+    pub(super) async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<bool, StoreError> {
         let sent = self
             .client
             .transact_write_items()
@@ -418,9 +444,17 @@ impl DynamoStore {
             if attempt > 0 {
                 backoff(attempt - 1).await;
             }
-            let Some(record) = self.get_image(id).await? else {
+            let Some((record, item)) = self.read_image_item(id).await? else {
                 return Ok(());
             };
+            if hot_since(&item).is_some() {
+                // In a transaction of its own: its token keeps the SDK's retries from taking
+                // two links away.
+                if self.transact(vec![self.delta_op(id, -1, now)?]).await? {
+                    return Ok(());
+                }
+                continue;
+            }
             if record.link_count == 0 {
                 return Ok(());
             }
@@ -575,11 +609,29 @@ impl DynamoStore {
             let added: Vec<&ImageId> = wanted.iter().filter(|id| !old_set.contains(id)).collect();
             let dropped: Vec<&ImageId> = old.iter().filter(|id| !new_set.contains(id)).collect();
             let ids = |list: &[&ImageId]| list.iter().map(|id| (*id).clone()).collect::<Vec<_>>();
-            let (added_items, mut records) = futures_util::future::try_join(
+            let (added_items, dropped_items) = futures_util::future::try_join(
                 self.read_images(&ids(&added), consistent),
-                self.get_images(&ids(&dropped)),
+                self.read_images(&ids(&dropped), true),
             )
             .await?;
+            // An image that many offers link turns hot first: its changes then go to its
+            // shards (see the `hot_links` module).
+            let heating: Vec<&ImageId> = added_items
+                .iter()
+                .chain(&dropped_items)
+                .filter(|(_, (r, item))| {
+                    r.is_ready() && r.link_count >= self.hot_links && hot_since(item).is_none()
+                })
+                .map(|(id, _)| id)
+                .collect();
+            if !heating.is_empty() {
+                futures_util::future::try_join_all(
+                    heating.iter().map(|id| self.heat(id, now, orphan_ttl)),
+                )
+                .await?;
+                attempt += 1;
+                continue;
+            }
             // Images this offer already links are live (a linked image never expires).
             if let Some(unknown) = added
                 .iter()
@@ -591,17 +643,31 @@ impl DynamoStore {
                 consistent = true;
                 continue;
             }
+            // A hot image is linked on a shard, in the offer's transaction (unless the
+            // offer's client is new to it).
+            let hot = |id: &ImageId| {
+                added_items
+                    .get(id)
+                    .is_some_and(|(_, item)| hot_since(item).is_some() && lists_client(item, offer))
+            };
             let links = match marker {
                 None => added
                     .iter()
-                    .map(|id| self.link_op(id, now, offer))
+                    .map(|id| {
+                        if hot(id) {
+                            self.delta_write(id, 1, now)
+                        } else {
+                            self.link_op(id, now, offer)
+                        }
+                    })
                     .collect::<Result<Vec<_>, _>>()?,
                 Some(marker) => {
                     // An added image marked by this change carries a link of it that no
                     // listing has used yet (the offer, read before it, does not list the
                     // image, and the write below is conditional on that read): it is used
                     // now. Every other added image is linked now.
-                    let unmarked: Vec<&ImageId> = added
+                    // A hot one's link goes in the offer's transaction: no mark to use.
+                    let (hot, unmarked): (Vec<&ImageId>, Vec<&ImageId>) = added
                         .iter()
                         .copied()
                         .filter(|id| {
@@ -609,7 +675,7 @@ impl DynamoStore {
                                 .get(*id)
                                 .is_some_and(|(_, item)| marked_by(item, marker))
                         })
-                        .collect();
+                        .partition(|id| hot(id));
                     let linked = futures_util::future::try_join_all(
                         unmarked
                             .iter()
@@ -620,16 +686,26 @@ impl DynamoStore {
                         attempt += 1;
                         continue;
                     }
-                    Vec::new()
+                    hot.iter()
+                        .map(|id| self.delta_write(id, 1, now))
+                        .collect::<Result<Vec<_>, _>>()?
                 }
             };
-            records.extend(added_items.into_iter().map(|(id, (r, _))| (id, r)));
-            // A dropped image without links (or without a record) has nothing to undo.
-            let unlinks = dropped
-                .iter()
-                .filter_map(|id| records.get(*id).filter(|r| r.link_count > 0))
-                .map(|r| self.unlink_op(&r.id, r.link_count, now, orphan_ttl))
-                .collect::<Result<Vec<_>, _>>()?;
+            // A dropped image without links (or without a record) has nothing to undo; a hot
+            // one is unlinked on a shard.
+            let mut cooling = Vec::new();
+            let mut unlinks = Vec::with_capacity(dropped.len());
+            for id in &dropped {
+                let Some((r, item)) = dropped_items.get(*id) else {
+                    continue;
+                };
+                if hot_since(item).is_some() {
+                    unlinks.push(self.delta_write(id, -1, now)?);
+                    cooling.push(r);
+                } else if r.link_count > 0 {
+                    unlinks.push(self.unlink_op(id, r.link_count, now, orphan_ttl)?);
+                }
+            }
             let write = offer_write(offer, photos, read.as_ref(), now);
             // With no image written beside it, the offer's put is a plain conditional write (a
             // transaction of one item would cost twice as much).
@@ -641,6 +717,12 @@ impl DynamoStore {
                     .await?
             };
             if written {
+                for seen in cooling {
+                    // Best effort: the next unlink (or read) of it cools it otherwise.
+                    if let Err(e) = self.cool_if_few(seen, now, orphan_ttl).await {
+                        tracing::warn!(image = %seen.id, error = %e, "could not cool a hot image");
+                    }
+                }
                 return Ok(read.is_some());
             }
             consistent = true;
