@@ -82,6 +82,29 @@ const ITEM_RWD: &[&str] = &[
     "dynamodb:BatchGetItem",
     "dynamodb:DeleteItem",
 ];
+/// A hot image's link shards (`linkdelta#`, beside its `image#` item: see the DynamoDB
+/// adapter's `hot_links`): read wherever its record is, to count its links.
+const LINK_SHARDS_READ: Grant = grant(
+    "A hot image's link shards, read to count its links (its record's count is its item's plus theirs).",
+    &["dynamodb:BatchGetItem"],
+    &[Res::Table],
+    Cond::LeadingKeys(&["linkdelta#*"]),
+);
+/// Written where offers' links change: created when an image turns hot, added to by each link
+/// and unlink, deleted when it cools.
+const LINK_SHARDS_WRITE: Grant = grant(
+    "A hot image's link shards: created when it turns hot, added to by its offers' links and unlinks, read to count them, deleted when it cools.",
+    ITEM_RWD,
+    &[Res::Table],
+    Cond::LeadingKeys(&["linkdelta#*"]),
+);
+/// The audit's correction of a hot image folds its shards into its item.
+const LINK_SHARDS_FOLD: Grant = grant(
+    "A hot image's link shards, read to count its links, deleted when the audit's correction folds them into its item.",
+    &["dynamodb:BatchGetItem", "dynamodb:DeleteItem"],
+    &[Res::Table],
+    Cond::LeadingKeys(&["linkdelta#*"]),
+);
 const FILES: &[Res] = &[Res::Objects("public/"), Res::Objects("originals/")];
 const VARIANTS: &[Res] = &[Res::Objects("public/")];
 const FILE_PREFIXES: Cond = Cond::Prefixes(&["public/*", "originals/*"]);
@@ -169,6 +192,7 @@ const CONFIGURATION: Grant = grant(
 );
 
 const API: &[Grant] = &[
+    LINK_SHARDS_WRITE,
     CONFIGURATION,
     grant(
         "Images, offers, uploads, the crawls' records (POST /v1/crawl runs intake) and the sellers' upload budgets; DeleteItem only abandons a failed upload's claim.",
@@ -225,6 +249,7 @@ const API: &[Grant] = &[
 ];
 
 const INTAKE: &[Grant] = &[
+    LINK_SHARDS_WRITE,
     grant(
         "URL and crawl records, and what settling a crawl at once links; no files.",
         ITEM_RW,
@@ -251,6 +276,7 @@ const INTAKE: &[Grant] = &[
 ];
 
 const FETCH: &[Grant] = &[
+    LINK_SHARDS_READ,
     CONFIGURATION,
     grant(
         "URL, crawl and host records, the clients' rate limits, and the images of photos processed here (DeleteItem abandons a failed claim); no offer: a crawl that settles here is finished by the intake function, and no crawl's seal: what a crawl asked for is intake's.",
@@ -312,6 +338,7 @@ const FETCH: &[Grant] = &[
 ];
 
 const PROCESS: &[Grant] = &[
+    LINK_SHARDS_READ,
     CONFIGURATION,
     grant(
         "Images (DeleteItem abandons a failed claim), uploads and the URL and crawl records; no offer: a crawl that settles here is finished by the intake function, and no crawl's seal: what a crawl asked for is intake's.",
@@ -351,6 +378,7 @@ const PROCESS: &[Grant] = &[
 ];
 
 const TTL_CLEANUP: &[Grant] = &[
+    LINK_SHARDS_READ,
     grant(
         "Is the removed generation back? Then its files stay.",
         &["dynamodb:GetItem"],
@@ -367,6 +395,7 @@ const TTL_CLEANUP: &[Grant] = &[
 ];
 
 const SCHEDULED_GC: &[Grant] = &[
+    LINK_SHARDS_FOLD,
     grant(
         "gc-index's entries (its keys are gc#...).",
         &["dynamodb:Query"],
@@ -413,6 +442,7 @@ const SCHEDULED_GC: &[Grant] = &[
 ];
 
 const ERASURE: &[Grant] = &[
+    LINK_SHARDS_WRITE,
     grant(
         "The erasures under way (files of erased records; sellers' erasures waiting for offers): read a page at a time, each removed once done.",
         &["dynamodb:Query", "dynamodb:BatchWriteItem"],
@@ -467,6 +497,7 @@ const ERASURE: &[Grant] = &[
 ];
 
 const BACKFILL: &[Grant] = &[
+    LINK_SHARDS_READ,
     CONFIGURATION,
     grant(
         "The enumeration's parallel scan of the image records (Scan takes no key condition: it reads only their attributes).",

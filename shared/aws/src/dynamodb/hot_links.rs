@@ -26,13 +26,13 @@
 //!   [`HOT_LINKS`]` / 2` links they are read again consistently and one transaction sets the
 //!   item's count to the total, removes `hot` (with the orphan expiry if the total is 0) and
 //!   deletes every shard, each conditional on its delta as read: a change that wrote a shard
-//!   in between fails it (the next unlink, or read, cools it). A change that read the image hot
+//!   in between fails it (the next unlink cools it). A change that read the image hot
 //!   and writes after finds no shard, reads again and links the item.
 //! - A link by a client not yet among the image's `clients` writes the item as a cold link
 //!   does (its count one more: the total stays exact), so the client is added.
-//! - A read that finds a hot image under [`HOT_LINKS`]` / 2` cools it too (with none left, into
-//!   the orphan its last unlink would have made, under the orphan window it turned hot with:
-//!   `hot_grace`, N ms), so one whose last unlink could not cool it is not left hot.
+//! - A read that finds a hot image with no link left (its last unlink could not cool it) cools
+//!   it into the orphan that unlink would have made, under the orphan window it turned hot
+//!   with (`hot_grace`, N ms), where the function may write: it is not left hot.
 //! - Records read through the ports carry the total, and the latest `last_update` of the item
 //!   and its shards (a change's own time, so two changes a moment apart may leave the earlier
 //!   one's).
@@ -174,8 +174,10 @@ impl DynamoStore {
         Ok(shards)
     }
 
-    /// `record` (made of `item`) with its shards' links and latest update, if it is hot; and
-    /// when it is hot with few links left, it is cooled first if it can be.
+    /// `record` (made of `item`) with its shards' links and latest update, if it is hot. One
+    /// found with no link left (its last unlink could not cool it) is cooled into the orphan
+    /// that unlink would have made, where this process may write (best effort: a read-only
+    /// function's reads only report it).
     pub(super) async fn with_total(
         &self,
         mut record: ImageRecord,
@@ -186,38 +188,29 @@ impl DynamoStore {
         }
         let shards = self.shards(&record.id, true).await?;
         let total = total(&record, &shards)?;
-        // With no link left (the last unlink could not cool it), an orphan from its last
-        // change, with the orphan window it turned hot under.
         let grace = Attrs::new(item, "a hot image's item")
             .opt_i64(HOT_GRACE)?
             .and_then(|ms| u64::try_from(ms).ok())
             .map(Duration::from_millis);
-        let coolable = total > 0 || grace.is_some();
-        if coolable
-            && total < self.hot_links / 2
-            && self
-                .cool(
-                    &record,
-                    &shards,
-                    None,
-                    latest(&record, &shards),
-                    grace.unwrap_or_default(),
-                )
-                .await?
-        {
-            // Cooled: the item now holds it all, as the fold wrote it.
-            return match self.read_image_item(&record.id).await? {
-                Some((cooled, _)) => Ok(cooled),
-                None => Err(StoreError::corrupt(format!(
-                    "dynamodb: image {}: gone after cooling it",
-                    record.id
-                ))),
-            };
+        if let (0, Some(grace)) = (total, grace) {
+            match self
+                .cool(&record, &shards, None, latest(&record, &shards), grace)
+                .await
+            {
+                Ok(true) => {
+                    if let Some((cooled, _)) = self.read_image_item(&record.id).await? {
+                        return Ok(cooled);
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(image = %record.id, error = %e,
+                        "a hot image with no link left could not be cooled here");
+                }
+            }
         }
         record.link_count = total;
-        if let Some(latest) = shards.iter().filter_map(|s| s.last_update).max() {
-            record.last_update = record.last_update.max(latest);
-        }
+        record.last_update = latest(&record, &shards);
         Ok(record)
     }
 

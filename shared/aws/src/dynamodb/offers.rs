@@ -718,7 +718,7 @@ impl DynamoStore {
             };
             if written {
                 for seen in cooling {
-                    // Best effort: the next unlink (or read) of it cools it otherwise.
+                    // Best effort: the next unlink of it cools it otherwise (a read, with none left).
                     if let Err(e) = self.cool_if_few(seen, now, orphan_ttl).await {
                         tracing::warn!(image = %seen.id, error = %e, "could not cool a hot image");
                     }
