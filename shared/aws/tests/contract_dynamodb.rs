@@ -47,11 +47,19 @@ async fn dynamodb_links(test: &str) -> Option<Fixture<LinkPorts>> {
     Some(Fixture::new(LinkPorts::of(store(test).await?)))
 }
 
+/// A store (and its client and table) whose images turn hot at `links` links (see
+/// `DynamoStore::with_hot_links`).
+async fn hot_store(test: &str, links: u32) -> Option<(Arc<DynamoStore>, Client, String)> {
+    let (store, client, table) = store_and_client(test).await?;
+    let store = Arc::into_inner(store)?.with_hot_links(links);
+    Some((Arc::new(store), client, table))
+}
+
 /// The link contract again over images that turn hot at two links (their changes on shards
-/// from the second link on: see `DynamoStore::with_hot_links`).
+/// from the second link on).
 async fn dynamodb_hot_links(test: &str) -> Option<Fixture<LinkPorts>> {
-    let store = Arc::into_inner(store(test).await?)?.with_hot_links(2);
-    Some(Fixture::new(LinkPorts::of(Arc::new(store))))
+    let (store, _, _) = hot_store(test, 2).await?;
+    Some(Fixture::new(LinkPorts::of(store)))
 }
 
 async fn dynamodb_documents(test: &str) -> Option<Fixture<Arc<dyn Documents>>> {
@@ -940,12 +948,14 @@ async fn link_shards(client: &Client, table: &str, id: &ImageId) -> Vec<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_images_changes_go_to_its_shards_and_its_count_stays_exact() {
-    let Some((store, client, table)) =
-        store_and_client("a_hot_images_changes_go_to_its_shards_and_its_count_stays_exact").await
+    let Some((store, client, table)) = hot_store(
+        "a_hot_images_changes_go_to_its_shards_and_its_count_stays_exact",
+        3,
+    )
+    .await
     else {
         return;
     };
-    let store = Arc::new(Arc::into_inner(store).unwrap().with_hot_links(3));
     let now = BASE;
     let record = ready_image(&store, now).await;
     let x = record.id.clone();
@@ -1044,12 +1054,14 @@ async fn a_hot_images_changes_go_to_its_shards_and_its_count_stays_exact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_image_left_with_no_link_is_cooled_into_an_orphan_by_a_read() {
-    let Some((store, client, table)) =
-        store_and_client("a_hot_image_left_with_no_link_is_cooled_into_an_orphan_by_a_read").await
+    let Some((store, client, table)) = hot_store(
+        "a_hot_image_left_with_no_link_is_cooled_into_an_orphan_by_a_read",
+        3,
+    )
+    .await
     else {
         return;
     };
-    let store = Arc::new(Arc::into_inner(store).unwrap().with_hot_links(3));
     let now = BASE;
     let x = ready_image(&store, now).await.id;
     let offers: Vec<OfferKey> = (0..4).map(|_| testing::random_offer()).collect();

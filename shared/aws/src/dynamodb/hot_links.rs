@@ -39,7 +39,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 
 use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
 use super::item::{Attrs, Expr, Item, PK, key, ms, n, s};
@@ -95,17 +95,8 @@ impl DynamoStore {
         let mut e = Expr::new();
         e.add(DELTA, change).set(LAST_UPDATE, ms(now));
         let condition = e.exists(DELTA);
-        let parts = e.finish();
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(shard_key(id, fastrand::u32(..LINK_SHARDS))))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
-            .build()
-            .map_err(|e| build_error("a link delta", e))?;
-        Ok(TransactWriteItem::builder().update(update).build())
+        let shard = shard_key(id, fastrand::u32(..LINK_SHARDS));
+        self.transact_update(shard, e, condition, "a link delta")
     }
 
     /// Turns ready image `id` hot if its count has reached the threshold and it is not hot
@@ -125,17 +116,8 @@ impl DynamoStore {
             e.cmp(LINK_COUNT, ">=", n(i64::from(self.hot_links))),
             e.not_exists(HOT),
         );
-        let parts = e.finish();
-        let image = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
-            .build()
-            .map_err(|e| build_error("turning an image hot", e))?;
-        let mut items = vec![TransactWriteItem::builder().update(image).build()];
+        let mut items =
+            vec![self.transact_update(image_key(id), e, condition, "turning an image hot")?];
         for shard in 0..LINK_SHARDS {
             let mut item = shard_key(id, shard);
             item.insert(DELTA.to_owned(), n(0));
@@ -276,17 +258,8 @@ impl DynamoStore {
             e.exists(HOT),
             e.eq(LINK_COUNT, n(i64::from(seen.link_count))),
         );
-        let parts = e.finish();
-        let image = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
-            .build()
-            .map_err(|e| build_error("cooling an image", e))?;
-        let mut items = vec![TransactWriteItem::builder().update(image).build()];
+        let mut items =
+            vec![self.transact_update(image_key(id), e, condition, "cooling an image")?];
         for shard in shards {
             let delete = Delete::builder()
                 .table_name(&self.table)

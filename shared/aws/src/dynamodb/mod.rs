@@ -139,6 +139,29 @@ impl DynamoStore {
             .set_expression_attribute_values(parts.values)
     }
 
+    /// A conditional update of `key` inside a transaction (`what` names it in a build error).
+    pub(crate) fn transact_update(
+        &self,
+        key: item::Item,
+        e: item::Expr,
+        condition: String,
+        what: &str,
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
+        let parts = e.finish();
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .set_update_expression(parts.update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(parts.names)
+            .set_expression_attribute_values(parts.values)
+            .build()
+            .map_err(|e| build_error(what, e))?;
+        Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .update(update)
+            .build())
+    }
+
     /// A conditional `UpdateItem` answered as a decision: `true` if applied, `false` if its
     /// condition was false; any other failure is translated with `context`.
     pub(crate) async fn update_if(

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 
 use super::hot_links::{HOT, hot_since};
 use super::images::{CLIENTS, LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
@@ -337,19 +337,9 @@ impl DynamoStore {
         e: Expr,
         condition: String,
     ) -> Result<ImageWrite, StoreError> {
-        let parts = e.finish();
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(image_key(id)))
-            .set_update_expression(parts.update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(parts.names)
-            .set_expression_attribute_values(parts.values)
-            .build()
-            .map_err(|e| build_error("a transaction update", e))?;
         Ok(ImageWrite {
             id: id.clone(),
-            op: TransactWriteItem::builder().update(update).build(),
+            op: self.transact_update(image_key(id), e, condition, "a transaction update")?,
         })
     }
 
