@@ -936,3 +936,29 @@ async fn random_histories_with_crashes_keep_the_storage_invariants_on_aws() {
     })
     .await;
 }
+
+/// The same histories with every image turning hot at its first link (the next change that
+/// reads it linked turns it hot; its link changes then go to delta items beside it, folded back
+/// when none is left: `shared/aws/src/dynamodb/hot_links.rs`), so the crashes, pauses, audits,
+/// erasures and collections meet that protocol too (about 15 images turn hot and 9 cool in the
+/// 30 histories).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_histories_with_crashes_keep_the_storage_invariants_on_aws_with_hot_images() {
+    let Some(config) = imgest_testing::aws::sdk_config("model on aws, hot images").await else {
+        return;
+    };
+    run_histories("model (aws, hot images)", seeds(30), |clock| {
+        let config = config.clone();
+        async move {
+            let aws = crate::support::AwsStorage::create(&config).await;
+            let blobs: Arc<dyn BlobStore> = Arc::new(S3BlobStore::new(aws.s3, aws.bucket));
+            let records = Arc::new(DynamoStore::new(aws.dynamodb, aws.table).with_hot_links(1));
+            (
+                base_ports(blobs, records.clone(), records, clock),
+                true,
+                None,
+            )
+        }
+    })
+    .await;
+}

@@ -196,6 +196,12 @@ impl DynamoStore {
         Ok(record)
     }
 
+    /// A hot image with fewer links than this is cooled: half the threshold (a hot image's
+    /// count moving about it does not turn it hot and cold by turns), at least 1.
+    fn cool_below(&self) -> u32 {
+        (self.hot_links / 2).max(1)
+    }
+
     /// After a change unlinked hot image `seen` (its item as the change read it): cools it if
     /// few links are left. The look is at its shards alone, eventually consistent (half a read
     /// unit each, on sixteen partitions); the fold reads the item and the shards again,
@@ -208,7 +214,7 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let glance = self.shards(&seen.id, false).await?;
         // The change's own unlink may not show yet: counted as if it did.
-        if total(seen, &glance)?.saturating_sub(1) >= self.hot_links / 2 {
+        if total(seen, &glance)?.saturating_sub(1) >= self.cool_below() {
             return Ok(());
         }
         let (read, shards) = futures_util::future::try_join(
@@ -218,7 +224,7 @@ impl DynamoStore {
         .await?;
         if let Some((record, item)) = read
             && hot_since(&item).is_some()
-            && total(&record, &shards)? < self.hot_links / 2
+            && total(&record, &shards)? < self.cool_below()
         {
             self.cool(&record, &shards, None, now, orphan_ttl).await?;
         }
