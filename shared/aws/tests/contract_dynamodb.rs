@@ -599,18 +599,45 @@ async fn changes_larger_than_one_transaction_keep_counts_right() {
 /// or moto serving one request at a time. moto's threaded `moto_server` is not (a cancelled
 /// transaction restores a snapshot of the whole table, and increments race), so this check
 /// runs only when `IMGEST_TEST_DYNAMODB_CONCURRENCY=1`.
+/// Whether the emulator applies concurrent writes atomically (moto's server does): the racing
+/// tests are skipped elsewhere.
+fn concurrency_tested(test: &str) -> bool {
+    let on = std::env::var("IMGEST_TEST_DYNAMODB_CONCURRENCY").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!(
+            "{test}: skipped, set IMGEST_TEST_DYNAMODB_CONCURRENCY=1 on a backend with atomic \
+             concurrent writes"
+        );
+    }
+    on
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_offer_changes_keep_link_counts_exact() {
-    if !std::env::var("IMGEST_TEST_DYNAMODB_CONCURRENCY").is_ok_and(|v| v == "1") {
-        eprintln!(
-            "concurrent_offer_changes_keep_link_counts_exact: skipped, set \
-             IMGEST_TEST_DYNAMODB_CONCURRENCY=1 on a backend with atomic concurrent writes"
-        );
+    let test = "concurrent_offer_changes_keep_link_counts_exact";
+    if !concurrency_tested(test) {
         return;
     }
-    let Some(store) = store("concurrent_offer_changes_keep_link_counts_exact").await else {
+    if let Some(store) = store(test).await {
+        offer_changes_race(store).await;
+    }
+}
+
+/// The same races over images that turn hot at their third link, while the writers cross it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_offer_changes_keep_a_hot_images_link_counts_exact() {
+    let test = "concurrent_offer_changes_keep_a_hot_images_link_counts_exact";
+    if !concurrency_tested(test) {
         return;
-    };
+    }
+    if let Some((store, _, _)) = hot_store(test, 3).await {
+        offer_changes_race(store).await;
+    }
+}
+
+/// Six offers link two images at once, race over one offer's list, then are all deleted at
+/// once: every count follows the lists.
+async fn offer_changes_race(store: Arc<DynamoStore>) {
     let now = BASE;
     let x = ready_image(&store, now).await.id;
     let y = ready_image(&store, now).await.id;
