@@ -920,19 +920,8 @@ async fn random_histories_with_crashes_keep_the_storage_invariants_on_aws() {
     let Some(config) = imgest_testing::aws::sdk_config("model on aws").await else {
         return;
     };
-    // A bucket and a table per history: the audit walks the whole table.
     run_histories("model (aws)", seeds(100), |clock| {
-        let config = config.clone();
-        async move {
-            let aws = crate::support::AwsStorage::create(&config).await;
-            let blobs: Arc<dyn BlobStore> = Arc::new(S3BlobStore::new(aws.s3, aws.bucket));
-            let records = Arc::new(DynamoStore::new(aws.dynamodb, aws.table));
-            (
-                base_ports(blobs, records.clone(), records, clock),
-                true,
-                None,
-            )
-        }
+        aws_ports(config.clone(), clock, None)
     })
     .await;
 }
@@ -948,17 +937,28 @@ async fn random_histories_with_crashes_keep_the_storage_invariants_on_aws_with_h
         return;
     };
     run_histories("model (aws, hot images)", seeds(30), |clock| {
-        let config = config.clone();
-        async move {
-            let aws = crate::support::AwsStorage::create(&config).await;
-            let blobs: Arc<dyn BlobStore> = Arc::new(S3BlobStore::new(aws.s3, aws.bucket));
-            let records = Arc::new(DynamoStore::new(aws.dynamodb, aws.table).with_hot_links(1));
-            (
-                base_ports(blobs, records.clone(), records, clock),
-                true,
-                None,
-            )
-        }
+        aws_ports(config.clone(), clock, Some(1))
     })
     .await;
+}
+
+/// A history's stores on the emulator: a bucket and a table of its own (the audit walks the
+/// whole table), images turning hot at `hot_links` links if given.
+async fn aws_ports(
+    config: aws_config::SdkConfig,
+    clock: Arc<ManualClock>,
+    hot_links: Option<u32>,
+) -> (Ports, bool, Option<tempfile::TempDir>) {
+    let aws = crate::support::AwsStorage::create(&config).await;
+    let blobs: Arc<dyn BlobStore> = Arc::new(S3BlobStore::new(aws.s3, aws.bucket));
+    let mut records = DynamoStore::new(aws.dynamodb, aws.table);
+    if let Some(links) = hot_links {
+        records = records.with_hot_links(links);
+    }
+    let records = Arc::new(records);
+    (
+        base_ports(blobs, records.clone(), records, clock),
+        true,
+        None,
+    )
 }
