@@ -7,8 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::AttributeValue;
 use imgest_aws::dynamodb;
-use imgest_core::domain::{ImageId, ImageState, JobPart};
+use imgest_core::domain::{ImageId, JobPart};
 use imgest_crawl::Processing;
 use imgest_lambda as handlers;
 use serde_json::Value;
@@ -40,7 +41,8 @@ async fn the_core_scenario_passes_on_the_aws_adapters() {
 }
 
 /// Two ready images, and the stream event of `removed`'s record once DynamoDB's TTL deleter
-/// has removed it (the clock moved past its expiry); `kept` keeps its record.
+/// has removed it (the clock moved past its expiry): its old image is the item as stored (its
+/// perceptual signature a binary attribute among the rest); `kept` keeps its record.
 pub(crate) struct TtlRemoval {
     pub kept: String,
     pub removed: String,
@@ -53,9 +55,23 @@ pub(crate) async fn ttl_removal(app: &TestApp) -> TtlRemoval {
     let id = ImageId::parse(&removed).unwrap();
     let images = &app.service.ports().images;
     let record = images.get(&id).await.unwrap().unwrap();
-    let ImageState::Ready { variants, .. } = &record.state else {
-        panic!("not ready: {record:?}")
-    };
+    assert!(record.is_ready(), "not ready: {record:?}");
+    let (_, table) = app.aws.clone().expect("on the AWS adapters");
+    let config = imgest_testing::aws::sdk_config("ttl removal")
+        .await
+        .unwrap();
+    let item = aws_sdk_dynamodb::Client::new(&config)
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(format!("image#{removed}")))
+        .key("sk", AttributeValue::S("image".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the record's item");
+    assert!(matches!(item.get("signature"), Some(AttributeValue::B(_))));
     app.advance_clock(Duration::from_secs(15 * 86_400));
     let now = app.service.ports().clock.now();
     assert!(
@@ -66,10 +82,7 @@ pub(crate) async fn ttl_removal(app: &TestApp) -> TtlRemoval {
     );
     let mut stream: Value = serde_json::from_str(&event("dynamodb-ttl-remove.json", &[])).unwrap();
     stream["Records"][0]["dynamodb"]["Keys"]["pk"]["S"] = Value::from(format!("image#{removed}"));
-    let old = &mut stream["Records"][0]["dynamodb"]["OldImage"];
-    old["pk"]["S"] = Value::from(format!("image#{removed}"));
-    old["generation"]["S"] = Value::from(record.generation.to_string());
-    old["variants"]["S"] = Value::from(serde_json::to_string(variants).unwrap());
+    stream["Records"][0]["dynamodb"]["OldImage"] = dynamodb::stream_json(&item).unwrap();
     assert_eq!(app.files_of(&removed).await.len(), 4);
     TtlRemoval {
         kept,

@@ -1231,11 +1231,9 @@ impl Direct {
                     .set_key(Some(key))
                     .send()
                     .await?;
-                removed.push(Value::Object(
-                    item.iter()
-                        .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))
-                        .collect::<Result<_>>()?,
-                ));
+                removed.push(imgest_aws::dynamodb::stream_json(&item).with_context(
+                    || "an image record holds an attribute the stream form has no tag for here",
+                )?);
             }
             start = page.last_evaluated_key;
             if start.is_none() {
@@ -1243,24 +1241,4 @@ impl Direct {
             }
         }
     }
-}
-
-/// An attribute in DynamoDB's JSON form, as streams carry it.
-fn attribute_json(value: &AttributeValue) -> Result<Value> {
-    Ok(match value {
-        AttributeValue::S(s) => json!({ "S": s }),
-        AttributeValue::N(n) => json!({ "N": n }),
-        AttributeValue::Bool(b) => json!({ "BOOL": b }),
-        AttributeValue::Null(_) => json!({ "NULL": true }),
-        AttributeValue::Ss(v) => json!({ "SS": v }),
-        AttributeValue::Ns(v) => json!({ "NS": v }),
-        AttributeValue::L(l) => {
-            json!({ "L": l.iter().map(attribute_json).collect::<Result<Vec<_>>>()? })
-        }
-        AttributeValue::M(m) => json!({ "M": m
-            .iter()
-            .map(|(k, v)| Ok((k.clone(), attribute_json(v)?)))
-            .collect::<Result<serde_json::Map<_, _>>>()? }),
-        other => bail!("an image record holds an attribute the benchmark cannot stream: {other:?}"),
-    })
 }

@@ -55,7 +55,7 @@ pub use images::SCAN_ATTRIBUTES as IMAGE_SCAN_ATTRIBUTES;
 pub use offers::SCAN_ATTRIBUTES as OFFER_SCAN_ATTRIBUTES;
 pub use rate_limits::{MAX_RATE_LIMIT_SHARDS, PERMITS_PER_S_PER_SHARD, rate_limit_shards};
 pub use schema::{GC_INDEX, GC_LISTED_BUCKETS, create_table};
-pub use stream::removed_images;
+pub use stream::{removed_images, stream_json};
 
 /// The AWS `ImageIndex`, `OfferLinks`, `UploadRecords`, `Checkpoints`, `Documents` and
 /// `RateLimiter` on one DynamoDB table. Cheap to clone (the SDK client is a handle).

@@ -3,8 +3,11 @@
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::Value;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
 
 use super::images::record_from_item;
 use imgest_core::domain::ImageRecord;
@@ -83,6 +86,42 @@ fn attribute_from_json(value: &Value) -> Option<AttributeValue> {
                 .collect::<Option<_>>()?,
         ),
         "M" => AttributeValue::M(item_from_json(v)?),
+        // Binary attributes travel as base64 (an image's perceptual signature is one).
+        "B" => AttributeValue::B(Blob::new(STANDARD.decode(v.as_str()?).ok()?)),
+        "BS" => AttributeValue::Bs(
+            v.as_array()?
+                .iter()
+                .map(|b| Some(Blob::new(STANDARD.decode(b.as_str()?).ok()?)))
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
+}
+
+/// An item in DynamoDB's JSON form, as its stream carries it (`OldImage`): what
+/// [`removed_images`] reads. `None` if it holds a type the stream form has no tag for here.
+pub fn stream_json(item: &HashMap<String, AttributeValue>) -> Option<Value> {
+    item.iter()
+        .map(|(k, v)| Some((k.clone(), attribute_json(v)?)))
+        .collect::<Option<serde_json::Map<_, _>>>()
+        .map(Value::Object)
+}
+
+fn attribute_json(value: &AttributeValue) -> Option<Value> {
+    let base64 = |b: &Blob| Value::from(STANDARD.encode(b.as_ref()));
+    Some(match value {
+        AttributeValue::S(s) => json!({ "S": s }),
+        AttributeValue::N(n) => json!({ "N": n }),
+        AttributeValue::Bool(b) => json!({ "BOOL": b }),
+        AttributeValue::Null(_) => json!({ "NULL": true }),
+        AttributeValue::Ss(v) => json!({ "SS": v }),
+        AttributeValue::Ns(v) => json!({ "NS": v }),
+        AttributeValue::B(b) => json!({ "B": base64(b) }),
+        AttributeValue::Bs(v) => json!({ "BS": v.iter().map(base64).collect::<Vec<_>>() }),
+        AttributeValue::L(l) => {
+            json!({ "L": l.iter().map(attribute_json).collect::<Option<Vec<_>>>()? })
+        }
+        AttributeValue::M(m) => json!({ "M": stream_json(m)? }),
         _ => return None,
     })
 }
@@ -105,6 +144,30 @@ mod tests {
             AttributeValue::L(vec![AttributeValue::S("a".into())])
         );
         assert!(item_from_json(&serde_json::json!({"x": {"Q": 1}})).is_none());
+    }
+
+    #[test]
+    fn binary_attributes_cross_the_stream_form_both_ways() {
+        let item: HashMap<String, AttributeValue> = [
+            ("pk".to_owned(), AttributeValue::S("image#x".into())),
+            (
+                "sig".to_owned(),
+                AttributeValue::B(Blob::new(vec![1, 100, 255])),
+            ),
+            (
+                "set".to_owned(),
+                AttributeValue::Bs(vec![Blob::new(vec![0]), Blob::new(vec![7, 8])]),
+            ),
+            (
+                "m".to_owned(),
+                AttributeValue::M([("n".to_owned(), AttributeValue::N("5".into()))].into()),
+            ),
+        ]
+        .into();
+        let json = stream_json(&item).unwrap();
+        assert_eq!(json["sig"], serde_json::json!({"B": "AWT/"}));
+        assert_eq!(item_from_json(&json).unwrap(), item);
+        assert!(item_from_json(&serde_json::json!({"b": {"B": "not base64!"}})).is_none());
     }
 
     #[test]
