@@ -56,21 +56,17 @@ pub(crate) async fn ttl_removal(app: &TestApp) -> TtlRemoval {
     let images = &app.service.ports().images;
     let record = images.get(&id).await.unwrap().unwrap();
     assert!(record.is_ready(), "not ready: {record:?}");
-    let (_, table) = app.aws.clone().expect("on the AWS adapters");
+    let Some((_, table)) = app.aws.clone() else {
+        panic!("not on the AWS adapters")
+    };
     let config = imgest_testing::aws::sdk_config("ttl removal")
         .await
         .unwrap();
-    let item = aws_sdk_dynamodb::Client::new(&config)
-        .get_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(format!("image#{removed}")))
-        .key("sk", AttributeValue::S("image".into()))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item
-        .expect("the record's item");
+    let client = aws_sdk_dynamodb::Client::new(&config);
+    let pk = format!("image#{removed}");
+    let Some(item) = imgest_testing::aws::raw_item(&client, &table, &pk, "image").await else {
+        panic!("no item for image {removed}")
+    };
     assert!(matches!(item.get("signature"), Some(AttributeValue::B(_))));
     app.advance_clock(Duration::from_secs(15 * 86_400));
     let now = app.service.ports().clock.now();

@@ -143,17 +143,7 @@ async fn raw_image(
     table: &str,
     id: &ImageId,
 ) -> std::collections::HashMap<String, AttributeValue> {
-    client
-        .get_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(format!("image#{id}")))
-        .key("sk", AttributeValue::S("image".into()))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item
-        .expect("the image item exists")
+    raw_item(client, table, &format!("image#{id}"), "image").await
 }
 
 fn number(item: &std::collections::HashMap<String, AttributeValue>, attr: &str) -> Option<i64> {
@@ -803,16 +793,8 @@ async fn raw_item(
     pk: &str,
     sk: &str,
 ) -> std::collections::HashMap<String, AttributeValue> {
-    client
-        .get_item()
-        .table_name(table)
-        .key("pk", AttributeValue::S(pk.to_owned()))
-        .key("sk", AttributeValue::S(sk.to_owned()))
-        .consistent_read(true)
-        .send()
+    testing::aws::raw_item(client, table, pk, sk)
         .await
-        .unwrap()
-        .item
         .unwrap_or_else(|| panic!("item {pk} exists"))
 }
 
@@ -956,17 +938,8 @@ async fn a_counter_series_spreads_its_adds_over_shards_and_reads_its_unsharded_p
 async fn link_shards(client: &Client, table: &str, id: &ImageId) -> Vec<i64> {
     let mut deltas = Vec::new();
     for shard in 0..imgest_aws::dynamodb::LINK_SHARDS {
-        let item = client
-            .get_item()
-            .table_name(table)
-            .key("pk", AttributeValue::S(format!("linkdelta#{id}#{shard}")))
-            .key("sk", AttributeValue::S("linkdelta".into()))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item;
-        if let Some(item) = item {
+        let pk = format!("linkdelta#{id}#{shard}");
+        if let Some(item) = testing::aws::raw_item(client, table, &pk, "linkdelta").await {
             deltas.push(number(&item, "delta").unwrap());
         }
     }

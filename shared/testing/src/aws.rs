@@ -11,6 +11,27 @@ use aws_config::{BehaviorVersion, SdkConfig};
 
 use super::message_sender::QueueReader;
 
+/// An item of `table` as stored (`pk`, `sk`), read consistently: what a test checks of the
+/// adapter's layout (`None` if there is none).
+pub async fn raw_item(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+    sk: &str,
+) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    client
+        .get_item()
+        .table_name(table)
+        .key("pk", AttributeValue::S(pk.to_owned()))
+        .key("sk", AttributeValue::S(sk.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .ok()?
+        .item
+}
+
 /// The emulator's endpoint (`AWS_ENDPOINT_URL`), if one is configured.
 pub fn endpoint() -> Option<String> {
     std::env::var("AWS_ENDPOINT_URL")
