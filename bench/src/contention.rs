@@ -639,8 +639,8 @@ async fn image(setup: &Setup, o: &Options, tally: &Tally) -> Result<Figures> {
     let mut shards = Figures::default();
     requests(tally, &format!("linkdelta#{logo}"), &mut shards);
     f.note = format!(
-        "{}, {} write requests on its link shards",
-        f.note, shards.writes
+        "{}, {} write requests and {} reads on its link shards",
+        f.note, shards.writes, shards.reads
     );
     Ok(f)
 }

@@ -41,7 +41,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 
-use super::images::{LINK_COUNT, image_key, remove_expiry, set_orphan_expiry};
+use super::images::{
+    LAST_UPDATE, LINK_COUNT, READY, STATE, image_key, remove_expiry, set_orphan_expiry,
+};
 use super::item::{Attrs, Expr, Item, PK, key, ms, n, s};
 use super::offers::LINKED_BY;
 use super::{DynamoStore, build_error};
@@ -55,9 +57,6 @@ pub(super) const HOT: &str = "hot";
 const HOT_GRACE: &str = "hot_grace";
 const SHARD_KIND: &str = "linkdelta";
 const DELTA: &str = "delta";
-const LAST_UPDATE: &str = "last_update";
-const STATE: &str = "state";
-const READY: &str = "ready";
 
 /// The link count at which an image turns hot: a count that only an image listed by many
 /// offers reaches, so turning hot (one transaction of [`LINK_SHARDS`]` + 1` items) is rare.
@@ -174,16 +173,11 @@ impl DynamoStore {
             .opt_i64(HOT_GRACE)?
             .and_then(|ms| u64::try_from(ms).ok())
             .map(Duration::from_millis);
+        let latest = latest(&record, &shards);
         if let (0, Some(grace)) = (total, grace) {
-            match self
-                .cool(&record, &shards, None, latest(&record, &shards), grace)
-                .await
-            {
-                Ok(true) => {
-                    if let Some((cooled, _)) = self.read_image_item(&record.id).await? {
-                        return Ok(cooled);
-                    }
-                }
+            match self.cool(&record, &shards, None, latest, grace).await {
+                // As the fold wrote it: no link, an orphan from its last change.
+                Ok(true) => record.expires_at = Some(latest.plus(grace)),
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(image = %record.id, error = %e,
@@ -192,7 +186,7 @@ impl DynamoStore {
             }
         }
         record.link_count = total;
-        record.last_update = latest(&record, &shards);
+        record.last_update = latest;
         Ok(record)
     }
 
@@ -279,12 +273,11 @@ impl DynamoStore {
         }
         self.transact(items).await
     }
-}
 
-impl DynamoStore {
     /// The audit's correction of a hot image (see
-    /// [`ImageIndex::correct_link_count`](imgest_core::ports::ImageIndex)): folded to `count`
-    /// if it is still as `seen` (its total and latest update); `None` if it is not hot.
+    /// [`ImageIndex::correct_link_count`](imgest_core::ports::ImageIndex), whose write on a
+    /// cold item is refused on a hot one): folded to `count` if it is still as `seen` (its
+    /// total and latest update); `None` if it is not hot.
     pub(super) async fn correct_hot(
         &self,
         seen: &ImageRecord,

@@ -55,9 +55,9 @@ use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
 
 pub(super) const KIND: &str = "image";
 const GENERATION: &str = "generation";
-const STATE: &str = "state";
+pub(super) const STATE: &str = "state";
 const PROCESSING: &str = "processing";
-const READY: &str = "ready";
+pub(super) const READY: &str = "ready";
 const CLAIM_EXPIRES_AT: &str = "claim_expires_at";
 const FORMAT: &str = "format";
 const WIDTH: &str = "width";
@@ -72,7 +72,7 @@ const SIGNATURE: &str = "signature";
 const PREVIOUS_GENERATION: &str = "previous_generation";
 const PREVIOUS_UNTIL: &str = "previous_until";
 const CREATED_AT: &str = "created_at";
-const LAST_UPDATE: &str = "last_update";
+pub(super) const LAST_UPDATE: &str = "last_update";
 pub(super) const LINK_COUNT: &str = "link_count";
 pub(super) const CLIENTS: &str = "clients";
 pub(super) const EXPIRES_AT: &str = "expires_at";
@@ -283,7 +283,6 @@ struct BucketCursor {
     started: bool,
 }
 
-/// The record an update returned (`ReturnValues::AllNew`).
 impl DynamoStore {
     /// The image item, read consistently.
     pub(super) async fn get_image(&self, id: &ImageId) -> Result<Option<ImageRecord>, StoreError> {
@@ -323,7 +322,7 @@ impl DynamoStore {
         self.with_total(record_from_item(item)?, item).await
     }
 
-    /// The record an update returned, with all its links.
+    /// The record an update returned (`ReturnValues::AllNew`), with all its links.
     async fn returned(
         &self,
         attributes: Option<Item>,
@@ -951,9 +950,6 @@ impl ImageIndex for DynamoStore {
         now: Timestamp,
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError> {
-        if let Some(written) = self.correct_hot(seen, count, now, orphan_ttl).await? {
-            return Ok(written);
-        }
         let id = &seen.id;
         let mut e = Expr::new();
         e.set(LINK_COUNT, n(i64::from(count))).remove(LINKED_BY);
@@ -962,7 +958,7 @@ impl ImageIndex for DynamoStore {
         } else {
             remove_expiry(&mut e);
         }
-        // Not turned hot since it was read either.
+        // Not hot: a hot image's count is folded from its delta items (below).
         let condition = format!(
             "{} AND {} AND {} AND {} AND {}",
             e.eq(STATE, s(READY)),
@@ -972,10 +968,18 @@ impl ImageIndex for DynamoStore {
             e.not_exists(super::hot_links::HOT),
         );
         let parts = e.finish();
-        self.update_if(image_key(id), parts, condition, || {
-            format!("correcting the link count of image {id}")
-        })
-        .await
+        let written = self
+            .update_if(image_key(id), parts, condition, || {
+                format!("correcting the link count of image {id}")
+            })
+            .await?;
+        if written {
+            return Ok(true);
+        }
+        Ok(self
+            .correct_hot(seen, count, now, orphan_ttl)
+            .await?
+            .unwrap_or(false))
     }
 
     async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
