@@ -1299,9 +1299,13 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
     if paged {
         let pages = (l.popular_url.offers / JOINERS_PER_PAGE as f64).ceil();
         let by_instances = pages.min(d.intake.max_concurrency) / per_waiter.value.max(1e-9);
-        // A link of the image is on one of its shards (it is hot long before the drain ends).
+        // A link of the image is on one of its shards (it is hot long before the drain ends),
+        // and reads the image's item first (as often as the contention profile measured a
+        // change of a hot image to read it, each a consistent read of an item under 4 KB).
         let by_item = hot / 2.0 * f64::from(imgest_aws::dynamodb::LINK_SHARDS);
-        let told = by_instances.min(by_item);
+        let item_reads = m.contention("image")?.0.reads_per_update.max(1e-9);
+        let by_reads = lim.partition_fraction * lim.partition_rcu / item_reads;
+        let told = by_instances.min(by_item).min(by_reads);
         r.row(
             "dynamodb",
             "the popular URL's drain: seconds to tell every waiter",
@@ -1309,7 +1313,7 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
             "s",
             Some(s.targets.popular_drain_s),
             format!(
-                "offers {} ÷ min({} waiters/s [min(pages {}, IntakeConcurrency {}) ÷ {}], {} [its {} link shards' hot partitions {} WCU/s each ÷ 2 per transactional link])",
+                "offers {} ÷ min({} waiters/s [min(pages {}, IntakeConcurrency {}) ÷ {}], {} [its {} link shards' hot partitions {} WCU/s each ÷ 2 per transactional link], {} [its item's hot partition {} RCU/s ÷ {} reads a link])",
                 fmt(l.popular_url.offers),
                 fmt(by_instances),
                 fmt(pages),
@@ -1317,7 +1321,10 @@ pub fn model(s: &Scenario, m: &Measured) -> Result<Report> {
                 f(&per_waiter),
                 fmt(by_item),
                 imgest_aws::dynamodb::LINK_SHARDS,
-                fmt(hot)
+                fmt(hot),
+                fmt(by_reads),
+                fmt(lim.partition_fraction * lim.partition_rcu),
+                fmt(item_reads)
             ),
         );
     }
