@@ -208,7 +208,7 @@ async fn an_upload_and_a_crawled_photo_whose_record_write_is_applied_then_refuse
     let service = losing_answers(&app, &config, &lose, None);
     let body = bytes::Bytes::from(imgest_hosts::hostile::jpeg(52, 36, false, None));
     let fetched = service
-        .store_fetched(ImageId::of_bytes(&body), body)
+        .store_fetched(ImageId::of_bytes(&body), body, None)
         .await
         .unwrap();
     assert!(!fetched.deduplicated);

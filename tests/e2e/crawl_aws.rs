@@ -402,6 +402,18 @@ async fn a_crawl_goes_through_intake_fetch_process_and_results_on_aws() {
         .collect();
     assert_eq!(linked, ids);
     assert!(drain(&sqs, &urls["results"]).await.records.is_empty());
+
+    // The new photos' records were created with their crawl's link counted, which the crawl's
+    // change used: every count is exact, and none expires.
+    for (id, count) in [(ids[0], 1), (ids[1], 2), (ids[2], 1)] {
+        let id = ImageId::parse(id).unwrap();
+        let record = app.service.ports().images.get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (record.link_count, record.expires_at),
+            (count, None),
+            "{id}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -122,7 +122,7 @@ async fn originals_keep_no_location(app: &TestApp) {
             // The crawl's store step, as a downloaded photo takes it.
             let stored = app
                 .service
-                .store_fetched(id.clone(), Bytes::from(sent.clone()))
+                .store_fetched(id.clone(), Bytes::from(sent.clone()), None)
                 .await
                 .unwrap();
             assert!(!stored.deduplicated);
@@ -506,7 +506,7 @@ async fn operator_purge(aws: bool) {
     assert_eq!((r.status, r.kind()), (410, "erased"), "{}", r.json);
     let crawled = app
         .service
-        .store_fetched(image.clone(), Bytes::from(bytes.clone()))
+        .store_fetched(image.clone(), Bytes::from(bytes.clone()), None)
         .await;
     assert!(matches!(crawled, Err(FlowError::Erased(_))), "{crawled:?}");
     assert!(gone_everywhere(&app, &id).await);

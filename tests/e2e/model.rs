@@ -1,9 +1,9 @@
 //! A model-based randomized test of the storage invariants, with crashes and pauses injected.
 //!
 //! Each history is a short random sequence of steps by simulated processes over one store:
-//! uploads, crawled photos (`store_fetched`, then a keyed link), links, relinks, reorders,
-//! unlinks, offer deletions, expiry (the clock past the orphan TTL), GC and sweeps, and
-//! redeliveries of a crawl's settling. Each process runs its flow through the `Service`
+//! uploads, crawled photos (`store_fetched` naming the crawl's link, then a keyed link), links,
+//! relinks, reorders, unlinks, offer deletions, expiry (the clock past the orphan TTL), GC and
+//! sweeps, and redeliveries of a crawl's settling. Each process runs its flow through the `Service`
 //! directly, over port wrappers (`testing::crashing`) that may let it die at its nth storage
 //! call (before or after the call is made; the request is retried later, as a client or a
 //! redelivered message would), stop it there while other processes act (then it goes on), or
@@ -38,7 +38,7 @@ use bytes::Bytes;
 use fastrand::Rng;
 use imgest_aws::{DynamoStore, S3BlobStore};
 use imgest_core::domain::{IMAGE_AREAS, ImageId, ImageRecord, ImageState, OfferId, OfferKey};
-use imgest_core::ports::{BlobStore, Clock, ImageIndex, ManualClock, OfferLinks};
+use imgest_core::ports::{BlobStore, Clock, ImageIndex, KeyedLink, ManualClock, OfferLinks};
 use imgest_embedded::sqlite::QueueSender;
 use imgest_embedded::{FsBlobStore, LocalUploadUrls, SqliteStore};
 use imgest_flows::sweep::{SweepOptions, SweepReport};
@@ -782,9 +782,18 @@ async fn perform(op: Op, services: Vec<Arc<Service>>, ctx: Arc<Ctx>) -> Result<(
             last.upload_bytes(ctx.bodies[c].clone()).await?;
         }
         Op::Crawl { offer, photos, key } => {
+            // Each new photo's record may be created with this crawl's link counted.
+            let first = KeyedLink {
+                offer: ctx.offers[offer].clone(),
+                key: key.clone(),
+            };
             for (i, &c) in photos.iter().enumerate() {
                 services[i]
-                    .store_fetched(ctx.ids[c].clone(), ctx.bodies[c].clone())
+                    .store_fetched(
+                        ctx.ids[c].clone(),
+                        ctx.bodies[c].clone(),
+                        Some(first.clone()),
+                    )
                     .await?;
             }
             let ids: Vec<ImageId> = photos.iter().map(|&c| ctx.ids[c].clone()).collect();

@@ -206,7 +206,7 @@ async fn legacy_record(
     let ttl = std::time::Duration::from_secs(3600);
     ports
         .images
-        .create_ready(id, &generation, ready, now, ttl)
+        .create_ready(id, &generation, ready, now, ttl, None)
         .await
         .unwrap()
         .unwrap();

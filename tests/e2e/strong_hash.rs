@@ -48,7 +48,7 @@ async fn stored(
     let ttl = std::time::Duration::from_secs(3600);
     ports
         .images
-        .create_ready(id, &generation, ready, now, ttl)
+        .create_ready(id, &generation, ready, now, ttl, None)
         .await
         .unwrap()
         .unwrap();

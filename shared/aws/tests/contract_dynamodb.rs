@@ -16,8 +16,8 @@ use imgest_core::domain::{
     Generation, ImageId, ImageRecord, JobPart, OfferKey, SourceFormat, Tenant, Timestamp, UploadId,
 };
 use imgest_core::ports::{
-    Checkpoints, Claim, Documents, ImageIndex, OfferLinks, RateLimiter, ReadyImage, StoreError,
-    UploadRecord, UploadRecords, UploadState,
+    Checkpoints, Claim, Documents, ImageIndex, KeyedLink, OfferLinks, RateLimiter, ReadyImage,
+    StoreError, UploadRecord, UploadRecords, UploadState,
 };
 use imgest_testing as testing;
 use imgest_testing::{BASE, Fixture, LinkPorts, UploadPorts};
@@ -374,7 +374,7 @@ async fn a_created_record_expires_by_ttl_alone_until_an_offer_drops_it() {
     let now = Timestamp::from_millis(1_700_000_000_500);
     let generation = imgest_core::domain::Generation::random();
     store
-        .create_ready(&id, &generation, ready(), now, TTL)
+        .create_ready(&id, &generation, ready(), now, TTL, None)
         .await
         .unwrap()
         .expect("created");
@@ -407,6 +407,106 @@ async fn a_created_record_expires_by_ttl_alone_until_an_offer_drops_it() {
     assert!(item.contains_key("gc_at"));
     let listed = store.expired(later.plus(TTL), 1000).await.unwrap();
     assert!(listed.iter().any(|r| r.id == id));
+}
+
+/// A crawled photo created with its crawl's link: one write, counted and marked, no expiry;
+/// the crawl's change writes its offer alone and leaves the image item as it is. Its crawl
+/// replaced before it settled, the link is one too many, and both changes' offers are named
+/// for the audit until a correction removes the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_created_with_its_crawls_link_is_not_written_again_when_the_crawl_links_it() {
+    let Some((store, client, table)) = store_and_client(
+        "a_photo_created_with_its_crawls_link_is_not_written_again_when_the_crawl_links_it",
+    )
+    .await
+    else {
+        return;
+    };
+    let now = BASE;
+    let client_id = imgest_core::domain::ClientId::parse("acme").unwrap();
+    let offer = OfferKey::new(
+        Tenant::Client(client_id),
+        imgest_core::domain::OfferId::parse("offer-1").unwrap(),
+    );
+    let first = KeyedLink {
+        offer: offer.clone(),
+        key: "crawl-1".into(),
+    };
+    let id = testing::random_image_id();
+    let created = store
+        .create_ready(&id, &Generation::random(), ready(), now, TTL, Some(&first))
+        .await
+        .unwrap()
+        .expect("created");
+    assert_eq!((created.link_count, created.expires_at), (1, None));
+    let item = raw_image(&client, &table, &id).await;
+    for attr in ["ttl", "expires_at", "gc_bucket", "gc_at", "linked_by"] {
+        assert!(!item.contains_key(attr), "a linked record has no {attr}");
+    }
+    assert_eq!(
+        item.get("first_link").and_then(|v| v.as_s().ok()),
+        Some(&format!("{offer}#crawl-1"))
+    );
+    assert_eq!(
+        item.get("clients").and_then(|v| v.as_ss().ok()),
+        Some(&vec!["acme".to_owned()])
+    );
+
+    let later = now.plus(Duration::from_secs(60));
+    store
+        .set_photos_keyed(&offer, std::slice::from_ref(&id), "crawl-1", later, TTL)
+        .await
+        .unwrap();
+    assert_eq!(
+        raw_image(&client, &table, &id).await,
+        item,
+        "not written again"
+    );
+    assert_eq!(store.get(&id).await.unwrap().unwrap().link_count, 1);
+
+    // Replaced before it settled: the next crawl links it, and the count is one too high.
+    let replaced = testing::random_image_id();
+    store
+        .create_ready(
+            &replaced,
+            &Generation::random(),
+            ready(),
+            now,
+            TTL,
+            Some(&first),
+        )
+        .await
+        .unwrap()
+        .expect("created");
+    store
+        .set_photos_keyed(
+            &offer,
+            &[id.clone(), replaced.clone()],
+            "crawl-2",
+            later,
+            TTL,
+        )
+        .await
+        .unwrap();
+    let seen = store.get(&replaced).await.unwrap().unwrap();
+    assert_eq!(seen.link_count, 2);
+    assert_eq!(
+        store.keyed_links(&replaced).await.unwrap(),
+        vec![offer.clone()]
+    );
+    // The audit's correction removes both marks.
+    assert!(
+        store
+            .correct_link_count(&seen, 1, later, TTL)
+            .await
+            .unwrap()
+    );
+    let item = raw_image(&client, &table, &replaced).await;
+    assert!(!item.contains_key("first_link") && !item.contains_key("linked_by"));
+    assert_eq!(
+        store.keyed_links(&replaced).await.unwrap(),
+        Vec::<OfferKey>::new()
+    );
 }
 
 /// A keyed change cut short after linking its images and before writing the offer: its next

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use futures_util::future::try_join_all;
 
 use super::Crawler;
-use super::fetch::{Settlement, UrlRead, download_key, runs_lease};
+use super::fetch::{Settlement, UrlRead, download_key, first_link, runs_lease};
 use super::records::{self, URL_KIND, UrlRecord, Validators};
 use crate::messages::{DownloadedPhoto, PhotoError, PhotoStatus};
 use imgest_core::domain::UrlHash;
@@ -78,7 +78,13 @@ impl Crawler {
         let image_id = ImageId::of_bytes(&bytes);
         let validators = Validators::new(image_id.clone(), photo.validator);
         let settlement = self
-            .process_inline(image_id, bytes, validators, photo.attempts)
+            .process_inline(
+                image_id,
+                bytes,
+                validators,
+                photo.attempts,
+                first_link(&read),
+            )
             .await?;
         Ok(Some(ProcessedDownload {
             hash: photo.url_hash,

@@ -17,7 +17,7 @@ use imgest_core::budget::BodyHold;
 use imgest_core::domain::{BlobKey, ContentHash, ImageId, ImageRecord, Timestamp};
 use imgest_core::domain::{NormalizedUrl, UrlHash, loggable};
 use imgest_core::imaging::PipelineError;
-use imgest_core::ports::OutgoingMessage;
+use imgest_core::ports::{KeyedLink, OutgoingMessage};
 use imgest_core::telemetry::metrics::Stage;
 use imgest_download::backoff::{recheck_after, retry_delay};
 use imgest_download::{BodyDedup, Download, DownloadError, Downloaded, HostEvent, KnownImages};
@@ -433,7 +433,13 @@ impl Crawler {
         }
         self.counters.processed_here.increment(1);
         let settlement = self
-            .process_inline(download.image_id, download.bytes, validators, attempts)
+            .process_inline(
+                download.image_id,
+                download.bytes,
+                validators,
+                attempts,
+                first_link(&read),
+            )
             .await?;
         self.settled(task, settlement, settle, read).await
     }
@@ -467,8 +473,13 @@ impl Crawler {
         bytes: Bytes,
         validators: Validators,
         attempts: u32,
+        first_link: Option<KeyedLink>,
     ) -> Result<Settlement, FlowError> {
-        match self.service.store_fetched(image_id, bytes).await {
+        match self
+            .service
+            .store_fetched(image_id, bytes, first_link)
+            .await
+        {
             Ok(outcome) => {
                 let counter = if outcome.deduplicated {
                     &self.counters.photos_deduplicated
@@ -739,6 +750,16 @@ impl Crawler {
             task.url_hash
         )))
     }
+}
+
+/// The change that will link a photo new to the store: the crawl that started its URL's
+/// running download (first among its waiters, as the URL's record says, not a message), keyed
+/// by its id as its settling links it.
+pub(super) fn first_link(read: &UrlRead) -> Option<KeyedLink> {
+    read.record.waiters.first().map(|w| KeyedLink {
+        offer: w.offer_id.clone(),
+        key: w.crawl_id.clone(),
+    })
 }
 
 /// Whether `record` runs the download `lease`. A task queued before tasks named their lease

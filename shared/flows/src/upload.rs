@@ -29,7 +29,7 @@ use super::{FlowError, Service};
 use imgest_core::domain::{
     BlobKey, ContentHash, Generation, ImageId, ImageRecord, ImageState, Owner, Timestamp,
 };
-use imgest_core::ports::{Claim, StoreError};
+use imgest_core::ports::{Claim, KeyedLink, StoreError};
 use imgest_core::telemetry::metrics::Stage;
 
 /// What an upload returns: the record and whether the bytes were already known.
@@ -219,6 +219,7 @@ impl Service {
                             joined.clone(),
                             Record::Claimed,
                             Admission::Refuse,
+                            None,
                         )
                         .await?
                     {
@@ -410,10 +411,15 @@ impl Service {
     /// downloaded once however many offers list it, so the same new bytes arrive at the same
     /// moment only under two URLs. Then both are processed, one record wins and the other run
     /// deletes its files. Known bytes (any record) go the claim's way, decoding nothing.
+    ///
+    /// `first_link` names the crawl change that will link the photo (the one that started its
+    /// URL's download, read from the store): a new record may be created with that link
+    /// counted ([`create_ready`](imgest_core::ports::ImageIndex::create_ready)).
     pub async fn store_fetched(
         &self,
         id: ImageId,
         body: Bytes,
+        first_link: Option<KeyedLink>,
     ) -> Result<UploadOutcome, FlowError> {
         if body.is_empty() {
             return Err(FlowError::EmptyBody);
@@ -439,6 +445,7 @@ impl Service {
                 body.clone(),
                 Record::New,
                 Admission::Wait,
+                first_link,
             )
             .await?
         {
@@ -496,6 +503,7 @@ impl Service {
         body: Bytes,
         record: Record,
         admission_when_full: Admission,
+        first_link: Option<KeyedLink>,
     ) -> Result<Option<ImageRecord>, FlowError> {
         let ports = self.ports.clone();
         let pipeline = Arc::clone(self.imaging()?);
@@ -547,7 +555,14 @@ impl Service {
                 Record::New => {
                     ports
                         .images
-                        .create_ready(&id, &generation, ready, now, orphan_ttl)
+                        .create_ready(
+                            &id,
+                            &generation,
+                            ready,
+                            now,
+                            orphan_ttl,
+                            first_link.as_ref(),
+                        )
                         .await
                 }
             };
@@ -774,7 +789,7 @@ mod tests {
         let mut stored = {
             let service = Arc::clone(&service);
             let id = id.clone();
-            tokio::spawn(async move { service.store_fetched(id, photo()).await })
+            tokio::spawn(async move { service.store_fetched(id, photo(), None).await })
         };
         // A refusal would come back at once (an upload's does, above): this one waits for
         // the permit.
@@ -840,7 +855,7 @@ mod tests {
             };
             let crawling = service_with(dir.path(), 8, store.clone(), misanswering(&store, at(1)));
             let fetched = crawling
-                .store_fetched(ImageId::of_bytes(&photo()), photo())
+                .store_fetched(ImageId::of_bytes(&photo()), photo(), None)
                 .await
                 .unwrap();
             let uploading = service_with(dir.path(), 8, store.clone(), misanswering(&store, at(2)));

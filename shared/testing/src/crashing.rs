@@ -29,7 +29,7 @@ use imgest_core::domain::{
     ThumbHash, Timestamp,
 };
 use imgest_core::ports::{
-    BlobPage, BlobStore, Claim, Clock, ImageIndex, LinkError, OfferLinks, PhotoListPage,
+    BlobPage, BlobStore, Claim, Clock, ImageIndex, KeyedLink, LinkError, OfferLinks, PhotoListPage,
     ReadyImage, ScanPage, StoreError,
 };
 
@@ -324,12 +324,13 @@ impl ImageIndex for FaultyImages {
         ready: ReadyImage,
         now: Timestamp,
         orphan_ttl: Duration,
+        first_link: Option<&KeyedLink>,
     ) -> Result<Option<ImageRecord>, StoreError> {
         self.faults
             .call("images.create_ready", true, || async {
                 let done = self
                     .inner
-                    .create_ready(id, generation, ready.clone(), now, orphan_ttl)
+                    .create_ready(id, generation, ready.clone(), now, orphan_ttl, first_link)
                     .await;
                 if matches!(done, Ok(Some(_))) {
                     lock(&self.faults.made_ready).push((id.clone(), generation.clone()));
@@ -466,9 +467,9 @@ impl ImageIndex for FaultyImages {
             .await
     }
 
-    async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
+    async fn keyed_links(&self, id: &ImageId) -> Result<Vec<OfferKey>, StoreError> {
         self.faults
-            .call("images.keyed_link", false, || self.inner.keyed_link(id))
+            .call("images.keyed_links", false, || self.inner.keyed_links(id))
             .await
     }
 

@@ -808,7 +808,7 @@ pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIn
     let id = random_image_id();
     let generation = Generation::random();
     let created = images
-        .create_ready(&id, &generation, sample_ready(), now, ORPHAN_TTL)
+        .create_ready(&id, &generation, sample_ready(), now, ORPHAN_TTL, None)
         .await
         .unwrap()
         .expect("no record: created");
@@ -834,6 +834,7 @@ pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIn
             sample_ready(),
             later,
             ORPHAN_TTL,
+            None,
         )
         .await
         .unwrap();
@@ -848,6 +849,7 @@ pub async fn create_ready_writes_only_where_no_record_is(images: Arc<dyn ImageIn
             sample_ready(),
             later,
             ORPHAN_TTL,
+            None,
         )
         .await
         .unwrap();

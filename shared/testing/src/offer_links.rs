@@ -2,10 +2,10 @@
 
 use super::{
     BASE, CLAIM_TTL, LinkPorts, ORPHAN_TTL, mins, must_get, random_image_id, random_offer,
-    ready_image,
+    ready_image, sample_ready,
 };
 use imgest_core::domain::{Generation, ImageId, OfferKey, Tenant, Timestamp};
-use imgest_core::ports::{Claim, ImageIndex, LinkError, OfferLinks};
+use imgest_core::ports::{Claim, ImageIndex, KeyedLink, LinkError, OfferLinks};
 
 contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
     set_photos_keeps_the_order_and_replaces_the_list,
@@ -14,6 +14,7 @@ contract_suite!($ offer_links_contract_tests, offer_links, LinkPorts;
     linked_images_never_expire,
     an_expired_image_is_linkable_once_revived,
     a_keyed_change_run_again_links_each_image_once,
+    a_keyed_change_uses_the_link_its_photo_was_created_with,
     delete_offer_is_idempotent,
     one_offer_id_in_two_namespaces_is_two_offers,
     a_link_count_is_corrected_only_while_unchanged,
@@ -247,6 +248,104 @@ pub async fn an_expired_image_is_linkable_once_revived(ports: LinkPorts) {
     assert_eq!(links(images, &x).await, (1, None, late));
 }
 
+/// A crawled photo's record may be created with its crawl's link counted (a store that links
+/// keyed changes with plain writes saves the crawl's write of it): whatever the store does,
+/// the crawl's change counts that link once, other offers' links count beside it, and once
+/// every offer dropped it a late run of the crawl links it again (never a count too low).
+pub async fn a_keyed_change_uses_the_link_its_photo_was_created_with(ports: LinkPorts) {
+    let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
+    let t0 = BASE;
+    let (offer, other, third) = (random_offer(), random_offer(), random_offer());
+    let id = random_image_id();
+    let first = KeyedLink {
+        offer: offer.clone(),
+        key: "crawl-1".into(),
+    };
+    let created = images
+        .create_ready(
+            &id,
+            &Generation::random(),
+            sample_ready(),
+            t0,
+            ORPHAN_TTL,
+            Some(&first),
+        )
+        .await
+        .unwrap()
+        .expect("no record: created");
+    assert_eq!(created, must_get(images, &id).await);
+    assert!(created.is_ready() && created.is_live(t0));
+
+    // Another offer links it first, by a plain change and by another crawl.
+    let t1 = t0.plus(mins(1));
+    set(offers, &other, &[&id], t1).await;
+    offers
+        .set_photos_keyed(&third, &owned(&[&id]), "crawl-9", t1, ORPHAN_TTL)
+        .await
+        .unwrap();
+    // The crawl's change, run twice.
+    for _ in 0..2 {
+        offers
+            .set_photos_keyed(&offer, &owned(&[&id]), "crawl-1", t1, ORPHAN_TTL)
+            .await
+            .unwrap();
+    }
+    assert_eq!(photos(offers, &offer).await, Some(owned(&[&id])));
+    let r = must_get(images, &id).await;
+    assert_eq!((r.link_count, r.expires_at), (3, None));
+    let marks = images.keyed_links(&id).await.unwrap();
+    assert!(
+        marks.iter().all(|m| [&offer, &third].contains(&m)),
+        "{marks:?}"
+    );
+
+    // The crawls' offers drop it, another still links it: their marks are gone with their
+    // links, and a late run of the crawl's change links it again.
+    let t2 = t1.plus(mins(1));
+    for o in [&third, &offer] {
+        set(offers, o, &[], t2).await;
+    }
+    assert_eq!(links(images, &id).await.0, 1);
+    assert_eq!(
+        images.keyed_links(&id).await.unwrap(),
+        Vec::<OfferKey>::new()
+    );
+    let t3 = t2.plus(mins(1));
+    offers
+        .set_photos_keyed(&offer, &owned(&[&id]), "crawl-1", t3, ORPHAN_TTL)
+        .await
+        .unwrap();
+    assert_eq!(links(images, &id).await.0, 2, "never a count too low");
+    for o in [&other, &offer] {
+        set(offers, o, &[], t3).await;
+    }
+    assert_eq!(links(images, &id).await, (0, Some(t3.plus(ORPHAN_TTL)), t3));
+
+    // A photo whose crawl was replaced before it settled: the next crawl's link is counted
+    // (the first one's may be too: one too many, never too few).
+    let replaced = random_image_id();
+    images
+        .create_ready(
+            &replaced,
+            &Generation::random(),
+            sample_ready(),
+            t3,
+            ORPHAN_TTL,
+            Some(&first),
+        )
+        .await
+        .unwrap()
+        .expect("created");
+    let next = random_offer();
+    offers
+        .set_photos_keyed(&next, &owned(&[&replaced]), "crawl-2", t3, ORPHAN_TTL)
+        .await
+        .unwrap();
+    let r = must_get(images, &replaced).await;
+    assert!((1..=2).contains(&r.link_count), "{} links", r.link_count);
+    assert_eq!(r.expires_at, None);
+}
+
 pub async fn delete_offer_is_idempotent(ports: LinkPorts) {
     let (images, offers) = (ports.images.as_ref(), ports.offers.as_ref());
     let unknown = random_offer();
@@ -295,11 +394,8 @@ pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
     for id in [&a, &b] {
         assert_eq!(links(images, id).await, (1, None, t1), "{id}, run twice");
         // A store that marks a keyed change's links names its offer, and no other.
-        let mark = images.keyed_link(id).await.unwrap();
-        assert!(
-            mark.is_none() || mark.as_ref() == Some(&offer),
-            "{id}: {mark:?}"
-        );
+        let marks = images.keyed_links(id).await.unwrap();
+        assert!(marks.iter().all(|m| m == &offer), "{id}: {marks:?}");
     }
 
     // Another offer's change under the same key is another change.
@@ -313,9 +409,9 @@ pub async fn a_keyed_change_run_again_links_each_image_once(ports: LinkPorts) {
     set(offers, &offer, &[&b], t2).await;
     assert_eq!(links(images, &a).await, (0, Some(t2.plus(ORPHAN_TTL)), t2));
     assert_eq!(
-        images.keyed_link(&a).await.unwrap(),
-        None,
-        "an unkeyed change of the count removes the mark"
+        images.keyed_links(&a).await.unwrap(),
+        Vec::<OfferKey>::new(),
+        "an unlink removes the mark"
     );
     let t3 = t2.plus(mins(1));
     keyed(offer.clone(), owned(&[&a, &b]), t3).await;

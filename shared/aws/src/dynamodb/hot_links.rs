@@ -45,9 +45,9 @@ use super::images::{
     LAST_UPDATE, LINK_COUNT, READY, STATE, image_key, remove_expiry, set_orphan_expiry,
 };
 use super::item::{Attrs, Expr, Item, PK, key, ms, n, s};
-use super::offers::LINKED_BY;
+use super::offers::{FIRST_LINK, LINKED_BY, marked_offer};
 use super::{DynamoStore, build_error};
-use imgest_core::domain::{ImageId, ImageRecord, Timestamp};
+use imgest_core::domain::{ImageId, ImageRecord, OfferKey, Timestamp};
 use imgest_core::ports::StoreError;
 
 /// On an image's item: when it turned hot (N ms), while it is.
@@ -96,6 +96,42 @@ impl DynamoStore {
         let condition = e.exists(DELTA);
         let shard = shard_key(id, fastrand::u32(..LINK_SHARDS));
         self.transact_update(shard, e, condition, "a link delta")
+    }
+
+    /// Removes the marks of keyed links from hot image `id`'s item (as read: `item`) before
+    /// one of its links is taken away on a shard, which leaves the item as it is: those naming
+    /// `offer` (the offer whose listing goes), or every one when the offer is not known. A
+    /// mark that outlived its offer's unlink would let a later run of its change use a link
+    /// that is gone (a count one too low); without it, that run links again. Only an item that
+    /// carries such a mark is written.
+    pub(super) async fn unmark(
+        &self,
+        id: &ImageId,
+        item: &Item,
+        offer: Option<&OfferKey>,
+    ) -> Result<(), StoreError> {
+        let mut e = Expr::new();
+        let mut conditions = Vec::new();
+        for attr in [LINKED_BY, FIRST_LINK] {
+            let Some(mark) = item.get(attr).and_then(|v| v.as_s().ok()) else {
+                continue;
+            };
+            if offer.is_some_and(|o| marked_offer(mark).as_ref() != Some(o)) {
+                continue;
+            }
+            e.remove(attr);
+            conditions.push(e.eq(attr, s(mark.as_str())));
+        }
+        if conditions.is_empty() {
+            return Ok(());
+        }
+        // Changed meanwhile: a mark set since is the mark of a link made since.
+        let condition = conditions.join(" AND ");
+        self.update_if(image_key(id), e.finish(), condition, || {
+            format!("removing the link marks of hot image {id}")
+        })
+        .await
+        .map(drop)
     }
 
     /// Turns ready image `id` hot if its count has reached the threshold and it is not hot
@@ -247,7 +283,8 @@ impl DynamoStore {
             .set(LAST_UPDATE, ms(latest(seen, shards)))
             .remove(HOT)
             .remove(HOT_GRACE)
-            .remove(LINKED_BY);
+            .remove(LINKED_BY)
+            .remove(FIRST_LINK);
         if count == 0 {
             set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
         } else {

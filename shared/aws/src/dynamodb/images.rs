@@ -42,7 +42,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
-use super::offers::{LINKED_BY, marked_offer};
+use super::offers::{FIRST_LINK, LINKED_BY, mark, marked_offer};
 use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_buckets_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
@@ -51,7 +51,7 @@ use imgest_core::domain::{
     OfferKey, PreviousFiles, Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp,
     VariantSetVersion,
 };
-use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
+use imgest_core::ports::{Claim, ImageIndex, KeyedLink, ReadyImage, ScanPage, StoreError};
 
 pub(super) const KIND: &str = "image";
 const GENERATION: &str = "generation";
@@ -779,8 +779,8 @@ impl ImageIndex for DynamoStore {
         ready: ReadyImage,
         now: Timestamp,
         orphan_ttl: Duration,
+        first_link: Option<&KeyedLink>,
     ) -> Result<Option<ImageRecord>, StoreError> {
-        let expires_at = now.plus(orphan_ttl);
         let mut item = image_key(id);
         // No GC index attributes: the offer that links this image a moment later would delete
         // the entry again (two index writes for nothing); unlinked, the TTL collects it.
@@ -788,11 +788,28 @@ impl ImageIndex for DynamoStore {
             (GENERATION, s(generation.as_str())),
             (CREATED_AT, ms(now)),
             (LAST_UPDATE, ms(now)),
-            (LINK_COUNT, n(0)),
-            (EXPIRES_AT, ms(expires_at)),
-            (TTL, n(ttl_secs(expires_at))),
         ]) {
             item.insert(attr.to_owned(), value);
+        }
+        match first_link {
+            // Counted now and marked as the crawl's, whose keyed change uses the link instead
+            // of writing the item again (see the `offers` module); no expiry: it is linked.
+            Some(link) => {
+                item.insert(LINK_COUNT.to_owned(), n(1));
+                item.insert(FIRST_LINK.to_owned(), s(mark(&link.offer, &link.key)));
+                if let Some(client) = link.offer.tenant().client() {
+                    item.insert(
+                        CLIENTS.to_owned(),
+                        AttributeValue::Ss(vec![client.as_str().to_owned()]),
+                    );
+                }
+            }
+            None => {
+                let expires_at = now.plus(orphan_ttl);
+                item.insert(LINK_COUNT.to_owned(), n(0));
+                item.insert(EXPIRES_AT.to_owned(), ms(expires_at));
+                item.insert(TTL.to_owned(), n(ttl_secs(expires_at)));
+            }
         }
         let record = record_from_item(&item)?;
         let created = self
@@ -952,7 +969,9 @@ impl ImageIndex for DynamoStore {
     ) -> Result<bool, StoreError> {
         let id = &seen.id;
         let mut e = Expr::new();
-        e.set(LINK_COUNT, n(i64::from(count))).remove(LINKED_BY);
+        e.set(LINK_COUNT, n(i64::from(count)))
+            .remove(LINKED_BY)
+            .remove(FIRST_LINK);
         if count == 0 {
             set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
         } else {
@@ -982,20 +1001,26 @@ impl ImageIndex for DynamoStore {
             .unwrap_or(false))
     }
 
-    async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
+    async fn keyed_links(&self, id: &ImageId) -> Result<Vec<OfferKey>, StoreError> {
         let Some(item) = self
-            .get(image_key(id), &format!("reading image {id}'s link mark"))
+            .get(image_key(id), &format!("reading image {id}'s link marks"))
             .await?
         else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let what = format!("image item {id}");
         let a = Attrs::new(&item, &what);
-        a.opt_s(LINKED_BY)?
-            .map(|mark| {
-                marked_offer(mark).ok_or_else(|| a.corrupt(LINKED_BY, "does not name an offer"))
-            })
-            .transpose()
+        let mut offers = Vec::new();
+        for attr in [LINKED_BY, FIRST_LINK] {
+            if let Some(mark) = a.opt_s(attr)? {
+                let offer =
+                    marked_offer(mark).ok_or_else(|| a.corrupt(attr, "does not name an offer"))?;
+                if !offers.contains(&offer) {
+                    offers.push(offer);
+                }
+            }
+        }
+        Ok(offers)
     }
 
     async fn set_strong_hash(

@@ -23,8 +23,13 @@
 //! linking again while the offer (read before the image) does not list the image, and its offer
 //! write, conditional on the version read, makes sure that no other run used it meanwhile. The
 //! offer is then written alone (a plain conditional write), or in a transaction with the
-//! unlinks of its dropped images. Such links are never undone. Why this counts each link once,
-//! and when a count may end one too high: `docs/consistency.md`, "Keyed links".
+//! unlinks of its dropped images. Such links are never undone. A crawled photo new to the store
+//! is created with its crawl's link already counted and marked `first_link = {offer}#{key}`
+//! (`ImageIndex::create_ready`), which the crawl's change uses the same way; other links leave
+//! that mark, unlinks and corrections remove it, and a change that unlinks a hot image removes
+//! the marks naming its offer first (the unlink, on a shard, leaves the item as it is). Why
+//! this counts each link once, and when a count may end one too high: `docs/consistency.md`,
+//! "Keyed links".
 //!
 //! A transaction holds at most 100 items. A change of more than 99 images is split so that a
 //! crash or a failure at any point only ever leaves link counts too HIGH (the image never
@@ -66,6 +71,11 @@ const EXPIRES_AT: &str = "expires_at";
 /// On an image item: the keyed change whose link was its last link count change, if that was
 /// a link made before the offer's write (see [`DynamoStore::prelink`]).
 pub(super) const LINKED_BY: &str = "linked_by";
+/// On an image item: the keyed change whose link was counted when the item was created (a
+/// crawled photo's, see [`ImageIndex::create_ready`](imgest_core::ports::ImageIndex::create_ready)),
+/// until an unlink, a correction or its turning hot. Links by other changes leave it: each
+/// counts its own link.
+pub(super) const FIRST_LINK: &str = "first_link";
 
 /// What a scan of offers reads (with the key attributes): their photo lists.
 pub const SCAN_ATTRIBUTES: &[&str] = &[PHOTOS];
@@ -136,7 +146,7 @@ fn offer_write(
 
 /// The mark of a keyed change's links: `{offer}#{key}` (neither an offer key nor `#` can
 /// appear in the other part).
-fn mark(offer: &OfferKey, key: &str) -> String {
+pub(super) fn mark(offer: &OfferKey, key: &str) -> String {
     format!("{offer}#{key}")
 }
 
@@ -146,12 +156,15 @@ pub(super) fn marked_offer(mark: &str) -> Option<OfferKey> {
     OfferKey::parse(offer).ok()
 }
 
-/// Whether the image item carries `marker` (see the module doc).
+/// Whether the image item carries `marker`, as its last link or as its first (see the module
+/// doc).
 fn marked_by(item: &Item, marker: &str) -> bool {
-    item.get(LINKED_BY)
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
-        == Some(marker)
+    [LINKED_BY, FIRST_LINK].into_iter().any(|attr| {
+        item.get(attr)
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            == Some(marker)
+    })
 }
 
 /// The port promises distinct ids; a repeated one is linked once, at its first position.
@@ -217,7 +230,8 @@ fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) ->
     let mut e = Expr::new();
     e.add_to(LINK_COUNT, -1)
         .set(LAST_UPDATE, ms(now))
-        .remove(LINKED_BY);
+        .remove(LINKED_BY)
+        .remove(FIRST_LINK);
     let condition = e.cmp(LINK_COUNT, ">", n(1));
     (e, condition)
 }
@@ -233,7 +247,8 @@ fn exact_unlink_expr(
     let mut e = Expr::new();
     e.set(LINK_COUNT, n(i64::from(seen) - 1))
         .set(LAST_UPDATE, ms(now))
-        .remove(LINKED_BY);
+        .remove(LINKED_BY)
+        .remove(FIRST_LINK);
     let mut condition = e.eq(LINK_COUNT, n(i64::from(seen)));
     if seen <= 1 {
         set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
@@ -305,10 +320,12 @@ impl DynamoStore {
         let mut e = link_expr(now, offer);
         e.set(LINKED_BY, s(marker));
         let condition = format!(
-            "{} AND ({} OR NOT {})",
+            "{} AND ({} OR NOT {}) AND ({} OR NOT {})",
             live_condition(&mut e, now),
             e.not_exists(LINKED_BY),
             e.eq(LINKED_BY, s(marker)),
+            e.not_exists(FIRST_LINK),
+            e.eq(FIRST_LINK, s(marker)),
         );
         let parts = e.finish();
         self.update_if(image_key(id), parts, condition, || {
@@ -438,6 +455,7 @@ impl DynamoStore {
                 return Ok(());
             };
             if hot_since(&item).is_some() {
+                self.unmark(id, &item, None).await?;
                 // In a transaction of its own: its token keeps the SDK's retries from taking
                 // two links away.
                 if self.transact(vec![self.delta_op(id, -1, now)?]).await? {
@@ -690,6 +708,7 @@ impl DynamoStore {
                     continue;
                 };
                 if hot_since(item).is_some() {
+                    self.unmark(id, item, Some(offer)).await?;
                     unlinks.push(self.delta_write(id, -1, now)?);
                     cooling.push(r);
                 } else if r.link_count > 0 {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{KeyedLink, StoreError};
 use crate::domain::{
     ContentHash, Generation, ImageId, ImageRecord, JobPart, OfferKey, OriginalMetadata, Signature,
     SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
@@ -94,6 +94,14 @@ pub trait ImageIndex: Send + Sync {
     /// (DynamoDB's GC index, written and deleted again when the offer links it): if it is never
     /// linked, the store's own expiry collects it (DynamoDB's TTL deleter, whose stream the
     /// ttl-cleanup function follows), up to about two days after it expires.
+    ///
+    /// With `first_link` (the keyed change that will link it: the crawl that downloaded it), a
+    /// store that links keyed changes with plain writes may create the record with that link
+    /// already counted and marked as the change's (DynamoDB: one write fewer per new crawled
+    /// photo), which the change's run then uses instead of linking again. If that change never
+    /// links it (the crawl was replaced before it settled), the count is one too high until the
+    /// audit mends it: never too low. A store that makes each change in one transaction creates
+    /// the unlinked record whatever `first_link` says.
     async fn create_ready(
         &self,
         id: &ImageId,
@@ -101,6 +109,7 @@ pub trait ImageIndex: Send + Sync {
         ready: ReadyImage,
         now: Timestamp,
         orphan_ttl: Duration,
+        first_link: Option<&KeyedLink>,
     ) -> Result<Option<ImageRecord>, StoreError>;
 
     /// Removes the caller's claim after failed processing; does nothing if the claim is no
@@ -165,14 +174,16 @@ pub trait ImageIndex: Send + Sync {
         orphan_ttl: Duration,
     ) -> Result<bool, StoreError>;
 
-    /// The offer whose keyed change ([`OfferLinks::set_photos_keyed`]) made the record's last
-    /// link count change, read consistently, if the store marks such links (DynamoDB's
-    /// `linked_by`; the embedded store makes each change in one transaction and marks none).
-    /// While that offer lists the image, the link may be in use whatever a count of the
-    /// offers said a moment before: the audit never lowers such a count.
+    /// The offers whose keyed changes ([`OfferLinks::set_photos_keyed`]) hold a link of the
+    /// record that their runs may use without writing it, read consistently, if the store
+    /// marks such links (DynamoDB's `linked_by`, the last link count change when it was such a
+    /// link, and `first_link`, the link counted at its creation; the embedded store makes each
+    /// change in one transaction and marks none). While such an offer lists the image, the link
+    /// may be in use whatever a count of the offers said a moment before: the audit never
+    /// lowers such a count.
     ///
     /// [`OfferLinks::set_photos_keyed`]: super::OfferLinks::set_photos_keyed
-    async fn keyed_link(&self, id: &ImageId) -> Result<Option<OfferKey>, StoreError>;
+    async fn keyed_links(&self, id: &ImageId) -> Result<Vec<OfferKey>, StoreError>;
 
     /// Walks every image record, in `segments` disjoint parts that may be walked at once: up to
     /// about `limit` records of part `segment` from `cursor` (`None`: the start). A record

@@ -26,7 +26,7 @@ pub use image_index::{Claim, ImageIndex, ReadyImage, ScanPage};
 pub use messages::{
     DeadMessage, Letter, MessageSender, OutgoingMessage, Reason, RedriveKinds, Subscriber,
 };
-pub use offer_links::{LinkError, OfferLinks, OfferPage, PhotoListPage};
+pub use offer_links::{KeyedLink, LinkError, OfferLinks, OfferPage, PhotoListPage};
 pub use rate_limiter::{Grant, RateLimiter};
 pub use store_error::StoreError;
 pub use task_queue::{DeadLetter, Delivery, Enqueued, QueueCounts, TaskQueue};

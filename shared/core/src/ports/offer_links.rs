@@ -18,6 +18,16 @@ pub enum LinkError {
     Store(#[from] StoreError),
 }
 
+/// The link a keyed change ([`OfferLinks::set_photos_keyed`]) is about to make: its offer and
+/// its key. A store that links such changes with plain writes may count this link when it
+/// creates the image (see [`ImageIndex::create_ready`](super::ImageIndex::create_ready)), so that
+/// the change's run uses it instead of writing the image again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedLink {
+    pub offer: OfferKey,
+    pub key: String,
+}
+
 /// One page of [`OfferLinks::offers_linking`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OfferPage {

@@ -11,7 +11,7 @@ use imgest_core::domain::{
     ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart, OfferKey, PreviousFiles,
     SHARD_COUNT, Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp, VariantSetVersion,
 };
-use imgest_core::ports::{Claim, ImageIndex, ReadyImage, ScanPage, StoreError};
+use imgest_core::ports::{Claim, ImageIndex, KeyedLink, ReadyImage, ScanPage, StoreError};
 
 const COLUMNS: &str = "id, generation, state, claim_expires_at, format, width, height, \
                        original_bytes, variants, created_at, last_update, link_count, expires_at, \
@@ -580,7 +580,9 @@ impl ImageIndex for SqliteStore {
         ready: ReadyImage,
         now: Timestamp,
         orphan_ttl: Duration,
+        _first_link: Option<&KeyedLink>,
     ) -> Result<Option<ImageRecord>, StoreError> {
+        // Each change links and lists in one transaction: the record starts unlinked.
         let (id, generation) = (id.clone(), generation.clone());
         self.run(move |conn| create_ready_tx(conn, &id, &generation, &ready, now, orphan_ttl))
             .await
@@ -685,10 +687,10 @@ impl ImageIndex for SqliteStore {
         .await
     }
 
-    async fn keyed_link(&self, _id: &ImageId) -> Result<Option<OfferKey>, StoreError> {
+    async fn keyed_links(&self, _id: &ImageId) -> Result<Vec<OfferKey>, StoreError> {
         // Each change links and lists in one transaction: no link is ever waiting for its
         // offer's write.
-        Ok(None)
+        Ok(Vec::new())
     }
 
     async fn scan(

@@ -339,21 +339,21 @@ impl Service {
         Ok(Some((record, offers)))
     }
 
-    /// Whether the offer named by the record's keyed link lists the image.
+    /// Whether an offer named by the record's keyed links lists the image.
     async fn keyed_link_in_use(&self, record: &ImageRecord) -> Result<bool, FlowError> {
-        let Some(offer) = self.ports.images.keyed_link(&record.id).await? else {
-            return Ok(false);
-        };
-        let listed = self
-            .ports
-            .offers
-            .photos(&offer)
-            .await?
-            .is_some_and(|photos| photos.contains(&record.id));
-        if listed {
-            warn!(image_id = %record.id, %offer, "the offer of the count's keyed link lists the image: its count is left alone");
+        for offer in self.ports.images.keyed_links(&record.id).await? {
+            let listed = self
+                .ports
+                .offers
+                .photos(&offer)
+                .await?
+                .is_some_and(|photos| photos.contains(&record.id));
+            if listed {
+                warn!(image_id = %record.id, %offer, "the offer of a keyed link of the count lists the image: its count is left alone");
+                return Ok(true);
+            }
         }
-        Ok(listed)
+        Ok(false)
     }
 }
 
