@@ -9,7 +9,7 @@
 # each function's invocations held to its share of a vCPU by a CPU quota (cgroup v1's cpu
 # controller, which it must be allowed to write: root, or a delegated subtree), the model's
 # formulas given the same run's counts and latencies; it writes docs/capacity/validation.json
-# and fails when a row is more than 25 % from its measurement (about 15 minutes).
+# and fails when a row is more than 25 % from its measurement (15 to 40 minutes).
 #
 # Usage:
 #   bench/capacity.sh                                  # the default scenario
