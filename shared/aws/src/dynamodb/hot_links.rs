@@ -45,7 +45,7 @@ use super::images::{
     LAST_UPDATE, LINK_COUNT, READY, STATE, image_key, remove_expiry, set_orphan_expiry,
 };
 use super::item::{Attrs, Expr, Item, PK, key, ms, n, s};
-use super::offers::{FIRST_LINK, LINKED_BY, marked_offer};
+use super::offers::{marked_offer, marks, remove_marks};
 use super::{DynamoStore, build_error};
 use imgest_core::domain::{ImageId, ImageRecord, OfferKey, Timestamp};
 use imgest_core::ports::StoreError;
@@ -112,15 +112,12 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let mut e = Expr::new();
         let mut conditions = Vec::new();
-        for attr in [LINKED_BY, FIRST_LINK] {
-            let Some(mark) = item.get(attr).and_then(|v| v.as_s().ok()) else {
-                continue;
-            };
+        for (attr, mark) in marks(item) {
             if offer.is_some_and(|o| marked_offer(mark).as_ref() != Some(o)) {
                 continue;
             }
             e.remove(attr);
-            conditions.push(e.eq(attr, s(mark.as_str())));
+            conditions.push(e.eq(attr, s(mark)));
         }
         if conditions.is_empty() {
             return Ok(());
@@ -282,9 +279,8 @@ impl DynamoStore {
         e.set(LINK_COUNT, n(i64::from(count)))
             .set(LAST_UPDATE, ms(latest(seen, shards)))
             .remove(HOT)
-            .remove(HOT_GRACE)
-            .remove(LINKED_BY)
-            .remove(FIRST_LINK);
+            .remove(HOT_GRACE);
+        remove_marks(&mut e);
         if count == 0 {
             set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
         } else {

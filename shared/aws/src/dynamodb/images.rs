@@ -42,7 +42,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 
 use super::item::{Attrs, Expr, Item, PK, TTL, id_of, key, ms, n, s, ttl_secs};
-use super::offers::{FIRST_LINK, LINKED_BY, mark, marked_offer};
+use super::offers::{FIRST_LINK, MARKS, client_set, mark, marked_offer, remove_marks};
 use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_buckets_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
@@ -797,11 +797,8 @@ impl ImageIndex for DynamoStore {
             Some(link) => {
                 item.insert(LINK_COUNT.to_owned(), n(1));
                 item.insert(FIRST_LINK.to_owned(), s(mark(&link.offer, &link.key)));
-                if let Some(client) = link.offer.tenant().client() {
-                    item.insert(
-                        CLIENTS.to_owned(),
-                        AttributeValue::Ss(vec![client.as_str().to_owned()]),
-                    );
+                if let Some(clients) = client_set(&link.offer) {
+                    item.insert(CLIENTS.to_owned(), clients);
                 }
             }
             None => {
@@ -969,9 +966,7 @@ impl ImageIndex for DynamoStore {
     ) -> Result<bool, StoreError> {
         let id = &seen.id;
         let mut e = Expr::new();
-        e.set(LINK_COUNT, n(i64::from(count)))
-            .remove(LINKED_BY)
-            .remove(FIRST_LINK);
+        remove_marks(e.set(LINK_COUNT, n(i64::from(count))));
         if count == 0 {
             set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
         } else {
@@ -1011,7 +1006,7 @@ impl ImageIndex for DynamoStore {
         let what = format!("image item {id}");
         let a = Attrs::new(&item, &what);
         let mut offers = Vec::new();
-        for attr in [LINKED_BY, FIRST_LINK] {
+        for attr in MARKS {
             if let Some(mark) = a.opt_s(attr)? {
                 let offer =
                     marked_offer(mark).ok_or_else(|| a.corrupt(attr, "does not name an offer"))?;

@@ -76,6 +76,27 @@ pub(super) const LINKED_BY: &str = "linked_by";
 /// until an unlink, a correction or its turning hot. Links by other changes leave it: each
 /// counts its own link.
 pub(super) const FIRST_LINK: &str = "first_link";
+/// Both marks of keyed links an image item may carry.
+pub(super) const MARKS: [&str; 2] = [LINKED_BY, FIRST_LINK];
+
+/// The marks `item` carries, with their attributes.
+pub(super) fn marks(item: &Item) -> impl Iterator<Item = (&'static str, &str)> {
+    MARKS.into_iter().filter_map(|attr| {
+        let mark = item.get(attr)?.as_s().ok()?;
+        Some((attr, mark.as_str()))
+    })
+}
+
+/// Removes both marks: the change it is part of takes a link away or sets the count.
+pub(super) fn remove_marks(e: &mut Expr) -> &mut Expr {
+    e.remove(LINKED_BY).remove(FIRST_LINK)
+}
+
+/// The set of `offer`'s client, for an image's `clients` (open mode's offers have none).
+pub(super) fn client_set(offer: &OfferKey) -> Option<AttributeValue> {
+    let client = offer.tenant().client()?;
+    Some(AttributeValue::Ss(vec![client.as_str().to_owned()]))
+}
 
 /// What a scan of offers reads (with the key attributes): their photo lists.
 pub const SCAN_ATTRIBUTES: &[&str] = &[PHOTOS];
@@ -159,12 +180,7 @@ pub(super) fn marked_offer(mark: &str) -> Option<OfferKey> {
 /// Whether the image item carries `marker`, as its last link or as its first (see the module
 /// doc).
 fn marked_by(item: &Item, marker: &str) -> bool {
-    [LINKED_BY, FIRST_LINK].into_iter().any(|attr| {
-        item.get(attr)
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str)
-            == Some(marker)
-    })
+    marks(item).any(|(_, mark)| mark == marker)
 }
 
 /// The port promises distinct ids; a repeated one is linked once, at its first position.
@@ -182,11 +198,8 @@ fn distinct(images: &[ImageId]) -> Vec<ImageId> {
 fn link_expr(now: Timestamp, offer: &OfferKey) -> Expr {
     let mut e = Expr::new();
     e.add_to(LINK_COUNT, 1).set(LAST_UPDATE, ms(now));
-    if let Some(client) = offer.tenant().client() {
-        e.add_elements(
-            CLIENTS,
-            AttributeValue::Ss(vec![client.as_str().to_owned()]),
-        );
+    if let Some(clients) = client_set(offer) {
+        e.add_elements(CLIENTS, clients);
     }
     remove_expiry(&mut e);
     e
@@ -228,10 +241,7 @@ fn unlink_expr(id: &ImageId, seen: u32, now: Timestamp, orphan_ttl: Duration) ->
         return exact_unlink_expr(id, 1, now, orphan_ttl);
     }
     let mut e = Expr::new();
-    e.add_to(LINK_COUNT, -1)
-        .set(LAST_UPDATE, ms(now))
-        .remove(LINKED_BY)
-        .remove(FIRST_LINK);
+    remove_marks(e.add_to(LINK_COUNT, -1).set(LAST_UPDATE, ms(now)));
     let condition = e.cmp(LINK_COUNT, ">", n(1));
     (e, condition)
 }
@@ -245,10 +255,10 @@ fn exact_unlink_expr(
     orphan_ttl: Duration,
 ) -> (Expr, String) {
     let mut e = Expr::new();
-    e.set(LINK_COUNT, n(i64::from(seen) - 1))
-        .set(LAST_UPDATE, ms(now))
-        .remove(LINKED_BY)
-        .remove(FIRST_LINK);
+    remove_marks(
+        e.set(LINK_COUNT, n(i64::from(seen) - 1))
+            .set(LAST_UPDATE, ms(now)),
+    );
     let mut condition = e.eq(LINK_COUNT, n(i64::from(seen)));
     if seen <= 1 {
         set_orphan_expiry(&mut e, id, now.plus(orphan_ttl));
