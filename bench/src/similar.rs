@@ -8,12 +8,14 @@
 //! (every image in scope). Printed:
 //!
 //! - per transform: the share of queries whose lookup finds their original (recall), the same
-//!   share with every hash compared to every hash (no index: what the probe radius loses), and
-//!   PDQ alone (the whole photo's hash against the original's, no mirror, no trimmed part);
+//!   share with every hash compared to every hash and every point to every point (no index:
+//!   what the probes lose), PDQ alone (the whole photo's hash against the original's, no
+//!   mirror, no trimmed part), and the share found by points only (a crop);
 //! - false positives: matches of a query other than its original, and every (query,
 //!   distractor) and (original, original) pair within the distance, per pair compared;
-//! - reads per lookup (index buckets, entries read), the signature's cost beside the whole
-//!   pipeline's, and the index's entries per image and bytes per million images.
+//! - reads per lookup (index buckets and point keys, entries read), the signature's cost
+//!   beside the whole pipeline's and a lookup's points' cost, and the index's entries per image
+//!   and bytes per million images.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -22,7 +24,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use futures_util::{StreamExt, TryStreamExt, stream};
-use imgest_core::domain::{ImageId, MATCH_DISTANCE, Signature};
+use imgest_core::domain::{
+    ImageId, MATCH_DISTANCE, MIN_AGREEING, QueryPoints, Signal, Signature, agreeing,
+};
+use imgest_core::imaging::Imaging;
 use imgest_flows::similar::{Scope, lookup_reads};
 use imgest_local::runner::{LocalRunner, RunnerOptions};
 use imgest_pipeline::{Pipeline, PipelineConfig};
@@ -48,8 +53,12 @@ fn stem(path: &Path) -> String {
 }
 
 /// Whether any hash `query` probes with is within the distance of any `stored` indexes, or
-/// their inner parts' hashes are (the lookup's checks, without the index).
-fn near(query: &Signature, stored: &Signature) -> bool {
+/// their inner parts' hashes are, or their points agree (the lookup's checks, without the
+/// index).
+fn near(query: &Signature, points: &QueryPoints, stored: &Signature) -> bool {
+    if agreeing(points, stored.points()).points >= MIN_AGREEING {
+        return true;
+    }
     let inner = query
         .inner
         .zip(stored.inner)
@@ -70,6 +79,16 @@ fn median(mut values: Vec<f64>) -> f64 {
 struct Stored {
     id: ImageId,
     signature: Option<Signature>,
+}
+
+/// A query's lookup points, found as a lookup finds them: in its signature's variant file.
+fn lookup_points(
+    pipeline: &Pipeline,
+    processed: &imgest_core::imaging::Processed,
+) -> Option<QueryPoints> {
+    let mut sizes = processed.variants.iter().map(|v| (v.width, v.height));
+    let i = pipeline.signature_source(&mut sizes, (processed.width, processed.height))?;
+    pipeline.query_points(&processed.variants.get(i)?.bytes)
 }
 
 pub async fn run(dir: PathBuf) -> Result<()> {
@@ -167,17 +186,17 @@ pub async fn run(dir: PathBuf) -> Result<()> {
         .collect();
     transforms.sort();
     println!(
-        "| transform | queries | recall (lookup) | recall (every hash, no index) | PDQ alone | \
-         other images matched |"
+        "| transform | queries | recall (lookup) | recall (every hash and point, no index) | \
+         PDQ alone | found by points only | other images matched |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     let mut buckets = Vec::new();
     let mut entries = Vec::new();
     let mut query_signatures = Vec::new();
     let mut wrong_matches = 0usize;
     for transform in &transforms {
         let name = stem(transform);
-        let (mut n, mut found, mut brute, mut pdq, mut others) = (0, 0, 0, 0, 0);
+        let (mut n, mut found, mut brute, mut pdq, mut cropped, mut others) = (0, 0, 0, 0, 0, 0);
         for path in files(transform)? {
             let Some(original) = originals.get(&stem(&path)) else {
                 continue;
@@ -186,18 +205,19 @@ pub async fn run(dir: PathBuf) -> Result<()> {
                 continue;
             };
             let bytes = std::fs::read(&path)?;
-            let signature = pipeline
-                .process(&bytes)?
-                .signature
-                .context("a query without a signature")?;
+            let processed = pipeline.process(&bytes)?;
+            let points = lookup_points(&pipeline, &processed).context("a query without points")?;
+            let signature = processed.signature.context("a query without a signature")?;
             n += 1;
             let result = service
-                .similar_to(&signature, None, &Scope::All)
+                .similar_to(&signature, Some(&points), None, &Scope::All)
                 .await
                 .context("looking up")?;
             buckets.push(result.buckets_read as f64);
             entries.push(result.entries_read as f64);
-            found += usize::from(result.matches.iter().any(|m| m.image_id == original.id));
+            let hit = result.matches.iter().find(|m| m.image_id == original.id);
+            found += usize::from(hit.is_some());
+            cropped += usize::from(hit.is_some_and(|m| m.signal == Signal::Cropped));
             let wrong = result
                 .matches
                 .iter()
@@ -205,16 +225,17 @@ pub async fn run(dir: PathBuf) -> Result<()> {
                 .count();
             others += wrong;
             wrong_matches += wrong;
-            brute += usize::from(signature.is_searchable() && near(&signature, stored));
+            brute += usize::from(signature.is_searchable() && near(&signature, &points, stored));
             pdq += usize::from(signature.whole.hash.distance(&stored.whole.hash) <= MATCH_DISTANCE);
-            query_signatures.push(signature);
+            query_signatures.push((signature, points));
         }
         let share = |k: usize| 100.0 * k as f64 / n.max(1) as f64;
         println!(
-            "| {name} | {n} | {:.0} % | {:.0} % | {:.0} % | {others} |",
+            "| {name} | {n} | {:.0} % | {:.0} % | {:.0} % | {:.0} % | {others} |",
             share(found),
             share(brute),
-            share(pdq)
+            share(pdq),
+            share(cropped)
         );
     }
 
@@ -225,27 +246,38 @@ pub async fn run(dir: PathBuf) -> Result<()> {
         .collect();
     let mut pairs = 0u64;
     let mut false_pairs = 0u64;
-    for q in query_signatures.iter().filter(|s| s.is_searchable()) {
+    for (q, points) in query_signatures.iter().filter(|(s, _)| s.is_searchable()) {
         for d in &distractor_signatures {
             pairs += 1;
-            false_pairs += u64::from(near(q, d));
+            false_pairs += u64::from(near(q, points, d));
         }
     }
-    let original_signatures: Vec<&Signature> = originals
-        .values()
-        .filter_map(|o| o.signature.as_ref())
-        .collect();
+    // Each original looked up (its points from its stored variant) against every other.
+    let mut original_points: Vec<(&Signature, QueryPoints)> = Vec::new();
+    for (name, o) in &originals {
+        let Some(signature) = o.signature.as_ref() else {
+            continue;
+        };
+        let path = dir.join("originals").join(format!("{name}.jpg"));
+        let processed = pipeline.process(&std::fs::read(&path)?)?;
+        if let Some(points) = lookup_points(&pipeline, &processed) {
+            original_points.push((signature, points));
+        }
+    }
     let (mut original_pairs, mut original_false) = (0u64, 0u64);
-    for (i, a) in original_signatures.iter().enumerate() {
-        for b in &original_signatures[i + 1..] {
-            original_pairs += 1;
-            original_false += u64::from(near(a, b));
+    for (i, (a, points)) in original_points.iter().enumerate() {
+        for (j, (b, _)) in original_points.iter().enumerate() {
+            if i != j {
+                original_pairs += 1;
+                original_false += u64::from(near(a, points, b));
+            }
         }
     }
     println!(
         "\nfalse positives: {wrong_matches} images other than the original among {} lookups' \
          matches; {false_pairs} of {pairs} (query, distractor) pairs within {MATCH_DISTANCE} \
-         bits ({:.2} per 10,000); {original_false} of {original_pairs} pairs of originals",
+         bits or with {MIN_AGREEING} points agreeing ({:.2} per 10,000); {original_false} of \
+         {original_pairs} (original, other original) pairs",
         query_signatures.len(),
         10_000.0 * false_pairs as f64 / pairs.max(1) as f64
     );
@@ -253,12 +285,17 @@ pub async fn run(dir: PathBuf) -> Result<()> {
         "reads per lookup: median {:.0} buckets (at most {} for a photo \
          with a trimmed part), {:.0} entries read (median; the index holds {images} images)",
         median(buckets),
-        query_signatures.iter().map(lookup_reads).max().unwrap_or(0),
+        query_signatures
+            .iter()
+            .map(|(s, _)| lookup_reads(s))
+            .max()
+            .unwrap_or(0),
         median(entries)
     );
 
     // The signature's cost beside the pipeline's, on the originals.
     let mut sign_ms = Vec::new();
+    let mut points_ms = Vec::new();
     let mut process_ms = Vec::new();
     for path in files(&dir.join("originals"))?.iter().take(40) {
         let bytes = std::fs::read(path)?;
@@ -278,12 +315,20 @@ pub async fn run(dir: PathBuf) -> Result<()> {
             std::hint::black_box(imgest_pipeline::signature_of(&pixels));
         }
         sign_ms.push(t.elapsed().as_secs_f64() * 1e3 / 5.0);
+        let t = Instant::now();
+        for _ in 0..5 {
+            std::hint::black_box(imgest_pipeline::query_points_of(&pixels));
+        }
+        points_ms.push(t.elapsed().as_secs_f64() * 1e3 / 5.0);
     }
     let (sign, process) = (median(sign_ms), median(process_ms));
     println!(
-        "signature: {sign:.2} ms a photo (median, from its 640-pixel variant), {:.1} % of the \
-         pipeline's {process:.0} ms",
-        100.0 * sign / process
+        "signature: {sign:.2} ms a photo (median, from its 640-pixel variant, its points \
+         included), {:.1} % of the pipeline's {process:.0} ms; a lookup's points (at {} \
+         scales, from the decoded variant): {:.2} ms",
+        100.0 * sign / process,
+        imgest_core::domain::QUERY_SCALES.len(),
+        median(points_ms)
     );
     // The busiest bucket: the share of the images filed under it (a partition's share of the
     // index's writes).
@@ -306,15 +351,43 @@ pub async fn run(dir: PathBuf) -> Result<()> {
         16 * 65_536,
         100.0 * busiest as f64 / images.max(1) as f64
     );
-    let per_image = 16.0 * (1.0 + trimmed as f64 / images.max(1) as f64);
+    // The points' keys: how many an image files, and the busiest key's share.
+    let mut keys: HashMap<u32, usize> = HashMap::new();
+    let mut filed_points = 0usize;
+    for s in originals
+        .values()
+        .chain(&distractors)
+        .filter_map(|s| s.signature.as_ref().filter(|s| s.is_matchable()))
+    {
+        for p in s.points() {
+            *keys.entry(p.key()).or_default() += 1;
+            filed_points += 1;
+        }
+    }
+    let busiest_key = keys.values().copied().max().unwrap_or(0);
+    let indexed = images - flat;
+    println!(
+        "point keys: {} of {} used; the busiest holds {busiest_key} entries ({:.2} % of the \
+         images); {:.1} points filed an image",
+        keys.len(),
+        1u64 << 24,
+        100.0 * busiest_key as f64 / images.max(1) as f64,
+        filed_points as f64 / indexed.max(1) as f64
+    );
+    let hashes_per_image = 16.0 * (1.0 + trimmed as f64 / images.max(1) as f64);
+    let points_per_image = filed_points as f64 / indexed.max(1) as f64;
     // A DynamoDB entry: pk `rec#similar#{5 hex}` (19 bytes with its name), sk `m#{id}[.t]`
     // (38), body (68; 64 more in the whole photo's entries, its inner part's hash), expires_at
-    // and ttl (about 30), and the 100 bytes DynamoDB bills per item stored.
-    let item_bytes = 19.0 + 38.0 + 68.0 + 64.0 * 16.0 / per_image + 30.0 + 100.0;
+    // and ttl (about 30), and the 100 bytes DynamoDB bills per item stored. A point's: pk
+    // `rec#similar#p{6 hex}` (21), sk `m#{id}.p{n}` (40), body (26), expiry (30), 100.
+    let hash_bytes = 19.0 + 38.0 + 68.0 + 64.0 * 16.0 / hashes_per_image + 30.0 + 100.0;
+    let point_bytes = 21.0 + 40.0 + 26.0 + 30.0 + 100.0;
     println!(
-        "index: {per_image:.1} entries an image; on DynamoDB about {:.1} GB per million images \
-         ({item_bytes:.0} bytes an entry, billed storage)",
-        per_image * item_bytes * 1e6 / 1e9
+        "index: {:.1} entries an image ({hashes_per_image:.1} of hashes, {points_per_image:.1} \
+         of points); on DynamoDB about {:.1} GB per million images ({hash_bytes:.0} bytes a \
+         hash's entry, {point_bytes:.0} a point's, billed storage)",
+        hashes_per_image + points_per_image,
+        (hashes_per_image * hash_bytes + points_per_image * point_bytes) * 1e6 / 1e9
     );
     runner.stop().await;
     Ok(())

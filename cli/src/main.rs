@@ -133,8 +133,9 @@ enum Command {
         json: bool,
     },
     /// A stored photo's near-duplicates among every stored image: the same picture
-    /// re-encoded, resized, watermarked, mirrored or padded (PDQ hashes within 31 bits), from
-    /// the index IMGEST_SIMILAR=index or report fills (docs/api.md, "Near-duplicates").
+    /// re-encoded, resized, watermarked, mirrored or padded (PDQ hashes within 31 bits) or
+    /// cropped (their points agree), from the index IMGEST_SIMILAR=index or report fills
+    /// (docs/api.md, "Near-duplicates").
     /// Example: `imgest similar 0cc175b9c0f1b6a831c399e269772661`
     Similar {
         /// The image's id: the MD5 of its original bytes, in hex.

@@ -256,12 +256,14 @@ async fn the_backfill_adds_placeholders(app: &TestApp) {
         imgest_flows::backfill::Reprocessed::Current
     );
 
-    // Signed before inner hashes were: signed again from the variant's file, in place.
+    // Signed before inner hashes and points were: signed again from the variant's file, in
+    // place.
     let older_id = ImageId::of_bytes(b"a photo signed before inner hashes");
     let generation = legacy_record(app, &older_id, &original, Some(&uploaded)).await;
     let images = &app.service.ports().images;
     let older = imgest_core::domain::Signature {
         inner: None,
+        points: None,
         ..uploaded.signature().unwrap().clone()
     };
     let thumbhash = uploaded.thumbhash().unwrap();
@@ -297,6 +299,12 @@ async fn the_backfill_adds_placeholders(app: &TestApp) {
     assert!(
         inner.distance(&uploaded_inner) <= 8,
         "{inner:?} against {uploaded_inner:?}"
+    );
+    // Its points too, from the same file (what finds a crop of it).
+    assert!(
+        signature.points().len() >= 8,
+        "{} points",
+        signature.points().len()
     );
     assert_eq!(
         app.service.reprocess(&older_id).await.unwrap(),

@@ -1,5 +1,5 @@
 //! Near-duplicates (`IMGEST_SIMILAR`): photos that are the same picture re-encoded and resized,
-//! mirrored, padded or stamped with a shop's name are found across uploads and crawls, by the operator among every image
+//! mirrored, padded, cropped or stamped with a shop's name are found across uploads and crawls, by the operator among every image
 //! and by a seller or a partner only among its own; the upload of a new photo names its
 //! near-duplicates under other clients' offers; an unrelated photo is never among them; a
 //! collected image drops out. The same scenario on the embedded backend and on the AWS adapters.
@@ -69,8 +69,17 @@ fn stamped(photo: &RgbImage) -> Vec<u8> {
     jpeg(&out, 90)
 }
 
+/// The photo with 12 % of each side cut, most of it from the left and the bottom (no resize).
+fn cropped(photo: &RgbImage) -> Vec<u8> {
+    let (w, h) = photo.dimensions();
+    let (cw, ch) = (w * 12 / 100, h * 12 / 100);
+    let crop = imageops::crop_imm(photo, cw * 7 / 10, ch / 4, w - cw, h - ch).to_image();
+    jpeg(&crop, 90)
+}
+
 struct Photos {
     original: Vec<u8>,
+    cropped: Vec<u8>,
     reencoded: Vec<u8>,
     mirrored: Vec<u8>,
     padded: Vec<u8>,
@@ -86,6 +95,7 @@ fn photos() -> Photos {
         reencoded: reencoded(&pixels),
         mirrored: jpeg(&imageops::flip_horizontal(&pixels), 90),
         padded: padded(&pixels),
+        cropped: cropped(&pixels),
         unrelated: sample("storm.jpg"),
         unrelated_stamped: stamped(&decoded(&sample("storm.jpg"))),
         original,
@@ -178,6 +188,17 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
     let own = upload(app, &acme, &jpeg(&decoded(&p.reencoded), 75)).await;
     assert_eq!(own["near_duplicates"], json!([]), "{own}");
     let padded = upload(app, &seller_a, &p.padded).await;
+    // A crop moves every hash: it is found by its points, and finds the photo it was cut from.
+    let crop = upload(app, &seller_a, &p.cropped).await;
+    let crop_id = crop["image_id"].as_str().unwrap();
+    let of_crop = similar(app, &operator, crop_id).await;
+    let to_original = of_crop.iter().find(|(id, _)| *id == original);
+    let to_original = to_original.map(|(_, m)| m);
+    assert_eq!(
+        to_original.map(|m| &m["signal"]),
+        Some(&json!("cropped")),
+        "{of_crop:?}"
+    );
     upload(app, &seller_b, &p.unrelated).await;
     // The other photo stamped with a shop's name: found by the inner parts' hashes alone.
     let stamped = upload(app, &seller_b, &p.unrelated_stamped).await;
@@ -199,11 +220,18 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
             copy_id.to_owned(),
             own["image_id"].as_str().unwrap().to_owned(),
             padded["image_id"].as_str().unwrap().to_owned(),
+            crop_id.to_owned(),
         ];
         want.sort_unstable();
         want
     };
     assert_eq!(ids(&all), want, "{all:?}");
+    // Crops come after the hashes' matches.
+    assert_eq!(
+        all.last().map(|(id, _)| id.as_str()),
+        Some(crop_id),
+        "{all:?}"
+    );
     for (id, m) in &all {
         let distance = m["distance"].as_u64().unwrap();
         assert!(distance <= 31, "{m}");
@@ -212,6 +240,9 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
             assert_eq!((signal, mirrored), ("whole", true), "{m}");
         } else if Some(id.as_str()) == padded["image_id"].as_str() {
             assert_eq!((signal, mirrored), ("trimmed", false), "{m}");
+        } else if id == crop_id {
+            assert_eq!((signal, mirrored), ("cropped", false), "{m}");
+            assert!(distance <= 6, "{m}");
         } else {
             assert_eq!((signal, mirrored), ("whole", false), "{m}");
         }
@@ -229,6 +260,7 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
         original.clone(),
         id_of(&p.mirrored),
         padded["image_id"].as_str().unwrap().to_owned(),
+        crop_id.to_owned(),
     ];
     seller_a_sees.sort_unstable();
     assert_eq!(ids(&similar(app, &seller_a, copy_id).await), seller_a_sees);
@@ -257,16 +289,38 @@ pub(crate) async fn finds_near_duplicates_within_each_callers_images(
         found.buckets_read
     );
     assert!(found.matches.iter().any(|m| m.signal == Signal::Trimmed));
+    // A process without the pipeline (the one that settles crawls) finds the crop by the
+    // points kept when it was stored in report mode.
+    let undecoding =
+        imgest_flows::Service::new(app.service.ports().clone(), app.service.policy().clone());
+    let crop_record = app
+        .service
+        .image(&ImageId::parse(crop_id).unwrap())
+        .await
+        .unwrap();
+    assert!(undecoding.imaging().is_err());
+    let kept = undecoding.lookup_points(&crop_record).await.unwrap();
+    assert!(
+        kept.is_some(),
+        "report mode keeps a new photo's lookup points"
+    );
+    let reported = undecoding.report_similar(&crop_record, None).await.unwrap();
+    assert!(
+        reported
+            .iter()
+            .any(|m| m.image_id.as_str() == original && m.signal == Signal::Cropped),
+        "{reported:?}"
+    );
     let unlinked = app
         .call("DELETE", "/v1/offers/o1", Some(&acme), Body::None)
         .await;
     assert_eq!(unlinked.status, 204, "{}", unlinked.json);
     app.advance_clock(app.settings.orphan_ttl * 2);
     let collected = app.gc().await;
-    assert_eq!(collected.images_deleted, 7, "{collected:?}");
+    assert_eq!(collected.images_deleted, 8, "{collected:?}");
     let after = app
         .service
-        .similar_to(&signature, None, &Scope::All)
+        .similar_to(&signature, None, None, &Scope::All)
         .await
         .unwrap();
     assert_eq!(after.matches, vec![], "every image was collected");
@@ -383,15 +437,18 @@ async fn link_for(service: &imgest_flows::Service, client: &str, image: &str) {
         .unwrap();
 }
 
-/// A crawled photo's result names the near-duplicate another client's offer links.
-fn assert_reports(result: &Value, copy: &[u8], original: &str) {
-    let photo = &result["photos"][0];
-    assert_eq!(photo["status"], "ok", "{result}");
-    assert_eq!(photo["image_id"], id_of(copy).as_str());
-    let reported = photo["near_duplicates"].as_array().unwrap();
-    assert_eq!(reported.len(), 1, "{result}");
-    assert_eq!(reported[0]["image_id"], original);
-    assert!(reported[0]["distance"].as_u64().unwrap() <= 31);
+/// Each of a crawl's photos (its copies, in order) is stored and its result names the
+/// near-duplicate another client's offer links.
+fn assert_reports(result: &Value, copies: &[&[u8]], original: &str) {
+    for (i, copy) in copies.iter().enumerate() {
+        let photo = &result["photos"][i];
+        assert_eq!(photo["status"], "ok", "{result}");
+        assert_eq!(photo["image_id"], id_of(copy).as_str());
+        let reported = photo["near_duplicates"].as_array().unwrap();
+        assert_eq!(reported.len(), 1, "photo {i}: {result}");
+        assert_eq!(reported[0]["image_id"], original);
+        assert!(reported[0]["distance"].as_u64().unwrap() <= 31);
+    }
 }
 
 #[tokio::test]
@@ -410,14 +467,21 @@ async fn a_crawled_photos_result_names_its_near_duplicates_on_the_embedded_backe
         .unwrap();
     assert_eq!(stored.status(), 201);
     link_for(app.crawler.service(), "globex", &original).await;
-    let host = PartnerHost::start([("/copy.jpg", Answer::photo(p.reencoded.clone()))])
-        .await
-        .unwrap();
-    app.crawl_settled("acme", "o1", &[host.url("/copy.jpg")])
-        .await;
+    let host = PartnerHost::start([
+        ("/copy.jpg", Answer::photo(p.reencoded.clone())),
+        ("/crop.jpg", Answer::photo(p.cropped.clone())),
+    ])
+    .await
+    .unwrap();
+    app.crawl_settled(
+        "acme",
+        "o1",
+        &[host.url("/copy.jpg"), host.url("/crop.jpg")],
+    )
+    .await;
     let results = app.results().await;
     assert_eq!(results.len(), 1, "{results:?}");
-    assert_reports(&results[0], &p.reencoded, &original);
+    assert_reports(&results[0], &[&p.reencoded, &p.cropped], &original);
 }
 
 #[tokio::test]
@@ -437,15 +501,19 @@ async fn a_crawled_photos_result_names_its_near_duplicates_on_aws() {
     let p = photos();
     let original = app.upload_ok(&p.original).await;
     link_for(&app.service, "globex", &original).await;
-    let host = PartnerHost::start([("/copy.jpg", Answer::photo(p.reencoded.clone()))])
-        .await
-        .unwrap();
-    let request = json!({"client_id": "acme", "offer_id": "o1", "urls": [host.url("/copy.jpg")]});
+    let host = PartnerHost::start([
+        ("/copy.jpg", Answer::photo(p.reencoded.clone())),
+        ("/crop.jpg", Answer::photo(p.cropped.clone())),
+    ])
+    .await
+    .unwrap();
+    let request = json!({"client_id": "acme", "offer_id": "o1",
+        "urls": [host.url("/copy.jpg"), host.url("/crop.jpg")]});
     let response =
         imgest_lambda_crawl::intake::handle(&crawler, intake_event("intake-1", &request)).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
-    fetch_then_process(&sqs, &urls, &crawler, 1).await;
+    fetch_then_process(&sqs, &urls, &crawler, 2).await;
     let results = take(&sqs, &urls["results"], 1).await;
     let result: Value = serde_json::from_str(results.records[0].body.as_deref().unwrap()).unwrap();
-    assert_reports(&result, &p.reencoded, &original);
+    assert_reports(&result, &[&p.reencoded, &p.cropped], &original);
 }

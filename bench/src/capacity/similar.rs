@@ -1,7 +1,8 @@
 //! The rows of near-duplicate detection (`Similar`, `IMGEST_SIMILAR`; nothing when `off`): the
-//! index's writes (each new photo filed, each collected one removed), a report's lookups, the
-//! busiest bucket's partition, the index's storage, and what they add to the table and the
-//! bill. The figures of the index are measured by `bench/similar.sh` on 10,057 photos
+//! index's writes (each new photo's hashes and points filed, each collected one's removed), a
+//! report's lookups (and the lookup points it keeps for the crawl's settle), the busiest
+//! bucket's and point key's partitions, the index's storage, and what they add to the table
+//! and the bill. The figures of the index are measured by `bench/similar.sh` on 10,057 photos
 //! (docs/benchmarks.md#near-duplicates).
 
 use super::model::{Report, fmt};
@@ -22,6 +23,24 @@ const ENTRY_BYTES: f64 = 155.0 + 64.0 / (1.0 + TRIMMED_SHARE);
 const ENTRY_STORED_BYTES: f64 = ENTRY_BYTES + 100.0;
 /// Buckets: 16 slices of 16 bits.
 const BUCKETS: f64 = 16.0 * 65_536.0;
+/// Points filed an image (measured; at most 16).
+const POINTS_PER_IMAGE: f64 = 14.9;
+/// Point keys a lookup reads (measured: a median of 306 keys in all, less the hashes' 128; at
+/// most 224: two per point at 7 scales).
+const LOOKUP_POINT_KEYS: f64 = 178.0;
+/// Share of the filed images under the busiest point key (measured: 134 of 10,057; plain edges
+/// and corners are not filed, or it was 7 %; at most `MAX_BUCKET_ENTRIES` of it are read).
+const BUSIEST_KEY_SHARE: f64 = 0.0133;
+/// A point's entry on DynamoDB, bytes: keys (`p` and 6 hex digits; `{id}.p{n}`), the point in
+/// hex (22), its expiry; and with the 100 bytes a stored item is billed.
+const POINT_ENTRY_BYTES: f64 = 117.0;
+const POINT_ENTRY_STORED_BYTES: f64 = POINT_ENTRY_BYTES + 100.0;
+/// Point keys: 24 bits.
+const POINT_KEYS: f64 = 16_777_216.0;
+/// Write units of the lookup points a photo stored in report mode keeps for a day (7 scales of
+/// up to 16 points, base64: about 1.8 KB with its keys), and read units of the settle's read.
+const KEPT_POINTS_WCU: f64 = 2.0;
+const KEPT_POINTS_RCU: f64 = 1.0;
 
 /// What the index adds to the table and the bill.
 #[derive(Debug, Default)]
@@ -38,8 +57,14 @@ pub(super) fn rows(r: &mut Report, s: &Scenario, new_photos: f64, orphans: f64) 
     }
     let lim = &s.limits;
     let hot = lim.partition_fraction * lim.partition_wcu;
-    let entries = 16.0 * (1.0 + TRIMMED_SHARE);
-    let wcu = (new_photos + orphans) * entries;
+    let hash_entries = 16.0 * (1.0 + TRIMMED_SHARE);
+    let entries = hash_entries + POINTS_PER_IMAGE;
+    let kept = if mode == Similar::Report {
+        new_photos * KEPT_POINTS_WCU
+    } else {
+        0.0
+    };
+    let wcu = (new_photos + orphans) * entries + kept;
     r.row(
         "dynamodb",
         "near-duplicate index: write units/s",
@@ -47,11 +72,26 @@ pub(super) fn rows(r: &mut Report, s: &Scenario, new_photos: f64, orphans: f64) 
         "WCU/s",
         None,
         format!(
-            "(new photos {} + collected {}) /s × {} entries [16 × (1 + trimmed share {})], 1 unit each; in the table's row",
+            "(new photos {} + collected {}) /s × {} entries [16 × (1 + trimmed share {}) hashes' + {} points], 1 unit each, + new photos × {} units of kept lookup points in report mode; in the table's row",
             fmt(new_photos),
             fmt(orphans),
             fmt(entries),
-            fmt(TRIMMED_SHARE)
+            fmt(TRIMMED_SHARE),
+            fmt(POINTS_PER_IMAGE),
+            fmt(KEPT_POINTS_WCU)
+        ),
+    );
+    r.row(
+        "dynamodb",
+        "near-duplicate index: the busiest point key's write units/s",
+        (new_photos + orphans) * BUSIEST_KEY_SHARE,
+        "WCU/s",
+        Some(hot),
+        format!(
+            "(new photos {} + collected {}) /s × its share {} of the images (measured)",
+            fmt(new_photos),
+            fmt(orphans),
+            fmt(BUSIEST_KEY_SHARE)
         ),
     );
     r.row(
@@ -73,8 +113,13 @@ pub(super) fn rows(r: &mut Report, s: &Scenario, new_photos: f64, orphans: f64) 
         // reads at most MAX_BUCKET_ENTRIES of one.
         let cap = imgest_flows::similar::MAX_BUCKET_ENTRIES as f64;
         let per_bucket = |filed: f64| (filed.min(cap) * ENTRY_BYTES / 4096.0).max(1.0);
-        let average = s.load.stored_images * entries / BUCKETS;
-        rcu = new_photos * LOOKUP_BUCKETS * per_bucket(average);
+        let average = s.load.stored_images * hash_entries / BUCKETS;
+        let per_key = |filed: f64| (filed.min(cap) * POINT_ENTRY_BYTES / 4096.0).max(1.0);
+        let average_key = s.load.stored_images * POINTS_PER_IMAGE / POINT_KEYS;
+        rcu = new_photos
+            * (LOOKUP_BUCKETS * per_bucket(average)
+                + LOOKUP_POINT_KEYS * per_key(average_key)
+                + KEPT_POINTS_RCU);
         r.row(
             "dynamodb",
             "near-duplicate lookups: read units/s",
@@ -82,14 +127,38 @@ pub(super) fn rows(r: &mut Report, s: &Scenario, new_photos: f64, orphans: f64) 
             "RCU/s",
             None,
             format!(
-                "new photos {}/s × {} buckets × {} units [{} entries a bucket: stored {} × {} ÷ {} buckets, at most {}]; in the table's row",
+                "new photos {}/s × ({} buckets × {} units [{} entries a bucket: stored {} × {} ÷ {} buckets, at most {}] + {} point keys × {} units [{} entries a key] + {} unit of kept points); in the table's row",
                 fmt(new_photos),
                 fmt(LOOKUP_BUCKETS),
                 fmt(per_bucket(average)),
                 fmt(average),
                 fmt(s.load.stored_images),
-                fmt(entries),
+                fmt(hash_entries),
                 fmt(BUCKETS),
+                fmt(cap),
+                fmt(LOOKUP_POINT_KEYS),
+                fmt(per_key(average_key)),
+                fmt(average_key),
+                fmt(KEPT_POINTS_RCU)
+            ),
+        );
+        let busiest_key = s.load.stored_images * BUSIEST_KEY_SHARE;
+        let key_read_share = (LOOKUP_POINT_KEYS * BUSIEST_KEY_SHARE / POINTS_PER_IMAGE).min(1.0);
+        r.row(
+            "dynamodb",
+            "near-duplicate lookups: the busiest point key's read units/s",
+            new_photos * key_read_share * per_key(busiest_key),
+            "RCU/s",
+            Some(lim.partition_fraction * lim.partition_rcu),
+            format!(
+                "new photos {}/s × the share of lookups reading it {} [{} keys × its share of points {} ÷ {}, at most 1] × {} units [{} entries, at most {}]",
+                fmt(new_photos),
+                fmt(key_read_share),
+                fmt(LOOKUP_POINT_KEYS),
+                fmt(BUSIEST_KEY_SHARE),
+                fmt(POINTS_PER_IMAGE),
+                fmt(per_key(busiest_key)),
+                fmt(busiest_key),
                 fmt(cap)
             ),
         );
@@ -119,14 +188,17 @@ pub(super) fn storage_dollars_per_h(s: &Scenario) -> (f64, String) {
         return (0.0, String::new());
     }
     let entries = 16.0 * (1.0 + TRIMMED_SHARE);
-    let gb = s.load.stored_images * entries * ENTRY_STORED_BYTES / 1e9;
+    let bytes = entries * ENTRY_STORED_BYTES + POINTS_PER_IMAGE * POINT_ENTRY_STORED_BYTES;
+    let gb = s.load.stored_images * bytes / 1e9;
     (
         gb * s.prices.dynamodb_gb_month / 730.0,
         format!(
-            "stored {} × {} entries × {} B ÷ 1 GB × ${}/GB-month ÷ 730 h",
+            "stored {} × ({} hash entries × {} B + {} points × {} B) ÷ 1 GB × ${}/GB-month ÷ 730 h",
             fmt(s.load.stored_images),
             fmt(entries),
             fmt(ENTRY_STORED_BYTES),
+            fmt(POINTS_PER_IMAGE),
+            fmt(POINT_ENTRY_STORED_BYTES),
             fmt(s.prices.dynamodb_gb_month)
         ),
     )

@@ -948,14 +948,14 @@ fn near_duplicate_indexing_adds_its_writes_to_the_table_and_a_report_its_reads()
         (after - before - writes).abs() < 1e-6,
         "{before} + {writes} != {after}"
     );
-    assert!(
-        row(
-            &index,
-            "near-duplicate index: the busiest bucket's write units/s"
-        )
-        .limit
-        .is_some()
-    );
+    for busiest in [
+        "near-duplicate index: the busiest bucket's write units/s",
+        "near-duplicate index: the busiest point key's write units/s",
+    ] {
+        assert!(row(&index, busiest).limit.is_some(), "{busiest}");
+    }
+    // Points are filed beside the hashes: more than the hashes' 16 entries a new photo.
+    assert!(writes > 20.0 * s.load.uploads_per_s * (1.0 - s.load.upload_dedup_share));
     assert!(
         !index
             .rows
@@ -966,6 +966,14 @@ fn near_duplicate_indexing_adds_its_writes_to_the_table_and_a_report_its_reads()
     let report = model(&s, &m).unwrap();
     let reads = row(&report, "near-duplicate lookups: read units/s").value;
     assert!(reads > 0.0);
+    assert!(
+        row(
+            &report,
+            "near-duplicate lookups: the busiest point key's read units/s"
+        )
+        .limit
+        .is_some()
+    );
     let before = table(&off, "table: read units/s vs its warm throughput");
     let after = table(&report, "table: read units/s vs its warm throughput");
     assert!((after - before - reads).abs() < 1e-6);

@@ -7,8 +7,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::domain::{
-    OriginalMetadata, OutputFormat, Signature, SourceFormat, ThumbHash, VariantName, VariantSet,
-    VariantSetVersion,
+    OriginalMetadata, OutputFormat, QueryPoints, Signature, SourceFormat, ThumbHash, VariantName,
+    VariantSet, VariantSetVersion,
 };
 
 /// The photo pipeline, as the flows use it. `Send + Sync`: one is shared by every flow of a
@@ -59,6 +59,10 @@ pub trait Imaging: Send + Sync + fmt::Debug {
         sizes: &mut dyn Iterator<Item = (u32, u32)>,
         full: (u32, u32),
     ) -> Option<usize>;
+    /// A lookup's points in a stored variant's file (the one the signature is made of), at
+    /// each of the scales a lookup looks at: what finds a crop of the photo, or the photo it
+    /// is a crop of. `None` for a file it cannot read.
+    fn query_points(&self, file: &[u8]) -> Option<QueryPoints>;
 }
 
 /// Why the pipeline refused a photo (or a watermark). None is worth retrying: the same bytes

@@ -725,7 +725,7 @@ impl Service {
 
     /// A stored variant's file; `None` when it is gone (re-processed or collected since the
     /// record was read: the next step sees what is there now).
-    async fn variant_file(
+    pub(crate) async fn variant_file(
         &self,
         record: &ImageRecord,
         variant: &StoredVariant,

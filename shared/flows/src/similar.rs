@@ -13,21 +13,32 @@
 //! match when the inner parts' hashes are near (a copy with a watermark or a caption near an
 //! edge: its whole hash moved, but seldom in every slice).
 //!
+//! A crop moves every hash, so the index also files each photo's points (`imgest_core::domain::
+//! Point`: its strongest corners, each with a 64-bit descriptor of the patch around it) under
+//! their keys (group `similar/p{key}`, member `{id}.p{n}`, holding the point). A lookup finds
+//! its own points at several scales ([`QueryPoints`]: from the photo's stored variant, or from
+//! what was kept of them when it was stored in report mode), reads each one's key and the key
+//! with its weakest bit flipped, and an image whose points agree with enough of them on one
+//! offset ([`agreeing`]) is a crop of the photo, or the photo a crop of it.
+//!
 //! What a caller sees is scoped ([`Scope`]): a client the images its offers link, a seller
 //! the photos it uploaded (within their window), the operator everything. Matches are then
 //! checked against the records: an image collected since it was filed is dropped, and its
 //! entries with it.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use super::{FlowError, Service};
 use imgest_core::domain::{
-    Bucket, ClientId, ImageId, ImageRecord, MATCH_DISTANCE, Owner, PROBES_PER_SLICE, PdqHash,
-    SLICES, Signal, Signature, SimilarMode,
+    Bucket, ClientId, ImageId, ImageRecord, ImageState, MATCH_DISTANCE, MIN_AGREEING, Owner,
+    PROBES_PER_SLICE, PdqHash, Point, QueryPoints, SLICES, Signal, Signature, SimilarMode,
+    agreeing, key_text,
 };
+use imgest_core::imaging::{Imaging, Processed};
 use imgest_core::ports::{Ports, StoreError};
 
 /// The record kind of the index's groups.
@@ -43,6 +54,12 @@ pub const MAX_BUCKET_ENTRIES: usize = 2_000;
 const PAGE: usize = 500;
 /// The most near-duplicates a lookup answers, nearest first.
 pub const MAX_MATCHES: usize = 50;
+/// How long a photo stored in report mode keeps its lookup's points (group `q{id}`), for the
+/// crawl's settle to look it up with (the function that settles a crawl decodes nothing): a
+/// day, well past the hours a crawl takes.
+const QUERY_POINTS_LIFE: Duration = Duration::from_secs(86_400);
+/// The member of a photo's kept lookup points.
+const QUERY_POINTS_MEMBER: &str = "points";
 
 /// Whose images a lookup may answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,10 +77,11 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NearDuplicate {
     pub image_id: ImageId,
-    /// Bits apart, 0 to [`MATCH_DISTANCE`].
+    /// Bits apart, 0 to [`MATCH_DISTANCE`]: the hashes' (of 256), or for a crop the agreeing
+    /// points' descriptors' mean (of 64, at most 6).
     pub distance: u32,
     /// Which hashes matched: `Trimmed` when either side's was its trimmed part's, `Inner` when
-    /// only the inner parts' were near.
+    /// only the inner parts' were near, `Cropped` when none was and their points agree.
     pub signal: Signal,
     /// Whether it matched as a mirror image.
     pub mirrored: bool,
@@ -85,9 +103,10 @@ pub struct Similar {
 }
 
 /// The most key reads of one lookup of `signature`: [`SLICES`] × [`PROBES_PER_SLICE`] per hash
-/// probed, 2 hashes or 4 (a photo with a border): 128 or 256, whatever the index holds.
+/// probed, 2 hashes or 4 (a photo with a border): 128 or 256; and two per point at each of its
+/// scales ([`QueryPoints::MAX_KEYS`], 224): at most 480, whatever the index holds.
 pub fn lookup_reads(signature: &Signature) -> usize {
-    signature.probes().count() * SLICES * PROBES_PER_SLICE
+    signature.probes().count() * SLICES * PROBES_PER_SLICE + QueryPoints::MAX_KEYS
 }
 
 fn member_name(id: &ImageId, signal: Signal) -> String {
@@ -95,7 +114,21 @@ fn member_name(id: &ImageId, signal: Signal) -> String {
         // The inner part's hash rides with the whole photo's entries.
         Signal::Whole | Signal::Inner => id.as_str().to_owned(),
         Signal::Trimmed => format!("{id}.t"),
+        Signal::Cropped => format!("{id}.p"),
     }
+}
+
+/// A point's entry: the member (`{id}.p{n}`, n its rank) and the body (the point's compact
+/// form, in hex).
+fn point_entry(id: &ImageId, n: usize, point: &Point) -> (String, String) {
+    (format!("{id}.p{n:x}"), hex::encode(point.to_bytes()))
+}
+
+fn parse_point_entry(name: &str, body: &str) -> Option<(ImageId, Point)> {
+    let (id, n) = name.split_once(".p")?;
+    u8::from_str_radix(n, 16).ok()?;
+    let point = Point::from_bytes(&hex::decode(body).ok()?)?;
+    Some((ImageId::parse(id).ok()?, point))
 }
 
 /// An entry's body: its hash in hex, then, for the whole photo's, its inner part's.
@@ -119,6 +152,9 @@ fn parse_body(body: &str) -> Option<(PdqHash, Option<PdqHash>)> {
 }
 
 fn parse_member(name: &str) -> Option<(ImageId, Signal)> {
+    if name.contains(".p") {
+        return None;
+    }
     let (id, signal) = match name.strip_suffix(".t") {
         Some(id) => (id, Signal::Trimmed),
         None => (name, Signal::Whole),
@@ -126,22 +162,24 @@ fn parse_member(name: &str) -> Option<(ImageId, Signal)> {
     Some((ImageId::parse(id).ok()?, signal))
 }
 
-/// `id`'s entries of the index: (bucket, member, body) for each slice of each indexed hash;
-/// none for a photo too flat to match on.
+/// `id`'s entries of the index: (group, member, body) for each slice of each indexed hash, and
+/// for each point; none for a photo too flat to match on.
 fn entries(id: &ImageId, signature: &Signature) -> Vec<(String, String, String)> {
     if !signature.is_matchable() {
         return Vec::new();
     }
-    signature
-        .indexed()
-        .flat_map(|(signal, hash)| {
-            let inner = signature.inner.as_ref().filter(|_| signal == Signal::Whole);
-            let (name, body) = (member_name(id, signal), entry_body(&hash, inner));
-            Bucket::of(&hash)
-                .map(move |b| (b.to_text(), name.clone(), body.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let hashes = signature.indexed().flat_map(|(signal, hash)| {
+        let inner = signature.inner.as_ref().filter(|_| signal == Signal::Whole);
+        let (name, body) = (member_name(id, signal), entry_body(&hash, inner));
+        Bucket::of(&hash)
+            .map(move |b| (b.to_text(), name.clone(), body.clone()))
+            .collect::<Vec<_>>()
+    });
+    let points = signature.points().iter().enumerate().map(|(n, p)| {
+        let (name, body) = point_entry(id, n, p);
+        (key_text(p.key()), name, body)
+    });
+    hashes.chain(points).collect()
 }
 
 /// Files `id`'s hashes in the index (nothing for a flat photo). Idempotent.
@@ -176,11 +214,13 @@ pub async fn forget(ports: &Ports, id: &ImageId, signature: &Signature) -> Resul
     Ok(())
 }
 
-/// The indexed images within [`MATCH_DISTANCE`] of any of `signature`'s probes, but `exclude`,
-/// nearest first (each image once, by its nearest hash), unchecked against records or scope.
+/// The indexed images within [`MATCH_DISTANCE`] of any of `signature`'s probes, and those whose
+/// points agree with `points` (a crop), but `exclude`, nearest first (each image once, by its
+/// nearest hash; crops after the hashes' matches), unchecked against records or scope.
 pub async fn candidates(
     ports: &Ports,
     signature: &Signature,
+    points: Option<&QueryPoints>,
     exclude: Option<&ImageId>,
 ) -> Result<Similar, StoreError> {
     let mut out = Similar {
@@ -197,22 +237,39 @@ pub async fn candidates(
         buckets.extend(Bucket::probes(&hash, &weak));
         probes.push((hash, signal, i % 2 == 1));
     }
-    out.buckets_read = buckets.len();
+    let keys = points.map(QueryPoints::keys).unwrap_or_default();
+    out.buckets_read = buckets.len() + keys.len();
     let now = ports.clock.now();
-    let read: Vec<(String, Vec<(String, String)>)> = stream::iter(buckets)
-        .map(|bucket| async move {
-            let entries = read_bucket(ports, bucket, now).await?;
-            Ok::<_, StoreError>((bucket.to_text(), entries))
+    let groups = buckets
+        .into_iter()
+        .map(Bucket::to_text)
+        .chain(keys.into_iter().map(key_text));
+    let read: Vec<(String, Vec<(String, String)>)> = stream::iter(groups)
+        .map(|group| async move {
+            let entries = read_group(ports, &group, now).await?;
+            Ok::<_, StoreError>((group, entries))
         })
         .buffer_unordered(CONCURRENCY)
         .try_collect()
         .await?;
+    // The points read, by image (with where each was read).
+    let mut stored_points: HashMap<ImageId, Vec<(Point, String, String)>> = HashMap::new();
     let mut best: HashMap<ImageId, NearDuplicate> = HashMap::new();
     let read = read
         .iter()
         .flat_map(|(group, entries)| entries.iter().map(move |e| (group, e)));
     for (group, (name, body)) in read {
         out.entries_read += 1;
+        if let Some((image_id, point)) = parse_point_entry(name, body) {
+            if Some(&image_id) != exclude {
+                stored_points.entry(image_id).or_default().push((
+                    point,
+                    group.clone(),
+                    name.clone(),
+                ));
+            }
+            continue;
+        }
         let (Some((image_id, indexed)), Some((hash, inner))) =
             (parse_member(name), parse_body(body))
         else {
@@ -267,25 +324,53 @@ pub async fn candidates(
                 .push((group.clone(), name.clone()));
         }
     }
+    // Crops: images no hash found whose points agree with the lookup's.
+    if let Some(query) = points {
+        for (image_id, read) in stored_points {
+            if best.contains_key(&image_id) || read.len() < MIN_AGREEING {
+                continue;
+            }
+            let mut points: Vec<Point> = read.iter().map(|(p, _, _)| *p).collect();
+            // A point is read once per key that names it: count it once.
+            points.sort_by_key(|p| (p.descriptor, p.x, p.y));
+            points.dedup();
+            let agreement = agreeing(query, &points);
+            if agreement.points >= MIN_AGREEING {
+                out.entries
+                    .entry(image_id.clone())
+                    .or_default()
+                    .extend(read.into_iter().map(|(_, group, name)| (group, name)));
+                best.insert(
+                    image_id.clone(),
+                    NearDuplicate {
+                        image_id,
+                        distance: agreement.distance,
+                        signal: Signal::Cropped,
+                        mirrored: false,
+                    },
+                );
+            }
+        }
+    }
     let mut matches: Vec<NearDuplicate> = best.into_values().collect();
-    matches.sort_by(|a, b| (a.distance, &a.image_id).cmp(&(b.distance, &b.image_id)));
+    let order = |m: &NearDuplicate| (m.signal == Signal::Cropped, m.distance, m.image_id.clone());
+    matches.sort_by_key(order);
     out.matches = matches;
     Ok(out)
 }
 
-/// A bucket's entries (name, body), at most [`MAX_BUCKET_ENTRIES`].
-async fn read_bucket(
+/// A bucket's (or a point key's) entries (name, body), at most [`MAX_BUCKET_ENTRIES`].
+async fn read_group(
     ports: &Ports,
-    bucket: Bucket,
+    group: &str,
     now: imgest_core::domain::Timestamp,
 ) -> Result<Vec<(String, String)>, StoreError> {
-    let group = bucket.to_text();
     let mut entries = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         let page = ports
             .documents
-            .list_members(INDEX_KIND, &group, cursor.as_deref(), PAGE, now)
+            .list_members(INDEX_KIND, group, cursor.as_deref(), PAGE, now)
             .await?;
         entries.extend(page.members);
         match page.next {
@@ -298,8 +383,16 @@ async fn read_bucket(
 }
 
 /// Files a photo just stored in the index when `mode` says to; a failure is logged (the photo
-/// is stored; `imgest backfill start` files it again).
-pub(crate) async fn index_stored(ports: &Ports, mode: SimilarMode, record: &ImageRecord) {
+/// is stored; `imgest backfill start` files it again). In report mode it also keeps the
+/// photo's lookup points, found in `source` (its signature's variant file, still in memory),
+/// for a day: the crawl's settle looks it up with them, and decodes nothing.
+pub(crate) async fn index_stored(
+    ports: &Ports,
+    imaging: &Arc<dyn Imaging>,
+    mode: SimilarMode,
+    record: &ImageRecord,
+    source: Option<Vec<u8>>,
+) {
     let (true, Some(signature)) = (mode.indexes(), record.signature()) else {
         return;
     };
@@ -307,6 +400,50 @@ pub(crate) async fn index_stored(ports: &Ports, mode: SimilarMode, record: &Imag
         tracing::error!(image_id = %record.id, error = %e,
             "could not file a photo in the near-duplicate index; a backfill files it");
     }
+    let Some(file) = source.filter(|_| mode.reports() && signature.is_searchable()) else {
+        return;
+    };
+    let pipeline = Arc::clone(imaging);
+    let points = match tokio::task::spawn_blocking(move || pipeline.query_points(&file)).await {
+        Ok(Some(points)) => points,
+        Ok(None) | Err(_) => return,
+    };
+    let now = ports.clock.now();
+    if let Err(e) = ports
+        .documents
+        .put_member(
+            INDEX_KIND,
+            &query_points_group(&record.id),
+            QUERY_POINTS_MEMBER,
+            &points.to_text(),
+            now.plus(QUERY_POINTS_LIFE),
+            now,
+        )
+        .await
+    {
+        tracing::warn!(image_id = %record.id, error = %e,
+            "could not keep a photo's lookup points; its report looks for no crop");
+    }
+}
+
+/// The group of a photo's kept lookup points.
+fn query_points_group(id: &ImageId) -> String {
+    format!("q{id}")
+}
+
+/// Which of `processed`'s variants the signature is made of, its file: what
+/// [`index_stored`] finds the lookup's points in (`None` unless `mode` reports).
+pub(crate) fn signature_file(
+    imaging: &dyn Imaging,
+    mode: SimilarMode,
+    processed: &Processed,
+) -> Option<Vec<u8>> {
+    if !mode.reports() {
+        return None;
+    }
+    let mut sizes = processed.variants.iter().map(|v| (v.width, v.height));
+    let i = imaging.signature_source(&mut sizes, (processed.width, processed.height))?;
+    processed.variants.get(i).map(|v| v.bytes.clone())
 }
 
 impl Service {
@@ -316,17 +453,73 @@ impl Service {
         let Some(signature) = record.signature() else {
             return Ok(Similar::default());
         };
-        self.similar_to(signature, Some(id), scope).await
+        let points = self.lookup_points(&record).await?;
+        self.similar_to(signature, points.as_ref(), Some(id), scope)
+            .await
     }
 
-    /// The near-duplicates of `signature` that `scope` may see, but `exclude`.
+    /// A stored photo's lookup points: those kept when it was stored in report mode, else
+    /// found in its signature's variant file (a read and a decode); `None` when neither can
+    /// be had (a function without the pipeline, a photo too flat to look up, a file gone):
+    /// the lookup then finds no crop.
+    pub async fn lookup_points(
+        &self,
+        record: &ImageRecord,
+    ) -> Result<Option<QueryPoints>, FlowError> {
+        if !record.signature().is_some_and(Signature::is_searchable) {
+            return Ok(None);
+        }
+        let now = self.ports.clock.now();
+        let kept = self
+            .ports
+            .documents
+            .list_members(INDEX_KIND, &query_points_group(&record.id), None, 1, now)
+            .await?;
+        if let Some(points) = kept
+            .members
+            .first()
+            .and_then(|(_, body)| QueryPoints::parse(body))
+        {
+            return Ok(Some(points));
+        }
+        let (
+            Ok(imaging),
+            ImageState::Ready {
+                width,
+                height,
+                variants,
+                ..
+            },
+        ) = (self.imaging(), &record.state)
+        else {
+            return Ok(None);
+        };
+        let mut sizes = variants.iter().map(|v| (v.width, v.height));
+        let Some(variant) = imaging
+            .signature_source(&mut sizes, (*width, *height))
+            .and_then(|i| variants.get(i))
+        else {
+            return Ok(None);
+        };
+        let Some(file) = self.variant_file(record, variant).await? else {
+            return Ok(None);
+        };
+        let pipeline = Arc::clone(imaging);
+        tokio::task::spawn_blocking(move || pipeline.query_points(&file))
+            .await
+            .map_err(|e| FlowError::Internal(format!("finding a photo's points: {e}")))
+    }
+
+    /// The near-duplicates of `signature` (and, for crops, of `points`) that `scope` may see,
+    /// but `exclude`.
     pub async fn similar_to(
         &self,
         signature: &Signature,
+        points: Option<&QueryPoints>,
         exclude: Option<&ImageId>,
         scope: &Scope,
     ) -> Result<Similar, FlowError> {
-        let mut found = candidates(&self.ports, signature, exclude).await?;
+        let mut found = candidates(&self.ports, signature, points, exclude).await?;
         // The nearest few hundred are checked: a scope that sees few of many is rare, and the
         // checks cost a read or two each.
         found.matches.truncate(MAX_MATCHES * 4);
@@ -393,8 +586,9 @@ impl Service {
         let Some(signature) = record.signature().filter(|_| self.policy.similar.reports()) else {
             return Ok(Vec::new());
         };
+        let points = self.lookup_points(record).await?;
         let found = self
-            .similar_to(signature, Some(&record.id), &Scope::All)
+            .similar_to(signature, points.as_ref(), Some(&record.id), &Scope::All)
             .await?;
         let mut out = Vec::new();
         for m in found.matches {

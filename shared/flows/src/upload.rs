@@ -534,6 +534,7 @@ impl Service {
                     return Err(FlowError::Image(e));
                 }
             };
+            let source = crate::similar::signature_file(pipeline.as_ref(), similar, &processed);
             let ready = Stage::Store
                 .time_async(write_files(
                     &ports,
@@ -577,7 +578,8 @@ impl Service {
             };
             match settle_files(&ports, &counters, &id, &generation, write, answer).await {
                 FilesFate::Ours(record) => {
-                    crate::similar::index_stored(&ports, similar, &record).await;
+                    crate::similar::index_stored(&ports, &pipeline, similar, &record, source)
+                        .await;
                     Ok(Some(stored(&mut guard, *record)))
                 }
                 // Someone else's record (or none, and ours can never be written): theirs wins.

@@ -31,11 +31,13 @@ pub struct SimilarJson {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NearDuplicateJson {
     pub image_id: String,
-    /// PDQ bits apart, 0 to 31 (0: the same picture).
+    /// PDQ bits apart, 0 to 31 (0: the same picture); for `cropped`, the agreeing points'
+    /// descriptors' mean bits apart (of 64, at most 6).
     pub distance: u32,
     /// `whole` (the photos as they are), `trimmed` (one of them with a flat border, padding or
-    /// a frame, trimmed) or `inner` (only their inner parts, the outer tenth of each side left
-    /// out, are near: a watermark or a caption near an edge).
+    /// a frame, trimmed), `inner` (only their inner parts, the outer tenth of each side left
+    /// out, are near: a watermark or a caption near an edge) or `cropped` (no hash is near;
+    /// their points agree: one is a crop of the other).
     pub signal: &'static str,
     /// Whether one is the other's mirror image.
     pub mirrored: bool,
@@ -55,7 +57,8 @@ impl From<NearDuplicate> for NearDuplicateJson {
 /// Find an image's near-duplicates
 ///
 /// Stored photos that are the same picture re-encoded, resized, watermarked, brightened,
-/// mirrored or padded: PDQ hashes within 31 bits. Only images the caller may see are
+/// mirrored or padded (PDQ hashes within 31 bits), or cropped (their points agree; crops come
+/// after the hashes' matches). Only images the caller may see are
 /// answered; the index holds photos stored while `IMGEST_SIMILAR` is `index` or `report` (and
 /// those a backfill filed).
 #[utoipa::path(

@@ -26,6 +26,7 @@ mod placeholder;
 #[cfg(feature = "turbojpeg")]
 mod planar;
 mod png;
+mod points;
 mod resize;
 mod riff;
 mod scratch;
@@ -50,7 +51,7 @@ pub use imgest_core::imaging::{
 pub use watermark::Watermark;
 
 use imgest_core::domain::{
-    OriginalMetadata, OutputFormat, Signature, SourceFormat, ThumbHash, VariantSet,
+    OriginalMetadata, OutputFormat, QueryPoints, Signature, SourceFormat, ThumbHash, VariantSet,
     VariantSetVersion, VariantSpec,
 };
 use imgest_core::telemetry::metrics::Stage;
@@ -122,6 +123,12 @@ fn variant_pixels(file: &[u8]) -> Option<image::RgbImage> {
 /// variant's (the near-duplicate benchmark hashes its photos with it).
 pub fn signature_of(pixels: &image::RgbImage) -> Option<Signature> {
     signature::of_rgb(pixels)
+}
+
+/// A lookup's points of upright sRGB pixels, as [`Imaging::query_points`] finds them in a
+/// stored variant (the near-duplicate benchmark looks its photos up with them).
+pub fn query_points_of(pixels: &image::RgbImage) -> QueryPoints {
+    signature::query_points(pixels)
 }
 
 /// The configured pipeline; `Send + Sync`, cheap to share in an `Arc`. Keeps working memory
@@ -371,5 +378,9 @@ impl Imaging for Pipeline {
         full: (u32, u32),
     ) -> Option<usize> {
         signature::source(sizes, full)
+    }
+
+    fn query_points(&self, file: &[u8]) -> Option<QueryPoints> {
+        variant_pixels(file).map(|pixels| signature::query_points(&pixels))
     }
 }

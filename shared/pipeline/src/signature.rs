@@ -7,10 +7,11 @@
 //! to another shape, a frame) gets the hashes of what the border surrounds: a padded copy's
 //! trimmed hash is then the original's whole one. And every photo gets the hash of its inner
 //! part, the outer tenth of each side left out: a copy with a shop's name or a caption near an
-//! edge is tens of bits off the whole photo's hash, not off that one.
+//! edge is tens of bits off the whole photo's hash, not off that one. And its points
+//! (`crate::points`), from the same luma: what finds a crop.
 
 use image::RgbImage;
-use imgest_core::domain::{HashPair, INNER_BAND, Signature};
+use imgest_core::domain::{HashPair, INNER_BAND, QueryPoints, Signature};
 
 use crate::pdq::{self, Dct16};
 
@@ -93,7 +94,18 @@ fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
         whole,
         trimmed,
         inner: Some(inner),
+        points: Some(crate::points::stored(luma, width, height)),
     })
+}
+
+/// A lookup's points (at each of its scales) of RGB pixels: the luma [`of_rgb`] hashes.
+pub(crate) fn query_points(image: &RgbImage) -> QueryPoints {
+    let (luma, width, height) = hashed_luma(
+        image.width() as usize,
+        image.height() as usize,
+        image.pixels().map(|p| pdq::luma_of(p.0)),
+    );
+    crate::points::query(&luma, width, height)
 }
 
 /// The short side the luma is averaged down to (at least) before hashing: PDQ blurs and samples

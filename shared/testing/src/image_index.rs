@@ -453,53 +453,61 @@ pub async fn a_signature_is_recorded_once_on_a_ready_record_of_its_generation(
             .unwrap()
     );
 
-    // A signature made before inner hashes were is replaced by one with, once.
-    let id = random_image_id();
-    let generation = claim_new(images, &id, BASE).await;
-    let older = Signature {
-        inner: None,
-        ..signature.clone()
-    };
-    let ready = ReadyImage {
-        signature: Some(older.clone()),
-        ..sample_ready()
-    };
-    images
-        .complete(&id, &generation, ready, BASE, ORPHAN_TTL)
-        .await
-        .unwrap();
-    assert_eq!(must_get(images, &id).await.signature(), Some(&older));
-    assert!(
-        !images
-            .set_signature(
-                &id,
-                &generation,
-                &Signature {
-                    trimmed: None,
-                    ..older.clone()
-                }
-            )
-            .await
-            .unwrap(),
-        "an older signature is not replaced by another older one"
-    );
-    assert!(
+    // A signature made before points (or inner hashes) were is replaced by one with, once.
+    for older in [
+        Signature {
+            points: None,
+            ..signature.clone()
+        },
+        Signature {
+            inner: None,
+            points: None,
+            ..signature.clone()
+        },
+    ] {
+        let id = random_image_id();
+        let generation = claim_new(images, &id, BASE).await;
+        let ready = ReadyImage {
+            signature: Some(older.clone()),
+            ..sample_ready()
+        };
         images
-            .set_signature(&id, &generation, &signature)
+            .complete(&id, &generation, ready, BASE, ORPHAN_TTL)
             .await
-            .unwrap()
-    );
-    assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
-    for later in [older, other] {
+            .unwrap();
+        assert_eq!(must_get(images, &id).await.signature(), Some(&older));
         assert!(
             !images
-                .set_signature(&id, &generation, &later)
+                .set_signature(
+                    &id,
+                    &generation,
+                    &Signature {
+                        trimmed: None,
+                        ..older.clone()
+                    }
+                )
                 .await
                 .unwrap(),
-            "{later:?}"
+            "an older signature is not replaced by another older one"
         );
+        assert!(
+            images
+                .set_signature(&id, &generation, &signature)
+                .await
+                .unwrap()
+        );
+        assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
+        for later in [older, other.clone()] {
+            assert!(
+                !images
+                    .set_signature(&id, &generation, &later)
+                    .await
+                    .unwrap(),
+                "{later:?}"
+            );
+        }
+        assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
     }
-    assert_eq!(must_get(images, &id).await.signature(), Some(&signature));
 }
 
 pub async fn abandon_removes_only_the_holders_claim(images: Arc<dyn ImageIndex>) {

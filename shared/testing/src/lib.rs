@@ -242,10 +242,10 @@ pub(crate) fn sample_ready() -> ReadyImage {
     }
 }
 
-/// A signature with a trimmed part and an inner hash (the longest a signature is), every field
-/// distinct.
+/// A signature with a trimmed part, an inner hash and every point it can have (the longest a
+/// signature is), every field distinct.
 pub fn sample_signature() -> imgest_core::domain::Signature {
-    use imgest_core::domain::{HashPair, PdqHash, Signature, WeakBits};
+    use imgest_core::domain::{HashPair, PdqHash, Point, STORED_POINTS, Signature, WeakBits};
     let hash = |byte: &str| PdqHash::from_hex(&byte.repeat(32)).unwrap_or_default();
     let pair = |a: &str, b: &str, weak: u8| HashPair {
         hash: hash(a),
@@ -258,6 +258,17 @@ pub fn sample_signature() -> imgest_core::domain::Signature {
         whole: pair("0f", "f0", 0x21),
         trimmed: Some(pair("3c", "c3", 0x43)),
         inner: Some(hash("5a")),
+        points: Some(
+            (0..STORED_POINTS as u64)
+                .filter_map(|i| {
+                    Point::at(
+                        i.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        i as f32 * 10.5,
+                        127.875 - i as f32,
+                    )
+                })
+                .collect(),
+        ),
     }
 }
 

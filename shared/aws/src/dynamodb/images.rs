@@ -13,7 +13,7 @@
 //! | `sha256`           | S    | ready only: hex SHA-256 of the bytes sent, checked on every dedup hit (absent on items written before strong hashes) |
 //! | `original_metadata` | S   | ready only: what the stored original kept of the photo's metadata (`keep`, `strip-private`, `strip-all`; absent on items written before originals were stripped) |
 //! | `thumbhash`        | S    | ready only: the photo's placeholder, a base64 ThumbHash (absent on items written before placeholders were made) |
-//! | `signature`        | B    | ready only: the photo's perceptual signature in its compact form, 130 or 226 bytes (98 or 194 if made before inner hashes were; absent on items written before signatures were made) |
+//! | `signature`        | B    | ready only: the photo's perceptual signature in its compact form, 131 or 227 bytes and 11 a point, up to 16 (130 or 226 if made before points were, 98 or 194 before inner hashes were; absent on items written before signatures were made) |
 //! | `previous_generation`, `previous_until` | S, N ms | a re-processed image whose replaced generation's files are still kept |
 //! | `created_at`, `last_update` | N ms | always                                             |
 //! | `link_count`       | N    | always                                                      |
@@ -47,7 +47,7 @@ use super::schema::{GC_AT, GC_BUCKET, GC_INDEX, gc_bucket, gc_buckets_of};
 use super::{DynamoStore, backoff, build_error, is_condition_failed};
 use crate::sdk_error::sdk_error;
 use imgest_core::domain::{
-    BYTES_WITHOUT_INNER, ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart,
+    BYTES_WITHOUT_POINTS, ContentHash, Generation, ImageId, ImageRecord, ImageState, JobPart,
     OfferKey, PreviousFiles, Signature, SourceFormat, StoredVariant, ThumbHash, Timestamp,
     VariantSetVersion,
 };
@@ -1056,10 +1056,10 @@ impl ImageIndex for DynamoStore {
         generation: &Generation,
         signature: &Signature,
     ) -> Result<bool, StoreError> {
-        // A complete signature also replaces one made before inner hashes were, told apart by
-        // its length.
+        // A complete signature also replaces one made before points (or inner hashes) were,
+        // told apart by its length.
         let older: &[usize] = if signature.is_complete() {
-            &BYTES_WITHOUT_INNER
+            &BYTES_WITHOUT_POINTS
         } else {
             &[]
         };

@@ -7,6 +7,7 @@ mod image;
 mod job_part;
 mod original;
 mod placeholder;
+mod points;
 pub mod random;
 mod similarity;
 mod sniff;
@@ -27,8 +28,12 @@ pub use image::{
 pub use job_part::{JobPart, JobPartError, MAX_JOB_PARTS};
 pub use original::OriginalMetadata;
 pub use placeholder::{ThumbHash, ThumbHashError};
+pub use points::{
+    Agreement, KEY_BITS as POINT_KEY_BITS, MIN_AGREEING, POINT_SIDE, Point, QUERY_POINTS,
+    QUERY_SCALES, QueryLevel, QueryPoints, STORED_POINTS, agreeing, key_text,
+};
 pub use similarity::{
-    BYTES_WITHOUT_INNER, Bucket, HashPair, INNER_BAND, MATCH_DISTANCE, MIN_QUALITY,
+    BYTES_WITHOUT_POINTS, Bucket, HashPair, INNER_BAND, MATCH_DISTANCE, MIN_QUALITY,
     MIN_QUERY_QUALITY, PROBES_PER_SLICE, PdqHash, SLICES, Signal, Signature, SignatureError,
     SimilarMode, WeakBits,
 };

@@ -4,7 +4,8 @@
 //! trimmed hash is the original's hash), and the hash of its inner part (without the outer
 //! tenth of each side: a copy with a shop's watermark or a caption near an edge keeps it). Two
 //! photos are near-duplicates when some hash of one is within [`MATCH_DISTANCE`] bits of the
-//! other's indexed hash, or their inner parts' hashes are.
+//! other's indexed hash, or their inner parts' hashes are; or, cropped, when enough of their
+//! points agree (`super::points`).
 //!
 //! Also the index's keys: a hash cut into [`SLICES`] slices of 16 bits, each slice value a
 //! bucket (multi-index hashing: two hashes within 31 bits differ by at most one bit on at least
@@ -15,6 +16,8 @@
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::points::{POINT_BYTES, Point, STORED_POINTS};
 
 /// The published matching threshold: hashes at most this many bits apart match.
 pub const MATCH_DISTANCE: u32 = 31;
@@ -162,6 +165,8 @@ pub enum Signal {
     Inner,
     /// The photo's with its flat border trimmed.
     Trimmed,
+    /// Neither photo's hashes: their points (one is a crop of the other).
+    Cropped,
 }
 
 impl Signal {
@@ -170,6 +175,7 @@ impl Signal {
             Self::Whole => "whole",
             Self::Inner => "inner",
             Self::Trimmed => "trimmed",
+            Self::Cropped => "cropped",
         }
     }
 
@@ -178,6 +184,7 @@ impl Signal {
             "whole" => Some(Self::Whole),
             "inner" => Some(Self::Inner),
             "trimmed" => Some(Self::Trimmed),
+            "cropped" => Some(Self::Cropped),
             _ => None,
         }
     }
@@ -197,6 +204,10 @@ pub struct Signature {
     /// photo's entries, and decides for an entry a lookup reads. `None` in a signature made
     /// before it was (the backfill signs such a record again).
     pub inner: Option<PdqHash>,
+    /// The photo's strongest corners ([`STORED_POINTS`] at most), what finds a crop of it.
+    /// `None` in a signature made before points were (the backfill signs such a record again);
+    /// empty for a photo without corners.
+    pub points: Option<Vec<Point>>,
 }
 
 /// The share of each side the inner hash leaves out: a watermark, a shop's name or a caption
@@ -211,6 +222,8 @@ pub struct SignatureError(String);
 /// The version tag of the text form: a later signature (another hash, other regions) gets its
 /// own, and a record of this one is recomputed by the backfill.
 const TEXT_VERSION: &str = "pdq1";
+/// What the text form of the points starts with (no other part of it holds a `p`).
+const POINTS_TEXT_TAG: &str = ":p";
 
 impl Signature {
     /// Whether its hashes are worth indexing.
@@ -218,10 +231,15 @@ impl Signature {
         self.quality >= MIN_QUALITY
     }
 
-    /// Whether it has every hash this build makes: one made before inner hashes were is made
-    /// again by the backfill, and replaced where it is stored.
+    /// Whether it has every hash this build makes: one made before inner hashes or points were
+    /// is made again by the backfill, and replaced where it is stored.
     pub fn is_complete(&self) -> bool {
-        self.inner.is_some()
+        self.inner.is_some() && self.points.is_some()
+    }
+
+    /// Its points (none in a signature made before points were).
+    pub fn points(&self) -> &[Point] {
+        self.points.as_deref().unwrap_or_default()
     }
 
     /// Whether it is worth looking up with: its hashes may find an indexed one (a copy flatter
@@ -271,12 +289,30 @@ impl Signature {
             s.push_str(INNER_TEXT_TAG);
             s.push_str(&inner.to_hex());
         }
+        // Points only with an inner hash (the compact form's rule: a signature has both or
+        // was made before one of them).
+        if let (Some(_), Some(points)) = (self.inner, &self.points) {
+            s.push_str(POINTS_TEXT_TAG);
+            for p in points {
+                s.push_str(&hex::encode(p.to_bytes()));
+            }
+        }
         s
     }
 
     pub fn parse(s: &str) -> Result<Self, SignatureError> {
         let bad = || SignatureError(s.chars().take(40).collect());
         let mut parts: Vec<&str> = s.split(':').collect();
+        // The points, last and tagged `p` (absent from a signature made before them).
+        let points = match parts.last().and_then(|p| p.strip_prefix('p')) {
+            Some(hex) => {
+                let bytes = hex::decode(hex).map_err(|_| bad())?;
+                let points = points_of(&bytes).ok_or_else(bad)?;
+                parts.pop();
+                Some(points)
+            }
+            None => None,
+        };
         // The inner part's hash, last and tagged `i` (absent from a signature made before it).
         let inner = match parts.last().and_then(|p| p.strip_prefix('i')) {
             Some(hex) => {
@@ -286,7 +322,10 @@ impl Signature {
             }
             None => None,
         };
-        if parts.first() != Some(&TEXT_VERSION) || !matches!(parts.len(), 6 | 10) {
+        if parts.first() != Some(&TEXT_VERSION)
+            || !matches!(parts.len(), 6 | 10)
+            || (points.is_some() && inner.is_none())
+        {
             return Err(bad());
         }
         let quality: u8 = parts
@@ -326,8 +365,21 @@ impl Signature {
             whole: pair(2)?,
             trimmed,
             inner,
+            points,
         })
     }
+}
+
+/// Points in their compact form, one after another; `None` for a length that is not a whole
+/// number of them, or more than [`STORED_POINTS`].
+fn points_of(bytes: &[u8]) -> Option<Vec<Point>> {
+    if !bytes.len().is_multiple_of(POINT_BYTES) || bytes.len() / POINT_BYTES > STORED_POINTS {
+        return None;
+    }
+    bytes
+        .chunks_exact(POINT_BYTES)
+        .map(Point::from_bytes)
+        .collect()
 }
 
 impl Serialize for Signature {
@@ -343,8 +395,11 @@ impl<'de> Deserialize<'de> for Signature {
     }
 }
 
-/// The version byte of the compact form.
+/// The version byte of the compact form made before points were.
 const BYTES_VERSION: u8 = 1;
+/// The version byte of the compact form with points: version 1's with an inner hash, then the
+/// points' count and the points.
+const BYTES_VERSION_POINTS: u8 = 2;
 /// A pair in the compact form: two hashes and their weak bits.
 const PAIR_BYTES: usize = 64 + 2 * SLICES;
 /// The compact form's lengths, without and with a trimmed part; an inner hash adds its 32
@@ -352,18 +407,28 @@ const PAIR_BYTES: usize = 64 + 2 * SLICES;
 const PAIR_LEN_2: usize = 2 + PAIR_BYTES;
 const PAIR_LEN_4: usize = 2 + 2 * PAIR_BYTES;
 const INNER_BYTES: usize = 32;
-/// The compact form's lengths of a signature made before inner hashes were (the ones a
-/// signature with an inner hash replaces).
-pub const BYTES_WITHOUT_INNER: [usize; 2] = [PAIR_LEN_2, PAIR_LEN_4];
+/// The compact form's lengths of a signature made before points were, with an inner hash and
+/// without (the ones a complete signature replaces: a signature with points is never one of
+/// these lengths, `POINTS_BASE_LEN` + 11 n).
+pub const BYTES_WITHOUT_POINTS: [usize; 4] = [
+    PAIR_LEN_2,
+    PAIR_LEN_4,
+    PAIR_LEN_2 + INNER_BYTES,
+    PAIR_LEN_4 + INNER_BYTES,
+];
 /// What the text form of an inner hash starts with (no other part of it holds an `i`).
 const INNER_TEXT_TAG: &str = ":i";
 
 impl Signature {
-    /// The compact form (130 bytes, 226 with a trimmed part; 32 fewer without an inner hash):
-    /// what an item of the table holds,
-    /// where every byte counts towards an image write's units.
+    /// The compact form (131 bytes, 227 with a trimmed part, and 11 a point: 307 with 16
+    /// points; made before points were, 1 fewer and 32 fewer again without an inner hash):
+    /// what an item of the table holds, where every byte counts towards an image write's units.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = vec![BYTES_VERSION, self.quality];
+        let version = match (&self.points, self.inner) {
+            (Some(_), Some(_)) => BYTES_VERSION_POINTS,
+            _ => BYTES_VERSION,
+        };
+        let mut bytes = vec![version, self.quality];
         for pair in std::iter::once(&self.whole).chain(self.trimmed.as_ref()) {
             bytes.extend_from_slice(&pair.hash.0);
             bytes.extend_from_slice(&pair.mirror.0);
@@ -372,6 +437,12 @@ impl Signature {
         }
         if let Some(inner) = self.inner {
             bytes.extend_from_slice(&inner.0);
+            if let Some(points) = &self.points {
+                bytes.push(points.len() as u8);
+                for p in points {
+                    bytes.extend_from_slice(&p.to_bytes());
+                }
+            }
         }
         bytes
     }
@@ -395,9 +466,32 @@ impl Signature {
                 mirror_weak: WeakBits(weak[1]),
             })
         };
-        let (Some(&BYTES_VERSION), Some(&quality)) = (bytes.first(), bytes.get(1)) else {
+        let (Some(&version), Some(&quality)) = (bytes.first(), bytes.get(1)) else {
             return Err(bad());
         };
+        if version == BYTES_VERSION_POINTS {
+            // Pairs, the inner hash, the count, the points.
+            let count_at = [PAIR_LEN_2, PAIR_LEN_4]
+                .into_iter()
+                .map(|len| len + INNER_BYTES)
+                .find(|&at| {
+                    bytes
+                        .get(at)
+                        .is_some_and(|&n| bytes.len() == at + 1 + usize::from(n) * POINT_BYTES)
+                })
+                .ok_or_else(bad)?;
+            let mut v1 = bytes.get(..count_at).ok_or_else(bad)?.to_vec();
+            v1[0] = BYTES_VERSION;
+            let points = points_of(bytes.get(count_at + 1..).ok_or_else(bad)?).ok_or_else(bad)?;
+            let signature = Self::from_bytes(&v1)?;
+            return Ok(Self {
+                points: Some(points),
+                ..signature
+            });
+        }
+        if version != BYTES_VERSION {
+            return Err(bad());
+        }
         let (pairs_len, inner) = match bytes.len() {
             n @ (PAIR_LEN_2 | PAIR_LEN_4) => (n, None),
             n if matches!(n.checked_sub(INNER_BYTES), Some(PAIR_LEN_2 | PAIR_LEN_4)) => {
@@ -420,6 +514,7 @@ impl Signature {
             whole: pair(2)?,
             trimmed,
             inner,
+            points: None,
         })
     }
 }
@@ -498,31 +593,76 @@ mod tests {
             whole: pair(1),
             trimmed: None,
             inner: None,
+            points: None,
         }
         .to_bytes()
     }
 
     #[test]
     fn a_signature_reads_back_as_written_and_refuses_anything_else() {
+        let points = |n: u64| -> Vec<Point> {
+            (0..n)
+                .filter_map(|i| Point::at(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), i as f32, 3.5))
+                .collect()
+        };
         for trimmed in [None, Some(pair(3))] {
-            // Made before inner hashes were, and after.
-            for inner in [None, Some(hash(5))] {
+            // Made before inner hashes were, before points were, and after (no corners, one,
+            // as many as a signature keeps).
+            for (inner, points) in [
+                (None, None),
+                (Some(hash(5)), None),
+                (Some(hash(5)), Some(points(0))),
+                (Some(hash(5)), Some(points(1))),
+                (Some(hash(5)), Some(points(STORED_POINTS as u64))),
+            ] {
                 let s = Signature {
                     quality: 87,
                     whole: pair(1),
                     trimmed,
                     inner,
+                    points,
                 };
                 assert_eq!(Signature::parse(&s.to_text()), Ok(s.clone()));
-                assert_eq!(Signature::from_bytes(&s.to_bytes()), Ok(s.clone()));
-                assert!(s.to_bytes().len() <= 226);
+                let bytes = s.to_bytes();
+                assert_eq!(Signature::from_bytes(&bytes), Ok(s.clone()));
+                assert!(bytes.len() <= 227 + STORED_POINTS * POINT_BYTES);
+                assert_eq!(
+                    BYTES_WITHOUT_POINTS.contains(&bytes.len()),
+                    s.points.is_none(),
+                    "{} bytes",
+                    bytes.len()
+                );
             }
+        }
+        // Too many points, a point cut short, points without an inner hash.
+        let full = Signature {
+            quality: 87,
+            whole: pair(1),
+            trimmed: None,
+            inner: Some(hash(5)),
+            points: Some(points(STORED_POINTS as u64)),
+        };
+        let text = full.to_text();
+        for bad in [
+            format!("{text}{}", "00".repeat(POINT_BYTES)),
+            text[..text.len() - 2].to_owned(),
+            text.replace(&format!(":i{}", hash(5).to_hex()), ""),
+        ] {
+            assert!(Signature::parse(&bad).is_err(), "{bad:?}");
+        }
+        let bytes = full.to_bytes();
+        for bad in [
+            [bytes.clone(), vec![0; POINT_BYTES]].concat(),
+            bytes[..bytes.len() - 1].to_vec(),
+        ] {
+            assert!(Signature::from_bytes(&bad).is_err(), "{} bytes", bad.len());
         }
         let good = Signature {
             quality: 87,
             whole: pair(1),
             trimmed: None,
             inner: None,
+            points: None,
         }
         .to_text();
         for bad in [
@@ -609,6 +749,7 @@ mod tests {
             whole: pair(1),
             trimmed: None,
             inner: Some(hash(5)),
+            points: None,
         };
         assert!(!s.is_matchable());
         assert!(!s.is_searchable());

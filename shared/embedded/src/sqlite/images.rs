@@ -776,11 +776,11 @@ impl Column {
                 "UPDATE images SET thumbhash = ?3 \
                  WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND thumbhash IS NULL"
             }
-            // Or over one made before inner hashes were (its text has no `:i`), by one with.
+            // Or over one made before points were (its text has no `:p`), by one with.
             Self::Signature => {
                 "UPDATE images SET signature = ?3 \
                  WHERE id = ?1 AND generation = ?2 AND state = 'ready' AND (signature IS NULL \
-                   OR (instr(signature, ':i') = 0 AND instr(?3, ':i') > 0))"
+                   OR (instr(signature, ':p') = 0 AND instr(?3, ':p') > 0))"
             }
         }
     }

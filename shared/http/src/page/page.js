@@ -395,6 +395,7 @@ function similarItem(match) {
   const how = [
     match.signal === "trimmed" ? "inside a border" : null,
     match.signal === "inner" ? "away from the edges" : null,
+    match.signal === "cropped" ? "cropped: its points agree" : null,
     match.mirrored ? "mirrored" : null,
   ].filter(Boolean);
   item.textContent = `${match.image_id}: ${match.distance} bits apart` +
