@@ -152,9 +152,6 @@ fn parse_body(body: &str) -> Option<(PdqHash, Option<PdqHash>)> {
 }
 
 fn parse_member(name: &str) -> Option<(ImageId, Signal)> {
-    if name.contains(".p") {
-        return None;
-    }
     let (id, signal) = match name.strip_suffix(".t") {
         Some(id) => (id, Signal::Trimmed),
         None => (name, Signal::Whole),
@@ -330,10 +327,8 @@ pub async fn candidates(
             if best.contains_key(&image_id) || read.len() < MIN_AGREEING {
                 continue;
             }
-            let mut points: Vec<Point> = read.iter().map(|(p, _, _)| *p).collect();
-            // A point is read once per key that names it: count it once.
-            points.sort_by_key(|p| (p.descriptor, p.x, p.y));
-            points.dedup();
+            // Each point is filed under one key, and each key is read once: no point twice.
+            let points: Vec<Point> = read.iter().map(|(p, _, _)| *p).collect();
             let agreement = agreeing(query, &points);
             if agreement.points >= MIN_AGREEING {
                 out.entries
@@ -640,6 +635,12 @@ mod tests {
         }
         assert_eq!(parse_member("not an id"), None);
         assert_eq!(parse_member(&format!("{id}.x")), None);
+        // A point's entry is not a hash's, and reads back as the point.
+        let point = Point::at(0x0123_4567_89ab_cdef, 40.5, 7.25).unwrap();
+        let (name, body) = point_entry(&id, 11, &point);
+        assert_eq!(parse_member(&name), None);
+        assert_eq!(parse_point_entry(&name, &body), Some((id.clone(), point)));
+        assert_eq!(parse_point_entry(&format!("{id}.t"), &body), None);
     }
 
     #[test]
