@@ -160,38 +160,75 @@ fn window(len: usize) -> usize {
     len.div_ceil(2 * GRID)
 }
 
-/// A centred moving average of `window` values along one line (`len` values `stride` apart
-/// from `start`), its window cut short at the ends.
-fn box_line(
-    input: &[f32],
-    output: &mut [f32],
-    start: usize,
-    len: usize,
-    stride: usize,
-    window: usize,
-) {
-    let at = |i: usize| start + i * stride;
+/// A centred moving average of `window` values along each row (`width` x `height`, row by
+/// row), its window cut short at the ends: a running sum, `LANES` rows at a time (each row's
+/// sum is a chain of dependent additions; side by side they run together).
+fn box_rows(input: &[f32], output: &mut [f32], width: usize, height: usize, window: usize) {
+    const LANES: usize = 8;
     // The window covers `behind` values before a position and `ahead` after it.
     let ahead = window / 2;
     let behind = window - 1 - ahead;
-    let mut sum = 0f32;
-    let mut count = 0usize;
-    // Prime with the values ahead of the first position.
-    for i in 0..ahead.min(len) {
-        sum += input[at(i)];
-        count += 1;
-    }
-    for i in 0..len {
-        let enters = i + ahead;
-        if enters < len {
-            sum += input[at(enters)];
+    for first in (0..height).step_by(LANES) {
+        let rows = (height - first).min(LANES);
+        let at = |r: usize, i: usize| (first + r) * width + i;
+        let mut sums = [0f32; LANES];
+        let mut count = 0usize;
+        // Prime with the values ahead of the first position.
+        for i in 0..ahead.min(width) {
+            for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                *sum += input[at(r, i)];
+            }
             count += 1;
         }
-        if i > behind {
-            sum -= input[at(i - behind - 1)];
+        for i in 0..width {
+            let enters = i + ahead;
+            if enters < width {
+                for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                    *sum += input[at(r, enters)];
+                }
+                count += 1;
+            }
+            if i > behind {
+                for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                    *sum -= input[at(r, i - behind - 1)];
+                }
+                count -= 1;
+            }
+            let count = count as f32;
+            for (r, sum) in sums.iter().enumerate().take(rows) {
+                output[at(r, i)] = sum / count;
+            }
+        }
+    }
+}
+
+/// The same moving average along every column (`width` x `height`, row by row), each
+/// column's sums made in the order [`box_rows`] makes a row's, whole rows added and taken away
+/// (along memory, where a column at a time strides across it).
+fn box_columns(input: &[f32], output: &mut [f32], width: usize, height: usize, window: usize) {
+    let ahead = window / 2;
+    let behind = window - 1 - ahead;
+    let row = |y: usize| &input[y * width..(y + 1) * width];
+    let mut sums = vec![0f32; width];
+    let mut count = 0usize;
+    for y in 0..ahead.min(height) {
+        sums.iter_mut().zip(row(y)).for_each(|(s, v)| *s += v);
+        count += 1;
+    }
+    for (y, out) in output.chunks_exact_mut(width).take(height).enumerate() {
+        let enters = y + ahead;
+        if enters < height {
+            sums.iter_mut().zip(row(enters)).for_each(|(s, v)| *s += v);
+            count += 1;
+        }
+        if y > behind {
+            sums.iter_mut()
+                .zip(row(y - behind - 1))
+                .for_each(|(s, v)| *s -= v);
             count -= 1;
         }
-        output[at(i)] = sum / count as f32;
+        let count = count as f32;
+        out.iter_mut().zip(&sums).for_each(|(o, s)| *o = s / count);
     }
 }
 
@@ -202,12 +239,8 @@ fn downsample(luma: &[f32], width: usize, height: usize) -> Vec<f32> {
     let mut a = luma.to_vec();
     let mut b = vec![0f32; a.len()];
     for _ in 0..2 {
-        for y in 0..height {
-            box_line(&a, &mut b, y * width, width, 1, along_rows);
-        }
-        for x in 0..width {
-            box_line(&b, &mut a, x, height, width, along_columns);
-        }
+        box_rows(&a, &mut b, width, height, along_rows);
+        box_columns(&b, &mut a, width, height, along_columns);
     }
     let mut grid = vec![0f32; GRID * GRID];
     for gy in 0..GRID {
@@ -260,10 +293,14 @@ fn dct(grid: &[f32]) -> [[f32; KEPT]; KEPT] {
     // 1,024 cosines, the same for every photo: computed once.
     static BASIS: std::sync::LazyLock<[[f32; GRID]; KEPT]> = std::sync::LazyLock::new(basis);
     let d = &*BASIS;
+    // Each of `t`'s sums in the same order as one over `k` per value, but a grid row at a time
+    // (along memory).
     let mut t = [[0f32; GRID]; KEPT];
-    for i in 0..KEPT {
-        for j in 0..GRID {
-            t[i][j] = (0..GRID).map(|k| d[i][k] * grid[k * GRID + j]).sum();
+    for (t, d) in t.iter_mut().zip(d) {
+        for (k, row) in grid.chunks_exact(GRID).enumerate() {
+            for (t, v) in t.iter_mut().zip(row) {
+                *t += d[k] * v;
+            }
         }
     }
     let mut b = [[0f32; KEPT]; KEPT];

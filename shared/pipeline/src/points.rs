@@ -98,10 +98,8 @@ impl Picture {
             ((height as f32 * f).round() as usize).max(1),
         );
         let rows = resample_rows(luma, width, height, w);
-        let transposed = transpose(&rows, w, height);
-        let columns = resample_rows(&transposed, height, w, h);
         Some(Self {
-            luma: transpose(&columns, h, w),
+            luma: resample_columns(&rows, w, height, h),
             width: w,
             height: h,
         })
@@ -154,17 +152,33 @@ impl Picture {
         let mut xx = vec![0f32; w * h];
         let mut yy = vec![0f32; w * h];
         let mut xy = vec![0f32; w * h];
-        let difference = |a: f32, b: f32, span: usize| (b - a) / span as f32;
+        let mut gx = vec![0f32; w];
+        // Central differences, one-sided at the edges; row by row, so the inner loops run
+        // along memory.
         for y in 0..h {
-            for x in 0..w {
-                let (x0, x1) = (x.saturating_sub(1), (x + 1).min(w - 1));
-                let (y0, y1) = (y.saturating_sub(1), (y + 1).min(h - 1));
-                let gx = difference(smooth[y * w + x0], smooth[y * w + x1], x1 - x0);
-                let gy = difference(smooth[y0 * w + x], smooth[y1 * w + x], y1 - y0);
-                let i = y * w + x;
-                xx[i] = gx * gx;
-                yy[i] = gy * gy;
-                xy[i] = gx * gy;
+            let (y0, y1) = (y.saturating_sub(1), (y + 1).min(h - 1));
+            let vertical = 1.0 / (y1 - y0).max(1) as f32;
+            let (above, row, below) = (
+                &smooth[y0 * w..(y0 + 1) * w],
+                &smooth[y * w..(y + 1) * w],
+                &smooth[y1 * w..(y1 + 1) * w],
+            );
+            let (xx, yy, xy) = (
+                &mut xx[y * w..(y + 1) * w],
+                &mut yy[y * w..(y + 1) * w],
+                &mut xy[y * w..(y + 1) * w],
+            );
+            // The horizontal differences: central inside, one-sided at the two ends.
+            gx[0] = row[1] - row[0];
+            gx[w - 1] = row[w - 1] - row[w - 2];
+            for (g, (before, after)) in gx[1..w - 1].iter_mut().zip(row.iter().zip(&row[2..])) {
+                *g = (after - before) * 0.5;
+            }
+            for (x, &gx) in gx.iter().enumerate() {
+                let gy = (below[x] - above[x]) * vertical;
+                xx[x] = gx * gx;
+                yy[x] = gy * gy;
+                xy[x] = gx * gy;
             }
         }
         let (xx, yy, xy) = (
@@ -184,29 +198,34 @@ impl Picture {
 /// averaged in 2x2 into 8x8 cells, bit `row * 8 + column` set when the cell is above the cells'
 /// median; and the place in the key of the key bit whose cell is nearest the median.
 fn describe(picture: &[f32], w: usize, h: usize, x: f32, y: f32) -> (u64, u8) {
-    let sample = |sx: f32, sy: f32| {
-        let sx = sx.clamp(0.0, (w - 1) as f32);
-        let sy = sy.clamp(0.0, (h - 1) as f32);
-        let (x0, y0) = (sx.floor() as usize, sy.floor() as usize);
-        let (x1, y1) = ((x0 + 1).min(w - 1), (y0 + 1).min(h - 1));
-        let (fx, fy) = (sx - x0 as f32, sy - y0 as f32);
-        let row = |yy: usize| picture[yy * w + x0] * (1.0 - fx) + picture[yy * w + x1] * fx;
-        row(y0) * (1.0 - fy) + row(y1) * fy
-    };
+    // The samples lie on a grid: each column's two pixels and weight, and each row's, are
+    // found once (a sample is then four reads and three blends).
     let step = 2.0 * PATCH_RADIUS / 16.0;
+    let along = |centre: f32, len: usize| {
+        std::array::from_fn::<_, 16, _>(|i| {
+            let s = (centre - PATCH_RADIUS + (i as f32 + 0.5) * step).clamp(0.0, (len - 1) as f32);
+            let first = s.floor() as usize;
+            (first, (first + 1).min(len - 1), s - first as f32)
+        })
+    };
+    let (columns, rows) = (along(x, w), along(y, h));
     let mut cells = [0f32; 64];
-    for sy in 0..16 {
-        for sx in 0..16 {
-            let v = sample(
-                x - PATCH_RADIUS + (sx as f32 + 0.5) * step,
-                y - PATCH_RADIUS + (sy as f32 + 0.5) * step,
-            );
-            cells[(sy / 2) * 8 + sx / 2] += v / 4.0;
+    for (sy, &(y0, y1, fy)) in rows.iter().enumerate() {
+        let (above, below) = (
+            &picture[y0 * w..(y0 + 1) * w],
+            &picture[y1 * w..(y1 + 1) * w],
+        );
+        for (sx, &(x0, x1, fx)) in columns.iter().enumerate() {
+            let row = |line: &[f32]| line[x0] * (1.0 - fx) + line[x1] * fx;
+            let v = row(above) * (1.0 - fy) + row(below) * fy;
+            cells[(sy / 2) * 8 + sx / 2] += v * 0.25;
         }
     }
-    let mut sorted = cells;
-    sorted.sort_by(f32::total_cmp);
-    let median = (sorted[31] + sorted[32]) / 2.0;
+    // The median of the 64: the 33rd smallest and the largest of the 32 below it.
+    let mut order = cells;
+    let (below, upper, _) = order.select_nth_unstable_by(32, f32::total_cmp);
+    let lower = below.iter().copied().fold(f32::MIN, f32::max);
+    let median = (lower + *upper) / 2.0;
     let descriptor = cells
         .iter()
         .enumerate()
@@ -222,14 +241,13 @@ fn describe(picture: &[f32], w: usize, h: usize, x: f32, y: f32) -> (u64, u8) {
     (descriptor, weak)
 }
 
-/// Each row of `src` (`width` x `height`) resampled to `out` values (a triangle filter
-/// stretched by the step when shrinking).
-fn resample_rows(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f32> {
+/// Each output value's first input and its weights, for `width` values resampled to `out` (a
+/// triangle filter stretched by the step when shrinking).
+fn taps(width: usize, out: usize) -> Vec<(usize, Vec<f32>)> {
     let scale = width as f32 / out as f32;
     let stretch = scale.max(1.0);
     let support = stretch;
-    // Each output value's first input and its weights, shared by every row.
-    let taps: Vec<(usize, Vec<f32>)> = (0..out)
+    (0..out)
         .map(|i| {
             let centre = (i as f32 + 0.5) * scale;
             let first = ((centre - support + 0.5).floor().max(0.0)) as usize;
@@ -243,7 +261,12 @@ fn resample_rows(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f3
             }
             (first, weights)
         })
-        .collect();
+        .collect()
+}
+
+/// Each row of `src` (`width` x `height`) resampled to `out` values.
+fn resample_rows(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f32> {
+    let taps = taps(width, out);
     let mut dst = Vec::with_capacity(out * height);
     for row in src.chunks_exact(width).take(height) {
         for (first, weights) in &taps {
@@ -254,14 +277,22 @@ fn resample_rows(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f3
     dst
 }
 
-fn transpose(src: &[f32], width: usize, height: usize) -> Vec<f32> {
-    let mut out = vec![0f32; width * height];
-    for (y, row) in src.chunks_exact(width).take(height).enumerate() {
-        for (x, &v) in row.iter().enumerate() {
-            out[x * height + y] = v;
+/// Each column of `src` (`width` x `height`) resampled to `out` values: whole rows weighted
+/// and added, so the inner loop runs along memory.
+fn resample_columns(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f32> {
+    let mut dst = vec![0f32; width * out];
+    for ((first, weights), o) in taps(height, out).iter().zip(dst.chunks_exact_mut(width)) {
+        for (k, weight) in weights.iter().enumerate() {
+            let from = (first + k) * width;
+            for (o, v) in o
+                .iter_mut()
+                .zip(src.get(from..from + width).unwrap_or_default())
+            {
+                *o += weight * v;
+            }
         }
     }
-    out
+    dst
 }
 
 /// A Gaussian blur (separable, to three sigmas, the edges mirrored).
@@ -282,8 +313,11 @@ fn blur(src: &[f32], w: usize, h: usize, sigma: f32) -> Vec<f32> {
     let mut rows = vec![0f32; w * h];
     let mut padded = vec![0f32; w + 2 * radius];
     for (row, out) in src.chunks_exact(w).zip(rows.chunks_exact_mut(w)) {
-        for (i, p) in padded.iter_mut().enumerate() {
-            *p = row[mirror(i as isize - radius as isize, w)];
+        // The middle copied as it is; only the ends are reflected.
+        padded[radius..radius + w].copy_from_slice(row);
+        for i in 0..radius {
+            padded[i] = row[mirror(i as isize - radius as isize, w)];
+            padded[radius + w + i] = row[mirror((w + i) as isize, w)];
         }
         for (k, weight) in kernel.iter().enumerate() {
             for (o, v) in out.iter_mut().zip(&padded[k..k + w]) {
@@ -315,24 +349,32 @@ fn mirror(i: isize, n: usize) -> usize {
 }
 
 /// The largest value within `r` pixels of each (a square window, cut at the edges): a row
-/// pass and a column pass.
+/// pass and a column pass, each taking the larger of a value and its neighbour `d` away for
+/// every `d` up to `r` (whole rows at once: the loops vectorise).
 fn window_max(src: &[f32], w: usize, h: usize, r: usize) -> Vec<f32> {
-    let mut rows = vec![0f32; w * h];
+    let larger = |o: &mut f32, v: f32| *o = if v > *o { v } else { *o };
+    let mut rows = src[..w * h].to_vec();
     for (row, out) in src.chunks_exact(w).zip(rows.chunks_exact_mut(w)) {
-        for (x, o) in out.iter_mut().enumerate() {
-            *o = row[x.saturating_sub(r)..(x + r + 1).min(w)]
-                .iter()
-                .fold(f32::MIN, |m, &v| m.max(v));
+        for d in 1..=r.min(w.saturating_sub(1)) {
+            for (o, &v) in out[..w - d].iter_mut().zip(&row[d..]) {
+                larger(o, v);
+            }
+            for (o, &v) in out[d..].iter_mut().zip(&row[..w - d]) {
+                larger(o, v);
+            }
         }
     }
-    let mut out = vec![f32::MIN; w * h];
+    let mut out = rows.clone();
     for y in 0..h {
         for yy in y.saturating_sub(r)..(y + r + 1).min(h) {
+            if yy == y {
+                continue;
+            }
             for (o, &v) in out[y * w..(y + 1) * w]
                 .iter_mut()
                 .zip(&rows[yy * w..(yy + 1) * w])
             {
-                *o = o.max(v);
+                larger(o, v);
             }
         }
     }

@@ -59,11 +59,8 @@ pub(crate) fn of_rgb(image: &RgbImage) -> Option<Signature> {
 /// The signature of a JPEG's planes: PDQ's luma is BT.601's, the Y plane itself.
 #[cfg(feature = "turbojpeg")]
 pub(crate) fn of_yuv(yuv: &super::planar::Yuv) -> Option<Signature> {
-    let (luma, width, height) = hashed_luma(
-        yuv.y.width as usize,
-        yuv.y.height as usize,
-        yuv.y.data.iter().map(|&v| f32::from(v)),
-    );
+    let (luma, width, height) =
+        hashed_bytes(&yuv.y.data, yuv.y.width as usize, yuv.y.height as usize);
     of_luma(&luma, width, height)
 }
 
@@ -138,6 +135,35 @@ fn hashed_luma(
             luma.nth(rest - 1);
         }
     }
+    (out, w, h)
+}
+
+/// [`hashed_luma`] of a plane of bytes (`width` x `height`, row by row): each block's `f` rows
+/// added as integers first (whole rows at once, along memory), then its `f` columns, and the
+/// block's exact sum scaled once (the floats' sum rounds each row's share; the two differ in
+/// the last bits, no more). A block cut by the right or bottom edge is left out.
+#[cfg(feature = "turbojpeg")]
+fn hashed_bytes(plane: &[u8], width: usize, height: usize) -> (Vec<f32>, usize, usize) {
+    let f = (width.min(height) / HASHED_SIDE).max(1);
+    let (w, h) = (width / f, height / f);
+    let scale = 1.0 / (f * f) as f32;
+    let mut out = Vec::with_capacity(w * h);
+    let mut sums = vec![0u32; width];
+    // `max(1)`: a plane 0 pixels wide has no rows to read (and chunks of 0 are refused).
+    for rows in plane.chunks_exact((width * f).max(1)).take(h) {
+        sums.fill(0);
+        for row in rows.chunks_exact(width.max(1)) {
+            for (s, &v) in sums.iter_mut().zip(row) {
+                *s += u32::from(v);
+            }
+        }
+        out.extend(
+            sums.chunks_exact(f)
+                .take(w)
+                .map(|block| block.iter().sum::<u32>() as f32 * scale),
+        );
+    }
+    out.resize(w * h, 0.0);
     (out, w, h)
 }
 
@@ -333,6 +359,31 @@ mod tests {
         let (copy, w, h) = hashed_luma(200, 150, luma(200, 150));
         assert_eq!((w, h), (200, 150));
         assert!(copy.iter().copied().eq(luma(200, 150)));
+    }
+
+    #[cfg(feature = "turbojpeg")]
+    #[test]
+    fn a_planes_bytes_are_averaged_as_their_floats_are() {
+        // Sizes with a column and a row past the last block, a picture already small, one
+        // averaged by 2 and by 3, empty planes; values that fill a byte's range.
+        let sizes = [
+            (641, 481),
+            (640, 360),
+            (200, 150),
+            (1283, 390),
+            (0, 5),
+            (7, 0),
+        ];
+        for (w, h) in sizes {
+            let plane: Vec<u8> = (0..w * h).map(|i| ((i * 7919) % 251) as u8).collect();
+            let floats = hashed_luma(w, h, plane.iter().map(|&v| f32::from(v)));
+            let bytes = hashed_bytes(&plane, w, h);
+            assert_eq!((bytes.1, bytes.2), (floats.1, floats.2), "{w}x{h}");
+            assert_eq!(bytes.0.len(), floats.0.len());
+            for (a, b) in bytes.0.iter().zip(&floats.0) {
+                assert!((a - b).abs() < 1e-3, "{w}x{h}: {a} against {b}");
+            }
+        }
     }
 
     #[test]
