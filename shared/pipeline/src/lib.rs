@@ -245,7 +245,9 @@ impl Pipeline {
                         thumbhash = placeholder::of_rgb(&pixels);
                     }
                     if Some(i) == hashed {
-                        perceptual = signature::of_rgb(&pixels);
+                        let mut work = scratch.signatures.take().unwrap_or_default();
+                        perceptual = signature::of_rgb_with(&pixels, &mut work);
+                        scratch.signatures.put(work);
                     }
                     if let Some(watermark) = &self.config.watermark
                         && watermark.applies_to(&spec.name)
@@ -282,7 +284,9 @@ impl Pipeline {
                         thumbhash = placeholder::of_yuv(&rendered);
                     }
                     if Some(i) == hashed {
-                        perceptual = signature::of_yuv(&rendered);
+                        let mut work = scratch.signatures.take().unwrap_or_default();
+                        perceptual = signature::of_yuv(&rendered, &mut work);
+                        scratch.signatures.put(work);
                     }
                     let quality = self.quality(spec);
                     variants.push(EncodedVariant {

@@ -50,32 +50,68 @@ const MIN_SIDE: usize = 64;
 
 /// A stored photo's points, from its luma (`width` x `height`, row by row, at least
 /// [`POINT_SIDE`] on the short side for its points to be comparable): strongest first.
-pub(crate) fn stored(luma: &[f32], width: usize, height: usize) -> Vec<Point> {
-    let Some(picture) = Picture::at_side(luma, width, height, POINT_SIDE) else {
+pub(crate) fn stored(luma: &[f32], width: usize, height: usize, work: &mut Work) -> Vec<Point> {
+    let Some(picture) = Picture::at_side(luma, width, height, POINT_SIDE, work) else {
         return Vec::new();
     };
-    picture
-        .points(STORED_POINTS)
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect()
+    let points = picture.points(STORED_POINTS, work);
+    work.give(picture.luma);
+    points.into_iter().map(|(p, _)| p).collect()
 }
 
 /// A lookup's points, at each of [`QUERY_SCALES`].
 pub(crate) fn query(luma: &[f32], width: usize, height: usize) -> QueryPoints {
+    let mut work = Work::default();
     QueryPoints(
         QUERY_SCALES
             .iter()
             .filter_map(|&scale| {
-                let picture = Picture::at_side(luma, width, height, POINT_SIDE * scale)?;
-                Some(QueryLevel {
+                let picture = Picture::at_side(luma, width, height, POINT_SIDE * scale, &mut work)?;
+                let level = QueryLevel {
                     width: picture.width as f32,
                     height: picture.height as f32,
-                    points: picture.points(QUERY_POINTS),
-                })
+                    points: picture.points(QUERY_POINTS, &mut work),
+                };
+                work.give(picture.luma);
+                Some(level)
             })
             .collect(),
     )
+}
+
+/// The float buffers a signature takes (its averaged luma, and a dozen the size of the picture
+/// points are found in), kept from one use to the next: a process's photos reuse them through
+/// the pipeline's scratch (`crate::scratch`), where fresh ones would page-fault in again for
+/// each photo. At most [`Work::MAX_BYTES`] are kept.
+#[derive(Debug, Default)]
+pub(crate) struct Work {
+    kept: Vec<Vec<f32>>,
+}
+
+impl Work {
+    /// A stored photo's points from a 16:9 picture hold about 1.4 MB (228x128 floats, a dozen
+    /// buffers); a much wider one's are partly freed.
+    const MAX_BYTES: usize = 2 << 20;
+
+    /// `len` zeros, in a kept buffer when one holds them.
+    pub(crate) fn zeros(&mut self, len: usize) -> Vec<f32> {
+        let mut buffer = match self.kept.iter().position(|b| b.capacity() >= len) {
+            Some(i) => self.kept.swap_remove(i),
+            None => self.kept.pop().unwrap_or_default(),
+        };
+        buffer.clear();
+        buffer.resize(len, 0.0);
+        buffer
+    }
+
+    /// Keeps `buffer` for a later [`Self::zeros`], unless that would keep more than
+    /// [`Self::MAX_BYTES`].
+    pub(crate) fn give(&mut self, buffer: Vec<f32>) {
+        let bytes = |b: &Vec<f32>| b.capacity() * size_of::<f32>();
+        if self.kept.iter().map(bytes).sum::<usize>() + bytes(&buffer) <= Self::MAX_BYTES {
+            self.kept.push(buffer);
+        }
+    }
 }
 
 /// Luma at the scale points are found at.
@@ -88,7 +124,13 @@ struct Picture {
 impl Picture {
     /// `luma` resampled to `side` pixels on its short side (a triangle filter as wide as the
     /// step, as a bilinear resize with antialiasing); `None` for a picture too small.
-    fn at_side(luma: &[f32], width: usize, height: usize, side: f32) -> Option<Self> {
+    fn at_side(
+        luma: &[f32],
+        width: usize,
+        height: usize,
+        side: f32,
+        work: &mut Work,
+    ) -> Option<Self> {
         if width.min(height) < MIN_SIDE || luma.len() < width * height {
             return None;
         }
@@ -97,24 +139,29 @@ impl Picture {
             ((width as f32 * f).round() as usize).max(1),
             ((height as f32 * f).round() as usize).max(1),
         );
-        let rows = resample_rows(luma, width, height, w);
+        let rows = resample_rows(luma, width, height, w, work);
+        let luma = resample_columns(&rows, w, height, h, work);
+        work.give(rows);
         Some(Self {
-            luma: resample_columns(&rows, w, height, h),
+            luma,
             width: w,
             height: h,
         })
     }
 
     /// The `k` strongest corners, each with its descriptor and its weakest key bit's place.
-    fn points(&self, k: usize) -> Vec<(Point, u8)> {
+    fn points(&self, k: usize, work: &mut Work) -> Vec<(Point, u8)> {
         let (w, h) = (self.width, self.height);
-        let response = self.harris();
         let margin = (EDGE_SHARE * w.min(h) as f32) as usize + PATCH_RADIUS as usize + 1;
         if w <= 2 * margin || h <= 2 * margin {
             return Vec::new();
         }
+        // Where points may be, and what each step reads around them: the values outside are
+        // never read, so they are not computed.
+        let peaks_area = Area::inside(w, h, margin);
+        let response = self.harris(peaks_area.grown(PEAK_RADIUS, w, h), work);
         let at = |x: usize, y: usize| response[y * w + x];
-        let largest = window_max(&response, w, h, PEAK_RADIUS);
+        let largest = window_max(&response, w, h, PEAK_RADIUS, peaks_area, work);
         let mut peaks: Vec<(f32, usize, usize)> = Vec::new();
         for y in margin..h - margin {
             for x in margin..w - margin {
@@ -125,8 +172,11 @@ impl Picture {
             }
         }
         peaks.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.2, a.1).cmp(&(b.2, b.1))));
-        let patches = blur(&self.luma, w, h, PATCH_SIGMA);
-        peaks
+        // A descriptor's samples reach `PATCH_RADIUS` from its point, and a pixel beyond.
+        let patch_area = peaks_area.grown(PATCH_RADIUS as usize + 2, w, h);
+        work.give(largest);
+        let patches = blur(&self.luma, w, h, PATCH_SIGMA, patch_area, work);
+        let points = peaks
             .into_iter()
             .filter_map(|(v, x, y)| {
                 // The peak's place to a fraction of a pixel: a parabola through its neighbours.
@@ -142,20 +192,31 @@ impl Picture {
                     .flatten()
             })
             .take(k)
-            .collect()
+            .collect();
+        work.give(patches);
+        work.give(response);
+        points
     }
 
-    /// Harris' measure at each pixel.
-    fn harris(&self) -> Vec<f32> {
+    /// Harris' measure at each pixel of `area` (0 elsewhere).
+    fn harris(&self, area: Area, work: &mut Work) -> Vec<f32> {
         let (w, h) = (self.width, self.height);
-        let smooth = blur(&self.luma, w, h, GRADIENT_SIGMA);
-        let mut xx = vec![0f32; w * h];
-        let mut yy = vec![0f32; w * h];
-        let mut xy = vec![0f32; w * h];
+        // The window's blur reads the gradients' products this far around `area`, and they
+        // read the smoothed picture a pixel further.
+        let products = area.grown(radius(WINDOW_SIGMA), w, h);
+        let smooth = blur(
+            &self.luma,
+            w,
+            h,
+            GRADIENT_SIGMA,
+            products.grown(1, w, h),
+            work,
+        );
+        let (mut xx, mut yy, mut xy) = (work.zeros(w * h), work.zeros(w * h), work.zeros(w * h));
         let mut gx = vec![0f32; w];
         // Central differences, one-sided at the edges; row by row, so the inner loops run
         // along memory.
-        for y in 0..h {
+        for y in products.rows() {
             let (y0, y1) = (y.saturating_sub(1), (y + 1).min(h - 1));
             let vertical = 1.0 / (y1 - y0).max(1) as f32;
             let (above, row, below) = (
@@ -181,16 +242,19 @@ impl Picture {
                 xy[x] = gx * gy;
             }
         }
-        let (xx, yy, xy) = (
-            blur(&xx, w, h, WINDOW_SIGMA),
-            blur(&yy, w, h, WINDOW_SIGMA),
-            blur(&xy, w, h, WINDOW_SIGMA),
-        );
-        xx.iter()
-            .zip(&yy)
-            .zip(&xy)
-            .map(|((a, b), c)| a * b - c * c - HARRIS_K * (a + b) * (a + b))
-            .collect()
+        work.give(smooth);
+        let mut summed = |products: Vec<f32>| {
+            let blurred = blur(&products, w, h, WINDOW_SIGMA, area, work);
+            work.give(products);
+            blurred
+        };
+        let (xx, yy, xy) = (summed(xx), summed(yy), summed(xy));
+        let mut response = work.zeros(w * h);
+        for (r, ((a, b), c)) in response.iter_mut().zip(xx.iter().zip(&yy).zip(&xy)) {
+            *r = a * b - c * c - HARRIS_K * (a + b) * (a + b);
+        }
+        [xx, yy, xy].into_iter().for_each(|b| work.give(b));
+        response
     }
 }
 
@@ -265,13 +329,19 @@ fn taps(width: usize, out: usize) -> Vec<(usize, Vec<f32>)> {
 }
 
 /// Each row of `src` (`width` x `height`) resampled to `out` values.
-fn resample_rows(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f32> {
+fn resample_rows(
+    src: &[f32],
+    width: usize,
+    height: usize,
+    out: usize,
+    work: &mut Work,
+) -> Vec<f32> {
     let taps = taps(width, out);
-    let mut dst = Vec::with_capacity(out * height);
-    for row in src.chunks_exact(width).take(height) {
-        for (first, weights) in &taps {
+    let mut dst = work.zeros(out * height);
+    for (row, dst) in src.chunks_exact(width).zip(dst.chunks_exact_mut(out)) {
+        for (o, (first, weights)) in dst.iter_mut().zip(&taps) {
             let values = row.get(*first..*first + weights.len()).unwrap_or_default();
-            dst.push(values.iter().zip(weights).map(|(v, w)| v * w).sum());
+            *o = values.iter().zip(weights).map(|(v, w)| v * w).sum();
         }
     }
     dst
@@ -279,8 +349,14 @@ fn resample_rows(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f3
 
 /// Each column of `src` (`width` x `height`) resampled to `out` values: whole rows weighted
 /// and added, so the inner loop runs along memory.
-fn resample_columns(src: &[f32], width: usize, height: usize, out: usize) -> Vec<f32> {
-    let mut dst = vec![0f32; width * out];
+fn resample_columns(
+    src: &[f32],
+    width: usize,
+    height: usize,
+    out: usize,
+    work: &mut Work,
+) -> Vec<f32> {
+    let mut dst = work.zeros(width * out);
     for ((first, weights), o) in taps(height, out).iter().zip(dst.chunks_exact_mut(width)) {
         for (k, weight) in weights.iter().enumerate() {
             let from = (first + k) * width;
@@ -295,9 +371,54 @@ fn resample_columns(src: &[f32], width: usize, height: usize, out: usize) -> Vec
     dst
 }
 
-/// A Gaussian blur (separable, to three sigmas, the edges mirrored).
-fn blur(src: &[f32], w: usize, h: usize, sigma: f32) -> Vec<f32> {
-    let radius = (3.0 * sigma).ceil() as usize;
+/// How far a Gaussian blur of `sigma` reaches: three sigmas.
+fn radius(sigma: f32) -> usize {
+    (3.0 * sigma).ceil() as usize
+}
+
+/// The rows `y0..y1` and columns `x0..x1` of a picture a step's values are needed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Area {
+    x0: usize,
+    y0: usize,
+    x1: usize,
+    y1: usize,
+}
+
+impl Area {
+    /// A `w` x `h` picture less `margin` pixels on each side.
+    fn inside(w: usize, h: usize, margin: usize) -> Self {
+        Self {
+            x0: margin.min(w),
+            y0: margin.min(h),
+            x1: w.saturating_sub(margin),
+            y1: h.saturating_sub(margin),
+        }
+    }
+
+    /// The area with `by` pixels more on each side, within the `w` x `h` picture.
+    fn grown(self, by: usize, w: usize, h: usize) -> Self {
+        Self {
+            x0: self.x0.saturating_sub(by),
+            y0: self.y0.saturating_sub(by),
+            x1: (self.x1 + by).min(w),
+            y1: (self.y1 + by).min(h),
+        }
+    }
+
+    fn rows(&self) -> std::ops::Range<usize> {
+        self.y0..self.y1
+    }
+
+    fn columns(&self) -> std::ops::Range<usize> {
+        self.x0..self.x1
+    }
+}
+
+/// A Gaussian blur (separable, to three sigmas, the edges mirrored), computed in `area` (0
+/// elsewhere): each value there is what blurring the whole picture gives, bit for bit.
+fn blur(src: &[f32], w: usize, h: usize, sigma: f32, area: Area, work: &mut Work) -> Vec<f32> {
+    let radius = radius(sigma);
     let kernel: Vec<f32> = {
         let k: Vec<f32> = (0..=2 * radius)
             .map(|i| {
@@ -308,34 +429,68 @@ fn blur(src: &[f32], w: usize, h: usize, sigma: f32) -> Vec<f32> {
         let total: f32 = k.iter().sum();
         k.into_iter().map(|v| v / total).collect()
     };
-    // Rows: each copied once with its mirrored ends, then each tap's weighted copy added (a
-    // loop along memory the compiler vectorises, where a sum per pixel does not).
-    let mut rows = vec![0f32; w * h];
+    let columns = area.columns();
+    // Rows: each copied once with its mirrored ends, then weighed along it; only the rows the
+    // column pass reads (`area`'s and `radius` around them: mirrored ones fall among those).
+    let mut rows = work.zeros(w * h);
     let mut padded = vec![0f32; w + 2 * radius];
-    for (row, out) in src.chunks_exact(w).zip(rows.chunks_exact_mut(w)) {
+    for y in area.grown(radius, w, h).rows() {
+        let (row, out) = (&src[y * w..(y + 1) * w], &mut rows[y * w..(y + 1) * w]);
         // The middle copied as it is; only the ends are reflected.
         padded[radius..radius + w].copy_from_slice(row);
         for i in 0..radius {
             padded[i] = row[mirror(i as isize - radius as isize, w)];
             padded[radius + w + i] = row[mirror((w + i) as isize, w)];
         }
-        for (k, weight) in kernel.iter().enumerate() {
-            for (o, v) in out.iter_mut().zip(&padded[k..k + w]) {
-                *o += weight * v;
-            }
-        }
+        weigh(&mut out[columns.clone()], &kernel, |k| {
+            &padded[k + columns.start..k + columns.end]
+        });
     }
-    // Columns: whole rows weighted and added, so the inner loop runs along memory.
-    let mut out = vec![0f32; w * h];
-    for (y, o) in out.chunks_exact_mut(w).enumerate() {
-        for (k, weight) in kernel.iter().enumerate() {
+    // Columns: the rows each output row is weighed from (along memory, where a column at a
+    // time strides across it).
+    let mut out = work.zeros(w * h);
+    let mut taps = Vec::with_capacity(kernel.len());
+    for y in area.rows() {
+        taps.clear();
+        taps.extend((0..kernel.len()).map(|k| {
             let from = mirror(y as isize + k as isize - radius as isize, h) * w;
-            for (o, v) in o.iter_mut().zip(&rows[from..from + w]) {
-                *o += weight * v;
+            &rows[from + columns.start..from + columns.end]
+        }));
+        weigh(
+            &mut out[y * w + columns.start..y * w + columns.end],
+            &kernel,
+            |k| taps[k],
+        );
+    }
+    drop(taps);
+    work.give(rows);
+    out
+}
+
+/// `out[i] = Σ_k kernel[k] · input(k)[i]`, each sum made in the order of `k` (so the result
+/// is what a pass over `out` per tap gives, bit for bit), `LANES` outputs at a time held in
+/// registers: `out` is written once, not read and written once a tap.
+fn weigh<'a>(out: &mut [f32], kernel: &[f32], input: impl Fn(usize) -> &'a [f32]) {
+    const LANES: usize = 16;
+    let whole = out.len() / LANES * LANES;
+    for (chunk, o) in out[..whole].chunks_exact_mut(LANES).enumerate() {
+        let at = chunk * LANES;
+        let mut sums = [0f32; LANES];
+        for (k, weight) in kernel.iter().enumerate() {
+            let values: &[f32; LANES] =
+                input(k)[at..at + LANES].try_into().unwrap_or(&[0.0; LANES]);
+            for (s, v) in sums.iter_mut().zip(values) {
+                *s += weight * v;
             }
         }
+        o.copy_from_slice(&sums);
     }
-    out
+    for (i, o) in out.iter_mut().enumerate().skip(whole) {
+        *o = kernel
+            .iter()
+            .enumerate()
+            .fold(0.0, |s, (k, weight)| s + weight * input(k)[i]);
+    }
 }
 
 /// Index `i` reflected into `0..n` (`-1` is `0`, `n` is `n - 1`).
@@ -348,13 +503,16 @@ fn mirror(i: isize, n: usize) -> usize {
     i as usize
 }
 
-/// The largest value within `r` pixels of each (a square window, cut at the edges): a row
-/// pass and a column pass, each taking the larger of a value and its neighbour `d` away for
-/// every `d` up to `r` (whole rows at once: the loops vectorise).
-fn window_max(src: &[f32], w: usize, h: usize, r: usize) -> Vec<f32> {
+/// The largest value within `r` pixels of each in `area` (a square window, cut at the
+/// picture's edges; values outside `area` are not to be read): a row pass and a column pass,
+/// each taking the larger of a value and its neighbour `d` away for every `d` up to `r` (whole
+/// rows at once: the loops vectorise).
+fn window_max(src: &[f32], w: usize, h: usize, r: usize, area: Area, work: &mut Work) -> Vec<f32> {
     let larger = |o: &mut f32, v: f32| *o = if v > *o { v } else { *o };
-    let mut rows = src[..w * h].to_vec();
-    for (row, out) in src.chunks_exact(w).zip(rows.chunks_exact_mut(w)) {
+    let mut rows = work.zeros(w * h);
+    rows.copy_from_slice(&src[..w * h]);
+    for y in area.grown(r, w, h).rows() {
+        let (row, out) = (&src[y * w..(y + 1) * w], &mut rows[y * w..(y + 1) * w]);
         for d in 1..=r.min(w.saturating_sub(1)) {
             for (o, &v) in out[..w - d].iter_mut().zip(&row[d..]) {
                 larger(o, v);
@@ -364,8 +522,9 @@ fn window_max(src: &[f32], w: usize, h: usize, r: usize) -> Vec<f32> {
             }
         }
     }
-    let mut out = rows.clone();
-    for y in 0..h {
+    let mut out = work.zeros(w * h);
+    out.copy_from_slice(&rows);
+    for y in area.rows() {
         for yy in y.saturating_sub(r)..(y + r + 1).min(h) {
             if yy == y {
                 continue;
@@ -378,6 +537,7 @@ fn window_max(src: &[f32], w: usize, h: usize, r: usize) -> Vec<f32> {
             }
         }
     }
+    work.give(rows);
     out
 }
 
@@ -500,6 +660,25 @@ mod tests {
             assert_eq!(agree(&other, &original), 0, "seed {seed}");
             assert_eq!(agree(&cropped(&other, 0.1, 0.5, 0.5), &original), 0);
         }
+    }
+
+    #[test]
+    fn buffers_kept_from_other_pictures_change_no_point() {
+        // Wider, narrower and the same shape, one after another through the same buffers.
+        let mut work = super::Work::default();
+        for (seed, (w, h)) in [
+            (4, (1024, 576)),
+            (5, (360, 480)),
+            (6, (480, 360)),
+            (7, (480, 360)),
+        ] {
+            let picture = scene(seed, w, h);
+            let fresh = of_rgb(&picture).unwrap();
+            let kept = crate::signature::of_rgb_with(&picture, &mut work).unwrap();
+            assert!(!fresh.points.as_ref().unwrap().is_empty(), "seed {seed}");
+            assert_eq!(fresh, kept, "seed {seed}");
+        }
+        assert!(!work.kept.is_empty(), "the buffers were kept");
     }
 
     /// Where [`logo`] stamps: a fifth of the width, an eighth of the height, inside the

@@ -1,5 +1,5 @@
-//! Working memory kept from one photo to the next: pixel buffers, resizers, colour transforms
-//! and (with libjpeg-turbo) codec handles.
+//! Working memory kept from one photo to the next: pixel buffers, resizers, colour transforms,
+//! a signature's float buffers and (with libjpeg-turbo) codec handles.
 //!
 //! A warm process handles photo after photo. Freed between them, the few megabytes of planes
 //! and resize intermediates a photo needs go back to the operating system (glibc trims the heap
@@ -152,6 +152,8 @@ pub(crate) struct Scratch {
     /// Colour profiles seen and their transforms to sRGB.
     pub profiles: super::colour::Profiles,
     pub resizers: Pool<fast_image_resize::Resizer>,
+    /// The float buffers of a photo's signature (its points: `crate::points::Work`).
+    pub signatures: Pool<crate::points::Work>,
     #[cfg(feature = "turbojpeg")]
     pub decompressors: Pool<turbojpeg::Decompressor>,
     #[cfg(feature = "turbojpeg")]
@@ -170,6 +172,7 @@ impl Default for Scratch {
             buffers: Buffers::new(16 * KEPT_PHOTOS, 32 << 20),
             profiles: super::colour::Profiles::default(),
             resizers: Pool::new(KEPT_PHOTOS),
+            signatures: Pool::new(KEPT_PHOTOS),
             #[cfg(feature = "turbojpeg")]
             decompressors: Pool::new(KEPT_PHOTOS),
             #[cfg(feature = "turbojpeg")]

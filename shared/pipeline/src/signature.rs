@@ -14,6 +14,7 @@ use image::RgbImage;
 use imgest_core::domain::{HashPair, INNER_BAND, QueryPoints, Signature};
 
 use crate::pdq::{self, Dct16};
+use crate::points::Work;
 
 /// The variant hashed is the smallest of the photo's shape with at least this many pixels on
 /// its short side (twice PDQ's grid: finer pixels change no bit that matters).
@@ -48,50 +49,52 @@ pub(crate) fn source(sizes: impl Iterator<Item = (u32, u32)>, full: (u32, u32)) 
 
 /// The signature of RGB pixels.
 pub(crate) fn of_rgb(image: &RgbImage) -> Option<Signature> {
+    of_rgb_with(image, &mut Work::default())
+}
+
+/// [`of_rgb`] with buffers kept from one photo to the next.
+pub(crate) fn of_rgb_with(image: &RgbImage, work: &mut Work) -> Option<Signature> {
     let (luma, width, height) = hashed_luma(
         image.width() as usize,
         image.height() as usize,
         image.pixels().map(|p| pdq::luma_of(p.0)),
     );
-    of_luma(&luma, width, height)
+    of_luma(&luma, width, height, work)
 }
 
 /// The signature of a JPEG's planes: PDQ's luma is BT.601's, the Y plane itself.
 #[cfg(feature = "turbojpeg")]
-pub(crate) fn of_yuv(yuv: &super::planar::Yuv) -> Option<Signature> {
-    let (luma, width, height) =
-        hashed_bytes(&yuv.y.data, yuv.y.width as usize, yuv.y.height as usize);
-    of_luma(&luma, width, height)
+pub(crate) fn of_yuv(yuv: &super::planar::Yuv, work: &mut Work) -> Option<Signature> {
+    let (luma, width, height) = hashed_bytes(
+        &yuv.y.data,
+        yuv.y.width as usize,
+        yuv.y.height as usize,
+        work,
+    );
+    let signature = of_luma(&luma, width, height, work);
+    work.give(luma);
+    signature
 }
 
 /// The signature of luma values (`width` x `height`, row by row) already averaged down by
 /// [`hashed_luma`].
-fn of_luma(luma: &[f32], width: usize, height: usize) -> Option<Signature> {
-    let (quality, whole) = pair(luma, width, height)?;
-    let part = |(x0, y0, x1, y1): (usize, usize, usize, usize)| {
-        let mut part = Vec::with_capacity((x1 - x0) * (y1 - y0));
-        for y in y0..y1 {
-            part.extend_from_slice(luma.get(y * width + x0..y * width + x1)?);
-        }
-        Some((part, x1 - x0, y1 - y0))
-    };
+fn of_luma(luma: &[f32], width: usize, height: usize, work: &mut Work) -> Option<Signature> {
+    let (quality, whole) = pair(luma, width, height, (0, 0, width, height))?;
     let trimmed = framed(luma, width, height)
-        .and_then(part)
-        .and_then(|(part, w, h)| pair(&part, w, h).map(|(_, p)| p));
+        .and_then(|part| pair(luma, width, height, part).map(|(_, p)| p));
     // The inner part's hash alone (no mirror, no weak bits): it is compared, never probed with.
     let (bx, by) = (
         (width as f32 * INNER_BAND) as usize,
         (height as f32 * INNER_BAND) as usize,
     );
-    let inner = part((bx, by, width - bx, height - by))
-        .and_then(|(part, w, h)| Dct16::of_luma(&part, w, h))
+    let inner = Dct16::of_part(luma, width, height, (bx, by, width - bx, height - by))
         .map_or(whole.hash, |dct| dct.hash());
     Some(Signature {
         quality,
         whole,
         trimmed,
         inner: Some(inner),
-        points: Some(crate::points::stored(luma, width, height)),
+        points: Some(crate::points::stored(luma, width, height, work)),
     })
 }
 
@@ -143,11 +146,17 @@ fn hashed_luma(
 /// block's exact sum scaled once (the floats' sum rounds each row's share; the two differ in
 /// the last bits, no more). A block cut by the right or bottom edge is left out.
 #[cfg(feature = "turbojpeg")]
-fn hashed_bytes(plane: &[u8], width: usize, height: usize) -> (Vec<f32>, usize, usize) {
+fn hashed_bytes(
+    plane: &[u8],
+    width: usize,
+    height: usize,
+    work: &mut Work,
+) -> (Vec<f32>, usize, usize) {
     let f = (width.min(height) / HASHED_SIDE).max(1);
     let (w, h) = (width / f, height / f);
     let scale = 1.0 / (f * f) as f32;
-    let mut out = Vec::with_capacity(w * h);
+    let mut out = work.zeros(w * h);
+    out.clear();
     let mut sums = vec![0u32; width];
     // `max(1)`: a plane 0 pixels wide has no rows to read (and chunks of 0 are refused).
     for rows in plane.chunks_exact((width * f).max(1)).take(h) {
@@ -167,17 +176,18 @@ fn hashed_bytes(plane: &[u8], width: usize, height: usize) -> (Vec<f32>, usize, 
     (out, w, h)
 }
 
-/// The picture's hash and its mirror image's, the mirror hashed from the mirrored pixels: PDQ's
-/// blur windows are not centred, so the coefficients' sign changes (`Dct16::dihedral`) are a
-/// few to tens of bits off a mirrored copy's own hash (`bench/similar.sh`: 86 % of mirrored
-/// copies found that way).
-fn pair(luma: &[f32], width: usize, height: usize) -> Option<(u8, HashPair)> {
-    let dct = Dct16::of_luma(luma, width, height)?;
-    let mut mirrored = Vec::with_capacity(luma.len());
-    for row in luma.chunks_exact(width) {
-        mirrored.extend(row.iter().rev());
-    }
-    let mirror = Dct16::of_luma(&mirrored, width, height)?;
+/// The hash of a part of the picture (`(x0, y0, x1, y1)`, ends excluded) and of its mirror
+/// image, the mirror's as a mirrored copy hashes (`Dct16::of_part_and_mirror`): PDQ's blur
+/// windows are not centred, so the coefficients' sign changes (`Dct16::dihedral`) are a few to
+/// tens of bits off a mirrored copy's own hash (`bench/similar.sh`: 86 % of mirrored copies
+/// found that way).
+fn pair(
+    luma: &[f32],
+    width: usize,
+    height: usize,
+    part: (usize, usize, usize, usize),
+) -> Option<(u8, HashPair)> {
+    let (dct, mirror) = Dct16::of_part_and_mirror(luma, width, height, part)?;
     Some((
         dct.quality,
         HashPair {
@@ -377,7 +387,7 @@ mod tests {
         for (w, h) in sizes {
             let plane: Vec<u8> = (0..w * h).map(|i| ((i * 7919) % 251) as u8).collect();
             let floats = hashed_luma(w, h, plane.iter().map(|&v| f32::from(v)));
-            let bytes = hashed_bytes(&plane, w, h);
+            let bytes = hashed_bytes(&plane, w, h, &mut Work::default());
             assert_eq!((bytes.1, bytes.2), (floats.1, floats.2), "{w}x{h}");
             assert_eq!(bytes.0.len(), floats.0.len());
             for (a, b) in bytes.0.iter().zip(&floats.0) {
