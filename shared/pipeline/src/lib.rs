@@ -39,6 +39,7 @@ mod turbo;
 mod watermark;
 #[cfg(feature = "libwebp")]
 mod webp;
+mod weigh;
 
 use std::borrow::Cow;
 use std::sync::Arc;

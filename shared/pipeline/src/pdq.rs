@@ -17,6 +17,8 @@ use image::RgbImage;
 pub use imgest_core::domain::PdqHash;
 use imgest_core::domain::{SLICES, WeakBits};
 
+use crate::weigh::weigh;
+
 /// The side of the grid the photo is sampled to.
 const GRID: usize = 64;
 /// The side of the block of frequencies kept.
@@ -305,23 +307,19 @@ impl<'a> Region<'a> {
         })
     }
 
-    /// The region's row `y`; empty when the picture is shorter than it claims.
+    /// The region's row `y` (below its height: [`Region::of`] checked the picture holds it).
     fn row(&self, y: usize) -> &[f32] {
         let from = (self.y0 + y) * self.stride + self.x0;
-        self.luma.get(from..from + self.width).unwrap_or_default()
+        &self.luma[from..from + self.width]
     }
 
-    /// The blur along columns, at the grid's 64 rows: whole rows weighted and added (along
-    /// memory), `width` values a grid row.
+    /// The blur along columns, at the grid's 64 rows: whole rows weighed (along memory),
+    /// `width` values a grid row.
     fn grid_rows(&self) -> Vec<f32> {
         let taps = Taps::new(self.height);
         let mut out = vec![0f32; GRID * self.width];
         for (g, out) in out.chunks_exact_mut(self.width).enumerate() {
-            for (k, &weight) in taps.place(g).iter().enumerate() {
-                for (o, v) in out.iter_mut().zip(self.row(taps.first[g] + k)) {
-                    *o += weight * v;
-                }
-            }
+            weigh(out, taps.place(g), |k| self.row(taps.first[g] + k));
         }
         out
     }

@@ -4,6 +4,7 @@
 //! patch around it. A stored photo's are found at that one scale, from the luma its signature
 //! is made of (no second decode); a lookup's at each of [`QUERY_SCALES`].
 
+use crate::weigh::weigh;
 use imgest_core::domain::{
     POINT_KEY_BITS as KEY_BITS, POINT_SIDE, Point, QUERY_POINTS, QUERY_SCALES, QueryLevel,
     QueryPoints, STORED_POINTS,
@@ -95,12 +96,25 @@ impl Work {
 
     /// `len` zeros, in a kept buffer when one holds them.
     pub(crate) fn zeros(&mut self, len: usize) -> Vec<f32> {
+        let mut buffer = self.empty(len);
+        buffer.resize(len, 0.0);
+        buffer
+    }
+
+    /// A copy of `values`, in a kept buffer when one holds them.
+    fn copy_of(&mut self, values: &[f32]) -> Vec<f32> {
+        let mut buffer = self.empty(values.len());
+        buffer.extend_from_slice(values);
+        buffer
+    }
+
+    /// An empty buffer, a kept one that holds `len` values if there is one.
+    pub(crate) fn empty(&mut self, len: usize) -> Vec<f32> {
         let mut buffer = match self.kept.iter().position(|b| b.capacity() >= len) {
             Some(i) => self.kept.swap_remove(i),
             None => self.kept.pop().unwrap_or_default(),
         };
         buffer.clear();
-        buffer.resize(len, 0.0);
         buffer
     }
 
@@ -347,8 +361,8 @@ fn resample_rows(
     dst
 }
 
-/// Each column of `src` (`width` x `height`) resampled to `out` values: whole rows weighted
-/// and added, so the inner loop runs along memory.
+/// Each column of `src` (`width` x `height`) resampled to `out` values: whole rows weighed
+/// (along memory).
 fn resample_columns(
     src: &[f32],
     width: usize,
@@ -358,15 +372,9 @@ fn resample_columns(
 ) -> Vec<f32> {
     let mut dst = work.zeros(width * out);
     for ((first, weights), o) in taps(height, out).iter().zip(dst.chunks_exact_mut(width)) {
-        for (k, weight) in weights.iter().enumerate() {
-            let from = (first + k) * width;
-            for (o, v) in o
-                .iter_mut()
-                .zip(src.get(from..from + width).unwrap_or_default())
-            {
-                *o += weight * v;
-            }
-        }
+        weigh(o, weights, |k| {
+            &src[(first + k) * width..(first + k + 1) * width]
+        });
     }
     dst
 }
@@ -467,32 +475,6 @@ fn blur(src: &[f32], w: usize, h: usize, sigma: f32, area: Area, work: &mut Work
     out
 }
 
-/// `out[i] = Σ_k kernel[k] · input(k)[i]`, each sum made in the order of `k` (so the result
-/// is what a pass over `out` per tap gives, bit for bit), `LANES` outputs at a time held in
-/// registers: `out` is written once, not read and written once a tap.
-fn weigh<'a>(out: &mut [f32], kernel: &[f32], input: impl Fn(usize) -> &'a [f32]) {
-    const LANES: usize = 16;
-    let whole = out.len() / LANES * LANES;
-    for (chunk, o) in out[..whole].chunks_exact_mut(LANES).enumerate() {
-        let at = chunk * LANES;
-        let mut sums = [0f32; LANES];
-        for (k, weight) in kernel.iter().enumerate() {
-            let values: &[f32; LANES] =
-                input(k)[at..at + LANES].try_into().unwrap_or(&[0.0; LANES]);
-            for (s, v) in sums.iter_mut().zip(values) {
-                *s += weight * v;
-            }
-        }
-        o.copy_from_slice(&sums);
-    }
-    for (i, o) in out.iter_mut().enumerate().skip(whole) {
-        *o = kernel
-            .iter()
-            .enumerate()
-            .fold(0.0, |s, (k, weight)| s + weight * input(k)[i]);
-    }
-}
-
 /// Index `i` reflected into `0..n` (`-1` is `0`, `n` is `n - 1`).
 fn mirror(i: isize, n: usize) -> usize {
     let n = n as isize;
@@ -509,8 +491,7 @@ fn mirror(i: isize, n: usize) -> usize {
 /// rows at once: the loops vectorise).
 fn window_max(src: &[f32], w: usize, h: usize, r: usize, area: Area, work: &mut Work) -> Vec<f32> {
     let larger = |o: &mut f32, v: f32| *o = if v > *o { v } else { *o };
-    let mut rows = work.zeros(w * h);
-    rows.copy_from_slice(&src[..w * h]);
+    let mut rows = work.copy_of(&src[..w * h]);
     for y in area.grown(r, w, h).rows() {
         let (row, out) = (&src[y * w..(y + 1) * w], &mut rows[y * w..(y + 1) * w]);
         for d in 1..=r.min(w.saturating_sub(1)) {
@@ -522,8 +503,7 @@ fn window_max(src: &[f32], w: usize, h: usize, r: usize, area: Area, work: &mut 
             }
         }
     }
-    let mut out = work.zeros(w * h);
-    out.copy_from_slice(&rows);
+    let mut out = work.copy_of(&rows);
     for y in area.rows() {
         for yy in y.saturating_sub(r)..(y + r + 1).min(h) {
             if yy == y {

@@ -155,8 +155,7 @@ fn hashed_bytes(
     let f = (width.min(height) / HASHED_SIDE).max(1);
     let (w, h) = (width / f, height / f);
     let scale = 1.0 / (f * f) as f32;
-    let mut out = work.zeros(w * h);
-    out.clear();
+    let mut out = work.empty(w * h);
     let mut sums = vec![0u32; width];
     // `max(1)`: a plane 0 pixels wide has no rows to read (and chunks of 0 are refused).
     for rows in plane.chunks_exact((width * f).max(1)).take(h) {
